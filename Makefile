@@ -1,0 +1,34 @@
+# Two commands set up everything on a fresh machine:
+#   make demo   - create .venv, install, run the end-to-end demo
+#   make test   - create .venv if missing, install .[cpu,test], run the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench prove clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP) install --quiet -e ".[cpu,test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/tickformer demo --out runs/demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+prove: $(STAMP)
+	$(VENV)/bin/tickformer prove
+
+bench: $(STAMP)
+	$(PIP) install --quiet "torch==2.13.0" || echo "torch comparator unavailable; its benchmarks will be skipped"
+	$(PY) -m pytest benchmarks -q --benchmark-json=benchmarks/results/latest.json
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .hypothesis

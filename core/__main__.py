@@ -1,0 +1,3 @@
+from tickformer.cli import main
+
+raise SystemExit(main())

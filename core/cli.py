@@ -1,0 +1,68 @@
+"""The `tickformer` command line: one subcommand per module in `tickformer.commands`.
+
+Each subcommand module defines `register(subparsers)` (adds its parser and sets `func`).
+A user error (`TickformerError`) prints one line and exits non-zero; `--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from tickformer.errors import TickformerError
+
+# The order here is the order `tickformer --help` lists them in.
+COMMANDS = (
+    "info",
+    "train",
+    "export",
+    "inspect",
+    "run",
+    "build",
+    "check",
+    "prove",
+    "verify",
+    "certify",
+    "demo",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tickformer",
+        description="Formally checked, real-time inference runtime for attention models.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"tickformer.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"tickformer.commands.{name}":
+                continue  # subcommand not built yet in this checkout
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except TickformerError as exc:
+        if args.debug:
+            raise
+        print(f"tickformer {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"tickformer {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

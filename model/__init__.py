@@ -1,0 +1,12 @@
+"""The numpy reference Transformer (Vaswani et al. 2017): config, the one attention operator,
+layers, and the decoder-only / encoder-decoder stacks. Numpy only."""
+
+from .attention import attention, attention_weights, causal_mask, merge, SoftmaxState
+from .config import Config, PRESETS, parameter_count, preset
+from .transformer import decode, encode, forward, init_params, parameter_shapes
+
+__all__ = [
+    "attention", "attention_weights", "causal_mask", "merge", "SoftmaxState",
+    "Config", "PRESETS", "parameter_count", "preset",
+    "decode", "encode", "forward", "init_params", "parameter_shapes",
+]

@@ -1,0 +1,164 @@
+"""Model configuration: the blueprint, kept apart from weights and run state (llama2.c style).
+
+A frozen dataclass validated on construction; every error names the bad field and the fix.
+Presets follow "Attention Is All You Need" (Vaswani et al. 2017), Table 3: base (d_model 512,
+h 8, d_ff 2048, 6+6 layers) and big (1024, 16, 4096), both with a 37000-token vocabulary shared
+between source and target and tied to the output projection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tickformer.errors import ConfigError
+
+Arch = Literal["decoder", "encoder-decoder"]
+InputKind = Literal["tokens", "continuous"]
+
+ARCHS = ("decoder", "encoder-decoder")
+INPUT_KINDS = ("tokens", "continuous")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Architecture of one Transformer.
+
+    arch: "decoder" (causal, decoder-only) or "encoder-decoder" (the paper's).
+    inputs: "tokens" (embedding scaled by sqrt(d_model), output tied to the embedding) or
+        "continuous" (linear in from d_in, linear out to d_out) for control signals.
+    n_layers: decoder layers; n_enc_layers: encoder layers (encoder-decoder only, else 0).
+    max_len: longest sequence the positional table and KV cache are sized for.
+    """
+
+    arch: Arch = "decoder"
+    inputs: InputKind = "continuous"
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 256
+    n_layers: int = 2
+    n_enc_layers: int = 0
+    vocab_size: int = 0
+    d_in: int = 0
+    d_out: int = 0
+    max_len: int = 256
+    dropout: float = 0.1
+    ln_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        def fail(msg: str) -> None:
+            raise ConfigError(msg)
+
+        if self.arch not in ARCHS:
+            fail(f"arch {self.arch!r} is not one of {ARCHS}")
+        if self.inputs not in INPUT_KINDS:
+            fail(f"inputs {self.inputs!r} is not one of {INPUT_KINDS}")
+        for name in ("d_model", "n_heads", "d_ff", "n_layers", "max_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                fail(f"{name}={value!r} must be a positive integer")
+        if self.d_model % self.n_heads:
+            fail(
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                f"pick n_heads among the divisors of d_model"
+            )
+        if self.arch == "encoder-decoder":
+            if not isinstance(self.n_enc_layers, int) or self.n_enc_layers < 1:
+                fail(f"n_enc_layers={self.n_enc_layers!r}: an encoder-decoder needs >= 1 encoder layer")
+            if self.inputs != "tokens":
+                fail("encoder-decoder models take tokens; use arch='decoder' for continuous inputs")
+        elif self.n_enc_layers != 0:
+            fail(f"n_enc_layers={self.n_enc_layers} given for a decoder-only model; set it to 0")
+        if self.inputs == "tokens":
+            if not isinstance(self.vocab_size, int) or self.vocab_size < 2:
+                fail(f"vocab_size={self.vocab_size!r}: token models need vocab_size >= 2")
+            if self.d_in or self.d_out:
+                fail("d_in/d_out are for continuous inputs; leave them 0 for a token model")
+        else:
+            if not isinstance(self.d_in, int) or self.d_in < 1 or not isinstance(self.d_out, int) or self.d_out < 1:
+                fail(f"continuous models need d_in >= 1 and d_out >= 1 (got d_in={self.d_in}, d_out={self.d_out})")
+            if self.vocab_size:
+                fail("vocab_size is for token models; leave it 0 for continuous inputs")
+        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+            fail(f"dropout={self.dropout!r} must be in [0, 1)")
+        if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):
+            fail(f"ln_eps={self.ln_eps!r} must be > 0")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    def replace(self, **changes: Any) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Config":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown config fields {unknown}; known fields are {sorted(known)}")
+        return cls(**data)
+
+
+PRESETS: dict[str, Config] = {
+    # The paper's base and big models (Table 3), shared 37000-token vocabulary, tied output.
+    "paper-base": Config(
+        arch="encoder-decoder", inputs="tokens", d_model=512, n_heads=8, d_ff=2048,
+        n_layers=6, n_enc_layers=6, vocab_size=37000, max_len=256, dropout=0.1,
+    ),
+    "paper-big": Config(
+        arch="encoder-decoder", inputs="tokens", d_model=1024, n_heads=16, d_ff=4096,
+        n_layers=6, n_enc_layers=6, vocab_size=37000, max_len=256, dropout=0.3,
+    ),
+    # Smallest useful shapes, for tests.
+    "tiny": Config(
+        arch="decoder", inputs="continuous", d_model=16, n_heads=2, d_ff=32,
+        n_layers=2, d_in=3, d_out=2, max_len=16, dropout=0.0,
+    ),
+    "tiny-seq2seq": Config(
+        arch="encoder-decoder", inputs="tokens", d_model=16, n_heads=2, d_ff=32,
+        n_layers=1, n_enc_layers=1, vocab_size=7, max_len=12, dropout=0.0,
+    ),
+    # The control model: decoder-only over the pendulum's (state, action) history.
+    "control": Config(
+        arch="decoder", inputs="continuous", d_model=64, n_heads=4, d_ff=256,
+        n_layers=2, d_in=3, d_out=2, max_len=256, dropout=0.0,
+    ),
+    # The reverse task: encoder-decoder over digit tokens.
+    "reverse": Config(
+        arch="encoder-decoder", inputs="tokens", d_model=64, n_heads=4, d_ff=256,
+        n_layers=2, n_enc_layers=2, vocab_size=13, max_len=16, dropout=0.0,
+    ),
+}
+
+
+def preset(name: str) -> Config:
+    """Return the named preset; the error lists the names that exist."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}") from None
+
+
+def parameter_count(config: Config) -> int:
+    """Number of trainable scalars, counted from the architecture (tied embedding counted once).
+
+    Paper-base gives 63,082,496 and paper-big 214,245,376 (the paper's Table 3 rounds to 65M/213M).
+    """
+    d, f = config.d_model, config.d_ff
+    attention = 4 * (d * d + d)  # W^Q, W^K, W^V, W^O with biases
+    ffn = d * f + f + f * d + d
+    norm = 2 * d
+    total = 0
+    if config.inputs == "tokens":
+        total += config.vocab_size * d  # shared embedding, tied to the output projection
+    else:
+        total += config.d_in * d + d + d * config.d_out + config.d_out
+    total += config.n_enc_layers * (attention + ffn + 2 * norm)
+    cross = config.arch == "encoder-decoder"
+    total += config.n_layers * (attention * (2 if cross else 1) + ffn + norm * (3 if cross else 2))
+    return total

@@ -1,0 +1,1 @@
+"""tickformer.verify"""
