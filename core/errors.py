@@ -45,3 +45,7 @@ class ContractViolation(TickformerError):
 
 class ExportError(TickformerError):
     """Building, checking or writing an exported graph failed."""
+
+
+class BackendError(TickformerError):
+    """A backend failed while running a graph; the session's position and cache are unchanged."""

@@ -1,1 +1,41 @@
-"""tickformer.runtime"""
+"""tickformer.runtime: load an exported artifact and run it one position per control tick.
+
+    session = tickformer.runtime.load("ART", backend="ort", contracts="off")
+    y = session.step(x)          # x [B, d_in] float32 -> y [B, d_out] (same buffer every call)
+    session.reset()              # constant time
+    ys = session.run(seq)        # full pass [B, T, d_in] -> [B, T, d_out]
+
+Backends: numpy, numpy-growing (not constant time), ort (CPU); ort-cuda, ort-trt, tensorrt when
+their modules and a GPU are present (runtime/backends/__init__.py). Formats and interfaces:
+docs/artifact_format.md; usage, measurements and limits: docs/export_runtime.md.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .artifact import Artifact, open_artifact
+from .backends import REGISTRY as BACKENDS
+from .backends import backend_class
+from .session import Session
+
+
+def load(
+    path: str | os.PathLike[str],
+    backend: str = "numpy",
+    contracts: str = "off",
+    *,
+    budget_ns: int | None = None,
+    **options: Any,
+) -> Session:
+    """Verify the artifact (manifest and every SHA-256) before loading anything, then open it on
+    `backend` (options go to the backend, e.g. ort: threads=1, binding="run"|"iobinding").
+    contracts: "off" | "check" (raise ContractViolation) | "monitor" (count); budget_ns: latency
+    budget per step for the monitor. Not real-time (file I/O, graph loading)."""
+    artifact = open_artifact(path)
+    cls = backend_class(backend)  # BackendUnavailable with the extra to install
+    return Session(artifact, cls(artifact, **options), contracts=contracts, budget_ns=budget_ns)
+
+
+__all__ = ["Artifact", "BACKENDS", "Session", "load", "open_artifact"]

@@ -1,0 +1,109 @@
+"""Benchmark-suite settings: one thread everywhere, the demo-sized model, machine description.
+
+Run: `python -m pytest benchmarks -q --benchmark-json=benchmarks/results/latest.json`, then
+`python benchmarks/report.py` (make bench does both). Targets are reported as pass/fail by
+report.py, never asserted here: a benchmark fails only when the thing measured is broken.
+
+Thread pinning must happen before numpy / onnxruntime / torch are imported: this file sets
+OMP/OPENBLAS/MKL thread counts to 1 at import time (pytest imports it before any test module);
+torch.set_num_threads(1) and ORT intra_op_num_threads=1 are set where those are created.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+_NUMPY_WAS_IMPORTED = "numpy" in sys.modules
+for _var in THREAD_ENV:
+    os.environ[_var] = "1"
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sibling helper modules (--import-mode=importlib)
+
+import datetime  # noqa: E402
+import platform  # noqa: E402
+
+import pytest  # noqa: E402
+
+import harness  # noqa: E402
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def governor() -> str | None:
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in ("numpy", "onnx", "onnxruntime", "torch", "pytest_benchmark"):
+        try:
+            module = __import__(name)
+            out[name] = getattr(module, "__version__", "?")
+        except ImportError:
+            out[name] = "not installed"
+    return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine():
+    """Describe the machine before and after the run (results/machine.json, read by report.py)."""
+    info = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": " ".join(["python -m pytest"] + sys.argv[1:]),
+        "cpu_model": cpu_model(),
+        "cores_online": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "governor": governor(),
+        "platform": platform.platform(),
+        "load_average_start": load_average(),
+        "thread_env": {v: os.environ.get(v) for v in THREAD_ENV},
+        "numpy_imported_before_thread_pinning": _NUMPY_WAS_IMPORTED,
+    }
+    yield info
+    info["load_average_end"] = load_average()
+    info["versions"] = versions()
+    harness.write_json("machine", info)
+
+
+@pytest.fixture(scope="session")
+def torch_mod():
+    """torch, single-threaded, or a skip naming how to install it (benchmark-only comparator)."""
+    torch = pytest.importorskip("torch", reason="torch comparator not installed: pip install torch==2.13.0 (make bench does)")
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass  # already set once in this process
+    return torch
+
+
+@pytest.fixture(scope="session")
+def control():
+    """The demo-sized model of the targets: preset `control` (d_model 64, 2 layers, 4 heads,
+    d_ff 256, max_len 256, d_in 3, d_out 2) with seeded weights."""
+    from tickformer.model import init_params, preset
+
+    config = preset("control")
+    return config, init_params(config, seed=0)

@@ -1,0 +1,119 @@
+"""Contract: input domain.
+
+Statement
+    Every value the runtime feeds the model is finite and lies in the declared closed interval
+    [lo, hi] (recorded in the artifact manifest at export; `--domain LO:HI` on the CLI).
+Bound
+    lo <= x <= hi elementwise, lo and hi finite, lo <= hi.
+Reason
+    Every other numerical promise (the score bound of `contracts.score_bound`, fp16 safety,
+    finiteness of outputs) is derived from a *finite* input domain. An input outside it voids
+    them, so the runtime checks it by policy (contract mode `check` raises, `monitor` counts).
+
+Implementation note (real-time safety): the success path is two bounded reductions,
+`x.min()` and `x.max()` — O(x.size) work, no array allocation (only the two numpy scalars they
+return). NaN propagates through min/max and fails both comparisons, +-inf lies outside any finite
+interval, so the two comparisons `lo <= min` and `max <= hi` decide the whole contract. Only the
+failure path allocates, to name the first bad index and the worst value.
+
+Referenced by: runtime sessions (helper B), `contracts.monitor.ContractMonitor`,
+tests/contracts/test_input_domain.py, `tickformer verify` (domain strategy).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tickformer.errors import ConfigError, InputError
+
+
+def check_domain(lo: float, hi: float) -> tuple[float, float]:
+    """Validate a declared domain: finite lo <= hi. Returns (float(lo), float(hi)).
+
+    Not on the hot path (call once, at load/construction)."""
+    try:
+        lo_f, hi_f = float(lo), float(hi)
+    except (TypeError, ValueError):
+        raise ConfigError(f"input domain ({lo!r}, {hi!r}) must be two numbers, e.g. --domain -1:1") from None
+    if not (math.isfinite(lo_f) and math.isfinite(hi_f)):
+        raise ConfigError(
+            f"input domain [{lo_f}, {hi_f}] must be finite: the score bound and fp16 safety are derived from it; "
+            f"declare the real range of your signals, e.g. --domain -10:10"
+        )
+    if lo_f > hi_f:
+        raise ConfigError(f"input domain [{lo_f}, {hi_f}] is empty (lo > hi); swap the bounds")
+    return lo_f, hi_f
+
+
+def parse_domain(text: str) -> tuple[float, float]:
+    """'LO:HI' -> (lo, hi), validated. '-1:1', '-1e3:1e3'."""
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise ConfigError(f"--domain {text!r} must look like LO:HI, e.g. -1:1")
+    try:
+        lo, hi = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise ConfigError(f"--domain {text!r}: LO and HI must be numbers, e.g. -1:1") from None
+    return check_domain(lo, hi)
+
+
+def domain_excess(x: np.ndarray, lo: float, hi: float) -> float:
+    """How far x leaves [lo, hi]: 0.0 inside, max(lo - min, max - hi) outside, inf for any
+    non-finite value. Never raises on values (used by the `monitor` mode).
+
+    Real-time safe: two bounded reductions, no array allocation.
+    """
+    if x.size == 0:
+        return 0.0
+    mn = float(x.min())
+    mx = float(x.max())
+    if lo <= mn and mx <= hi:  # False for NaN
+        return 0.0
+    if not (math.isfinite(mn) and math.isfinite(mx)):
+        return math.inf
+    return max(lo - mn, mx - hi, 0.0)
+
+
+def describe_violation(x: np.ndarray, lo: float, hi: float) -> str:
+    """Name the problem with x (first non-finite index, or the worst value outside [lo, hi]).
+
+    Failure path only: allocates."""
+    finite = np.isfinite(x)  # [*x.shape] bool
+    if not finite.all():
+        idx = tuple(int(i) for i in np.argwhere(~finite)[0])
+        return (
+            f"input has a non-finite value {float(x[idx])!r} at index {idx}; the model's domain is "
+            f"[{lo}, {hi}]: replace NaN/Inf before the step (e.g. hold the last good sample)"
+        )
+    lo_gap = lo - x  # [*x.shape] how far below lo
+    hi_gap = x - hi  # [*x.shape] how far above hi
+    gap = np.maximum(lo_gap, hi_gap)  # [*x.shape]
+    flat = int(np.argmax(gap))
+    idx = tuple(int(i) for i in np.unravel_index(flat, x.shape))
+    worst = float(x[idx])
+    count = int((gap > 0).sum())
+    return (
+        f"input value {worst!r} at index {idx} is outside the declared domain [{lo}, {hi}] "
+        f"({count} value(s) outside); clip or scale the input, or re-export with a wider --domain"
+    )
+
+
+def validate_input(x: np.ndarray, lo: float, hi: float) -> None:
+    """Raise `InputError` unless x is a floating array whose values are all finite and in [lo, hi].
+
+    lo, hi: a finite domain (validate it once with `check_domain`).
+    Real-time safe on the success path: a dtype check plus two bounded reductions (min, max), no
+    array allocation; the failure path allocates to build the message.
+    """
+    if not isinstance(x, np.ndarray) or x.dtype.kind != "f":
+        kind = type(x).__name__ if not isinstance(x, np.ndarray) else f"ndarray of {x.dtype}"
+        raise InputError(f"input must be a floating-point numpy array, got {kind}; convert with np.asarray(x, np.float32)")
+    if x.size == 0:
+        return
+    mn = x.min()
+    mx = x.max()
+    if lo <= mn and mx <= hi:  # NaN fails both comparisons
+        return
+    raise InputError(describe_violation(x, lo, hi))

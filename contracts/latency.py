@@ -1,0 +1,40 @@
+"""Contract: latency per token (step) stays within a budget.
+
+Statement
+    Each runtime step, measured with time.perf_counter_ns() from just before the step's first
+    input copy to just after its last output copy, takes at most `budget_ns` nanoseconds.
+Bound
+    elapsed_ns <= budget_ns (a per-artifact, per-target budget; the certification campaign
+    (verify/certify*, helper D) measures the distribution, p99.9/max and a pWCET estimate).
+Reason
+    A control loop at rate f has 1/f seconds per tick; a step whose cost does not depend on
+    the position (static KV cache) makes the measured worst case meaningful. This contract is
+    monitored (never proven): timing is a property of the machine, not of the code.
+
+Real-time safety: integer arithmetic on two ints, no allocation beyond the int result.
+Referenced by: `contracts.monitor.ContractMonitor`, the control loop (with `contracts.deadline`).
+"""
+
+from __future__ import annotations
+
+
+def check_budget(budget_ns: int | None) -> int | None:
+    """Validate a budget (positive int nanoseconds, or None for 'no budget'). Not hot path."""
+    from tickformer.errors import ConfigError
+
+    if budget_ns is None:
+        return None
+    if isinstance(budget_ns, bool) or not isinstance(budget_ns, int) or budget_ns <= 0:
+        raise ConfigError(f"latency budget {budget_ns!r} must be a positive integer number of nanoseconds, e.g. 1_000_000 for 1 ms")
+    return budget_ns
+
+
+def over_budget_ns(elapsed_ns: int, budget_ns: int) -> int:
+    """How many nanoseconds a step exceeded its budget (0 when within).
+
+    pre: budget_ns > 0
+    pre: elapsed_ns >= 0
+    post: __return__ >= 0
+    post: (__return__ == 0) == (elapsed_ns <= budget_ns)
+    """
+    return elapsed_ns - budget_ns if elapsed_ns > budget_ns else 0

@@ -1,0 +1,56 @@
+"""Contract: session position bookkeeping.
+
+Statement
+    P1  the position (number of tokens in the KV cache) starts at 0 and never exceeds max_len;
+    P2  a step that fails (bad input, contract violation, backend error, context full) leaves the
+        position unchanged (and the cache slots at and after it are never selected, see
+        contracts.masking.cache_slot_visible);
+    P3  a successful step advances the position by exactly the number of tokens it consumed;
+    P4  reset() sets the position to 0.
+Bound
+    Exact integer arithmetic.
+Reason
+    A control loop retries or falls back after a failed step; if the failed step had advanced
+    the position, the next step would attend to a garbage key (or skip a real one).
+
+`step_position` is the one function that decides the next position: runtime sessions call it
+(or are tested to agree with it). O(1), real-time safe. Proven by CrossHair (`tickformer prove`).
+"""
+
+from __future__ import annotations
+
+
+def can_step(position: int, n_tokens: int, max_len: int) -> bool:
+    """Whether n_tokens more tokens fit after `position` (P1).
+
+    pre: 0 <= position <= max_len and n_tokens >= 1
+    post: __return__ == (position + n_tokens <= max_len)
+    """
+    return n_tokens <= max_len - position
+
+
+def step_position(position: int, n_tokens: int, max_len: int, succeeded: bool) -> int:
+    """The position after a step of n_tokens that `succeeded` (P1-P3). A step that does not fit
+    counts as failed: the runtime raises ContextFull before touching the cache.
+
+    pre: 0 <= position <= max_len and n_tokens >= 1 and max_len >= 1
+    post: 0 <= __return__ <= max_len
+    post: succeeded or __return__ == position
+    post: __return__ == position or __return__ == position + n_tokens
+    post: implies(succeeded and can_step(position, n_tokens, max_len), __return__ == position + n_tokens)
+    """
+    if succeeded and can_step(position, n_tokens, max_len):
+        return position + n_tokens
+    return position
+
+
+def reset_position() -> int:
+    """P4.
+
+    post: __return__ == 0
+    """
+    return 0
+
+
+def implies(a: bool, b: bool) -> bool:
+    return (not a) or b

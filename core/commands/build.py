@@ -1,0 +1,57 @@
+"""`tickformer build ART --backend tensorrt [--precision fp32|fp16] [--workspace MIB]
+[--timing-cache PATH] [--version-compatible] [--hardware-compat same|ampere+]`
+
+Builds the artifact's graphs into TensorRT engines with static shapes (min = opt = max), a
+persistent timing cache and a workspace limit, and records them (sha256, TensorRT version, GPU,
+compute capability, precision, options) in the artifact's manifest. Needs TensorRT, cuda-python
+and an NVIDIA GPU; without them it prints one line naming what is missing and exits 1.
+Details: tickformer.export.engine_build, docs/gpu.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from tickformer.export.engine_build import HARDWARE_COMPAT, PRECISIONS
+
+    p = subparsers.add_parser(
+        "build",
+        help="build TensorRT engines for an exported artifact (needs a GPU and TensorRT)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("artifact", type=Path, help="exported artifact directory")
+    p.add_argument("--backend", required=True, choices=["tensorrt"], help="engine kind to build")
+    p.add_argument("--precision", default="fp32", choices=list(PRECISIONS))
+    p.add_argument("--workspace", type=int, default=1024, metavar="MIB", help="builder workspace limit in MiB (default 1024)")
+    p.add_argument("--timing-cache", type=Path, default=None, metavar="PATH",
+                   help="persistent timing cache, read and updated (default: ART/trt-timing.cache)")
+    p.add_argument("--version-compatible", action="store_true",
+                   help="engine runs on later TensorRT versions of the same major (slower, trusted host code)")
+    p.add_argument("--hardware-compat", default="same", choices=sorted(HARDWARE_COMPAT),
+                   help="same: this GPU model only (fastest); ampere+: any GPU of compute capability >= 8.0")
+    conv = p.add_mutually_exclusive_group()
+    conv.add_argument("--convert", dest="convert", action="store_true", default=None,
+                      help="fp16 from an fp32 graph: apply the fp16 policy (export/fp16.py) and build strongly typed "
+                           "(always on TensorRT 11; on 10.x the default is the FP16 builder flag)")
+    conv.add_argument("--no-convert", dest="convert", action="store_false",
+                      help="fp16 from an fp32 graph via the TensorRT 10.x FP16 builder flag (weak typing)")
+    p.add_argument("--graph", action="append", dest="graphs", metavar="NAME",
+                   help="build only this graph (step, model, encoder); repeatable")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tickformer.export.engine_build import BuildOptions, build_engines
+
+    options = BuildOptions(
+        precision=args.precision, workspace_mib=args.workspace, timing_cache=args.timing_cache,
+        version_compatible=args.version_compatible, hardware_compat=args.hardware_compat,
+        convert=args.convert, graphs=tuple(args.graphs) if args.graphs else None,
+    )
+    for record in build_engines(args.artifact, options):
+        print(f"built {record.graph}: {record.file} ({record.bytes} bytes, sha256 {record.sha256[:16]}...)")
+    return 0

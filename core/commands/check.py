@@ -1,0 +1,53 @@
+"""`tickformer check ART --target trt-10.3|trt-10|trt-11`: offline TensorRT-parser lint.
+
+Checks every exported graph of an artifact (or one bare .onnx file) against the documented
+ONNX-parser support of the target TensorRT release (see `tickformer.export.trt_support` for
+the tables and their sources). Prints one line per finding and a summary; exits 1 when any
+finding is an error, 0 otherwise. Needs neither a GPU nor TensorRT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from tickformer.export.trt_support import target_names
+
+    p = subparsers.add_parser(
+        "check",
+        help="lint exported graphs against the TensorRT ONNX parser of a target release (no GPU needed)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("artifact", type=Path, help="exported artifact directory, or one .onnx file")
+    p.add_argument("--target", required=True, choices=target_names(),
+                   help="TensorRT release line: trt-10.3 (JetPack 6), trt-10 (latest 10.x), trt-11")
+    p.add_argument("--notes", action="store_true", help="also print notes (facts, not problems)")
+    p.add_argument("--json", action="store_true", help="print the findings as one JSON document")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tickformer.export.trt_support import check_path, count, target
+
+    spec = target(args.target)
+    findings = check_path(args.artifact, spec)
+    errors, warnings, notes = (count(findings, s) for s in ("error", "warning", "note"))
+    if args.json:
+        doc = {
+            "target": spec.name, "trt_version": spec.trt_version, "source": spec.source,
+            "errors": errors, "warnings": warnings, "notes": notes,
+            "findings": [f.__dict__ for f in findings],
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        for f in findings:
+            if f.severity != "note" or args.notes:
+                print(f.line())
+        verdict = "FAIL" if errors else "ok"
+        print(f"check {spec.name}: {verdict}: {errors} error(s), {warnings} warning(s), {notes} note(s) "
+              f"in {args.artifact}")
+    return 1 if errors else 0

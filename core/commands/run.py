@@ -1,0 +1,87 @@
+"""`tickformer run ART --backend ort --input FILE.npy [--output OUT.npy] [--contracts off|check|monitor]`.
+
+Decoder-only: runs the sequence in FILE.npy ([B, T, d_in] float, or [T, d_in] when B = 1; tokens
+[B, T] / [T] int) step by step through a session and writes the outputs [B, T, d_out | V]
+(float64 input is converted to float32). Encoder-decoder: FILE.npy holds the source tokens,
+`--bos ID --max-new N` decode greedily and the generated tokens are written.
+Prints the per-step latency (p50/p99/max, perf_counter_ns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from tickformer.runtime import BACKENDS
+
+    p = subparsers.add_parser("run", help="run an artifact step by step on an input file", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("artifact", type=Path, help="artifact directory (tickformer export --out)")
+    p.add_argument("--backend", default="ort", choices=sorted(BACKENDS), help="backend (default ort)")
+    p.add_argument("--input", type=Path, required=True, help=".npy input sequence (or source tokens, encoder-decoder)")
+    p.add_argument("--output", type=Path, default=None, help=".npy file for the outputs (default: print a summary only)")
+    p.add_argument("--contracts", default="off", choices=("off", "check", "monitor"), help="run-time contract mode")
+    p.add_argument("--bos", type=int, default=None, help="encoder-decoder: start token id")
+    p.add_argument("--eos", type=int, default=None, help="encoder-decoder: stop token id")
+    p.add_argument("--max-new", type=int, default=None, help="encoder-decoder: tokens to generate (default max_len)")
+    p.set_defaults(func=run)
+
+
+def _read(path: Path, session) -> np.ndarray:
+    from tickformer.errors import InputError
+
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {path} as a .npy array ({exc}); save it with np.save") from None
+    if session.tokens:
+        if data.dtype.kind not in "iu":
+            raise InputError(f"{path}: token input must be integer, got {data.dtype}")
+        data = data.astype(np.int64)
+        return data[None] if data.ndim == 1 else data
+    if data.dtype.kind != "f":
+        raise InputError(f"{path}: input must be floating point, got {data.dtype}")
+    data = data.astype(np.float32)
+    return data[None] if data.ndim == 2 else data
+
+
+def run(args: argparse.Namespace) -> int:
+    from tickformer.errors import InputError
+    from tickformer.runtime import load
+
+    with load(args.artifact, backend=args.backend, contracts=args.contracts) as session:
+        data = _read(args.input, session)
+        if session.config.arch == "encoder-decoder":
+            if args.bos is None:
+                raise InputError("encoder-decoder artifacts need --bos ID (the start token) to generate")
+            out = session.generate(data, args.max_new or session.max_len, bos=args.bos, eos=args.eos)
+            times = None
+        else:
+            if data.ndim != len(session.input_shape) or data.shape[0] != session.batch or data.shape[1] > session.max_len:
+                raise InputError(
+                    f"{args.input}: shape {data.shape} does not fit this artifact: need [{session.batch}, T(<= {session.max_len})"
+                    + ("]" if session.tokens else f", {session.config.d_in}]")
+                )
+            t = data.shape[1]
+            out = np.zeros((session.batch, t) + session.backend.step_output_shape[2:], dtype=np.float32)
+            times = np.zeros(t, dtype=np.int64)
+            for i in range(t):
+                x = np.ascontiguousarray(data[:, i : i + 1])
+                start = time.perf_counter_ns()
+                y = session.step(x)
+                times[i] = time.perf_counter_ns() - start
+                out[:, i] = y[:, 0]
+        if args.output is not None:
+            np.save(args.output, out)
+        print(f"{args.backend}: {data.shape} -> {out.shape}" + (f", written to {args.output}" if args.output else ""))
+        if times is not None and times.size:
+            p50, p99 = np.percentile(times, [50, 99])
+            print(f"step latency (includes validation): p50 {p50 / 1e3:.1f} us, p99 {p99 / 1e3:.1f} us, max {times.max() / 1e3:.1f} us over {times.size} steps")
+        if session.monitor is not None:
+            print(f"contracts: {session.monitor.summary()['contracts']}")
+    return 0

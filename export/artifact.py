@@ -1,0 +1,201 @@
+"""Writing an artifact directory atomically (format: docs/artifact_format.md).
+
+export_artifact(config, params, out): build the graphs (export/graphs.py), check each with
+onnx.checker (full_check) and strict shape inference, run the three-way equivalence
+(export/equivalence.py), then write weights.npz, the .onnx files and manifest.json (last) into a
+hidden temporary sibling directory, fsync, and os.replace it onto `out`. Any failure (or an
+interruption) before the rename leaves `out` untouched and at most a hidden temp directory
+without a manifest, which `tickformer.runtime.load` refuses.
+
+Not real-time code.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import json
+import os
+import platform
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+import onnx
+import onnxruntime
+
+import tickformer
+from tickformer.errors import ExportError
+from tickformer.model.config import Config
+from tickformer.model.transformer import parameter_shapes
+from tickformer.runtime.artifact import FORMAT, GRAPH_FILES, MANIFEST, VERSION, WEIGHTS
+
+from . import equivalence
+from .bounds import fp32_tolerance, output_bound
+from .builder import check_opset, io_spec
+from .graphs import build_graphs
+
+if TYPE_CHECKING:
+    from tickformer.model.checkpoint import Checkpoint
+
+DEFAULT_DOMAIN = (-10.0, 10.0)
+
+
+def export_config(config: Config, max_len: int | None, batch: int) -> Config:
+    """The config as exported (max_len <= the checkpoint's), with validated batch."""
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise ExportError(f"--batch {batch!r} must be a positive integer")
+    if max_len is None:
+        return config
+    if not isinstance(max_len, int) or isinstance(max_len, bool) or not 1 <= max_len <= config.max_len:
+        raise ExportError(
+            f"--max-len {max_len!r} must be in 1..{config.max_len} (the checkpoint's max_len: the model was "
+            f"not trained on longer sequences); retrain with a larger max_len to export longer"
+        )
+    return config.replace(max_len=max_len)
+
+
+def input_domain(config: Config, domain: tuple[float, float] | None) -> tuple[float, float]:
+    if config.inputs == "tokens":
+        return (0.0, float(config.vocab_size - 1))
+    from tickformer.contracts.input_domain import check_domain
+
+    return check_domain(*(DEFAULT_DOMAIN if domain is None else domain))
+
+
+def _versions() -> dict[str, str]:
+    return {
+        "tickformer": tickformer.__version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "onnx": onnx.__version__,
+        "onnxruntime": onnxruntime.__version__,
+    }
+
+
+def _weights_bytes(params: Mapping[str, np.ndarray], config: Config) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **{name: np.asarray(params[name], dtype=np.float32) for name in parameter_shapes(config)})
+    return buffer.getvalue()
+
+
+def _write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(out: Path, files: Mapping[str, bytes], manifest: dict[str, Any]) -> Path:
+    """Write files then manifest.json into a temp sibling and rename it onto `out`.
+
+    An existing `out` is replaced only if it is an artifact (has manifest.json) or empty."""
+    if out.exists() and not (out.is_dir() and ((out / MANIFEST).is_file() or not any(out.iterdir()))):
+        raise ExportError(f"{out} exists and is not an artifact directory; refusing to overwrite it, choose another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    old: Path | None = None
+    try:
+        for name, data in files.items():
+            _write(tmp / name, data)
+        _write(tmp / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n").encode())
+        _fsync_dir(tmp)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / "artifact")
+        os.replace(tmp, out)
+        _fsync_dir(out.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and (old / "artifact").exists() and not out.exists():
+            os.replace(old / "artifact", out)  # put the previous artifact back
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return out
+
+
+def export_params(
+    config: Config,
+    params: Mapping[str, np.ndarray],
+    out: str | os.PathLike[str],
+    *,
+    max_len: int | None = None,
+    batch: int = 1,
+    opset: int = 17,
+    domain: tuple[float, float] | None = None,
+    seed: int = 0,
+    lengths: list[int] | None = None,
+    source: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build, check, compare and write the artifact from a config and parameters; return its
+    manifest. lengths: export-time equivalence lengths (default {1, 2, N/2, N}; the step
+    sequence runs max(lengths) positions). Raises ExportError."""
+    check_opset(opset)
+    cfg = export_config(config, max_len, batch)
+    lo_hi = input_domain(cfg, domain)
+    graphs = build_graphs(params, cfg, batch, opset)
+    tolerance = fp32_tolerance(cfg)
+    equiv = equivalence.check(graphs, params, cfg, batch, lo_hi, tolerance, seed, lengths)
+    files: dict[str, bytes] = {WEIGHTS: _weights_bytes(params, cfg)}
+    for name, graph in graphs.items():
+        files[GRAPH_FILES[name]] = graph.SerializeToString()
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "config": cfg.to_dict(),
+        "batch": batch,
+        "max_len": cfg.max_len,
+        "opset": opset,
+        "input_domain": list(lo_hi),
+        "output_bound": output_bound(params, cfg),
+        "graphs": {
+            name: {"file": GRAPH_FILES[name], "inputs": io_spec(g.graph.input), "outputs": io_spec(g.graph.output)}
+            for name, g in graphs.items()
+        },
+        "files": {name: {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)} for name, data in sorted(files.items())},
+        "tolerance": tolerance,
+        "equivalence": equiv,
+        "versions": _versions(),
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "source": dict(source or {}),
+    }
+    write_atomic(Path(out), files, manifest)
+    return manifest
+
+
+def export_artifact(
+    checkpoint: "str | os.PathLike[str] | Checkpoint",
+    out: str | os.PathLike[str],
+    *,
+    max_len: int | None = None,
+    batch: int = 1,
+    opset: int = 17,
+    domain: tuple[float, float] | None = None,
+    seed: int = 0,
+    lengths: list[int] | None = None,
+) -> Path:
+    """Export a checkpoint (directory or loaded `Checkpoint`) to the artifact directory `out`.
+
+    The input domain is `domain`, else the checkpoint meta's "input_domain", else -10..10.
+    Returns `out`. Raises CheckpointError / ExportError. Not real-time."""
+    from tickformer.model.checkpoint import Checkpoint, load_checkpoint
+
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
+    if domain is None and "input_domain" in ckpt.meta:
+        domain = tuple(ckpt.meta["input_domain"])  # type: ignore[assignment]
+    source = {"checkpoint": None if ckpt.path is None else str(ckpt.path), "checkpoint_meta": ckpt.meta}
+    export_params(ckpt.config, ckpt.params, out, max_len=max_len, batch=batch, opset=opset, domain=domain, seed=seed, lengths=lengths, source=source)
+    return Path(out)

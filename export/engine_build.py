@@ -1,0 +1,432 @@
+"""TensorRT engines for an exported artifact: build, record in the manifest, load safely.
+
+`build_engines(ART, BuildOptions(...))` builds every graph of the artifact (step, and model or
+encoder) into a serialized engine with static shapes: the step and encoder graphs are static
+already; a symbolic dim of the full-pass graph (`T`) is pinned by an optimization profile with
+min = opt = max = max_len (causality makes a zero-padded full pass exact on the first T rows).
+It uses a persistent timing cache, a workspace limit, optional version compatibility and
+hardware compatibility, and writes each engine into the artifact atomically (temp file,
+fsync, os.replace), under a content-addressed name, then rewrites manifest.json atomically with
+the engine's sha256, TensorRT version, GPU name, compute capability, precision and build
+options. Engines become part of the manifest's `files`, so `open_artifact` verifies them like
+every other file; `engine_bytes` re-checks the hash of the bytes it returns and refuses an
+engine built for another TensorRT version or GPU *before* anything is deserialized.
+
+Precision (TensorRT 10.x and 11.x): `precision_plan` decides, per graph,
+- fp32: strongly typed network from the fp32 graph; TF32 cleared so fp32 means fp32.
+- fp16, graph already mixed-precision (exported with --precision fp16): strongly typed build;
+  the precision is in the graph (export/fp16.py) -- the only fp16 route on TensorRT 11, where
+  BuilderFlag.FP16 was removed.
+- fp16, fp32 graph: TensorRT 10.x weak typing with BuilderFlag.FP16 (the builder picks fp16
+  kernels where it likes), or `convert=True` (default on 11.x, opt-in on 10.x): convert with
+  `to_fp16` first and build strongly typed.
+
+Sources (facts only): NVIDIA TensorRT Python API (Builder.create_network, IBuilderConfig
+set_memory_pool_limit / set_flag / hardware_compatibility_level / create_timing_cache /
+set_timing_cache / get_timing_cache, OnnxParser.parse, Runtime.deserialize_cuda_engine,
+engine_host_code_allowed for version-compatible plans); "Engine Compatibility" and
+"Migrating from TensorRT 10.x to 11.x" guides; cuda-python `cuda.bindings.runtime`
+(cudaGetDevice, cudaGetDeviceProperties).
+
+Nothing here is real-time code: builds take seconds to minutes and allocate freely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Literal
+
+from tickformer.errors import ArtifactError, BackendUnavailable, ConfigError, ExportError
+
+Precision = Literal["fp32", "fp16"]
+PRECISIONS: tuple[str, ...] = ("fp32", "fp16")
+# --hardware-compat value -> tensorrt.HardwareCompatibilityLevel member name.
+HARDWARE_COMPAT: dict[str, str] = {"same": "NONE", "ampere+": "AMPERE_PLUS"}
+TIMING_CACHE = "trt-timing.cache"  # default, inside the artifact; not a trusted (hashed) file
+ENGINE_SUFFIX = ".engine"
+INSTALL_HINT = "pip install 'tickformer[tensorrt]' (tensorrt, cuda-python) on a machine with an NVIDIA GPU"
+
+
+# --- options and pure decisions (testable without TensorRT) -------------------------------------
+@dataclass(frozen=True)
+class BuildOptions:
+    """What `tickformer build` was asked for; validated on construction."""
+
+    precision: str = "fp32"
+    workspace_mib: int = 1024
+    timing_cache: Path | None = None  # None: ART/trt-timing.cache
+    version_compatible: bool = False
+    hardware_compat: str = "same"
+    convert: bool | None = None  # fp16 from an fp32 graph: convert with to_fp16 (None: only on TRT 11)
+    graphs: tuple[str, ...] | None = None  # None: every graph of the artifact
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"--precision {self.precision!r} is not one of {PRECISIONS}")
+        w = self.workspace_mib
+        if not isinstance(w, int) or isinstance(w, bool) or not 16 <= w <= 1 << 20:
+            raise ConfigError(f"--workspace {w!r} MiB must be an integer in 16..{1 << 20}")
+        if self.hardware_compat not in HARDWARE_COMPAT:
+            raise ConfigError(f"--hardware-compat {self.hardware_compat!r} is not one of {sorted(HARDWARE_COMPAT)}")
+
+
+@dataclass(frozen=True)
+class PrecisionPlan:
+    """How to get the requested precision out of a given TensorRT major and graph."""
+
+    strongly_typed: bool
+    fp16_flag: bool
+    convert_graph: bool
+    clear_tf32: bool
+
+
+def precision_plan(trt_major: int, graph_has_fp16: bool, precision: str, convert: bool | None = None) -> PrecisionPlan:
+    """Pure decision table (see module docstring). Raises ConfigError for impossible requests."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision {precision!r} is not one of {PRECISIONS}")
+    if precision == "fp32":
+        if graph_has_fp16:
+            raise ConfigError("this graph is fp16-typed (exported with --precision fp16): an fp32 engine needs "
+                              "an fp32 export; re-export without --precision fp16")
+        return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=False, clear_tf32=True)
+    if graph_has_fp16:
+        return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=False, clear_tf32=True)
+    if trt_major >= 11:
+        if convert is False:
+            raise ConfigError("TensorRT 11 has no fp16 builder flag (weak typing was removed): fp16 needs an "
+                              "fp16-typed graph; drop --no-convert or export with --precision fp16")
+        return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=True, clear_tf32=True)
+    if convert:
+        return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=True, clear_tf32=True)
+    return PrecisionPlan(strongly_typed=False, fp16_flag=True, convert_graph=False, clear_tf32=False)
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'10.3.0.30' -> (10, 3, 0, 30); raises ConfigError on anything else."""
+    if not isinstance(text, str) or not re.fullmatch(r"\d+(\.\d+)*", text.strip()):
+        raise ConfigError(f"cannot parse TensorRT version {text!r}")
+    return tuple(int(p) for p in text.strip().split("."))
+
+
+def static_profile(io: list[dict[str, Any]], max_len: int) -> dict[str, tuple[int, ...]]:
+    """Input name -> the one shape of a min = opt = max profile. The only symbolic dim our graphs
+    have is "T" (1..max_len), pinned to max_len; anything else is an error."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in io:
+        dims: list[int] = []
+        for d in spec["shape"]:
+            if isinstance(d, int) and d > 0:
+                dims.append(d)
+            elif d == "T":
+                dims.append(max_len)
+            else:
+                raise ExportError(f"input {spec['name']!r} has dimension {d!r}; only 'T' can be pinned (to max_len)")
+        shapes[spec["name"]] = tuple(dims)
+    return shapes
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """Where an engine is built or loaded: TensorRT version, GPU name, compute capability."""
+
+    tensorrt: str
+    gpu: str
+    compute_capability: tuple[int, int]
+
+
+def compatibility_problem(entry: dict[str, Any], here: DeviceInfo) -> str | None:
+    """Why an engine recorded in the manifest must not be deserialized here (None: it may).
+
+    Rules (TensorRT "Engine Compatibility"): a plain engine runs only on the TensorRT version
+    that built it; a version-compatible one on the same major, same or newer version. A plain
+    engine runs only on the GPU model it was built on; `ampere+` on any compute capability >= 8.0.
+    """
+    built_v, here_v = parse_version(str(entry["tensorrt"])), parse_version(here.tensorrt)
+    if entry.get("version_compatible"):
+        if here_v[0] != built_v[0] or here_v < built_v:
+            return (f"engine built with TensorRT {entry['tensorrt']} (version-compatible) cannot run on "
+                    f"TensorRT {here.tensorrt}: needs the same major version, same or newer")
+    elif here_v[:3] != built_v[:3]:
+        return (f"engine built with TensorRT {entry['tensorrt']} cannot run on TensorRT {here.tensorrt}; "
+                f"rebuild it here (`tickformer build ART --backend tensorrt`) or build with --version-compatible")
+    cc_built = tuple(int(c) for c in str(entry["compute_capability"]).split("."))
+    if entry.get("hardware_compat", "same") == "ampere+":
+        if here.compute_capability < (8, 0):
+            return f"engine built --hardware-compat ampere+ needs compute capability >= 8.0, this GPU has {here.compute_capability}"
+    elif entry.get("gpu") != here.gpu or cc_built != here.compute_capability:
+        return (f"engine built for {entry.get('gpu')} (compute capability {entry['compute_capability']}) cannot run on "
+                f"{here.gpu} ({'.'.join(map(str, here.compute_capability))}); rebuild it on this GPU")
+    return None
+
+
+def engine_file_name(graph: str, precision: str, digest: str) -> str:
+    """Content-addressed: a crash mid-build never leaves a listed name with unlisted bytes."""
+    return f"{graph}.{precision}.{digest[:16]}{ENGINE_SUFFIX}"
+
+
+# --- atomic file and manifest writes ------------------------------------------------------------
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write to a hidden temp file in the same directory, fsync, os.replace: all or nothing."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def update_manifest(root: Path, mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Re-read manifest.json, apply `mutate`, write it back atomically. Returns the new manifest.
+
+    A small helper of this module (the artifact writer in export/ owns the format); the manifest
+    is written last, so a crash before this point leaves the previous, still valid manifest."""
+    from tickformer.runtime.artifact import MANIFEST, read_manifest
+
+    manifest = read_manifest(root)
+    mutate(manifest)
+    write_atomic(root / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+    return manifest
+
+
+# --- TensorRT and CUDA, imported lazily ----------------------------------------------------------
+def require_tensorrt() -> ModuleType:
+    """The `tensorrt` module, or BackendUnavailable naming what is missing.
+
+    Note: the tensorrt-stubs package installs a stub-only `tensorrt/` folder, which Python
+    imports as an empty namespace package; that is not TensorRT, and is reported as missing."""
+    try:
+        import tensorrt as trt
+    except ImportError:
+        raise BackendUnavailable(f"TensorRT is not installed: {INSTALL_HINT}") from None
+    if getattr(trt, "__file__", None) is None or not hasattr(trt, "Builder"):
+        raise BackendUnavailable(f"TensorRT is not installed (only type stubs found): {INSTALL_HINT}")
+    return trt
+
+
+def require_cudart() -> ModuleType:
+    """cuda-python's runtime bindings (`cuda.bindings.runtime`, or `cuda.cudart` before 12.6)."""
+    try:
+        from cuda.bindings import runtime as cudart
+    except ImportError:
+        try:
+            from cuda import cudart  # type: ignore[no-redef]
+        except ImportError:
+            raise BackendUnavailable(f"cuda-python is not installed: {INSTALL_HINT}") from None
+    return cudart
+
+
+def cuda_check(result: Any, what: str) -> Any:
+    """Unpack a cuda-python call result (err, *values); raise BackendError naming the call."""
+    from tickformer.errors import BackendError
+
+    err, *values = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        raise BackendError(f"CUDA {what} failed: {getattr(err, 'name', err)}")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def device_info(trt: ModuleType, cudart: ModuleType) -> DeviceInfo:
+    """TensorRT version and the current GPU; BackendUnavailable when there is no GPU."""
+    err, count = cudart.cudaGetDeviceCount()
+    if int(err) != 0 or count < 1:
+        raise BackendUnavailable(f"no CUDA GPU is visible (cudaGetDeviceCount: {getattr(err, 'name', err)}, {count} devices)")
+    device = cuda_check(cudart.cudaGetDevice(), "cudaGetDevice")
+    props = cuda_check(cudart.cudaGetDeviceProperties(device), "cudaGetDeviceProperties")
+    name = props.name.decode("utf-8", "replace") if isinstance(props.name, bytes) else str(props.name)
+    return DeviceInfo(tensorrt=str(trt.__version__), gpu=name.rstrip("\x00").strip(),
+                      compute_capability=(int(props.major), int(props.minor)))
+
+
+def graph_has_fp16(onnx_bytes: bytes) -> bool:
+    import onnx
+
+    model = onnx.load_from_string(onnx_bytes)
+    return any(init.data_type == onnx.TensorProto.FLOAT16 for init in model.graph.initializer) or any(
+        vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 for vi in list(model.graph.value_info)
+    ) or any(node.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT16 for a in node.attribute)
+             for node in model.graph.node)
+
+
+def build_serialized(onnx_bytes: bytes, *, plan: PrecisionPlan, options: BuildOptions,
+                     profile: dict[str, tuple[int, ...]], timing_cache: bytes) -> tuple[bytes, bytes]:
+    """Parse and build one engine. Returns (engine bytes, updated timing cache bytes).
+    Call require_tensorrt() first; this function is type-checked against tensorrt-stubs."""
+    import tensorrt as trt
+
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    flags = 0
+    strongly = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
+    if plan.strongly_typed and strongly is not None:
+        flags |= 1 << int(strongly)  # required on 10.x for a typed build; accepted (default) on 11.x
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(onnx_bytes):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise ExportError(f"the TensorRT ONNX parser rejected the graph: {errors or 'no detail'} "
+                          "(run `tickformer check ART --target trt-...` for the offline lint)")
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, options.workspace_mib << 20)
+    if plan.fp16_flag:
+        config.set_flag(trt.BuilderFlag.FP16)
+    tf32 = getattr(trt.BuilderFlag, "TF32", None)
+    if plan.clear_tf32 and tf32 is not None:
+        config.clear_flag(tf32)  # TF32 is on by default and rounds fp32 matmul inputs to 10 bits
+    if options.version_compatible:
+        config.set_flag(trt.BuilderFlag.VERSION_COMPATIBLE)
+    config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel, HARDWARE_COMPAT[options.hardware_compat])
+    cache = config.create_timing_cache(timing_cache)
+    if not config.set_timing_cache(cache, False):  # a cache from another device/version: start empty
+        cache = config.create_timing_cache(b"")
+        config.set_timing_cache(cache, False)
+    if any(d < 0 for i in range(network.num_inputs) for d in network.get_input(i).shape):  # a symbolic dim
+        prof = builder.create_optimization_profile()
+        for name, shape in profile.items():
+            dims = trt.Dims(shape)
+            prof.set_shape(name, dims, dims, dims)  # min = opt = max
+        config.add_optimization_profile(prof)
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise ExportError("TensorRT failed to build the engine (see the TensorRT log above)")
+    return bytes(serialized), bytes(config.get_timing_cache().serialize())
+
+
+@dataclass(frozen=True)
+class EngineRecord:
+    graph: str
+    file: str
+    sha256: str
+    bytes: int
+
+
+def build_engines(root: str | os.PathLike[str], options: BuildOptions) -> list[EngineRecord]:
+    """Build every graph of the artifact at `root` into an engine and record it (module docstring).
+
+    Raises BackendUnavailable (one line, names what is missing) without TensorRT, cuda-python
+    or a GPU; ArtifactError for a bad artifact; ExportError when TensorRT rejects a graph."""
+    from tickformer.runtime.artifact import open_artifact
+
+    art = open_artifact(root)  # verifies every hash before anything is read
+    trt, cudart = require_tensorrt(), require_cudart()
+    here = device_info(trt, cudart)
+    major = parse_version(here.tensorrt)[0]
+    cache_path = Path(options.timing_cache) if options.timing_cache is not None else art.root / TIMING_CACHE
+    timing = cache_path.read_bytes() if cache_path.is_file() else b""
+    names = list(options.graphs) if options.graphs is not None else sorted(art.manifest["graphs"])
+    records: list[EngineRecord] = []
+    entries: dict[str, dict[str, Any]] = {}
+    for graph in names:
+        spec = art.graph_spec(graph)
+        onnx_bytes = art.graph_path(graph).read_bytes()
+        onnx_sha = hashlib.sha256(onnx_bytes).hexdigest()
+        if onnx_sha != art.manifest["files"][spec["file"]]["sha256"]:
+            raise ArtifactError(f"{spec['file']} changed after the artifact was opened; run the build again")
+        plan = precision_plan(major, graph_has_fp16(onnx_bytes), options.precision, options.convert)
+        if plan.convert_graph:
+            import onnx
+
+            from tickformer.export.fp16 import to_fp16
+
+            onnx_bytes = to_fp16(onnx.load_from_string(onnx_bytes)).SerializeToString()
+        profile = static_profile(spec["inputs"], art.max_len)
+        engine, timing = build_serialized(onnx_bytes, plan=plan, options=options, profile=profile, timing_cache=timing)
+        digest = hashlib.sha256(engine).hexdigest()
+        name = engine_file_name(graph, options.precision, digest)
+        write_atomic(art.root / name, engine)
+        records.append(EngineRecord(graph=graph, file=name, sha256=digest, bytes=len(engine)))
+        entries[graph] = {
+            "file": name, "sha256": digest, "bytes": len(engine), "onnx_file": spec["file"], "onnx_sha256": onnx_sha,
+            "precision": options.precision, "tensorrt": here.tensorrt, "gpu": here.gpu,
+            "compute_capability": ".".join(map(str, here.compute_capability)),
+            "strongly_typed": plan.strongly_typed, "builder_fp16_flag": plan.fp16_flag,
+            "converted_to_fp16": plan.convert_graph, "version_compatible": options.version_compatible,
+            "hardware_compat": options.hardware_compat, "workspace_mib": options.workspace_mib,
+            "profile": {k: list(v) for k, v in profile.items()},
+        }
+    write_atomic(cache_path, timing)
+    record_engines(art.root, options.precision, entries)
+    return records
+
+
+def record_engines(root: Path, precision: str, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Put engine entries into manifest["engines"][precision] and manifest["files"] (atomic),
+    then delete engine files no longer listed. Not real-time."""
+    old_files: set[str] = set()
+
+    def mutate(manifest: dict[str, Any]) -> None:
+        engines = manifest.setdefault("engines", {}).setdefault(precision, {})
+        for graph, entry in entries.items():
+            previous = engines.get(graph)
+            if previous is not None:
+                old_files.add(previous["file"])
+                manifest["files"].pop(previous["file"], None)
+            engines[graph] = entry
+            manifest["files"][entry["file"]] = {"sha256": entry["sha256"], "bytes": entry["bytes"]}
+
+    manifest = update_manifest(root, mutate)
+    listed = set(manifest["files"])
+    for name in old_files - listed:
+        try:
+            (root / name).unlink()
+        except OSError:
+            pass
+    return manifest
+
+
+def engine_entry(manifest: dict[str, Any], graph: str, precision: str | None) -> tuple[str, dict[str, Any]]:
+    """(precision, entry) of the engine for `graph`; precision None picks the only one built
+    (fp32 if both). Raises ArtifactError saying how to build one."""
+    engines = manifest.get("engines", {})
+    if precision is None:
+        built = sorted(p for p in engines if graph in engines[p])
+        if not built:
+            raise ArtifactError(f"the artifact has no TensorRT engine for {graph!r}; run `tickformer build ART --backend tensorrt`")
+        precision = "fp32" if "fp32" in built else built[0]
+    entry = engines.get(precision, {}).get(graph)
+    if entry is None:
+        raise ArtifactError(f"the artifact has no {precision} TensorRT engine for {graph!r}; run "
+                            f"`tickformer build ART --backend tensorrt --precision {precision}`")
+    return precision, entry
+
+
+def engine_bytes(root: Path, manifest: dict[str, Any], entry: dict[str, Any], here: DeviceInfo) -> bytes:
+    """The engine's bytes, only if (1) it was built for this TensorRT version and GPU and (2) its
+    bytes hash to the manifest's sha256 -- both checked before anything is deserialized."""
+    problem = compatibility_problem(entry, here)
+    if problem is not None:
+        raise BackendUnavailable(problem)
+    listed = manifest["files"].get(entry["file"])
+    if listed is None or listed["sha256"] != entry["sha256"]:
+        raise ArtifactError(f"engine {entry['file']} is not listed with its hash in manifest.json; rebuild it")
+    data = (root / entry["file"]).read_bytes()
+    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise ArtifactError(f"engine {entry['file']} does not match its manifest sha256; rebuild it")
+    return data

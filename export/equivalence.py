@@ -1,0 +1,177 @@
+"""Three-way equivalence at export time: numpy reference vs onnx.reference vs onnxruntime (CPU).
+
+Seeded inputs over the declared domain (uniform inside it, plus one sequence pinned at its
+edges, lo and hi), compared at every position 1..max_len:
+
+    model    full passes at lengths {1, 2, N/2, N} (decoder-only)
+    step     one sequence of N steps from a cache pre-filled with huge finite values (1e30),
+             so stale rows that leaked would show; each engine feeds its own k_new/v_new back
+    encoder  cross K/V from a half-padded and an unpadded source (encoder-decoder)
+
+against the numpy reference model (model/transformer.py). Every pair's max abs error and
+normwise relative error (max|a-b| / max|b|) is returned for the manifest; `check` raises
+ExportError when any pair exceeds the stated tolerance (export/bounds.py).
+
+Not real-time code: runs once, at export (ReferenceEvaluator is slow: kept to one step sequence).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx.reference import ReferenceEvaluator
+
+from tickformer.errors import ExportError
+from tickformer.model.config import Config
+from tickformer.model.layers import linear, split_heads
+from tickformer.model.transformer import encode, forward
+
+from .graphs import cache_shape, io_names
+
+Runner = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
+STALE = 1e30  # planted in the initial cache: finite, huge
+
+
+def runners(graph: onnx.ModelProto) -> dict[str, Runner]:
+    """The two ONNX engines on one graph: onnx.reference and onnxruntime CPU (1 thread)."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(graph.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
+    reference = ReferenceEvaluator(graph)
+    return {
+        "ort": lambda feeds: session.run(None, dict(feeds)),
+        "reference": lambda feeds: list(reference.run(None, dict(feeds))),
+    }
+
+
+def sample_inputs(config: Config, batch: int, domain: tuple[float, float], seed: int) -> list[np.ndarray]:
+    """Seeded full-length inputs: uniform in the domain, and (continuous) one pinned at lo/hi."""
+    rng = np.random.default_rng(seed)
+    n = config.max_len
+    if config.inputs == "tokens":
+        return [rng.integers(0, config.vocab_size, size=(batch, n), dtype=np.int64)]
+    lo, hi = domain
+    uniform = rng.uniform(lo, hi, size=(batch, n, config.d_in)).astype(np.float32)  # [B, N, d_in]
+    edges = np.where(rng.random((batch, n, config.d_in)) < 0.5, lo, hi).astype(np.float32)  # [B, N, d_in]
+    return [uniform, edges]
+
+
+def errors(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
+    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    scale = float(np.abs(want).max()) if want.size else 0.0
+    max_abs = float(diff.max()) if diff.size else 0.0
+    return {"max_abs": max_abs, "max_rel": max_abs / scale if scale > 0 else max_abs}
+
+
+class Record:
+    """Worst errors per pair, plus the worst elementwise tolerance excess."""
+
+    def __init__(self, tolerance: Mapping[str, Any]) -> None:
+        self.atol, self.rtol = float(tolerance["atol"]), float(tolerance["rtol"])
+        self.pairs: dict[str, dict[str, float]] = {}
+        self.failures: list[str] = []
+
+    def add(self, pair: str, got: np.ndarray, want: np.ndarray) -> None:
+        e = errors(got, want)
+        old = self.pairs.setdefault(pair, {"max_abs": 0.0, "max_rel": 0.0})
+        old["max_abs"] = max(old["max_abs"], e["max_abs"])
+        old["max_rel"] = max(old["max_rel"], e["max_rel"])
+        excess = np.abs(got.astype(np.float64) - want) - (self.atol + self.rtol * np.abs(want.astype(np.float64)))
+        if not np.all(excess <= 0):  # also catches NaN
+            self.failures.append(f"{pair}: max abs error {e['max_abs']:.3g} exceeds atol {self.atol:.3g} + rtol {self.rtol:.3g} |ref|")
+
+    def add3(self, graph: str, outs: Mapping[str, np.ndarray], ref: np.ndarray) -> None:
+        self.add(f"{graph}:ort_vs_numpy", outs["ort"], ref)
+        self.add(f"{graph}:reference_vs_numpy", outs["reference"], ref)
+        self.add(f"{graph}:ort_vs_reference", outs["ort"], outs["reference"])
+
+
+def default_lengths(n: int) -> list[int]:
+    return sorted({1, min(2, n), max(1, n // 2), n})
+
+
+def _check_model(graph: onnx.ModelProto, params: Mapping[str, np.ndarray], config: Config, inputs: list[np.ndarray], rec: Record, lengths: list[int]) -> None:
+    engines = runners(graph)
+    in_name = io_names(config)[0]
+    for x in inputs:
+        for t in lengths:
+            ref = forward(dict(params), config, x[:, :t])  # [B, T, out]
+            rec.add3("model", {k: run({in_name: x[:, :t]})[0] for k, run in engines.items()}, ref)
+
+
+def _step_sequence(run: Runner, config: Config, x: np.ndarray, extra: Mapping[str, np.ndarray]) -> np.ndarray:
+    """x.shape[1] positions through a step graph, cache pre-filled with STALE; returns [B, T, out]."""
+    in_name = io_names(config)[0]
+    batch, n = x.shape[0], x.shape[1]
+    rng = np.random.default_rng(1)
+    k = (STALE * rng.choice([-1.0, 1.0], size=cache_shape(config, batch))).astype(np.float32)  # [L, B, H, N, dh]
+    v = (STALE * rng.choice([-1.0, 1.0], size=cache_shape(config, batch))).astype(np.float32)
+    ys = []
+    for t in range(n):
+        feeds = {in_name: x[:, t : t + 1], "pos": np.array([t], dtype=np.int64), "k_cache": k, "v_cache": v, **extra}
+        y, k_new, v_new = run(feeds)
+        k[:, :, :, t] = k_new[:, :, :, 0]
+        v[:, :, :, t] = v_new[:, :, :, 0]
+        ys.append(y[:, 0])
+    return np.stack(ys, axis=1)  # [B, N, out]
+
+
+def _cross_kv(params: Mapping[str, np.ndarray], config: Config, src: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    memory = encode(dict(params), config, src, src_valid=valid)  # [B, N, D]
+    ks = [split_heads(linear(memory, w=params[f"dec.{i}.cross_attn.w_k"], b=params[f"dec.{i}.cross_attn.b_k"]), config.n_heads) for i in range(config.n_layers)]
+    vs = [split_heads(linear(memory, w=params[f"dec.{i}.cross_attn.w_v"], b=params[f"dec.{i}.cross_attn.b_v"]), config.n_heads) for i in range(config.n_layers)]
+    return np.stack(ks), np.stack(vs)  # [L, B, H, N, dh] x2
+
+
+def check(
+    graphs: Mapping[str, onnx.ModelProto],
+    params: Mapping[str, np.ndarray],
+    config: Config,
+    batch: int,
+    domain: tuple[float, float],
+    tolerance: Mapping[str, Any],
+    seed: int = 0,
+    lengths: list[int] | None = None,
+) -> dict[str, Any]:
+    """Run the three-way comparison; return the manifest's `equivalence` entry.
+    lengths: full-pass lengths to compare (default {1, 2, N/2, N}); the step sequence runs
+    max(lengths) positions. Raises ExportError if any pair exceeds the tolerance."""
+    rec = Record(tolerance)
+    inputs = sample_inputs(config, batch, domain, seed)
+    n = config.max_len
+    model_lengths = default_lengths(n) if lengths is None else sorted(set(lengths))
+    if not model_lengths or model_lengths[0] < 1 or model_lengths[-1] > n:
+        raise ExportError(f"equivalence lengths {lengths!r} must lie in 1..max_len {n}")
+    steps = model_lengths[-1]
+    step = runners(graphs["step"])
+    if config.arch == "decoder":
+        _check_model(graphs["model"], params, config, inputs, rec, model_lengths)
+        x = inputs[0][:, :steps]
+        ref = forward(dict(params), config, x)  # [B, T, out]
+        rec.add3("step", {k: _step_sequence(run, config, x, {}) for k, run in step.items()}, ref)
+    else:
+        encoder = runners(graphs["encoder"])
+        rng = np.random.default_rng(seed + 1)
+        tgt = inputs[0][:, :steps]  # [B, T]
+        for s in sorted({max(1, n // 2), n}):
+            src = rng.integers(0, config.vocab_size, size=(batch, s), dtype=np.int64)  # [B, S]
+            padded = np.zeros((batch, n), dtype=np.int64)
+            padded[:, :s] = src
+            valid = np.zeros((batch, n), dtype=np.bool_)
+            valid[:, :s] = True
+            feeds = {"src": padded, "src_valid": valid}
+            kv = {k: run(feeds) for k, run in encoder.items()}
+            ref_k, ref_v = _cross_kv(params, config, padded, valid)
+            rec.add3("encoder", {k: o[0] for k, o in kv.items()}, ref_k)
+            rec.add3("encoder", {k: o[1] for k, o in kv.items()}, ref_v)
+            ref = forward(dict(params), config, tgt, src=src)  # unpadded source: padding must not matter
+            outs = {k: _step_sequence(run, config, tgt, {"cross_k": kv[k][0], "cross_v": kv[k][1], "src_valid": valid}) for k, run in step.items()}
+            rec.add3("step", outs, ref)
+        model_lengths = []
+    if rec.failures:
+        raise ExportError("exported graphs disagree with the numpy reference beyond the stated tolerance: " + "; ".join(rec.failures))
+    return {"seed": seed, "step_positions": steps, "model_lengths": model_lengths, "inputs": len(inputs) if config.arch == "decoder" else 1, "pairs": rec.pairs}

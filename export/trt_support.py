@@ -1,0 +1,500 @@
+"""Offline lint of ONNX graphs against the documented TensorRT ONNX-parser support.
+
+No TensorRT is needed: the tables below restate, as facts, what NVIDIA documents for each
+target, and `check_model` walks a graph (nodes, subgraphs, local functions, every tensor type)
+and returns one `Finding` per problem. Errors mean "the parser or our static-shape build will
+reject this, or it would silently change the numbers"; warnings mean "it builds, but check";
+notes record what the target does with a construct (e.g. pins a dynamic dim).
+
+Sources (facts only; nothing copied):
+- onnx/onnx-tensorrt `docs/operators.md`, the release of TensorRT 10.15: opset range 9..24,
+  supported data types, per-operator "Supported" column and restrictions (e.g. `Attention`
+  rejects `past_key`/`past_value`/`nonpad_kv_seqlen` inputs and `present_*` outputs; Reduce*
+  `axes` must be an initializer; ScatterND `reduction` must be `none`; Dropout `is_training`
+  must be an initializer evaluating to false; LayerNormalization only the first output;
+  TopK `sorted` = 1 and K < 3840; UINT8 only at network I/O; INT8/INT4/FP8/FP4 only as
+  quantized types through Q/DQ; DOUBLE cast down to FLOAT with clamping to +-FLT_MAX).
+- NVIDIA TensorRT docs, "ONNX Opset Guide" for 11.x: ONNX 1.20, opset 9..25.
+- NVIDIA TensorRT docs, "Migrating from TensorRT 10.x to 11.x": strongly typed networks are
+  required, BuilderFlag.FP16/BF16/INT8/FP8 and OBEY/PREFER_PRECISION_CONSTRAINTS removed.
+- TensorRT 10.3 (JetPack 6): the 10.x operator table restricted to operators that exist at
+  opset <= 20 (the opset ceiling of the 10.0-10.7 parser documentation). Operators first
+  defined after opset 20 (Attention 23, RMSNormalization 23, RotaryEmbedding 23,
+  TensorScatter 24, ...) are therefore unsupported there; this rule is computed from
+  `onnx.defs` rather than typed by hand.
+- TensorRT DataType docs: BF16 needs compute capability >= 8.0 (Ampere; Jetson Orin is 8.7).
+
+Not real-time code: runs once, offline, allocates freely.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Literal
+
+import numpy as np
+
+Severity = Literal["error", "warning", "note"]
+Role = Literal["full", "step", "encoder"]
+
+# Operators with "Y" in the onnx-tensorrt operators.md of TensorRT 10.15 (default domain).
+_SUPPORTED_10X = frozenset(
+    """
+    Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh Attention AveragePool
+    BatchNormalization BlackmanWindow Cast CastLike Ceil Celu Clip Concat Constant
+    ConstantOfShape Conv ConvTranspose Cos Cosh CumSum DeformConv DepthToSpace DequantizeLinear
+    Div Dropout Einsum Elu Equal Erf Exp Expand EyeLike Flatten Floor Gather GatherElements
+    GatherND Gelu Gemm GlobalAveragePool GlobalLpPool GlobalMaxPool Greater GreaterOrEqual
+    GridSample GroupNormalization GRU HammingWindow HannWindow HardSigmoid HardSwish Hardmax
+    Identity If ImageScaler InstanceNormalization IsInf IsNaN LayerNormalization LeakyRelu Less
+    LessOrEqual Log LogSoftmax Loop LRN LSTM LpNormalization LpPool MatMul Max MaxPool Mean
+    MeanVarianceNormalization Min Mish Mod Mul Neg NonMaxSuppression NonZero Not OneHot Or Pad
+    ParametricSoftplus Pow PRelu QuantizeLinear RandomNormal RandomNormalLike RandomUniform
+    RandomUniformLike Range Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax
+    ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu Reshape Resize
+    ReverseSequence RMSNormalization RNN RoiAlign RotaryEmbedding Round STFT ScaledTanh Scan
+    Scatter ScatterElements ScatterND Selu Shape Shrink Sigmoid Sign Sin Sinh Size Slice Softmax
+    Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh TensorScatter
+    ThresholdedRelu Tile TopK Transpose Trilu Unsqueeze Upsample Where Xor
+    """.split()
+)
+
+# Operators documented as unsupported ("N"); listed so the message can say "documented
+# unsupported" rather than "not in the table".
+_UNSUPPORTED_10X = frozenset(
+    """
+    AffineGrid Bernoulli BitShift BitwiseAnd BitwiseNot BitwiseOr BitwiseXor Col2Im
+    CenterCropPad Compress ConcatFromSequence ConvInteger DFT Det DynamicQuantizeLinear
+    ImageDecoder MatMulInteger MaxRoiPool MaxUnpool MelWeightMatrix Multinomial
+    NegativeLogLikelihoodLoss Optional OptionalGetElement OptionalHasElement QLinearConv
+    QLinearMatMul RegexFullMatch SequenceAt SequenceConstruct SequenceEmpty SequenceErase
+    SequenceInsert SequenceLength SequenceMap SoftmaxCrossEntropyLoss SplitToSequence
+    StringConcat StringNormalizer StringSplit TfIdfVectorizer Unique
+    """.split()
+)
+
+# Ops whose output shape depends on data: they break a static step and CUDA-graph capture.
+_DATA_DEPENDENT_SHAPE = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Compress"})
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+_RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike"})
+_REDUCE = frozenset(
+    {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+     "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"}
+)
+
+# Ops that may read an infinite constant safely: selection and comparison, no arithmetic.
+_SELECTION_OPS = frozenset({"Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Max", "Min", "IsInf"})
+
+FP16_MAX = 65504.0
+FP16_TINY = 2.0**-24  # smallest positive fp16 subnormal; below it values flush to zero
+
+# ONNX TensorProto element types, by name, and what TensorRT does with each.
+_TYPE_NAME = {
+    1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64",
+    8: "STRING", 9: "BOOL", 10: "FLOAT16", 11: "DOUBLE", 12: "UINT32", 13: "UINT64",
+    14: "COMPLEX64", 15: "COMPLEX128", 16: "BFLOAT16", 17: "FLOAT8E4M3FN", 18: "FLOAT8E4M3FNUZ",
+    19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4", 22: "INT4", 23: "FLOAT4E2M1",
+}
+_NATIVE_TYPES = frozenset({"FLOAT", "FLOAT16", "INT32", "INT64", "BOOL"})
+_QUANTIZED_TYPES = frozenset({"INT8", "INT4", "FLOAT8E4M3FN", "FLOAT4E2M1"})
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """One TensorRT release line as the ONNX parser documents it."""
+
+    name: str
+    trt_version: str
+    opset_min: int
+    opset_max: int
+    operators: frozenset[str]
+    strongly_typed_only: bool
+    source: str
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.opset_min <= self.opset_max:
+            raise ValueError(f"target {self.name}: opset range {self.opset_min}..{self.opset_max} is empty")
+
+
+@functools.lru_cache(maxsize=1)
+def _first_opsets() -> dict[str, int]:
+    from onnx import defs
+
+    first: dict[str, int] = {}
+    for schema in defs.get_all_schemas_with_history():
+        if schema.domain in ("", "ai.onnx"):
+            first[schema.name] = min(first.get(schema.name, schema.since_version), schema.since_version)
+    return first
+
+
+def _first_opset(op_type: str) -> int | None:
+    """Opset in which `op_type` first appeared in the default domain (None if unknown)."""
+    return _first_opsets().get(op_type)
+
+
+def _ops_up_to(opset_max: int) -> frozenset[str]:
+    return frozenset(op for op in _SUPPORTED_10X if (_first_opset(op) or 0) <= opset_max)
+
+
+_OPERATORS_MD = "onnx/onnx-tensorrt docs/operators.md (TensorRT 10.15 release)"
+
+TARGETS: dict[str, TargetSpec] = {}
+
+
+def _register(spec: TargetSpec) -> None:
+    TARGETS[spec.name] = spec
+
+
+def target(name: str) -> TargetSpec:
+    """The named target; the error lists the known names."""
+    from tickformer.errors import ConfigError
+
+    if not TARGETS:
+        _build_targets()
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown --target {name!r}; choose one of {sorted(TARGETS)}") from None
+
+
+def _build_targets() -> None:
+    _register(TargetSpec(
+        name="trt-10.3", trt_version="10.3", opset_min=9, opset_max=20,
+        operators=_ops_up_to(20), strongly_typed_only=False,
+        source=f"{_OPERATORS_MD}, restricted to operators defined at opset <= 20 (10.0-10.7 parser ceiling)",
+    ))
+    _register(TargetSpec(
+        name="trt-10", trt_version="10.15", opset_min=9, opset_max=24,
+        operators=_SUPPORTED_10X, strongly_typed_only=False, source=_OPERATORS_MD,
+    ))
+    _register(TargetSpec(
+        name="trt-11", trt_version="11.x", opset_min=9, opset_max=25,
+        operators=_SUPPORTED_10X, strongly_typed_only=True,
+        source=f"{_OPERATORS_MD}; opset 9..25 from the TensorRT 11.x ONNX Opset Guide; strong typing from the 10.x->11.x migration guide",
+    ))
+
+
+def target_names() -> list[str]:
+    if not TARGETS:
+        _build_targets()
+    return sorted(TARGETS)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem (or fact) about one graph, printable on one line."""
+
+    severity: Severity
+    graph: str
+    code: str
+    where: str
+    message: str
+
+    def line(self) -> str:
+        return f"{self.graph}: {self.severity}: [{self.code}] {self.where}: {self.message}"
+
+
+@dataclass
+class _Walk:
+    """Everything the checks need, gathered once from a (shape-inferred) model."""
+
+    nodes: list = field(default_factory=list)  # (node, location) pairs
+    tensor_types: dict = field(default_factory=dict)  # name -> elem_type
+    initializers: dict = field(default_factory=dict)  # name -> TensorProto
+    constant_names: set = field(default_factory=set)  # initializers + Constant outputs
+    consumers: dict = field(default_factory=dict)  # tensor name -> op types that read it
+
+
+def _walk_graph(graph, where: str, walk: _Walk) -> None:
+    for init in graph.initializer:
+        walk.initializers[init.name] = init
+        walk.constant_names.add(init.name)
+        walk.tensor_types[init.name] = init.data_type
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if vi.type.HasField("tensor_type"):
+            walk.tensor_types[vi.name] = vi.type.tensor_type.elem_type
+    for node in graph.node:
+        walk.nodes.append((node, where))
+        for name in node.input:
+            walk.consumers.setdefault(name, set()).add(node.op_type)
+        if node.op_type == "Constant":
+            walk.constant_names.update(node.output)
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                _walk_graph(attr.g, f"{where}/{node.name or node.op_type}.{attr.name}", walk)
+            for sub in attr.graphs:
+                _walk_graph(sub, f"{where}/{node.name or node.op_type}.{attr.name}", walk)
+
+
+def _collect(model) -> _Walk:
+    import onnx
+
+    try:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # shape inference is best effort; the raw graph is still walked
+        pass
+    walk = _Walk()
+    _walk_graph(model.graph, "graph", walk)
+    for fn in model.functions:
+        for node in fn.node:
+            walk.nodes.append((node, f"function {fn.domain}:{fn.name}"))
+    return walk
+
+
+def _attr(node, name: str):
+    import onnx
+
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return None
+
+
+def _node_label(node, where: str) -> str:
+    name = node.name or (node.output[0] if node.output else "?")
+    return f"{node.op_type} '{name}'" + ("" if where == "graph" else f" in {where}")
+
+
+def _check_opsets(model, spec: TargetSpec, graph: str) -> Iterator[Finding]:
+    local_domains = {fn.domain for fn in model.functions}
+    seen_default = False
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            seen_default = True
+            if not spec.opset_min <= imp.version <= spec.opset_max:
+                yield Finding("error", graph, "opset", f"ai.onnx opset {imp.version}",
+                              f"{spec.name} parses opset {spec.opset_min}..{spec.opset_max} "
+                              f"({spec.source}); re-export with an opset in that range")
+        elif imp.domain not in local_domains:
+            yield Finding("error", graph, "domain", f"opset domain '{imp.domain}'",
+                          "non-standard operator domain: TensorRT needs a plugin for these ops; "
+                          "export with default-domain (ai.onnx) operators only")
+    if not seen_default:
+        yield Finding("error", graph, "opset", "opset_import", "no ai.onnx opset declared")
+
+
+def _check_node(node, where: str, spec: TargetSpec, role: Role, walk: _Walk, graph: str,
+                local_functions: set) -> Iterator[Finding]:
+    op, label = node.op_type, _node_label(node, where)
+    if node.domain not in ("", "ai.onnx"):
+        if (node.domain, op) in local_functions:
+            return  # its body is walked as a function
+        yield Finding("error", graph, "domain", label,
+                      f"operator of domain '{node.domain}' needs a TensorRT plugin; use ai.onnx ops")
+        return
+    if op not in spec.operators:
+        first = _first_opset(op)
+        if op in _UNSUPPORTED_10X:
+            why = f"documented as unsupported by the TensorRT ONNX parser ({spec.source})"
+        elif first is not None and first > spec.opset_max:
+            why = f"first defined at opset {first}, beyond the {spec.name} parser ceiling (opset {spec.opset_max})"
+        else:
+            why = f"not in the operator support matrix of {spec.name} ({spec.source})"
+        yield Finding("error", graph, "op-unsupported", label, why)
+        return
+    yield from _check_restrictions(node, op, label, role, walk, graph)
+
+
+def _check_restrictions(node, op: str, label: str, role: Role, walk: _Walk, graph: str) -> Iterator[Finding]:
+    def err(code: str, msg: str) -> Finding:
+        return Finding("error", graph, code, label, msg)
+
+    if op == "Attention":
+        if len(node.input) > 4 and any(node.input[4:]):
+            yield err("attention-kv", "past_key/past_value/nonpad_kv_seqlen inputs are unsupported by the "
+                                      "TensorRT parser; keep the KV cache as explicit graph inputs and use MatMul/Softmax")
+        if len(node.output) > 1 and any(node.output[1:]):
+            yield err("attention-kv", "present_key/present_value/qk_matmul_output outputs are unsupported")
+        for a in ("softcap", "qk_matmul_output_mode"):
+            if _attr(node, a):
+                yield err("attention-attr", f"attribute '{a}' is unsupported")
+    if op in _REDUCE and len(node.input) > 1 and node.input[1] and node.input[1] not in walk.initializers:
+        yield err("reduce-axes", "`axes` input must be an initializer for TensorRT")
+    if op in ("Squeeze", "Unsqueeze") and len(node.input) > 1 and node.input[1] and node.input[1] not in walk.constant_names:
+        yield err("axes-const", "`axes` must resolve to a constant")
+    if op == "CumSum" and len(node.input) > 1 and node.input[1] not in walk.constant_names:
+        yield err("axes-const", "`axis` must be a build-time constant")
+    if op == "ScatterND" and (_attr(node, "reduction") or b"none") not in (b"none", "none"):
+        yield err("scatter-reduction", "ScatterND `reduction` other than none is unsupported")
+    if op == "Dropout" and len(node.input) > 2 and node.input[2]:
+        init = walk.initializers.get(node.input[2])
+        if init is None or bool(_to_array(init).any()):
+            yield err("dropout-training", "`training_mode` must be an initializer that is false; export for inference")
+    if op == "LayerNormalization" and len(node.output) > 1 and any(node.output[1:]):
+        yield err("layernorm-outputs", "only the first output Y of LayerNormalization is supported")
+    if op == "TopK":
+        if _attr(node, "sorted") == 0:
+            yield err("topk", "`sorted` must be 1")
+        k = walk.initializers.get(node.input[1]) if len(node.input) > 1 else None
+        if k is not None and int(_to_array(k).max()) >= 3840:
+            yield err("topk", "K must be < 3840")
+    if op in _DATA_DEPENDENT_SHAPE:
+        sev: Severity = "error" if role == "step" else "warning"
+        yield Finding(sev, graph, "data-dependent-shape", label,
+                      "output shape depends on data: no static step, no CUDA-graph capture; remove it")
+    if op in _CONTROL_FLOW and role == "step":
+        yield Finding("warning", graph, "control-flow", label,
+                      "control flow in the step graph: per-step work may vary; prefer straight-line ops")
+    if op in _RANDOM:
+        yield Finding("warning", graph, "random", label,
+                      "TensorRT ignores the `seed`: results differ from ORT; inference graphs should not sample")
+
+
+def _to_array(tensor) -> np.ndarray:
+    from onnx import numpy_helper
+
+    return numpy_helper.to_array(tensor)
+
+
+def _check_dtypes(walk: _Walk, spec: TargetSpec, graph: str, io_names: set) -> Iterator[Finding]:
+    for name, elem in sorted(walk.tensor_types.items()):
+        if elem == 0:
+            continue
+        tname = _TYPE_NAME.get(elem, f"type {elem}")
+        if tname in _NATIVE_TYPES:
+            continue
+        if tname == "DOUBLE":
+            yield Finding("error", graph, "dtype-double", f"tensor '{name}'",
+                          "DOUBLE: TensorRT casts it to FLOAT, clamping to +-FLT_MAX, so the graph would "
+                          "not compute what ORT computes; export float32")
+        elif tname == "BFLOAT16":
+            yield Finding("warning", graph, "dtype-bf16", f"tensor '{name}'",
+                          "BFLOAT16 needs compute capability >= 8.0 (Ampere, Jetson Orin); not on Volta/Turing")
+        elif tname == "UINT8":
+            if name not in io_names:
+                yield Finding("error", graph, "dtype-uint8", f"tensor '{name}'",
+                              "UINT8 is supported only as a network input or output")
+        elif tname in _QUANTIZED_TYPES:
+            yield Finding("error", graph, "dtype-quantized", f"tensor '{name}'",
+                          f"{tname} is a quantized type in TensorRT, usable only through explicit "
+                          "QuantizeLinear/DequantizeLinear; our exporter never emits it")
+        else:
+            yield Finding("error", graph, "dtype-unsupported", f"tensor '{name}'",
+                          f"{tname} has no TensorRT data type; use FLOAT/FLOAT16/INT32/INT64/BOOL")
+    for node, where in walk.nodes:
+        if node.op_type == "Cast":
+            to = _attr(node, "to")
+            tname = _TYPE_NAME.get(int(to or 0), f"type {to}")
+            if tname not in _NATIVE_TYPES and tname not in ("BFLOAT16", "UINT8"):
+                yield Finding("error", graph, "dtype-cast", _node_label(node, where),
+                              f"Cast to {tname}: not a TensorRT compute type")
+
+
+def _check_shapes(model, role: Role, graph: str) -> Iterator[Finding]:
+    for vi in list(model.graph.input) + list(model.graph.output):
+        if not vi.type.HasField("tensor_type"):
+            yield Finding("error", graph, "io-type", f"'{vi.name}'", "graph I/O must be tensors (no sequences/maps)")
+            continue
+        shape = vi.type.tensor_type.shape
+        if not vi.type.tensor_type.HasField("shape"):
+            yield Finding("error", graph, "static-shape", f"'{vi.name}'", "no shape declared (unknown rank)")
+            continue
+        dynamic = [d.dim_param or "?" for d in shape.dim if not (d.HasField("dim_value") and d.dim_value > 0)]
+        if not dynamic:
+            continue
+        if role == "step":
+            yield Finding("error", graph, "static-shape", f"'{vi.name}'",
+                          f"dynamic dims {dynamic}: the step graph must be fully static (TensorRT profile "
+                          "min=opt=max, fixed device buffers, CUDA-graph replay); re-export with fixed shapes")
+        elif vi in model.graph.input:
+            yield Finding("note", graph, "pinned-shape", f"'{vi.name}'",
+                          f"dynamic dims {dynamic} will be pinned by a min=opt=max profile (batch 1, max_len)")
+
+
+def _check_fp16_ranges(walk: _Walk, graph: str) -> Iterator[Finding]:
+    """Initializers that cannot be represented in fp16: overflow to inf, or flush to zero."""
+    for name, init in sorted(walk.initializers.items()):
+        if init.data_type not in (1, 10):
+            continue
+        x = _to_array(init).astype(np.float64).ravel()  # [N]
+        if x.size == 0:
+            continue
+        if not np.isfinite(x).all():
+            # A -inf fill consumed only by Where/comparisons is masking by selection: fine. Arithmetic is not.
+            if walk.consumers.get(name, set()) - _SELECTION_OPS:
+                n_bad = int((~np.isfinite(x)).sum())
+                yield Finding("warning", graph, "nonfinite-weight", f"initializer '{name}'",
+                              f"{n_bad} non-finite value(s) feed {sorted(walk.consumers[name])}: "
+                              "mask by selection (Where), never by arithmetic with -inf")
+            x = x[np.isfinite(x)]
+        big = float(np.abs(x).max()) if x.size else 0.0
+        if init.data_type == 1 and big > FP16_MAX:
+            yield Finding("warning", graph, "fp16-overflow", f"initializer '{name}'",
+                          f"max |x| = {big:.3g} > 65504 overflows to inf in fp16 (e.g. a -1e9 additive mask); "
+                          "use Where-selection masks, or keep this tensor fp32")
+        tiny = (x != 0) & (np.abs(x) < FP16_TINY)
+        if init.data_type == 1 and tiny.any():
+            yield Finding("note", graph, "fp16-underflow", f"initializer '{name}'",
+                          f"{int(tiny.sum())} nonzero value(s) below 2^-24 flush to zero in fp16")
+
+
+def check_model(model, spec: TargetSpec, *, role: Role = "full", graph: str = "model.onnx") -> list[Finding]:
+    """Every finding for one ModelProto against one target, errors first.
+
+    role: "step" demands fully static I/O shapes and no data-dependent shapes.
+    """
+    walk = _collect(model)
+    local_functions = {(fn.domain, fn.name) for fn in model.functions}
+    io_names = {vi.name for vi in list(model.graph.input) + list(model.graph.output)}
+    findings: list[Finding] = []
+    findings += _check_opsets(model, spec, graph)
+    for node, where in walk.nodes:
+        findings += _check_node(node, where, spec, role, walk, graph, local_functions)
+    findings += _check_dtypes(walk, spec, graph, io_names)
+    findings += _check_shapes(model, role, graph)
+    findings += _check_fp16_ranges(walk, graph)
+    if spec.strongly_typed_only and not any(t == 10 for t in walk.tensor_types.values()):
+        findings.append(Finding("note", graph, "strong-typing", "graph",
+                                f"{spec.name} builds strongly typed networks only: this graph has no FLOAT16 "
+                                "tensors, so the engine runs fp32; for fp16, `tickformer build --precision fp16` applies the fp16 policy"))
+    order = {"error": 0, "warning": 1, "note": 2}
+    return sorted(findings, key=lambda f: order[f.severity])
+
+
+def role_of(path: Path) -> Role:
+    """Graph role from the artifact file name (step.onnx, encoder.onnx, else full)."""
+    stem = path.stem
+    if stem.startswith("step"):
+        return "step"
+    if stem.startswith("encoder"):
+        return "encoder"
+    return "full"
+
+
+def graphs_of(path: Path) -> list[Path]:
+    """The ONNX files to check: a bare .onnx file, or every *.onnx in an artifact directory."""
+    from tickformer.errors import ArtifactError
+
+    if path.is_file():
+        if path.suffix != ".onnx":
+            raise ArtifactError(f"{path} is not an .onnx file nor an artifact directory; pass one of those")
+        return [path]
+    if not path.is_dir():
+        raise ArtifactError(f"{path} does not exist; pass an exported artifact directory or an .onnx file")
+    found = sorted(path.glob("*.onnx"))
+    if not found:
+        raise ArtifactError(f"{path} holds no .onnx graphs; run `tickformer export` first")
+    return found
+
+
+def check_path(path: Path, spec: TargetSpec) -> list[Finding]:
+    """Check every graph of an artifact (or one .onnx file). Loading errors become findings."""
+    import onnx
+
+    findings: list[Finding] = []
+    for onnx_path in graphs_of(Path(path)):
+        try:
+            model = onnx.load(str(onnx_path))
+            onnx.checker.check_model(model)
+        except Exception as exc:  # a broken file is a finding, not a crash
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            findings.append(Finding("error", onnx_path.name, "onnx-invalid", "file", msg[:300]))
+            continue
+        findings += check_model(model, spec, role=role_of(onnx_path), graph=onnx_path.name)
+    return findings
+
+
+def count(findings: Iterable[Finding], severity: Severity) -> int:
+    return sum(1 for f in findings if f.severity == severity)

@@ -1,0 +1,79 @@
+"""The interface every runtime backend implements (documented in docs/artifact_format.md).
+
+Split of responsibilities (llama2.c's config / weights / run state kept apart):
+the `Session` validates inputs, owns the position, the contract monitor and the commit order;
+a `Backend` owns its buffers (KV cache, staged new rows, the output buffer), allocated once in
+its constructor, and runs the artifact's graphs.
+
+Protocol of one step (the session's side):
+
+    y = backend.step(x, pos)   # runs the step graph; may fail; never touches the cache
+    ...contract checks on y...
+    backend.commit(pos)        # copies the staged K/V rows into cache row pos
+
+so a failure anywhere before `commit` leaves the cache and position exactly as they were.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tickformer.export.graphs import cache_shape, out_width
+from tickformer.runtime.artifact import Artifact
+
+
+class Backend(abc.ABC):
+    """Runs one artifact's graphs on one engine; see the module docstring for the protocol."""
+
+    name: ClassVar[str]
+    static_cache: ClassVar[bool] = True  # False: the step's cost grows with the position
+
+    def __init__(self, artifact: Artifact, **options: Any) -> None:
+        if options:
+            raise TypeError(f"backend {self.name!r} takes no options {sorted(options)}")
+        self.artifact = artifact
+        self.config = artifact.config
+
+    # --- shapes every backend shares --------------------------------------------------------
+    @property
+    def cache_shape(self) -> tuple[int, ...]:
+        return tuple(cache_shape(self.config, self.artifact.batch))  # [L, B, H, N, dh]
+
+    @property
+    def row_shape(self) -> tuple[int, ...]:
+        return tuple(cache_shape(self.config, self.artifact.batch, rows=1))  # [L, B, H, 1, dh]
+
+    @property
+    def step_output_shape(self) -> tuple[int, ...]:
+        return (self.artifact.batch, 1, out_width(self.config))  # [B, 1, d_out | V]
+
+    # --- real-time path ----------------------------------------------------------------------
+    @abc.abstractmethod
+    def step(self, x: np.ndarray, pos: int) -> np.ndarray:
+        """Run the step graph at position pos on x ([B, 1, d_in] float32 / [B, 1] int64, already
+        validated). Write the output into the preallocated output buffer and return it (the same
+        array every call); stage k_new / v_new. Must not modify the cache. Raise BackendError if
+        the engine fails. Real-time safe after the first call (implementations must keep it so)."""
+
+    @abc.abstractmethod
+    def commit(self, pos: int) -> None:
+        """Copy the staged rows into cache row pos. Real-time safe; called only after step()."""
+
+    # --- not real-time -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def full(self, x: np.ndarray) -> np.ndarray:
+        """Decoder-only full pass: [B, T, d_in] float32 / [B, T] int64 -> new [B, T, d_out | V]."""
+
+    def set_source(self, src: np.ndarray, src_valid: np.ndarray) -> None:
+        """Encoder-decoder: encode src [B, N] int64 with src_valid [B, N] bool, keep the cross K/V."""
+        raise NotImplementedError(f"backend {self.name!r} does not run encoder-decoder artifacts")
+
+    @abc.abstractmethod
+    def cache(self) -> tuple[np.ndarray, np.ndarray]:
+        """(k_cache, v_cache) [L, B, H, N, dh] as host arrays (views where the cache is on the host)."""
+
+    def close(self) -> None:
+        """Release engine resources. Idempotent."""

@@ -1,0 +1,148 @@
+"""numpy backend: runs an artifact from `weights.npz` + `manifest.json` alone, no ONNX.
+
+Two variants, named so nobody mistakes one for the other:
+
+    numpy          static cache: every step attends over all max_len rows, stale ones selected
+                   out with where(j < pos, s, -inf) -- the same work at every position, like
+                   step.onnx (the measured latency is the worst case).
+    numpy-growing  growing cache: a step attends over rows 0..pos only -- cheaper early in a
+                   sequence, cost grows linearly with the position (sum over n steps: O(n^2)).
+                   Not constant time; use it offline, not in a control loop.
+
+Both compute with the model's own functions (model/layers.py) and the one online-softmax
+operator (model/attention.py: chunk_state over the cache, the new key as a second piece, merge,
+finalize). Real-time: after the first step, `step` allocates only numpy temporaries that are
+freed before it returns (zero net blocks; tests/runtime/test_allocation.py); work is bounded by
+max_len (static) or pos (growing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tickformer.model.attention import SoftmaxState, attention, causal_mask, chunk_state, empty_state, finalize, merge, scaled_scores
+from tickformer.model.layers import feed_forward, layer_norm, linear, merge_heads, positional_encoding, split_heads
+from tickformer.model.transformer import ATTN_NAMES, FFN_NAMES, encode, forward, project_out, sublayer_params
+from tickformer.runtime.artifact import Artifact
+
+from .base import Backend
+
+
+class NumpyBackend(Backend):
+    """Static-cache numpy backend (constant work per step)."""
+
+    name = "numpy"
+    static_cache = True
+
+    def __init__(self, artifact: Artifact, **options: Any) -> None:
+        super().__init__(artifact, **options)
+        cfg = self.config
+        self.params = artifact.params()
+        self._pe = positional_encoding(cfg.max_len, cfg.d_model)  # [N, D]
+        self._live = causal_mask(cfg.max_len, cfg.max_len, offset=-1)  # [N, N]: row pos = (j < pos)
+        self._layers = [self._layer_weights(i) for i in range(cfg.n_layers)]
+        self._k = np.zeros(self.cache_shape, dtype=np.float32)  # [L, B, H, N, dh]
+        self._v = np.zeros(self.cache_shape, dtype=np.float32)
+        self._k_new = np.zeros(self.row_shape, dtype=np.float32)  # [L, B, H, 1, dh]
+        self._v_new = np.zeros(self.row_shape, dtype=np.float32)
+        self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
+        self._cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _layer_weights(self, i: int) -> dict[str, Any]:
+        p, prefix = self.params, f"dec.{i}"
+        cross = self.config.arch == "encoder-decoder"
+        return {
+            "self": sublayer_params(p, f"{prefix}.self_attn", ATTN_NAMES),
+            "cross": sublayer_params(p, f"{prefix}.cross_attn", ATTN_NAMES) if cross else None,
+            "ffn": sublayer_params(p, f"{prefix}.ffn", FFN_NAMES),
+            "ln": [sublayer_params(p, f"{prefix}.ln{j}", ("g", "b")) for j in ((1, 2, 3) if cross else (1, 2))],
+        }
+
+    # --- real-time path ------------------------------------------------------------------------
+    def _embed(self, x: np.ndarray, pos: int) -> np.ndarray:
+        cfg, p = self.config, self.params
+        if cfg.inputs == "tokens":
+            h = p["tok_embed"][x] * np.float32(np.sqrt(cfg.d_model))  # [B, 1] -> [B, 1, D]
+        else:
+            h = linear(x, w=p["in_proj.w"], b=p["in_proj.b"])  # [B, 1, d_in] -> [B, 1, D]
+        return h + self._pe[pos]  # [B, 1, D]
+
+    def _cache_piece(self, q: np.ndarray, layer: int, pos: int) -> SoftmaxState:
+        """Online-softmax state of the cached keys 0..pos-1 for query q [B, H, 1, dh]."""
+        s = scaled_scores(q, self._k[layer])  # [B, H, 1, N], all N rows: constant work
+        return chunk_state(s, self._live[pos], self._v[layer])  # stale rows selected out
+
+    def _self_attention(self, h: np.ndarray, layer: int, pos: int) -> np.ndarray:
+        w, nh = self._layers[layer]["self"], self.config.n_heads
+        q = split_heads(linear(h, w=w["w_q"], b=w["b_q"]), nh)  # [B, H, 1, dh]
+        k = split_heads(linear(h, w=w["w_k"], b=w["b_k"]), nh)  # [B, H, 1, dh]
+        v = split_heads(linear(h, w=w["w_v"], b=w["b_v"]), nh)  # [B, H, 1, dh]
+        self._k_new[layer] = k
+        self._v_new[layer] = v
+        own = SoftmaxState(m=scaled_scores(q, k)[..., 0], l=np.ones(q.shape[:-1], np.float32), acc=v)  # exp(s - s) = 1
+        heads = finalize(merge(self._cache_piece(q, layer, pos), own))  # [B, H, 1, dh]
+        return linear(merge_heads(heads), w=w["w_o"], b=w["b_o"])  # [B, 1, D]
+
+    def _cross_attention(self, h: np.ndarray, layer: int) -> np.ndarray:
+        assert self._cross is not None
+        ck, cv, allowed = self._cross
+        w, nh = self._layers[layer]["cross"], self.config.n_heads
+        q = split_heads(linear(h, w=w["w_q"], b=w["b_q"]), nh)  # [B, H, 1, dh]
+        heads = attention(q, ck[layer], cv[layer], mask=allowed)  # [B, H, 1, dh]
+        return linear(merge_heads(heads), w=w["w_o"], b=w["b_o"])  # [B, 1, D]
+
+    def step(self, x: np.ndarray, pos: int) -> np.ndarray:
+        """One position; writes self._y (returned, same array every call) and stages the new
+        K/V rows; never writes the cache. Real-time: temporaries only, bounded work."""
+        cfg, eps = self.config, self.config.ln_eps
+        if cfg.arch == "encoder-decoder" and self._cross is None:
+            raise RuntimeError("set_source() must run before the first step")  # the session checks this first
+        h = self._embed(x, pos)  # [B, 1, D]
+        for i, w in enumerate(self._layers):
+            h = layer_norm(h + self._self_attention(h, i, pos), **w["ln"][0], eps=eps)
+            if w["cross"] is not None:
+                h = layer_norm(h + self._cross_attention(h, i), **w["ln"][1], eps=eps)
+            h = layer_norm(h + feed_forward(h, **w["ffn"]), **w["ln"][-1], eps=eps)  # [B, 1, D]
+        np.copyto(self._y, project_out(self.params, cfg, h))  # [B, 1, d_out | V]
+        return self._y
+
+    def commit(self, pos: int) -> None:
+        """Real-time safe: two row copies."""
+        self._k[:, :, :, pos] = self._k_new[:, :, :, 0]
+        self._v[:, :, :, pos] = self._v_new[:, :, :, 0]
+
+    # --- not real-time -----------------------------------------------------------------------------
+    def full(self, x: np.ndarray) -> np.ndarray:
+        return forward(self.params, self.config, x)
+
+    def set_source(self, src: np.ndarray, src_valid: np.ndarray) -> None:
+        cfg = self.config
+        memory = encode(self.params, cfg, src, src_valid=src_valid)  # [B, N, D]
+        ks, vs = [], []
+        for i in range(cfg.n_layers):
+            w = self._layers[i]["cross"]
+            ks.append(split_heads(linear(memory, w=w["w_k"], b=w["b_k"]), cfg.n_heads))  # [B, H, N, dh]
+            vs.append(split_heads(linear(memory, w=w["w_v"], b=w["b_v"]), cfg.n_heads))
+        allowed = src_valid[:, None, None, :]  # [B, 1, 1, N]
+        self._cross = (np.stack(ks), np.stack(vs), allowed)  # [L, B, H, N, dh] x2
+
+    def cache(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._k, self._v
+
+
+class GrowingNumpyBackend(NumpyBackend):
+    """Growing-cache variant: attends over rows 0..pos-1 only. NOT constant time per step."""
+
+    name = "numpy-growing"
+    static_cache = False
+
+    def _cache_piece(self, q: np.ndarray, layer: int, pos: int) -> SoftmaxState:
+        if pos == 0:
+            return empty_state(q.shape[:-1], q.shape[-1], np.dtype(np.float32))
+        s = scaled_scores(q, self._k[layer, :, :, :pos])  # [B, H, 1, pos]: grows with pos
+        return chunk_state(s, None, self._v[layer, :, :, :pos])
+
+
+BACKENDS = {"numpy": NumpyBackend, "numpy-growing": GrowingNumpyBackend}

@@ -1,0 +1,209 @@
+"""A runtime session: one sequence at a time, one position per `step`, over a static KV cache.
+
+State (llama2.c style, allocated once at load): the backend's buffers (KV cache, staged rows,
+output buffer), this session's input staging buffer, and the position. The step protocol:
+
+    1. validate x (closed? context full? type, dtype, shape, finite, in the declared domain)
+    2. y = backend.step(x, pos)            -- may fail; never touches the cache
+    3. contract monitor on y and latency  -- `check` mode may raise
+    4. backend.commit(pos); position += 1  -- only now does state change
+
+so any exception leaves `position` and the cache exactly as they were. `reset()` sets the
+position to 0 and nothing else (constant time): stale cache rows are selected out by position
+in every step (Where(j < pos, s, -inf)), never cleared. Past max_len the policy is to raise
+`ContextFull` (call reset(), or re-export with a larger --max-len).
+
+`step(x)` takes the step graph's input, x [B, 1, d_in] float32 (tokens [B, 1] int64), and returns
+the backend's preallocated output buffer [B, 1, d_out] (tokens [B, 1, V]): the SAME array every
+call, overwritten by the next step -- copy it if you keep it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from tickformer.contracts.input_domain import validate_input
+from tickformer.errors import ConfigError, ContextFull, InputError, SessionClosed
+from tickformer.runtime.artifact import Artifact
+
+from .backends.base import Backend
+
+CONTRACT_MODES = ("off", "check", "monitor")
+
+
+def _describe(x: object) -> str:
+    if isinstance(x, np.ndarray):
+        return f"ndarray {x.dtype} {x.shape}"
+    return type(x).__name__
+
+
+class Session:
+    """Real-time session over one artifact and one backend. Use `tickformer.runtime.load`."""
+
+    def __init__(self, artifact: Artifact, backend: Backend, *, contracts: str = "off", budget_ns: int | None = None) -> None:
+        if contracts not in CONTRACT_MODES:
+            raise ConfigError(f"contracts={contracts!r} is not one of {CONTRACT_MODES}")
+        cfg = artifact.config
+        self.artifact = artifact
+        self.config = cfg
+        self.backend = backend
+        self.batch = artifact.batch
+        self.max_len = artifact.max_len
+        self.contracts = contracts
+        self.tokens = cfg.inputs == "tokens"
+        self.domain = artifact.input_domain
+        if self.tokens:
+            self.input_shape: tuple[int, ...] = (self.batch, 1)
+            self.input_dtype = np.dtype(np.int64)
+        else:
+            self.input_shape = (self.batch, 1, cfg.d_in)
+            self.input_dtype = np.dtype(np.float32)
+        self._position = 0
+        self._closed = False
+        self._source_set = False
+        self.monitor = None
+        if contracts != "off":
+            from tickformer.contracts.monitor import ContractMonitor
+
+            self.monitor = ContractMonitor(contracts, input_domain=self.domain, output_bound=artifact.output_bound, budget_ns=budget_ns)
+
+    # --- state -------------------------------------------------------------------------------
+    @property
+    def position(self) -> int:
+        """Number of positions committed in the current sequence (the next step's position)."""
+        return self._position
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    def reset(self) -> None:
+        """Start a new sequence: position = 0. Constant time, real-time safe; the cache is not
+        cleared (stale rows are masked by position in every step)."""
+        self._check_open()
+        self._position = 0
+
+    def close(self) -> None:
+        """Release the backend; later calls raise SessionClosed. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self.backend.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # --- validation (hot path: no allocation on success) -----------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosed("the session was closed; load the artifact again with tickformer.runtime.load(...)")
+
+    def _validate_step_input(self, x: np.ndarray) -> None:
+        if not isinstance(x, np.ndarray) or x.dtype != self.input_dtype or x.shape != self.input_shape:
+            raise InputError(
+                f"step input must be an ndarray of {self.input_dtype} with shape {self.input_shape}, got {_describe(x)}; "
+                f"convert with np.asarray(x, np.{self.input_dtype}).reshape{self.input_shape}"
+            )
+        self._validate_values(x)
+
+    def _validate_values(self, x: np.ndarray) -> None:
+        if self.tokens:
+            vocab = self.config.vocab_size
+            if x.size and not (0 <= x.min() and x.max() < vocab):
+                bad = x[(x < 0) | (x >= vocab)]
+                raise InputError(f"token id {int(bad.flat[0])} is outside the vocabulary [0, {vocab - 1}]; map it to a valid id")
+        else:
+            validate_input(x, *self.domain)  # finite and inside the declared domain
+
+    # --- real-time path ----------------------------------------------------------------------------
+    def step(self, x: np.ndarray) -> np.ndarray:
+        """Run one position. x: [B, 1, d_in] float32 (tokens: [B, 1] int64), the step graph's
+        input. Returns the output at this position, [B, 1, d_out] (tokens: [B, 1, V]): the
+        backend's preallocated buffer, the same array every call. Raises InputError / ContextFull / SessionClosed / BackendError /
+        ContractViolation (mode `check`) and then leaves position and cache unchanged.
+
+        Real-time safe after the first call: no net allocation, work independent of the position
+        (static-cache backends). Time is measured with perf_counter_ns for the latency contract."""
+        start = time.perf_counter_ns()
+        self._check_open()
+        self._validate_step_input(x)
+        pos = self._position
+        if pos >= self.max_len:
+            raise ContextFull(
+                f"position {pos} is at max_len {self.max_len} of this artifact: the static cache is full; "
+                f"call reset() to start a new sequence, or re-export with a larger --max-len"
+            )
+        if self.config.arch == "encoder-decoder" and not self._source_set:
+            raise InputError("no source sequence: call set_source(src) (or generate(src, ...)) before step()")
+        y = self.backend.step(x, pos)  # [B, 1, d_out | V]; may raise, state untouched
+        if self.monitor is not None:
+            # The input was validated above (always on); the monitor checks output and latency.
+            self.monitor.check_output(y, time.perf_counter_ns() - start)
+        self.backend.commit(pos)
+        self._position = pos + 1
+        return y
+
+    # --- not real-time --------------------------------------------------------------------------
+    def run(self, seq: np.ndarray) -> np.ndarray:
+        """Full pass over a whole sequence (model.onnx / the numpy model): seq [B, T, d_in] float32
+        (tokens: [B, T] int64), 1 <= T <= max_len -> new array [B, T, d_out | V]. Does not touch the
+        step state. Decoder-only artifacts. Not real-time (allocates)."""
+        self._check_open()
+        if self.config.arch != "decoder":
+            raise InputError("run() is for decoder-only artifacts; for encoder-decoder use generate(src, max_new)")
+        ndim = 2 if self.tokens else 3
+        if not isinstance(seq, np.ndarray) or seq.dtype != self.input_dtype or seq.ndim != ndim or seq.shape[0] != self.batch or (not self.tokens and seq.shape[2] != self.config.d_in):
+            want = f"[{self.batch}, T]" if self.tokens else f"[{self.batch}, T, {self.config.d_in}]"
+            raise InputError(f"run input must be an ndarray of {self.input_dtype} with shape {want}, got {_describe(seq)}")
+        if not 1 <= seq.shape[1] <= self.max_len:
+            raise ContextFull(f"sequence length {seq.shape[1]} is outside 1..max_len {self.max_len} of this artifact; re-export with --max-len {seq.shape[1]}" if seq.shape[1] else "sequence length 0: give at least one position")
+        self._validate_values(seq)
+        return self.backend.full(seq)
+
+    def set_source(self, src: np.ndarray) -> None:
+        """Encoder-decoder: encode src [B, S] int64 (S <= max_len, padded internally with a
+        validity mask), compute the cross-attention K/V once, and reset() to position 0."""
+        self._check_open()
+        if self.config.arch != "encoder-decoder":
+            raise InputError("set_source() is for encoder-decoder artifacts; this one is decoder-only")
+        if not isinstance(src, np.ndarray) or src.dtype != np.int64 or src.ndim != 2 or src.shape[0] != self.batch:
+            raise InputError(f"source must be an ndarray of int64 with shape [{self.batch}, S], got {_describe(src)}")
+        if not 1 <= src.shape[1] <= self.max_len:
+            raise ContextFull(f"source length {src.shape[1]} is outside 1..max_len {self.max_len}; re-export with a larger --max-len")
+        self._validate_values(src)
+        padded = np.zeros((self.batch, self.max_len), dtype=np.int64)  # [B, N]
+        padded[:, : src.shape[1]] = src
+        valid = np.zeros((self.batch, self.max_len), dtype=np.bool_)  # [B, N]
+        valid[:, : src.shape[1]] = True
+        self.backend.set_source(padded, valid)
+        self._source_set = True
+        self._position = 0
+
+    def generate(self, src: np.ndarray, max_new: int, *, bos: int, eos: int | None = None) -> np.ndarray:
+        """Greedy decoding with the step machinery: set_source(src), feed bos, then the argmax
+        token, up to max_new tokens (<= max_len) or until every row has produced eos.
+        Returns int64 [B, n] (without bos). Not real-time (allocates the result)."""
+        if not isinstance(max_new, int) or not 1 <= max_new <= self.max_len:
+            raise InputError(f"max_new={max_new!r} must be in 1..max_len {self.max_len}")
+        vocab = self.config.vocab_size
+        for name, tok in (("bos", bos), ("eos", eos)):
+            if tok is not None and not (isinstance(tok, int) and 0 <= tok < vocab):
+                raise InputError(f"{name}={tok!r} must be a token id in [0, {vocab - 1}]")
+        self.set_source(src)
+        token = np.full((self.batch, 1), bos, dtype=np.int64)  # [B, 1]
+        done = np.zeros(self.batch, dtype=np.bool_)
+        out = []
+        for _ in range(max_new):
+            logits = self.step(token)  # [B, 1, V]
+            token = np.argmax(logits, axis=-1).astype(np.int64)  # [B, 1]
+            out.append(token[:, 0])
+            if eos is not None:
+                done |= token[:, 0] == eos
+                if done.all():
+                    break
+        return np.stack(out, axis=1)  # [B, n]

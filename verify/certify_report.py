@@ -1,0 +1,231 @@
+"""Certification report: certificate.json, latency_hist.png, exceedance.png, terminal summary.
+
+Plots use matplotlib's Agg backend (no display). The empirical exceedance curve is
+P(X > x_(i)) = (n - i) / n over the sorted samples x_(1) <= ... <= x_(n), drawn on a log axis
+with the fitted tail (verify/evt.py) extended to the smallest reported exceedance, the pWCET
+points, and the budget line.
+
+Writes are atomic per file (temp file in the same directory, then os.replace), and
+certificate.json is written last, so a directory with a certificate.json holds a complete report.
+Not real-time code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from tickformer.errors import TickformerError
+
+from .evt import _gev_c
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a report is meant to be read
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _savefig(fig: Any, path: Path) -> None:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    _atomic_write(path, buf.getvalue())
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_histogram(report: dict[str, Any], path: Path) -> None:
+    """Latency histogram (log counts) with the overflow bucket drawn as its own bar, and the budget."""
+    plt = _pyplot()
+    h = report["histogram"]
+    edges = np.asarray(h["edges_ns"]) / 1e3  # [bins + 1] us
+    counts = np.asarray(h["counts"])  # [bins]
+    width = edges[1] - edges[0]
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    ax.bar(edges[:-1], counts, width=width, align="edge", color="#4C72B0", label="steps")
+    if h["overflow"]:
+        ax.bar([edges[-1] + width], [h["overflow"]], width=width * 2, align="edge", color="#C44E52",
+               label=f"overflow > {edges[-1]:.1f} us ({h['overflow']})")
+    budget_us = report["budget_ns"] / 1e3
+    if budget_us <= edges[-1] + 3 * width:
+        ax.axvline(budget_us, color="k", ls="--", label=f"budget {budget_us:.1f} us")
+    st = report["stats"]
+    for name, ls in (("p50", ":"), ("p99.9", "-.")):
+        ax.axvline(st[name] / 1e3, color="#55A868", ls=ls, label=f"{name} {st[name] / 1e3:.1f} us")
+    ax.set_yscale("log")
+    ax.set_xlabel("step latency (us)")
+    ax.set_ylabel("count")
+    ax.set_title(f"{st['n']} steps, max {st['max'] / 1e3:.1f} us, verdict {report['verdict']}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    _savefig(fig, path)
+    plt.close(fig)
+
+
+def fitted_exceedance(fit: dict[str, Any], x_ns: np.ndarray) -> np.ndarray:
+    """Per-step P(X > x) implied by the fitted tail parameters (certificate's evt.fit)."""
+    if fit["method"] == "pot":
+        u, zeta = fit["threshold_ns"], fit["zeta"]
+        return zeta * stats.genpareto.sf(np.maximum(x_ns - u, 0.0), fit["xi"], scale=fit["sigma"])  # [k]
+    p_block = stats.genextreme.sf(x_ns, _gev_c(fit["xi"]), loc=fit["mu"], scale=fit["sigma"]) / fit["theta"]  # [k]
+    return -np.expm1(np.log1p(-np.clip(p_block, 0.0, 1.0 - 1e-16)) / fit["block_size"])  # [k]
+
+
+def plot_exceedance(report: dict[str, Any], durations_ns: np.ndarray, path: Path) -> None:
+    """Empirical exceedance curve, fitted tail, pWCET points and budget line (log y)."""
+    plt = _pyplot()
+    x = np.sort(np.asarray(durations_ns, dtype=np.float64))  # [n]
+    n = x.size
+    p_emp = (n - np.arange(1, n + 1)) / n  # [n]
+    keep = p_emp > 0
+    fig, ax = plt.subplots(figsize=(8, 4.6))
+    ax.step(x[keep] / 1e3, p_emp[keep], where="post", color="#4C72B0", label="empirical P(step > x)")
+    evt = report.get("evt")
+    xmax = x[-1]
+    if evt is not None:
+        fit = evt["fit"]
+        pw = {float(k): v for k, v in evt["pwcet_ns"].items() if v is not None}
+        if pw:
+            xmax = max(xmax, max(pw.values()))
+        start = fit["threshold_ns"] if fit["method"] == "pot" else float(np.quantile(x, 0.9))
+        grid = np.linspace(start, xmax * 1.05, 400)  # [400]
+        ax.plot(grid / 1e3, fitted_exceedance(fit, grid), color="#C44E52",
+                label=f"{fit['method'].upper()} fit, xi = {fit['xi']:+.3f} ({fit['tail'].split(' ')[0]})")
+        if pw:
+            ax.plot(np.array(list(pw.values())) / 1e3, list(pw.keys()), "o", color="#C44E52", ms=4, label="pWCET estimates")
+        upper = (evt.get("bootstrap") or {}).get("pwcet_upper_ns") or {}
+        up = {float(k): v for k, v in upper.items() if v is not None and math.isfinite(v)}
+        if up:
+            ax.plot(np.array(list(up.values())) / 1e3, list(up.keys()), "x", color="#8172B2", ms=5,
+                    label=f"{evt['bootstrap']['level']:.0%} upper bounds")
+            xmax = max(xmax, max(up.values()))
+    budget_us = report["budget_ns"] / 1e3
+    ax.axvline(budget_us, color="k", ls="--", label=f"budget {budget_us:.1f} us")
+    ax.axhline(report["exceedance"], color="0.5", ls=":", lw=1, label=f"target exceedance {report['exceedance']:.0e}/step")
+    ax.set_yscale("log")
+    ax.set_ylim(min(1e-10, report["exceedance"] / 10), 1.0)
+    ax.set_xlim(x[0] / 1e3 * 0.95, max(xmax, report["budget_ns"]) / 1e3 * 1.05)
+    ax.set_xlabel("step latency x (us)")
+    ax.set_ylabel("exceedance probability per step")
+    ax.set_title(f"verdict {report['verdict']}")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    _savefig(fig, path)
+    plt.close(fig)
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+def write_report(out_dir: str | os.PathLike[str], report: dict[str, Any], durations_ns: np.ndarray) -> Path:
+    """Write latency_hist.png, exceedance.png, samples.npy, then certificate.json (last)."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TickformerError(f"cannot create report directory {out}: {exc}; pick a writable --out") from exc
+    cert = out / "certificate.json"
+    if cert.exists():
+        cert.unlink()  # a stale certificate must not survive a failed rewrite
+    plot_histogram(report, out / "latency_hist.png")
+    plot_exceedance(report, durations_ns, out / "exceedance.png")
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(durations_ns, dtype=np.int64))
+    _atomic_write(out / "samples_ns.npy", buf.getvalue())
+    data = dict(report)
+    data["files"] = {"histogram": "latency_hist.png", "exceedance": "exceedance.png", "samples": "samples_ns.npy"}
+    _atomic_write(cert, (json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n").encode())
+    return cert
+
+
+def summary(report: dict[str, Any], console: Any = None) -> None:
+    """One-screen rich summary: conditions, statistics, EVT, tests, verdict."""
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.table import Table
+
+    con = console or Console()
+    st = report["stats"]
+    cond = report.get("conditions", {})
+    iso = cond.get("isolation", {})
+    granted = ", ".join(f"{k}={'yes' if v['granted'] else ('refused' if v['requested'] else 'no')}" for k, v in iso.items())
+    con.print(f"[bold]{cond.get('cpu_model', '?')}[/] x{cond.get('cpu_count', '?')}  load {cond.get('load_average')}  "
+              f"backend {cond.get('backend')}  artifact {str(cond.get('artifact_sha256'))[:12]}  {granted}")
+    t = Table(title="step latency (us)", show_header=True, header_style="bold")
+    keys = ["min", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max", "std"]
+    for k in keys:
+        t.add_column(k, justify="right")
+    t.add_row(*[f"{st[k] / 1e3:.1f}" for k in keys])
+    con.print(t)
+    evt = report.get("evt")
+    if evt is None:
+        con.print(f"EVT: [yellow]no estimate[/] ({report.get('evt_error')})")
+    else:
+        fit = evt["fit"]
+        e = Table(title=f"pWCET ({fit['method'].upper()}, xi = {fit['xi']:+.3f}: {fit['tail']})", header_style="bold")
+        e.add_column("exceedance/step")
+        e.add_column("pWCET (us)", justify="right")
+        e.add_column(f"{(evt.get('bootstrap') or {}).get('level', 0.95):.0%} upper (us)", justify="right")
+        upper = (evt.get("bootstrap") or {}).get("pwcet_upper_ns", {})
+        for k, v in evt["pwcet_ns"].items():
+            u = upper.get(k)
+            e.add_row(k, "-" if v is None else f"{v / 1e3:.1f}", "-" if u is None else f"{u / 1e3:.1f}")
+        tt = Table(title="admissibility (on the fitted extremes)", header_style="bold")
+        tt.add_column("test")
+        tt.add_column("stat", justify="right")
+        tt.add_column("p", justify="right")
+        tt.add_column("ok")
+        for test in evt["tests"]:
+            s, p = test["statistic"], test["p_value"]
+            tt.add_row(test["name"], "-" if s is None else f"{s:.3g}", "-" if p is None else f"{p:.3g}",
+                       "[green]yes[/]" if test["passed"] else "[red]no[/]")
+        from rich.columns import Columns
+
+        con.print(Columns([e, tt]))
+    colour = {"PASS": "green", "FAIL": "red", "INCONCLUSIVE": "yellow"}[report["verdict"]]
+    body = "\n".join(report["reasons"])
+    if report.get("advice"):
+        body += "\n[dim]" + report["advice"] + "[/]"
+    con.print(Panel(body, title=f"[bold {colour}]{report['verdict']}[/] budget {report['budget_ns'] / 1e3:.1f} us, "
+                    f"{report['over_budget']} of {st['n']} steps over budget", border_style=colour))

@@ -1,0 +1,234 @@
+"""Symbolic checks of the contracts' pure-Python specifications with CrossHair.
+
+Each `Proof` names a specification in `tickformer.contracts` (a top-level pure function with
+PEP 316 `pre:`/`post:` conditions in its docstring) and a deliberately wrong twin in
+`tickformer.verify.wrong_twins`. Every post-condition of the spec is checked by CrossHair's
+symbolic execution (`crosshair.core.ConditionCheckable`, the engine behind `crosshair check
+--analysis_kind=PEP316 --report_all`); the twin is checked against the *spec's* conditions (read
+from the spec, never restated) and must be refuted.
+
+Verdicts, as CrossHair reports them (crosshair.statespace.MessageType):
+    confirmed       every execution path was explored and the condition held: a proof, for the
+                    model CrossHair uses (below);
+    not confirmed   no counterexample within the per-condition budget, but not every path was
+                    exhausted: bounded evidence, not a proof;
+    counterexample  a concrete input breaking the condition (the message names it).
+
+How CrossHair models the values (crosshair-tool 0.0.113, libimpl/builtinslib.py):
+    int    z3 unbounded integers, like Python's ints: proofs over int specs (masks, ring buffer,
+           position, deadlines, latency) cover all integers, no overflow to model.
+    float  per iteration it picks a z3 *Real* (~98%) or a z3 IEEE-754 double (~2%); a
+           real-based float is further forked into finite / NaN / -inf / +inf. A path on which
+           a real-based float took part is capped at "unknown" (statespace.cap_result_at_unknown),
+           so most float conditions end "not confirmed" even when no counterexample exists.
+           math.exp has no symbolic model: its argument is realized (made concrete), so claims
+           through exp are searched with concrete values, not decided. Reals cannot exhibit
+           rounding, overflow or underflow; those IEEE claims come from the IEEE-sort
+           iterations or from the NaN/inf forks, and otherwise are covered by Hypothesis at the
+           edges (tests/contracts/test_softmax_stability.py: 1e30 logits, tiny spreads, fp16).
+
+Not real-time code; runs in worker processes (2 by default, one per CI core), each condition
+bounded by CPU seconds, the whole run by a wall-clock budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tickformer.contracts import deadline, latency, masking, position, ring_buffer, softmax_stability
+from tickformer.verify import wrong_twins as twins
+
+
+@dataclass(frozen=True)
+class Proof:
+    """One specification, the contract it belongs to, and its wrong twin."""
+
+    contract: str  # key in tickformer.verify.assurance.CONTRACTS
+    spec: Callable[..., Any]
+    twin: Callable[..., Any]
+    values: str  # "int" or "float": which CrossHair model applies (see module docstring)
+
+    @property
+    def spec_name(self) -> str:
+        return f"{self.spec.__module__}.{self.spec.__qualname__}"
+
+    @property
+    def twin_name(self) -> str:
+        return f"{self.twin.__module__}.{self.twin.__qualname__}"
+
+
+PROOFS: tuple[Proof, ...] = (
+    Proof("softmax_stability", softmax_stability.merged_max, twins.merged_max_arith, "float"),
+    Proof("softmax_stability", softmax_stability.safe_max, twins.safe_max_identity, "float"),
+    Proof("softmax_stability", softmax_stability.rescale_exponents, twins.rescale_exponents_unguarded, "float"),
+    Proof("softmax_stability", softmax_stability.rescale_factor, twins.rescale_factor_flush, "float"),
+    Proof("softmax_stability", softmax_stability.merge_scalar, twins.merge_scalar_unguarded, "float"),
+    Proof("softmax_stability", softmax_stability.merge_assoc_gap, twins.merge_assoc_gap_linear_exp, "float"),
+    Proof("masking", masking.causal_allowed, twins.causal_allowed_strict, "int"),
+    Proof("masking", masking.window_allowed, twins.window_allowed_off_by_one, "int"),
+    Proof("masking", masking.padding_allowed, twins.padding_allowed_inclusive, "int"),
+    Proof("masking", masking.cache_slot_visible, twins.cache_slot_visible_stale, "int"),
+    Proof("ring_buffer", ring_buffer.ring_slot, twins.ring_slot_shifted, "int"),
+    Proof("ring_buffer", ring_buffer.slots_distinct, twins.slots_distinct_mod_wrong, "int"),
+    Proof("ring_buffer", ring_buffer.evicted_position, twins.evicted_position_early, "int"),
+    Proof("ring_buffer", ring_buffer.recent_slot, twins.recent_slot_off_by_one, "int"),
+    Proof("position", position.can_step, twins.can_step_strict, "int"),
+    Proof("position", position.step_position, twins.step_position_advance_on_failure, "int"),
+    Proof("deadline", deadline.release_time, twins.release_time_float, "int"),
+    Proof("deadline", deadline.next_tick, twins.next_tick_overskip, "int"),
+    Proof("deadline", deadline.next_tick, twins.next_tick_burst, "int"),
+    Proof("latency", latency.over_budget_ns, twins.over_budget_ns_abs, "int"),
+)
+
+CONFIRMED, NOT_CONFIRMED, COUNTEREXAMPLE, ERROR, NOT_RUN = "confirmed", "not confirmed", "counterexample", "error", "not run"
+
+
+@dataclass(frozen=True)
+class ConditionResult:
+    function: str  # the function run (spec or twin)
+    spec: str  # whose conditions
+    condition: str  # the post-condition's source text
+    verdict: str  # CONFIRMED | NOT_CONFIRMED | COUNTEREXAMPLE | ERROR | NOT_RUN
+    message: str
+    cpu_s: float
+
+
+def _resolve(qualname: str) -> Callable[..., Any]:
+    module, _, name = qualname.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def check_conditions(spec_name: str, target_name: str, per_condition_s: float, stop_at_counterexample: bool) -> list[ConditionResult]:
+    """Run CrossHair on every post-condition of `spec_name`, executing `target_name` (the spec
+    itself, or its wrong twin). Runs in a worker process; arguments are names (picklable)."""
+    import crosshair.core_and_libs  # noqa: F401  registers CrossHair's models of the stdlib
+    from crosshair.condition_parser import condition_parser
+    from crosshair.core import ConditionCheckable
+    from crosshair.fnutil import FunctionInfo
+    from crosshair.options import DEFAULT_OPTIONS, AnalysisKind, AnalysisOptionSet
+    from crosshair.statespace import MessageType
+
+    spec, target = _resolve(spec_name), _resolve(target_name)
+    options = DEFAULT_OPTIONS.overlay(
+        AnalysisOptionSet(analysis_kind=[AnalysisKind.PEP316], per_condition_timeout=per_condition_s, report_all=True)
+    )
+    with condition_parser([AnalysisKind.PEP316]) as parser:
+        conditions = parser.get_fn_conditions(FunctionInfo.from_fn(spec))
+    if conditions is None or not conditions.post:
+        return [ConditionResult(target_name, spec_name, "", ERROR, "spec has no PEP 316 post-conditions", 0.0)]
+    conditions = dataclasses.replace(conditions, fn=target, src_fn=target)
+    results: list[ConditionResult] = []
+    for post in conditions.post:
+        start = time.process_time()
+        checkable = ConditionCheckable(FunctionInfo.from_fn(target), options, dataclasses.replace(conditions, post=[post]))
+        messages = list(checkable.analyze())
+        cpu = time.process_time() - start
+        states = [m.state for m in messages]
+        if not messages or all(s == MessageType.CONFIRMED for s in states):
+            verdict, text = CONFIRMED, "confirmed over all paths"
+        elif any(s in (MessageType.POST_FAIL, MessageType.EXEC_ERR, MessageType.POST_ERR) for s in states):
+            verdict = COUNTEREXAMPLE
+            text = next(m.message for m in messages if m.state in (MessageType.POST_FAIL, MessageType.EXEC_ERR, MessageType.POST_ERR))
+        elif any(s == MessageType.SYNTAX_ERR for s in states):
+            verdict, text = ERROR, messages[0].message
+        elif any(s == MessageType.PRE_UNSAT for s in states):
+            verdict, text = ERROR, "no input satisfies the preconditions (vacuous)"
+        else:
+            verdict, text = NOT_CONFIRMED, "no counterexample within the budget (paths not exhausted)"
+        results.append(ConditionResult(target_name, spec_name, post.expr_source, verdict, text, round(cpu, 3)))
+        if stop_at_counterexample and verdict == COUNTEREXAMPLE:
+            break
+    return results
+
+
+@dataclass(frozen=True)
+class ProofOutcome:
+    proof: Proof
+    spec_results: list[ConditionResult]
+    twin_results: list[ConditionResult]
+
+    @property
+    def spec_ok(self) -> bool:
+        return bool(self.spec_results) and all(r.verdict in (CONFIRMED, NOT_CONFIRMED) for r in self.spec_results)
+
+    @property
+    def spec_status(self) -> str:
+        if not self.spec_ok:
+            return "FAILED"
+        return "proven" if all(r.verdict == CONFIRMED for r in self.spec_results) else "no counterexample (bounded)"
+
+    @property
+    def twin_refuted(self) -> bool:
+        return any(r.verdict == COUNTEREXAMPLE for r in self.twin_results)
+
+    @property
+    def ok(self) -> bool:
+        return self.spec_ok and self.twin_refuted
+
+
+def run_proofs(
+    proofs: tuple[Proof, ...] = PROOFS,
+    *,
+    per_condition_s: float = 4.0,
+    total_s: float = 240.0,
+    jobs: int = 2,
+    on_result: Callable[[str, str], None] | None = None,
+) -> list[ProofOutcome]:
+    """Run every spec (all conditions) and every twin (until refuted) in `jobs` processes.
+
+    Specs are shared between proofs (one spec may have two twins) and checked once. Anything not
+    finished within `total_s` wall-clock seconds is reported as NOT_RUN (which fails the run).
+    """
+    specs = sorted({p.spec_name for p in proofs})
+    tasks: dict[tuple[str, str], tuple[str, str, float, bool]] = {}
+    for name in specs:
+        tasks[(name, name)] = (name, name, per_condition_s, False)
+    for p in proofs:
+        tasks[(p.spec_name, p.twin_name)] = (p.spec_name, p.twin_name, per_condition_s, True)
+    done: dict[tuple[str, str], list[ConditionResult]] = {}
+    deadline_s = time.monotonic() + total_s
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {pool.submit(check_conditions, *args): key for key, args in tasks.items()}
+        try:
+            for fut in as_completed(futures, timeout=max(0.0, deadline_s - time.monotonic())):
+                key = futures[fut]
+                done[key] = fut.result()
+                if on_result is not None:
+                    on_result(*key)
+        except TimeoutError:
+            for fut in futures:
+                fut.cancel()
+            pool.shutdown(wait=False, cancel_futures=True)
+    outcomes = []
+    for p in proofs:
+        missing = [ConditionResult(p.spec_name, p.spec_name, "", NOT_RUN, f"total budget of {total_s:.0f} s exhausted", 0.0)]
+        spec_r = done.get((p.spec_name, p.spec_name), missing)
+        twin_r = done.get((p.spec_name, p.twin_name), [dataclasses.replace(missing[0], function=p.twin_name)])
+        outcomes.append(ProofOutcome(p, spec_r, twin_r))
+    return outcomes
+
+
+def outcomes_to_json(outcomes: list[ProofOutcome], wall_s: float) -> dict[str, Any]:
+    return {
+        "tool": "crosshair",
+        "wall_s": round(wall_s, 2),
+        "ok": all(o.ok for o in outcomes),
+        "proofs": [
+            {
+                "contract": o.proof.contract,
+                "spec": o.proof.spec_name,
+                "values": o.proof.values,
+                "status": o.spec_status,
+                "conditions": [dataclasses.asdict(r) for r in o.spec_results],
+                "twin": o.proof.twin_name,
+                "twin_refuted": o.twin_refuted,
+                "twin_conditions": [dataclasses.asdict(r) for r in o.twin_results],
+            }
+            for o in outcomes
+        ],
+    }

@@ -1,0 +1,156 @@
+"""Deliberately wrong twins of the proven specifications in `tickformer.contracts`.
+
+Each twin has its spec's signature and a plausible bug. `tickformer prove` checks every twin
+against its spec's *own* contract (the PEP 316 conditions are read from the spec, not restated
+here), and fails unless CrossHair refutes the twin: a run where the twins survive would show
+that the checker cannot fail, so its "confirmed" verdicts would mean nothing.
+
+Never used by the runtime.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+# -- softmax stability --------------------------------------------------------------------
+
+
+def merged_max_arith(ma: float, mb: float) -> float:
+    """max via (a + b + |a - b|) / 2: exact over the reals, not in IEEE (rounding, inf - inf)."""
+    return (ma + mb + abs(ma - mb)) / 2.0
+
+
+def safe_max_identity(m: float) -> float:
+    """Forgets the empty-state guard: returns -inf for an empty state."""
+    return m
+
+
+def rescale_exponents_unguarded(ma: float, mb: float) -> tuple[float, float]:
+    """No safe max: two empty states give -inf - (-inf) = NaN."""
+    m = ma if ma >= mb else mb
+    return ma - m, mb - m
+
+
+def rescale_factor_flush(d: float) -> float:
+    """Flushes small factors to zero early (a common 'optimization'): the factor of a key 600
+    below the max becomes 0 inside the range where the spec promises a positive factor."""
+    return math.exp(d) if d > -600.0 else 0.0
+
+
+def merge_scalar_unguarded(ma: float, la: float, mb: float, lb: float) -> tuple[float, float]:
+    """Merge without the empty-state guard: two empty states give a NaN normalizer."""
+    m = ma if ma >= mb else mb
+    return m, math.exp(ma - m) * la + math.exp(mb - m) * lb
+
+
+def merge_assoc_gap_linear_exp(ma: float, mb: float, mc: float) -> float:
+    """A merge with a 'fast exp' (clamped first order, max(0, 1 + d)): not a homomorphism,
+    (1 + x)(1 + y) != 1 + x + y, so the normalizer depends on the grouping. (A merge that
+    rescales against *any* consistent reference point, or never rescales one operand, is still
+    associative over the reals, so those would be useless twins.)"""
+
+    def bad_merge(xa: float, la: float, xb: float, lb: float) -> tuple[float, float]:
+        m = xa if xa >= xb else xb
+        fa = max(0.0, 1.0 + (xa - m))
+        fb = max(0.0, 1.0 + (xb - m))
+        return m, fa * la + fb * lb
+
+    mab, lab = bad_merge(ma, 1.0, mb, 1.0)
+    left = bad_merge(mab, lab, mc, 1.0)
+    mbc, lbc = bad_merge(mb, 1.0, mc, 1.0)
+    right = bad_merge(ma, 1.0, mbc, lbc)
+    return abs(left[1] - right[1]) / max(left[1], right[1])
+
+
+# -- masking ------------------------------------------------------------------------------
+
+
+def causal_allowed_strict(i: int, j: int, offset: int) -> bool:
+    """Off by one: a query cannot see its own key."""
+    return j < i + offset
+
+
+def window_allowed_off_by_one(i: int, j: int, window: int) -> bool:
+    """Window of w + 1 keys."""
+    return j <= i and i - j <= window
+
+
+def padding_allowed_inclusive(j: int, n_valid: int) -> bool:
+    """Sees the first padding key."""
+    return j <= n_valid
+
+
+def cache_slot_visible_stale(slot: int, position: int) -> bool:
+    """Selects every slot ever written (ignores the reset): stale keys leak."""
+    return slot >= 0
+
+
+# -- ring buffer --------------------------------------------------------------------------
+
+
+def ring_slot_shifted(position: int, window: int) -> int:
+    """Slot p + 1 mod W: still in range, but not congruent to p."""
+    return (position + 1) % window
+
+
+def slots_distinct_mod_wrong(p: int, a: int, b: int, window: int) -> bool:
+    """Uses a ring of W - 1 slots for W live entries (collides)."""
+    w = max(window - 1, 1)
+    return (p - a) % w != (p - b) % w
+
+
+def evicted_position_early(position: int, window: int) -> int:
+    """Evicts one step too early."""
+    return position - window + 1 if position >= window - 1 else -1
+
+
+def recent_slot_off_by_one(position: int, k: int, window: int) -> int:
+    """Treats k == window as still live."""
+    if k > window or k > position:
+        return -1
+    return (position - k) % window
+
+
+# -- position bookkeeping -----------------------------------------------------------------
+
+
+def can_step_strict(position: int, n_tokens: int, max_len: int) -> bool:
+    """Refuses the last slot."""
+    return n_tokens < max_len - position
+
+
+def step_position_advance_on_failure(position: int, n_tokens: int, max_len: int, succeeded: bool) -> int:
+    """Advances (clamped) even when the step failed."""
+    return min(position + n_tokens, max_len)
+
+
+# -- deadlines ----------------------------------------------------------------------------
+
+
+def release_time_float(start_ns: int, period_ns: int, tick: int) -> int:
+    """Accumulates in floating point: drifts once start + tick * period passes 2**53 ns."""
+    return int(float(start_ns) + float(tick) * float(period_ns))
+
+
+def next_tick_overskip(start_ns: int, period_ns: int, tick: int, now_ns: int) -> tuple[int, int]:
+    """floor + 1 instead of ceil: skips one period too many when lateness is a whole number of
+    periods."""
+    deadline = start_ns + (tick + 1) * period_ns
+    if now_ns <= deadline:
+        return tick + 1, 0
+    skipped = (now_ns - deadline) // period_ns + 1
+    return tick + 1 + skipped, skipped
+
+
+def next_tick_burst(start_ns: int, period_ns: int, tick: int, now_ns: int) -> tuple[int, int]:
+    """Never skips: runs every missed tick back-to-back (bursts through)."""
+    return tick + 1, 0
+
+
+# -- latency ------------------------------------------------------------------------------
+
+
+def over_budget_ns_abs(elapsed_ns: int, budget_ns: int) -> int:
+    """Reports slack as if it were lateness."""
+    return abs(elapsed_ns - budget_ns)
