@@ -107,3 +107,33 @@ def control():
 
     config = preset("control")
     return config, init_params(config, seed=0)
+
+
+@pytest.fixture(scope="session")
+def memory_results():
+    """Allocation and resident-memory results, written to results/memory.json at session end."""
+    store: dict = {"allocations": {}, "rss": []}
+    yield store
+    if store["allocations"] or store["rss"]:
+        harness.write_json("memory", store)
+
+
+@pytest.fixture(scope="session")
+def artifact_for(control, tmp_path_factory):
+    """artifact_for(config) -> exported artifact directory for that config (cached per config;
+    seeded weights; export-time equivalence on lengths 1 and 2 only except for the control model)."""
+    import subjects
+    from tickformer.model import init_params
+
+    base_config, base_params = control
+    cache: dict = {}
+
+    def get(config):
+        if config not in cache:
+            params = base_params if config == base_config else init_params(config, seed=0)
+            lengths = None if config == base_config else [1, 2]
+            out = tmp_path_factory.mktemp(f"art_d{config.d_model}_n{config.max_len}")
+            cache[config] = (subjects.export_artifact(config, params, out, lengths=lengths), params)
+        return cache[config]
+
+    return get

@@ -171,47 +171,66 @@ def measure_sequences(
     return by_position
 
 
+def _peak_rises(fn: Callable[[], object], calls: int) -> tuple[int, int]:
+    """(max rise of traced memory within one call, number of calls with any rise).
+
+    Every loop variable is bound before the loop, so in steady state rebinding one frees the
+    int it held as the new one is made: the loop itself shows zero (checked on a no-op).
+    """
+    peak_max = 0
+    with_alloc = 0
+    start, _unused = tracemalloc.get_traced_memory()
+    _cur, peak = tracemalloc.get_traced_memory()
+    rise = 0
+    for _ in range(calls):
+        start, _unused = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        fn()
+        _cur, peak = tracemalloc.get_traced_memory()
+        rise = peak - start
+        if rise > 0:
+            with_alloc += 1
+            if rise > peak_max:
+                peak_max = rise
+    return peak_max, with_alloc
+
+
 def python_allocations(fn: Callable[[], object], *, calls: int, warmup: int) -> dict[str, float]:
     """Python-visible allocations of fn() in steady state, measured with tracemalloc.
 
     net_blocks / net_bytes: blocks and bytes alive after `calls` calls that were not alive
     before (a leak or a growing structure). peak_bytes_per_call: the largest transient rise of
     traced memory within one call (any allocation, even one freed before return, shows here);
-    calls_with_alloc: how many calls rose above their starting point at all.
+    calls_with_alloc: how many calls rose at all. loop_check: the same loop around a no-op,
+    which must read (0, 0) or the numbers are not trusted.
     """
     for _ in range(warmup):
         fn()
     with quiet_gc():
         tracemalloc.start(1)
         try:
+            loop_check = _peak_rises(_noop, 200)
             for _ in range(warmup):
                 fn()
             before = tracemalloc.take_snapshot()
-            peak_max = 0
-            with_alloc = 0
-            for _ in range(calls):
-                tracemalloc.reset_peak()
-                start, _ = tracemalloc.get_traced_memory()
-                fn()
-                _, peak = tracemalloc.get_traced_memory()
-                rise = peak - start
-                if rise > 0:
-                    with_alloc += 1
-                    peak_max = max(peak_max, rise)
+            peak_max, with_alloc = _peak_rises(fn, calls)
             after = tracemalloc.take_snapshot()
         finally:
             tracemalloc.stop()
     ignore = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
     diff = after.filter_traces(ignore).compare_to(before.filter_traces(ignore), "filename")
-    net_blocks = sum(d.count_diff for d in diff)
-    net_bytes = sum(d.size_diff for d in diff)
     return {
         "calls": calls,
-        "net_blocks": int(net_blocks),
-        "net_bytes": int(net_bytes),
+        "net_blocks": int(sum(d.count_diff for d in diff)),
+        "net_bytes": int(sum(d.size_diff for d in diff)),
         "peak_bytes_per_call": int(peak_max),
         "calls_with_alloc": int(with_alloc),
+        "loop_check": list(loop_check),
     }
+
+
+def _noop() -> None:
+    return None
 
 
 def rss_bytes() -> int:

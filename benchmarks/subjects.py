@@ -3,8 +3,10 @@
 
 Subjects (decoder-only, continuous inputs, batch 1, one thread):
     numpy        tickformer.runtime session, backend "numpy" (the reference step, static cache)
-    numpy-grow   the numpy backend's growing-cache variant, when the runtime offers it
-    ort          tickformer.runtime session, backend "ort" (step.onnx, static cache: constant time)
+    numpy-growing  the numpy backend's growing-cache variant (cost grows with the position)
+    ort          tickformer.runtime session, backend "ort" (step.onnx, static cache: constant time),
+                 binding="run" (the default)
+    ort-iobinding  the same with binding="iobinding" (inputs/outputs bound to the host buffers)
     ort-grow     growing_step.py: past/present ONNX step under ORT (the Optimum-style export)
     torch        torch eager, KV cache preallocated to max_len (torch_reference.py)
     ort-recompute / torch-recompute: the whole prefix through model.onnx / torch per token
@@ -72,7 +74,17 @@ def export_artifact(config, params, out: Path, *, lengths: list[int] | None = No
     return Path(art_mod.export_artifact(ckpt, out / "art", max_len=config.max_len, lengths=lengths))
 
 
-def session(art: Path, backend: str, **options):
+SESSION_KINDS = {
+    "ort": ("ort", {"binding": "run"}),
+    "ort-iobinding": ("ort", {"binding": "iobinding"}),
+    "numpy": ("numpy", {}),
+    "numpy-growing": ("numpy-growing", {}),
+}
+
+
+def open_session(art: Path, kind: str):
+    """A tickformer.runtime session; `kind` names backend + options (SESSION_KINDS), contracts off."""
+    backend, options = SESSION_KINDS[kind]
     return runtime().load(art, backend=backend, **options)
 
 

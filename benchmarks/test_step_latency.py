@@ -21,9 +21,9 @@ import harness
 import subjects
 
 WINDOW = 4
-REPS = {"ort": 400, "ort-grow": 300, "numpy": 120, "numpy-growing": 120, "torch": 120, "ort-floor-io": 400}
+REPS = {"ort": 400, "ort-iobinding": 400, "ort-grow": 300, "numpy": 120, "numpy-growing": 120, "torch": 120, "ort-floor-io": 400}
 RECOMPUTE_SAMPLES = {1: 1000, "half": 600, "full": 400}
-STATEFUL = ["ort", "ort-floor-io", "numpy", "numpy-growing", "ort-grow", "torch"]
+STATEFUL = ["ort", "ort-iobinding", "ort-floor-io", "numpy", "numpy-growing", "ort-grow", "torch"]
 
 
 def windows(n: int) -> dict[str, tuple[int, int]]:
@@ -33,9 +33,9 @@ def windows(n: int) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture(scope="module")
-def artifact(control, tmp_path_factory):
-    config, params = control
-    return subjects.export_artifact(config, params, tmp_path_factory.mktemp("control"))
+def artifact(control, artifact_for):
+    config, _ = control
+    return artifact_for(config)[0]
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,8 @@ def build_stateful(name: str, request, control, x):
     art = request.getfixturevalue("artifact")
     if name == "ort-floor-io":
         art = subjects.floor_artifact(art, request.getfixturevalue("tmp_path") / "floor")
-        return subjects.session_subject(name, subjects.session(art, "ort"), x)
-    return subjects.session_subject(name, subjects.session(art, name), x)
+        return subjects.session_subject(name, subjects.open_session(art, "ort"), x)
+    return subjects.session_subject(name, subjects.open_session(art, name), x)
 
 
 @pytest.mark.parametrize("name", STATEFUL)

@@ -36,11 +36,11 @@ def check_domain(lo: float, hi: float) -> tuple[float, float]:
     try:
         lo_f, hi_f = float(lo), float(hi)
     except (TypeError, ValueError):
-        raise ConfigError(f"input domain ({lo!r}, {hi!r}) must be two numbers, e.g. --domain -1:1") from None
+        raise ConfigError(f"input domain ({lo!r}, {hi!r}) must be two numbers, e.g. --domain=-1:1") from None
     if not (math.isfinite(lo_f) and math.isfinite(hi_f)):
         raise ConfigError(
             f"input domain [{lo_f}, {hi_f}] must be finite: the score bound and fp16 safety are derived from it; "
-            f"declare the real range of your signals, e.g. --domain -10:10"
+            f"declare the real range of your signals, e.g. --domain=-10:10"
         )
     if lo_f > hi_f:
         raise ConfigError(f"input domain [{lo_f}, {hi_f}] is empty (lo > hi); swap the bounds")
@@ -51,7 +51,7 @@ def parse_domain(text: str) -> tuple[float, float]:
     """'LO:HI' -> (lo, hi), validated. '-1:1', '-1e3:1e3'."""
     parts = text.split(":")
     if len(parts) != 2:
-        raise ConfigError(f"--domain {text!r} must look like LO:HI, e.g. -1:1")
+        raise ConfigError(f"--domain {text!r} must look like LO:HI, e.g. --domain=-1:1 (use = when LO is negative)")
     try:
         lo, hi = float(parts[0]), float(parts[1])
     except ValueError:

@@ -96,8 +96,10 @@ def weight_violations(p: np.ndarray, selected: np.ndarray | None = None) -> list
 
     Not real-time safe (test / verify helper): allocates."""
     out: list[str] = []
-    p64 = p.astype(np.float64)  # [..., Tk]
-    sel = np.ones(p.shape, dtype=bool) if selected is None else np.broadcast_to(selected, p.shape)
+    p64 = np.atleast_2d(p.astype(np.float64))  # [R, Tk] rows of weights
+    sel = np.ones(p64.shape, dtype=bool) if selected is None else np.broadcast_to(selected, p.shape).reshape(p64.shape)
+    p64 = p64.reshape(-1, p64.shape[-1])  # [R, Tk]
+    sel = sel.reshape(p64.shape)  # [R, Tk]
     if not np.isfinite(p64).all():
         out.append("S1: a weight is not finite")
         return out
@@ -105,12 +107,12 @@ def weight_violations(p: np.ndarray, selected: np.ndarray | None = None) -> list
         out.append(f"S2: a weight is outside [0, 1] (min {p64.min()}, max {p64.max()})")
     if (p64[~sel] != 0).any():
         out.append("masking: a masked key has a non-zero weight")
-    n = sel.sum(axis=-1)  # [...]
-    sums = p64.sum(axis=-1)  # [...]
-    for idx in zip(*np.nonzero(n > 0)):
-        bound = weight_sum_bound(int(n[idx]), p.dtype)
-        if abs(sums[idx] - 1.0) > bound:
-            out.append(f"S3: row {idx} sums to {sums[idx]!r}, |sum-1| = {abs(sums[idx]-1):.3e} > bound {bound:.3e} (n={int(n[idx])})")
+    n = sel.sum(axis=-1)  # [R]
+    sums = p64.sum(axis=-1)  # [R]
+    for row in np.flatnonzero(n > 0):
+        bound = weight_sum_bound(int(n[row]), p.dtype)
+        if abs(sums[row] - 1.0) > bound:
+            out.append(f"S3: row {row} sums to {sums[row]!r}, |sum-1| = {abs(sums[row]-1):.3e} > bound {bound:.3e} (n={int(n[row])})")
             break
     if (sums[n == 0] != 0).any():
         out.append("masking: a fully masked row is not exactly zero")

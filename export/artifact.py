@@ -78,7 +78,8 @@ def _versions() -> dict[str, str]:
 
 def _weights_bytes(params: Mapping[str, np.ndarray], config: Config) -> bytes:
     buffer = io.BytesIO()
-    np.savez(buffer, **{name: np.asarray(params[name], dtype=np.float32) for name in parameter_shapes(config)})
+    arrays: dict[str, Any] = {name: np.asarray(params[name], dtype=np.float32) for name in parameter_shapes(config)}
+    np.savez(buffer, **arrays)
     return buffer.getvalue()
 
 

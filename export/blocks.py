@@ -42,7 +42,7 @@ def linear(g: GraphBuilder, params: Params, x: str, prefix_w: str, prefix_b: str
 
 def layer_norm(g: GraphBuilder, params: Params, x: str, prefix: str, eps: float) -> str:
     """LayerNormalization (opset 17) over the last axis, biased variance, as in Ba et al."""
-    return g.op(  # type: ignore[return-value]
+    return g.op(
         "LayerNormalization", x, param(g, params, f"{prefix}.g"), param(g, params, f"{prefix}.b"), axis=-1, epsilon=float(eps)
     )
 

@@ -14,7 +14,7 @@ Not real-time code: runs once, at export.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import onnx
@@ -25,7 +25,7 @@ from tickformer.errors import ExportError
 MIN_OPSET = 17
 MAX_OPSET = 21  # newest opset checked with the onnxruntime this project pins
 DTYPES = {"float32": TensorProto.FLOAT, "int64": TensorProto.INT64, "bool": TensorProto.BOOL}
-DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+DTYPE_NAMES: dict[int, str] = {int(v): k for k, v in DTYPES.items()}
 
 Dim = int | str
 
@@ -80,17 +80,18 @@ class GraphBuilder:
         self._count += 1
         return f"{stem}_{self._count}"
 
-    def op(self, op_type: str, *inputs: str, n_out: int = 1, **attrs: object) -> str | list[str]:
-        outs = [self._fresh(op_type.lower()) for _ in range(n_out)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=self._fresh(op_type), **attrs))
-        return outs[0] if n_out == 1 else outs
+    def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
+        """Append one single-output node; return its output's name."""
+        out = self._fresh(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=self._fresh(op_type), **attrs))
+        return out
 
     def reduce(self, op_type: str, x: str, axes: Sequence[int], keepdims: bool = True) -> str:
         """ReduceMax/ReduceSum/ReduceMean over `axes`, attribute or input as the opset wants."""
         axes_as_input = op_type == "ReduceSum" or self.opset >= 18
         if axes_as_input:
-            return self.op(op_type, x, self.ints(axes), keepdims=int(keepdims))  # type: ignore[return-value]
-        return self.op(op_type, x, axes=list(axes), keepdims=int(keepdims))  # type: ignore[return-value]
+            return self.op(op_type, x, self.ints(axes), keepdims=int(keepdims))
+        return self.op(op_type, x, axes=list(axes), keepdims=int(keepdims))
 
     # --- result ---------------------------------------------------------------------------
     def model(self) -> onnx.ModelProto:
@@ -122,11 +123,11 @@ def check_graph(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def io_spec(values: Sequence[onnx.ValueInfoProto]) -> list[dict[str, object]]:
+def io_spec(values: Sequence[onnx.ValueInfoProto]) -> list[dict[str, Any]]:
     """[{"name", "dtype", "shape"}] for the manifest (symbolic dims as strings)."""
     spec = []
     for value in values:
         tensor = value.type.tensor_type
         shape: list[Dim] = [d.dim_param if d.dim_param else d.dim_value for d in tensor.shape.dim]
-        spec.append({"name": value.name, "dtype": DTYPE_NAMES[tensor.elem_type], "shape": shape})
+        spec.append({"name": value.name, "dtype": DTYPE_NAMES[int(tensor.elem_type)], "shape": shape})
     return spec

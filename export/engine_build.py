@@ -275,6 +275,11 @@ def graph_has_fp16(onnx_bytes: bytes) -> bool:
              for node in model.graph.node)
 
 
+def dims_tuple(dims: Any) -> tuple[int, ...]:
+    """A TensorRT Dims as a tuple of ints (Dims supports len() and indexing)."""
+    return tuple(int(dims[j]) for j in range(len(dims)))
+
+
 def build_serialized(onnx_bytes: bytes, *, plan: PrecisionPlan, options: BuildOptions,
                      profile: dict[str, tuple[int, ...]], timing_cache: bytes) -> tuple[bytes, bytes]:
     """Parse and build one engine. Returns (engine bytes, updated timing cache bytes).
@@ -307,10 +312,10 @@ def build_serialized(onnx_bytes: bytes, *, plan: PrecisionPlan, options: BuildOp
     if not config.set_timing_cache(cache, False):  # a cache from another device/version: start empty
         cache = config.create_timing_cache(b"")
         config.set_timing_cache(cache, False)
-    if any(d < 0 for i in range(network.num_inputs) for d in network.get_input(i).shape):  # a symbolic dim
+    if any(d < 0 for i in range(network.num_inputs) for d in dims_tuple(network.get_input(i).shape)):  # symbolic
         prof = builder.create_optimization_profile()
         for name, shape in profile.items():
-            dims = trt.Dims(shape)
+            dims = trt.Dims(list(shape))
             prof.set_shape(name, dims, dims, dims)  # min = opt = max
         config.add_optimization_profile(prof)
     serialized = builder.build_serialized_network(network, config)
@@ -343,6 +348,22 @@ def build_engines(root: str | os.PathLike[str], options: BuildOptions) -> list[E
     names = list(options.graphs) if options.graphs is not None else sorted(art.manifest["graphs"])
     records: list[EngineRecord] = []
     entries: dict[str, dict[str, Any]] = {}
+    try:
+        _build_all(art, names, options, major, here, records, entries, timing_box := [timing])
+    except BaseException:
+        for record in records:  # unlisted engine files of this failed build: remove them
+            try:
+                (art.root / record.file).unlink()
+            except OSError:
+                pass
+        raise
+    write_atomic(cache_path, timing_box[0])
+    record_engines(art.root, options.precision, entries)
+    return records
+
+
+def _build_all(art: Any, names: list[str], options: BuildOptions, major: int, here: DeviceInfo,
+               records: list[EngineRecord], entries: dict[str, dict[str, Any]], timing_box: list[bytes]) -> None:
     for graph in names:
         spec = art.graph_spec(graph)
         onnx_bytes = art.graph_path(graph).read_bytes()
@@ -357,7 +378,8 @@ def build_engines(root: str | os.PathLike[str], options: BuildOptions) -> list[E
 
             onnx_bytes = to_fp16(onnx.load_from_string(onnx_bytes)).SerializeToString()
         profile = static_profile(spec["inputs"], art.max_len)
-        engine, timing = build_serialized(onnx_bytes, plan=plan, options=options, profile=profile, timing_cache=timing)
+        engine, timing_box[0] = build_serialized(onnx_bytes, plan=plan, options=options, profile=profile,
+                                                 timing_cache=timing_box[0])
         digest = hashlib.sha256(engine).hexdigest()
         name = engine_file_name(graph, options.precision, digest)
         write_atomic(art.root / name, engine)
@@ -371,9 +393,6 @@ def build_engines(root: str | os.PathLike[str], options: BuildOptions) -> list[E
             "hardware_compat": options.hardware_compat, "workspace_mib": options.workspace_mib,
             "profile": {k: list(v) for k, v in profile.items()},
         }
-    write_atomic(cache_path, timing)
-    record_engines(art.root, options.precision, entries)
-    return records
 
 
 def record_engines(root: Path, precision: str, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:

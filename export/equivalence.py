@@ -120,7 +120,7 @@ def _step_sequence(run: Runner, config: Config, x: np.ndarray, extra: Mapping[st
     return np.stack(ys, axis=1)  # [B, N, out]
 
 
-def _cross_kv(params: Mapping[str, np.ndarray], config: Config, src: np.ndarray, valid: np.ndarray) -> np.ndarray:
+def _cross_kv(params: Mapping[str, np.ndarray], config: Config, src: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     memory = encode(dict(params), config, src, src_valid=valid)  # [B, N, D]
     ks = [split_heads(linear(memory, w=params[f"dec.{i}.cross_attn.w_k"], b=params[f"dec.{i}.cross_attn.b_k"]), config.n_heads) for i in range(config.n_layers)]
     vs = [split_heads(linear(memory, w=params[f"dec.{i}.cross_attn.w_v"], b=params[f"dec.{i}.cross_attn.b_v"]), config.n_heads) for i in range(config.n_layers)]

@@ -140,7 +140,8 @@ def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.M
     allowed = g.op("Less", key_index, pos)  # [N]: rows 0..pos-1 are live
     pe_row = g.op("Gather", _pe(g, config), pos, axis=0)  # [1, D]
     h = _embed(g, params, config, x, pe_row)  # [B, 1, D]
-    new_k, new_v = [], []
+    new_k: list[str] = []
+    new_v: list[str] = []
     for i in range(config.n_layers):
         prefix = f"dec.{i}"
         attn, k_new, v_new = _cached_self_attn(g, params, config, h, batch, caches, i, allowed)
@@ -180,7 +181,8 @@ def build_encoder(params: Params, config: Config, batch: int, opset: int) -> onn
     for i in range(config.n_enc_layers):
         h = _self_attn_full(g, params, config, h, f"enc.{i}", batch, allowed)
         h = _ffn_block(g, params, config, h, f"enc.{i}", "ln2")
-    ks, vs = [], []
+    ks: list[str] = []
+    vs: list[str] = []
     for i in range(config.n_layers):
         for which, out in (("k", ks), ("v", vs)):
             kv = b.project_heads(g, params, h, f"dec.{i}.cross_attn", which, batch, config.n_heads, config.d_head)  # [B, H, N, dh]

@@ -146,6 +146,17 @@ def _is_replaceable(path: Path) -> bool:
     return not entries or (path / MANIFEST).is_file()
 
 
+def check_target(path: str | os.PathLike[str]) -> Path:
+    """Raise CheckpointError now if save_checkpoint(path, ...) would refuse to write there
+    (call before a long training run, so it does not fail at the end)."""
+    target = Path(path)
+    if target.exists() and not _is_replaceable(target):
+        raise CheckpointError(
+            f"{target} exists and is not a checkpoint directory; refusing to overwrite it; choose another --out"
+        )
+    return target
+
+
 def save_checkpoint(
     path: str | os.PathLike[str],
     config: Config,
@@ -178,11 +189,7 @@ def save_checkpoint(
         "meta": dict(meta or {}),
     }
     files[MANIFEST] = _dump_json(manifest, MANIFEST)
-
-    if target.exists() and not _is_replaceable(target):
-        raise CheckpointError(
-            f"{target} exists and is not a checkpoint directory; refusing to overwrite it; choose another --out"
-        )
+    check_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     old: Path | None = None

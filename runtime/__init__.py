@@ -18,7 +18,9 @@ from typing import Any
 from .artifact import Artifact, open_artifact
 from .backends import REGISTRY as BACKENDS
 from .backends import backend_class
-from .session import Session
+from tickformer.errors import ConfigError
+
+from .session import CONTRACT_MODES, Session
 
 
 def load(
@@ -33,6 +35,8 @@ def load(
     `backend` (options go to the backend, e.g. ort: threads=1, binding="run"|"iobinding").
     contracts: "off" | "check" (raise ContractViolation) | "monitor" (count); budget_ns: latency
     budget per step for the monitor. Not real-time (file I/O, graph loading)."""
+    if contracts not in CONTRACT_MODES:
+        raise ConfigError(f"contracts={contracts!r} is not one of {CONTRACT_MODES}")
     artifact = open_artifact(path)
     cls = backend_class(backend)  # BackendUnavailable with the extra to install
     return Session(artifact, cls(artifact, **options), contracts=contracts, budget_ns=budget_ns)

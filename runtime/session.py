@@ -57,7 +57,7 @@ class Session:
         self.domain = artifact.input_domain
         if self.tokens:
             self.input_shape: tuple[int, ...] = (self.batch, 1)
-            self.input_dtype = np.dtype(np.int64)
+            self.input_dtype: np.dtype = np.dtype(np.int64)
         else:
             self.input_shape = (self.batch, 1, cfg.d_in)
             self.input_dtype = np.dtype(np.float32)

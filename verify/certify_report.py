@@ -113,7 +113,8 @@ def plot_exceedance(report: dict[str, Any], durations_ns: np.ndarray, path: Path
         if pw:
             xmax = max(xmax, max(pw.values()))
         start = fit["threshold_ns"] if fit["method"] == "pot" else float(np.quantile(x, 0.9))
-        grid = np.linspace(start, xmax * 1.05, 400)  # [400]
+        right = max(x[-1], report["budget_ns"])
+        grid = np.geomspace(max(start, 1.0), min(xmax, 10 * right) * 1.05, 400)  # [400]
         ax.plot(grid / 1e3, fitted_exceedance(fit, grid), color="#C44E52",
                 label=f"{fit['method'].upper()} fit, xi = {fit['xi']:+.3f} ({fit['tail'].split(' ')[0]})")
         if pw:
@@ -129,7 +130,13 @@ def plot_exceedance(report: dict[str, Any], durations_ns: np.ndarray, path: Path
     ax.axhline(report["exceedance"], color="0.5", ls=":", lw=1, label=f"target exceedance {report['exceedance']:.0e}/step")
     ax.set_yscale("log")
     ax.set_ylim(min(1e-10, report["exceedance"] / 10), 1.0)
-    ax.set_xlim(x[0] / 1e3 * 0.95, max(xmax, report["budget_ns"]) / 1e3 * 1.05)
+    right = max(x[-1], report["budget_ns"])
+    if xmax > 10 * right:  # estimates far off scale (heavy tail): keep the data readable, say so
+        ax.text(0.02, 0.02, f"pWCET estimates beyond {10 * right / 1e3:.0f} us are off scale (see certificate.json)",
+                transform=ax.transAxes, fontsize=8, color="#C44E52")
+        xmax = 10 * right
+    ax.set_xscale("log")
+    ax.set_xlim(x[0] / 1e3 * 0.9, max(xmax, right) / 1e3 * 1.1)
     ax.set_xlabel("step latency x (us)")
     ax.set_ylabel("exceedance probability per step")
     ax.set_title(f"verdict {report['verdict']}")
@@ -179,6 +186,14 @@ def write_report(out_dir: str | os.PathLike[str], report: dict[str, Any], durati
     return cert
 
 
+def _us(v_ns: float | None) -> str:
+    """ns -> a short microsecond string (scientific beyond 1e6 us, '-' for None)."""
+    if v_ns is None:
+        return "-"
+    v = v_ns / 1e3
+    return f"{v:.1f}" if abs(v) < 1e6 else f"{v:.2e}"
+
+
 def summary(report: dict[str, Any], console: Any = None) -> None:
     """One-screen rich summary: conditions, statistics, EVT, tests, verdict."""
     from rich.console import Console
@@ -196,7 +211,7 @@ def summary(report: dict[str, Any], console: Any = None) -> None:
     keys = ["min", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max", "std"]
     for k in keys:
         t.add_column(k, justify="right")
-    t.add_row(*[f"{st[k] / 1e3:.1f}" for k in keys])
+    t.add_row(*[_us(st[k]) for k in keys])
     con.print(t)
     evt = report.get("evt")
     if evt is None:
@@ -210,7 +225,7 @@ def summary(report: dict[str, Any], console: Any = None) -> None:
         upper = (evt.get("bootstrap") or {}).get("pwcet_upper_ns", {})
         for k, v in evt["pwcet_ns"].items():
             u = upper.get(k)
-            e.add_row(k, "-" if v is None else f"{v / 1e3:.1f}", "-" if u is None else f"{u / 1e3:.1f}")
+            e.add_row(k, _us(v), _us(u))
         tt = Table(title="admissibility (on the fitted extremes)", header_style="bold")
         tt.add_column("test")
         tt.add_column("stat", justify="right")

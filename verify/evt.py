@@ -90,6 +90,7 @@ class TailFit:
     theta: float = 1.0  # extremal index estimate (runs estimator), in (0, 1]
     n_exceed: int = 0  # raw exceedances of u (pot)
     extremes: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # fitted data, time order
+    extremes_at: np.ndarray | None = field(default=None, repr=False)  # sample index of each extreme
 
     @property
     def n_extremes(self) -> int:
@@ -202,16 +203,33 @@ def runs_test(x: np.ndarray, alpha: float = 0.05) -> TestResult:
     return TestResult("independence (runs)", z, p, p >= alpha, f"{runs} runs, {mean:.1f} expected")
 
 
-def ks_halves(x: np.ndarray, alpha: float = 0.05) -> TestResult:
-    """Identical distribution: two-sample Kolmogorov-Smirnov, first half vs second half in time."""
-    x = np.asarray(x, dtype=np.float64)  # [n]
-    if x.size < 20:
-        return TestResult("identical distribution (KS halves)", math.nan, None, False, f"too few values ({x.size}) to split")
-    half = x.size // 2
-    res = stats.ks_2samp(x[:half], x[half:])
+def ks_halves(x: np.ndarray, alpha: float = 0.05, *, at: np.ndarray | None = None, n: int | None = None) -> TestResult:
+    """Identical distribution: two-sample Kolmogorov-Smirnov between the extremes of the first and
+    the second half of the campaign in time (`at`: sample index of each extreme, `n`: campaign
+    length; without them the series is split in the middle)."""
+    x = np.asarray(x, dtype=np.float64)  # [k]
+    first = (np.asarray(at) < n // 2) if at is not None and n is not None else (np.arange(x.size) < x.size // 2)  # [k]
+    a, b = x[first], x[~first]
+    if min(a.size, b.size) < 10:
+        return TestResult("identical distribution (KS halves)", math.nan, None, False,
+                          f"{a.size} extremes in the first half of the run vs {b.size} in the second: too few to compare")
+    res = stats.ks_2samp(a, b)
     p = float(res.pvalue)
     return TestResult("identical distribution (KS halves)", float(res.statistic), p, p >= alpha,
-                      f"{half} vs {x.size - half} values")
+                      f"{a.size} vs {b.size} extremes (first vs second half of the run)")
+
+
+def rate_halves(at: np.ndarray, n: int, alpha: float = 0.05) -> TestResult:
+    """Stationary exceedance rate: the number of extremes in the first half of the run is
+    Binomial(k, 1/2) under identical distribution (two-sided exact binomial test)."""
+    at = np.asarray(at)
+    k = int(at.size)
+    k1 = int(np.count_nonzero(at < n // 2))
+    if k < 10:
+        return TestResult("stationary rate (binomial halves)", float(k1), None, False, f"too few extremes ({k})")
+    p = float(stats.binomtest(k1, k, (n // 2) / n).pvalue)
+    return TestResult("stationary rate (binomial halves)", float(k1), p, p >= alpha,
+                      f"{k1} of {k} extremes in the first half of the run")
 
 
 def enough_extremes(n_extremes: int, min_extremes: int) -> TestResult:
@@ -226,12 +244,18 @@ def decluster_runs(x: np.ndarray, threshold: float, run_length: int) -> tuple[np
     """Runs declustering (Coles 5.3.2): exceedances of `threshold` separated by fewer than
     `run_length` non-exceedances belong to one cluster; return the cluster peaks in time order
     and the number of raw exceedances."""
+    peaks, _, n_exc = decluster_runs_indexed(x, threshold, run_length)
+    return peaks, n_exc
+
+
+def decluster_runs_indexed(x: np.ndarray, threshold: float, run_length: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """`decluster_runs` plus the sample index of each cluster's start: (peaks, starts, n_exceed)."""
     idx = np.flatnonzero(x > threshold)  # [k] positions of exceedances
     if idx.size == 0:
-        return np.zeros(0), 0
+        return np.zeros(0), np.zeros(0, dtype=np.int64), 0
     starts = np.concatenate(([0], np.flatnonzero(np.diff(idx) > run_length) + 1))  # [c]
     peaks = np.maximum.reduceat(x[idx], starts)  # [c]
-    return peaks, int(idx.size)
+    return peaks, idx[starts], int(idx.size)
 
 
 def fit_gpd(excesses: np.ndarray) -> tuple[float, float]:
@@ -273,12 +297,13 @@ def fit_pot(samples_ns: Any, *, tail_fraction: float = 0.01, min_exceedances: in
     k = max(int(round(tail_fraction * n)), min_exceedances)
     k = min(k, n // 2)
     u = float(np.sort(x)[n - k - 1])  # the (k+1)-th largest: k values lie strictly above (ties aside)
-    peaks, n_exc = decluster_runs(x, u, run_length)
+    peaks, where, n_exc = decluster_runs_indexed(x, u, run_length)
     if peaks.size < 3:
         raise InputError(f"only {peaks.size} cluster peaks above the threshold {u:.0f} ns; collect more samples")
     xi, sigma = fit_gpd(peaks - u)
     return TailFit(method="pot", n=n, xi=xi, sigma=sigma, threshold=u, zeta=n_exc / n,
-                   run_length=run_length, theta=peaks.size / n_exc, n_exceed=n_exc, extremes=peaks)
+                   run_length=run_length, theta=peaks.size / n_exc, n_exceed=n_exc, extremes=peaks,
+                   extremes_at=where)
 
 
 # ----------------------------------------------------------------------------- block maxima / GEV
@@ -323,7 +348,8 @@ def fit_bm(samples_ns: Any, *, block_size: int = 100, min_blocks: int = 30, run_
     u = float(np.quantile(x, 1.0 - tail_fraction))
     theta = extremal_index(x, u, run_length)
     return TailFit(method="bm", n=x.size, xi=xi, sigma=sigma, mu=mu, block_size=block_size,
-                   run_length=run_length, theta=theta, extremes=maxima)
+                   run_length=run_length, theta=theta, extremes=maxima,
+                   extremes_at=np.arange(maxima.size, dtype=np.int64) * block_size)
 
 
 # ----------------------------------------------------------------------------- goodness of fit
@@ -446,8 +472,10 @@ def assess(fit: TailFit, *, min_extremes: int = 50, alpha: float = 0.05, n_boot:
         enough_extremes(ext.size, min_extremes),
         ljung_box(ext, alpha=alpha),
         runs_test(ext, alpha=alpha),
-        ks_halves(ext, alpha=alpha),
+        ks_halves(ext, alpha=alpha, at=fit.extremes_at, n=fit.n),
     ]
+    if fit.method == "pot" and fit.extremes_at is not None:  # block maxima are evenly spaced by construction
+        tests.append(rate_halves(fit.extremes_at, fit.n, alpha=alpha))
     gof, ci = bootstrap(fit, exceedances, n_boot=n_boot, seed=seed, alpha=alpha)
     tests.append(gof)
     pwcet = {f"{p:.0e}": _finite_or_none(_safe_quantile(fit, p)) for p in exceedances}

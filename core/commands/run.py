@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--bos", type=int, default=None, help="encoder-decoder: start token id")
     p.add_argument("--eos", type=int, default=None, help="encoder-decoder: stop token id")
     p.add_argument("--max-new", type=int, default=None, help="encoder-decoder: tokens to generate (default max_len)")
+    p.add_argument("--binding", choices=("iobinding", "run"), default=None, help="ort: IOBinding (default) or InferenceSession.run")
+    p.add_argument("--threads", type=int, default=None, help="ort: intra-op threads (default 1: lowest jitter, deterministic)")
+    p.add_argument("--repeat", type=int, default=1, help="run the sequence this many times (reset() in between) for more latency samples")
     p.set_defaults(func=run)
 
 
@@ -50,11 +53,32 @@ def _read(path: Path, session) -> np.ndarray:
     return data[None] if data.ndim == 2 else data
 
 
+def _steps(session, data: np.ndarray, repeat: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step through data [B, T, ...] `repeat` times; outputs of the last pass, every step's time."""
+    t = data.shape[1]
+    xs = [np.ascontiguousarray(data[:, i : i + 1]) for i in range(t)]  # prepared before timing
+    out = np.zeros((session.batch, t) + session.backend.step_output_shape[2:], dtype=np.float32)
+    times = np.zeros(repeat * t, dtype=np.int64)
+    for r in range(repeat):
+        session.reset()
+        for i, x in enumerate(xs):
+            start = time.perf_counter_ns()
+            y = session.step(x)
+            times[r * t + i] = time.perf_counter_ns() - start
+            out[:, i] = y[:, 0]
+    return out, times
+
+
 def run(args: argparse.Namespace) -> int:
     from tickformer.errors import InputError
     from tickformer.runtime import load
 
-    with load(args.artifact, backend=args.backend, contracts=args.contracts) as session:
+    options = {k: v for k, v in (("binding", args.binding), ("threads", args.threads)) if v is not None}
+    if options and not args.backend.startswith("ort"):
+        raise InputError(f"--binding/--threads are options of the ort backends, not of {args.backend!r}")
+    if args.repeat < 1:
+        raise InputError(f"--repeat {args.repeat} must be >= 1")
+    with load(args.artifact, backend=args.backend, contracts=args.contracts, **options) as session:
         data = _read(args.input, session)
         if session.config.arch == "encoder-decoder":
             if args.bos is None:
@@ -67,21 +91,13 @@ def run(args: argparse.Namespace) -> int:
                     f"{args.input}: shape {data.shape} does not fit this artifact: need [{session.batch}, T(<= {session.max_len})"
                     + ("]" if session.tokens else f", {session.config.d_in}]")
                 )
-            t = data.shape[1]
-            out = np.zeros((session.batch, t) + session.backend.step_output_shape[2:], dtype=np.float32)
-            times = np.zeros(t, dtype=np.int64)
-            for i in range(t):
-                x = np.ascontiguousarray(data[:, i : i + 1])
-                start = time.perf_counter_ns()
-                y = session.step(x)
-                times[i] = time.perf_counter_ns() - start
-                out[:, i] = y[:, 0]
+            out, times = _steps(session, data, args.repeat)
         if args.output is not None:
             np.save(args.output, out)
         print(f"{args.backend}: {data.shape} -> {out.shape}" + (f", written to {args.output}" if args.output else ""))
         if times is not None and times.size:
             p50, p99 = np.percentile(times, [50, 99])
-            print(f"step latency (includes validation): p50 {p50 / 1e3:.1f} us, p99 {p99 / 1e3:.1f} us, max {times.max() / 1e3:.1f} us over {times.size} steps")
+            print(f"step latency (Session.step incl. validation): p50 {p50 / 1e3:.1f} us, p99 {p99 / 1e3:.1f} us, max {times.max() / 1e3:.1f} us over {times.size} steps")
         if session.monitor is not None:
             print(f"contracts: {session.monitor.summary()['contracts']}")
     return 0

@@ -161,3 +161,18 @@ def test_input_model_is_not_modified(exported):
     before = graphs["model"].SerializeToString()
     to_fp16(graphs["model"])
     assert graphs["model"].SerializeToString() == before
+
+
+@pytest.mark.parametrize("preset_name", ["tiny", "tiny-seq2seq"])
+def test_measure_error_records_error_and_bound(preset_name):
+    from tickformer.export.fp16 import measure_error
+
+    cfg = preset(preset_name)
+    params = init_params(cfg, seed=2)
+    graphs = build_graphs(params, cfg, batch=1, opset=17)
+    record = measure_error(graphs, {k: to_fp16(v) for k, v in graphs.items()}, params, cfg, domain=(-DOMAIN, DOMAIN))
+    assert record["within_bound"] and 0 < record["worst"] <= record["bound"]
+    assert record["worst"] == max(record["normwise"].values())
+    import json
+
+    json.dumps(record)  # manifest-ready

@@ -1,0 +1,101 @@
+"""What-if: a leaner static-cache step graph with step.onnx's exact I/O, to size a fix.
+
+Profiling (benchmarks/ANALYSIS.md) shows tickformer's step.onnx at d_model 64 is dominated by
+ONNX Runtime's per-node dispatch cost (~133 nodes after ORT's optimiser), not by arithmetic. This
+graph computes the same function with fewer nodes, to measure how much a rewrite of
+export/graphs.py `build_step` would buy before anyone does it:
+
+- activations stay 2-D [1, D] (B = 1) so every projection is one Gemm/MatMul+Add with no
+  Reshape pair around it (ORT inserts Reshape-Gemm-Reshape for 3-D MatMul+Add);
+- per layer, ONE Softmax over Concat(selected cache scores [H, 1, N], own score [H, 1, 1]):
+  the cache scores are selected by Where(key_index < pos, s, -inf) exactly as step.onnx does
+  (stale rows get weight 0, whatever they hold); the own key is always selected, so no row is
+  empty and Softmax never sees an all -inf row. Mathematically the same as merging the two
+  online-softmax pieces (cache, own key); numerically within fp32 roundoff.
+
+Same inputs/outputs as step.onnx (docs/artifact_format.md): x [1, 1, d_in], pos [1],
+k_cache/v_cache [L, 1, H, N, dh] -> y [1, 1, d_out], k_new/v_new [L, 1, H, 1, dh].
+Batch 1, decoder-only, continuous inputs only. Benchmark-side; not part of the package.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from growing_step import OPSET, _G
+from tickformer.model import Config
+from tickformer.model.layers import positional_encoding
+
+
+def build_lean_step(params: dict[str, np.ndarray], config: Config) -> onnx.ModelProto:
+    if config.arch != "decoder" or config.inputs != "continuous":
+        raise ValueError("the what-if step covers decoder-only continuous models")
+    g = _G()
+    d, h, dh, n, layers = config.d_model, config.n_heads, config.d_head, config.max_len, config.n_layers
+    w = {name: g.const(value, name) for name, value in params.items()}
+    pe = g.const(positional_encoding(n, d), "pe")  # [N, D]
+    key_index = g.const(np.arange(n, dtype=np.int64), "key_index")  # [N]
+    minus_inf = g.const(np.array(-np.inf, dtype=np.float32))
+    scale = g.const(np.array(1.0 / np.sqrt(dh), dtype=np.float32))
+    to_heads = g.const(np.array([h, 1, dh], dtype=np.int64))  # [1, D] -> [H, 1, dh]
+    to_model = g.const(np.array([1, d], dtype=np.int64))
+    to_row = g.const(np.array([1, 1, h, 1, dh], dtype=np.int64))  # [H, 1, dh] -> [1, 1, H, 1, dh]
+
+    def linear(x: str, prefix: str, wn: str, bn: str) -> str:
+        return g.op("Add", g.op("MatMul", x, w[f"{prefix}.{wn}"]), w[f"{prefix}.{bn}"])  # [1, n_in] -> [1, n_out]
+
+    def norm(x: str, prefix: str) -> str:
+        return g.op("LayerNormalization", x, w[f"{prefix}.g"], w[f"{prefix}.b"], axis=-1, epsilon=config.ln_eps)
+
+    x2 = g.op("Reshape", "x", g.const(np.array([1, config.d_in], dtype=np.int64)))  # [1, d_in]
+    x = g.op("Add", linear(x2, "in_proj", "w", "b"), g.op("Gather", pe, "pos", axis=0))  # [1, D]
+    live = g.op("Less", key_index, "pos")  # [N]
+    ks, vs = [], []
+    for i in range(layers):
+        a = f"dec.{i}.self_attn"
+        q = g.op("Mul", g.op("Reshape", linear(x, a, "w_q", "b_q"), to_heads), scale)  # [H, 1, dh]
+        k = g.op("Reshape", linear(x, a, "w_k", "b_k"), to_heads)  # [H, 1, dh]
+        v = g.op("Reshape", linear(x, a, "w_v", "b_v"), to_heads)
+        layer = g.const(np.array([i, 0], dtype=np.int64))
+        kc = g.op("GatherND", "k_cache", g.const(np.array([[i, 0]], dtype=np.int64)))  # [1, H, N, dh]
+        vc = g.op("GatherND", "v_cache", g.const(np.array([[i, 0]], dtype=np.int64)))
+        kc = g.op("Squeeze", kc, g.const(np.array([0], dtype=np.int64)))  # [H, N, dh]
+        vc = g.op("Squeeze", vc, g.const(np.array([0], dtype=np.int64)))
+        del layer
+        s_cache = g.op("Where", live, g.op("MatMul", q, g.op("Transpose", kc, perm=[0, 2, 1])), minus_inf)  # [H, 1, N]
+        s_own = g.op("MatMul", q, g.op("Transpose", k, perm=[0, 2, 1]))  # [H, 1, 1]
+        p = g.op("Softmax", g.op("Concat", s_cache, s_own, axis=-1), axis=-1)  # [H, 1, N+1]
+        att = g.op("MatMul", p, g.op("Concat", vc, v, axis=1))  # [H, 1, dh]
+        att = g.op("Reshape", g.op("Transpose", att, perm=[1, 0, 2]), to_model)  # [1, D]
+        x = norm(g.op("Add", x, linear(att, a, "w_o", "b_o")), f"dec.{i}.ln1")
+        f = f"dec.{i}.ffn"
+        x = norm(g.op("Add", x, linear(g.op("Relu", linear(x, f, "w1", "b1")), f, "w2", "b2")), f"dec.{i}.ln2")
+        ks.append(g.op("Reshape", k, to_row))  # [1, 1, H, 1, dh]
+        vs.append(g.op("Reshape", v, to_row))
+    y = g.op("Add", g.op("MatMul", x, w["out_proj.w"]), w["out_proj.b"])  # [1, d_out]
+    g.nodes.append(helper.make_node("Reshape", [y, g.const(np.array([1, 1, config.d_out], dtype=np.int64))], ["y"]))
+    g.nodes.append(helper.make_node("Concat", ks, ["k_new"], axis=0) if layers > 1 else helper.make_node("Identity", ks, ["k_new"]))
+    g.nodes.append(helper.make_node("Concat", vs, ["v_new"], axis=0) if layers > 1 else helper.make_node("Identity", vs, ["v_new"]))
+    cache = [layers, 1, h, n, dh]
+    row = [layers, 1, h, 1, dh]
+    graph = helper.make_graph(
+        g.nodes,
+        "lean_step",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, config.d_in]),
+            helper.make_tensor_value_info("pos", TensorProto.INT64, [1]),
+            helper.make_tensor_value_info("k_cache", TensorProto.FLOAT, cache),
+            helper.make_tensor_value_info("v_cache", TensorProto.FLOAT, cache),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, config.d_out]),
+            helper.make_tensor_value_info("k_new", TensorProto.FLOAT, row),
+            helper.make_tensor_value_info("v_new", TensorProto.FLOAT, row),
+        ],
+        initializer=g.inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tickformer-benchmarks", ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    return model

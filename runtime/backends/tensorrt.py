@@ -1,0 +1,345 @@
+"""TensorRT backend: the artifact's engines on one GPU, KV cache resident on the device.
+
+Everything is allocated once, in the constructor: one device buffer per engine I/O tensor
+(`cudaMalloc`), the KV cache [L, B, H, N, dh] on the device (zeroed once), pinned host staging
+for the per-step input x, the position and the output y (`cudaMallocHost`, viewed as numpy
+arrays), and one dedicated non-blocking stream. Every tensor address is bound once with
+`IExecutionContext.set_tensor_address`, so a step is:
+
+    H2D x, pos (pinned -> device)  ->  execute_async_v3(stream)  ->  D2H y  ->  sync
+
+After one warm enqueue (TensorRT may allocate or initialise on the first enqueue), that sequence
+is captured into a CUDA graph (`cudaStreamBeginCapture` / `EndCapture`,
+`cudaGraphInstantiateWithFlags`) and each step replays it with one `cudaGraphLaunch`. If capture
+fails (some engines are not capturable), the backend falls back to the plain sequence, sets
+`self.cuda_graph = False`, `self.cuda_graph_reason`, and warns once. `commit(pos)` copies the
+staged K/V rows into cache row pos with one strided `cudaMemcpy2DAsync` per cache, device to
+device. The step never writes the cache, so a failed step leaves it unchanged.
+
+Engines are taken from the manifest only: before deserializing, the TensorRT version, GPU and
+compute capability recorded at build time must match this machine, and the engine's bytes must
+hash to the manifest's sha256 (export/engine_build.py: engine_entry, engine_bytes).
+
+Real-time: after construction, `step` and `commit` allocate no numpy arrays and do bounded work
+(a fixed graph launch or a fixed enqueue, fixed-size copies); the cuda-python calls return small
+result tuples, which is the only Python-side allocation. `full`, `set_source` and `cache` are
+not real-time.
+
+Sources (facts only): NVIDIA TensorRT Python API (Runtime, ICudaEngine.get_tensor_*,
+IExecutionContext.set_tensor_address / set_input_shape / execute_async_v3), TensorRT developer
+guide "CUDA Graphs" (warm enqueue, then capture), cuda-python `cuda.bindings.runtime`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tickformer.errors import BackendError, BackendUnavailable, ConfigError
+from tickformer.export.engine_build import (
+    cuda_check,
+    device_info,
+    dims_tuple,
+    engine_bytes,
+    engine_entry,
+    require_cudart,
+    require_tensorrt,
+)
+from tickformer.export.graphs import io_names
+from tickformer.runtime.artifact import Artifact
+
+from .base import Backend
+
+if TYPE_CHECKING:
+    import tensorrt as trt
+
+
+class _Buffers:
+    """Device and pinned-host allocations, freed together. Not real-time."""
+
+    def __init__(self, cudart: Any) -> None:
+        self.cudart = cudart
+        self.device: list[int] = []
+        self.host: list[int] = []
+
+    def device_zeros(self, nbytes: int, stream: Any) -> int:
+        ptr = int(cuda_check(self.cudart.cudaMalloc(max(nbytes, 1)), "cudaMalloc"))
+        self.device.append(ptr)
+        cuda_check(self.cudart.cudaMemsetAsync(ptr, 0, max(nbytes, 1), stream), "cudaMemsetAsync")
+        return ptr
+
+    def pinned(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        nbytes = max(int(np.prod(shape)) * dtype.itemsize, 1)
+        ptr = int(cuda_check(self.cudart.cudaMallocHost(nbytes), "cudaMallocHost"))
+        self.host.append(ptr)
+        raw = (ctypes.c_uint8 * nbytes).from_address(ptr)
+        view = np.frombuffer(memoryview(raw).cast("B"), dtype=np.uint8, count=nbytes)
+        arr = view[: int(np.prod(shape)) * dtype.itemsize].view(dtype).reshape(shape)
+        arr[...] = 0
+        return arr
+
+    def free(self) -> None:
+        for ptr in self.device:
+            self.cudart.cudaFree(ptr)
+        for ptr in self.host:
+            self.cudart.cudaFreeHost(ptr)
+        self.device, self.host = [], []
+
+
+class _Engine:
+    """One deserialized engine, its execution context and a device buffer per I/O tensor."""
+
+    def __init__(self, runtime: "trt.Runtime", data: bytes, bufs: _Buffers, stream: Any, *,
+                 shapes: dict[str, tuple[int, ...]], shared: dict[str, int]) -> None:
+        import tensorrt as trt
+
+        engine = runtime.deserialize_cuda_engine(data)
+        if engine is None:
+            raise BackendError("TensorRT could not deserialize the engine (see the TensorRT log); rebuild it")
+        self.engine: trt.ICudaEngine = engine
+        context = engine.create_execution_context()
+        if context is None:
+            raise BackendError("TensorRT could not create an execution context (out of device memory?)")
+        self.context: trt.IExecutionContext = context
+        self.ptr: dict[str, int] = {}
+        self.shape: dict[str, tuple[int, ...]] = {}
+        self.dtype: dict[str, np.dtype] = {}
+        self.inputs: list[str] = []
+        for i in range(engine.num_io_tensors):
+            name = engine.get_tensor_name(i)
+            is_input = engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
+            dims = dims_tuple(engine.get_tensor_shape(name))
+            if is_input:
+                self.inputs.append(name)
+                if any(d < 0 for d in dims):  # the pinned profile dim (T = max_len)
+                    dims = shapes[name]
+                    if not context.set_input_shape(name, dims):
+                        raise BackendError(f"engine rejects input shape {dims} for {name!r}; rebuild it")
+        for i in range(engine.num_io_tensors):
+            name = engine.get_tensor_name(i)
+            dims = dims_tuple(context.get_tensor_shape(name))
+            dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
+            nbytes = int(np.prod(dims)) * dtype.itemsize
+            ptr = shared.get(name)
+            if ptr is None:
+                ptr = bufs.device_zeros(nbytes, stream)
+            self.ptr[name], self.shape[name], self.dtype[name] = ptr, dims, dtype
+            if not context.set_tensor_address(name, ptr):
+                raise BackendError(f"TensorRT refused the device address of {name!r}")
+
+    def release(self) -> None:
+        """Drop the context before the engine (TensorRT's required destruction order)."""
+        self.__dict__.pop("context", None)
+        self.__dict__.pop("engine", None)
+
+
+class TensorRTBackend(Backend):
+    """TensorRT engines from the artifact's manifest, one stream, CUDA-graph replay per step."""
+
+    name = "tensorrt"
+    static_cache = True
+
+    def __init__(self, artifact: Artifact, *, precision: str | None = None, cuda_graph: bool = True) -> None:
+        super().__init__(artifact)
+        if precision not in (None, "fp32", "fp16"):
+            raise ConfigError(f"precision={precision!r} is not one of None, 'fp32', 'fp16'")
+        require_tensorrt()
+        cudart = require_cudart()
+        import tensorrt as trt
+
+        self._cudart: Any = cudart
+        here = device_info(trt, cudart)  # BackendUnavailable without a GPU
+        manifest, root = artifact.manifest, artifact.root
+        self.precision, step_entry = engine_entry(manifest, "step", precision)
+        aux = "model" if self.config.arch == "decoder" else "encoder"
+        _, aux_entry = engine_entry(manifest, aux, self.precision)
+        # Compatibility and hashes are checked here, before any byte is deserialized.
+        step_data = engine_bytes(root, manifest, step_entry, here)
+        aux_data = engine_bytes(root, manifest, aux_entry, here)
+        self.device = here
+        self._logger = trt.Logger(trt.Logger.WARNING)
+        self._runtime = trt.Runtime(self._logger)
+        if step_entry.get("version_compatible") or aux_entry.get("version_compatible"):
+            self._runtime.engine_host_code_allowed = True  # trusted: hash-verified through the manifest
+        self._stream = cuda_check(cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking), "cudaStreamCreateWithFlags")
+        self._bufs = _Buffers(cudart)
+        self._graph: Any = None
+        self._graph_exec: Any = None
+        self.cuda_graph = False
+        self.cuda_graph_reason = "disabled by option" if not cuda_graph else "not captured yet"
+        try:
+            self._setup(step_data, aux, aux_data)
+            self._enqueue_step()  # warm enqueue: TensorRT may do one-time work on the first one
+            self._sync()
+            if cuda_graph:
+                self._capture()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- construction (not real-time) -----------------------------------------------------------
+    def _setup(self, step_data: bytes, aux: str, aux_data: bytes) -> None:
+        cfg, n = self.config, self.artifact.max_len
+        in_name, out_name = io_names(cfg)
+        self._in_name, self._out_name = in_name, out_name
+        self._step = _Engine(self._runtime, step_data, self._bufs, self._stream, shapes={}, shared={})
+        s = self._step
+        expected = {"k_cache": self.cache_shape, "v_cache": self.cache_shape, "k_new": self.row_shape,
+                    "v_new": self.row_shape, out_name: self.step_output_shape}
+        for name, shape in expected.items():
+            if s.shape.get(name) != tuple(shape):
+                raise BackendError(f"step engine tensor {name!r} has shape {s.shape.get(name)}, expected {shape}; rebuild it")
+        # Pinned staging for the per-step input, position and output.
+        self._x = self._bufs.pinned(s.shape[in_name], s.dtype[in_name])
+        self._pos = self._bufs.pinned(s.shape["pos"], s.dtype["pos"])
+        self._y = self._bufs.pinned(s.shape[out_name], s.dtype[out_name])
+        if aux == "model":
+            shapes = {in_name: (self.artifact.batch, n) + ((cfg.d_in,) if cfg.inputs == "continuous" else ())}
+            self._aux = _Engine(self._runtime, aux_data, self._bufs, self._stream, shapes=shapes, shared={})
+        else:  # the encoder writes straight into the step's cross K/V and reads its src_valid
+            shared = {k: s.ptr[k] for k in ("cross_k", "cross_v", "src_valid")}
+            self._aux = _Engine(self._runtime, aux_data, self._bufs, self._stream, shapes={}, shared=shared)
+        # commit(): one strided device-to-device copy per cache: rows of dh elements.
+        layers, batch, heads, _, dh = self.cache_shape
+        self._row_bytes = dh * s.dtype["k_cache"].itemsize
+        self._n_rows = layers * batch * heads
+        self._sync()
+
+    def _enqueue_step(self) -> None:
+        """The step sequence on the stream (captured into the CUDA graph, or run as is)."""
+        c, s = self._cudart, self._step
+        h2d, d2h = c.cudaMemcpyKind.cudaMemcpyHostToDevice, c.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        cuda_check(c.cudaMemcpyAsync(s.ptr[self._in_name], self._x.ctypes.data, self._x.nbytes, h2d, self._stream), "cudaMemcpyAsync x")
+        cuda_check(c.cudaMemcpyAsync(s.ptr["pos"], self._pos.ctypes.data, self._pos.nbytes, h2d, self._stream), "cudaMemcpyAsync pos")
+        if not s.context.execute_async_v3(int(self._stream)):
+            raise BackendError("TensorRT execute_async_v3 failed (see the TensorRT log)")
+        cuda_check(c.cudaMemcpyAsync(self._y.ctypes.data, s.ptr[self._out_name], self._y.nbytes, d2h, self._stream), "cudaMemcpyAsync y")
+
+    def _capture(self) -> None:
+        """Capture the (already warmed) step into a CUDA graph; on failure fall back and say so."""
+        c = self._cudart
+        try:
+            mode = c.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal
+            cuda_check(c.cudaStreamBeginCapture(self._stream, mode), "cudaStreamBeginCapture")
+            try:
+                self._enqueue_step()
+            finally:
+                graph = cuda_check(c.cudaStreamEndCapture(self._stream), "cudaStreamEndCapture")
+            self._graph = graph
+            self._graph_exec = cuda_check(c.cudaGraphInstantiateWithFlags(graph, 0), "cudaGraphInstantiateWithFlags")
+            self.cuda_graph, self.cuda_graph_reason = True, "captured after one warm enqueue"
+        except (BackendError, RuntimeError) as exc:
+            c.cudaGetLastError()  # clear the sticky capture error; the stream stays usable
+            self._graph = self._graph_exec = None
+            self.cuda_graph, self.cuda_graph_reason = False, f"CUDA-graph capture failed ({exc}); using plain enqueue"
+            warnings.warn(f"tensorrt backend: {self.cuda_graph_reason}", RuntimeWarning, stacklevel=3)
+
+    def _sync(self) -> None:
+        cuda_check(self._cudart.cudaStreamSynchronize(self._stream), "cudaStreamSynchronize")
+
+    # --- real-time path -------------------------------------------------------------------------
+    def step(self, x: np.ndarray, pos: int) -> np.ndarray:
+        """Real-time safe (module docstring). Writes y into the pinned output and returns it."""
+        np.copyto(self._x, x)
+        self._pos[0] = pos
+        try:
+            if self._graph_exec is not None:
+                cuda_check(self._cudart.cudaGraphLaunch(self._graph_exec, self._stream), "cudaGraphLaunch")
+            else:
+                self._enqueue_step()
+            self._sync()
+        except BackendError as exc:
+            raise BackendError(f"tensorrt step failed at position {pos}: {exc}") from exc
+        return self._y
+
+    def commit(self, pos: int) -> None:
+        """Real-time safe: two fixed-size strided device copies (k_new, v_new -> cache row pos)."""
+        c, s = self._cudart, self._step
+        kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+        pitch_cache = self.artifact.max_len * self._row_bytes
+        for new, cache in (("k_new", "k_cache"), ("v_new", "v_cache")):
+            dst = s.ptr[cache] + pos * self._row_bytes
+            cuda_check(c.cudaMemcpy2DAsync(dst, pitch_cache, s.ptr[new], self._row_bytes, self._row_bytes,
+                                           self._n_rows, kind, self._stream), "cudaMemcpy2DAsync commit")
+        self._sync()
+
+    # --- not real-time --------------------------------------------------------------------------
+    def _run_aux(self) -> None:
+        if not self._aux.context.execute_async_v3(int(self._stream)):
+            raise BackendError("TensorRT execute_async_v3 failed in the full/encoder engine")
+        self._sync()
+
+    def _h2d(self, ptr: int, arr: np.ndarray) -> None:
+        arr = np.ascontiguousarray(arr)
+        cuda_check(self._cudart.cudaMemcpy(ptr, arr.ctypes.data, arr.nbytes, self._cudart.cudaMemcpyKind.cudaMemcpyHostToDevice), "cudaMemcpy")
+
+    def _d2h(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        out = np.empty(shape, dtype=dtype)
+        cuda_check(self._cudart.cudaMemcpy(out.ctypes.data, ptr, out.nbytes, self._cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost), "cudaMemcpy")
+        return out
+
+    def full(self, x: np.ndarray) -> np.ndarray:
+        """Causal full pass on the model engine, pinned to T = max_len: x is zero-padded to
+        max_len and the first T rows are returned (row t depends on inputs 0..t only)."""
+        if self.config.arch != "decoder":
+            raise BackendError("this artifact has no full-pass graph (encoder-decoder); use generate()")
+        e, t = self._aux, x.shape[1]
+        padded = np.zeros(e.shape[self._in_name], dtype=e.dtype[self._in_name])  # [B, N, ...]
+        padded[:, :t] = x
+        self._h2d(e.ptr[self._in_name], padded)
+        self._run_aux()
+        y = self._d2h(e.ptr[self._out_name], e.shape[self._out_name], e.dtype[self._out_name])
+        return np.ascontiguousarray(y[:, :t])
+
+    def set_source(self, src: np.ndarray, src_valid: np.ndarray) -> None:
+        if self.config.arch != "encoder-decoder":
+            raise NotImplementedError("decoder-only artifacts have no source")
+        e = self._aux
+        self._h2d(e.ptr["src"], src.astype(e.dtype["src"], copy=False))
+        self._h2d(e.ptr["src_valid"], src_valid.astype(e.dtype["src_valid"], copy=False))  # shared with the step
+        self._run_aux()  # writes cross_k / cross_v straight into the step engine's inputs
+
+    def cache(self) -> tuple[np.ndarray, np.ndarray]:
+        s = self._step
+        return (self._d2h(s.ptr["k_cache"], s.shape["k_cache"], s.dtype["k_cache"]),
+                self._d2h(s.ptr["v_cache"], s.shape["v_cache"], s.dtype["v_cache"]))
+
+    def close(self) -> None:
+        """Free the graph, buffers and stream. Idempotent."""
+        c = getattr(self, "_cudart", None)
+        if c is None:
+            return
+        if getattr(self, "_graph_exec", None) is not None:
+            c.cudaGraphExecDestroy(self._graph_exec)
+        if getattr(self, "_graph", None) is not None:
+            c.cudaGraphDestroy(self._graph)
+        self._graph = self._graph_exec = None
+        for attr in ("_step", "_aux"):
+            engine = self.__dict__.pop(attr, None)
+            if engine is not None:
+                engine.release()  # contexts before engines, engines before their buffers
+        if hasattr(self, "_bufs"):
+            self._bufs.free()
+        if getattr(self, "_stream", None) is not None:
+            c.cudaStreamDestroy(self._stream)
+            self._stream = None
+        self._cudart = None
+
+
+def _unavailable_reason() -> str | None:
+    """Why this backend cannot run here (None: it might). For test skips; not real-time."""
+    try:
+        require_tensorrt()
+        cudart = require_cudart()
+        err, count = cudart.cudaGetDeviceCount()
+        if int(err) != 0 or count < 1:
+            return "no CUDA GPU visible"
+    except BackendUnavailable as exc:
+        return str(exc)
+    return None
+
+
+BACKENDS = {"tensorrt": TensorRTBackend}

@@ -1,0 +1,308 @@
+"""A fixed-rate control loop around a session: absolute deadlines, lateness, fallbacks.
+
+Modelled on cyclictest (rt-tests): tick k is released at the absolute time start + k * period
+(`contracts.deadline.release_time`, never "now + period", so the schedule cannot drift); the
+lateness of every tick is measured against its *scheduled* time; when a tick finishes past its
+deadline, the periods whose release already passed are skipped (`contracts.deadline.next_tick`)
+instead of being burst through back-to-back; min/avg/max and a histogram with an overflow bucket
+are kept in buffers allocated before the loop.
+
+Per-tick policy (the mission's "defined fallback"): the step's output is used only if
+    - the step returned (an exception counts as a *fault*),
+    - it took at most `budget_ns` (`contracts.latency.over_budget_ns`; else an *overrun*),
+    - it is finite and within the declared output bound (`contracts.output_bound.output_excess`;
+      else a *contract violation*).
+Otherwise the tick actuates the fallback: the last good output ("hold") or a user-supplied safe
+action ("safe"), and the reason is counted. The loop itself never raises because of a step.
+A Python step cannot be pre-empted: an overrunning step still completes (and advances the
+session); only its late output is discarded.
+
+Times are integers from an injectable clock (default `time.perf_counter_ns`), and waiting goes
+through an injectable `sleep(duration_ns)`, so tests drive the policy deterministically.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from tickformer.contracts.deadline import deadline_of, lateness_ns, next_tick, release_time
+from tickformer.contracts.latency import check_budget, over_budget_ns
+from tickformer.contracts.output_bound import output_excess
+from tickformer.errors import ConfigError
+
+FALLBACKS = ("hold", "safe")
+# per-tick outcome flags (bit mask, stored in the optional trace)
+OK, OVERRUN, VIOLATION, FAULT, MISSED = 0, 1, 2, 4, 8
+
+
+class Steppable(Protocol):
+    def step(self, x: np.ndarray) -> np.ndarray: ...
+
+
+def sleep_ns(duration_ns: int) -> None:
+    """Default sleep: `time.sleep` (clock_nanosleep on Linux; its wake-up jitter is what the
+    loop's lateness histogram measures)."""
+    if duration_ns > 0:
+        time.sleep(duration_ns / 1e9)
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """period_ns: tick period. budget_ns: per-step latency budget (None: the period).
+    fallback: "hold" (repeat the last good output) or "safe" (always `safe_action`).
+    safe_action: the output to use when no good output exists yet / for "safe" (zeros if None).
+    output_bound: declared |y| bound (None: finiteness only). reset_at: reset the session before a
+    step at this position (None: the session's `max_len` if it has one, else never).
+    hist_bin_ns x hist_bins: wake-up lateness histogram range; larger values go to overflow."""
+
+    period_ns: int
+    budget_ns: int | None = None
+    fallback: str = "hold"
+    safe_action: tuple[float, ...] | None = None
+    output_bound: float | None = None
+    reset_at: int | None = None
+    hist_bin_ns: int = 10_000
+    hist_bins: int = 200
+
+    def __post_init__(self) -> None:
+        if isinstance(self.period_ns, bool) or not isinstance(self.period_ns, int) or self.period_ns <= 0:
+            raise ConfigError(f"period_ns={self.period_ns!r} must be a positive integer, e.g. 1_000_000 for 1 kHz")
+        check_budget(self.budget_ns)
+        if self.fallback not in FALLBACKS:
+            raise ConfigError(f"fallback={self.fallback!r} is not one of {FALLBACKS}")
+        if self.fallback == "safe" and self.safe_action is None:
+            raise ConfigError("fallback='safe' needs safe_action=(...), the output to actuate when a step is rejected")
+        if self.safe_action is not None and not all(math.isfinite(v) for v in self.safe_action):
+            raise ConfigError(f"safe_action={self.safe_action!r} must be finite")
+        if self.output_bound is not None and not (self.output_bound > 0 and math.isfinite(self.output_bound)):
+            raise ConfigError(f"output_bound={self.output_bound!r} must be a positive finite number or None")
+        if self.reset_at is not None and (not isinstance(self.reset_at, int) or self.reset_at < 1):
+            raise ConfigError(f"reset_at={self.reset_at!r} must be a positive position or None")
+        for name in ("hist_bin_ns", "hist_bins"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{name}={v!r} must be a positive integer")
+
+    @property
+    def effective_budget_ns(self) -> int:
+        return self.budget_ns if self.budget_ns is not None else self.period_ns
+
+
+@dataclass(frozen=True)
+class LoopStats:
+    """Summary of a run (built after the loop; allocates). All times in ns."""
+
+    ticks: int
+    skipped_periods: int
+    deadline_misses: int
+    overruns: int
+    contract_violations: int
+    faults: int
+    fallbacks: int
+    resets: int
+    wake_lateness_min: int
+    wake_lateness_avg: float
+    wake_lateness_max: int
+    lateness_min: int
+    lateness_avg: float
+    lateness_max: int
+    step_min: int
+    step_avg: float
+    step_max: int
+    hist_bin_ns: int
+    histogram: tuple[int, ...]
+    overflow: int
+    last_fault: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        d = asdict(self)
+        d["histogram"] = list(self.histogram)
+        return d
+
+
+class ControlLoop:
+    """Runs `session.step` once per period with the fallback policy above.
+
+    `run(n, observe, actuate)`: for each executed tick k, wait until its release, call
+    `observe(k) -> x`, step, check, then `actuate(out)` with the loop's output buffer (valid until
+    the next tick). Real-time safe per tick after construction: no numpy allocation by the loop
+    (outputs are copied into a preallocated buffer, histogram and trace are preallocated),
+    bounded work; only Python ints/floats are created. Exceptions from `observe`/`actuate`
+    (user code) propagate; exceptions from the step never do.
+    """
+
+    def __init__(self, session: Steppable, config: LoopConfig, *, output_shape: tuple[int, ...] | None = None,
+                 clock: Callable[[], int] = time.perf_counter_ns, sleep: Callable[[int], None] = sleep_ns,
+                 dtype: Any = np.float32) -> None:
+        self.session = session
+        self.config = config
+        self.clock = clock
+        self.sleep = sleep
+        if output_shape is None:
+            if config.safe_action is None:
+                raise ConfigError("give output_shape=(...) (the session's step output shape) or a safe_action to size the output buffer")
+            output_shape = (len(config.safe_action),)
+        safe = np.zeros(output_shape, dtype=dtype)  # [*out]
+        if config.safe_action is not None:
+            if int(np.prod(output_shape)) != len(config.safe_action):
+                raise ConfigError(f"safe_action has {len(config.safe_action)} values but the output shape {output_shape} holds {int(np.prod(output_shape))}")
+            safe[...] = np.asarray(config.safe_action, dtype=dtype).reshape(output_shape)
+        self._safe = safe  # [*out]
+        self._last_good = safe.copy()  # [*out] held by the "hold" fallback
+        self._out = safe.copy()  # [*out] what gets actuated
+        self._hist = np.zeros(config.hist_bins, dtype=np.int64)  # [bins]
+        reset_at = config.reset_at if config.reset_at is not None else getattr(session, "max_len", None)
+        self._reset_at = reset_at
+        self._budget = config.effective_budget_ns
+        self.trace: dict[str, np.ndarray] | None = None
+        self._clear()
+
+    # ------------------------------------------------------------------ state
+    def _clear(self) -> None:
+        self._hist[:] = 0
+        self._overflow = 0
+        self._ticks = self._skipped = self._misses = 0
+        self._overruns = self._violations = self._faults = self._fallbacks = self._resets = 0
+        self._wake_min = self._late_min = self._step_min = 1 << 62
+        self._wake_max = self._late_max = self._step_max = -(1 << 62)
+        self._wake_sum = self._late_sum = self._step_sum = self._step_last = 0
+        self._last_fault: str | None = None
+
+    @property
+    def output(self) -> np.ndarray:
+        """The output actuated by the last tick (the loop's own buffer)."""
+        return self._out
+
+    # ------------------------------------------------------------------ one tick
+    def _step_checked(self, x: np.ndarray) -> int:
+        """Run the step, decide, and fill self._out. Returns the outcome flags. Real-time safe."""
+        session = self.session
+        if self._reset_at is not None and getattr(session, "position", 0) >= self._reset_at:
+            session.reset()  # type: ignore[attr-defined]
+            self._resets += 1
+        t0 = self.clock()
+        try:
+            y = session.step(x)
+            failed = False
+        except Exception as exc:  # noqa: BLE001 - the loop must survive any step failure
+            y = None
+            failed = True
+            self._last_fault = f"{type(exc).__name__}: {exc}"
+        t1 = self.clock()
+        dur = t1 - t0
+        self._step_last = dur
+        self._step_sum += dur
+        if dur < self._step_min:
+            self._step_min = dur
+        if dur > self._step_max:
+            self._step_max = dur
+        flags = OK
+        if failed:
+            flags = FAULT
+            self._faults += 1
+        elif over_budget_ns(dur, self._budget) > 0:
+            flags = OVERRUN
+            self._overruns += 1
+        elif not isinstance(y, np.ndarray) or y.shape != self._out.shape or output_excess(y, self.config.output_bound) > 0.0:
+            flags = VIOLATION
+            self._violations += 1
+        if flags == OK:
+            np.copyto(self._out, y)
+            np.copyto(self._last_good, self._out)
+        else:
+            self._fallbacks += 1
+            np.copyto(self._out, self._last_good if self.config.fallback == "hold" else self._safe)
+        return flags
+
+    def _record_wake(self, wake: int) -> None:
+        self._wake_sum += wake
+        if wake < self._wake_min:
+            self._wake_min = wake
+        if wake > self._wake_max:
+            self._wake_max = wake
+        b = wake // self.config.hist_bin_ns if wake >= 0 else 0
+        if b < self.config.hist_bins:
+            self._hist[b] += 1
+        else:
+            self._overflow += 1
+
+    def _record_late(self, late: int) -> None:
+        self._late_sum += late
+        if late < self._late_min:
+            self._late_min = late
+        if late > self._late_max:
+            self._late_max = late
+        if late > 0:
+            self._misses += 1
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, n_ticks: int, observe: Callable[[int], np.ndarray], actuate: Callable[[np.ndarray], None],
+            *, trace: bool = False) -> LoopStats:
+        """Execute `n_ticks` ticks (skipped periods do not count as executed ticks).
+
+        trace=True preallocates per-tick arrays in `self.trace`: tick index k, wake lateness,
+        step time, lateness against the deadline, outcome flags (OVERRUN|VIOLATION|FAULT|MISSED).
+        """
+        if isinstance(n_ticks, bool) or not isinstance(n_ticks, int) or n_ticks < 1:
+            raise ConfigError(f"n_ticks={n_ticks!r} must be a positive integer")
+        self._clear()
+        tr = None
+        if trace:
+            tr = {name: np.zeros(n_ticks, dtype=np.int64) for name in ("tick", "wake_ns", "step_ns", "lateness_ns", "flags")}
+        self.trace = tr
+        period = self.config.period_ns
+        clock, sleep = self.clock, self.sleep
+        start = clock()
+        k = 0
+        for i in range(n_ticks):
+            release = release_time(start, period, k)
+            now = clock()
+            if now < release:
+                sleep(release - now)
+                now = clock()
+            wake = now - release
+            self._record_wake(wake)
+            x = observe(k)
+            flags = self._step_checked(x)
+            actuate(self._out)
+            finish = clock()
+            late = lateness_ns(finish, deadline_of(start, period, k))
+            self._record_late(late)
+            k_next, skipped = next_tick(start, period, k, finish)
+            if skipped:
+                flags |= MISSED
+                self._skipped += skipped
+            if tr is not None:
+                tr["tick"][i] = k
+                tr["wake_ns"][i] = wake
+                tr["step_ns"][i] = self._step_last
+                tr["lateness_ns"][i] = late
+                tr["flags"][i] = flags
+            self._ticks += 1
+            k = k_next
+        return self.stats()
+
+    def stats(self) -> LoopStats:
+        """Snapshot of the counters (allocates; call after the loop)."""
+        n = max(self._ticks, 1)
+        none = self._ticks == 0
+        return LoopStats(
+            ticks=self._ticks, skipped_periods=self._skipped, deadline_misses=self._misses,
+            overruns=self._overruns, contract_violations=self._violations, faults=self._faults,
+            fallbacks=self._fallbacks, resets=self._resets,
+            wake_lateness_min=0 if none else self._wake_min, wake_lateness_avg=self._wake_sum / n,
+            wake_lateness_max=0 if none else self._wake_max,
+            lateness_min=0 if none else self._late_min, lateness_avg=self._late_sum / n,
+            lateness_max=0 if none else self._late_max,
+            step_min=0 if none else self._step_min, step_avg=self._step_sum / n,
+            step_max=0 if none else self._step_max,
+            hist_bin_ns=self.config.hist_bin_ns, histogram=tuple(int(v) for v in self._hist),
+            overflow=self._overflow, last_fault=self._last_fault,
+        )

@@ -1,0 +1,58 @@
+"""`tickformer certify` on a real tiny artifact (ONNX Runtime CPU and numpy backends)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tickformer.cli import main
+from tickformer.export.artifact import export_params
+from tickformer.model import init_params, preset
+from tickformer.verify.certify import EXIT_CODES
+
+
+@pytest.fixture(scope="module")
+def tiny_artifact(tmp_path_factory):
+    cfg = preset("tiny")
+    out = tmp_path_factory.mktemp("certify") / "art"
+    export_params(cfg, init_params(cfg, 0), out)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["ort", "numpy"])
+def test_certify_cli_writes_certificate_and_exit_code_matches_verdict(tiny_artifact, tmp_path, backend) -> None:
+    out = tmp_path / "rep"
+    code = main(["certify", str(tiny_artifact), "--backend", backend, "--budget-us", "100000", "--samples", "3000",
+                 "--warmup", "200", "--n-boot", "20", "--out", str(out), "--quiet"])
+    cert = json.loads((out / "certificate.json").read_text())
+    assert code == EXIT_CODES[cert["verdict"]]
+    assert cert["conditions"]["backend"] == backend
+    assert len(cert["conditions"]["artifact_sha256"]) == 64
+    assert cert["campaign"]["timed_positions"] == [0, 15]  # static cache: every position is timed
+    profile = cert["campaign"]["position_profile"]["groups"]
+    assert sum(g["n"] for g in profile) == 3000
+    samples = np.load(out / "samples_ns.npy")
+    assert samples.shape == (3000,) and samples.min() > 0
+    assert cert["stats"]["max"] == samples.max()
+    assert (out / "latency_hist.png").exists() and (out / "exceedance.png").exists()
+
+
+def test_certify_cli_fails_when_budget_is_below_every_step(tiny_artifact, tmp_path) -> None:
+    code = main(["certify", str(tiny_artifact), "--budget-us", "0.001", "--samples", "2000", "--warmup", "10",
+                 "--n-boot", "10", "--out", str(tmp_path / "r"), "--quiet"])
+    assert code == 1
+    cert = json.loads((tmp_path / "r" / "certificate.json").read_text())
+    assert cert["verdict"] == "FAIL" and cert["over_budget"] == 2000
+
+
+def test_certify_cli_user_errors_are_one_line(tiny_artifact, tmp_path, capsys) -> None:
+    assert main(["certify", str(tiny_artifact), "--budget-us", "-5", "--out", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err
+    assert "--budget-us" in err and "Traceback" not in err and err.count("\n") == 1
+    assert main(["certify", str(tmp_path / "missing"), "--budget-us", "5", "--out", str(tmp_path / "r")]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+    assert main(["certify", str(tiny_artifact), "--budget-us", "5", "--samples", "10", "--out", str(tmp_path / "r")]) == 1
+    assert "samples" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "certificate.json").exists()
