@@ -22,10 +22,12 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 COMMAND = "make bench   # = pip install torch==2.13.0; python -m pytest benchmarks -q --benchmark-json=benchmarks/results/latest.json; python benchmarks/report.py"
 
-STEP_ORDER = ["ort", "ort-floor-io", "numpy", "numpy-growing", "ort-grow", "torch", "ort-recompute", "torch-recompute"]
+STEP_ORDER = ["ort", "ort-iobinding", "ort-floor-io", "ort-lean-whatif", "numpy", "numpy-growing", "ort-grow", "torch", "ort-recompute", "torch-recompute"]
 STEP_DESCRIPTION = {
     "ort": "tickformer ORT step (step.onnx, static cache: constant time)",
+    "ort-iobinding": "the same, Session with binding=\"iobinding\" (buffers bound once)",
     "ort-floor-io": "ORT floor through the same Session.step (step-shaped graph doing nothing)",
+    "ort-lean-whatif": "what-if: a leaner step graph (benchmarks/whatif_step.py) through the same Session.step - sizes a fix, not shipped",
     "numpy": "tickformer numpy reference step (static cache)",
     "numpy-growing": "tickformer numpy step, growing cache",
     "ort-grow": "ORT growing-cache step (past/present graph, Optimum-style) - comparator",

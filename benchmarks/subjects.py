@@ -13,6 +13,8 @@ Subjects (decoder-only, continuous inputs, batch 1, one thread):
     ort-floor    ORT identity graph, one [1, 1, d_in] input, bare InferenceSession.run
     ort-floor-io a graph with step.onnx's exact I/O signature doing (almost) nothing, through
                  the same tickformer Session.step path as `ort`: the runtime's own floor
+    ort-lean-whatif  whatif_step.py's leaner step graph (same I/O, ~half the ORT nodes) through
+                 the same Session.step path: sizes a possible export fix, not a shipped subject
 
 Artifacts are exported with tickformer's exporter (`tickformer.export.artifact.export_artifact`)
 from a checkpoint written by `tickformer.model.checkpoint.save_checkpoint`. Not real-time code.
@@ -210,15 +212,15 @@ def floor_step_graph(step_path: Path):
     return model
 
 
-def floor_artifact(art: Path, out: Path) -> Path:
-    """A copy of `art` whose step.onnx is the floor graph, manifest hashes updated, so that
-    tickformer.runtime.load runs it through exactly the same Session.step path."""
-    import onnx
+def swapped_artifact(art: Path, step_model, out: Path) -> Path:
+    """A copy of `art` whose step.onnx is `step_model` (same I/O signature), manifest hash
+    updated, so that tickformer.runtime.load runs it through exactly the same Session.step path."""
     import shutil
 
+    import onnx
+
     shutil.copytree(art, out)
-    model = floor_step_graph(art / "step.onnx")
-    onnx.save(model, str(out / "step.onnx"))
+    onnx.save(step_model, str(out / "step.onnx"))
     manifest = json.loads((out / "manifest.json").read_text())
     data = (out / "step.onnx").read_bytes()
     manifest = copy.deepcopy(manifest)
@@ -227,3 +229,15 @@ def floor_artifact(art: Path, out: Path) -> Path:
     tmp.write_text(json.dumps(manifest, indent=2))
     os.replace(tmp, out / "manifest.json")
     return out
+
+
+def floor_artifact(art: Path, out: Path) -> Path:
+    """`art` with the do-nothing step graph of `floor_step_graph`."""
+    return swapped_artifact(art, floor_step_graph(art / "step.onnx"), out)
+
+
+def lean_artifact(art: Path, config, params, out: Path) -> Path:
+    """`art` with whatif_step.build_lean_step as step.onnx (what a leaner export would give)."""
+    import whatif_step
+
+    return swapped_artifact(art, whatif_step.build_lean_step(params, config), out)

@@ -125,6 +125,24 @@ def attend(g: GraphBuilder, q: str, k: str, v: str, allowed: str | None, d_head:
     return finalize(g, chunk_state(g, s, v))
 
 
+def attend_cached(g: GraphBuilder, s_cache: str, v_cache: str, s_own: str, v_own: str) -> str:
+    """The step's attention: the cache piece (scores s_cache [B, H, 1, N], already selected, stale
+    rows at -inf; values v_cache [B, H, N, dh]) merged with the position's own key (score s_own
+    [B, H, 1, 1], value v_own [B, H, 1, dh]).
+
+    Equal to finalize(merge(chunk_state(cache), own)) in exact arithmetic, in fewer nodes: the
+    own piece is never empty, so the merged max m = max(max s_cache, s_own) is finite (no
+    -inf guards), exp(s_own - m) = 1 for the max or l >= exp(0) = 1 otherwise (no l == 0 guard).
+    Stale rows give exp(-inf - m) = 0 exactly, and 0 * v = 0 for any finite cached v.
+    """
+    m = g.op("Max", g.reduce("ReduceMax", s_cache, [-1]), s_own)  # [B, H, 1, 1], finite
+    p_cache = g.op("Exp", g.op("Sub", s_cache, m))  # [B, H, 1, N], arguments <= 0
+    p_own = g.op("Exp", g.op("Sub", s_own, m))  # [B, H, 1, 1]
+    l = g.op("Add", g.reduce("ReduceSum", p_cache, [-1]), p_own)  # [B, H, 1, 1], >= 1
+    acc = g.op("Add", g.op("MatMul", p_cache, v_cache), g.op("Mul", p_own, v_own))  # [B, H, 1, dh]
+    return g.op("Div", acc, l)
+
+
 def out_proj(g: GraphBuilder, params: Params, heads: str, prefix: str, batch: int, d_model: int) -> str:
     return linear(g, params, merge_heads(g, heads, batch, d_model), f"{prefix}.w_o", f"{prefix}.b_o")  # [B, T, D]
 

@@ -348,14 +348,17 @@ def build_engines(root: str | os.PathLike[str], options: BuildOptions) -> list[E
     names = list(options.graphs) if options.graphs is not None else sorted(art.manifest["graphs"])
     records: list[EngineRecord] = []
     entries: dict[str, dict[str, Any]] = {}
+    timing_box = [timing]
     try:
-        _build_all(art, names, options, major, here, records, entries, timing_box := [timing])
+        _build_all(art, names, options, major, here, records, entries, timing_box)
     except BaseException:
-        for record in records:  # unlisted engine files of this failed build: remove them
-            try:
-                (art.root / record.file).unlink()
-            except OSError:
-                pass
+        listed = set(art.manifest["files"])
+        for record in records:  # engine files of this failed build that no manifest lists: remove
+            if record.file not in listed:
+                try:
+                    (art.root / record.file).unlink()
+                except OSError:
+                    pass
         raise
     write_atomic(cache_path, timing_box[0])
     record_engines(art.root, options.precision, entries)

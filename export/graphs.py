@@ -27,7 +27,7 @@ from tickformer.model.config import Config
 from tickformer.model.layers import positional_encoding
 
 from . import blocks as b
-from .blocks import Params, Piece
+from .blocks import Params
 from .builder import GraphBuilder
 
 
@@ -115,9 +115,8 @@ def _cached_self_attn(g: GraphBuilder, params: Params, config: Config, h: str, b
     kc = g.op("Gather", caches[0], index, axis=0)  # [L, B, H, N, dh] -> [B, H, N, dh]
     vc = g.op("Gather", caches[1], index, axis=0)
     qs = b.scaled_query(g, q, dh)  # [B, H, 1, dh]
-    cached = b.chunk_state(g, b.select(g, allowed, b.scores(g, qs, kc)), vc)  # over N rows, stale ones at -inf
-    own = Piece(m=b.scores(g, qs, k_new), l=g.scalar(1.0), acc=v_new)  # the new key: exp(s - s) = 1
-    heads = b.finalize(g, b.merge(g, cached, own))  # [B, H, 1, dh]
+    s_cache = b.select(g, allowed, b.scores(g, qs, kc))  # [B, H, 1, N], stale rows at -inf
+    heads = b.attend_cached(g, s_cache, vc, b.scores(g, qs, k_new), v_new)  # [B, H, 1, dh]
     return b.out_proj(g, params, heads, prefix, batch, config.d_model), k_new, v_new
 
 

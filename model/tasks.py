@@ -99,7 +99,7 @@ def greedy_decode(params: Params, config: Config, src: np.ndarray, src_valid: np
 
 def decoded_digits(row: np.ndarray) -> tuple[int, ...] | None:
     """Digits before the first EOS; None if there is no EOS or a non-digit comes first."""
-    digits = []
+    digits: list[int] = []
     for token in row.tolist():
         if token == EOS:
             return tuple(digits)

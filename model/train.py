@@ -87,7 +87,7 @@ def single_threaded_blas() -> contextlib.AbstractContextManager[Any]:
     threads buy nothing, and on a shared 2-core machine spinning BLAS threads slowed a step
     ~10x in our measurements. Uses threadpoolctl when installed, else changes nothing."""
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - optional dependency
         return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")

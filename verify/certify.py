@@ -73,7 +73,8 @@ class Steppable(Protocol):
 class CampaignConfig:
     """How to measure. cpu: pin to this CPU index (None = leave affinity); realtime: try
     SCHED_FIFO at `rt_priority` and mlockall; start_position: first timed position (None =
-    0 for a static cache, max_len - max_len//8 for a growing one)."""
+    0 for a static cache, max_len - max_len//8 for a growing one); duty_cycle: busy fraction
+    between chunks of 1000 samples when SCHED_FIFO was granted (see `measure`)."""
 
     samples: int = 100_000
     warmup: int = 2_000
@@ -83,6 +84,7 @@ class CampaignConfig:
     start_position: int | None = None
     n_inputs: int = 64
     seed: int = 0
+    duty_cycle: float = 0.9  # under SCHED_FIFO only: stay below the kernel's RT throttling limit
 
     def __post_init__(self) -> None:
         if not _posint(self.samples) or self.samples < 1000:
@@ -95,6 +97,8 @@ class CampaignConfig:
             raise ConfigError(f"rt_priority={self.rt_priority!r} must be in 1..99")
         if self.start_position is not None and (not isinstance(self.start_position, int) or self.start_position < 0):
             raise ConfigError(f"start_position={self.start_position!r} must be >= 0")
+        if not (isinstance(self.duty_cycle, float) and 0.0 < self.duty_cycle <= 1.0):
+            raise ConfigError(f"duty_cycle={self.duty_cycle!r} must be in (0, 1]")
         if not _posint(self.n_inputs):
             raise ConfigError(f"n_inputs={self.n_inputs!r} must be a positive integer")
 
@@ -259,13 +263,19 @@ def timer_overhead_ns(n: int = 2000) -> int:
 
 def measure(session: Steppable, inputs: np.ndarray, *, samples: int, warmup: int, max_len: int,
             start_position: int = 0, progress: Callable[[int], None] | None = None,
-            chunk: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+            chunk: int = 1000, duty_cycle: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Time `samples` single steps; returns (durations_ns int64 [samples], positions int32 [samples]).
 
     Steps at positions < start_position, resets, warmup steps and progress callbacks are run
     outside the timed region. The inner loop only reads the clock twice and stores two ints into
     preallocated arrays. `progress(done)` is called every `chunk` samples (outside timing).
+    duty_cycle (e.g. 0.9): after each chunk, sleep so the thread is busy at most that fraction of
+    the time. Needed under SCHED_FIFO: Linux RT throttling (kernel.sched_rt_runtime_us = 950000
+    per 1 s period by default) stalls a real-time thread that stays runnable for 95% of a second
+    for the rest of that second (we measured ~45-50 ms stalls without it).
     """
+    if duty_cycle is not None and not 0.0 < duty_cycle <= 1.0:
+        raise ConfigError(f"duty_cycle={duty_cycle!r} must be in (0, 1]")
     if not 0 <= start_position < max_len:
         raise ConfigError(f"start_position={start_position} must be in [0, max_len={max_len})")
     durations = np.zeros(samples, dtype=np.int64)  # [samples]
@@ -281,6 +291,7 @@ def measure(session: Steppable, inputs: np.ndarray, *, samples: int, warmup: int
     session.reset()
     i = 0
     k = 0
+    chunk_start = clock()
     while i < samples:
         pos = session.position
         if pos >= max_len:
@@ -297,8 +308,13 @@ def measure(session: Steppable, inputs: np.ndarray, *, samples: int, warmup: int
         durations[i] = t1 - t0
         positions[i] = pos
         i += 1
-        if progress is not None and i % chunk == 0:
-            progress(i)
+        if i % chunk == 0:
+            if progress is not None:
+                progress(i)
+            if duty_cycle is not None and duty_cycle < 1.0:
+                busy = clock() - chunk_start
+                time.sleep(busy * (1.0 - duty_cycle) / duty_cycle / 1e9)
+            chunk_start = clock()
     return durations, positions
 
 
@@ -518,8 +534,9 @@ def certify_session(session: Steppable, *, budget_ns: float, inputs: np.ndarray,
     cond = conditions(backend=backend, artifact=artifact, cpu=campaign.cpu)
     with Isolation(cpu=campaign.cpu, realtime=campaign.realtime, rt_priority=campaign.rt_priority) as iso:
         t0 = time.perf_counter_ns()
+        duty = campaign.duty_cycle if iso.granted["sched_fifo"]["granted"] else None
         durations, positions = measure(session, inputs, samples=campaign.samples, warmup=campaign.warmup,
-                                       max_len=max_len, start_position=start, progress=progress)
+                                       max_len=max_len, start_position=start, progress=progress, duty_cycle=duty)
         wall_ns = time.perf_counter_ns() - t0
     cond["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     cond["isolation"] = iso.granted
@@ -532,7 +549,7 @@ def certify_session(session: Steppable, *, budget_ns: float, inputs: np.ndarray,
         "campaign": {
             "samples": campaign.samples, "warmup": campaign.warmup, "static_cache": static_cache,
             "timed_positions": [start, max_len - 1], "max_len": max_len, "n_inputs": int(inputs.shape[0]),
-            "wall_s": wall_ns / 1e9,
+            "wall_s": wall_ns / 1e9, "duty_cycle": duty,
             "position_profile": position_profile(durations, positions, max_len),
         },
     }

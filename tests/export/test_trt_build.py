@@ -99,12 +99,25 @@ def test_parse_version():
         eb.parse_version("ten")
 
 
+def tensorrt_installed() -> bool:
+    try:
+        eb.require_tensorrt()
+        return True
+    except BackendUnavailable:
+        return False
+
+
+needs_no_tensorrt = pytest.mark.skipif(tensorrt_installed(), reason="TensorRT is installed here: the refusal path is unreachable")
+
+
+@needs_no_tensorrt
 def test_stub_only_tensorrt_is_reported_missing():
     # tensorrt-stubs installs a `tensorrt/` folder of .pyi files: importable, but not TensorRT.
     with pytest.raises(BackendUnavailable, match="TensorRT is not installed"):
         eb.require_tensorrt()
 
 
+@needs_no_tensorrt
 def test_build_without_tensorrt_is_one_line_no_traceback(artifact, capsys):
     before = (artifact / "manifest.json").read_bytes()
     assert main(["build", str(artifact), "--backend", "tensorrt", "--precision", "fp16"]) == 1

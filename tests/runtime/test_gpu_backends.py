@@ -649,3 +649,26 @@ def test_emulated_ort_gpu_backends_match_numpy(tmp_path, monkeypatch, backend, d
         assert step_opts["trt_engine_cache_path"].endswith("ort-trt-cache")
         model_opts = dict(record[1][0][1])
         assert model_opts["trt_profile_min_shapes"] == "x:1x1x3" and model_opts["trt_profile_max_shapes"] == f"x:1x{cfg.max_len}x3"
+
+
+def test_emulated_failed_build_leaves_no_orphan_and_the_old_manifest(tmp_path, emulated, monkeypatch):
+    from tickformer.errors import ExportError
+    from tickformer.export import engine_build as eb
+
+    art = make_artifact(tmp_path / "art")
+    before = (art / "manifest.json").read_bytes()
+    files_before = sorted(p.name for p in art.iterdir())
+    real_build = eb.build_serialized
+    calls = []
+
+    def flaky(onnx_bytes, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise ExportError("the TensorRT ONNX parser rejected the graph: (emulated failure)")
+        return real_build(onnx_bytes, **kw)
+
+    monkeypatch.setattr(eb, "build_serialized", flaky)
+    with pytest.raises(ExportError):
+        eb.build_engines(art, eb.BuildOptions())
+    assert (art / "manifest.json").read_bytes() == before
+    assert sorted(p.name for p in art.iterdir()) == files_before  # first engine removed, no cache written
