@@ -23,6 +23,9 @@ O(1) work). Used by runtime/control_loop.py (helper D); proofs in verify/prove.p
 
 from __future__ import annotations
 
+# One-line summary for the assurance table (the docstring above has the statement and derivation).
+BOUND = 'release of tick k == start + k period exactly; late => resume at the first release >= now, which is < now + period'
+
 
 def release_time(start_ns: int, period_ns: int, tick: int) -> int:
     """Absolute release time of tick `tick`: start + tick * period.

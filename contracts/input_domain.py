@@ -22,6 +22,9 @@ tests/contracts/test_input_domain.py, `tickformer verify` (domain strategy).
 
 from __future__ import annotations
 
+# One-line summary for the assurance table (the docstring above has the statement and derivation).
+BOUND = 'x finite and lo <= x <= hi elementwise (lo <= hi, both finite)'
+
 import math
 
 import numpy as np

@@ -17,6 +17,9 @@ Referenced by: `contracts.monitor.ContractMonitor`, the control loop (with `cont
 
 from __future__ import annotations
 
+# One-line summary for the assurance table (the docstring above has the statement and derivation).
+BOUND = 'elapsed_ns <= budget_ns per step (monitored and measured, never proven)'
+
 
 def check_budget(budget_ns: int | None) -> int | None:
     """Validate a budget (positive int nanoseconds, or None for 'no budget'). Not hot path."""

@@ -17,6 +17,9 @@ Referenced by: `contracts.monitor.ContractMonitor`, `tickformer verify` (finiten
 
 from __future__ import annotations
 
+# One-line summary for the assurance table (the docstring above has the statement and derivation).
+BOUND = 'y finite; max |y| <= B when B is declared'
+
 import math
 
 import numpy as np

@@ -28,6 +28,9 @@ Not real-time code (runs at export): computes SVDs of the projection matrices.
 
 from __future__ import annotations
 
+# One-line summary for the assurance table (the docstring above has the statement and derivation).
+BOUND = '|q.k|/sqrt(dh) <= max_h (||W_q,h|| X_q + |b_q,h|)(||W_k,h|| X_k + |b_k,h|) / sqrt(dh) (1 + gamma_4D); fp16 safe when q, k, score bounds <= 65504/2'
+
 from dataclasses import dataclass
 from typing import Any
 

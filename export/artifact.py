@@ -60,6 +60,8 @@ def export_config(config: Config, max_len: int | None, batch: int) -> Config:
 
 def input_domain(config: Config, domain: tuple[float, float] | None) -> tuple[float, float]:
     if config.inputs == "tokens":
+        if domain is not None:
+            raise ExportError(f"--domain {domain} is for continuous inputs; a token model's domain is its vocabulary [0, {config.vocab_size - 1}]")
         return (0.0, float(config.vocab_size - 1))
     from tickformer.contracts.input_domain import check_domain
 
@@ -190,12 +192,13 @@ def export_artifact(
 ) -> Path:
     """Export a checkpoint (directory or loaded `Checkpoint`) to the artifact directory `out`.
 
-    The input domain is `domain`, else the checkpoint meta's "input_domain", else -10..10.
+    The input domain (continuous inputs) is `domain`, else the checkpoint meta's
+    "input_domain", else -10..10; token models' domain is their vocabulary.
     Returns `out`. Raises CheckpointError / ExportError. Not real-time."""
     from tickformer.model.checkpoint import Checkpoint, load_checkpoint
 
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
-    if domain is None and "input_domain" in ckpt.meta:
+    if domain is None and ckpt.config.inputs == "continuous" and "input_domain" in ckpt.meta:
         domain = tuple(ckpt.meta["input_domain"])  # type: ignore[assignment]
     source = {"checkpoint": None if ckpt.path is None else str(ckpt.path), "checkpoint_meta": ckpt.meta}
     export_params(ckpt.config, ckpt.params, out, max_len=max_len, batch=batch, opset=opset, domain=domain, seed=seed, lengths=lengths, source=source)

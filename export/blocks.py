@@ -3,7 +3,8 @@
 Each function appends nodes to a `GraphBuilder` and returns the name of its result; weights are
 referenced by their parameter names (the initializer names). Attention goes through the same
 online-softmax state as the numpy operator (Milakov & Gimelshein 2018): a piece of keys is
-summarised as (m, l, acc), pieces merge with the max-rescaling rule, masks act by selection
+summarised as (m, l, acc); the step merges the cache piece with the new key (`attend_cached`,
+the merge rule specialised to a never-empty second piece); masks act by selection
 (`Where(allowed, s, -inf)`), every Exp argument is <= 0, and a query with no selected key
 yields exactly zeros. Shapes in comments: B batch, H heads, T/Tq/Tk lengths, dh head width.
 
@@ -97,17 +98,6 @@ def chunk_state(g: GraphBuilder, s: str, v: str) -> Piece:
     return Piece(m, l, acc)
 
 
-def merge(g: GraphBuilder, a: Piece, b: Piece) -> Piece:
-    """Associative merge of two disjoint pieces (model.attention.merge)."""
-    m = g.op("Max", a.m, b.m)  # [B, H, Tq, 1]
-    m_safe = safe_max(g, m)
-    alpha = g.op("Exp", g.op("Sub", a.m, m_safe))  # in [0, 1]
-    beta = g.op("Exp", g.op("Sub", b.m, m_safe))
-    l = g.op("Add", g.op("Mul", alpha, a.l), g.op("Mul", beta, b.l))
-    acc = g.op("Add", g.op("Mul", alpha, a.acc), g.op("Mul", beta, b.acc))  # [B, H, Tq, dh]
-    return Piece(m, l, acc)
-
-
 def finalize(g: GraphBuilder, piece: Piece) -> str:
     """acc / l, exactly zero where no key was selected (l == 0)."""
     has_keys = g.op("Greater", piece.l, g.scalar(0.0))  # [B, H, Tq, 1]
@@ -125,18 +115,22 @@ def attend(g: GraphBuilder, q: str, k: str, v: str, allowed: str | None, d_head:
     return finalize(g, chunk_state(g, s, v))
 
 
-def attend_cached(g: GraphBuilder, s_cache: str, v_cache: str, s_own: str, v_own: str) -> str:
-    """The step's attention: the cache piece (scores s_cache [B, H, 1, N], already selected, stale
-    rows at -inf; values v_cache [B, H, N, dh]) merged with the position's own key (score s_own
-    [B, H, 1, 1], value v_own [B, H, 1, dh]).
+def attend_cached(g: GraphBuilder, s_cache: str, live: str, v_cache: str, s_own: str, v_own: str) -> str:
+    """The step's attention: the cache piece (raw scores s_cache [B, H, 1, N], `live` bool [N]
+    selecting rows 0..pos-1; values v_cache [B, H, N, dh]) merged with the position's own key
+    (score s_own [B, H, 1, 1], value v_own [B, H, 1, dh]).
 
     Equal to finalize(merge(chunk_state(cache), own)) in exact arithmetic, in fewer nodes: the
-    own piece is never empty, so the merged max m = max(max s_cache, s_own) is finite (no
-    -inf guards), exp(s_own - m) = 1 for the max or l >= exp(0) = 1 otherwise (no l == 0 guard).
-    Stale rows give exp(-inf - m) = 0 exactly, and 0 * v = 0 for any finite cached v.
+    own piece is never empty, so the merged max m = max(max live s_cache, s_own) is finite (no
+    -inf guards) and l >= exp(0) = 1 (no l == 0 guard). Stale rows are removed by selection
+    twice: at -inf for the max, and to exactly 0 *after* the Exp, so Exp only ever sees finite
+    arguments -- the same values-independent work at every position (onnxruntime's Exp takes a
+    measurably slower path on -inf: at pos 0, where all N rows are -inf, the step was ~10%
+    slower). 0 * v = 0 for the finite cached values, so stale rows cannot leak.
     """
-    m = g.op("Max", g.reduce("ReduceMax", s_cache, [-1]), s_own)  # [B, H, 1, 1], finite
-    p_cache = g.op("Exp", g.op("Sub", s_cache, m))  # [B, H, 1, N], arguments <= 0
+    m = g.op("Max", g.reduce("ReduceMax", select(g, live, s_cache), [-1]), s_own)  # [B, H, 1, 1], finite
+    e_cache = g.op("Exp", g.op("Sub", s_cache, m))  # [B, H, 1, N]; stale rows: any value, dropped next
+    p_cache = g.op("Where", live, e_cache, g.scalar(0.0))  # [B, H, 1, N], exactly 0 on stale rows
     p_own = g.op("Exp", g.op("Sub", s_own, m))  # [B, H, 1, 1]
     l = g.op("Add", g.reduce("ReduceSum", p_cache, [-1]), p_own)  # [B, H, 1, 1], >= 1
     acc = g.op("Add", g.op("MatMul", p_cache, v_cache), g.op("Mul", p_own, v_own))  # [B, H, 1, dh]

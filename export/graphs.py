@@ -10,9 +10,11 @@ documented in docs/artifact_format.md; in short (B batch, N max_len, L decoder l
              (+ cross_k, cross_v [L, B, H, N, dh], src_valid [B, N] for encoder-decoder)
     encoder  src [B, N], src_valid [B, N] -> cross_k, cross_v [L, B, H, N, dh]
 
-The step attends over two pieces merged by the online-softmax rule: the cache, selected by
-Where(key_index < pos, s, -inf) so stale rows get weight exactly 0 whatever they hold, and the
-new key itself. Every shape of `step` and `encoder` is static (TensorRT: min = opt = max).
+The step attends over two pieces merged by the online-softmax rule: the cache, whose stale rows
+(key_index >= pos) are selected out -- Where(live, s, -inf) for the max, Where(live, exp, 0) for
+the weights -- so they get weight exactly 0 whatever finite values they hold, and the new key
+itself (blocks.attend_cached). Every shape of `step` and `encoder` is static (TensorRT:
+min = opt = max).
 
 Not real-time code: runs once, at export.
 """
@@ -115,8 +117,8 @@ def _cached_self_attn(g: GraphBuilder, params: Params, config: Config, h: str, b
     kc = g.op("Gather", caches[0], index, axis=0)  # [L, B, H, N, dh] -> [B, H, N, dh]
     vc = g.op("Gather", caches[1], index, axis=0)
     qs = b.scaled_query(g, q, dh)  # [B, H, 1, dh]
-    s_cache = b.select(g, allowed, b.scores(g, qs, kc))  # [B, H, 1, N], stale rows at -inf
-    heads = b.attend_cached(g, s_cache, vc, b.scores(g, qs, k_new), v_new)  # [B, H, 1, dh]
+    s_cache = b.scores(g, qs, kc)  # [B, H, 1, N] over all N rows: constant work
+    heads = b.attend_cached(g, s_cache, allowed, vc, b.scores(g, qs, k_new), v_new)  # [B, H, 1, dh]
     return b.out_proj(g, params, heads, prefix, batch, config.d_model), k_new, v_new
 
 

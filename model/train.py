@@ -94,6 +94,7 @@ def single_threaded_blas() -> contextlib.AbstractContextManager[Any]:
 
 
 def _progress(enabled: bool):  # pragma: no cover - display only
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     return Progress(
@@ -104,6 +105,7 @@ def _progress(enabled: bool):  # pragma: no cover - display only
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
+        console=Console(stderr=True),
         disable=not enabled,
         transient=False,
     )

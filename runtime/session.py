@@ -124,8 +124,9 @@ class Session:
     def step(self, x: np.ndarray) -> np.ndarray:
         """Run one position. x: [B, 1, d_in] float32 (tokens: [B, 1] int64), the step graph's
         input. Returns the output at this position, [B, 1, d_out] (tokens: [B, 1, V]): the
-        backend's preallocated buffer, the same array every call. Raises InputError / ContextFull / SessionClosed / BackendError /
-        ContractViolation (mode `check`) and then leaves position and cache unchanged.
+        backend's preallocated buffer, the same array every call. Raises InputError /
+        ContextFull / SessionClosed / BackendError / ContractViolation (mode `check`), and then
+        leaves position and cache unchanged.
 
         Real-time safe after the first call: no net allocation, work independent of the position
         (static-cache backends). Time is measured with perf_counter_ns for the latency contract."""
@@ -184,12 +185,24 @@ class Session:
         self._source_set = True
         self._position = 0
 
-    def generate(self, src: np.ndarray, max_new: int, *, bos: int, eos: int | None = None) -> np.ndarray:
+    def special_token(self, name: str) -> int | None:
+        """A special token id ("bos", "eos", "pad") recorded by training in the checkpoint meta
+        (manifest source.checkpoint_meta.tokens), or None."""
+        meta = self.artifact.manifest.get("source", {}).get("checkpoint_meta", {})
+        value = meta.get("tokens", {}).get(name) if isinstance(meta.get("tokens"), dict) else None
+        return value if isinstance(value, int) else None
+
+    def generate(self, src: np.ndarray, max_new: int, *, bos: int | None = None, eos: int | None = None) -> np.ndarray:
         """Greedy decoding with the step machinery: set_source(src), feed bos, then the argmax
         token, up to max_new tokens (<= max_len) or until every row has produced eos.
+        bos/eos default to the ids training recorded in the checkpoint meta (`special_token`).
         Returns int64 [B, n] (without bos). Not real-time (allocates the result)."""
         if not isinstance(max_new, int) or not 1 <= max_new <= self.max_len:
             raise InputError(f"max_new={max_new!r} must be in 1..max_len {self.max_len}")
+        bos = self.special_token("bos") if bos is None else bos
+        eos = self.special_token("eos") if eos is None else eos
+        if bos is None:
+            raise InputError("no start token: pass bos=ID (the checkpoint meta records none)")
         vocab = self.config.vocab_size
         for name, tok in (("bos", bos), ("eos", eos)):
             if tok is not None and not (isinstance(tok, int) and 0 <= tok < vocab):

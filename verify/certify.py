@@ -127,6 +127,9 @@ class EvtConfig:
         for name in ("run_length", "block_size", "min_extremes", "n_boot"):
             if not _posint(getattr(self, name)):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be a positive integer")
+        if 1.0 / (self.n_boot + 1) >= self.alpha:  # the bootstrap p-value could never fall below alpha
+            raise ConfigError(f"--n-boot {self.n_boot} is too few to reject a fit at alpha = {self.alpha}; "
+                              f"use at least {math.ceil(1 / self.alpha)} (default 200)")
 
     def fit_kwargs(self) -> dict[str, Any]:
         if self.method == "pot":
@@ -366,13 +369,14 @@ def worst_indices(samples_ns: Any, k: int = 10) -> list[dict[str, int]]:
 def position_profile(durations: np.ndarray, positions: np.ndarray, max_len: int, groups: int = 8) -> dict[str, Any]:
     """Median and max latency per position group: the evidence for (or against) constant cost."""
     edges = np.linspace(0, max_len, groups + 1).astype(int)  # [groups + 1]
-    rows = []
+    rows: list[dict[str, Any]] = []
+    med: list[float] = []
     for a, b in zip(edges[:-1], edges[1:]):
         sel = durations[(positions >= a) & (positions < b)]
         if sel.size:
+            med.append(float(np.median(sel)))
             rows.append({"positions": [int(a), int(b) - 1], "n": int(sel.size),
-                         "p50_ns": float(np.median(sel)), "max_ns": float(sel.max())})
-    med = [r["p50_ns"] for r in rows]
+                         "p50_ns": med[-1], "max_ns": float(sel.max())})
     ratio = (med[-1] / med[0]) if len(med) >= 2 and med[0] > 0 else None
     return {"groups": rows, "last_over_first_p50": ratio}
 
@@ -504,6 +508,7 @@ def analyze(durations_ns: np.ndarray, *, budget_ns: float, evt_config: EvtConfig
                      n_boot=evt_config.n_boot, exceedances=exceedances, seed=evt_config.seed)
     except (InputError, ConfigError, ValueError, RuntimeError, FloatingPointError) as exc:
         fit_error = str(exc)
+    cross = _cross_check(x, evt_config, exceedances)
     verdict, reasons = decide(observed_max_ns=st["max"], budget_ns=float(budget_ns), evt=evt,
                               exceedance=evt_config.exceedance, fit_error=fit_error)
     return {
@@ -519,8 +524,29 @@ def analyze(durations_ns: np.ndarray, *, budget_ns: float, evt_config: EvtConfig
         "worst": worst_indices(x),
         "evt": evt,
         "evt_error": fit_error,
+        "evt_cross_check": cross,
+        "extrapolation_orders": math.log10(1.0 / (x.size * evt_config.exceedance)),
         "evt_config": {k: getattr(evt_config, k) for k in evt_config.__dataclass_fields__},
     }
+
+
+def _cross_check(x: np.ndarray, evt_config: EvtConfig, exceedances: tuple[float, ...]) -> dict[str, Any] | None:
+    """The other EVT method's estimates, for information only (not part of the verdict): a large
+    disagreement between POT and block maxima says the tail model is uncertain."""
+    other = "bm" if evt_config.method == "pot" else "pot"
+    kwargs = EvtConfig(method=other, run_length=evt_config.run_length, block_size=evt_config.block_size,
+                       tail_fraction=evt_config.tail_fraction).fit_kwargs()
+    try:
+        fit = fit_tail(x, method=other, **kwargs)
+    except (InputError, ConfigError, ValueError, RuntimeError, FloatingPointError) as exc:
+        return {"method": other, "error": str(exc)}
+    pw = {}
+    for p in exceedances:
+        try:
+            pw[f"{p:.0e}"] = fit.quantile(p)
+        except ConfigError:
+            pw[f"{p:.0e}"] = None
+    return {"method": other, "xi": fit.xi, "tail": fit.tail_kind, "pwcet_ns": pw, "used_for_verdict": False}
 
 
 def certify_session(session: Steppable, *, budget_ns: float, inputs: np.ndarray, max_len: int,
@@ -533,8 +559,13 @@ def certify_session(session: Steppable, *, budget_ns: float, inputs: np.ndarray,
         start = 0 if static_cache else max(0, max_len - max(1, max_len // 8))
     cond = conditions(backend=backend, artifact=artifact, cpu=campaign.cpu)
     with Isolation(cpu=campaign.cpu, realtime=campaign.realtime, rt_priority=campaign.rt_priority) as iso:
-        t0 = time.perf_counter_ns()
         duty = campaign.duty_cycle if iso.granted["sched_fifo"]["granted"] else None
+        sweep = None
+        if start > 0:  # growing cache: a short sweep over every position shows where the worst case is
+            sd, sp = measure(session, inputs, samples=max(8 * max_len, 1000), warmup=0, max_len=max_len,
+                             start_position=0, duty_cycle=duty)
+            sweep = position_profile(sd, sp, max_len)
+        t0 = time.perf_counter_ns()
         durations, positions = measure(session, inputs, samples=campaign.samples, warmup=campaign.warmup,
                                        max_len=max_len, start_position=start, progress=progress, duty_cycle=duty)
         wall_ns = time.perf_counter_ns() - t0
@@ -551,6 +582,26 @@ def certify_session(session: Steppable, *, budget_ns: float, inputs: np.ndarray,
             "timed_positions": [start, max_len - 1], "max_len": max_len, "n_inputs": int(inputs.shape[0]),
             "wall_s": wall_ns / 1e9, "duty_cycle": duty,
             "position_profile": position_profile(durations, positions, max_len),
+            "position_check": position_check(static_cache, durations, positions, max_len, sweep, start),
         },
     }
     return report_full, durations
+
+
+def position_check(static_cache: bool, durations: np.ndarray, positions: np.ndarray, max_len: int,
+                   sweep: dict[str, Any] | None, start: int, tolerance: float = 1.2) -> dict[str, Any]:
+    """Evidence that the timed positions include the worst case (informational, in the certificate).
+
+    Static cache: the median of the last eighth of positions should be within `tolerance` x the
+    first eighth's (constant cost). Growing cache: in the sweep, the group with the highest median
+    should lie in the timed range [start, max_len)."""
+    if static_cache:
+        ratio = position_profile(durations, positions, max_len)["last_over_first_p50"]
+        ok = ratio is None or ratio <= tolerance
+        return {"claim": "constant cost at every position", "last_over_first_p50": ratio, "tolerance": tolerance,
+                "consistent": bool(ok)}
+    groups = (sweep or {}).get("groups", [])
+    worst = max(groups, key=lambda g: g["p50_ns"]) if groups else None
+    ok = worst is not None and worst["positions"][1] >= start
+    return {"claim": "cost grows with position; only the last positions are timed", "sweep": sweep,
+            "worst_group": None if worst is None else worst["positions"], "timed_from": start, "consistent": bool(ok)}

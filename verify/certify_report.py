@@ -238,6 +238,12 @@ def summary(report: dict[str, Any], console: Any = None) -> None:
         from rich.columns import Columns
 
         con.print(Columns([e, tt]))
+        cross = report.get("evt_cross_check") or {}
+        key = f"{report['exceedance']:.0e}"
+        if cross.get("pwcet_ns"):
+            con.print(f"[dim]cross-check ({cross['method'].upper()}, not used for the verdict): xi = {cross['xi']:+.3f}, "
+                      f"pWCET({key}) = {_us(cross['pwcet_ns'].get(key))} us; the estimate extrapolates "
+                      f"{report.get('extrapolation_orders', float('nan')):.1f} orders of magnitude beyond 1/n[/]")
     colour = {"PASS": "green", "FAIL": "red", "INCONCLUSIVE": "yellow"}[report["verdict"]]
     body = "\n".join(report["reasons"])
     if report.get("advice"):

@@ -405,8 +405,10 @@ def bootstrap(fit: TailFit, exceedances: tuple[float, ...], *, n_boot: int = 200
         gof = TestResult("goodness of fit (Anderson-Darling, bootstrap)", a2, None, False, "every bootstrap refit failed")
         return gof, {"n_boot": 0}
     p = (1 + sum(b >= a2 for b in a2_boot)) / (nb + 1)
-    gof = TestResult("goodness of fit (Anderson-Darling, bootstrap)", a2, p, p >= alpha,
-                     f"A^2 = {a2:.3f} vs {nb} parametric-bootstrap refits")
+    resolvable = 1.0 / (nb + 1) < alpha  # with fewer replicates even the worst fit gets p >= alpha
+    gof = TestResult("goodness of fit (Anderson-Darling, bootstrap)", a2, p, resolvable and p >= alpha,
+                     f"A^2 = {a2:.3f} vs {nb} parametric-bootstrap refits"
+                     + ("" if resolvable else f"; too few refits to reject at alpha = {alpha} (need > {1 / alpha - 1:.0f})"))
     qb = np.asarray(q_boot)  # [nb, len(exceedances)]
     upper = np.quantile(qb, level, axis=0)  # [len(exceedances)]
     ci = {

@@ -15,6 +15,10 @@ violation the *shrunk* counterexample (the last failing example Hypothesis repla
                             bitwise the outputs of a newly loaded session (contracts.masking M7)
     numpy_vs_backend        the backend's full pass == the numpy reference, within the manifest
                             tolerance
+    rejected_step_is_harmless  a step with an input outside the domain (beyond an edge, NaN, inf)
+                            raises a TickformerError, leaves the position unchanged, and the
+                            following steps give bitwise the outputs of a session that never saw
+                            it (contracts.input_domain, contracts.position P2)
 
 Not real-time code.
 """
@@ -22,9 +26,10 @@ Not real-time code.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -59,7 +64,7 @@ class PropertyFailed(AssertionError):
 
 def _inward(value: float, dtype: type, up: bool) -> float:
     """The dtype value nearest `value` that stays inside the domain."""
-    v = np.asarray(value, dtype=dtype)
+    v: np.ndarray = np.asarray(value, dtype=dtype)
     if up and float(v) < value:
         v = np.nextafter(v, np.asarray(np.inf, dtype))
     if not up and float(v) > value:
@@ -73,11 +78,11 @@ def domain_arrays(domain: tuple[float, float], shape_t: Callable[[int], tuple[in
     lo = _inward(domain[0], dtype, up=True)
     hi = _inward(domain[1], dtype, up=False)
     edges = sorted({lo, hi, _inward((lo + hi) / 2, dtype, up=True)} | ({0.0} if lo <= 0.0 <= hi else set()))
-    width = {np.float16: 16, np.float32: 32, np.float64: 64}[dtype]
+    width: Literal[16, 32, 64] = 16 if dtype is np.float16 else 64 if dtype is np.float64 else 32
     values = st.floats(lo, hi, width=width)
 
     def tiny(base: float, steps: np.ndarray) -> np.ndarray:
-        x = np.full(steps.shape, base, dtype=dtype)  # [B, T, F]
+        x: np.ndarray = np.full(steps.shape, base, dtype=dtype)  # [B, T, F]
         for _ in range(int(steps.max(initial=0))):
             x = np.where(steps > 0, np.nextafter(x, np.asarray(np.inf, dtype)), x)
             steps = steps - 1
@@ -152,7 +157,8 @@ def save_counterexample(out_dir: Path, name: str, message: str, arrays: Arrays) 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.npz"
     tmp = out_dir / f".{name}.tmp.npz"
-    np.savez(tmp, **arrays, meta=np.array(json.dumps({"property": name, "message": message})))
+    payload = {**arrays, "meta": np.array(json.dumps({"property": name, "message": message}))}
+    np.savez(tmp, **payload)  # type: ignore[arg-type]
     tmp.replace(path)
     return str(path)
 
@@ -248,6 +254,55 @@ def check_numpy_vs_backend(model: Any) -> Callable[[np.ndarray], Problem | None]
     return check
 
 
+def check_rejected_step(model: Any) -> Callable[[tuple[np.ndarray, int, float]], Problem | None]:
+    from tickformer.errors import TickformerError
+
+    lo, hi = model.domain
+
+    def check(example: tuple[np.ndarray, int, float]) -> Problem | None:
+        x, cut, bad_value = example
+        cut = min(cut, x.shape[1] - 1)
+        model.session.reset()
+        clean = model.steps(model.session, x)  # [B, T, G] reference, never disturbed
+        model.session.reset()
+        if cut:
+            model.steps(model.session, x[:, :cut])
+        bad = x[:, cut : cut + 1].copy()  # [B, 1, F]
+        bad.flat[0] = bad_value
+        try:
+            model.session.step(bad)
+        except TickformerError:
+            pass
+        else:
+            return f"a step with input value {bad_value!r} outside the domain [{lo}, {hi}] was accepted", {"x": x, "cut": np.array(cut), "bad": bad}
+        if model.session.position != cut:
+            return f"a rejected step moved the position from {cut} to {model.session.position}", {"x": x, "cut": np.array(cut), "bad": bad}
+        rest = model.steps(model.session, x[:, cut:])  # [B, T - cut, G]
+        if not np.array_equal(rest, clean[:, cut:]):
+            return "outputs after a rejected step differ from a session that never saw it", {"x": x, "cut": np.array(cut), "bad": bad, "y": rest, "y_clean": clean[:, cut:]}
+        return None
+
+    return check
+
+
+def out_of_domain_values(domain: tuple[float, float]) -> st.SearchStrategy[float]:
+    """float32 values strictly outside [lo, hi]: the nearest ones, far ones, NaN and +-inf."""
+    lo, hi = domain
+    span = max(hi - lo, 1.0)
+    above = np.float32(hi)
+    if float(above) <= hi:
+        above = np.nextafter(above, np.float32(np.inf))
+    below = np.float32(lo)
+    if float(below) >= lo:
+        below = np.nextafter(below, np.float32(-np.inf))
+    far_above, far_below = float(np.float32(float(above) + 10 * span)), float(np.float32(float(below) - 10 * span))
+    return st.one_of(
+        st.sampled_from([math.nan, math.inf, -math.inf, float(above), float(below)]),
+        st.floats(float(above), far_above, width=32),
+        st.floats(far_below, float(below), width=32),
+    )
+
+
 def verify_model(
     model: Any,
     *,
@@ -280,4 +335,6 @@ def verify_model(
         results.append(run("step_equals_full", xs, check_step_full(model)))
         results.append(run("stale_cache_isolation", st.tuples(xs, xs), check_stale_cache(model)))
         results.append(run("numpy_vs_backend", xs, check_numpy_vs_backend(model)))
+        rejected = st.tuples(xs, st.integers(0, model.t_range[1] - 1), out_of_domain_values(model.domain))  # the artifact's own domain: what the runtime enforces
+        results.append(run("rejected_step_is_harmless", rejected, check_rejected_step(model)))
     return results

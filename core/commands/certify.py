@@ -56,7 +56,7 @@ def open_session(artifact: str, backend: str, threads: int = 1) -> Any:
     """Load the artifact (hash-verified) with contracts off: the campaign times the bare step."""
     from tickformer.runtime import load
 
-    options: dict[str, Any] = {"threads": threads} if backend.startswith("ort") else {}
+    options: dict[str, Any] = {"threads": threads} if backend == "ort" else {}  # GPU backends take other options
     return load(artifact, backend=backend, contracts="off", **options)
 
 

@@ -26,8 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--input", type=Path, required=True, help=".npy input sequence (or source tokens, encoder-decoder)")
     p.add_argument("--output", type=Path, default=None, help=".npy file for the outputs (default: print a summary only)")
     p.add_argument("--contracts", default="off", choices=("off", "check", "monitor"), help="run-time contract mode")
-    p.add_argument("--bos", type=int, default=None, help="encoder-decoder: start token id")
-    p.add_argument("--eos", type=int, default=None, help="encoder-decoder: stop token id")
+    p.add_argument("--bos", type=int, default=None, help="encoder-decoder: start token id (default: from the checkpoint meta)")
+    p.add_argument("--eos", type=int, default=None, help="encoder-decoder: stop token id (default: from the checkpoint meta)")
     p.add_argument("--max-new", type=int, default=None, help="encoder-decoder: tokens to generate (default max_len)")
     p.add_argument("--binding", choices=("iobinding", "run"), default=None, help="ort: IOBinding (default) or InferenceSession.run")
     p.add_argument("--threads", type=int, default=None, help="ort: intra-op threads (default 1: lowest jitter, deterministic)")
@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
     with load(args.artifact, backend=args.backend, contracts=args.contracts, **options) as session:
         data = _read(args.input, session)
         if session.config.arch == "encoder-decoder":
-            if args.bos is None:
-                raise InputError("encoder-decoder artifacts need --bos ID (the start token) to generate")
+            if args.bos is None and session.special_token("bos") is None:
+                raise InputError("encoder-decoder artifacts need --bos ID (the start token; the checkpoint meta records none)")
             out = session.generate(data, args.max_new or session.max_len, bos=args.bos, eos=args.eos)
             times = None
         else:
@@ -96,8 +96,11 @@ def run(args: argparse.Namespace) -> int:
             np.save(args.output, out)
         print(f"{args.backend}: {data.shape} -> {out.shape}" + (f", written to {args.output}" if args.output else ""))
         if times is not None and times.size:
-            p50, p99 = np.percentile(times, [50, 99])
-            print(f"step latency (Session.step incl. validation): p50 {p50 / 1e3:.1f} us, p99 {p99 / 1e3:.1f} us, max {times.max() / 1e3:.1f} us over {times.size} steps")
+            p50, p90, p99 = np.percentile(times, [50, 90, 99])
+            print(
+                f"step latency (Session.step incl. validation): p50 {p50 / 1e3:.1f} us, p90 {p90 / 1e3:.1f} us, "
+                f"p99 {p99 / 1e3:.1f} us, max {times.max() / 1e3:.1f} us over {times.size} steps"
+            )
         if session.monitor is not None:
             print(f"contracts: {session.monitor.summary()['contracts']}")
     return 0

@@ -191,3 +191,9 @@ def test_batch_two_runs_rows_independently(tmp_path):
         y2 = s2.step(x[:, t : t + 1].copy()).copy()
         y1 = s1.step(x[1:2, t : t + 1].copy())
         assert np.allclose(y2[1:2], y1, atol=1e-5, rtol=1e-5)
+
+
+def test_domain_is_refused_for_token_models(tmp_path):
+    cfg = preset("tiny-seq2seq")
+    with pytest.raises(ExportError, match="vocabulary"):
+        export_params(cfg, init_params(cfg, 0), tmp_path / "art", domain=(-1.0, 1.0))

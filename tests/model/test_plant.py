@@ -36,25 +36,25 @@ def test_batched_step_equals_single_steps() -> None:
 
 
 def test_rk4_converges_at_fourth_order() -> None:
-    """Halving the RK4 step divides the one-period error by ~2^4 = 16 (reference: 512 substeps)."""
+    """Halving the RK4 step divides the one-period error by ~2^4 = 16 (reference: 1024 substeps)."""
     state = np.array([2.0, 1.0])
-    ref = pendulum_step(state, 1.5, PendulumParams(substeps=512))
-    errors = [np.abs(pendulum_step(state, 1.5, PendulumParams(substeps=n)) - ref).max() for n in (1, 2, 4)]
+    ref = pendulum_step(state, 1.5, PendulumParams(substeps=1024))
+    errors = [np.abs(pendulum_step(state, 1.5, PendulumParams(substeps=n)) - ref).max() for n in (8, 16, 32)]
     assert errors[0] / errors[1] == pytest.approx(16, rel=0.35)
     assert errors[1] / errors[2] == pytest.approx(16, rel=0.35)
-    assert errors[2] < 1e-7  # the default (4 substeps of 12.5 ms) is far below float32 resolution of states
+    assert errors[0] < 2e-5  # the default (8 substeps of 50 ms): far below the prediction errors studied
 
 
 def test_undamped_unforced_pendulum_conserves_energy() -> None:
     params = PendulumParams(damping=0.0)
-    controls = np.zeros(400)  # 20 s
+    controls = np.zeros(50)  # 20 s
     states = simulate(np.array([2.5, 0.0]), controls, params)
     energy = 0.5 * states[:, 1] ** 2 + params.g_over_l * (1 - np.cos(states[:, 0]))
-    assert np.abs(energy - energy[0]).max() < 1e-6 * energy[0]
+    assert np.abs(energy - energy[0]).max() < 1e-4 * energy[0]  # RK4 at h = 50 ms: ~4e-5 drift in 20 s
 
 
 def test_damping_dissipates_energy() -> None:
-    states = simulate(np.array([2.5, 0.0]), np.zeros(200))
+    states = simulate(np.array([2.5, 0.0]), np.zeros(25))
     energy = 0.5 * states[:, 1] ** 2 + DEFAULT.g_over_l * (1 - np.cos(states[:, 0]))
     assert np.all(np.diff(energy) <= 1e-12)
     assert energy[-1] < 0.5 * energy[0]

@@ -92,6 +92,48 @@ def test_no_drift_with_oversleep() -> None:
     assert stats.histogram[0] == 1 and stats.histogram[3] == 49 and stats.overflow == 0
 
 
+def test_spin_phase_wakes_exactly_on_the_release() -> None:
+    class TickingClock(FakeClock):
+        def __call__(self) -> int:  # every read costs 7 ns, like a real clock
+            self.now += 7
+            return self.now
+
+    clock = TickingClock()
+    s = ScriptedSession(clock, [100])
+    loop, stats, _ = _run(s, clock, LoopConfig(period_ns=1000, spin_ns=200), 5)
+    assert all(d < 1000 - 200 for d in clock.sleeps)  # slept only up to the spin window
+    assert stats.wake_lateness_max < 7 * 2  # then polled the clock up to the release
+    assert stats.ticks == 5 and stats.skipped_periods == 0
+    with pytest.raises(ConfigError, match="spin_ns"):
+        LoopConfig(period_ns=1000, spin_ns=1000)
+
+
+def test_no_net_allocation_per_tick() -> None:
+    """Net memory after a run does not grow with the number of ticks (the loop's buffers are
+    allocated at construction; Python ints created per tick are freed)."""
+    import tracemalloc
+
+    clock = FakeClock()
+    s = ScriptedSession(clock, [100])
+    x = np.zeros(3, np.float32)
+
+    def sleep(d: int) -> None:  # FakeClock.sleep records durations in a list: not here
+        clock.now += d
+
+    loop = ControlLoop(s, LoopConfig(period_ns=1000), output_shape=(2,), clock=clock, sleep=sleep)
+    loop.run(200, lambda k: x, lambda u: None)  # warm
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        loop.run(100, lambda k: x, lambda u: None)
+        small = tracemalloc.get_traced_memory()[0] - base
+        loop.run(5000, lambda k: x, lambda u: None)
+        large = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert large - small < 2048, f"{large - small} bytes more after 4900 more ticks"
+
+
 def test_histogram_overflow_bucket() -> None:
     clock = FakeClock(oversleep=500)
     s = ScriptedSession(clock, [10])

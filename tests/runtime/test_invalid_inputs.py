@@ -228,3 +228,23 @@ def test_random_interleavings_keep_state_consistent(tiny_art):
     ART = tiny_art
     run = settings(max_examples=25, stateful_step_count=40, deadline=None)(SessionMachine).TestCase
     run().runTest()
+
+
+def test_seq2seq_misuse_is_named(seq2seq_art):
+    path, _ = seq2seq_art
+    session = runtime.load(path, backend="ort")
+    with pytest.raises(InputError, match="set_source"):
+        session.step(np.array([[1]], dtype=np.int64))
+    with pytest.raises(InputError, match="decoder-only"):
+        session.run(np.zeros((1, 3), np.int64))
+    with pytest.raises(InputError, match="vocabulary"):
+        session.set_source(np.array([[1, 7]], dtype=np.int64))
+    with pytest.raises(ContextFull, match="source length 13"):
+        session.set_source(np.ones((1, 13), dtype=np.int64))
+    with pytest.raises(InputError, match="bos=9"):
+        session.generate(np.array([[1, 2]], dtype=np.int64), 3, bos=9)
+    before = snapshot(session)
+    assert session.position == 0
+    session.set_source(np.array([[1, 2]], dtype=np.int64))
+    session.step(np.array([[1]], dtype=np.int64))
+    assert session.position == 1 and not np.array_equal(session.backend.cache()[0], before[1])

@@ -138,3 +138,21 @@ def test_seq2seq_steps_equal_teacher_forced_full_pass(seq2seq_art, backend, opts
     want = forward(params, cfg, tgt, src=src)
     for t in range(cfg.max_len):
         assert_within(got[:, t], want[:, t], session.artifact.tolerance, f"{backend} seq2seq step at position {t + 1}")
+
+
+def test_generate_takes_bos_and_eos_from_the_checkpoint_meta(tmp_path):
+    from tickformer.export.artifact import export_artifact
+    from tickformer.model import init_params, preset
+    from tickformer.model.checkpoint import save_checkpoint
+
+    cfg = preset("tiny-seq2seq")
+    params = init_params(cfg, 8)
+    ckpt = save_checkpoint(tmp_path / "ckpt", cfg, params, {"tokens": {"bos": 5, "eos": 6, "pad": 0}})
+    session = runtime.load(export_artifact(ckpt, tmp_path / "art", lengths=[1, 4]), backend="ort")
+    src = np.array([[1, 2, 3]], dtype=np.int64)
+    got = session.generate(src, 8)
+    want = session.generate(src, 8, bos=5, eos=6)
+    assert np.array_equal(got, want)
+    reference, _ = _greedy_reference(params, cfg, src, 5, 8)
+    n = got.shape[1]
+    assert np.array_equal(got, reference[:, :n]) and (n == 8 or got[0, -1] == 6)

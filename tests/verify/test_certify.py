@@ -68,6 +68,22 @@ def test_measure_growing_cache_times_only_the_last_positions() -> None:
     assert len(s.visited) > 1000 * 8 - 100  # the 28 untimed fill steps per sequence did run
 
 
+def test_measure_duty_cycle_idles_between_chunks() -> None:
+    import time
+
+    s = FakeSession(max_len=16)
+    t0 = time.perf_counter_ns()
+    d, _ = C.measure(s, _inputs(), samples=2000, warmup=0, max_len=16, chunk=500, duty_cycle=0.25)
+    wall = time.perf_counter_ns() - t0
+    # busy at most 25% of the time: the wall clock covers at least 4x the timed steps (a lower bound,
+    # so machine noise can only make it hold more easily)
+    assert wall >= 3 * int(d.sum())
+    with pytest.raises(ConfigError, match="duty_cycle"):
+        C.measure(s, _inputs(), samples=10, warmup=0, max_len=16, duty_cycle=0.0)
+    with pytest.raises(ConfigError, match="duty_cycle"):
+        C.CampaignConfig(duty_cycle=1.5)
+
+
 def test_measure_rejects_bad_start_position() -> None:
     with pytest.raises(ConfigError, match="start_position"):
         C.measure(FakeSession(), _inputs(), samples=10, warmup=0, max_len=16, start_position=16)
@@ -112,6 +128,9 @@ def test_campaign_config_validates() -> None:
         C.EvtConfig(exceedance=0.5)
     with pytest.raises(ConfigError, match="method"):
         C.EvtConfig(method="x")
+    with pytest.raises(ConfigError, match="n-boot"):  # p >= 1/(n_boot+1) could never reject
+        C.EvtConfig(n_boot=19)
+    C.EvtConfig(n_boot=20)
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -160,6 +179,9 @@ def test_verdict_pass_on_iid_samples_well_within_budget() -> None:
     assert r["verdict"] == C.PASS and r["exit_code"] == 0
     assert r["evt"]["pwcet_ns"]["1e-09"] <= 200_000
     assert abs(r["evt"]["fit"]["xi"]) < 0.1  # exponential tail found
+    cross = r["evt_cross_check"]  # block maxima, for information: agrees within 10% here
+    assert cross["method"] == "bm" and not cross["used_for_verdict"]
+    assert cross["pwcet_ns"]["1e-09"] == pytest.approx(r["evt"]["pwcet_ns"]["1e-09"], rel=0.1)
 
 
 def test_verdict_fail_when_observed_max_exceeds_budget() -> None:

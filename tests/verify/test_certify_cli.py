@@ -33,6 +33,7 @@ def test_certify_cli_writes_certificate_and_exit_code_matches_verdict(tiny_artif
     assert cert["campaign"]["timed_positions"] == [0, 15]  # static cache: every position is timed
     profile = cert["campaign"]["position_profile"]["groups"]
     assert sum(g["n"] for g in profile) == 3000
+    assert cert["campaign"]["position_check"]["claim"] == "constant cost at every position"
     samples = np.load(out / "samples_ns.npy")
     assert samples.shape == (3000,) and samples.min() > 0
     assert cert["stats"]["max"] == samples.max()
@@ -41,7 +42,7 @@ def test_certify_cli_writes_certificate_and_exit_code_matches_verdict(tiny_artif
 
 def test_certify_cli_fails_when_budget_is_below_every_step(tiny_artifact, tmp_path) -> None:
     code = main(["certify", str(tiny_artifact), "--budget-us", "0.001", "--samples", "2000", "--warmup", "10",
-                 "--n-boot", "10", "--out", str(tmp_path / "r"), "--quiet"])
+                 "--n-boot", "20", "--out", str(tmp_path / "r"), "--quiet"])
     assert code == 1
     cert = json.loads((tmp_path / "r" / "certificate.json").read_text())
     assert cert["verdict"] == "FAIL" and cert["over_budget"] == 2000
@@ -56,3 +57,15 @@ def test_certify_cli_user_errors_are_one_line(tiny_artifact, tmp_path, capsys) -
     assert main(["certify", str(tiny_artifact), "--budget-us", "5", "--samples", "10", "--out", str(tmp_path / "r")]) == 1
     assert "samples" in capsys.readouterr().err
     assert not (tmp_path / "r" / "certificate.json").exists()
+
+
+def test_certify_growing_cache_sweeps_and_times_the_worst_positions(tiny_artifact, tmp_path) -> None:
+    out = tmp_path / "grow"
+    main(["certify", str(tiny_artifact), "--backend", "numpy-growing", "--budget-us", "100000", "--samples", "2000",
+          "--warmup", "50", "--n-boot", "20", "--out", str(out), "--quiet"])
+    cert = json.loads((out / "certificate.json").read_text())
+    assert cert["campaign"]["static_cache"] is False
+    assert cert["campaign"]["timed_positions"] == [14, 15]  # the last eighth of max_len 16
+    check = cert["campaign"]["position_check"]
+    assert sum(g["n"] for g in check["sweep"]["groups"]) >= 8 * 16  # every position was swept
+    assert check["timed_from"] == 14

@@ -144,6 +144,15 @@ def test_goodness_of_fit_rejects_the_wrong_family() -> None:
     assert not gof.passed and gof.p_value < 0.05
 
 
+def test_goodness_of_fit_fails_closed_with_too_few_refits() -> None:
+    rng = np.random.default_rng(6)
+    e = rng.exponential(size=300)
+    xi, sigma = evt.fit_gpd(e)
+    fit = evt.TailFit(method="pot", n=30_000, xi=xi, sigma=sigma, zeta=0.01, n_exceed=300, extremes=e)
+    gof, _ = evt.bootstrap(fit, (1e-6,), n_boot=10)  # smallest possible p = 1/11 > 0.05
+    assert not gof.passed and "too few refits" in gof.detail
+
+
 def test_bad_inputs_raise_clear_errors() -> None:
     with pytest.raises(InputError, match="at least"):
         estimate_pwcet([1.0, 2.0, 3.0], 1e-9)

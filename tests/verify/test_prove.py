@@ -9,7 +9,7 @@ from tickformer.cli import main
 from tickformer.contracts import masking
 from tickformer.verify import assurance
 from tickformer.verify import wrong_twins as twins
-from tickformer.verify.prove import COUNTEREXAMPLE, PROOFS, Proof, run_proofs
+from tickformer.verify.prove import COUNTEREXAMPLE, PROOFS, Proof, check_conditions, run_proofs
 
 
 def test_prove_cli_all_specs_hold_all_twins_refuted(tmp_path, capsys):
@@ -20,9 +20,14 @@ def test_prove_cli_all_specs_hold_all_twins_refuted(tmp_path, capsys):
     failed = [p["spec"] for p in report["proofs"] if p["status"] == "FAILED" or not p["twin_refuted"]]
     assert rc == 0 and report["ok"], failed
     assert len(report["proofs"]) == len(PROOFS)
-    proven = {p["spec"].rsplit(".", 1)[-1] for p in report["proofs"] if p["status"] == "proven"}
-    # every integer spec is proven over all paths, not merely 'no counterexample'
-    assert {p.spec.__name__ for p in PROOFS if p.values == "int"} <= proven
+    proven = {p["spec"] for p in report["proofs"] if p["status"] == "proven"}
+    # every integer spec is proven over all paths, not merely 'no counterexample'; z3's query
+    # timeouts are wall-clock, so on a loaded CI machine a condition may end 'not confirmed':
+    # such specs are re-checked alone with a larger budget and must then be confirmed.
+    for p in PROOFS:
+        if p.values == "int" and p.spec_name not in proven:
+            again = check_conditions(p.spec_name, p.spec_name, 10.0, False)
+            assert all(r.verdict == "confirmed" for r in again), again
     for p in report["proofs"]:
         assert any(c["verdict"] == COUNTEREXAMPLE for c in p["twin_conditions"])
     text = md.read_text()

@@ -32,7 +32,7 @@ def test_correct_artifact_passes_every_property(artifact, tmp_path):
     rc = main(["verify", str(artifact), "--examples", "20", "--max-t", "8", "--out", str(tmp_path)])
     report = json.loads((tmp_path / "verify.json").read_text())
     assert rc == 0, report
-    assert [p["name"] for p in report["properties"]] == ["finite_outputs", "causality", "step_equals_full", "stale_cache_isolation", "numpy_vs_backend"]
+    assert [p["name"] for p in report["properties"]] == ["finite_outputs", "causality", "step_equals_full", "stale_cache_isolation", "numpy_vs_backend", "rejected_step_is_harmless"]
     assert all(p["status"] == "pass" for p in report["properties"])
     assert report["domain"] == [-2.0, 2.0]  # from the manifest
 
@@ -71,3 +71,15 @@ def test_backend_disagreeing_with_numpy_is_caught(artifact, tmp_path):
     r = run_property("numpy_vs_backend", xs(model), check_numpy_vs_backend(model), examples=20, seed_value=0, out_dir=tmp_path)
     model.close()
     assert r.status == "fail" and "numpy reference" in r.message
+
+
+def test_runtime_that_accepts_out_of_domain_input_is_caught(artifact, tmp_path):
+    from tickformer.verify.properties import check_rejected_step, out_of_domain_values
+    import hypothesis.strategies as st
+
+    model = ArtifactModel(artifact, "ort", 6)
+    model.session._validate_values = lambda x: None  # a runtime that forgot to enforce the domain
+    strategy = st.tuples(xs(model), st.integers(0, 5), out_of_domain_values(model.domain))
+    r = run_property("rejected_step_is_harmless", strategy, check_rejected_step(model), examples=20, seed_value=0, out_dir=tmp_path)
+    model.close()
+    assert r.status == "fail" and "was accepted" in r.message

@@ -1,0 +1,184 @@
+"""Reproduce the profiling behind benchmarks/ANALYSIS.md (why targets are missed), one section
+per finding. Prints plain text; takes about a minute on 2 cores. Not part of `make bench`.
+
+    python benchmarks/diagnose.py [nodes|exp|allocs|all]
+
+nodes   ONNX Runtime node counts of step.onnx after ORT's optimiser vs the what-if lean graph,
+        and the per-node cost that implies (ORT dispatches every node; at d_model 64 the
+        arithmetic is small, so the node count sets the step time).
+exp     ORT's Exp/Softmax on -inf (masked) inputs vs finite ones (the cause of a step that
+        was slower at early positions, fixed in export/blocks.py attend_cached), the bare
+        step.onnx at positions 1/128/255, and model.onnx with and without -inf reaching Exp.
+allocs  tracemalloc bytes allocated by each piece of Session.step (ORT, iobinding and run),
+        and an allocation-free input check for comparison.
+The training profile (py-spy) is a command, see ANALYSIS.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
+
+import harness  # noqa: E402
+import subjects  # noqa: E402
+from tickformer.model import init_params, preset  # noqa: E402
+
+
+def p50_us(fn, n: int = 1500, warmup: int = 100) -> float:
+    for _ in range(warmup):
+        fn()
+    out = np.zeros(n, dtype=np.int64)
+    harness.timed_calls(fn, out)
+    return float(np.median(out)) / 1e3
+
+
+def optimized_nodes(model: onnx.ModelProto) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        options = subjects.ort_options()
+        options.optimized_model_filepath = str(Path(tmp) / "opt.onnx")
+        ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
+        return len(onnx.load(options.optimized_model_filepath).graph.node)
+
+
+def step_feeds(config, pos: int) -> dict:
+    rng = np.random.default_rng(0)
+    shape = (config.n_layers, 1, config.n_heads, config.max_len, config.d_head)
+    return {
+        "x": rng.standard_normal((1, 1, config.d_in)).astype(np.float32),
+        "pos": np.array([pos], dtype=np.int64),
+        "k_cache": rng.standard_normal(shape).astype(np.float32),
+        "v_cache": rng.standard_normal(shape).astype(np.float32),
+    }
+
+
+def bare(model: onnx.ModelProto):
+    return ort.InferenceSession(model.SerializeToString(), sess_options=subjects.ort_options(), providers=["CPUExecutionProvider"])
+
+
+def nodes() -> None:
+    from tickformer.export.graphs import build_step
+
+    import whatif_step
+
+    config = preset("control")
+    params = init_params(config, 0)
+    floor = bare(helper.make_model(
+        helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "f",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3])]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    x = np.zeros((1, 1, 3), np.float32)
+    floor_us = p50_us(lambda: floor.run(None, {"x": x}))
+    feeds = step_feeds(config, config.max_len - 1)
+    print(f"ORT Identity floor (bare run): {floor_us:.1f} us")
+    for name, model in (("step.onnx (export/graphs.py)", build_step(params, config, 1, 17)), ("what-if lean step", whatif_step.build_lean_step(params, config))):
+        sess = bare(model)
+        us = p50_us(lambda: sess.run(None, feeds))
+        n = optimized_nodes(model)
+        print(f"{name}: {len(model.graph.node)} nodes exported, {n} after ORT optimisation; bare run p50 {us:.1f} us "
+              f"-> {(us - floor_us) / n:.2f} us per node")
+
+
+def exp() -> None:
+    from tickformer.export import blocks
+    from tickformer.export.graphs import build_step
+
+    for op, attrs in (("Exp", {}), ("Softmax", {"axis": -1})):
+        model = helper.make_model(
+            helper.make_graph([helper.make_node(op, ["x"], ["y"], **attrs)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4096])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4096])]),
+            opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        sess = bare(model)
+        row = []
+        for label, value in (("-inf", -np.inf), ("0", 0.0), ("-95 (denormal result)", -95.0)):
+            x = np.full((8, 4096), value, np.float32)
+            x[:, 0] = 0.0
+            row.append(f"{label}: {p50_us(lambda: sess.run(None, {'x': x}), n=300, warmup=20):.0f} us")
+        print(f"ORT {op} over 32768 values, " + ", ".join(row))
+    config = preset("control")
+    params = init_params(config, 0)
+    sess = bare(build_step(params, config, 1, 17))
+    cells = []
+    for pos in (1, 128, 255):
+        feeds = step_feeds(config, pos)
+        cells.append(f"pos {pos}: {p50_us(lambda: sess.run(None, feeds)):.1f} us")
+    print("bare step.onnx as exported: " + ", ".join(cells))
+    original = blocks.chunk_state
+
+    def chunk_state_no_inf_exp(g, s, v):
+        """Same math; the masked (-inf) entries are replaced by 0 before Exp and selected to 0 after."""
+        m = g.reduce("ReduceMax", s, [-1])
+        masked = g.op("Equal", s, g.scalar(-np.inf))
+        e = g.op("Exp", g.op("Where", masked, g.scalar(0.0), g.op("Sub", s, blocks.safe_max(g, m))))
+        p = g.op("Where", masked, g.scalar(0.0), e)
+        return blocks.Piece(m, g.reduce("ReduceSum", p, [-1]), g.op("MatMul", p, v))
+
+    from tickformer.export.graphs import build_model
+
+    x = np.random.default_rng(1).uniform(-1, 1, (1, config.max_len, config.d_in)).astype(np.float32)
+    for label, fn in (("as exported (causal -inf into Exp)", original), ("-inf kept out of Exp", chunk_state_no_inf_exp)):
+        blocks.chunk_state = fn
+        try:
+            full = bare(build_model(params, config, 1, 17))
+        finally:
+            blocks.chunk_state = original
+        print(f"bare model.onnx at T={config.max_len}, {label}: {p50_us(lambda: full.run(None, {'x': x}), n=60, warmup=5):.0f} us")
+
+
+def allocs() -> None:
+    from tickformer.contracts.input_domain import validate_input
+
+    config = preset("control")
+    params = init_params(config, 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        art = subjects.export_artifact(config, params, Path(tmp), lengths=[1, 2])
+        x = np.zeros((1, 1, config.d_in), np.float32)
+        for kind in ("ort-iobinding", "ort"):
+            sess = subjects.open_session(art, kind)
+            be = sess.backend
+            sess.step(x)
+            pieces = {
+                "Session.step (whole, incl. commit)": lambda: (sess.reset(), sess.step(x)),
+                "time.perf_counter_ns() (Session.step start stamp)": time.perf_counter_ns,
+                "validate_input(x, lo, hi) (x.min(), x.max())": lambda: validate_input(x, -10.0, 10.0),
+                "backend.step(x, 5)": lambda: be.step(x, 5),
+                "backend.commit(5) (two sliced views)": lambda: be.commit(5),
+            }
+            for name, fn in pieces.items():
+                r = harness.python_allocations(fn, calls=500, warmup=20)
+                print(f"{kind:14s} {name:52s} max {r['peak_bytes_per_call']:5d} B in one call, {r['calls_with_alloc']}/500 calls allocate")
+            sess.close()
+    n = x.size
+
+    def items_check() -> bool:
+        i = 0
+        while i < n:
+            v = x.item(i)  # a Python float from the float freelist: no traced allocation
+            if not (-10.0 <= v <= 10.0):  # NaN fails
+                return False
+            i += 1
+        return True
+
+    r = harness.python_allocations(items_check, calls=500, warmup=20)
+    print(f"{'alternative':14s} {'x.item(i) loop (finite and in domain)':52s} max {r['peak_bytes_per_call']:5d} B in one call, {r['calls_with_alloc']}/500 calls allocate")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "all"
+    for name, fn in (("nodes", nodes), ("exp", exp), ("allocs", allocs)):
+        if what in (name, "all"):
+            print(f"== {name}")
+            fn()
