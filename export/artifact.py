@@ -142,16 +142,38 @@ def export_params(
     seed: int = 0,
     lengths: list[int] | None = None,
     source: Mapping[str, Any] | None = None,
+    precision: str = "fp32",
 ) -> dict[str, Any]:
     """Build, check, compare and write the artifact from a config and parameters; return its
     manifest. lengths: export-time equivalence lengths (default {1, 2, N/2, N}; the step
-    sequence runs max(lengths) positions). Raises ExportError."""
+    sequence runs max(lengths) positions). precision "fp16" writes the mixed-precision graphs of
+    export/fp16.py (fp32 kept for scores, softmax, LayerNorm statistics and the residual stream)
+    after the fp32 graphs passed the three-way check, and records the measured fp16 error.
+    Raises ExportError."""
+    if precision not in ("fp32", "fp16"):
+        raise ExportError(f"precision {precision!r} is not one of ('fp32', 'fp16')")
     check_opset(opset)
     cfg = export_config(config, max_len, batch)
     lo_hi = input_domain(cfg, domain)
     graphs = build_graphs(params, cfg, batch, opset)
     tolerance = fp32_tolerance(cfg)
     equiv = equivalence.check(graphs, params, cfg, batch, lo_hi, tolerance, seed, lengths)
+    fp16_record = None
+    if precision == "fp16":
+        from tickformer.export.fp16 import measure_error, to_fp16
+
+        graphs32, graphs = graphs, {name: to_fp16(g) for name, g in graphs.items()}
+        fp16_record = measure_error(graphs32, graphs, params, cfg, domain=lo_hi, seed=seed)
+        if not fp16_record["within_bound"]:
+            raise ExportError(
+                f"fp16 export: measured normwise error {fp16_record['worst']:.3g} exceeds its bound "
+                f"{fp16_record['bound']:.3g}; export with --precision fp32"
+            )
+        tolerance = {
+            "atol": fp16_record["bound"] * output_bound(params, cfg),
+            "rtol": 0.0,
+            "reason": "fp16 policy (export/fp16.py): normwise error <= bound, and max|y| <= output_bound",
+        }
     files: dict[str, bytes] = {WEIGHTS: _weights_bytes(params, cfg)}
     for name, graph in graphs.items():
         files[GRAPH_FILES[name]] = graph.SerializeToString()
@@ -162,6 +184,8 @@ def export_params(
         "batch": batch,
         "max_len": cfg.max_len,
         "opset": opset,
+        "precision": precision,
+        "fp16": fp16_record,
         "input_domain": list(lo_hi),
         "output_bound": output_bound(params, cfg),
         "graphs": {
@@ -189,6 +213,7 @@ def export_artifact(
     domain: tuple[float, float] | None = None,
     seed: int = 0,
     lengths: list[int] | None = None,
+    precision: str = "fp32",
 ) -> Path:
     """Export a checkpoint (directory or loaded `Checkpoint`) to the artifact directory `out`.
 
@@ -201,5 +226,5 @@ def export_artifact(
     if domain is None and ckpt.config.inputs == "continuous" and "input_domain" in ckpt.meta:
         domain = tuple(ckpt.meta["input_domain"])  # type: ignore[assignment]
     source = {"checkpoint": None if ckpt.path is None else str(ckpt.path), "checkpoint_meta": ckpt.meta}
-    export_params(ckpt.config, ckpt.params, out, max_len=max_len, batch=batch, opset=opset, domain=domain, seed=seed, lengths=lengths, source=source)
+    export_params(ckpt.config, ckpt.params, out, max_len=max_len, batch=batch, opset=opset, domain=domain, seed=seed, lengths=lengths, source=source, precision=precision)
     return Path(out)

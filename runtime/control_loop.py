@@ -189,11 +189,11 @@ class ControlLoop:
     def _step_checked(self, x: np.ndarray) -> int:
         """Run the step, decide, and fill self._out. Returns the outcome flags. Real-time safe."""
         session = self.session
-        if self._reset_at is not None and getattr(session, "position", 0) >= self._reset_at:
-            session.reset()  # type: ignore[attr-defined]
-            self._resets += 1
         t0 = self.clock()
         try:
+            if self._reset_at is not None and getattr(session, "position", 0) >= self._reset_at:
+                session.reset()  # type: ignore[attr-defined]  # constant time for runtime sessions
+                self._resets += 1
             y = session.step(x)
             failed = False
         except Exception as exc:  # noqa: BLE001 - the loop must survive any step failure

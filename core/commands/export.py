@@ -20,6 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=1, help="static batch size of every graph (default 1)")
     p.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17: TensorRT 10.3 / JetPack 6)")
     p.add_argument("--domain", default=None, help="declared input domain LO:HI for continuous inputs (default: checkpoint meta, else -10:10)")
+    p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32",
+                   help="fp16: mixed-precision graphs (fp32 scores/softmax/LayerNorm statistics), error measured and recorded")
     p.add_argument("--seed", type=int, default=0, help="seed of the export-time equivalence inputs")
     p.set_defaults(func=run)
 
@@ -30,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from tickformer.runtime.artifact import open_artifact
 
     domain = None if args.domain is None else parse_domain(args.domain)
-    out = export_artifact(args.checkpoint, args.out, max_len=args.max_len, batch=args.batch, opset=args.opset, domain=domain, seed=args.seed)
+    out = export_artifact(args.checkpoint, args.out, max_len=args.max_len, batch=args.batch, opset=args.opset, domain=domain, seed=args.seed, precision=args.precision)
     art = open_artifact(out)
     worst = max(p["max_abs"] for p in art.manifest["equivalence"]["pairs"].values())
     tol = art.tolerance

@@ -224,6 +224,18 @@ def test_resets_the_session_at_max_len() -> None:
     assert s.resets == 2 and stats.resets == 2 and stats.faults == 0
 
 
+def test_a_raising_reset_is_a_fault_too() -> None:
+    clock = FakeClock()
+
+    class BadReset(ScriptedSession):
+        def reset(self) -> None:
+            raise RuntimeError("session closed")
+
+    _, stats, _ = _run(BadReset(clock, [10], max_len=2), clock, LoopConfig(period_ns=100), 4)
+    assert stats.ticks == 4 and stats.faults == 2 and stats.fallbacks == 2  # ticks 2 and 3
+    assert stats.last_fault == "RuntimeError: session closed"
+
+
 def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="period_ns"):
         LoopConfig(period_ns=0)
