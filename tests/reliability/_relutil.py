@@ -101,12 +101,14 @@ class Outcomes:
         self.seconds: Counter = Counter()
         self.notes: dict[str, str] = {}
         self.tests: dict[str, str] = {}
+        self.defects: dict[str, list[str]] = {}
 
     def describe(self, kind: str, note: str) -> None:
         self.notes.setdefault(kind, note)
 
-    def record(self, kind: str, outcome: str) -> None:
+    def record(self, kind: str, outcome: str, seconds: float = 0.0) -> None:
         self.counts[kind][outcome] += 1
+        self.seconds[kind] += seconds
 
     def run(self, kind: str, case: Callable[[], Any], *, reraise: bool = False) -> str:
         """Run one case; record and return its outcome ('success' or the TickformerError

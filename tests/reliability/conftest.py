@@ -125,6 +125,11 @@ def _report_markdown(command: str) -> str:
         lines += ["### What each class does", ""]
         lines += [f"- **{kind}**: {note}" for kind, note in sorted(rec.notes.items())]
         lines.append("")
+    if rec.defects:
+        lines += ["### Unexpected exceptions met (first three per class)", ""]
+        for kind, found in sorted(rec.defects.items()):
+            lines += [f"- {kind}: " + " | ".join(f"`{d}`" for d in found[:3])]
+        lines.append("")
     states: dict[str, int] = {}
     for state in rec.tests.values():
         states[state] = states.get(state, 0) + 1

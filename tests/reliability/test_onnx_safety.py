@@ -16,6 +16,7 @@ import io
 import json
 import os
 import pickle
+import time
 import zipfile
 
 import numpy as np
@@ -100,8 +101,9 @@ def test_external_data_outside_the_artifact_is_refused(art_src, tmp_path, worker
     _outside_case(art, tmp_path, case)
     kind = "onnx: external data outside the artifact (abs, .., symlink), load(ort) in a child"
     outcomes.describe(kind, "step.onnx rewritten to read its initializers from outside the artifact, hashes recomputed; must be refused with a TickformerError")
+    start = time.perf_counter_ns()
     reply = worker.load(art, "ort")
-    outcomes.record(kind, reply["outcome"])
+    outcomes.record(kind, reply["outcome"], (time.perf_counter_ns() - start) / 1e9)
     assert reply["outcome"] in ("ArtifactError", "BackendError"), reply
 
 
@@ -238,8 +240,9 @@ def test_malformed_or_oversized_step_graph_gives_our_error(art_src, tmp_path, wo
     _rehash_artifact(art, "step.onnx")
     kind = "onnx: malformed / oversized step.onnx, hashes recomputed, load(ort) + step in a child"
     outcomes.describe(kind, "empty, random, truncated, 2^62 length prefix, 5000-deep subgraphs, 2^40-float initializer, future ir_version/opset, 16 MiB of 0xFF, wrong valid graph; must be a TickformerError (no crash, no hang)")
+    start = time.perf_counter_ns()
     reply = worker.load(art, "ort")
-    outcomes.record(kind, reply["outcome"])
+    outcomes.record(kind, reply["outcome"], (time.perf_counter_ns() - start) / 1e9)
     allowed = {"ArtifactError", "BackendError"}
     if case == "initializer declaring 2^40 floats":
         allowed.add("success")  # onnxruntime drops the unused initializer without reading it: harmless
