@@ -67,7 +67,12 @@ def timed_calls(fn: Callable[[], object], out: np.ndarray) -> None:
 
 
 def timed_sequence(reset: Callable[[], object], step: Callable[[], object], out: np.ndarray) -> None:
-    """reset() (untimed), then len(out) steps, each timed into out (one row per position)."""
+    """Prime (reset, one untimed step, reset), then len(out) steps, each timed into out (one
+    sample per position). The priming step puts the step's code and data back in the CPU caches
+    after the harness's own between-sequence work, as they are in a loop that steps every tick;
+    without it position 1 would measure the benchmark's bookkeeping, not the position."""
+    reset()
+    step()
     reset()
     timed_calls(step, out)
 
@@ -140,7 +145,8 @@ def measure_sequences(
     warmup_reps: int = 2,
     **extra,
 ) -> dict:
-    """Time every step of `reps` sequences of `length` steps (reset() before each, untimed);
+    """Time every step of `reps` sequences of `length` steps (primed and reset before each,
+    untimed: see timed_sequence);
     one pytest-benchmark round per sequence. `positions` maps a label to a 0-based half-open
     window [lo, hi) of step indices whose samples are pooled for that label's statistics.
     Also records the per-position p50 curve. Returns {label: stats}."""

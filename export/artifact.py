@@ -130,6 +130,16 @@ def write_atomic(out: Path, files: Mapping[str, bytes], manifest: dict[str, Any]
     return out
 
 
+def _score_bounds(params: Mapping[str, np.ndarray], cfg: Config, lo_hi: tuple[float, float]) -> dict[str, Any]:
+    """Sound per-layer bounds on |q.k|/sqrt(dh) from the weights (contracts/score_bound.py);
+    they say whether fp16 scores would be safe. Our fp16 policy keeps scores in fp32 anyway."""
+    from tickformer.contracts.score_bound import score_bound_report
+
+    domain = lo_hi if cfg.inputs == "continuous" else None
+    layers = [b.to_dict() for b in score_bound_report(cfg, dict(params), domain)]
+    return {"layers": layers, "fp16_scores_safe": all(layer["fp16_safe"] for layer in layers)}
+
+
 def export_params(
     config: Config,
     params: Mapping[str, np.ndarray],
@@ -188,6 +198,7 @@ def export_params(
         "fp16": fp16_record,
         "input_domain": list(lo_hi),
         "output_bound": output_bound(params, cfg),
+        "score_bounds": _score_bounds(params, cfg, lo_hi),
         "graphs": {
             name: {"file": GRAPH_FILES[name], "inputs": io_spec(g.graph.input), "outputs": io_spec(g.graph.output)}
             for name, g in graphs.items()

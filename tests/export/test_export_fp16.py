@@ -55,3 +55,11 @@ def test_unknown_precision_is_refused(tmp_path):
     with pytest.raises(ExportError, match="precision"):
         export_params(cfg, init_params(cfg), tmp_path / "art", precision="int8")
     assert not (tmp_path / "art").exists()
+
+
+def test_manifest_records_score_bounds_per_attention_layer(fp16_art):
+    _, cfg, _, manifest = fp16_art
+    record = manifest["score_bounds"]
+    assert len(record["layers"]) == cfg.n_layers  # decoder-only: one self-attention per layer
+    assert all(layer["score"] > 0 for layer in record["layers"])
+    assert record["fp16_scores_safe"] == all(layer["fp16_safe"] for layer in record["layers"])
