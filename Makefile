@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml | $(PY)
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/tickformer demo --out runs/demo
+	$(VENV)/bin/tickformer demo --out reports/demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q

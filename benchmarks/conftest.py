@@ -66,25 +66,28 @@ def versions() -> dict[str, str]:
     return out
 
 
-@pytest.fixture(scope="session", autouse=True)
-def machine():
-    """Describe the machine before and after the run (results/machine.json, read by report.py)."""
-    info = {
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+_START = {
+    "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    "load_average_start": load_average(),
+}
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    """Our machine description goes into pytest-benchmark's JSON (machine_info["tickformer"]),
+    so the report's machine table always belongs to the same run as its numbers."""
+    machine_info["tickformer"] = {
+        **_START,
         "command": " ".join(["python -m pytest"] + sys.argv[1:]),
         "cpu_model": cpu_model(),
         "cores_online": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "governor": governor(),
         "platform": platform.platform(),
-        "load_average_start": load_average(),
+        "load_average_end": load_average(),
         "thread_env": {v: os.environ.get(v) for v in THREAD_ENV},
         "numpy_imported_before_thread_pinning": _NUMPY_WAS_IMPORTED,
+        "versions": versions(),
     }
-    yield info
-    info["load_average_end"] = load_average()
-    info["versions"] = versions()
-    harness.write_json("machine", info)
 
 
 @pytest.fixture(scope="session")
@@ -112,7 +115,7 @@ def control():
 @pytest.fixture(scope="session")
 def memory_results():
     """Allocation and resident-memory results, written to results/memory.json at session end."""
-    store: dict = {"allocations": {}, "rss": []}
+    store: dict = {"allocations": {}, "rss": [], "date_utc": _START["date_utc"]}
     yield store
     if store["allocations"] or store["rss"]:
         harness.write_json("memory", store)

@@ -1,7 +1,7 @@
 """Reproduce the profiling behind benchmarks/ANALYSIS.md (why targets are missed), one section
 per finding. Prints plain text; takes about a minute on 2 cores. Not part of `make bench`.
 
-    python benchmarks/diagnose.py [nodes|exp|allocs|all]
+    python benchmarks/diagnose.py [nodes|exp|allocs|train|all]
 
 nodes   ONNX Runtime node counts of step.onnx after ORT's optimiser vs the what-if lean graph,
         and the per-node cost that implies (ORT dispatches every node; at d_model 64 the
@@ -11,7 +11,9 @@ exp     ORT's Exp/Softmax on -inf (masked) inputs vs finite ones (the cause of a
         step.onnx at positions 1/128/255, and model.onnx with and without -inf reaching Exp.
 allocs  tracemalloc bytes allocated by each piece of Session.step (ORT, iobinding and run),
         and an allocation-free input check for comparison.
-The training profile (py-spy) is a command, see ANALYSIS.md.
+train   the numpy training step as it is vs with two in-place rewrites (monkeypatched here
+        only, not in model/): interleaved A/B medians. The py-spy profile is a command, see
+        ANALYSIS.md.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
@@ -95,7 +98,8 @@ def exp() -> None:
     from tickformer.export import blocks
     from tickformer.export.graphs import build_step
 
-    for op, attrs in (("Exp", {}), ("Softmax", {"axis": -1})):
+    cases: tuple[tuple[str, dict[str, Any]], ...] = (("Exp", {}), ("Softmax", {"axis": -1}))
+    for op, attrs in cases:
         model = helper.make_model(
             helper.make_graph([helper.make_node(op, ["x"], ["y"], **attrs)], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4096])],
@@ -157,9 +161,17 @@ def allocs() -> None:
                 "backend.step(x, 5)": lambda: be.step(x, 5),
                 "backend.commit(5) (two sliced views)": lambda: be.commit(5),
             }
+            if getattr(be, "_io", None) is not None:
+                pieces["InferenceSession.run_with_iobinding alone (ORT's binding)"] = lambda: be._step.run_with_iobinding(be._io)
             for name, fn in pieces.items():
                 r = harness.python_allocations(fn, calls=500, warmup=20)
                 print(f"{kind:14s} {name:52s} max {r['peak_bytes_per_call']:5d} B in one call, {r['calls_with_alloc']}/500 calls allocate")
+            k_cache, _ = be.cache()
+            rows = [k_cache[:, :, :, p] for p in range(config.max_len)]  # views made once, at load
+            new_row = np.zeros_like(rows[0])
+            if kind == "ort":
+                r = harness.python_allocations(lambda: np.copyto(rows[5], new_row), calls=500, warmup=20)
+                print(f"{'alternative':14s} {'commit via precomputed row views + np.copyto':52s} max {r['peak_bytes_per_call']:5d} B in one call, {r['calls_with_alloc']}/500 calls allocate")
             sess.close()
     n = x.size
 
@@ -176,9 +188,69 @@ def allocs() -> None:
     print(f"{'alternative':14s} {'x.item(i) loop (finite and in domain)':52s} max {r['peak_bytes_per_call']:5d} B in one call, {r['calls_with_alloc']}/500 calls allocate")
 
 
+def train() -> None:
+    """Interleaved A/B of the numpy training step as it is vs with two in-place rewrites
+    (monkeypatched here only): relu' by multiplication, softmax weights computed in place."""
+    import importlib
+
+    from tickformer.model import grad, optim
+
+    attn = importlib.import_module("tickformer.model.attention")
+    config = preset("control")
+
+    def ffn_backward_inplace(dy, cache):
+        c1, active, c2 = cache
+        dr, dw2, db2 = grad.linear_backward(dy, c2)  # [..., F]
+        np.multiply(dr, active, out=dr)  # relu': one pass, no new array (was np.where(active, dr, 0))
+        dx, dw1, db1 = grad.linear_backward(dr, c1)
+        return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
+
+    def attention_weights_inplace(q, k, *, mask=None):
+        s = attn.scaled_scores(q, k)  # [..., Tq, Tk], a new array we own
+        if mask is not None:
+            np.copyto(s, -np.inf, where=~np.broadcast_to(mask, s.shape))  # selection, in place
+        m = s.max(axis=-1, keepdims=True)  # [..., Tq, 1]
+        m[m == -np.inf] = 0
+        s -= m
+        np.exp(s, out=s)
+        l = s.sum(axis=-1, keepdims=True)  # [..., Tq, 1]
+        if l.min() > 0:  # every row has a key (always, for causal self-attention)
+            s /= l
+            return s
+        return np.where(l > 0, s / np.where(l > 0, l, 1), 0)  # fully masked rows: zeros
+
+    def step_ms(batch: int, t: int, n: int = 12) -> float:
+        params = init_params(config, 0)
+        rng = np.random.default_rng(0)
+        b = grad.Batch(x=rng.standard_normal((batch, t, config.d_in)).astype(np.float32), target=rng.standard_normal((batch, t, config.d_out)).astype(np.float32))
+        opt = optim.Adam(beta1=0.9, beta2=0.98, eps=1e-9)
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter_ns()
+            _, g = grad.loss_and_grads(params, config, b)
+            g, _ = optim.clip_by_global_norm(g, 1.0)
+            opt.step(params, g, 1e-3)
+            times.append(time.perf_counter_ns() - t0)
+        return float(np.median(times[2:])) / 1e6
+
+    variants = {"as is": (grad.ffn_backward, grad.attention_weights), "in place": (ffn_backward_inplace, attention_weights_inplace)}
+    results: dict = {}
+    try:
+        for _ in range(5):  # interleaved: the machine's load drifts
+            for label, (ffn_b, weights) in variants.items():
+                grad.ffn_backward, grad.attention_weights = ffn_b, weights
+                for shape in ((16, 64), (4, 256)):
+                    results.setdefault((label, shape), []).append(step_ms(*shape))
+    finally:
+        grad.ffn_backward, grad.attention_weights = variants["as is"]
+    for shape in ((16, 64), (4, 256)):
+        a, b = np.median(results[("as is", shape)]), np.median(results[("in place", shape)])
+        print(f"numpy train step B{shape[0]}xT{shape[1]}: as is {a:.1f} ms, in place {b:.1f} ms -> {a / b:.2f}x faster")
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
-    for name, fn in (("nodes", nodes), ("exp", exp), ("allocs", allocs)):
+    for name, fn in (("nodes", nodes), ("exp", exp), ("allocs", allocs), ("train", train)):
         if what in (name, "all"):
             print(f"== {name}")
             fn()

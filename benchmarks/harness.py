@@ -201,7 +201,7 @@ def _peak_rises(fn: Callable[[], object], calls: int) -> tuple[int, int]:
     return peak_max, with_alloc
 
 
-def python_allocations(fn: Callable[[], object], *, calls: int, warmup: int) -> dict[str, float]:
+def python_allocations(fn: Callable[[], object], *, calls: int, warmup: int) -> dict[str, object]:
     """Python-visible allocations of fn() in steady state, measured with tracemalloc.
 
     net_blocks / net_bytes: blocks and bytes alive after `calls` calls that were not alive

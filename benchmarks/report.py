@@ -92,10 +92,11 @@ def verdict(ok: bool | None) -> str:
 # --- sections -----------------------------------------------------------------------------------
 def machine_section(machine: dict | None, latest: dict | None) -> str:
     if not machine:
-        return "_No results/machine.json: run the suite first._"
+        return "_No machine description in latest.json (machine_info.tickformer): run the suite first._"
     versions = machine.get("versions", {})
     rows = [
-        ["date", machine.get("date_utc", "?")],
+        ["date (start of the run)", machine.get("date_utc", "?")],
+        ["command", f"`{machine.get('command', '?')}`"],
         ["CPU", f"{machine.get('cpu_model')} ({machine.get('cores_online')} cores online, {machine.get('cores_usable')} usable)"],
         ["governor", str(machine.get("governor") or "not readable (VM)")],
         ["load average at start / end (1, 5, 15 min)", f"{machine.get('load_average_start')} / {machine.get('load_average_end')}"],
@@ -232,7 +233,7 @@ def floor_section(cases: dict[str, dict]) -> str:
 def memory_section(memory: dict | None) -> str:
     if not memory:
         return "_Not measured (results/memory.json missing)._"
-    parts = []
+    parts = [f"_From results/memory.json, written by the run started {memory.get('date_utc', '?')}._"]
     allocs = memory.get("allocations", {})
     if allocs:
         rows = [
@@ -347,7 +348,7 @@ def plots(cases: dict[str, dict], scaling: dict[str, dict], memory: dict | None,
         for name, path in hist:
             x = np.load(path) / 1e3
             bins = np.logspace(np.log10(max(x.min(), 0.1)), np.log10(x.max() + 1), 120)
-            ax.hist(x, bins=bins, histtype="step", label=f"{name} (n={x.size})")
+            ax.hist(x, bins=list(bins), histtype="step", label=f"{name} (n={x.size})")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("step latency [us] (every step of every sequence)")
@@ -404,7 +405,7 @@ def plots(cases: dict[str, dict], scaling: dict[str, dict], memory: dict | None,
 # --- main ----------------------------------------------------------------------------------------
 def render(results: Path, out_dir: Path) -> str:
     latest = load_json(results / "latest.json")
-    machine = load_json(results / "machine.json")
+    machine = ((latest or {}).get("machine_info") or {}).get("tickformer")
     memory = load_json(results / "memory.json")
     cases = index_benchmarks(latest)
     targets_md, _ = targets(cases, memory)
@@ -436,7 +437,7 @@ machine; absolute microseconds move with the neighbours' load. Model: preset `co
 ```
 
 Raw data: `benchmarks/results/latest.json` (pytest-benchmark; our per-step percentiles are in
-each benchmark's `extra_info`), `results/machine.json`, `results/memory.json`, and raw samples in
+each benchmark's `extra_info`, the machine in `machine_info.tickformer`), `results/memory.json`, and raw samples in
 `results/samples/*.npy` (not committed).
 
 ## Machine

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
+from typing import Any
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
@@ -33,10 +35,11 @@ GROWING = {"ort-grow", "numpy-growing", "torch"}
 def main(kind: str, art: str) -> dict:
     artifact = open_artifact(art)
     config, params = artifact.config, artifact.params()
-    torch = None
+    torch: Any = None
     if kind == "torch":
-        import torch
+        import torch as torch_module
 
+        torch = torch_module
         torch.set_num_threads(1)
     x = np.zeros((1, 1, config.d_in), dtype=np.float32)  # [1, 1, d_in]
     base = harness.rss_bytes()
@@ -45,7 +48,7 @@ def main(kind: str, art: str) -> dict:
     elif kind == "ort-grow":
         subject = subjects.growing_subject(config, params, x)
     else:
-        subject = subjects.session_subject(kind, subjects.open_session(art, kind), x)
+        subject = subjects.session_subject(kind, subjects.open_session(Path(art), kind), x)
     subject.reset()
     for _ in range(config.max_len if kind in GROWING else 8):
         subject.step()

@@ -7,11 +7,11 @@ export/graphs.py `build_step` would buy before anyone does it:
 
 - activations stay 2-D [1, D] (B = 1) so every projection is one Gemm/MatMul+Add with no
   Reshape pair around it (ORT inserts Reshape-Gemm-Reshape for 3-D MatMul+Add);
-- per layer, ONE Softmax over Concat(selected cache scores [H, 1, N], own score [H, 1, 1]):
-  the cache scores are selected by Where(key_index < pos, s, -inf) exactly as step.onnx does
-  (stale rows get weight 0, whatever they hold); the own key is always selected, so no row is
-  empty and Softmax never sees an all -inf row. Mathematically the same as merging the two
-  online-softmax pieces (cache, own key); numerically within fp32 roundoff.
+- per layer, one softmax over Concat(cache scores [H, 1, N], own score [H, 1, 1]), masked by
+  selection as step.onnx does (Where(key_index < pos) at -inf for the max, and to exactly 0
+  after the Exp, so Exp never sees -inf: ORT's Exp is ~16x slower on -inf, see diagnose.py);
+  the own key is always live, so the max is finite and the normaliser >= 1. Mathematically the
+  same as merging the two online-softmax pieces (cache, own key); within fp32 roundoff.
 
 Same inputs/outputs as step.onnx (docs/artifact_format.md): x [1, 1, d_in], pos [1],
 k_cache/v_cache [L, 1, H, N, dh] -> y [1, 1, d_out], k_new/v_new [L, 1, H, 1, dh].
@@ -52,6 +52,9 @@ def build_lean_step(params: dict[str, np.ndarray], config: Config) -> onnx.Model
     x2 = g.op("Reshape", "x", g.const(np.array([1, config.d_in], dtype=np.int64)))  # [1, d_in]
     x = g.op("Add", linear(x2, "in_proj", "w", "b"), g.op("Gather", pe, "pos", axis=0))  # [1, D]
     live = g.op("Less", key_index, "pos")  # [N]
+    live_own = g.op("Concat", live, g.const(np.array([True])), axis=0)  # [N+1]: the own key is always live
+    zero = g.const(np.array(0.0, dtype=np.float32))
+    axes_last = g.const(np.array([-1], dtype=np.int64))
     ks, vs = [], []
     for i in range(layers):
         a = f"dec.{i}.self_attn"
@@ -64,10 +67,12 @@ def build_lean_step(params: dict[str, np.ndarray], config: Config) -> onnx.Model
         kc = g.op("Squeeze", kc, g.const(np.array([0], dtype=np.int64)))  # [H, N, dh]
         vc = g.op("Squeeze", vc, g.const(np.array([0], dtype=np.int64)))
         del layer
-        s_cache = g.op("Where", live, g.op("MatMul", q, g.op("Transpose", kc, perm=[0, 2, 1])), minus_inf)  # [H, 1, N]
+        s_cache = g.op("MatMul", q, g.op("Transpose", kc, perm=[0, 2, 1]))  # [H, 1, N], stale rows too
         s_own = g.op("MatMul", q, g.op("Transpose", k, perm=[0, 2, 1]))  # [H, 1, 1]
-        p = g.op("Softmax", g.op("Concat", s_cache, s_own, axis=-1), axis=-1)  # [H, 1, N+1]
-        att = g.op("MatMul", p, g.op("Concat", vc, v, axis=1))  # [H, 1, dh]
+        s_all = g.op("Concat", s_cache, s_own, axis=-1)  # [H, 1, N+1]
+        m = g.op("ReduceMax", g.op("Where", live_own, s_all, minus_inf), axes=[-1], keepdims=1)  # [H, 1, 1], finite
+        p = g.op("Where", live_own, g.op("Exp", g.op("Sub", s_all, m)), zero)  # [H, 1, N+1]; Exp sees no -inf
+        att = g.op("Div", g.op("MatMul", p, g.op("Concat", vc, v, axis=1)), g.op("ReduceSum", p, axes_last, keepdims=1))  # [H, 1, dh]
         att = g.op("Reshape", g.op("Transpose", att, perm=[1, 0, 2]), to_model)  # [1, D]
         x = norm(g.op("Add", x, linear(att, a, "w_o", "b_o")), f"dec.{i}.ln1")
         f = f"dec.{i}.ffn"

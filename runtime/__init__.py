@@ -20,6 +20,7 @@ from .backends import REGISTRY as BACKENDS
 from .backends import backend_class
 from tickformer.errors import ConfigError
 
+from .control_loop import ControlLoop, LoopConfig, LoopStats
 from .session import CONTRACT_MODES, Session
 
 
@@ -42,4 +43,4 @@ def load(
     return Session(artifact, cls(artifact, **options), contracts=contracts, budget_ns=budget_ns)
 
 
-__all__ = ["Artifact", "BACKENDS", "Session", "load", "open_artifact"]
+__all__ = ["Artifact", "BACKENDS", "ControlLoop", "LoopConfig", "LoopStats", "Session", "load", "open_artifact"]

@@ -75,8 +75,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key} {meta[key]}")
     metrics = meta.get("metrics")
     if isinstance(metrics, dict):
-        shown = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool))}
+        shown = {k: v for k, v in metrics.items() if isinstance(v, (int, float, bool))}
         print("held-out metrics " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
+        for key in ("target", "baseline", "rmse_units"):
+            if isinstance(metrics.get(key), str):
+                print(f"  {key}: {metrics[key]}")
     for name, entry in sorted(manifest["files"].items()):
         print(f"  {name:<16} {entry['bytes']:>10,} bytes  sha256 {entry['sha256'][:16]}...")
     return 0
