@@ -1,11 +1,13 @@
 """Reproduce the profiling behind benchmarks/ANALYSIS.md (why targets are missed), one section
 per finding. Prints plain text; takes about a minute on 2 cores. Not part of `make bench`.
 
-    python benchmarks/diagnose.py [nodes|exp|allocs|train|all]
+    python benchmarks/diagnose.py [nodes|cache|exp|allocs|train|all]
 
 nodes   ONNX Runtime node counts of step.onnx after ORT's optimiser vs the what-if lean graph,
         and the per-node cost that implies (ORT dispatches every node; at d_model 64 the
         arithmetic is small, so the node count sets the step time).
+cache   the what-if lean step at max_len 256 and 2048 with the stacked cache (each layer's
+        cache copied out every step) vs one cache input per layer (read in place).
 exp     ORT's Exp/Softmax on -inf (masked) inputs vs finite ones (the cause of a step that
         was slower at early positions, fixed in export/blocks.py attend_cached), the bare
         step.onnx at positions 1/128/255, and model.onnx with and without -inf reaching Exp.
@@ -92,6 +94,26 @@ def nodes() -> None:
         n = optimized_nodes(model)
         print(f"{name}: {len(model.graph.node)} nodes exported, {n} after ORT optimisation; bare run p50 {us:.1f} us "
               f"-> {(us - floor_us) / n:.2f} us per node")
+
+
+def cache() -> None:
+    """Bare step cost vs max_len with the stacked cache (a per-step copy of each layer's cache)
+    and with one cache input per layer (read in place): the what-if lean graph both ways."""
+    import whatif_step
+
+    for n in (256, 2048):
+        config = preset("control").replace(max_len=n)
+        params = init_params(config, 0)
+        stacked = step_feeds(config, n - 1)
+        per_layer = {"x": stacked["x"], "pos": stacked["pos"]}
+        for i in range(config.n_layers):
+            per_layer[f"k_cache.{i}"] = np.ascontiguousarray(stacked["k_cache"][i, 0])  # [H, N, dh]
+            per_layer[f"v_cache.{i}"] = np.ascontiguousarray(stacked["v_cache"][i, 0])
+        a = bare(whatif_step.build_lean_step(params, config))
+        b = bare(whatif_step.build_lean_step(params, config, per_layer_cache=True))
+        ta = p50_us(lambda: a.run(None, stacked), n=800)
+        tb = p50_us(lambda: b.run(None, per_layer), n=800)
+        print(f"max_len {n}: lean step, stacked cache + GatherND {ta:.1f} us; one cache input per layer {tb:.1f} us")
 
 
 def exp() -> None:
@@ -250,7 +272,7 @@ def train() -> None:
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
-    for name, fn in (("nodes", nodes), ("exp", exp), ("allocs", allocs), ("train", train)):
+    for name, fn in (("nodes", nodes), ("cache", cache), ("exp", exp), ("allocs", allocs), ("train", train)):
         if what in (name, "all"):
             print(f"== {name}")
             fn()

@@ -29,7 +29,11 @@ from tickformer.model import Config
 from tickformer.model.layers import positional_encoding
 
 
-def build_lean_step(params: dict[str, np.ndarray], config: Config) -> onnx.ModelProto:
+def build_lean_step(params: dict[str, np.ndarray], config: Config, *, per_layer_cache: bool = False) -> onnx.ModelProto:
+    """per_layer_cache=False: step.onnx's exact I/O (stacked caches [L, 1, H, N, dh]).
+    per_layer_cache=True: inputs k_cache.{i} / v_cache.{i} [H, N, dh] per layer instead, so no
+    Gather/Split copies a layer's cache out of the stack every step (a different I/O: bare ORT
+    only, it cannot run through tickformer's Session)."""
     if config.arch != "decoder" or config.inputs != "continuous":
         raise ValueError("the what-if step covers decoder-only continuous models")
     g = _G()
@@ -62,10 +66,13 @@ def build_lean_step(params: dict[str, np.ndarray], config: Config) -> onnx.Model
         k = g.op("Reshape", linear(x, a, "w_k", "b_k"), to_heads)  # [H, 1, dh]
         v = g.op("Reshape", linear(x, a, "w_v", "b_v"), to_heads)
         layer = g.const(np.array([i, 0], dtype=np.int64))
-        kc = g.op("GatherND", "k_cache", g.const(np.array([[i, 0]], dtype=np.int64)))  # [1, H, N, dh]
-        vc = g.op("GatherND", "v_cache", g.const(np.array([[i, 0]], dtype=np.int64)))
-        kc = g.op("Squeeze", kc, g.const(np.array([0], dtype=np.int64)))  # [H, N, dh]
-        vc = g.op("Squeeze", vc, g.const(np.array([0], dtype=np.int64)))
+        if per_layer_cache:
+            kc, vc = f"k_cache.{i}", f"v_cache.{i}"  # [H, N, dh], read in place
+        else:
+            kc = g.op("GatherND", "k_cache", g.const(np.array([[i, 0]], dtype=np.int64)))  # [1, H, N, dh]: a copy
+            vc = g.op("GatherND", "v_cache", g.const(np.array([[i, 0]], dtype=np.int64)))
+            kc = g.op("Squeeze", kc, g.const(np.array([0], dtype=np.int64)))  # [H, N, dh]
+            vc = g.op("Squeeze", vc, g.const(np.array([0], dtype=np.int64)))
         del layer
         s_cache = g.op("MatMul", q, g.op("Transpose", kc, perm=[0, 2, 1]))  # [H, 1, N], stale rows too
         s_own = g.op("MatMul", q, g.op("Transpose", k, perm=[0, 2, 1]))  # [H, 1, 1]
@@ -83,17 +90,22 @@ def build_lean_step(params: dict[str, np.ndarray], config: Config) -> onnx.Model
     g.nodes.append(helper.make_node("Reshape", [y, g.const(np.array([1, 1, config.d_out], dtype=np.int64))], ["y"]))
     g.nodes.append(helper.make_node("Concat", ks, ["k_new"], axis=0) if layers > 1 else helper.make_node("Identity", ks, ["k_new"]))
     g.nodes.append(helper.make_node("Concat", vs, ["v_new"], axis=0) if layers > 1 else helper.make_node("Identity", vs, ["v_new"]))
-    cache = [layers, 1, h, n, dh]
     row = [layers, 1, h, 1, dh]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, config.d_in]),
+        helper.make_tensor_value_info("pos", TensorProto.INT64, [1]),
+    ]
+    if per_layer_cache:
+        for i in range(layers):
+            inputs.append(helper.make_tensor_value_info(f"k_cache.{i}", TensorProto.FLOAT, [h, n, dh]))
+            inputs.append(helper.make_tensor_value_info(f"v_cache.{i}", TensorProto.FLOAT, [h, n, dh]))
+    else:
+        inputs.append(helper.make_tensor_value_info("k_cache", TensorProto.FLOAT, [layers, 1, h, n, dh]))
+        inputs.append(helper.make_tensor_value_info("v_cache", TensorProto.FLOAT, [layers, 1, h, n, dh]))
     graph = helper.make_graph(
         g.nodes,
         "lean_step",
-        [
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, config.d_in]),
-            helper.make_tensor_value_info("pos", TensorProto.INT64, [1]),
-            helper.make_tensor_value_info("k_cache", TensorProto.FLOAT, cache),
-            helper.make_tensor_value_info("v_cache", TensorProto.FLOAT, cache),
-        ],
+        inputs,
         [
             helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, config.d_out]),
             helper.make_tensor_value_info("k_new", TensorProto.FLOAT, row),

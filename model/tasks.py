@@ -8,7 +8,8 @@ Metric: exact match of greedy decoding (full recompute per step) over the held-o
 target >= 0.99.
 
 `pendulum` (decoder-only, continuous): trajectories of the damped, driven pendulum
-(`model.plant`) under random piecewise-constant torques. Token t is (theta_t, omega_t, u_t),
+(`model.plant`) under random piecewise-constant torques, each as long as the model's max_len
+(so every position the runtime can reach is trained). Token t is (theta_t, omega_t, u_t),
 standardised with training-set statistics; output t predicts the state change
 s_{t+1} - s_t, standardised (the model predicts the next state from the whole (state, action)
 history up to t, causally). Held-out: separate trajectories. Metric: one-step RMSE of the
@@ -33,7 +34,7 @@ import numpy as np
 
 from tickformer.errors import ConfigError
 
-from .config import Config
+from .config import PRESETS, Config
 from .grad import Batch
 from .plant import DEFAULT as PLANT, PendulumParams, generate_trajectories
 from .transformer import decode, encode, forward
@@ -169,9 +170,13 @@ def reverse_meta(data: ReverseData) -> dict[str, Any]:
 # pendulum
 # ---------------------------------------------------------------------------------------------
 
-PENDULUM_STEPS = 64  # control periods per trajectory (= sequence length)
-PENDULUM_TRAIN = 2000
-PENDULUM_HELD_OUT = 200
+# Trajectories are as long as the model's max_len, so every position the runtime may reach
+# was trained on (a model trained on 64-step windows was measured to fail beyond position 64:
+# held-out RMSE 0.010 at t < 64, 0.39-0.85 at t >= 64). Transition counts are fixed instead.
+PENDULUM_MIN_STEPS = 16
+PENDULUM_STEPS = PRESETS["control"].max_len  # trajectory length with the default preset (256)
+PENDULUM_TRAIN_TRANSITIONS = 128_000
+PENDULUM_HELD_OUT_TRANSITIONS = 12_800
 BASELINE_ORDERS = (1, 2, 4, 8)
 
 
@@ -208,16 +213,21 @@ def _norm_stats(states: np.ndarray, controls: np.ndarray) -> dict[str, list[floa
     }
 
 
-def pendulum_prepare(config: Config, rng: np.random.Generator, *, n_train: int = PENDULUM_TRAIN, n_test: int = PENDULUM_HELD_OUT) -> PendulumData:
+def pendulum_prepare(config: Config, rng: np.random.Generator, *, n_train: int | None = None, n_test: int | None = None) -> PendulumData:
+    """Training and held-out trajectories of config.max_len periods each (default counts:
+    128,000 training and 12,800 held-out transitions)."""
     if config.arch != "decoder" or config.inputs != "continuous" or config.d_in != 3 or config.d_out != 2:
         raise ConfigError(
             f"task 'pendulum' needs a decoder-only continuous model with d_in 3 (theta, omega, u) and d_out 2; "
             f"use --preset control (got {config.arch}, {config.inputs}, d_in {config.d_in}, d_out {config.d_out})"
         )
-    if config.max_len < PENDULUM_STEPS:
-        raise ConfigError(f"task 'pendulum' needs max_len >= {PENDULUM_STEPS} (got {config.max_len})")
-    train_s, train_u = generate_trajectories(rng, n_train, PENDULUM_STEPS, PLANT)
-    test_s, test_u = generate_trajectories(rng, n_test, PENDULUM_STEPS, PLANT)
+    steps = config.max_len
+    if steps < PENDULUM_MIN_STEPS:
+        raise ConfigError(f"task 'pendulum' needs max_len >= {PENDULUM_MIN_STEPS} (got {config.max_len})")
+    n_train = max(8, PENDULUM_TRAIN_TRANSITIONS // steps) if n_train is None else n_train
+    n_test = max(4, PENDULUM_HELD_OUT_TRANSITIONS // steps) if n_test is None else n_test
+    train_s, train_u = generate_trajectories(rng, n_train, steps, PLANT)
+    test_s, test_u = generate_trajectories(rng, n_test, steps, PLANT)
     return PendulumData(train_s, train_u, test_s, test_u, _norm_stats(train_s, train_u), PLANT)
 
 
@@ -269,12 +279,11 @@ def pendulum_evaluate(params: Params, config: Config, data: PendulumData) -> dic
     pred = pendulum_next_state(data.test_states[:, :-1], y.astype(np.float64), norm)  # [N, T, 2]
     truth = data.test_states[:, 1:]  # [N, T, 2]
     model_rmse = _rmse(pred[:, start:], truth[:, start:], scale)
-    baselines = {
-        f"ar{order}": _rmse(linear_ar_predictions(data, order, start=start), truth[:, start:], scale) for order in BASELINE_ORDERS
-    }
+    ar_preds = {f"ar{order}": linear_ar_predictions(data, order, start=start) for order in BASELINE_ORDERS}
+    baselines = {name: _rmse(p, truth[:, start:], scale) for name, p in ar_preds.items()}
     best = min(baselines, key=baselines.__getitem__)
     raw_model = np.sqrt(np.mean((pred[:, start:] - truth[:, start:]) ** 2, axis=(0, 1)))
-    raw_base = np.sqrt(np.mean((linear_ar_predictions(data, int(best[2:]), start=start) - truth[:, start:]) ** 2, axis=(0, 1)))
+    raw_base = np.sqrt(np.mean((ar_preds[best] - truth[:, start:]) ** 2, axis=(0, 1)))
     ratio = model_rmse / baselines[best]
     return {
         "held_out_trajectories": int(data.test_states.shape[0]),
@@ -298,7 +307,7 @@ def pendulum_meta(data: PendulumData) -> dict[str, Any]:
         "plant": data.plant.to_dict(),
         "features": ["theta", "omega", "u"],
         "outputs": "standardised next-state change: s_{t+1} = s_t + dy_mean + dy_std * y",
-        "sequence_length": PENDULUM_STEPS,
+        "sequence_length": int(data.train_controls.shape[1]),
     }
 
 
@@ -343,7 +352,7 @@ TASKS: dict[str, Task] = {
         description="decoder-only continuous: predict the damped driven pendulum's next state from its (state, action) history",
         preset="control",
         steps=2000,
-        batch_size=32,
+        batch_size=8,
         warmup=200,
         lr_scale=1.0,
         prepare=pendulum_prepare,

@@ -156,7 +156,8 @@ def train(
     """Train `config` on `task`, evaluate on the held-out set and (if `out`) save a checkpoint."""
     params, losses, data, seconds, cpu_seconds = train_steps(task, config, settings, progress=progress)
     eval_start = time.perf_counter_ns()
-    held_out = task.evaluate(params, config, data)
+    with single_threaded_blas():
+        held_out = task.evaluate(params, config, data)
     eval_seconds = (time.perf_counter_ns() - eval_start) / 1e9
     metrics = {
         "task": task.name,

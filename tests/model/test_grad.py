@@ -4,7 +4,8 @@ forward against the inference forward.
 
 Bound: central differences with step h have truncation error O(h^2 f''') and roundoff
 O(eps_64 |f| / h); with h = 1e-5 and losses of order 1 both are ~1e-10, so analytic and numeric
-gradients agree to ~1e-7 relative (we require 1e-5 relative to the tensor's gradient scale).
+gradients agree to ~1e-8 relative (measured worst 2e-8; we require 1e-6 relative to the
+tensor's gradient scale).
 ReLU kinks could break this if an entry sits within h of 0; with these seeds none does
 (the check would fail loudly if one did).
 """
@@ -80,7 +81,7 @@ def test_gradients_match_finite_differences(name: str, dropout: float) -> None:
             flat[i] = old
             numeric = (up - down) / (2 * h)
             analytic = grads[pname].reshape(-1)[i]
-            assert abs(numeric - analytic) <= 1e-5 * scale + 1e-9, (pname, int(i), numeric, analytic)
+            assert abs(numeric - analytic) <= 1e-6 * scale + 1e-9, (pname, int(i), numeric, analytic)
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

@@ -121,7 +121,7 @@ def test_tasks_reject_incompatible_models() -> None:
         reverse_prepare(preset("tiny"), np.random.default_rng(0))
     with pytest.raises(ConfigError, match="use --preset control"):
         pendulum_prepare(preset("reverse"), np.random.default_rng(0))
-    with pytest.raises(ConfigError, match="max_len >= 64"):
-        pendulum_prepare(preset("tiny"), np.random.default_rng(0))
+    with pytest.raises(ConfigError, match="max_len >= 16"):
+        pendulum_prepare(preset("tiny").replace(max_len=8), np.random.default_rng(0))
     with pytest.raises(ConfigError, match="unknown task 'nope'"):
         get_task("nope")

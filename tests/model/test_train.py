@@ -71,13 +71,15 @@ def test_settings_are_validated() -> None:
 
 @pytest.mark.slow
 def test_pendulum_reduced_budget_beats_the_linear_baseline() -> None:
-    """End to end on the real task and preset with a fifth of the default budget (400 of 2000
-    steps): the nonlinear model must already beat the best linear AR baseline. The full budget
-    reaches the task's target (ratio <= 0.5); see docs/training.md for the measured numbers."""
+    """End to end on the real task with a reduced budget: the control architecture with
+    64-step trajectories (instead of 256), batch 32, 400 steps (~20 s of CPU). The nonlinear
+    model must already beat the best linear AR baseline clearly. The full budget reaches the
+    task's target (ratio <= 0.5); docs/training.md has the measured numbers."""
     from tickformer.model.config import preset
 
     task = get_task("pendulum")
-    result = train(task, preset("control"), TrainSettings.for_task(task, steps=400, seed=0))
+    config = preset("control").replace(max_len=64)
+    result = train(task, config, TrainSettings(steps=400, batch_size=32, warmup=200, seed=0))
     held = result.metrics["held_out"]
-    assert held["ratio"] < 1.0, held
+    assert held["ratio"] < 0.8, held
     assert result.losses[-1] < 0.1 * result.losses[0]

@@ -152,6 +152,9 @@ class Worker:
     def __init__(self, timeout: float = 60.0) -> None:
         self.timeout = timeout
         self.proc: Any = None
+        self._buffer = b""
+        self._next_id = 0
+        self.noise: list[str] = []
 
     def _start(self) -> None:
         import subprocess
@@ -159,28 +162,49 @@ class Worker:
 
         script = Path(__file__).with_name("load_worker.py")
         self.proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, bufsize=1)
+                                     stderr=subprocess.DEVNULL, bufsize=0)
+        self._buffer = b""
         reply = self._read(120.0)
         if reply is None or not reply.get("ready"):
             raise RuntimeError(f"load worker did not start: {reply}")
 
     def _read(self, timeout: float) -> dict | None:
+        """One JSON line from the child within `timeout` s (None: nothing, or the child died).
+        Reads the pipe's file descriptor directly, so no line waits unseen in a Python buffer."""
+        import os
         import select
 
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            return None
-        line = self.proc.stdout.readline()
-        return json.loads(line) if line else None
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, left))
+            if not ready:
+                return None
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except ValueError:
+            self.noise.append(line.decode("utf-8", "replace"))
+            return {}
 
     def load(self, path: Path, backend: str) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             self._start()
-        self.proc.stdin.write(json.dumps({"path": str(path), "backend": backend}) + "\n")
+        self._next_id += 1
+        self.proc.stdin.write((json.dumps({"id": self._next_id, "path": str(path), "backend": backend}) + "\n").encode())
         self.proc.stdin.flush()
-        reply = self._read(self.timeout)
-        if reply is not None:
-            return reply
+        deadline = time.monotonic() + self.timeout
+        while True:
+            reply = self._read(max(0.0, deadline - time.monotonic()))
+            if reply is None:
+                break
+            if reply.get("id") == self._next_id:
+                return reply
+            self.noise.append(repr(reply))  # printed by a library, or a stale reply: skipped
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()

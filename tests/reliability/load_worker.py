@@ -1,9 +1,10 @@
 """Child process of the reliability tests: loads artifacts on request, so that a crash (a
 segfault in a native parser) or a hang is observed by the parent instead of killing pytest.
 
-Protocol, one JSON object per line: request {"path": DIR, "backend": NAME} on stdin; reply
-{"outcome": "success" | <TickformerError subclass> | "UNEXPECTED <type>", "message": str}
-on stdout after runtime.load(DIR, backend) and one step of zeros (tokens: id 0).
+Protocol, one JSON object per line: request {"id": N, "path": DIR, "backend": NAME} on stdin;
+reply {"id": N, "outcome": "success" | <TickformerError subclass> | "UNEXPECTED <type>",
+"message": str} on stdout after runtime.load(DIR, backend) and one step of zeros (tokens: id 0).
+The id lets the parent skip anything else a native library may print on stdout.
 Run by `_relutil.Worker`; not a test module.
 """
 
@@ -30,6 +31,7 @@ def main() -> int:
             reply = {"outcome": type(exc).__name__, "message": str(exc)[:300]}
         except Exception as exc:  # a defect: reported to the parent, which fails the test
             reply = {"outcome": f"UNEXPECTED {type(exc).__name__}", "message": str(exc)[:300]}
+        reply["id"] = request["id"]
         print(json.dumps(reply), flush=True)
     return 0
 

@@ -26,7 +26,6 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-import _relutil as ru
 from tickformer import runtime
 from tickformer.errors import BackendError, ContextFull, InputError, SessionClosed, TickformerError
 from tickformer.model import forward
@@ -485,3 +484,44 @@ def test_every_error_is_a_single_line_naming_the_fix(art_src):
         assert "\n" not in message and 20 < len(message) < 400, message
         assert any(word in message for word in fixes), f"no fix named: {message}"
     assert isinstance(info.value, TickformerError)
+
+
+@pytest.fixture(scope="module")
+def seq2seq_art(tmp_path_factory):
+    from tickformer.export.artifact import export_params
+    from tickformer.model import init_params, preset
+
+    cfg = preset("tiny-seq2seq")
+    out = tmp_path_factory.mktemp("rel-s2s") / "art"
+    export_params(cfg, init_params(cfg, 4), out, lengths=[1, cfg.max_len])
+    return out
+
+
+@pytest.mark.parametrize("backend", ["ort", "numpy"])
+def test_encoder_decoder_misuse_raises_and_changes_nothing(seq2seq_art, backend):
+    """Step before set_source, bad sources (wrong dtype, out of vocabulary, too long, empty):
+    specific errors, position and cache unchanged, and the session still decodes afterwards."""
+    with runtime.load(seq2seq_art, backend=backend) as session:
+        vocab, n = session.config.vocab_size, session.max_len
+        token = np.zeros((session.batch, 1), np.int64)
+        before = snapshot(session)
+        with pytest.raises(InputError, match="set_source"):
+            session.step(token)
+        assert_unchanged(session, before, "step before set_source")
+        good = np.arange(3, dtype=np.int64).reshape(1, 3) % vocab
+        session.set_source(good)
+        session.step(token)
+        bad_sources = {
+            "int32": (good.astype(np.int32), InputError),
+            "out of vocabulary": (good + vocab, InputError),
+            "too long": (np.zeros((1, n + 1), np.int64), ContextFull),
+            "empty": (np.zeros((1, 0), np.int64), ContextFull),
+            "1-d": (good[0], InputError),
+        }
+        for name, (src, error) in bad_sources.items():
+            before = snapshot(session)
+            with pytest.raises(error):
+                session.set_source(src)
+            assert_unchanged(session, before, f"set_source {name}")
+        out = session.generate(good, 4, bos=0)
+        assert out.shape == (1, 4) and out.dtype == np.int64 and ((0 <= out) & (out < vocab)).all()
