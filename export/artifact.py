@@ -31,7 +31,7 @@ import tickformer
 from tickformer.errors import ExportError
 from tickformer.model.config import Config
 from tickformer.model.transformer import parameter_shapes
-from tickformer.runtime.artifact import FORMAT, GRAPH_FILES, MANIFEST, VERSION, WEIGHTS
+from tickformer.runtime.artifact import FORMAT, GRAPH_FILES, MANIFEST, VERSION, WEIGHTS, seal_manifest
 
 from . import equivalence
 from .bounds import fp32_tolerance, output_bound
@@ -103,6 +103,8 @@ def _fsync_dir(path: Path) -> None:
 def write_atomic(out: Path, files: Mapping[str, bytes], manifest: dict[str, Any]) -> Path:
     """Write files then manifest.json into a temp sibling and rename it onto `out`.
 
+    The manifest is written sealed (runtime.artifact.seal_manifest: its own SHA-256 under
+    "manifest_sha256"), so a manifest edited or corrupted later is refused at load.
     An existing `out` is replaced only if it is an artifact (has manifest.json) or empty."""
     if out.exists() and not (out.is_dir() and ((out / MANIFEST).is_file() or not any(out.iterdir()))):
         raise ExportError(f"{out} exists and is not an artifact directory; refusing to overwrite it, choose another --out")
@@ -112,7 +114,7 @@ def write_atomic(out: Path, files: Mapping[str, bytes], manifest: dict[str, Any]
     try:
         for name, data in files.items():
             _write(tmp / name, data)
-        _write(tmp / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n").encode())
+        _write(tmp / MANIFEST, (json.dumps(seal_manifest(manifest), indent=2, sort_keys=True, allow_nan=False) + "\n").encode())
         _fsync_dir(tmp)
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))

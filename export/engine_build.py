@@ -207,11 +207,13 @@ def update_manifest(root: Path, mutate: Callable[[dict[str, Any]], None]) -> dic
     """Re-read manifest.json, apply `mutate`, write it back atomically. Returns the new manifest.
 
     A small helper of this module (the artifact writer in export/ owns the format); the manifest
-    is written last, so a crash before this point leaves the previous, still valid manifest."""
-    from tickformer.runtime.artifact import MANIFEST, read_manifest
+    is written last, so a crash before this point leaves the previous, still valid manifest.
+    The rewritten manifest is re-sealed (runtime.artifact.seal_manifest: its self-hash)."""
+    from tickformer.runtime.artifact import MANIFEST, read_manifest, seal_manifest
 
     manifest = read_manifest(root)
     mutate(manifest)
+    manifest = seal_manifest(manifest)
     write_atomic(root / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
     return manifest
 

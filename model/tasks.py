@@ -327,6 +327,7 @@ class Task:
     batch_size: int
     warmup: int
     lr_scale: float
+    ema_decay: float
     prepare: Callable[[Config, np.random.Generator], Any]
     batch: Callable[[Any, np.random.Generator, int], Batch]
     evaluate: Callable[[Params, Config, Any], dict[str, Any]]
@@ -342,6 +343,7 @@ TASKS: dict[str, Task] = {
         batch_size=64,
         warmup=200,
         lr_scale=1.0,
+        ema_decay=0.0,
         prepare=reverse_prepare,
         batch=reverse_batch,
         evaluate=reverse_evaluate,
@@ -355,6 +357,7 @@ TASKS: dict[str, Task] = {
         batch_size=8,
         warmup=200,
         lr_scale=1.0,
+        ema_decay=0.995,
         prepare=pendulum_prepare,
         batch=pendulum_batch,
         evaluate=pendulum_evaluate,

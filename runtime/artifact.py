@@ -1,9 +1,25 @@
 """Reading an exported artifact directory: manifest, hashes, config (format: docs/artifact_format.md).
 
-`open_artifact(path)` checks the manifest's format and version and the SHA-256 and size of every
-file it lists *before* any graph or weight is parsed; a missing, truncated, modified or renamed
-file raises `ArtifactError` naming it. Files not listed in the manifest are never read.
-The writer is `tickformer.export.artifact`; both share the constants below.
+`open_artifact(path)` checks, in this order, before any graph or weight is parsed:
+1. manifest.json: valid JSON (no RecursionError on hostile nesting), format, version (an `int`
+   equal to VERSION: True and 1.0 are refused);
+2. its self-hash `manifest_sha256`: SHA-256 of the canonical JSON of the manifest without that
+   key (`manifest_digest`); a flipped digit in a safety value (output_bound, input_domain,
+   tolerance) is reported as "manifest.json was modified". The hash detects corruption and
+   accidental edits, not a forger (nothing is signed): whoever can rewrite the manifest can
+   recompute it, which is why every value is also schema-checked (step 3) and the graphs and
+   weights are checked against the config when loaded;
+3. the schema of every value the runtime uses (`check_schema`);
+4. the set of files: every listed file present, a regular file (no symlinks), with its size and
+   SHA-256; files present but not listed are reported by name (renamed?), except the unhashed
+   caches of TensorRT builds (`UNHASHED_CACHES`) and hidden `.tmp` leftovers of an interrupted
+   atomic write (`engine_build.write_atomic`), which nothing reads;
+5. the config, the graphs' recorded I/O against the config and batch (`expected_io`), and the
+   weights against the config (`model.checkpoint.check_params`).
+A failure raises `ArtifactError` naming the file or field and the fix. `verified_graph_bytes`
+re-reads a graph once, re-checks its hash and refuses external data, for backends that must
+not re-open a file by path after it was checked (time of check = time of use).
+The writer is `tickformer.export.artifact`; both share the constants and `seal_manifest` below.
 
 Nothing here is real-time safe (file I/O): load once, before the control loop.
 """
@@ -13,23 +29,75 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-from tickformer.errors import ArtifactError, ConfigError
+from tickformer.errors import ArtifactError, CheckpointError, ConfigError
 from tickformer.model.config import Config
 
 FORMAT = "tickformer-artifact"
 VERSION = 1
 MANIFEST = "manifest.json"
+MANIFEST_HASH = "manifest_sha256"
 WEIGHTS = "weights.npz"
 GRAPH_FILES = {"model": "model.onnx", "step": "step.onnx", "encoder": "encoder.onnx"}
 REQUIRED_GRAPHS = {"decoder": ("model", "step"), "encoder-decoder": ("encoder", "step")}
+# Written inside the artifact by TensorRT builds, never trusted, never hashed (a test checks they
+# equal export.engine_build.TIMING_CACHE and runtime.backends.ort_gpu.ORT_TRT_CACHE).
+UNHASHED_CACHES = frozenset({"trt-timing.cache", "ort-trt-cache"})
+
+
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of `manifest` without its MANIFEST_HASH key (sorted keys,
+    no whitespace). The one definition used by every writer and by the reader."""
+    body = {key: value for key, value in manifest.items() if key != MANIFEST_HASH}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def seal_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON-normalised copy of `manifest` (tuples -> lists, keys -> str) with MANIFEST_HASH set
+    to its `manifest_digest`: what the reader will compute from the written file."""
+    body = json.loads(json.dumps({k: v for k, v in manifest.items() if k != MANIFEST_HASH}))
+    body[MANIFEST_HASH] = manifest_digest(body)
+    return body
+
+
+def expected_io(config: Config, batch: int) -> dict[str, dict[str, dict[str, tuple[str, list[int | str]]]]]:
+    """{graph: {"inputs"|"outputs": {name: (dtype, shape)}}} the export writes for this config and
+    batch (export/graphs.py build_model / build_step / build_encoder; "T" is the symbolic length)."""
+    from tickformer.export.graphs import cache_shape, io_names, out_width
+
+    in_name, out_name = io_names(config)
+    n, b = config.max_len, batch
+    tokens = config.inputs == "tokens"
+    cache, row = cache_shape(config, b), cache_shape(config, b, rows=1)
+    step_in: dict[str, tuple[str, list[int | str]]] = {
+        in_name: ("int64", [b, 1]) if tokens else ("float32", [b, 1, config.d_in]),
+        "pos": ("int64", [1]), "k_cache": ("float32", cache), "v_cache": ("float32", cache),
+    }
+    out: dict[str, dict[str, dict[str, tuple[str, list[int | str]]]]] = {}
+    if config.arch == "decoder":
+        out["model"] = {
+            "inputs": {in_name: ("int64", [b, "T"]) if tokens else ("float32", [b, "T", config.d_in])},
+            "outputs": {out_name: ("float32", [b, "T", out_width(config)])},
+        }
+    else:
+        step_in.update({"cross_k": ("float32", cache), "cross_v": ("float32", cache), "src_valid": ("bool", [b, n])})
+        out["encoder"] = {
+            "inputs": {"src": ("int64", [b, n]), "src_valid": ("bool", [b, n])},
+            "outputs": {"cross_k": ("float32", cache), "cross_v": ("float32", cache)},
+        }
+    out["step"] = {
+        "inputs": step_in,
+        "outputs": {out_name: ("float32", [b, 1, out_width(config)]), "k_new": ("float32", row), "v_new": ("float32", row)},
+    }
+    return out
 
 
 def sha256_file(path: Path) -> str:
@@ -80,49 +148,161 @@ class Artifact:
         return self.root / self.graph_spec(name)["file"]
 
     def params(self) -> dict[str, np.ndarray]:
-        """The float32 parameter dict from weights.npz, re-verified against its hash (no pickle)."""
-        data = (self.root / WEIGHTS).read_bytes()
+        """The float32 parameter dict from weights.npz, re-verified against its hash (no pickle)
+        and checked against the config (names, shapes, float32, finite). Raises ArtifactError."""
+        path = self.root / WEIGHTS
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ArtifactError(f"{path}: cannot read weights ({exc.strerror}); re-export the artifact") from None
         if hashlib.sha256(data).hexdigest() != self.manifest["files"][WEIGHTS]["sha256"]:
-            raise ArtifactError(f"{self.root / WEIGHTS} changed after the artifact was opened; load it again")
+            raise ArtifactError(f"{path} changed after the artifact was opened; load it again")
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-                return {name: archive[name] for name in archive.files}
-        except (ValueError, OSError, zipfile.BadZipFile) as exc:
-            raise ArtifactError(f"{self.root / WEIGHTS}: cannot read weights ({exc})") from None
+                params = {name: archive[name] for name in archive.files}
+        except Exception as exc:  # an untrusted archive: BadZipFile, EOFError, ValueError, zlib.error...
+            raise ArtifactError(f"{path}: cannot read weights ({type(exc).__name__}: {exc}); re-export the artifact") from None
+        from tickformer.model.checkpoint import check_params
+
+        try:
+            check_params(self.config, params, where=str(path))
+        except CheckpointError as exc:
+            raise ArtifactError(f"{exc} (config in {MANIFEST}); re-export the artifact") from None
+        return params
 
 
 def _fail(root: Path, what: str) -> ArtifactError:
     return ArtifactError(f"{root}: {what}")
 
 
-def read_manifest(root: Path) -> dict[str, Any]:
-    """Parse and structurally check manifest.json (no hashing)."""
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) in (int, float)
+
+
+def _parse_manifest(root: Path) -> Any:
     path = root / MANIFEST
-    if not path.is_file():
+    if path.is_symlink() or not path.is_file():
         raise _fail(root, f"no {MANIFEST}; not a tickformer artifact (or an interrupted export): run `tickformer export CKPT --out {root}`")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _fail(root, f"{MANIFEST} is not valid JSON ({exc}); re-export the artifact") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise _fail(root, f"{MANIFEST} format is not {FORMAT!r}; this is not a tickformer artifact")
-    if manifest.get("version") != VERSION:
-        raise _fail(root, f"artifact format version {manifest.get('version')!r} is not supported (this tickformer reads {VERSION}); re-export it")
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]
+        raise _fail(root, f"{MANIFEST} is not valid JSON ({reason}); re-export the artifact") from None
+    except OSError as exc:
+        raise _fail(root, f"cannot read {MANIFEST} ({exc.strerror}); check its permissions or re-export") from None
+
+
+def check_self_hash(root: Path, manifest: dict[str, Any]) -> None:
+    """The manifest's MANIFEST_HASH must equal manifest_digest(manifest)."""
+    recorded = manifest.get(MANIFEST_HASH)
+    if not isinstance(recorded, str):
+        raise _fail(root, f"{MANIFEST} has no {MANIFEST_HASH} (an older or hand-edited manifest); re-export the artifact")
+    digest = manifest_digest(manifest)
+    if digest != recorded:
+        raise _fail(root, f"{MANIFEST} was modified after export: its content hashes to {digest[:16]}..., "
+                          f"{MANIFEST_HASH} says {recorded[:16]}...; restore it or re-export the artifact")
+
+
+def _check_io_spec(root: Path, graph: str, key: str, spec: Any) -> None:
+    ok = isinstance(spec, list) and all(
+        isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("dtype"), str)
+        and isinstance(v.get("shape"), list) and all(_is_int(d) or isinstance(d, str) for d in v["shape"])
+        for v in spec
+    )
+    if not ok:
+        raise _fail(root, f"{MANIFEST}: graphs.{graph}.{key} must be a list of {{name, dtype, shape}}; re-export the artifact")
+
+
+def check_schema(root: Path, manifest: dict[str, Any]) -> None:
+    """Types and ranges of every manifest value the runtime reads. Raises ArtifactError naming
+    the field. (The config is checked by Config.from_dict, the graphs against it in open_artifact.)"""
     for key in ("config", "graphs", "files", "batch", "max_len", "input_domain", "tolerance"):
         if key not in manifest:
             raise _fail(root, f"{MANIFEST} lacks {key!r}; the manifest is incomplete, re-export the artifact")
     files = manifest["files"]
-    if not isinstance(files, dict) or not all(isinstance(v, dict) and isinstance(v.get("sha256"), str) and isinstance(v.get("bytes"), int) for v in files.values()):
-        raise _fail(root, f"{MANIFEST}: 'files' must map file names to {{sha256, bytes}}")
+    if not isinstance(files, dict) or not all(
+        isinstance(v, dict) and isinstance(v.get("sha256"), str) and _is_int(v.get("bytes")) and v["bytes"] >= 0
+        for v in files.values()
+    ):
+        raise _fail(root, f"{MANIFEST}: 'files' must map file names to {{sha256, bytes}}; re-export the artifact")
+    if not isinstance(manifest["config"], dict):
+        raise _fail(root, f"{MANIFEST}: 'config' must be an object (the model Config); re-export the artifact")
+    graphs = manifest["graphs"]
+    if not isinstance(graphs, dict):
+        raise _fail(root, f"{MANIFEST}: 'graphs' must map graph names to {{file, inputs, outputs}}, got {type(graphs).__name__}; re-export the artifact")
+    for name, spec in graphs.items():
+        if name not in GRAPH_FILES:
+            raise _fail(root, f"{MANIFEST}: unknown graph {name!r} (known: {sorted(GRAPH_FILES)}); re-export the artifact")
+        if not isinstance(spec, dict) or not isinstance(spec.get("file"), str):
+            raise _fail(root, f"{MANIFEST}: graphs.{name} must be {{file, inputs, outputs}}; re-export the artifact")
+        for key in ("inputs", "outputs"):
+            _check_io_spec(root, name, key, spec.get(key))
+    for key in ("batch", "max_len"):
+        value = manifest[key]
+        if not _is_int(value) or value < 1:
+            raise _fail(root, f"{MANIFEST}: {key} {value!r} must be a positive integer; re-export the artifact")
+    domain = manifest["input_domain"]
+    if not isinstance(domain, list) or len(domain) != 2 or not all(_is_number(v) for v in domain):
+        raise _fail(root, f"{MANIFEST}: input_domain {domain!r} must be [lo, hi], two numbers; re-export the artifact")
+    from tickformer.contracts.input_domain import check_domain
+
+    try:
+        check_domain(*domain)
+    except ConfigError as exc:
+        raise _fail(root, f"{MANIFEST}: input_domain: {exc}; re-export the artifact") from None
+    tolerance = manifest["tolerance"]
+    if not isinstance(tolerance, dict) or not all(
+        _is_number(tolerance.get(k)) and math.isfinite(tolerance[k]) and tolerance[k] >= 0 for k in ("atol", "rtol")
+    ):
+        raise _fail(root, f"{MANIFEST}: tolerance {str(tolerance)[:80]} must hold finite atol >= 0 and rtol >= 0; re-export the artifact")
+    bound = manifest.get("output_bound")
+    if bound is not None and not (_is_number(bound) and math.isfinite(bound) and bound > 0):
+        raise _fail(root, f"{MANIFEST}: output_bound {bound!r} must be null or a finite positive number; re-export the artifact")
+
+
+def read_manifest(root: Path) -> dict[str, Any]:
+    """Parse manifest.json and check format, version, self-hash and schema (no file hashing)."""
+    manifest = _parse_manifest(root)
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise _fail(root, f"{MANIFEST} format is not {FORMAT!r}; this is not a tickformer artifact")
+    version = manifest.get("version")
+    if not _is_int(version) or version != VERSION:
+        shown = version if _is_int(version) else f"{version!r} ({type(version).__name__})"
+        raise _fail(root, f"artifact format version {shown} is not supported (this tickformer reads {VERSION}); re-export it")
+    check_self_hash(root, manifest)
+    check_schema(root, manifest)
     return manifest
 
 
+def _unlisted_ok(name: str) -> bool:
+    """Files nothing reads: TensorRT's caches and leftovers of an interrupted atomic write."""
+    return name in UNHASHED_CACHES or (name.startswith(".") and name.endswith(".tmp"))
+
+
 def verify_files(root: Path, files: dict[str, dict[str, Any]]) -> None:
-    """Size and SHA-256 of every listed file; raises ArtifactError naming the first bad one."""
+    """Size and SHA-256 of every listed file (regular files only, no symlinks), then the files
+    present but not listed; raises ArtifactError naming the first bad one."""
+    missing = []
+    for name in sorted(files):
+        path = root / name
+        if Path(name).name != name or name in (".", "..", MANIFEST) or not (path.is_symlink() or path.is_file()):
+            missing.append(name)
+    unlisted = sorted(p.name for p in root.iterdir() if p.name not in files and p.name != MANIFEST and not _unlisted_ok(p.name))
+    if missing or unlisted:
+        parts = [f"file {name!r} listed in {MANIFEST} is missing" for name in missing[:1]]
+        if len(missing) > 1:
+            parts = [f"missing files {missing} listed in {MANIFEST}"]
+        if unlisted:
+            parts.append(f"unlisted files {unlisted}" + (" (renamed?)" if missing else " (not written by export)"))
+        raise _fail(root, "; ".join(parts) + "; the artifact is incomplete or altered, re-export it")
     for name, entry in sorted(files.items()):
         path = root / name
-        if Path(name).name != name or not path.is_file():
-            raise _fail(root, f"file {name!r} listed in {MANIFEST} is missing; the artifact is incomplete, re-export it")
+        if path.is_symlink() or not path.is_file():
+            raise _fail(root, f"{name} is a symbolic link or not a regular file; an artifact holds only regular files, re-export it")
         size = path.stat().st_size
         if size != entry["bytes"]:
             raise _fail(root, f"{name} has {size} bytes, {MANIFEST} says {entry['bytes']}; the file is truncated or modified, re-export")
@@ -131,10 +311,25 @@ def verify_files(root: Path, files: dict[str, dict[str, Any]]) -> None:
             raise _fail(root, f"{name} SHA-256 {digest[:16]}... does not match {MANIFEST} ({entry['sha256'][:16]}...); the file was modified, re-export")
 
 
-def open_artifact(path: str | os.PathLike[str]) -> Artifact:
-    """Verify and open an artifact directory. Raises ArtifactError saying what is wrong.
+def _check_graph_io(root: Path, manifest: dict[str, Any], config: Config) -> None:
+    """The graphs' recorded inputs/outputs must be what export writes for this config and batch."""
+    batch = manifest["batch"]
+    for graph, want in expected_io(config, batch).items():
+        spec = manifest["graphs"].get(graph)
+        if not isinstance(spec, dict) or spec.get("file") not in manifest["files"]:
+            raise _fail(root, f"{MANIFEST} lists no hashed {graph!r} graph; a {config.arch} artifact needs {REQUIRED_GRAPHS[config.arch]}")
+        for key in ("inputs", "outputs"):
+            have = {v["name"]: (v["dtype"], v["shape"]) for v in spec[key]}
+            expected = {name: (dtype, list(shape)) for name, (dtype, shape) in want[key].items()}
+            if have != expected:
+                bad = sorted(n for n in set(have) | set(expected) if have.get(n) != expected.get(n))
+                raise _fail(root, f"{MANIFEST}: graphs.{graph}.{key} {bad}: name, dtype or shape disagrees with the config "
+                                  f"and batch {batch} (expected {[(n, *expected[n]) for n in bad if n in expected][:2]}); re-export the artifact")
 
-    Not real-time safe (file I/O, hashing)."""
+
+def open_artifact(path: str | os.PathLike[str]) -> Artifact:
+    """Verify and open an artifact directory (module docstring: the order of the checks).
+    Raises ArtifactError saying what is wrong. Not real-time safe (file I/O, hashing)."""
     root = Path(path)
     if not root.is_dir():
         raise ArtifactError(f"artifact {root} is not a directory; pass the directory `tickformer export --out` wrote")
@@ -142,14 +337,64 @@ def open_artifact(path: str | os.PathLike[str]) -> Artifact:
     verify_files(root, manifest["files"])
     try:
         config = Config.from_dict(manifest["config"])
-    except (ConfigError, TypeError) as exc:
+    except (ConfigError, TypeError, ValueError) as exc:
         raise _fail(root, f"invalid config in {MANIFEST}: {exc}") from None
     if config.max_len != manifest["max_len"]:
         raise _fail(root, f"config max_len {config.max_len} != manifest max_len {manifest['max_len']}; re-export")
-    for graph in REQUIRED_GRAPHS[config.arch]:
-        spec = manifest["graphs"].get(graph)
-        if not isinstance(spec, dict) or spec.get("file") not in manifest["files"]:
-            raise _fail(root, f"{MANIFEST} lists no hashed {graph!r} graph; a {config.arch} artifact needs {REQUIRED_GRAPHS[config.arch]}")
     if WEIGHTS not in manifest["files"]:
         raise _fail(root, f"{MANIFEST} lists no {WEIGHTS}; re-export the artifact")
-    return Artifact(root=root, manifest=manifest, config=config)
+    _check_graph_io(root, manifest, config)
+    artifact = Artifact(root=root, manifest=manifest, config=config)
+    artifact.params()  # weights vs config: names, shapes, float32, finite (ArtifactError)
+    return artifact
+
+
+def _external_tensors(model: Any) -> list[str]:
+    """Names of every tensor of `model` (initializers, Constant/attribute tensors, sparse
+    initializers, in every subgraph, walked without recursion) whose data lives outside the file."""
+    from onnx import TensorProto
+
+    found: list[str] = []
+    graphs = [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        tensors = list(graph.initializer)
+        for sparse in graph.sparse_initializer:
+            tensors += [sparse.values, sparse.indices]
+        for node in graph.node:
+            for attr in node.attribute:
+                tensors += ([attr.t] if attr.HasField("t") else []) + list(attr.tensors)
+                graphs += ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+        found += [t.name or "<unnamed>" for t in tensors if t.data_location == TensorProto.EXTERNAL or len(t.external_data)]
+    return found
+
+
+def verified_graph_bytes(artifact: Artifact, graph: str) -> bytes:
+    """The bytes of one graph, read once, hash-checked against the manifest, parsed by onnx to
+    refuse external data (every byte a backend runs must be hashed). Pass these bytes -- not the
+    path -- to the engine. Raises ArtifactError. Not real-time."""
+    spec = artifact.graph_spec(graph)
+    name = spec["file"]
+    path = artifact.root / name
+    entry = artifact.manifest["files"].get(name)
+    if entry is None:
+        raise ArtifactError(f"{artifact.root}: graph file {name} is not listed in {MANIFEST}; re-export the artifact")
+    try:
+        if path.is_symlink():
+            raise ArtifactError(f"{path} is a symbolic link; an artifact holds only regular files, re-export it")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot read it ({exc.strerror}); re-export the artifact") from None
+    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise ArtifactError(f"{path}: {name} changed after the artifact was opened (SHA-256 does not match {MANIFEST}); load it again or re-export")
+    import onnx
+
+    try:
+        model = onnx.load_model_from_string(data)
+    except Exception as exc:  # protobuf DecodeError, RecursionError, ...: an unparsable graph
+        raise ArtifactError(f"{path}: not a valid ONNX model ({type(exc).__name__}: {str(exc)[:100]}); re-export the artifact") from None
+    external = _external_tensors(model)
+    if external:
+        raise ArtifactError(f"{path}: tensors {external[:3]} keep their data in external files, which the manifest does not "
+                            f"hash; refusing to load them. Re-export the artifact (export embeds every weight)")
+    return data

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from tickformer.contracts.input_domain import validate_input
-from tickformer.errors import ConfigError, ContextFull, InputError, SessionClosed
+from tickformer.errors import BackendError, ConfigError, ContextFull, InputError, SessionClosed, TickformerError
 from tickformer.runtime.artifact import Artifact
 
 from .backends.base import Backend
@@ -35,9 +35,18 @@ CONTRACT_MODES = ("off", "check", "monitor")
 
 
 def _describe(x: object) -> str:
-    if isinstance(x, np.ndarray):
+    if type(x) is np.ndarray:
         return f"ndarray {x.dtype} {x.shape}"
+    if isinstance(x, np.ndarray):  # a subclass (np.ma.MaskedArray, np.matrix, ...): refused
+        return f"{type(x).__module__}.{type(x).__name__} (an ndarray subclass) {x.dtype} {x.shape}"
     return type(x).__name__
+
+
+def _engine_failure(backend: str, where: str, exc: Exception) -> BackendError:
+    """Any exception of an engine that is not ours, as a BackendError (state is untouched)."""
+    lines = str(exc).splitlines()
+    detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return BackendError(f"backend {backend} failed {where} ({detail}); the session state is unchanged: reset() or load the artifact again")
 
 
 class Session:
@@ -104,9 +113,11 @@ class Session:
             raise SessionClosed("the session was closed; load the artifact again with tickformer.runtime.load(...)")
 
     def _validate_step_input(self, x: np.ndarray) -> None:
-        if not isinstance(x, np.ndarray) or x.dtype != self.input_dtype or x.shape != self.input_shape:
+        # Exactly np.ndarray: a subclass can hide values (a masked array's min() skips masked
+        # NaN) or override min/max, and the engine reads the raw buffer. `type(x) is` allocates nothing.
+        if type(x) is not np.ndarray or x.dtype != self.input_dtype or x.shape != self.input_shape:
             raise InputError(
-                f"step input must be an ndarray of {self.input_dtype} with shape {self.input_shape}, got {_describe(x)}; "
+                f"step input must be a plain numpy.ndarray of {self.input_dtype} with shape {self.input_shape}, got {_describe(x)}; "
                 f"convert with np.asarray(x, np.{self.input_dtype}).reshape{self.input_shape}"
             )
         self._validate_values(x)
@@ -141,7 +152,12 @@ class Session:
             )
         if self.config.arch == "encoder-decoder" and not self._source_set:
             raise InputError("no source sequence: call set_source(src) (or generate(src, ...)) before step()")
-        y = self.backend.step(x, pos)  # [B, 1, d_out | V]; may raise, state untouched
+        try:
+            y = self.backend.step(x, pos)  # [B, 1, d_out | V]; may raise, state untouched
+        except TickformerError:
+            raise
+        except Exception as exc:  # e.g. numpy FloatingPointError/MemoryError: ours, state untouched
+            raise _engine_failure(self.backend.name, f"at position {pos}", exc) from exc
         if self.monitor is not None:
             # The input was validated above (always on); the monitor checks output and latency.
             self.monitor.check_output(y, time.perf_counter_ns() - start)
@@ -158,13 +174,18 @@ class Session:
         if self.config.arch != "decoder":
             raise InputError("run() is for decoder-only artifacts; for encoder-decoder use generate(src, max_new)")
         ndim = 2 if self.tokens else 3
-        if not isinstance(seq, np.ndarray) or seq.dtype != self.input_dtype or seq.ndim != ndim or seq.shape[0] != self.batch or (not self.tokens and seq.shape[2] != self.config.d_in):
+        if type(seq) is not np.ndarray or seq.dtype != self.input_dtype or seq.ndim != ndim or seq.shape[0] != self.batch or (not self.tokens and seq.shape[2] != self.config.d_in):
             want = f"[{self.batch}, T]" if self.tokens else f"[{self.batch}, T, {self.config.d_in}]"
             raise InputError(f"run input must be an ndarray of {self.input_dtype} with shape {want}, got {_describe(seq)}")
         if not 1 <= seq.shape[1] <= self.max_len:
             raise ContextFull(f"sequence length {seq.shape[1]} is outside 1..max_len {self.max_len} of this artifact; re-export with --max-len {seq.shape[1]}" if seq.shape[1] else "sequence length 0: give at least one position")
         self._validate_values(seq)
-        return self.backend.full(seq)
+        try:
+            return self.backend.full(seq)
+        except TickformerError:
+            raise
+        except Exception as exc:
+            raise _engine_failure(self.backend.name, "in the full pass", exc) from exc
 
     def set_source(self, src: np.ndarray) -> None:
         """Encoder-decoder: encode src [B, S] int64 (S <= max_len, padded internally with a
@@ -172,7 +193,7 @@ class Session:
         self._check_open()
         if self.config.arch != "encoder-decoder":
             raise InputError("set_source() is for encoder-decoder artifacts; this one is decoder-only")
-        if not isinstance(src, np.ndarray) or src.dtype != np.int64 or src.ndim != 2 or src.shape[0] != self.batch:
+        if type(src) is not np.ndarray or src.dtype != np.int64 or src.ndim != 2 or src.shape[0] != self.batch:
             raise InputError(f"source must be an ndarray of int64 with shape [{self.batch}, S], got {_describe(src)}")
         if not 1 <= src.shape[1] <= self.max_len:
             raise ContextFull(f"source length {src.shape[1]} is outside 1..max_len {self.max_len}; re-export with a larger --max-len")
@@ -181,16 +202,23 @@ class Session:
         padded[:, : src.shape[1]] = src
         valid = np.zeros((self.batch, self.max_len), dtype=np.bool_)  # [B, N]
         valid[:, : src.shape[1]] = True
-        self.backend.set_source(padded, valid)
+        try:
+            self.backend.set_source(padded, valid)
+        except (TickformerError, NotImplementedError):
+            raise
+        except Exception as exc:
+            raise _engine_failure(self.backend.name, "encoding the source", exc) from exc
         self._source_set = True
         self._position = 0
 
     def special_token(self, name: str) -> int | None:
         """A special token id ("bos", "eos", "pad") recorded by training in the checkpoint meta
         (manifest source.checkpoint_meta.tokens), or None."""
-        meta = self.artifact.manifest.get("source", {}).get("checkpoint_meta", {})
-        value = meta.get("tokens", {}).get(name) if isinstance(meta.get("tokens"), dict) else None
-        return value if isinstance(value, int) else None
+        source = self.artifact.manifest.get("source")
+        meta = source.get("checkpoint_meta") if isinstance(source, dict) else None
+        tokens = meta.get("tokens") if isinstance(meta, dict) else None
+        value = tokens.get(name) if isinstance(tokens, dict) else None
+        return value if type(value) is int else None
 
     def generate(self, src: np.ndarray, max_new: int, *, bos: int | None = None, eos: int | None = None) -> np.ndarray:
         """Greedy decoding with the step machinery: set_source(src), feed bos, then the argmax

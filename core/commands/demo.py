@@ -417,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise TickformerError(f"cannot create --out {out}: {exc}") from exc
+        raise TickformerError(f"cannot create --out {out}: {exc.strerror or exc}; choose another --out directory") from exc
     console = Console()
     summary: dict[str, Any] = {"config": asdict(cfg), "stage_seconds": {}}
     interactive = console.is_terminal

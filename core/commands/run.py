@@ -53,6 +53,15 @@ def _read(path: Path, session) -> np.ndarray:
     return data[None] if data.ndim == 2 else data
 
 
+def _save(path: Path, out: np.ndarray) -> None:
+    from tickformer.errors import InputError
+
+    try:
+        np.save(path, out)
+    except OSError as exc:
+        raise InputError(f"cannot write --output {path}: {exc.strerror or exc}; choose a writable path (its folder must exist)") from None
+
+
 def _steps(session, data: np.ndarray, repeat: int) -> tuple[np.ndarray, np.ndarray]:
     """Step through data [B, T, ...] `repeat` times; outputs of the last pass, every step's time."""
     t = data.shape[1]
@@ -75,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = {k: v for k, v in (("binding", args.binding), ("threads", args.threads)) if v is not None}
     if options and not args.backend.startswith("ort"):
-        raise InputError(f"--binding/--threads are options of the ort backends, not of {args.backend!r}")
+        raise InputError(f"--binding/--threads are options of the ort backends, not of {args.backend!r}; drop them or use --backend ort")
     if args.repeat < 1:
         raise InputError(f"--repeat {args.repeat} must be >= 1")
     with load(args.artifact, backend=args.backend, contracts=args.contracts, **options) as session:
@@ -90,10 +99,12 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(
                     f"{args.input}: shape {data.shape} does not fit this artifact: need [{session.batch}, T(<= {session.max_len})"
                     + ("]" if session.tokens else f", {session.config.d_in}]")
+                    + (f"; re-export with --max-len {data.shape[1]} or split the sequence" if data.ndim == len(session.input_shape) and data.shape[1] > session.max_len
+                       else "; save it in that shape")
                 )
             out, times = _steps(session, data, args.repeat)
         if args.output is not None:
-            np.save(args.output, out)
+            _save(args.output, out)
         print(f"{args.backend}: {data.shape} -> {out.shape}" + (f", written to {args.output}" if args.output else ""))
         if times is not None and times.size:
             p50, p90, p99 = np.percentile(times, [50, 90, 99])

@@ -30,6 +30,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _open(open_model, path: Path, backend: str, max_t: int):
+    """open_model, naming the fix when a bare file is no graph onnxruntime can load (the loader's
+    message says what failed, not what to pass instead)."""
+    from tickformer.errors import ArtifactError
+
+    try:
+        return open_model(path, backend, max_t)
+    except ArtifactError as exc:
+        if path.is_dir() or "cannot load" not in str(exc):
+            raise
+        raise ArtifactError(f"{exc}; pass a valid .onnx file or an artifact directory") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -42,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--examples {args.examples} must be >= 1")
     domain = parse_domain(args.domain) if args.domain is not None else None
     console = Console()
-    model = open_model(args.path, args.backend, args.max_t)
+    model = _open(open_model, args.path, args.backend, args.max_t)
     start = time.monotonic()
     try:
         with console.status(f"verifying {args.path} ..."):

@@ -10,6 +10,13 @@ once, so a step copies nothing and allocates nothing on the Python side (measure
 than "run" for the control preset); `binding="run"` feeds the buffers to `InferenceSession.run`
 and copies its three fresh outputs into the staging buffers.
 
+Loading (not real-time): each graph's bytes are read once, hash-checked against the manifest and
+refused if any tensor keeps external data (`runtime.artifact.verified_graph_bytes`), and those
+bytes -- never the path -- go to `ort.InferenceSession`, so a file swapped after `open_artifact`
+is never run. The session's inputs and outputs (names, element types, shapes) must then equal
+the manifest's graph spec, which `open_artifact` checked against the config: a graph with
+another signature raises ArtifactError before anything is bound.
+
 Real-time: "iobinding": zero net Python blocks per step after the first. "run": the output
 arrays are freed before `step` returns, but ORT's binding keeps a bounded few hundred small
 blocks over the first ~30,000 calls (tests/runtime/test_allocation.py).
@@ -24,13 +31,28 @@ from typing import Any, Sequence
 import numpy as np
 import onnxruntime as ort
 
-from tickformer.errors import BackendError, ConfigError
+from tickformer.errors import ArtifactError, BackendError, ConfigError
 from tickformer.export.graphs import io_names
-from tickformer.runtime.artifact import Artifact
+from tickformer.runtime.artifact import Artifact, verified_graph_bytes
 
 from .base import Backend
 
 BINDINGS = ("run", "iobinding")
+ORT_TYPES = {"float32": "tensor(float)", "float64": "tensor(double)"}  # else "tensor(<numpy name>)"
+
+
+def check_signature(session: Any, spec: dict[str, Any], where: str) -> None:
+    """Raise ArtifactError unless session.get_inputs()/get_outputs() have exactly the names,
+    element types and shapes of the manifest graph spec {"inputs": [...], "outputs": [...]}."""
+    for key, args in (("inputs", session.get_inputs()), ("outputs", session.get_outputs())):
+        have = {a.name: (a.type, list(a.shape)) for a in args}
+        want = {v["name"]: (ORT_TYPES.get(v["dtype"], f"tensor({v['dtype']})"), list(v["shape"])) for v in spec[key]}
+        if have != want:
+            bad = sorted(n for n in set(have) | set(want) if have.get(n) != want.get(n))
+            raise ArtifactError(
+                f"{where}: graph {key} {bad} do not match manifest.json (graph has {[(n, *have[n]) for n in bad if n in have][:2]}, "
+                f"manifest says {[(n, *want[n]) for n in bad if n in want][:2]}); the graph is not this artifact's, re-export it"
+            )
 
 
 def session_options(threads: int = 1, *, optimization: str = "all") -> ort.SessionOptions:
@@ -99,19 +121,26 @@ class OrtBackend(Backend):
         self._io = self._bind() if binding == "iobinding" else None
 
     def _session(self, graph: str) -> ort.InferenceSession:
+        """A session over the verified bytes of `graph`, its signature checked (module docstring)."""
         path = self.artifact.graph_path(graph)
+        data = verified_graph_bytes(self.artifact, graph)  # read once, hashed, no external data
         try:
-            return ort.InferenceSession(str(path), sess_options=self._opts, providers=list(self.providers))
+            session = ort.InferenceSession(data, sess_options=self._opts, providers=list(self.providers))
         except Exception as exc:  # ORT raises its own pybind exception types
-            raise BackendError(f"onnxruntime cannot load {path}: {exc}") from exc
+            raise BackendError(f"onnxruntime cannot load {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+        check_signature(session, self.artifact.graph_spec(graph), str(path))
+        return session
 
     def _bind(self) -> ort.IOBinding:
         """Bind every step input and output to the preallocated host buffers, once."""
         io = self._step.io_binding()
-        for name, arr in self._bufs.items():
-            io.bind_input(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
-        for name, arr in self._outs.items():
-            io.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
+        try:
+            for name, arr in self._bufs.items():
+                io.bind_input(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
+            for name, arr in self._outs.items():
+                io.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
+        except Exception as exc:  # signatures were checked in _session: an engine-side failure
+            raise BackendError(f"onnxruntime cannot bind the step buffers: {exc}") from exc
         return io
 
     # --- real-time path ------------------------------------------------------------------------

@@ -148,11 +148,6 @@ CASES = [
 KNOWN_BUGS: dict[str, str] = {
     "info:BAD_CKPT": "BUG: model/checkpoint.py _verified_files: the SHA-256 mismatch message names no fix; append '; retrain or restore it' like the other checkpoint messages",
     "export:BAD_CKPT --out e2": "BUG: model/checkpoint.py _verified_files: the SHA-256 mismatch message names no fix (same as info:BAD_CKPT)",
-    "run:ART --input ok.npy --backend numpy --threads 2": "BUG: core/commands/run.py run: '--binding/--threads are options of the ort backends' names no fix; append '; drop them or use --backend ort'",
-    "run:ART --input ok.npy --output no/such/dir/out.npy": "BUG: core/commands/run.py run: np.save(args.output, ...) raises FileNotFoundError (traceback); catch OSError and raise InputError(f'cannot write --output {path}: {exc.strerror}; choose a writable path')",
-    "run:ART --input too_long.npy": "BUG: core/commands/run.py (input shape check): 'shape (1, 17, 3) does not fit this artifact: need [1, T(<= 16), 3]' names no fix; append '; re-export with --max-len 17 or split the sequence'",
-    "verify:garbage.onnx": "BUG: verify command (core/commands/verify.py / verify loader): 'onnxruntime cannot load it: ...' names no fix; append '; pass a valid .onnx file or an artifact directory'",
-    "demo:--out FILE/sub": "BUG: core/commands/demo.py (line ~420): 'cannot create --out ...: [Errno 20] Not a directory' names no fix; append '; choose another --out directory'",
 }
 
 # argparse syntax errors: exit 2, usage + one "error:" line, no traceback

@@ -69,6 +69,24 @@ def test_settings_are_validated() -> None:
         TrainSettings(steps=1, batch_size=1, warmup=1, seed=-1)
 
 
+def test_weight_averaging_does_not_change_training_and_averages_iterates() -> None:
+    from tickformer.model import init_params
+
+    task = get_task("pendulum")
+    plain = TrainSettings(steps=1, batch_size=4, warmup=2, seed=5)
+    averaged = dataclasses.replace(plain, ema_decay=0.25)
+    p_last, l_plain, _, _, _ = train_steps(task, SMALL_CONTROL, plain)
+    p_avg, l_avg, _, _, _ = train_steps(task, SMALL_CONTROL, averaged)
+    assert l_plain == l_avg  # averaging only reads the iterates
+    p_init = init_params(SMALL_CONTROL, seed=int(seeded_generators(5)["init"].integers(2**31)))
+    for name in p_last:
+        expected = 0.25 * p_init[name].astype(np.float64) + 0.75 * p_last[name].astype(np.float64)
+        np.testing.assert_allclose(p_avg[name], expected.astype(np.float32), rtol=1e-6, atol=1e-7)
+        assert p_avg[name].dtype == np.float32
+    with pytest.raises(ConfigError, match="ema_decay"):
+        dataclasses.replace(plain, ema_decay=1.0)
+
+
 @pytest.mark.slow
 def test_pendulum_reduced_budget_beats_the_linear_baseline() -> None:
     """End to end on the real task with a reduced budget: the control architecture with

@@ -133,9 +133,7 @@ def _report_markdown(command: str) -> str:
         lines.append(f"| {kind} | {n} | {outs} | {rec.seconds[kind]:.1f} |")
     lines += ["", f"Total: {total} cases, {unexpected} ended in an unexpected exception.", "",
               "Every unexpected exception counted above belongs to a known bug: the test that meets it is a strict",
-              "xfail listed under Test results, whose reason names the file and the fix (the stateful runtime test",
-              "tolerates the numpy backend's raw FloatingPointError and counts it; the strict xfail",
-              "`test_engine_fault_in_numpy_backend_is_a_backend_error` pins it down).", ""]
+              "xfail listed under Test results, whose reason names the file and the fix.", ""]
     if rec.notes:
         lines += ["### What each class does", ""]
         lines += [f"- **{kind}**: {note}" for kind, note in sorted(rec.notes.items())]

@@ -107,22 +107,23 @@ def test_external_data_outside_the_artifact_is_refused(art_src, tmp_path, worker
     assert reply["outcome"] in ("ArtifactError", "BackendError"), reply
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: runtime/artifact.py (or backends/ort.py _session): external data is left to onnxruntime's "
-    "own path check; refuse any initializer with data_location == EXTERNAL ourselves (onnx.load_from_string("
-    "verified bytes, load_external_data=False)) with an ArtifactError, so older onnxruntime is safe too"))
 @pytest.mark.parametrize("case", OUTSIDE_CASES)
-def test_external_data_is_refused_by_our_check_before_onnxruntime(art_src, tmp_path, case):
+def test_external_data_is_refused_by_our_check_before_onnxruntime(art_src, tmp_path, monkeypatch, case):
+    """Regression: our own check refuses external data (runtime.artifact.verified_graph_bytes),
+    before onnxruntime sees the graph. The symlink case is refused even earlier, as an unlisted
+    file of the artifact."""
     art = ru.fresh_copy(art_src[0], tmp_path / "art")
     _outside_case(art, tmp_path, case)
-    with pytest.raises(ArtifactError, match="external"):
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("onnxruntime was given a graph with external data")
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", forbidden)
+    words = r"unlisted files \['link.bin'\]" if case == "symlink inside pointing outside" else "external"
+    with pytest.raises(ArtifactError, match=words):
         runtime.load(art, backend="ort")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: runtime/artifact.py + runtime/backends/ort.py: an ONNX file whose initializers live in an "
-    "UNLISTED (unhashed) external-data file inside the artifact loads and runs: tampering with that file "
-    "is undetected. Refuse external data at load (see test above) or require every referenced file to be hashed"))
 def test_external_data_in_an_unlisted_file_is_refused(art_src, tmp_path):
     art = ru.fresh_copy(art_src[0], tmp_path / "art")
     _externalize(art, "inside.bin", place=_place_at(str(art / "inside.bin")), list_data=False)
@@ -131,10 +132,15 @@ def test_external_data_in_an_unlisted_file_is_refused(art_src, tmp_path):
             session.step(np.zeros(session.input_shape, session.input_dtype))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: runtime/artifact.py verify_files: a listed file may be a symlink to a file outside the artifact "
-    "(path.is_file() follows links); refuse symlinks (path.is_symlink()) or resolve() and require the parent "
-    "to be the artifact root"))
+def test_external_data_in_a_listed_and_hashed_file_is_refused_too(art_src, tmp_path):
+    """Even hashed, external data is refused: every byte a backend runs comes from the one
+    verified read of the graph file (no second open by another path)."""
+    art = ru.fresh_copy(art_src[0], tmp_path / "art")
+    _externalize(art, "inside.bin", place=_place_at(str(art / "inside.bin")), list_data=True)
+    with pytest.raises(ArtifactError, match="step.onnx.*external"):
+        runtime.load(art, backend="ort")
+
+
 def test_listed_file_that_is_a_symlink_out_of_the_artifact_is_refused(art_src, tmp_path):
     art = ru.fresh_copy(art_src[0], tmp_path / "art")
     outside = tmp_path / "elsewhere.npz"
@@ -144,10 +150,6 @@ def test_listed_file_that_is_a_symlink_out_of_the_artifact_is_refused(art_src, t
         open_artifact(art)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: runtime/backends/ort.py OrtBackend._session: the graph is re-read from disk by path after the "
-    "hashes were checked (time-of-check/time-of-use): a file swapped in between runs unverified. Read the "
-    "bytes once, check their sha256 against the manifest, pass the bytes to ort.InferenceSession"))
 def test_graph_swapped_after_verification_is_not_run(art_src, tokens_src, tmp_path):
     from tickformer.runtime.backends import backend_class
 
@@ -219,14 +221,7 @@ MALFORMED = {
 def _malformed_cases():
     out = []
     for case in sorted(MALFORMED):
-        marks = ()
-        if case == "model.onnx in place of step.onnx":
-            marks = pytest.mark.xfail(strict=True, reason=(
-                "BUG: runtime/backends/ort.py OrtBackend.__init__/_bind: a valid graph with other inputs than the "
-                "step graph makes IOBinding.bind_input raise RuntimeError ('Failed to find input name ... pos') at "
-                "load; compare the session's get_inputs()/get_outputs() names, dtypes and shapes with the manifest "
-                "graph spec and raise ArtifactError (or wrap _bind in BackendError)"))
-        out.append(pytest.param(case, marks=marks, id=case))
+        out.append(pytest.param(case, id=case))
     return out
 
 
@@ -244,6 +239,8 @@ def test_malformed_or_oversized_step_graph_gives_our_error(art_src, tmp_path, wo
     reply = worker.load(art, "ort")
     outcomes.record(kind, reply["outcome"], (time.perf_counter_ns() - start) / 1e9)
     allowed = {"ArtifactError", "BackendError"}
+    if case == "model.onnx in place of step.onnx":
+        allowed = {"ArtifactError"}  # a valid graph of another signature: refused by our I/O check
     if case == "initializer declaring 2^40 floats":
         allowed.add("success")  # onnxruntime drops the unused initializer without reading it: harmless
     assert reply["outcome"] in allowed, reply
@@ -256,10 +253,6 @@ def test_malformed_or_oversized_step_graph_gives_our_error(art_src, tmp_path, wo
 ])
 @pytest.mark.parametrize("payload", ["nested 100000 deep", "50 MiB of spaces", "NaN and Infinity tokens", "duplicate keys", "not utf-8"])
 def test_hostile_manifest_json_gives_our_error(art_src, ckpt_src, tmp_path, manifest_name, loader, error, payload, request):
-    if payload == "nested 100000 deep" and manifest_name == ru.ART_MANIFEST:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "BUG: runtime/artifact.py read_manifest: json.loads of a deeply nested manifest raises RecursionError, "
-            "not caught; catch RecursionError (and ValueError) there")))
     if payload == "nested 100000 deep" and manifest_name == ru.CKPT_MANIFEST:
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
             "BUG: model/checkpoint.py _read_manifest: json.loads of a deeply nested manifest raises RecursionError, "
