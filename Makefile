@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(VENV)/bin/tickformer demo --out reports/demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
 prove: $(STAMP)
 	$(VENV)/bin/tickformer prove

@@ -172,7 +172,7 @@ def allocs() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         art = subjects.export_artifact(config, params, Path(tmp), lengths=[1, 2])
         x = np.zeros((1, 1, config.d_in), np.float32)
-        for kind in ("ort-iobinding", "ort"):
+        for kind in ("ort", "ort-run"):
             sess = subjects.open_session(art, kind)
             be = sess.backend
             sess.step(x)
@@ -191,7 +191,7 @@ def allocs() -> None:
             k_cache, _ = be.cache()
             rows = [k_cache[:, :, :, p] for p in range(config.max_len)]  # views made once, at load
             new_row = np.zeros_like(rows[0])
-            if kind == "ort":
+            if kind == "ort-run":
                 r = harness.python_allocations(lambda: np.copyto(rows[5], new_row), calls=500, warmup=20)
                 print(f"{'alternative':14s} {'commit via precomputed row views + np.copyto':52s} max {r['peak_bytes_per_call']:5d} B in one call, {r['calls_with_alloc']}/500 calls allocate")
             sess.close()

@@ -22,10 +22,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 COMMAND = "make bench   # = pip install torch==2.13.0; python -m pytest benchmarks -q --benchmark-json=benchmarks/results/latest.json; python benchmarks/report.py"
 
-STEP_ORDER = ["ort", "ort-iobinding", "ort-floor-io", "ort-lean-whatif", "numpy", "numpy-growing", "ort-grow", "torch", "ort-recompute", "torch-recompute"]
+STEP_ORDER = ["ort", "ort-run", "ort-floor-io", "ort-lean-whatif", "numpy", "numpy-growing", "ort-grow", "torch", "ort-recompute", "torch-recompute"]
 STEP_DESCRIPTION = {
     "ort": "tickformer ORT step (step.onnx, static cache: constant time)",
-    "ort-iobinding": "the same, Session with binding=\"iobinding\" (buffers bound once)",
+    "ort-run": "the same with binding=\"run\" (InferenceSession.run, outputs copied into the buffers)",
     "ort-floor-io": "ORT floor through the same Session.step (step-shaped graph doing nothing)",
     "ort-lean-whatif": "what-if: a leaner step graph (benchmarks/whatif_step.py) through the same Session.step - sizes a fix, not shipped",
     "numpy": "tickformer numpy reference step (static cache)",
@@ -181,11 +181,11 @@ def _noise_note(cases: dict[str, dict]) -> str:
 
 
 def _alloc_note(memory: dict | None) -> str:
-    other = (memory or {}).get("allocations", {}).get("ort-iobinding")
+    other = (memory or {}).get("allocations", {}).get("ort-run")
     if not other:
-        return "Session with binding=\"run\" (the default)"
+        return "Session with the backend's default options"
     return (
-        f"default binding=\"run\"; with binding=\"iobinding\": net {other['net_blocks']} blocks, "
+        f"Session with the backend's default options; with binding=\"run\": net {other['net_blocks']} blocks, "
         f"transient peak {other['peak_bytes_per_call']} B"
     )
 
@@ -200,7 +200,11 @@ def step_section(cases: dict[str, dict]) -> str:
             rows.append([impl, label, us(s["p50"]), us(s["p99"]), us(s["p99.9"]), us(s["max"]), f"{s['tail_ratio']:.1f}", str(s["n"])])
     if not rows:
         return "_Not measured._"
-    legend = "\n".join(f"- `{k}`: {v}" for k, v in STEP_DESCRIPTION.items())
+    described = dict(STEP_DESCRIPTION)
+    binding = cases.get("step/ort", {}).get("binding")
+    if binding:
+        described["ort"] += f", runtime defaults (binding=\"{binding}\")"
+    legend = "\n".join(f"- `{k}`: {v}" for k, v in described.items())
     ort_n = step_stats(cases, "ort", "N")
     rel = []
     if ort_n:

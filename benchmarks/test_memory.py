@@ -21,7 +21,7 @@ import pytest
 import harness
 import subjects
 
-CALLS = {"ort": 10000, "ort-iobinding": 10000, "numpy": 2000, "numpy-growing": 2000, "ort-grow": 3000, "torch": 2000}
+CALLS = {"ort": 10000, "ort-run": 10000, "numpy": 2000, "numpy-growing": 2000, "ort-grow": 3000, "torch": 2000}
 RSS_LENGTHS = [64, 128, 256, 512, 1024, 2048]
 RSS_KINDS = ["ort", "numpy", "ort-grow", "torch"]
 

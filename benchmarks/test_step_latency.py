@@ -21,9 +21,9 @@ import harness
 import subjects
 
 WINDOW = 4
-REPS = {"ort": 400, "ort-iobinding": 400, "ort-grow": 300, "numpy": 120, "numpy-growing": 120, "torch": 120, "ort-floor-io": 400, "ort-lean-whatif": 200}
+REPS = {"ort": 400, "ort-run": 400, "ort-grow": 300, "numpy": 120, "numpy-growing": 120, "torch": 120, "ort-floor-io": 400, "ort-lean-whatif": 200}
 RECOMPUTE_SAMPLES = {1: 1000, "half": 600, "full": 400}
-STATEFUL = ["ort", "ort-iobinding", "ort-floor-io", "ort-lean-whatif", "numpy", "numpy-growing", "ort-grow", "torch"]
+STATEFUL = ["ort", "ort-run", "ort-floor-io", "ort-lean-whatif", "numpy", "numpy-growing", "ort-grow", "torch"]
 
 
 def windows(n: int) -> dict[str, tuple[int, int]]:
@@ -75,6 +75,7 @@ def test_step_latency(benchmark, request, control, x_step, name):
             benchmark, f"step/{name}", subject.reset, subject.step,
             length=config.max_len, reps=REPS[name], positions=windows(config.max_len),
             group="step", impl=name, max_len=config.max_len, d_model=config.d_model,
+            **getattr(subject, "options", {}),
         )
     finally:
         subject.close()

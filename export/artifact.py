@@ -212,6 +212,7 @@ def export_params(
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "source": dict(source or {}),
     }
+    manifest = seal_manifest(manifest)  # what is written (write_atomic seals again: idempotent)
     write_atomic(Path(out), files, manifest)
     return manifest
 

@@ -3,10 +3,12 @@ layers, and the decoder-only / encoder-decoder stacks. Numpy only."""
 
 from .attention import attention, attention_weights, causal_mask, merge, SoftmaxState
 from .config import Config, PRESETS, parameter_count, preset
+from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .transformer import decode, encode, forward, init_params, parameter_shapes
 
 __all__ = [
     "attention", "attention_weights", "causal_mask", "merge", "SoftmaxState",
+    "Checkpoint", "load_checkpoint", "save_checkpoint",
     "Config", "PRESETS", "parameter_count", "preset",
     "decode", "encode", "forward", "init_params", "parameter_shapes",
 ]

@@ -33,7 +33,9 @@ from .checkpoint import save_checkpoint
 from .config import Config
 from .grad import loss_and_grads
 from .optim import Adam, clip_by_global_norm, noam_lr
-from .tasks import Task
+from .tasks import Task, greedy_decode  # greedy_decode: the reverse task's decoder, re-exported
+
+__all__ = ["TrainResult", "TrainSettings", "greedy_decode", "seeded_generators", "single_threaded_blas", "train", "train_steps"]
 from .transformer import init_params
 
 

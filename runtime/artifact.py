@@ -252,8 +252,9 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
 
     try:
         check_domain(*domain)
-    except ConfigError as exc:
-        raise _fail(root, f"{MANIFEST}: input_domain: {exc}; re-export the artifact") from None
+    except ConfigError:
+        raise _fail(root, f"{MANIFEST}: input_domain {domain} must be two finite numbers with lo <= hi (the run-time "
+                          f"input check and the score bounds use it); re-export the artifact") from None
     tolerance = manifest["tolerance"]
     if not isinstance(tolerance, dict) or not all(
         _is_number(tolerance.get(k)) and math.isfinite(tolerance[k]) and tolerance[k] >= 0 for k in ("atol", "rtol")

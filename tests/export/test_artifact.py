@@ -38,6 +38,25 @@ def test_manifest_describes_every_graph_and_file(exported):
     assert manifest["graphs"]["model"]["inputs"][0]["shape"] == [1, "T", 3]
 
 
+def test_manifest_is_sealed_and_engine_build_rewrites_reseal_it(exported, tmp_path):
+    """The written manifest carries its own SHA-256 (runtime.artifact.manifest_digest, the one
+    definition); export/engine_build.update_manifest recomputes it, so its rewrites load."""
+    import shutil
+
+    from tickformer.export.engine_build import update_manifest
+    from tickformer.runtime.artifact import MANIFEST_HASH, manifest_digest
+
+    src, _, manifest = exported["tiny"]
+    written = json.loads((src / "manifest.json").read_text())
+    assert written == manifest and written[MANIFEST_HASH] == manifest_digest(written)
+    art = tmp_path / "art"
+    shutil.copytree(src, art)
+    update_manifest(art, lambda m: m["source"].__setitem__("note", "rewritten"))
+    rewritten = json.loads((art / "manifest.json").read_text())
+    assert rewritten[MANIFEST_HASH] == manifest_digest(rewritten) != written[MANIFEST_HASH]
+    assert open_artifact(art).manifest["source"]["note"] == "rewritten"
+
+
 def test_weights_npz_has_no_pickle_and_equals_params(exported):
     path, params, _ = exported["tiny"]
     with np.load(path / "weights.npz", allow_pickle=False) as archive:

@@ -21,6 +21,7 @@ import zipfile
 
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 from onnx import TensorProto, numpy_helper
 from onnx.external_data_helper import convert_model_to_external_data
@@ -56,7 +57,7 @@ def _externalize(art, location, *, place, list_data=False):
     if list_data:
         manifest = ru.read_json(art / ru.ART_MANIFEST)
         manifest["files"][location] = {"sha256": ru.sha256(data), "bytes": len(data)}
-        ru.write_json(art / ru.ART_MANIFEST, manifest)
+        ru.write_json(art / ru.ART_MANIFEST, ru.resealed(manifest))
     return data
 
 
