@@ -15,6 +15,9 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install --quiet -e ".[cpu,test]"
+	# Type stubs for the TensorRT code (mypy runs in the tests). --no-deps: the stubs declare
+	# `tensorrt` as a dependency, whose PyPI package downloads binaries from an unreachable host.
+	$(PIP) install --quiet --no-deps "tensorrt-stubs==10.13.0.35.1"
 	touch $(STAMP)
 
 demo: $(STAMP)
