@@ -32,6 +32,7 @@ prove: $(STAMP)
 bench: $(STAMP)
 	$(PIP) install --quiet "torch==2.13.0" || echo "torch comparator unavailable; its benchmarks will be skipped"
 	$(PY) -m pytest benchmarks -q --benchmark-json=benchmarks/results/latest.json
+	$(PY) benchmarks/report.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

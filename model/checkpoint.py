@@ -6,9 +6,16 @@ Layout of a checkpoint directory:
     weights.npz       one float32 array per parameter, named as in parameter_shapes(config);
                       np.savez, loaded with allow_pickle=False (no code runs on load)
     checkpoint.json   {"format": "tickformer-checkpoint", "version": 1,
-                       "files": {name: {"sha256": hex, "bytes": n}}, "meta": {...}}
+                       "files": {name: {"sha256": hex, "bytes": n}}, "meta": {...},
+                       "manifest_sha256": hex}  (its own hash: `manifest_digest`)
     (extra files)     optional, listed and hashed in checkpoint.json like the others
                       (training writes metrics.json this way)
+
+The manifest carries its own SHA-256 (`manifest_digest`: canonical JSON without that key), so a
+corrupted or hand-edited value no file hash covers (e.g. meta.input_domain, which export uses)
+is refused. It is an integrity check, not a signature. `manifest_digest` is the one definition
+of this hash; the artifact format (runtime/artifact.py) uses it too. It lives here, in the
+numpy-only layer, so loading a checkpoint never imports onnx.
 
 Writing is atomic: everything goes to a temporary sibling directory, is fsynced, and is moved
 into place with os.replace, so a crash never leaves a directory that loads. Loading verifies the
@@ -45,6 +52,7 @@ MANIFEST = "checkpoint.json"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "weights.npz"
 PARAM_DTYPE = np.dtype(np.float32)
+MANIFEST_HASH = "manifest_sha256"
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,15 @@ class Checkpoint:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of `manifest` without its MANIFEST_HASH key (sorted keys,
+    no whitespace, ASCII). The one definition, for checkpoint.json and the artifact's
+    manifest.json (runtime/artifact.py), used by every writer and reader."""
+    body = {key: value for key, value in manifest.items() if key != MANIFEST_HASH}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def _jsonable(value: Any) -> Any:
@@ -188,7 +205,9 @@ def save_checkpoint(
         "files": {name: {"sha256": sha256_bytes(data), "bytes": len(data)} for name, data in sorted(files.items())},
         "meta": dict(meta or {}),
     }
-    files[MANIFEST] = _dump_json(manifest, MANIFEST)
+    sealed = json.loads(_dump_json(manifest, MANIFEST))  # JSON-normalised: what the reader parses
+    sealed[MANIFEST_HASH] = manifest_digest(sealed)
+    files[MANIFEST] = _dump_json(sealed, MANIFEST)
     check_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
@@ -219,15 +238,27 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         raise CheckpointError(f"{root}: no {MANIFEST}; this is not a tickformer checkpoint directory (write one with `tickformer train`)")
     try:
         manifest = json.loads(manifest_path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{manifest_path}: not valid JSON ({exc}); the checkpoint is corrupted, retrain or restore it") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]
+        raise CheckpointError(f"{manifest_path}: not valid JSON ({reason}); the checkpoint is corrupted, retrain or restore it") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise CheckpointError(f"{manifest_path}: format {got!r} is not {FORMAT!r}")
-    if manifest.get("version") != VERSION:
+    version = manifest.get("version")
+    if type(version) is not int or version != VERSION:  # True == 1 and 1.0 == 1: refused
+        shown = version if type(version) is int else f"{version!r} ({type(version).__name__})"
         raise CheckpointError(
-            f"{manifest_path}: checkpoint format version {manifest.get('version')!r} is not supported "
+            f"{manifest_path}: checkpoint format version {shown} is not supported "
             f"(this tickformer reads version {VERSION}); re-save it with this version"
+        )
+    recorded = manifest.get(MANIFEST_HASH)
+    if not isinstance(recorded, str):
+        raise CheckpointError(f"{manifest_path}: has no {MANIFEST_HASH} (an older or hand-edited manifest); retrain or restore it")
+    digest = manifest_digest(manifest)
+    if digest != recorded:
+        raise CheckpointError(
+            f"{manifest_path}: was modified after it was written (its content hashes to {digest[:16]}..., "
+            f"{MANIFEST_HASH} says {recorded[:16]}...); retrain or restore it"
         )
     files = manifest.get("files")
     if not isinstance(files, dict) or not all(
@@ -264,7 +295,7 @@ def _verified_files(root: Path, listed: dict[str, dict[str, Any]]) -> dict[str, 
         if digest != entry["sha256"]:
             raise CheckpointError(
                 f"{root / name}: SHA-256 {digest[:16]}... does not match {MANIFEST} ({entry['sha256'][:16]}...); "
-                f"the file is corrupted or was modified"
+                f"the file is corrupted or was modified; retrain or restore it"
             )
         contents[name] = data
     return contents

@@ -38,26 +38,18 @@ from typing import Any, Mapping
 import numpy as np
 
 from tickformer.errors import ArtifactError, CheckpointError, ConfigError
+from tickformer.model.checkpoint import MANIFEST_HASH, manifest_digest  # the one definition (numpy-only layer)
 from tickformer.model.config import Config
 
 FORMAT = "tickformer-artifact"
 VERSION = 1
 MANIFEST = "manifest.json"
-MANIFEST_HASH = "manifest_sha256"
 WEIGHTS = "weights.npz"
 GRAPH_FILES = {"model": "model.onnx", "step": "step.onnx", "encoder": "encoder.onnx"}
 REQUIRED_GRAPHS = {"decoder": ("model", "step"), "encoder-decoder": ("encoder", "step")}
 # Written inside the artifact by TensorRT builds, never trusted, never hashed (a test checks they
 # equal export.engine_build.TIMING_CACHE and runtime.backends.ort_gpu.ORT_TRT_CACHE).
 UNHASHED_CACHES = frozenset({"trt-timing.cache", "ort-trt-cache"})
-
-
-def manifest_digest(manifest: Mapping[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of `manifest` without its MANIFEST_HASH key (sorted keys,
-    no whitespace). The one definition used by every writer and by the reader."""
-    body = {key: value for key, value in manifest.items() if key != MANIFEST_HASH}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def seal_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:

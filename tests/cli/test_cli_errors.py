@@ -146,8 +146,6 @@ CASES = [
 
 # Cases that expose a bug in a file this test does not own: strict xfail, the reason is the fix.
 KNOWN_BUGS: dict[str, str] = {
-    "info:BAD_CKPT": "BUG: model/checkpoint.py _verified_files: the SHA-256 mismatch message names no fix; append '; retrain or restore it' like the other checkpoint messages",
-    "export:BAD_CKPT --out e2": "BUG: model/checkpoint.py _verified_files: the SHA-256 mismatch message names no fix (same as info:BAD_CKPT)",
 }
 
 # argparse syntax errors: exit 2, usage + one "error:" line, no traceback

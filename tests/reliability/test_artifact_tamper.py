@@ -201,9 +201,6 @@ def test_an_edited_manifest_is_refused_unless_resealed(art_src, tmp_path):
     assert open_artifact(art).output_bound == manifest["output_bound"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: model/checkpoint.py: checkpoint.json is not itself protected, so a flipped byte in 'meta' "
-    "(e.g. the input_domain used by export) loads silently; add a manifest self-hash"))
 def test_a_flipped_digit_in_checkpoint_meta_is_detected(ckpt_src, tmp_path):
     ckpt = ru.fresh_copy(ckpt_src[0], tmp_path / "ckpt")
     text = (ckpt / ru.CKPT_MANIFEST).read_text()
@@ -392,8 +389,10 @@ CHECKPOINT_SCHEMA_CASES = [
     ("files entry without bytes", _del(("files", "weights.npz", "bytes")), "files"),
     ("config.json not listed", _del(("files", "config.json")), "config.json"),
     ("meta not a dict", _set(("meta",), [1]), "meta"),
-    pytest.param("version true", _set(("version",), True), "version", marks=pytest.mark.xfail(
-        strict=True, reason="BUG: model/checkpoint.py _read_manifest: version True passes `!= 1`; require type(version) is int")),
+    ("version true", _set(("version",), True), "version"),
+    ("version float", _set(("version",), 1.0), "version"),
+    ("self-hash missing", _del(("manifest_sha256",)), "manifest_sha256"),
+    ("self-hash wrong", _set(("manifest_sha256",), "0" * 64), "was modified"),
 ]
 
 

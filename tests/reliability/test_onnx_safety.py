@@ -254,10 +254,6 @@ def test_malformed_or_oversized_step_graph_gives_our_error(art_src, tmp_path, wo
 ])
 @pytest.mark.parametrize("payload", ["nested 100000 deep", "50 MiB of spaces", "NaN and Infinity tokens", "duplicate keys", "not utf-8"])
 def test_hostile_manifest_json_gives_our_error(art_src, ckpt_src, tmp_path, manifest_name, loader, error, payload, request):
-    if payload == "nested 100000 deep" and manifest_name == ru.CKPT_MANIFEST:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "BUG: model/checkpoint.py _read_manifest: json.loads of a deeply nested manifest raises RecursionError, "
-            "not caught; catch RecursionError there")))
     src = art_src[0] if manifest_name == ru.ART_MANIFEST else ckpt_src[0]
     root = ru.fresh_copy(src, tmp_path / "root")
     text = (root / manifest_name).read_text()
