@@ -3,10 +3,10 @@
 Each function appends nodes to a `GraphBuilder` and returns the name of its result; weights are
 referenced by their parameter names (the initializer names). Attention goes through the same
 online-softmax state as the numpy operator (Milakov & Gimelshein 2018): a piece of keys is
-summarised as (m, l, acc); the step merges the cache piece with the new key (`attend_cached`,
-the merge rule specialised to a never-empty second piece); masks act by selection
-(`Where(allowed, s, -inf)`), every Exp argument is <= 0, and a query with no selected key
-yields exactly zeros. Shapes in comments: B batch, H heads, T/Tq/Tk lengths, dh head width.
+summarised as (m, l, acc); masks act by selection (`Where(allowed, s, -inf)`), every Exp
+argument is <= 0, and a query with no selected key yields exactly zeros. The step
+(`attend_step`) has one piece that is never empty (its own key), so it uses one Softmax over the
+cache's scores and its own, with a finite mask fill (MASK_FILL) that still gives exactly 0. Shapes in comments: B batch, H heads, T/Tq/Tk lengths, dh head width.
 
 Not real-time code: runs once, at export.
 """
@@ -115,26 +115,49 @@ def attend(g: GraphBuilder, q: str, k: str, v: str, allowed: str | None, d_head:
     return finalize(g, chunk_state(g, s, v))
 
 
-def attend_cached(g: GraphBuilder, s_cache: str, live: str, v_cache: str, s_own: str, v_own: str) -> str:
-    """The step's attention: the cache piece (raw scores s_cache [B, H, 1, N], `live` bool [N]
-    selecting rows 0..pos-1; values v_cache [B, H, N, dh]) merged with the position's own key
-    (score s_own [B, H, 1, 1], value v_own [B, H, 1, dh]).
+# The step's mask fill: a finite stand-in for -inf, used only where Softmax follows (attend_step).
+# Why not -inf: onnxruntime's Exp/Softmax take a ~15x slower path on -inf inputs
+# (benchmarks/diagnose.py exp), and the number of masked cache rows falls with the position, so
+# -inf would make the step slower at early positions. Why it is still exact: a live score is
+# bounded by the manifest's score bound S (contracts/score_bound.py; export refuses S >= 1e29),
+# the row max m >= the own key's score >= -S, so a masked entry's Softmax argument is
+# MASK_FILL - m <= -1e30 + S < -104, where float32 exp underflows to exactly 0 (the smallest
+# subnormal is 2^-149 = e^-103.3). It is a selection (Where), never an offset added to a score.
+MASK_FILL = -1.0e30
+MAX_SCORE_FOR_FILL = 1.0e29
 
-    Equal to finalize(merge(chunk_state(cache), own)) in exact arithmetic, in fewer nodes: the
-    own piece is never empty, so the merged max m = max(max live s_cache, s_own) is finite (no
-    -inf guards) and l >= exp(0) = 1 (no l == 0 guard). Stale rows are removed by selection
-    twice: at -inf for the max, and to exactly 0 *after* the Exp, so Exp only ever sees finite
-    arguments -- the same values-independent work at every position (onnxruntime's Exp takes a
-    measurably slower path on -inf: at pos 0, where all N rows are -inf, the step was ~10%
-    slower). 0 * v = 0 for the finite cached values, so stale rows cannot leak.
+
+def qkv_step(g: GraphBuilder, params: Params, h: str, prefix: str, batch: int, n_heads: int, d_head: int, names: tuple[str, str, str]) -> tuple[str, str, str]:
+    """The step's three projections as one Gemm: h [B, D] @ [W_q / sqrt(dh) | W_k | W_v] -> [B, 3D],
+    viewed as [B, 3H, 1, dh] and split into q (pre-scaled), k, v [B, H, 1, dh] named `names`.
+
+    Folding 1/sqrt(dh) into W_q and b_q is exact when dh is a power of 4 (the scale is a power of
+    two) and within one rounding otherwise; the query is scaled before the product either way, as
+    model.attention.scaled_scores does."""
+    scale = 1.0 / np.sqrt(d_head)
+    w = np.concatenate([params[f"{prefix}.w_q"].astype(np.float64) * scale, params[f"{prefix}.w_k"], params[f"{prefix}.w_v"]], axis=1)
+    bias = np.concatenate([params[f"{prefix}.b_q"].astype(np.float64) * scale, params[f"{prefix}.b_k"], params[f"{prefix}.b_v"]])
+    qkv = g.op("Gemm", h, g.const(w.astype(np.float32), f"{prefix}.w_qkv_step"), g.const(bias.astype(np.float32), f"{prefix}.b_qkv_step"))
+    heads = g.op("Reshape", qkv, g.ints([batch, 3 * n_heads, 1, d_head]))  # [B, 3H, 1, dh]: D = (H, dh) head-major
+    q, k, v = g.split(heads, [n_heads] * 3, axis=1, names=names)
+    return q, k, v
+
+
+def attend_step(g: GraphBuilder, q: str, k_cache: str, v_cache: str, k_own: str, v_own: str, live: str, n_rows: int) -> str:
+    """One position's attention over its layer's static cache and its own key.
+
+    q (pre-scaled), k_own, v_own [B, H, 1, dh]; k_cache, v_cache [B, H, N, dh]; live bool [N + 1]:
+    cache rows 0..pos-1 and, last, the own key (always live). One Softmax over the N + 1 scores,
+    the stale rows selected to MASK_FILL (weight exactly 0, see above), then the weights split
+    back into the cache's N and the own key's 1: P_cache V_cache + p_own v_own. The cache is read
+    in place (never concatenated with the new row: that would copy O(N dh) per step); 0 * v = 0
+    for the finite values a stale row holds, so it cannot leak.
     """
-    m = g.op("Max", g.reduce("ReduceMax", select(g, live, s_cache), [-1]), s_own)  # [B, H, 1, 1], finite
-    e_cache = g.op("Exp", g.op("Sub", s_cache, m))  # [B, H, 1, N]; stale rows: any value, dropped next
-    p_cache = g.op("Where", live, e_cache, g.scalar(0.0))  # [B, H, 1, N], exactly 0 on stale rows
-    p_own = g.op("Exp", g.op("Sub", s_own, m))  # [B, H, 1, 1]
-    l = g.op("Add", g.reduce("ReduceSum", p_cache, [-1]), p_own)  # [B, H, 1, 1], >= 1
-    acc = g.op("Add", g.op("MatMul", p_cache, v_cache), g.op("Mul", p_own, v_own))  # [B, H, 1, dh]
-    return g.op("Div", acc, l)
+    s_cache = g.op("MatMul", q, g.op("Transpose", k_cache, perm=[0, 1, 3, 2]))  # [B, H, 1, N], constant work
+    s_own = g.op("MatMul", q, g.op("Transpose", k_own, perm=[0, 1, 3, 2]))  # [B, H, 1, 1]
+    s = g.op("Where", live, g.op("Concat", s_cache, s_own, axis=-1), g.scalar(MASK_FILL))  # [B, H, 1, N + 1]
+    p_cache, p_own = g.split(g.op("Softmax", s, axis=-1), [n_rows, 1], axis=-1)  # [B, H, 1, N], [B, H, 1, 1]
+    return g.op("Add", g.op("MatMul", p_cache, v_cache), g.op("Mul", p_own, v_own))  # [B, H, 1, dh]
 
 
 def out_proj(g: GraphBuilder, params: Params, heads: str, prefix: str, batch: int, d_model: int) -> str:

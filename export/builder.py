@@ -86,6 +86,13 @@ class GraphBuilder:
         self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=self._fresh(op_type), **attrs))
         return out
 
+    def split(self, x: str, sizes: Sequence[int], axis: int, names: Sequence[str] | None = None) -> list[str]:
+        """Split x along `axis` into pieces of `sizes` (opset >= 13: sizes as an input); `names`
+        gives the outputs their final names (e.g. graph outputs, so no Identity is needed)."""
+        outs = list(names) if names is not None else [self._fresh("split") for _ in sizes]
+        self.nodes.append(helper.make_node("Split", [x, self.ints(list(sizes))], outs, name=self._fresh("Split"), axis=axis))
+        return outs
+
     def reduce(self, op_type: str, x: str, axes: Sequence[int], keepdims: bool = True) -> str:
         """ReduceMax/ReduceSum/ReduceMean over `axes`, attribute or input as the opset wants."""
         axes_as_input = op_type == "ReduceSum" or self.opset >= 18

@@ -29,7 +29,7 @@ from tickformer.model.config import Config
 from tickformer.model.layers import linear, split_heads
 from tickformer.model.transformer import encode, forward
 
-from .graphs import cache_shape, io_names
+from .graphs import cache_shape, io_names, step_feeds, step_outputs
 
 Runner = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
 STALE = 1e30  # planted in the initial cache: finite, huge
@@ -110,17 +110,15 @@ def _check_model(graph: onnx.ModelProto, params: Mapping[str, np.ndarray], confi
             rec.add3("model", {k: run({in_name: x[:, :t]})[0] for k, run in engines.items()}, ref)
 
 
-def _step_sequence(run: Runner, config: Config, x: np.ndarray, extra: Mapping[str, np.ndarray]) -> np.ndarray:
+def _step_sequence(run: Runner, config: Config, x: np.ndarray, cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> np.ndarray:
     """x.shape[1] positions through a step graph, cache pre-filled with STALE; returns [B, T, out]."""
-    in_name = io_names(config)[0]
     batch, n = x.shape[0], x.shape[1]
     rng = np.random.default_rng(1)
     k = (STALE * rng.choice([-1.0, 1.0], size=cache_shape(config, batch))).astype(np.float32)  # [L, B, H, N, dh]
     v = (STALE * rng.choice([-1.0, 1.0], size=cache_shape(config, batch))).astype(np.float32)
     ys = []
     for t in range(n):
-        feeds = {in_name: x[:, t : t + 1], "pos": np.array([t], dtype=np.int64), "k_cache": k, "v_cache": v, **extra}
-        y, k_new, v_new = run(feeds)
+        y, k_new, v_new = step_outputs(config, run(step_feeds(config, x[:, t : t + 1], t, k, v, cross)))
         k[:, :, :, t] = k_new[:, :, :, 0]
         v[:, :, :, t] = v_new[:, :, :, 0]
         ys.append(y[:, 0])
@@ -159,7 +157,7 @@ def check(
         _check_model(graphs["model"], params, config, inputs, rec, model_lengths)
         x = inputs[0][:, :steps]
         ref = forward(dict(params), config, x)  # [B, T, out]
-        rec.add3("step", {k: _step_sequence(run, config, x, {}) for k, run in step.items()}, ref)
+        rec.add3("step", {k: _step_sequence(run, config, x, None) for k, run in step.items()}, ref)
     else:
         encoder = runners(graphs["encoder"])
         rng = np.random.default_rng(seed + 1)
@@ -176,7 +174,7 @@ def check(
             rec.add3("encoder", {k: o[0] for k, o in kv.items()}, ref_k)
             rec.add3("encoder", {k: o[1] for k, o in kv.items()}, ref_v)
             ref = forward(dict(params), config, tgt, src=src)  # unpadded source: padding must not matter
-            outs = {k: _step_sequence(run, config, tgt, {"cross_k": kv[k][0], "cross_v": kv[k][1], "src_valid": valid}) for k, run in step.items()}
+            outs = {k: _step_sequence(run, config, tgt, (kv[k][0], kv[k][1], valid)) for k, run in step.items()}
             rec.add3("step", outs, ref)
         model_lengths = []
     if rec.failures:

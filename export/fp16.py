@@ -301,7 +301,7 @@ def measure_error(graphs32: dict, graphs16: dict, params: dict, config, *, domai
         # Decoder: the fp16 step graph over every position (teacher forcing) vs numpy logits.
         tgt = rng.integers(0, config.vocab_size, (1, n), dtype=np.int64)
         ref = forward(params, config, tgt, src=src, src_valid=valid)  # [1, N, V]
-        logits = _step_through(graphs16["step"], tgt, {"cross_k": cross16[0], "cross_v": cross16[1], "src_valid": valid}, config)
+        logits = _step_through(graphs16["step"], tgt, (cross16[0], cross16[1], valid), config)
         results["step_logits"] = float(np.abs(logits - ref).max() / max(np.abs(ref).max(), 1e-30))
         bound = error_bound(n_layers=config.n_layers, n_enc_layers=config.n_enc_layers, cross=True)
         reference = "encoder: fp32 encoder graph; step logits: numpy model (teacher forcing)"
@@ -310,19 +310,20 @@ def measure_error(graphs32: dict, graphs16: dict, params: dict, config, *, domai
             "reference": reference, "unit_roundoff": UNIT_ROUNDOFF_FP16}
 
 
-def _step_through(step_model, tokens: np.ndarray, extra: dict, config) -> np.ndarray:
+def _step_through(step_model, tokens: np.ndarray, cross: tuple, config) -> np.ndarray:
     """Run a step graph over every position of tokens [1, N], writing k_new/v_new back into the
     cache rows as the runtime does; returns [1, N, V]. Not real-time (test/measurement helper)."""
     import onnxruntime as ort
 
+    from tickformer.export.graphs import cache_shape, step_feeds, step_outputs
+
     sess = ort.InferenceSession(step_model.SerializeToString(), providers=["CPUExecutionProvider"])
     n = tokens.shape[1]
-    shape = (config.n_layers, 1, config.n_heads, config.max_len, config.d_head)
+    shape = cache_shape(config, 1)
     k_cache, v_cache = np.zeros(shape, np.float32), np.zeros(shape, np.float32)  # [L, B, H, N, dh]
     out = []
     for pos in range(n):
-        y, k_new, v_new = sess.run(None, {"tokens": tokens[:, pos : pos + 1], "pos": np.array([pos], np.int64),
-                                          "k_cache": k_cache, "v_cache": v_cache, **extra})
+        y, k_new, v_new = step_outputs(config, sess.run(None, step_feeds(config, tokens[:, pos : pos + 1], pos, k_cache, v_cache, cross)))
         k_cache[:, :, :, pos] = k_new[:, :, :, 0]
         v_cache[:, :, :, pos] = v_new[:, :, :, 0]
         out.append(y[:, 0])

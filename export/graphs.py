@@ -2,19 +2,22 @@
 
 Written from the numpy parameters with `GraphBuilder` (no tracing), computing what
 model/transformer.py computes (Vaswani et al. 2017, post-LN). The I/O contract of every graph is
-documented in docs/artifact_format.md; in short (B batch, N max_len, L decoder layers):
+documented in docs/artifact_format.md; in short (B batch, N max_len, L decoder layers, i < L):
 
     model    x [B, T, d_in] -> y [B, T, d_out]   (tokens [B, T] -> logits [B, T, V]); T <= N
-    step     x [B, 1, d_in], pos [1], k_cache, v_cache [L, B, H, N, dh]
-             -> y [B, 1, d_out], k_new, v_new [L, B, H, 1, dh]
-             (+ cross_k, cross_v [L, B, H, N, dh], src_valid [B, N] for encoder-decoder)
+    step     x [B, d_in] (tokens [B]), pos [1], k_cache.i, v_cache.i [B, H, N, dh]
+             -> y [B, d_out] (logits [B, V]), k_new.i, v_new.i [B, H, 1, dh]
+             (+ cross_k.i, cross_v.i [B, H, N, dh], src_valid [B, N] for encoder-decoder)
     encoder  src [B, N], src_valid [B, N] -> cross_k, cross_v [L, B, H, N, dh]
 
-The step attends over two pieces merged by the online-softmax rule: the cache, whose stale rows
-(key_index >= pos) are selected out -- Where(live, s, -inf) for the max, Where(live, exp, 0) for
-the weights -- so they get weight exactly 0 whatever finite values they hold, and the new key
-itself (blocks.attend_cached). Every shape of `step` and `encoder` is static (TensorRT:
-min = opt = max).
+The step is the real-time graph and is shaped for ONNX Runtime's per-node cost, which dominates
+at small d_model (benchmarks/ANALYSIS.md): activations are 2-D [B, D] (a 3-D MatMul + Add
+becomes Reshape-Gemm-Reshape), the three projections are one Gemm, and every layer's cache is
+its own input, read in place (a stacked [L, ...] input costs a copy of each layer's cache per
+step). It attends over the cache -- whose stale rows (key_index >= pos) are selected out with
+weight exactly 0 whatever finite values they hold -- and the new key itself, in one Softmax
+(blocks.attend_step). Hosts keep the caches stacked [L, B, H, N, dh] and bind layer i's slice.
+Every shape of `step` and `encoder` is static (TensorRT: min = opt = max).
 
 Not real-time code: runs once, at export.
 """
@@ -107,66 +110,108 @@ def build_model(params: Params, config: Config, batch: int, opset: int) -> onnx.
     return g.model()
 
 
-def _cached_self_attn(g: GraphBuilder, params: Params, config: Config, h: str, batch: int, caches: tuple[str, str], layer: int, allowed: str) -> tuple[str, str, str]:
-    """One position's self-attention over the static cache of `layer` plus its own key.
-    Returns (attention output [B, 1, D], k_new, v_new [B, H, 1, dh])."""
-    nh, dh = config.n_heads, config.d_head
-    prefix = f"dec.{layer}.self_attn"
-    q, k_new, v_new = (b.project_heads(g, params, h, prefix, w, batch, nh, dh) for w in "qkv")  # [B, H, 1, dh]
-    index = g.const(np.asarray(layer, dtype=np.int64))
-    kc = g.op("Gather", caches[0], index, axis=0)  # [L, B, H, N, dh] -> [B, H, N, dh]
-    vc = g.op("Gather", caches[1], index, axis=0)
-    qs = b.scaled_query(g, q, dh)  # [B, H, 1, dh]
-    s_cache = b.scores(g, qs, kc)  # [B, H, 1, N] over all N rows: constant work
-    heads = b.attend_cached(g, s_cache, allowed, vc, b.scores(g, qs, k_new), v_new)  # [B, H, 1, dh]
-    return b.out_proj(g, params, heads, prefix, batch, config.d_model), k_new, v_new
+def step_signature(config: Config, batch: int) -> dict[str, dict[str, tuple[str, list[int]]]]:
+    """{"inputs"|"outputs": {name: (dtype, shape)}} of step.onnx, in graph order: the one
+    definition build_step declares and runtime.artifact checks."""
+    in_name, out_name = io_names(config)
+    layer = cache_shape(config, batch)[1:]  # [B, H, N, dh]
+    row = cache_shape(config, batch, rows=1)[1:]  # [B, H, 1, dh]
+    inputs: dict[str, tuple[str, list[int]]] = {
+        in_name: ("int64", [batch]) if config.inputs == "tokens" else ("float32", [batch, config.d_in]),
+        "pos": ("int64", [1]),
+    }
+    outputs: dict[str, tuple[str, list[int]]] = {out_name: ("float32", [batch, out_width(config)])}
+    for i in range(config.n_layers):
+        inputs[f"k_cache.{i}"] = inputs[f"v_cache.{i}"] = ("float32", layer)
+        outputs[f"k_new.{i}"] = outputs[f"v_new.{i}"] = ("float32", row)
+    if config.arch == "encoder-decoder":
+        for i in range(config.n_layers):
+            inputs[f"cross_k.{i}"] = inputs[f"cross_v.{i}"] = ("float32", layer)
+        inputs["src_valid"] = ("bool", [batch, config.max_len])
+    return {"inputs": inputs, "outputs": outputs}
+
+
+def step_feeds(config: Config, x: np.ndarray, pos: int, k_cache: np.ndarray, v_cache: np.ndarray, cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Feeds for step.onnx from the host layout: x [B, 1, d_in] (tokens [B, 1]), stacked caches
+    [L, B, H, N, dh] (layer slices, no copy), cross = (cross_k, cross_v, src_valid) or None."""
+    in_name = io_names(config)[0]
+    feeds = {in_name: x.reshape(x.shape[0], *x.shape[2:]), "pos": np.array([pos], dtype=np.int64)}
+    for i in range(config.n_layers):
+        feeds[f"k_cache.{i}"], feeds[f"v_cache.{i}"] = k_cache[i], v_cache[i]
+        if cross is not None:
+            feeds[f"cross_k.{i}"], feeds[f"cross_v.{i}"] = cross[0][i], cross[1][i]
+    if cross is not None:
+        feeds["src_valid"] = cross[2]
+    return feeds
+
+
+def step_outputs(config: Config, outs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """step.onnx's outputs (graph order) in the host layout: y [B, 1, out], and the new rows
+    stacked k_new, v_new [L, B, H, 1, dh]."""
+    y, rows = outs[0], outs[1:]
+    return y[:, None], np.stack(rows[0::2]), np.stack(rows[1::2])
+
+
+def _linear2d(g: GraphBuilder, params: Params, x: str, prefix: str, w: str, bias: str) -> str:
+    """x [B, n_in] -> [B, n_out] as one Gemm."""
+    return g.op("Gemm", x, b.param(g, params, f"{prefix}.{w}"), b.param(g, params, f"{prefix}.{bias}"))
+
+
+def _step_embed(g: GraphBuilder, params: Params, config: Config, x: str, pos: str) -> str:
+    """x [B, d_in] (tokens [B]) at position pos -> [B, D]."""
+    if config.inputs == "tokens":
+        e = g.op("Gather", b.param(g, params, "tok_embed"), x, axis=0)  # [B, D]
+        h = g.op("Mul", e, g.scalar(np.sqrt(config.d_model)))
+        return g.op("Add", h, g.op("Gather", _pe(g, config), pos, axis=0))  # + pe row [1, D]
+    # The input bias is added to the positional table at export (float64, one rounding): one
+    # Gemm x W_in + (b_in + pe[pos]) instead of Gemm + Add.
+    table = (positional_encoding(config.max_len, config.d_model).astype(np.float64) + params["in_proj.b"]).astype(np.float32)
+    return g.op("Gemm", x, b.param(g, params, "in_proj.w"), g.op("Gather", g.const(table, "pe_plus_in_bias"), pos, axis=0))
+
+
+def _step_attn_out(g: GraphBuilder, params: Params, config: Config, h: str, heads: str, batch: int, prefix: str, norm: str) -> str:
+    """Post-LN residual around an attention sublayer: LN(h + merge(heads) W_o + b_o), [B, D]."""
+    merged = g.op("Reshape", heads, g.ints([batch, config.d_model]))  # [B, H, 1, dh] -> [B, D] (head-major)
+    return b.layer_norm(g, params, g.op("Add", h, _linear2d(g, params, merged, prefix, "w_o", "b_o")), norm, config.ln_eps)
 
 
 def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.ModelProto:
-    """One position over a static KV cache of max_len rows; all shapes static."""
+    """One position over static per-layer KV caches of max_len rows; all shapes static."""
     g = GraphBuilder("tickformer_step", opset)
+    sig = step_signature(config, batch)
+    for name, (dtype, shape) in sig["inputs"].items():
+        g.input(name, dtype, shape)
     in_name, out_name = io_names(config)
-    if config.inputs == "tokens":
-        x = g.input(in_name, "int64", [batch, 1])
-    else:
-        x = g.input(in_name, "float32", [batch, 1, config.d_in])
-    pos = g.input("pos", "int64", [1])
-    caches = (g.input("k_cache", "float32", cache_shape(config, batch)), g.input("v_cache", "float32", cache_shape(config, batch)))
+    nh, dh, n = config.n_heads, config.d_head, config.max_len
+    key_index = np.arange(n + 1, dtype=np.int64)
+    key_index[n] = -1  # the own key: -1 < pos always, so it is always live
+    live = g.op("Less", g.const(key_index, "key_index"), "pos")  # [N + 1]: rows 0..pos-1, then own
     cross = config.arch == "encoder-decoder"
     if cross:
-        cross_kv = (g.input("cross_k", "float32", cache_shape(config, batch)), g.input("cross_v", "float32", cache_shape(config, batch)))
-        src_valid = g.input("src_valid", "bool", [batch, config.max_len])
-        src_allowed = g.op("Reshape", src_valid, g.ints([batch, 1, 1, config.max_len]))  # [B, 1, 1, N]
-    key_index = g.const(np.arange(config.max_len, dtype=np.int64), "key_index")  # [N]
-    allowed = g.op("Less", key_index, pos)  # [N]: rows 0..pos-1 are live
-    pe_row = g.op("Gather", _pe(g, config), pos, axis=0)  # [1, D]
-    h = _embed(g, params, config, x, pe_row)  # [B, 1, D]
-    new_k: list[str] = []
-    new_v: list[str] = []
+        src_allowed = g.op("Reshape", "src_valid", g.ints([batch, 1, 1, n]))  # [B, 1, 1, N]
+    h = _step_embed(g, params, config, in_name, "pos")  # [B, D]
     for i in range(config.n_layers):
         prefix = f"dec.{i}"
-        attn, k_new, v_new = _cached_self_attn(g, params, config, h, batch, caches, i, allowed)
-        new_k.append(g.op("Unsqueeze", k_new, g.ints([0])))  # [1, B, H, 1, dh]
-        new_v.append(g.op("Unsqueeze", v_new, g.ints([0])))
-        h = b.layer_norm(g, params, g.op("Add", h, attn), f"{prefix}.ln1", config.ln_eps)
+        q, k_new, v_new = b.qkv_step(g, params, h, f"{prefix}.self_attn", batch, nh, dh, (f"q_{i}", f"k_new.{i}", f"v_new.{i}"))
+        heads = b.attend_step(g, q, f"k_cache.{i}", f"v_cache.{i}", k_new, v_new, live, n)  # [B, H, 1, dh]
+        h = _step_attn_out(g, params, config, h, heads, batch, f"{prefix}.self_attn", f"{prefix}.ln1")
         if cross:
-            q = b.project_heads(g, params, h, f"{prefix}.cross_attn", "q", batch, config.n_heads, config.d_head)
-            index = g.const(np.asarray(i, dtype=np.int64))
-            ck = g.op("Gather", cross_kv[0], index, axis=0)  # [B, H, N, dh]
-            cv = g.op("Gather", cross_kv[1], index, axis=0)
-            heads = b.attend(g, q, ck, cv, src_allowed, config.d_head)  # [B, H, 1, dh]
-            c = b.out_proj(g, params, heads, f"{prefix}.cross_attn", batch, config.d_model)
-            h = b.layer_norm(g, params, g.op("Add", h, c), f"{prefix}.ln2", config.ln_eps)
-        h = _ffn_block(g, params, config, h, prefix, "ln3" if cross else "ln2")
-    y = _project_out(g, params, config, h)
-    g.output(y, out_name, "float32", [batch, 1, out_width(config)])
-    g.output(_stack(g, new_k), "k_new", "float32", cache_shape(config, batch, rows=1))
-    g.output(_stack(g, new_v), "v_new", "float32", cache_shape(config, batch, rows=1))
+            cq = g.op("Reshape", _linear2d(g, params, h, f"{prefix}.cross_attn", "w_q", "b_q"), g.ints([batch, nh, 1, dh]))  # [B, H, 1, dh]
+            heads = b.attend(g, cq, f"cross_k.{i}", f"cross_v.{i}", src_allowed, dh)  # [B, H, 1, dh]
+            h = _step_attn_out(g, params, config, h, heads, batch, f"{prefix}.cross_attn", f"{prefix}.ln2")
+        ff = _linear2d(g, params, g.op("Relu", _linear2d(g, params, h, f"{prefix}.ffn", "w1", "b1")), f"{prefix}.ffn", "w2", "b2")
+        h = b.layer_norm(g, params, g.op("Add", h, ff), f"{prefix}.{'ln3' if cross else 'ln2'}", config.ln_eps)
+    if config.inputs == "tokens":
+        y = g.op("Gemm", h, b.param(g, params, "tok_embed"), transB=1)  # [B, V] (tied)
+    else:
+        y = _linear2d(g, params, h, "out_proj", "w", "b")  # [B, d_out]
+    for name, (dtype, shape) in sig["outputs"].items():
+        g.output(y if name == out_name else name, name, dtype, shape)
     return g.model()
 
 
 def _stack(g: GraphBuilder, rows: list[str]) -> str:
-    return rows[0] if len(rows) == 1 else g.op("Concat", *rows, axis=0)  # [L, B, H, 1, dh]
+    return rows[0] if len(rows) == 1 else g.op("Concat", *rows, axis=0)  # [L, B, H, ., dh]
 
 
 def build_encoder(params: Params, config: Config, batch: int, opset: int) -> onnx.ModelProto:

@@ -42,7 +42,7 @@ from tickformer.model.checkpoint import MANIFEST_HASH, manifest_digest  # the on
 from tickformer.model.config import Config
 
 FORMAT = "tickformer-artifact"
-VERSION = 1
+VERSION = 2  # 2: per-layer step caches, 2-D step x/y (docs/artifact_format.md, "Versions")
 MANIFEST = "manifest.json"
 WEIGHTS = "weights.npz"
 GRAPH_FILES = {"model": "model.onnx", "step": "step.onnx", "encoder": "encoder.onnx"}
@@ -63,16 +63,12 @@ def seal_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
 def expected_io(config: Config, batch: int) -> dict[str, dict[str, dict[str, tuple[str, list[int | str]]]]]:
     """{graph: {"inputs"|"outputs": {name: (dtype, shape)}}} the export writes for this config and
     batch (export/graphs.py build_model / build_step / build_encoder; "T" is the symbolic length)."""
-    from tickformer.export.graphs import cache_shape, io_names, out_width
+    from tickformer.export.graphs import cache_shape, io_names, out_width, step_signature
 
     in_name, out_name = io_names(config)
     n, b = config.max_len, batch
     tokens = config.inputs == "tokens"
-    cache, row = cache_shape(config, b), cache_shape(config, b, rows=1)
-    step_in: dict[str, tuple[str, list[int | str]]] = {
-        in_name: ("int64", [b, 1]) if tokens else ("float32", [b, 1, config.d_in]),
-        "pos": ("int64", [1]), "k_cache": ("float32", cache), "v_cache": ("float32", cache),
-    }
+    cache = cache_shape(config, b)
     out: dict[str, dict[str, dict[str, tuple[str, list[int | str]]]]] = {}
     if config.arch == "decoder":
         out["model"] = {
@@ -80,15 +76,12 @@ def expected_io(config: Config, batch: int) -> dict[str, dict[str, dict[str, tup
             "outputs": {out_name: ("float32", [b, "T", out_width(config)])},
         }
     else:
-        step_in.update({"cross_k": ("float32", cache), "cross_v": ("float32", cache), "src_valid": ("bool", [b, n])})
         out["encoder"] = {
             "inputs": {"src": ("int64", [b, n]), "src_valid": ("bool", [b, n])},
             "outputs": {"cross_k": ("float32", cache), "cross_v": ("float32", cache)},
         }
-    out["step"] = {
-        "inputs": step_in,
-        "outputs": {out_name: ("float32", [b, 1, out_width(config)]), "k_new": ("float32", row), "v_new": ("float32", row)},
-    }
+    step = step_signature(config, b)
+    out["step"] = {"inputs": dict(step["inputs"]), "outputs": dict(step["outputs"])}
     return out
 
 

@@ -77,3 +77,25 @@ class Backend(abc.ABC):
 
     def close(self) -> None:
         """Release engine resources. Idempotent."""
+
+
+class HostCache:
+    """Host-resident KV cache and staged rows, allocated once: k, v [L, B, H, N, dh] (step.onnx
+    reads layer i's contiguous slice k[i] in place) and k_new, v_new [L, B, H, 1, dh] (layer i's
+    step output is written into k_new[i]). The per-position row views are made here, once, so
+    `commit` is two np.copyto calls: no index parsing, no new view, no allocation per step."""
+
+    def __init__(self, cache_shape: tuple[int, ...], row_shape: tuple[int, ...]) -> None:
+        self.k = np.zeros(cache_shape, dtype=np.float32)  # [L, B, H, N, dh]
+        self.v = np.zeros(cache_shape, dtype=np.float32)
+        self.k_new = np.zeros(row_shape, dtype=np.float32)  # [L, B, H, 1, dh]
+        self.v_new = np.zeros(row_shape, dtype=np.float32)
+        self._k_rows = [self.k[:, :, :, p] for p in range(cache_shape[3])]  # N views [L, B, H, dh]
+        self._v_rows = [self.v[:, :, :, p] for p in range(cache_shape[3])]
+        self._k_src = self.k_new[:, :, :, 0]  # [L, B, H, dh]
+        self._v_src = self.v_new[:, :, :, 0]
+
+    def commit(self, pos: int) -> None:
+        """Copy the staged rows into cache row pos. Real-time safe (0 bytes allocated)."""
+        np.copyto(self._k_rows[pos], self._k_src)
+        np.copyto(self._v_rows[pos], self._v_src)

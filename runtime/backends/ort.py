@@ -32,10 +32,10 @@ import numpy as np
 import onnxruntime as ort
 
 from tickformer.errors import ArtifactError, BackendError, ConfigError
-from tickformer.export.graphs import io_names
+from tickformer.export.graphs import io_names, step_signature
 from tickformer.runtime.artifact import Artifact, verified_graph_bytes
 
-from .base import Backend
+from .base import Backend, HostCache
 
 BINDINGS = ("run", "iobinding")
 ORT_TYPES = {"float32": "tensor(float)", "float64": "tensor(double)"}  # else "tensor(<numpy name>)"
@@ -98,26 +98,26 @@ class OrtBackend(Backend):
         self._encoder = self._session("encoder") if cfg.arch == "encoder-decoder" else None
         in_name, out_name = io_names(cfg)
         x_shape, x_dtype = ((batch, 1), np.int64) if cfg.inputs == "tokens" else ((batch, 1, cfg.d_in), np.float32)
-        self._bufs: dict[str, np.ndarray] = {
-            in_name: np.zeros(x_shape, dtype=x_dtype),
-            "pos": np.zeros(1, dtype=np.int64),
-            "k_cache": np.zeros(self.cache_shape, dtype=np.float32),  # [L, B, H, N, dh]
-            "v_cache": np.zeros(self.cache_shape, dtype=np.float32),
-        }
-        if cfg.arch == "encoder-decoder":
-            self._bufs["cross_k"] = np.zeros(self.cache_shape, dtype=np.float32)
-            self._bufs["cross_v"] = np.zeros(self.cache_shape, dtype=np.float32)
-            self._bufs["src_valid"] = np.zeros((batch, cfg.max_len), dtype=np.bool_)
-        self._outs: dict[str, np.ndarray] = {
-            out_name: np.zeros(self.step_output_shape, dtype=np.float32),  # [B, 1, d_out | V]
-            "k_new": np.zeros(self.row_shape, dtype=np.float32),  # [L, B, H, 1, dh]
-            "v_new": np.zeros(self.row_shape, dtype=np.float32),
-        }
-        self._x = self._bufs[in_name]
-        self._pos = self._bufs["pos"]
-        self._y = self._outs[out_name]
-        self._out_names = list(self._outs)
-        self._out_list = list(self._outs.values())
+        self._x = np.zeros(x_shape, dtype=x_dtype)  # the session's layout; the graph's is [B, d_in] / [B]
+        self._pos = np.zeros(1, dtype=np.int64)
+        self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
+        self._host = HostCache(self.cache_shape, self.row_shape)
+        cross = cfg.arch == "encoder-decoder"
+        # cross_k, cross_v [L, B, H, N, dh] and src_valid [B, N], written once per source by set_source.
+        self._cross = (np.zeros(self.cache_shape, np.float32), np.zeros(self.cache_shape, np.float32), np.zeros((batch, cfg.max_len), np.bool_)) if cross else None
+        # Every step input and output as a view of a buffer above, in the graph's own shape (no copies).
+        sig = step_signature(cfg, batch)
+        views = {in_name: self._x, "pos": self._pos, out_name: self._y}
+        for i in range(cfg.n_layers):
+            views.update({f"k_cache.{i}": self._host.k[i], f"v_cache.{i}": self._host.v[i], f"k_new.{i}": self._host.k_new[i], f"v_new.{i}": self._host.v_new[i]})
+            if self._cross is not None:
+                views.update({f"cross_k.{i}": self._cross[0][i], f"cross_v.{i}": self._cross[1][i]})
+        if self._cross is not None:
+            views["src_valid"] = self._cross[2]
+        self._in_views = {name: views[name].reshape(shape) for name, (_, shape) in sig["inputs"].items()}
+        self._out_views = {name: views[name].reshape(shape) for name, (_, shape) in sig["outputs"].items()}
+        self._out_names = list(self._out_views)
+        self._out_list = list(self._out_views.values())
         self._io = self._bind() if binding == "iobinding" else None
 
     def _session(self, graph: str) -> ort.InferenceSession:
@@ -132,12 +132,12 @@ class OrtBackend(Backend):
         return session
 
     def _bind(self) -> ort.IOBinding:
-        """Bind every step input and output to the preallocated host buffers, once."""
+        """Bind every step input and output to its preallocated host view, once."""
         io = self._step.io_binding()
         try:
-            for name, arr in self._bufs.items():
+            for name, arr in self._in_views.items():
                 io.bind_input(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
-            for name, arr in self._outs.items():
+            for name, arr in self._out_views.items():
                 io.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
         except Exception as exc:  # signatures were checked in _session: an engine-side failure
             raise BackendError(f"onnxruntime cannot bind the step buffers: {exc}") from exc
@@ -152,7 +152,7 @@ class OrtBackend(Backend):
             if self._io is not None:
                 self._step.run_with_iobinding(self._io)
             else:
-                results = self._step.run(self._out_names, self._bufs)
+                results = self._step.run(self._out_names, self._in_views)
                 for dst, src in zip(self._out_list, results):
                     np.copyto(dst, src)
         except Exception as exc:
@@ -160,9 +160,8 @@ class OrtBackend(Backend):
         return self._y
 
     def commit(self, pos: int) -> None:
-        """Real-time safe: two row copies into the host cache."""
-        self._bufs["k_cache"][:, :, :, pos] = self._outs["k_new"][:, :, :, 0]
-        self._bufs["v_cache"][:, :, :, pos] = self._outs["v_new"][:, :, :, 0]
+        """Real-time safe: two row copies into the host cache (HostCache.commit)."""
+        self._host.commit(pos)
 
     # --- not real-time -------------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
@@ -175,18 +174,17 @@ class OrtBackend(Backend):
             raise BackendError(f"onnxruntime full pass failed: {exc}") from exc
 
     def set_source(self, src: np.ndarray, src_valid: np.ndarray) -> None:
-        if self._encoder is None:
+        if self._encoder is None or self._cross is None:
             raise NotImplementedError("decoder-only artifacts have no source")
         try:
             cross_k, cross_v = self._encoder.run(["cross_k", "cross_v"], {"src": src, "src_valid": src_valid})
         except Exception as exc:
             raise BackendError(f"onnxruntime encoder failed: {exc}") from exc
-        np.copyto(self._bufs["cross_k"], cross_k)  # in place: IOBinding keeps pointing at these buffers
-        np.copyto(self._bufs["cross_v"], cross_v)
-        np.copyto(self._bufs["src_valid"], src_valid)
+        for buf, new in zip(self._cross, (cross_k, cross_v, src_valid)):
+            np.copyto(buf, new)  # in place: IOBinding keeps pointing at these buffers
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._bufs["k_cache"], self._bufs["v_cache"]
+        return self._host.k, self._host.v
 
     def close(self) -> None:
         self._io = None

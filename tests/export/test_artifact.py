@@ -24,7 +24,7 @@ from tickformer.runtime.artifact import open_artifact
 
 def test_manifest_describes_every_graph_and_file(exported):
     path, params, manifest = exported["tiny"]
-    assert manifest["format"] == "tickformer-artifact" and manifest["version"] == 1
+    assert manifest["format"] == "tickformer-artifact" and manifest["version"] == 2
     assert set(manifest["files"]) == {"manifest.json"} ^ {p.name for p in path.iterdir()}
     assert set(manifest["versions"]) >= {"numpy", "onnx", "onnxruntime", "python", "tickformer"}
     assert manifest["input_domain"] == [-10.0, 10.0] and manifest["output_bound"] > 0
@@ -33,8 +33,12 @@ def test_manifest_describes_every_graph_and_file(exported):
         assert [i["name"] for i in spec["inputs"]] == [i.name for i in model.graph.input]
         assert [o["name"] for o in spec["outputs"]] == [o.name for o in model.graph.output]
     step = manifest["graphs"]["step"]
-    assert step["inputs"][2] == {"name": "k_cache", "dtype": "float32", "shape": [2, 1, 2, 16, 8]}
-    assert step["outputs"][1] == {"name": "k_new", "dtype": "float32", "shape": [2, 1, 2, 1, 8]}
+    # Format 2: one cache input and one new-row output per layer; 2-D x / y (docs/artifact_format.md).
+    assert step["inputs"][0] == {"name": "x", "dtype": "float32", "shape": [1, 3]}
+    assert [i["name"] for i in step["inputs"][2:]] == ["k_cache.0", "v_cache.0", "k_cache.1", "v_cache.1"]
+    assert step["inputs"][2] == {"name": "k_cache.0", "dtype": "float32", "shape": [1, 2, 16, 8]}
+    assert [o["name"] for o in step["outputs"]] == ["y", "k_new.0", "v_new.0", "k_new.1", "v_new.1"]
+    assert step["outputs"][1] == {"name": "k_new.0", "dtype": "float32", "shape": [1, 2, 1, 8]}
     assert manifest["graphs"]["model"]["inputs"][0]["shape"] == [1, "T", 3]
 
 
@@ -93,11 +97,11 @@ def test_missing_or_truncated_files_and_bad_manifest(exported, tmp_path):
     cases = {
         "missing": lambda a: (a / "step.onnx").unlink(),
         "truncated": lambda a: (a / "model.onnx").write_bytes((a / "model.onnx").read_bytes()[:-10]),
-        "version": lambda a: _edit_manifest(a, version=2),
+        "version": lambda a: _edit_manifest(a, version=1),
         "no manifest": lambda a: (a / "manifest.json").unlink(),
         "not json": lambda a: (a / "manifest.json").write_text("{"),
     }
-    words = {"missing": "missing", "truncated": "bytes", "version": "version 2", "no manifest": "no manifest.json", "not json": "not valid JSON"}
+    words = {"missing": "missing", "truncated": "bytes", "version": "version 1 is not supported", "no manifest": "no manifest.json", "not json": "not valid JSON"}
     for name, damage in cases.items():
         art = tmp_path / name.replace(" ", "_")
         shutil.copytree(src, art)
@@ -189,7 +193,7 @@ def test_export_from_checkpoint_uses_its_domain_and_max_len(tmp_path):
     art = open_artifact(out)
     assert art.input_domain == (-2.0, 2.0)
     assert art.max_len == 8 and art.config.max_len == 8 and art.batch == 2
-    assert art.manifest["graphs"]["step"]["inputs"][2]["shape"] == [2, 2, 2, 8, 8]
+    assert art.manifest["graphs"]["step"]["inputs"][2]["shape"] == [2, 2, 8, 8]  # k_cache.0 [B, H, N, dh]
     assert art.manifest["source"]["checkpoint_meta"] == {"input_domain": [-2.0, 2.0]}
     with pytest.raises(ExportError, match="--max-len 17"):
         export_artifact(ckpt, tmp_path / "art2", max_len=17)

@@ -20,7 +20,7 @@ from tickformer.model import init_params, preset
 PLAIN_OPS = {
     "MatMul", "Add", "Sub", "Mul", "Div", "Reshape", "Transpose", "Where", "ReduceMax", "ReduceSum",
     "Exp", "Max", "Equal", "Greater", "Less", "LayerNormalization", "Relu", "Gather", "Concat",
-    "Unsqueeze", "Slice", "Shape", "Identity",
+    "Unsqueeze", "Slice", "Shape", "Identity", "Gemm", "Softmax", "Split",
 }
 
 
@@ -41,7 +41,14 @@ def test_every_graph_passes_checker_and_strict_shape_inference(configs, name, op
         for pname, value in params.items():
             if pname in inits:
                 assert np.array_equal(inits[pname], value), f"initializer {pname} differs from the parameter"
-        assert ("dec.0.self_attn.w_q" in inits) == (gname != "encoder")
+        # The full pass names W_q; the step uses the fused, pre-scaled [W_q / sqrt(dh) | W_k | W_v].
+        assert ("dec.0.self_attn.w_q" in inits) == (gname == "model")
+        assert ("dec.0.self_attn.w_qkv_step" in inits) == (gname == "step")
+        if gname == "step":
+            dh = cfg.d_head
+            w = inits["dec.0.self_attn.w_qkv_step"]  # [D, 3D]
+            want = np.concatenate([params["dec.0.self_attn.w_q"] / np.sqrt(dh), params["dec.0.self_attn.w_k"], params["dec.0.self_attn.w_v"]], axis=1)
+            np.testing.assert_allclose(w, want, rtol=2**-23, atol=0)
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-tokens", "tiny-seq2seq"])
