@@ -13,8 +13,6 @@ Subjects (decoder-only, continuous inputs, batch 1, one thread):
     ort-floor    ORT identity graph, one [1, 1, d_in] input, bare InferenceSession.run
     ort-floor-io a graph with step.onnx's exact I/O signature doing (almost) nothing, through
                  the same tickformer Session.step path as `ort`: the runtime's own floor
-    ort-lean-whatif  whatif_step.py's leaner step graph (same I/O, ~half the ORT nodes) through
-                 the same Session.step path: sizes a possible export fix, not a shipped subject
 
 Artifacts are exported with tickformer's exporter (`tickformer.export.artifact.export_artifact`)
 from a checkpoint written by `tickformer.model.checkpoint.save_checkpoint`. Not real-time code.
@@ -180,7 +178,7 @@ def identity_floor(d_in: int) -> Callable[[], object]:
 
 def floor_step_graph(step_path: Path):
     """A graph with step.onnx's exact inputs and outputs that does almost nothing: each output is
-    a Slice of an input of the same rank (y from x, k_new/v_new: row 0 of the caches); `pos` is
+    a Slice of an input of the same rank (y from x, k_new.i/v_new.i: row 0 of layer i's cache); `pos` is
     fed but unused. The cost left is the call path and ORT's per-run overhead."""
     import onnx
     from onnx import helper, numpy_helper
@@ -194,9 +192,9 @@ def floor_step_graph(step_path: Path):
         inits.append(numpy_helper.from_array(np.asarray(values, dtype=np.int64), name=name))
         return name
 
-    source = {"y": "x", "logits": "tokens", "k_new": "k_cache", "v_new": "v_cache"}
     for out in step.graph.output:
-        src = source[out.name]
+        stem, _, layer = out.name.partition(".")  # k_new.0 <- k_cache.0 (format 2: one per layer)
+        src = {"y": "x", "logits": "tokens", "k_new": f"k_cache.{layer}", "v_new": f"v_cache.{layer}"}[stem]
         shape = dims[out.name]
         if inputs[src].type.tensor_type.elem_type != out.type.tensor_type.elem_type or len(dims[src]) != len(shape):
             raise ValueError(f"cannot build a floor graph for output {out.name!r} from input {src!r}")
@@ -243,10 +241,3 @@ def swapped_artifact(art: Path, step_model, out: Path) -> Path:
 def floor_artifact(art: Path, out: Path) -> Path:
     """`art` with the do-nothing step graph of `floor_step_graph`."""
     return swapped_artifact(art, floor_step_graph(art / "step.onnx"), out)
-
-
-def lean_artifact(art: Path, config, params, out: Path) -> Path:
-    """`art` with whatif_step.build_lean_step as step.onnx (what a leaner export would give)."""
-    import whatif_step
-
-    return swapped_artifact(art, whatif_step.build_lean_step(params, config), out)

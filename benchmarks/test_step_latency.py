@@ -21,9 +21,9 @@ import harness
 import subjects
 
 WINDOW = 4
-REPS = {"ort": 400, "ort-run": 400, "ort-grow": 300, "numpy": 120, "numpy-growing": 120, "torch": 120, "ort-floor-io": 400, "ort-lean-whatif": 200}
+REPS = {"ort": 400, "ort-run": 400, "ort-grow": 300, "numpy": 120, "numpy-growing": 120, "torch": 120, "ort-floor-io": 400}
 RECOMPUTE_SAMPLES = {1: 1000, "half": 600, "full": 400}
-STATEFUL = ["ort", "ort-run", "ort-floor-io", "ort-lean-whatif", "numpy", "numpy-growing", "ort-grow", "torch"]
+STATEFUL = ["ort", "ort-run", "ort-floor-io", "numpy", "numpy-growing", "ort-grow", "torch"]
 
 
 def windows(n: int) -> dict[str, tuple[int, int]]:
@@ -59,9 +59,6 @@ def build_stateful(name: str, request, control, x):
     art = request.getfixturevalue("artifact")
     if name == "ort-floor-io":
         art = subjects.floor_artifact(art, request.getfixturevalue("tmp_path") / "floor")
-        return subjects.session_subject(name, subjects.open_session(art, "ort"), x)
-    if name == "ort-lean-whatif":
-        art = subjects.lean_artifact(art, config, params, request.getfixturevalue("tmp_path") / "lean")
         return subjects.session_subject(name, subjects.open_session(art, "ort"), x)
     return subjects.session_subject(name, subjects.open_session(art, name), x)
 

@@ -6,7 +6,7 @@ online-softmax state as the numpy operator (Milakov & Gimelshein 2018): a piece 
 summarised as (m, l, acc); masks act by selection (`Where(allowed, s, -inf)`), every Exp
 argument is <= 0, and a query with no selected key yields exactly zeros. The step
 (`attend_step`) has one piece that is never empty (its own key), so it uses one Softmax over the
-cache's scores and its own, with a finite mask fill (MASK_FILL) that still gives exactly 0. Shapes in comments: B batch, H heads, T/Tq/Tk lengths, dh head width.
+cache's scores and its own. Shapes in comments: B batch, H heads, T/Tq/Tk lengths, dh head width.
 
 Not real-time code: runs once, at export.
 """
@@ -115,18 +115,6 @@ def attend(g: GraphBuilder, q: str, k: str, v: str, allowed: str | None, d_head:
     return finalize(g, chunk_state(g, s, v))
 
 
-# The step's mask fill: a finite stand-in for -inf, used only where Softmax follows (attend_step).
-# Why not -inf: onnxruntime's Exp/Softmax take a ~15x slower path on -inf inputs
-# (benchmarks/diagnose.py exp), and the number of masked cache rows falls with the position, so
-# -inf would make the step slower at early positions. Why it is still exact: a live score is
-# bounded by the manifest's score bound S (contracts/score_bound.py; export refuses S >= 1e29),
-# the row max m >= the own key's score >= -S, so a masked entry's Softmax argument is
-# MASK_FILL - m <= -1e30 + S < -104, where float32 exp underflows to exactly 0 (the smallest
-# subnormal is 2^-149 = e^-103.3). It is a selection (Where), never an offset added to a score.
-MASK_FILL = -1.0e30
-MAX_SCORE_FOR_FILL = 1.0e29
-
-
 def qkv_step(g: GraphBuilder, params: Params, h: str, prefix: str, batch: int, n_heads: int, d_head: int, names: tuple[str, str, str]) -> tuple[str, str, str]:
     """The step's three projections as one Gemm: h [B, D] @ [W_q / sqrt(dh) | W_k | W_v] -> [B, 3D],
     viewed as [B, 3H, 1, dh] and split into q (pre-scaled), k, v [B, H, 1, dh] named `names`.
@@ -147,15 +135,18 @@ def attend_step(g: GraphBuilder, q: str, k_cache: str, v_cache: str, k_own: str,
     """One position's attention over its layer's static cache and its own key.
 
     q (pre-scaled), k_own, v_own [B, H, 1, dh]; k_cache, v_cache [B, H, N, dh]; live bool [N + 1]:
-    cache rows 0..pos-1 and, last, the own key (always live). One Softmax over the N + 1 scores,
-    the stale rows selected to MASK_FILL (weight exactly 0, see above), then the weights split
-    back into the cache's N and the own key's 1: P_cache V_cache + p_own v_own. The cache is read
-    in place (never concatenated with the new row: that would copy O(N dh) per step); 0 * v = 0
-    for the finite values a stale row holds, so it cannot leak.
+    cache rows 0..pos-1 and, last, the own key (always live, so no row is empty and Softmax never
+    sees an all -inf row). One Softmax over the N + 1 scores with the stale rows selected to -inf
+    (weight exactly 0), then the weights split back into the cache's N and the own key's 1:
+    P_cache V_cache + p_own v_own. The cache is read in place (never concatenated with the new
+    row: that would copy O(N dh) per step); 0 * v = 0 for the finite values a stale row holds, so
+    it cannot leak. Timing: exp(-inf) and every exp argument below -87.3 pass through subnormal
+    floats, ~15x slower on x86 unless the thread flushes them to zero; ControlLoop and certify do
+    (runtime/denormals.py), and then the step's time does not depend on the position.
     """
     s_cache = g.op("MatMul", q, g.op("Transpose", k_cache, perm=[0, 1, 3, 2]))  # [B, H, 1, N], constant work
     s_own = g.op("MatMul", q, g.op("Transpose", k_own, perm=[0, 1, 3, 2]))  # [B, H, 1, 1]
-    s = g.op("Where", live, g.op("Concat", s_cache, s_own, axis=-1), g.scalar(MASK_FILL))  # [B, H, 1, N + 1]
+    s = select(g, live, g.op("Concat", s_cache, s_own, axis=-1))  # [B, H, 1, N + 1]
     p_cache, p_own = g.split(g.op("Softmax", s, axis=-1), [n_rows, 1], axis=-1)  # [B, H, 1, N], [B, H, 1, 1]
     return g.op("Add", g.op("MatMul", p_cache, v_cache), g.op("Mul", p_own, v_own))  # [B, H, 1, dh]
 

@@ -420,10 +420,7 @@ def _check_fp16_ranges(walk: _Walk, graph: str) -> Iterator[Finding]:
                               "mask by selection (Where), never by arithmetic with -inf")
             x = x[np.isfinite(x)]
         big = float(np.abs(x).max()) if x.size else 0.0
-        # A huge negative fill consumed only by selection (the step's Where(live, s, -1e30)) stays a
-        # selection if fp16 turns it into -inf: masked weight exp(-inf - m) is still exactly 0.
-        selection_fill = x.size > 0 and float(x.max()) < -FP16_MAX and not (walk.consumers.get(name, set()) - _SELECTION_OPS)
-        if init.data_type == 1 and big > FP16_MAX and not selection_fill:
+        if init.data_type == 1 and big > FP16_MAX:
             yield Finding("warning", graph, "fp16-overflow", f"initializer '{name}'",
                           f"max |x| = {big:.3g} > 65504 overflows to inf in fp16 (e.g. a -1e9 additive mask); "
                           "use Where-selection masks, or keep this tensor fp32")

@@ -19,6 +19,12 @@ Checked against central finite differences in float64 for every parameter tensor
 backward dS = P * (dP - rowsum(dP * P)), which is exactly zero at masked keys (P = 0) and on
 fully masked rows.
 
+Speed (numpy has no fused kernels, so every elementwise pass over an activation is a full
+trip through memory): the [B, H, Tq, Tk] softmax and its backward run in place in the one
+array each creates, relu' and dropout are single multiplications by a mask, and layer norm
+reuses its temporaries. Each rewrite keeps the same floating-point operations in the same
+order as the plain formula, except where a comment says otherwise.
+
 Nothing here is real-time safe: training allocates freely. This file imports numpy only.
 """
 
@@ -29,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .attention import attention_weights, causal_mask
+from .attention import causal_mask, scaled_scores
 from .config import Config
 from .layers import merge_heads, positional_encoding, split_heads
 from .transformer import ATTN_NAMES, FFN_NAMES, source_mask
@@ -47,14 +53,22 @@ def _flat(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1, a.shape[-1])  # [..., n] -> [N, n]
 
 
+def _matmul_rows(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x [..., n] @ w [n, m] as one 2-D product (numpy would otherwise call BLAS once per
+    leading index; equal to it bit for bit on our machines) -> [..., m]."""
+    return (_flat(x) @ w).reshape(x.shape[:-1] + (w.shape[1],))
+
+
 def linear_forward(x: np.ndarray, *, w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Any]:
-    return x @ w + b, (x, w)  # [..., n_in] -> [..., n_out]
+    y = _matmul_rows(x, w)  # [..., n_in] -> [..., n_out]
+    y += b
+    return y, (x, w)
 
 
 def linear_backward(dy: np.ndarray, cache: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """-> dx [..., n_in], dw [n_in, n_out], db [n_out]."""
     x, w = cache
-    dx = dy @ w.T  # [..., n_out] -> [..., n_in]
+    dx = _matmul_rows(dy, w.T)  # [..., n_out] -> [..., n_in]
     dw = _flat(x).T @ _flat(dy)  # [n_in, N] @ [N, n_out]
     db = _flat(dy).sum(axis=0)  # [n_out]
     return dx, dw, db
@@ -62,20 +76,29 @@ def linear_backward(dy: np.ndarray, cache: Any) -> tuple[np.ndarray, np.ndarray,
 
 def layer_norm_forward(x: np.ndarray, *, g: np.ndarray, b: np.ndarray, eps: float) -> tuple[np.ndarray, Any]:
     mean = x.mean(axis=-1, keepdims=True)  # [..., 1]
-    xc = x - mean  # [..., D]
-    var = (xc * xc).mean(axis=-1, keepdims=True)  # [..., 1]
+    xhat = x - mean  # [..., D], centred now, normalised below
+    y = xhat * xhat  # [..., D], scratch: squares now, the output below
+    var = y.mean(axis=-1, keepdims=True)  # [..., 1]
     rstd = 1.0 / np.sqrt(var + eps)  # [..., 1]
-    xhat = xc * rstd  # [..., D]
-    return g * xhat + b, (xhat, rstd, g)
+    xhat *= rstd
+    np.multiply(g, xhat, out=y)
+    y += b
+    return y, (xhat, rstd, g)
 
 
 def layer_norm_backward(dy: np.ndarray, cache: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """-> dx, dg, db. dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat))."""
     xhat, rstd, g = cache
-    dg = _flat(dy * xhat).sum(axis=0)  # [D]
+    t = dy * xhat  # [..., D], scratch
+    dg = _flat(t).sum(axis=0)  # [D]
     db = _flat(dy).sum(axis=0)  # [D]
-    dxhat = dy * g  # [..., D]
-    dx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
+    dx = dy * g  # [..., D], dxhat now, dx below
+    np.multiply(dx, xhat, out=t)
+    c = t.mean(axis=-1, keepdims=True)  # [..., 1] mean(dxhat xhat)
+    np.multiply(xhat, c, out=t)
+    dx -= dx.mean(axis=-1, keepdims=True)
+    dx -= t
+    dx *= rstd
     return dx, dg, db
 
 
@@ -84,41 +107,63 @@ def dropout_forward(x: np.ndarray, rate: float, rng: np.random.Generator | None)
     (and returns x itself) when rate is 0 or rng is None."""
     if rate <= 0.0 or rng is None:
         return x, None
-    keep = rng.random(x.shape, dtype=np.float64) >= rate  # [...] bool
-    scale = x.dtype.type(1.0 / (1.0 - rate))
-    return np.where(keep, x * scale, x.dtype.type(0)), (keep, scale)
+    gain = (rng.random(x.shape, dtype=np.float64) >= rate).astype(x.dtype)  # [...] 1 = keep, 0 = drop
+    gain *= x.dtype.type(1.0 / (1.0 - rate))  # [...] 1/(1-rate) or 0
+    return x * gain, gain
 
 
 def dropout_backward(dy: np.ndarray, cache: Any) -> np.ndarray:
     if cache is None:
         return dy
-    keep, scale = cache
-    return np.where(keep, dy * scale, dy.dtype.type(0))
+    return dy * cache  # the same gains: 1/(1-rate) where kept, 0 where dropped
 
 
 def ffn_forward(x: np.ndarray, p: Params) -> tuple[np.ndarray, Any]:
     h, c1 = linear_forward(x, w=p["w1"], b=p["b1"])  # [..., D] -> [..., F]
-    r = np.maximum(h, 0)  # [..., F]
+    active = h > 0  # [..., F] bool
+    r = np.maximum(h, 0, out=h)  # [..., F], h is not needed again
     y, c2 = linear_forward(r, w=p["w2"], b=p["b2"])  # [..., F] -> [..., D]
-    return y, (c1, h > 0, c2)
+    return y, (c1, active, c2)
 
 
 def ffn_backward(dy: np.ndarray, cache: Any) -> tuple[np.ndarray, Grads]:
     c1, active, c2 = cache
     dr, dw2, db2 = linear_backward(dy, c2)  # [..., F]
-    dh = np.where(active, dr, dr.dtype.type(0))  # relu'
+    # relu' by multiplying with the bool mask: one pass, ~10x faster than np.where(active, dr, 0)
+    # here; equal to it except that 0 * dr is -0 for negative dr (and NaN for non-finite dr).
+    dh = np.multiply(dr, active, out=dr)
     dx, dw1, db1 = linear_backward(dh, c1)  # [..., D]
     return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
 
 
+def softmax_weights(q: np.ndarray, k: np.ndarray, *, mask: np.ndarray | None) -> np.ndarray:
+    """The softmax weights P [..., Tq, Tk] of `model.attention.attention_weights`, computed in
+    place in the one scores array: the same selection, max, exp, sum and division, so the same
+    values (rows with no selected key are all zeros), without its five full-size temporaries.
+
+    q [..., Tq, d], k [..., Tk, d], mask bool broadcastable to [..., Tq, Tk] (True = may attend).
+    """
+    s = scaled_scores(q, k)  # [..., Tq, Tk], a new array we own
+    if mask is not None:
+        np.copyto(s, -np.inf, where=~mask)  # selection, never addition
+    m = s.max(axis=-1, keepdims=True)  # [..., Tq, 1]
+    m[m == -np.inf] = 0  # no key selected: s - 0 stays -inf and exp gives 0, not NaN
+    s -= m  # every exponent argument <= 0
+    np.exp(s, out=s)
+    l = s.sum(axis=-1, keepdims=True)  # [..., Tq, 1], >= 1 where a key is selected
+    l[l == 0] = 1  # no key selected: the row is all zeros and stays so
+    s /= l
+    return s
+
+
 def mha_forward(x_q: np.ndarray, x_kv: np.ndarray, p: Params, *, n_heads: int, mask: np.ndarray | None) -> tuple[np.ndarray, Any]:
-    """Multi-head attention with the softmax weights from `attention_weights` (the same
+    """Multi-head attention with the softmax weights of `attention_weights` (the same
     selection masking and state arithmetic as the inference operator)."""
     ql, cq = linear_forward(x_q, w=p["w_q"], b=p["b_q"])  # [B, Tq, D]
     kl, ck = linear_forward(x_kv, w=p["w_k"], b=p["b_k"])  # [B, Tk, D]
     vl, cv = linear_forward(x_kv, w=p["w_v"], b=p["b_v"])  # [B, Tk, D]
     q, k, v = split_heads(ql, n_heads), split_heads(kl, n_heads), split_heads(vl, n_heads)  # [B, H, T, dh]
-    probs = attention_weights(q, k, mask=mask).astype(q.dtype, copy=False)  # [B, H, Tq, Tk]
+    probs = softmax_weights(q, k, mask=mask).astype(q.dtype, copy=False)  # [B, H, Tq, Tk]
     heads = probs @ v  # [B, H, Tq, dh]
     y, co = linear_forward(merge_heads(heads), w=p["w_o"], b=p["b_o"])  # [B, Tq, D]
     return y, (cq, ck, cv, q, k, v, probs, co, n_heads)
@@ -131,10 +176,19 @@ def mha_backward(dy: np.ndarray, cache: Any) -> tuple[np.ndarray, np.ndarray, Gr
     dheads = split_heads(dmerged, n_heads)  # [B, H, Tq, dh]
     dprobs = dheads @ np.swapaxes(v, -1, -2)  # [B, H, Tq, Tk]
     dv = np.swapaxes(probs, -1, -2) @ dheads  # [B, H, Tk, dh]
-    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True))  # softmax backward
+    # Softmax backward dS = P * (dP - rowsum(dP * P)), in place in dprobs. Not via
+    # rowsum = dheads . heads (FlashAttention's D, a [B, H, Tq, dh] product): cheaper and equal
+    # in exact arithmetic, but not bit for bit, and training amplifies roundoff: the seed-0
+    # reduced-budget pendulum run of tests/model/test_train.py went from held-out ratio 0.67
+    # to 0.98 (limit 0.8). Everything else here trains bit for bit as the plain formulas did.
+    dscores = dprobs
+    dscores -= (dprobs * probs).sum(axis=-1, keepdims=True)  # [B, H, Tq, 1]
+    dscores *= probs
     scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
-    dq = (dscores @ k) * scale  # [B, H, Tq, dh]
-    dk = (np.swapaxes(dscores, -1, -2) @ q) * scale  # [B, H, Tk, dh]
+    dq = dscores @ k  # [B, H, Tq, dh]
+    dq *= scale
+    dk = np.swapaxes(dscores, -1, -2) @ q  # [B, H, Tk, dh]
+    dk *= scale
     dx_q, dw_q, db_q = linear_backward(merge_heads(dq), cq)
     dx_k, dw_k, db_k = linear_backward(merge_heads(dk), ck)
     dx_v, dw_v, db_v = linear_backward(merge_heads(dv), cv)
@@ -174,7 +228,8 @@ def _residual_attn(tape: _Tape, x: np.ndarray, kv: np.ndarray | None, prefix: st
     p, cfg = tape.params, tape.config
     a, c_attn = mha_forward(x, x if kv is None else kv, _sub(p, prefix, ATTN_NAMES), n_heads=cfg.n_heads, mask=mask)
     a, c_drop = dropout_forward(a, tape.rate, tape.rng)
-    y, c_ln = layer_norm_forward(x + a, **_ln(p, ln), eps=cfg.ln_eps)
+    a += x  # a is a new array (projection or dropout output), not cached
+    y, c_ln = layer_norm_forward(a, **_ln(p, ln), eps=cfg.ln_eps)
     tape.entries.append(("attn" if kv is None else "cross", prefix + "|" + ln, (c_attn, c_drop, c_ln)))
     return y
 
@@ -183,7 +238,8 @@ def _residual_ffn(tape: _Tape, x: np.ndarray, prefix: str, ln: str) -> np.ndarra
     p, cfg = tape.params, tape.config
     f, c_ffn = ffn_forward(x, _sub(p, prefix, FFN_NAMES))
     f, c_drop = dropout_forward(f, tape.rate, tape.rng)
-    y, c_ln = layer_norm_forward(x + f, **_ln(p, ln), eps=cfg.ln_eps)
+    f += x  # f is a new array, not cached
+    y, c_ln = layer_norm_forward(f, **_ln(p, ln), eps=cfg.ln_eps)
     tape.entries.append(("ffn", prefix + "|" + ln, (c_ffn, c_drop, c_ln)))
     return y
 
@@ -201,7 +257,7 @@ def _embed_forward(tape: _Tape, x: np.ndarray, kind: str) -> np.ndarray:
         cache: Any = (x, scale)
     else:
         h, cache = linear_forward(x, w=p["in_proj.w"], b=p["in_proj.b"])  # [B, T, d_in] -> [B, T, D]
-    h = h + pe.astype(h.dtype)  # [B, T, D]
+    h += pe.astype(h.dtype)  # [B, T, D], h is new
     h, c_drop = dropout_forward(h, tape.rate, tape.rng)
     tape.entries.append((kind, "", (cache, c_drop)))
     return h
@@ -283,14 +339,14 @@ def backward(dout: np.ndarray, tape: _Tape) -> Grads:
             _add_grads(grads, ln, {"g": dg, "b": db})
             dsub = dropout_backward(dsum, c_drop)
             if kind == "ffn":
-                dx, local = ffn_backward(dsub, c_sub)
-                dh = dsum + dx
+                dh, local = ffn_backward(dsub, c_sub)
+                dh += dsum
             else:
-                dx_q, dx_kv, local = mha_backward(dsub, c_sub)
+                dh, dx_kv, local = mha_backward(dsub, c_sub)
+                dh += dsum
                 if kind == "attn":
-                    dh = dsum + dx_q + dx_kv
+                    dh += dx_kv
                 else:
-                    dh = dsum + dx_q
                     dmemory = dx_kv if dmemory is None else dmemory + dx_kv
             _add_grads(grads, prefix, local)
         elif kind in ("dec_embed", "enc_embed"):

@@ -71,14 +71,24 @@ class Adam:
         c1 = 1.0 - self.beta1**self.t
         c2 = 1.0 - self.beta2**self.t
         for name, p in params.items():
-            g = grads[name].astype(np.float64)
+            g = grads[name].astype(np.float64)  # a copy we own, reused as scratch below
             if name not in self.m:
                 self.m[name] = np.zeros(p.shape, dtype=np.float64)
                 self.v[name] = np.zeros(p.shape, dtype=np.float64)
             m, v = self.m[name], self.v[name]
+            # In place, the same operations in the same order as
+            #   m = b1 m + (1-b1) g;  v = b2 v + ((1-b2) g) g;  update = lr (m/c1) / (sqrt(v/c2) + eps)
+            t = (1.0 - self.beta1) * g
             m *= self.beta1
-            m += (1.0 - self.beta1) * g
+            m += t
+            np.multiply(g, 1.0 - self.beta2, out=t)
+            t *= g
             v *= self.beta2
-            v += (1.0 - self.beta2) * g * g
-            update = lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
-            p -= update.astype(p.dtype)
+            v += t
+            np.divide(v, c2, out=t)
+            np.sqrt(t, out=t)
+            t += self.eps
+            np.divide(m, c1, out=g)
+            g *= lr
+            g /= t
+            p -= g.astype(p.dtype, copy=False)

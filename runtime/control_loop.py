@@ -34,6 +34,7 @@ from tickformer.contracts.deadline import deadline_of, lateness_ns, next_tick, r
 from tickformer.contracts.latency import check_budget, over_budget_ns
 from tickformer.contracts.output_bound import output_excess
 from tickformer.errors import ConfigError
+from tickformer.runtime.denormals import flushed_denormals
 
 FALLBACKS = ("hold", "safe")
 # per-tick outcome flags (bit mask, stored in the optional trace)
@@ -60,7 +61,9 @@ class LoopConfig:
     step at this position (None: the session's `max_len` if it has one, else never).
     hist_bin_ns x hist_bins: wake-up lateness histogram range; larger values go to overflow.
     spin_ns: sleep until `spin_ns` before the release, then busy-wait on the clock (trades a CPU
-    for lower wake-up lateness; 0 = sleep only)."""
+    for lower wake-up lateness; 0 = sleep only).
+    flush_denormals: run the loop with flush-to-zero in its thread (runtime/denormals.py: the
+    step's time then does not depend on the position or on subnormal values), restored after."""
 
     period_ns: int
     budget_ns: int | None = None
@@ -71,6 +74,7 @@ class LoopConfig:
     hist_bin_ns: int = 10_000
     hist_bins: int = 200
     spin_ns: int = 0
+    flush_denormals: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.period_ns, bool) or not isinstance(self.period_ns, int) or self.period_ns <= 0:
@@ -86,6 +90,8 @@ class LoopConfig:
             raise ConfigError(f"output_bound={self.output_bound!r} must be a positive finite number or None")
         if self.reset_at is not None and (not isinstance(self.reset_at, int) or self.reset_at < 1):
             raise ConfigError(f"reset_at={self.reset_at!r} must be a positive position or None")
+        if not isinstance(self.flush_denormals, bool):
+            raise ConfigError(f"flush_denormals={self.flush_denormals!r} must be True or False")
         if isinstance(self.spin_ns, bool) or not isinstance(self.spin_ns, int) or not 0 <= self.spin_ns < self.period_ns:
             raise ConfigError(f"spin_ns={self.spin_ns!r} must be an integer in [0, period_ns)")
         for name in ("hist_bin_ns", "hist_bins"):
@@ -123,6 +129,7 @@ class LoopStats:
     histogram: tuple[int, ...]
     overflow: int
     last_fault: str | None
+    denormals_flushed: bool = False  # flush-to-zero was on in the loop's thread
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -262,6 +269,13 @@ class ControlLoop:
         if trace:
             tr = {name: np.zeros(n_ticks, dtype=np.int64) for name in ("tick", "wake_ns", "step_ns", "lateness_ns", "flags")}
         self.trace = tr
+        with flushed_denormals(self.config.flush_denormals) as on:
+            self._ftz = on if self.config.flush_denormals else False
+            self._ticks_loop(n_ticks, observe, actuate, tr)
+        return self.stats()
+
+    def _ticks_loop(self, n_ticks: int, observe: Callable[[int], np.ndarray], actuate: Callable[[np.ndarray], None],
+                    tr: dict[str, np.ndarray] | None) -> None:
         period, spin = self.config.period_ns, self.config.spin_ns
         clock, sleep = self.clock, self.sleep
         start = clock()
@@ -294,7 +308,6 @@ class ControlLoop:
                 tr["flags"][i] = flags
             self._ticks += 1
             k = k_next
-        return self.stats()
 
     def stats(self) -> LoopStats:
         """Snapshot of the counters (allocates; call after the loop)."""
@@ -311,5 +324,5 @@ class ControlLoop:
             step_min=0 if none else self._step_min, step_avg=self._step_sum / n,
             step_max=0 if none else self._step_max,
             hist_bin_ns=self.config.hist_bin_ns, histogram=tuple(int(v) for v in self._hist),
-            overflow=self._overflow, last_fault=self._last_fault,
+            overflow=self._overflow, last_fault=self._last_fault, denormals_flushed=getattr(self, "_ftz", False),
         )

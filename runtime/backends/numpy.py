@@ -12,8 +12,10 @@ Two variants, named so nobody mistakes one for the other:
 Both compute with the model's own functions (model/layers.py) and the one online-softmax
 operator (model/attention.py: chunk_state over the cache, the new key as a second piece, merge,
 finalize). Real-time: after the first step, `step` allocates only numpy temporaries that are
-freed before it returns (zero net blocks; tests/runtime/test_allocation.py); work is bounded by
-max_len (static) or pos (growing).
+freed before it returns (zero net blocks; tests/runtime/test_allocation.py) -- by design, ~21 KB
+per step at the `control` preset (benchmarks/ANALYSIS.md section 3): allocation-free would need
+`out=` buffers throughout the model functions. `commit` allocates 0 bytes (row views made at
+construction, np.copyto). Work is bounded by max_len (static) or pos (growing).
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ class NumpyBackend(Backend):
         self._v = np.zeros(self.cache_shape, dtype=np.float32)
         self._k_new = np.zeros(self.row_shape, dtype=np.float32)  # [L, B, H, 1, dh]
         self._v_new = np.zeros(self.row_shape, dtype=np.float32)
+        # Views made once so that commit builds none (a sliced view is ~190 B of Python objects).
+        self._k_rows = [self._k[:, :, :, p] for p in range(cfg.max_len)]  # N x [L, B, H, dh]
+        self._v_rows = [self._v[:, :, :, p] for p in range(cfg.max_len)]
+        self._k_new_row = self._k_new[:, :, :, 0]  # [L, B, H, dh]
+        self._v_new_row = self._v_new[:, :, :, 0]
         self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
         self._cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -109,9 +116,9 @@ class NumpyBackend(Backend):
         return self._y
 
     def commit(self, pos: int) -> None:
-        """Real-time safe: two row copies."""
-        self._k[:, :, :, pos] = self._k_new[:, :, :, 0]
-        self._v[:, :, :, pos] = self._v_new[:, :, :, 0]
+        """Real-time safe: two row copies into views made at construction, 0 bytes allocated."""
+        np.copyto(self._k_rows[pos], self._k_new_row)  # [L, B, H, dh]
+        np.copyto(self._v_rows[pos], self._v_new_row)
 
     # --- not real-time -----------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:

@@ -1,10 +1,16 @@
 """ONNX Runtime on the GPU: `ort-cuda` (CUDA execution provider) and `ort-trt` (TensorRT EP).
 
-The step graph runs with device-side IOBinding: every step input and output is a CUDA `OrtValue`
-allocated once (`OrtValue.ortvalue_from_shape_and_type(..., "cuda", device)`) and bound once
-(`bind_ortvalue_input` / `bind_ortvalue_output`), the KV cache included, so the cache never
-leaves the GPU. A step copies x and pos into their device values in place (`update_inplace`,
-same address), runs `run_with_iobinding`, and copies y back. With `cuda_graph=True` the provider
+The step graph runs with device-side IOBinding: every device buffer is a CUDA `OrtValue`
+allocated once (`OrtValue.ortvalue_from_numpy(..., "cuda", device)`) and bound once, the KV cache
+included, so the cache never leaves the GPU. The cache is kept stacked, k, v [L, B, H, N, dh],
+and so are the staged rows k_new, v_new [L, B, H, 1, dh] (and cross K/V); the step graph takes
+one tensor per layer (format 2, `export.graphs.step_signature`), so layer i's k_cache.i, k_new.i,
+... are bound by address to slice i of their stack (`bind_input` / `bind_output` at
+base + i * pitch; the pitch is the slice rounded up to 256 bytes, `tensorrt.layer_pitch`: the
+TensorRT EP hands these addresses to TensorRT, which requires 256-byte alignment). x and y live in the session's layout [B, 1, d_in] /
+[B, 1, d_out] and are bound with the graph's [B, d_in] / [B, d_out] shape (same memory). A step
+copies x and pos into their device values in place (`update_inplace`, same address), runs
+`run_with_iobinding`, and copies y back. With `cuda_graph=True` the provider
 captures the step into a CUDA graph and replays it (CUDA EP: provider option
 `enable_cuda_graph`; TensorRT EP: `trt_cuda_graph_enable`), which requires exactly this: fixed
 device addresses for every input and output, and every node placed on the GPU provider. If the
@@ -16,10 +22,17 @@ backend builds it without, sets `self.cuda_graph = False` and `self.cuda_graph_r
 through a host mirror of the cache and one fixed-size `update_inplace` (`"host-mirror"`: the same
 cost at every position, but a full-cache copy). Either way the step itself never writes the cache.
 
+Loading (not real-time), as the CPU backend (runtime/backends/ort.py): each graph's bytes are
+read once and hash-checked (`runtime.artifact.verified_graph_bytes`), those bytes -- never the
+path -- go to `InferenceSession`, and the session's signature must equal the manifest's graph
+spec (`check_signature`, ArtifactError otherwise) before anything is bound.
+
 `ort-trt` keeps TensorRT's engine cache and timing cache inside the artifact (ART/ort-trt-cache/,
 options trt_engine_cache_enable/_path, trt_timing_cache_enable/_path); ONNX Runtime names the
-cached engines by a hash of the graph and checks them itself -- they are not manifest-hashed
-files (the `tensorrt` backend's engines are). Full-pass profile: T pinned to 1..max_len via
+cached engines by a hash of the graph (its input and node-output names, not its weights; the
+graph is given as bytes, so no file name enters it) and checks them itself -- they are not
+manifest-hashed files (the `tensorrt` backend's engines are). Only the cache *folders* are paths;
+the model is bytes. Full-pass profile: T pinned to 1..max_len via
 trt_profile_min/opt/max_shapes. TF32: the CUDA EP gets use_tf32=0 (fp32 means fp32); the
 TensorRT EP exposes no TF32 switch in the options used here, so `ort-trt` fp32 results are
 compared with the TF32-level bound (same unit roundoff as fp16, 2^-11) in the GPU tests.
@@ -39,8 +52,8 @@ from typing import Any
 import numpy as np
 
 from tickformer.errors import BackendError, BackendUnavailable, ConfigError
-from tickformer.export.graphs import io_names
-from tickformer.runtime.artifact import Artifact
+from tickformer.export.graphs import io_names, step_signature
+from tickformer.runtime.artifact import Artifact, verified_graph_bytes
 
 from .base import Backend
 
@@ -88,29 +101,43 @@ class OrtCudaBackend(Backend):
         self.cuda_graph, self.cuda_graph_reason = False, "disabled by option"
         self._step = self._step_session(cuda_graph)
         self._aux = self._session("model" if cfg.arch == "decoder" else "encoder", cuda_graph=False)
-        # Host staging and device values, allocated once.
+        # Host staging and device values, allocated once. x, pos, y in the session's layout; the
+        # caches, staged rows (and cross K/V) stacked over layers [L, ...], one value each.
         x_shape, x_dtype = ((batch, 1), np.int64) if cfg.inputs == "tokens" else ((batch, 1, cfg.d_in), np.float32)
         self._x = np.zeros(x_shape, dtype=x_dtype)
         self._pos = np.zeros(1, dtype=np.int64)
         self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
-        shapes: dict[str, tuple[tuple[int, ...], Any]] = {
-            self._in_name: (x_shape, x_dtype), "pos": ((1,), np.int64),
-            "k_cache": (self.cache_shape, np.float32), "v_cache": (self.cache_shape, np.float32),
+        from .tensorrt import layer_pitch
+
+        values: dict[str, tuple[tuple[int, ...], Any]] = {
+            self._in_name: (x_shape, x_dtype), "pos": ((1,), np.int64), self._out_name: (self.step_output_shape, np.float32),
         }
         if cfg.arch == "encoder-decoder":
-            shapes.update({"cross_k": (self.cache_shape, np.float32), "cross_v": (self.cache_shape, np.float32),
-                           "src_valid": ((batch, cfg.max_len), np.bool_)})
-        outs = {self._out_name: (self.step_output_shape, np.float32), "k_new": (self.row_shape, np.float32),
-                "v_new": (self.row_shape, np.float32)}
-        self._vals = {name: self._device_zeros(shape, dtype) for name, (shape, dtype) in {**shapes, **outs}.items()}
+            values["src_valid"] = ((batch, cfg.max_len), np.bool_)
+        stacks = {"k_cache": self.cache_shape, "v_cache": self.cache_shape, "k_new": self.row_shape, "v_new": self.row_shape}
+        if cfg.arch == "encoder-decoder":
+            stacks.update({"cross_k": self.cache_shape, "cross_v": self.cache_shape})
+        self._stacks = stacks  # name -> logical shape [L, B, H, N | 1, dh]
+        self._pitch = {name: layer_pitch(shape) for name, shape in stacks.items()}  # (slice, pitch) bytes
+        for name, (_, pitch) in self._pitch.items():  # stored [L, pitch / 4] float32: layer i at i * pitch
+            values[name] = ((cfg.n_layers, pitch // 4), np.float32)
+        self._vals = {name: self._device_zeros(shape, dtype) for name, (shape, dtype) in values.items()}
+        # Every step input and output -> (value it lives in, byte offset).
+        where: dict[str, tuple[str, int]] = {name: (name, 0) for name in values if name not in stacks}
+        for stack, (_, pitch) in self._pitch.items():
+            where.update({f"{stack}.{i}": (stack, i * pitch) for i in range(cfg.n_layers)})
+        sig = step_signature(cfg, batch)
         self._io = self._step.io_binding()
-        for name in shapes:
-            self._io.bind_ortvalue_input(name, self._vals[name])
-        for name in outs:
-            self._io.bind_ortvalue_output(name, self._vals[name])
+        try:
+            for key, bind in (("inputs", self._io.bind_input), ("outputs", self._io.bind_output)):
+                for name, (dtype, shape) in sig[key].items():
+                    value, offset = where[name]
+                    bind(name, _DEVICE, self.device_id, np.dtype(dtype), list(shape), self._vals[value].data_ptr() + offset)
+        except Exception as exc:  # signatures were checked when the session was made: an engine-side failure
+            raise BackendError(f"{self.name} cannot bind the step buffers: {exc}") from exc
         self._cudart = self._try_cudart()
         self.commit_mode = "device" if self._cudart is not None else "host-mirror"
-        self._mirror = None if self._cudart is not None else (np.zeros(self.cache_shape, np.float32), np.zeros(self.cache_shape, np.float32))
+        self._mirror = None if self._cudart is not None else (self._padded("k_cache"), self._padded("v_cache"))
         for _ in range(3):  # warm-up; with cuda_graph the provider captures during these runs
             self._run_step()
 
@@ -121,9 +148,13 @@ class OrtCudaBackend(Backend):
         return [(self.provider, cuda)]
 
     def _session(self, graph: str, *, cuda_graph: bool) -> Any:
+        """A session over the verified bytes of `graph`, its signature checked (module docstring)."""
+        from .ort import check_signature
+
         path = self.artifact.graph_path(graph)
+        data = verified_graph_bytes(self.artifact, graph)  # read once, hashed, no external data
         try:
-            sess = self._ort.InferenceSession(str(path), sess_options=self._opts,
+            sess = self._ort.InferenceSession(data, sess_options=self._opts,
                                               providers=self._provider_options(cuda_graph, graph))
         except Exception as exc:  # ORT raises its own pybind exception types
             text = str(exc)
@@ -133,6 +164,7 @@ class OrtCudaBackend(Backend):
         if sess.get_providers()[0] != self.provider:
             raise BackendUnavailable(f"backend {self.name!r}: onnxruntime fell back to {sess.get_providers()} "
                                      f"(is a GPU visible and CUDA installed?)")
+        check_signature(sess, self.artifact.graph_spec(graph), str(path))
         return sess
 
     def _step_session(self, cuda_graph: bool) -> Any:
@@ -148,6 +180,18 @@ class OrtCudaBackend(Backend):
             self.cuda_graph_reason = f"CUDA-graph capture unavailable ({str(exc).splitlines()[0]}); using plain runs"
             warnings.warn(f"{self.name} backend: {self.cuda_graph_reason}", RuntimeWarning, stacklevel=3)
             return self._session("step", cuda_graph=False)
+
+    def _padded(self, name: str, logical: np.ndarray | None = None) -> np.ndarray:
+        """A host array in stack `name`'s device layout [L, pitch / 4], zero or holding `logical`."""
+        slice_bytes, pitch = self._pitch[name]
+        out = np.zeros((self.config.n_layers, pitch // 4), np.float32)
+        if logical is not None:
+            out[:, : slice_bytes // 4] = logical.reshape(self.config.n_layers, -1)
+        return out
+
+    def _logical(self, name: str, padded: np.ndarray) -> np.ndarray:
+        """View of a [L, pitch / 4] array as stack `name`'s [L, B, H, N | 1, dh] (no copy)."""
+        return padded[:, : self._pitch[name][0] // 4].reshape(self._stacks[name])
 
     def _device_zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
         return self._ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, dtype=dtype), _DEVICE, self.device_id)
@@ -185,17 +229,17 @@ class OrtCudaBackend(Backend):
             from tickformer.export.engine_build import cuda_check
 
             c = self._cudart
-            dh = self.cache_shape[-1]
-            row = dh * 4
-            rows = int(np.prod(self.cache_shape[:3]))
-            for new, cache in (("k_new", "k_cache"), ("v_new", "v_cache")):
-                dst = self._vals[cache].data_ptr() + pos * row
-                cuda_check(c.cudaMemcpy2D(dst, self.artifact.max_len * row, self._vals[new].data_ptr(), row, row, rows,
-                                          c.cudaMemcpyKind.cudaMemcpyDeviceToDevice), "cudaMemcpy2D commit")
+            row = self.cache_shape[-1] * 4  # dh float32
+            rows = self.cache_shape[1] * self.cache_shape[2]  # B * H
+            for new, cache in (("k_new", "k_cache"), ("v_new", "v_cache")):  # per layer: padded stacks
+                src, dst = self._vals[new].data_ptr(), self._vals[cache].data_ptr() + pos * row
+                for i in range(self.config.n_layers):
+                    cuda_check(c.cudaMemcpy2D(dst + i * self._pitch[cache][1], self.artifact.max_len * row, src + i * self._pitch[new][1],
+                                              row, row, rows, c.cudaMemcpyKind.cudaMemcpyDeviceToDevice), "cudaMemcpy2D commit")
             return
         assert self._mirror is not None
         for (new, cache), host in zip((("k_new", "k_cache"), ("v_new", "v_cache")), self._mirror):
-            host[:, :, :, pos] = self._vals[new].numpy()[:, :, :, 0]
+            self._logical(cache, host)[:, :, :, pos] = self._logical(new, self._vals[new].numpy())[:, :, :, 0]
             self._vals[cache].update_inplace(host)
 
     # --- not real-time --------------------------------------------------------------------------
@@ -214,12 +258,13 @@ class OrtCudaBackend(Backend):
             cross_k, cross_v = self._aux.run(["cross_k", "cross_v"], {"src": src, "src_valid": src_valid})
         except Exception as exc:
             raise BackendError(f"{self.name} encoder failed: {exc}") from exc
-        self._vals["cross_k"].update_inplace(np.ascontiguousarray(cross_k, dtype=np.float32))
-        self._vals["cross_v"].update_inplace(np.ascontiguousarray(cross_v, dtype=np.float32))
+        self._vals["cross_k"].update_inplace(self._padded("cross_k", cross_k))  # into the layer-padded layout
+        self._vals["cross_v"].update_inplace(self._padded("cross_v", cross_v))
         self._vals["src_valid"].update_inplace(np.ascontiguousarray(src_valid, dtype=np.bool_))
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._vals["k_cache"].numpy(), self._vals["v_cache"].numpy()
+        k, v = (np.ascontiguousarray(self._logical(name, self._vals[name].numpy())) for name in ("k_cache", "v_cache"))
+        return k, v
 
     def close(self) -> None:
         self._io = None

@@ -1,9 +1,15 @@
 """TensorRT backend: the artifact's engines on one GPU, KV cache resident on the device.
 
-Everything is allocated once, in the constructor: one device buffer per engine I/O tensor
-(`cudaMalloc`), the KV cache [L, B, H, N, dh] on the device (zeroed once), pinned host staging
-for the per-step input x, the position and the output y (`cudaMallocHost`, viewed as numpy
-arrays), and one dedicated non-blocking stream. Every tensor address is bound once with
+Everything is allocated once, in the constructor: the KV cache stacked [L, B, H, N, dh] and the
+staged rows stacked [L, B, H, 1, dh] as one device buffer each (`cudaMalloc`, zeroed once; the
+cross K/V of an encoder-decoder likewise), one device buffer per other engine I/O tensor, pinned
+host staging for the per-step input x, the position and the output y (`cudaMallocHost`, viewed
+as numpy arrays in the session's layout [B, 1, d_in] / [B, 1, d_out]: the same bytes as the
+graph's [B, d_in] / [B, d_out]), and one dedicated non-blocking stream. The step graph takes one
+tensor per layer (format 2, `export.graphs.step_signature`): layer i's k_cache.i / k_new.i / ...
+is bound to slice i of its stack, at base + i * pitch, where the pitch is the slice rounded up to
+256 bytes (`layer_pitch`: TensorRT requires every tensor address to be 256-byte aligned; a
+[B, H, 1, dh] row slice is often not a multiple of 256). Every tensor address is bound once with
 `IExecutionContext.set_tensor_address`, so a step is:
 
     H2D x, pos (pinned -> device)  ->  execute_async_v3(stream)  ->  D2H y  ->  sync
@@ -13,12 +19,14 @@ is captured into a CUDA graph (`cudaStreamBeginCapture` / `EndCapture`,
 `cudaGraphInstantiateWithFlags`) and each step replays it with one `cudaGraphLaunch`. If capture
 fails (some engines are not capturable), the backend falls back to the plain sequence, sets
 `self.cuda_graph = False`, `self.cuda_graph_reason`, and warns once. `commit(pos)` copies the
-staged K/V rows into cache row pos with one strided `cudaMemcpy2DAsync` per cache, device to
-device. The step never writes the cache, so a failed step leaves it unchanged.
+staged K/V rows into cache row pos with fixed-size strided `cudaMemcpy2DAsync`s, device to
+device: one per stack when the pitches equal the slices (all layers at once), else one per layer. The step never writes the cache, so a failed step leaves it unchanged.
 
 Engines are taken from the manifest only: before deserializing, the TensorRT version, GPU and
 compute capability recorded at build time must match this machine, and the engine's bytes must
-hash to the manifest's sha256 (export/engine_build.py: engine_entry, engine_bytes).
+hash to the manifest's sha256 (export/engine_build.py: engine_entry, engine_bytes). After
+deserializing, the step engine's I/O names, shapes and dtypes must equal `step_signature`
+exactly (BackendError otherwise: an engine built from another graph format is refused).
 
 Real-time: after construction, `step` and `commit` allocate no numpy arrays and do bounded work
 (a fixed graph launch or a fixed enqueue, fixed-size copies); the cuda-python calls return small
@@ -48,13 +56,22 @@ from tickformer.export.engine_build import (
     require_cudart,
     require_tensorrt,
 )
-from tickformer.export.graphs import io_names
+from tickformer.export.graphs import io_names, step_signature
 from tickformer.runtime.artifact import Artifact
 
 from .base import Backend
 
 if TYPE_CHECKING:
     import tensorrt as trt
+
+ALIGN = 256  # bytes: IExecutionContext.setTensorAddress "must have at least 256-byte alignment"
+
+
+def layer_pitch(shape: tuple[int, ...], itemsize: int = 4) -> tuple[int, int]:
+    """(slice bytes, pitch bytes) of one layer of a stacked [L, ...] device buffer: the pitch is
+    the slice rounded up to ALIGN, so base + i * pitch is aligned for every layer i."""
+    slice_bytes = int(np.prod(shape[1:])) * itemsize
+    return slice_bytes, -(-slice_bytes // ALIGN) * ALIGN
 
 
 class _Buffers:
@@ -182,30 +199,58 @@ class TensorRTBackend(Backend):
 
     # --- construction (not real-time) -----------------------------------------------------------
     def _setup(self, step_data: bytes, aux: str, aux_data: bytes) -> None:
-        cfg, n = self.config, self.artifact.max_len
+        cfg, batch, n = self.config, self.artifact.batch, self.artifact.max_len
         in_name, out_name = io_names(cfg)
         self._in_name, self._out_name = in_name, out_name
-        self._step = _Engine(self._runtime, step_data, self._bufs, self._stream, shapes={}, shared={})
+        layers = cfg.n_layers
+        # Stacked device buffers, one allocation each; layer i's tensor is slice i, at i * pitch.
+        stacks = {"k_cache": self.cache_shape, "v_cache": self.cache_shape, "k_new": self.row_shape, "v_new": self.row_shape}
+        if cfg.arch == "encoder-decoder":
+            stacks.update({"cross_k": self.cache_shape, "cross_v": self.cache_shape})
+        f32 = np.dtype(np.float32).itemsize
+        self._dev: dict[str, int] = {}
+        self._pitch: dict[str, tuple[int, int]] = {}  # name -> (slice bytes, pitch bytes)
+        shared: dict[str, int] = {}
+        for name, shape in stacks.items():
+            self._pitch[name] = slice_bytes, pitch = layer_pitch(shape, f32)
+            self._dev[name] = base = self._bufs.device_zeros(layers * pitch, self._stream)
+            for i in range(layers):
+                shared[f"{name}.{i}"] = base + i * pitch
+        self._step = _Engine(self._runtime, step_data, self._bufs, self._stream, shapes={}, shared=shared)
         s = self._step
-        expected = {"k_cache": self.cache_shape, "v_cache": self.cache_shape, "k_new": self.row_shape,
-                    "v_new": self.row_shape, out_name: self.step_output_shape}
-        for name, shape in expected.items():
-            if s.shape.get(name) != tuple(shape):
-                raise BackendError(f"step engine tensor {name!r} has shape {s.shape.get(name)}, expected {shape}; rebuild it")
-        # Pinned staging for the per-step input, position and output.
-        self._x = self._bufs.pinned(s.shape[in_name], s.dtype[in_name])
+        sig = step_signature(cfg, batch)
+        want = {name: (tuple(shape), np.dtype(dtype)) for key in ("inputs", "outputs") for name, (dtype, shape) in sig[key].items()}
+        have = {name: (s.shape[name], s.dtype[name]) for name in s.shape}
+        if have != want or set(s.inputs) != set(sig["inputs"]):
+            bad = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k)) or sorted(set(s.inputs) ^ set(sig["inputs"]))
+            raise BackendError(f"step engine tensors {bad[:4]} do not match the step graph signature "
+                               f"(engine {[have.get(k) for k in bad[:2]]}, expected {[want.get(k) for k in bad[:2]]}); rebuild it")
+        # Pinned staging in the session's layout (x [B, 1, d_in] or tokens [B, 1], y [B, 1, d_out]):
+        # the same bytes as the graph's [B, d_in] / [B] / [B, d_out], so the copies are plain memcpys.
+        x_shape = (batch, 1) if cfg.inputs == "tokens" else (batch, 1, cfg.d_in)
+        self._x = self._bufs.pinned(x_shape, s.dtype[in_name])
         self._pos = self._bufs.pinned(s.shape["pos"], s.dtype["pos"])
-        self._y = self._bufs.pinned(s.shape[out_name], s.dtype[out_name])
+        self._y = self._bufs.pinned(self.step_output_shape, s.dtype[out_name])
         if aux == "model":
-            shapes = {in_name: (self.artifact.batch, n) + ((cfg.d_in,) if cfg.inputs == "continuous" else ())}
+            shapes = {in_name: (batch, n) + ((cfg.d_in,) if cfg.inputs == "continuous" else ())}
             self._aux = _Engine(self._runtime, aux_data, self._bufs, self._stream, shapes=shapes, shared={})
-        else:  # the encoder writes straight into the step's cross K/V and reads its src_valid
-            shared = {k: s.ptr[k] for k in ("cross_k", "cross_v", "src_valid")}
-            self._aux = _Engine(self._runtime, aux_data, self._bufs, self._stream, shapes={}, shared=shared)
-        # commit(): one strided device-to-device copy per cache: rows of dh elements.
-        layers, batch, heads, _, dh = self.cache_shape
-        self._row_bytes = dh * s.dtype["k_cache"].itemsize
-        self._n_rows = layers * batch * heads
+        else:  # the encoder writes its contiguous cross K/V [L, B, H, N, dh]; set_source spreads it
+            self._aux = _Engine(self._runtime, aux_data, self._bufs, self._stream, shapes={}, shared={"src_valid": s.ptr["src_valid"]})
+            for name in ("cross_k", "cross_v"):
+                if self._aux.shape.get(name) != self.cache_shape or self._aux.dtype[name] != np.float32:
+                    raise BackendError(f"encoder engine output {name!r} has shape {self._aux.shape.get(name)}, expected {self.cache_shape}; rebuild it")
+        # commit(): fixed-size strided device-to-device copies of rows of dh elements, precomputed:
+        # (cache base, new-row base, rows) -- one per stack when no layer is padded, else per layer.
+        _, _, heads, _, dh = self.cache_shape
+        self._row_bytes = dh * f32
+        rows = batch * heads
+        self._commit_ops: list[tuple[int, int, int]] = []
+        for new_name, cache_name in (("k_new", "k_cache"), ("v_new", "v_cache")):
+            (c_slice, c_pitch), (r_slice, r_pitch) = self._pitch[cache_name], self._pitch[new_name]
+            if c_slice == c_pitch and r_slice == r_pitch:
+                self._commit_ops.append((self._dev[cache_name], self._dev[new_name], layers * rows))
+            else:
+                self._commit_ops.extend((self._dev[cache_name] + i * c_pitch, self._dev[new_name] + i * r_pitch, rows) for i in range(layers))
         self._sync()
 
     def _enqueue_step(self) -> None:
@@ -257,13 +302,12 @@ class TensorRTBackend(Backend):
 
     def commit(self, pos: int) -> None:
         """Real-time safe: two fixed-size strided device copies (k_new, v_new -> cache row pos)."""
-        c, s = self._cudart, self._step
+        c, row = self._cudart, self._row_bytes
         kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
-        pitch_cache = self.artifact.max_len * self._row_bytes
-        for new, cache in (("k_new", "k_cache"), ("v_new", "v_cache")):
-            dst = s.ptr[cache] + pos * self._row_bytes
-            cuda_check(c.cudaMemcpy2DAsync(dst, pitch_cache, s.ptr[new], self._row_bytes, self._row_bytes,
-                                           self._n_rows, kind, self._stream), "cudaMemcpy2DAsync commit")
+        pitch_cache = self.artifact.max_len * row
+        for cache, new, rows in self._commit_ops:  # [., B, H, N, dh] <- [., B, H, 1, dh]: row pos of each (b, h)
+            cuda_check(c.cudaMemcpy2DAsync(cache + pos * row, pitch_cache, new, row, row, rows, kind, self._stream),
+                       "cudaMemcpy2DAsync commit")
         self._sync()
 
     # --- not real-time --------------------------------------------------------------------------
@@ -300,12 +344,21 @@ class TensorRTBackend(Backend):
         e = self._aux
         self._h2d(e.ptr["src"], src.astype(e.dtype["src"], copy=False))
         self._h2d(e.ptr["src_valid"], src_valid.astype(e.dtype["src_valid"], copy=False))  # shared with the step
-        self._run_aux()  # writes cross_k / cross_v straight into the step engine's inputs
+        self._run_aux()
+        c = self._cudart
+        for name in ("cross_k", "cross_v"):  # [L, B, H, N, dh] contiguous -> L slices at the step's pitch
+            slice_bytes, pitch = self._pitch[name]
+            cuda_check(c.cudaMemcpy2DAsync(self._dev[name], pitch, e.ptr[name], slice_bytes, slice_bytes, self.config.n_layers,
+                                           c.cudaMemcpyKind.cudaMemcpyDeviceToDevice, self._stream), "cudaMemcpy2DAsync cross")
+        self._sync()
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        s = self._step
-        return (self._d2h(s.ptr["k_cache"], s.shape["k_cache"], s.dtype["k_cache"]),
-                self._d2h(s.ptr["v_cache"], s.shape["v_cache"], s.dtype["v_cache"]))
+        def stack(name: str) -> np.ndarray:  # L padded slices -> [L, B, H, N, dh]
+            slice_bytes, pitch = self._pitch[name]
+            raw = self._d2h(self._dev[name], (self.config.n_layers, pitch // 4), np.dtype(np.float32))
+            return np.ascontiguousarray(raw[:, : slice_bytes // 4]).reshape(self.cache_shape)
+
+        return stack("k_cache"), stack("v_cache")
 
     def close(self) -> None:
         """Free the graph, buffers and stream. Idempotent."""

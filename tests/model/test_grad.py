@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from tickformer.model import Config, forward, init_params
-from tickformer.model.grad import Batch, cross_entropy, forward_train, loss_and_grads, mse
+from tickformer.model.attention import attention_weights, causal_mask, padding_mask
+from tickformer.model.grad import Batch, cross_entropy, forward_train, loss_and_grads, mse, softmax_weights
 
 CONFIGS = {
     "decoder-continuous": Config(arch="decoder", inputs="continuous", d_model=8, n_heads=2, d_ff=12, n_layers=2, d_in=3, d_out=2, max_len=8, dropout=0.0),
@@ -142,3 +143,61 @@ def test_weighted_losses_ignore_padding() -> None:
     np.testing.assert_array_equal(dy, [[[2.0], [0.0]]])
     with pytest.raises(ValueError, match="sum to zero"):
         mse(y, t, weight=np.zeros((1, 2)))
+
+
+def _softmax_cases(dtype: type) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray | None]]:
+    rng = np.random.default_rng(3)
+    b, h, tq, tk, d = 3, 2, 6, 7, 4
+    q: np.ndarray = (3 * rng.normal(size=(b, h, tq, d))).astype(dtype)  # large-ish logits
+    k: np.ndarray = (3 * rng.normal(size=(b, h, tk, d))).astype(dtype)
+    valid = rng.random((b, tk)) < 0.7
+    valid[:, 0] = True
+    valid[2] = False  # batch row 2: no real key at all -> every query row fully masked
+    causal = causal_mask(tq, tk, offset=-2)  # query rows 0 and 1 see no key
+    return [
+        ("none", q, k, None),
+        ("causal", q, k, causal),
+        ("padding", q, k, padding_mask(valid, tq)),
+        ("causal & padding", q, k, causal & padding_mask(valid, tq)),
+    ]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_in_place_softmax_weights_equal_attention_weights(dtype: type) -> None:
+    """Training's in-place softmax does the same operations as the operator's attention_weights
+    (equal bit for bit on our machines; 1e-6 relative allowed), fully masked rows included."""
+    for label, q, k, mask in _softmax_cases(dtype):
+        got = softmax_weights(q, k, mask=mask)
+        expected = attention_weights(q, k, mask=mask)
+        assert got.dtype == expected.dtype == dtype, label
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=0, err_msg=label)
+        assert np.all(np.isfinite(got)), label
+        if mask is not None:
+            allowed = np.broadcast_to(mask, got.shape)
+            assert np.all(got[~allowed] == 0), label
+            empty = ~allowed.any(axis=-1)  # fully masked query rows -> all zeros
+            assert np.all(got[empty] == 0), label
+            np.testing.assert_allclose(got[~empty].sum(axis=-1), 1, rtol=1e-6, err_msg=label)
+
+
+def test_in_place_softmax_weights_allocate_one_scores_array() -> None:
+    """The point of the in-place softmax: peak traced memory is about one [B, H, Tq, Tk] array
+    (attention_weights, the plain formula, peaks at several; the check can fail)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    q: np.ndarray = rng.normal(size=(2, 4, 64, 16)).astype(np.float32)
+    k: np.ndarray = rng.normal(size=(2, 4, 64, 16)).astype(np.float32)
+    mask = causal_mask(64)
+    one = 2 * 4 * 64 * 64 * 4  # bytes of one float32 scores array
+
+    def peak(fn) -> int:
+        tracemalloc.start()
+        try:
+            fn(q, k, mask=mask)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert peak(softmax_weights) < 1.5 * one
+    assert peak(attention_weights) > 2.5 * one

@@ -302,9 +302,10 @@ def _ids(cases):
 ARTIFACT_SCHEMA_CASES = [
     ("format other", _set(("format",), "tickformer-checkpoint"), "format"),
     ("format missing", _del(("format",)), "format"),
-    ("version from the future", _set(("version",), 2), "version 2"),
+    ("version from the future", _set(("version",), 3), "version 3"),
+    ("version from the past", _set(("version",), 1), "version 1 is not supported"),
     ("version far future", _set(("version",), 10**30), "version"),
-    ("version string", _set(("version",), "1"), "version"),
+    ("version string", _set(("version",), "2"), "version"),
     ("version missing", _del(("version",)), "version"),
     *[(f"missing {key}", _del((key,)), key) for key in ("config", "graphs", "files", "batch", "max_len", "input_domain", "tolerance")],
     ("files not a dict", _set(("files",), []), "files"),
@@ -330,7 +331,7 @@ ARTIFACT_SCHEMA_CASES = [
     ("output_bound NaN", _set(("output_bound",), math.nan), "output_bound"),
     ("input_domain bools", _set(("input_domain",), [False, True]), "input_domain"),
     ("version true", _set(("version",), True), "version"),
-    ("version float", _set(("version",), 1.0), "version"),
+    ("version float", _set(("version",), 2.0), "version"),
     ("input_domain string", _set(("input_domain",), "ab"), "input_domain"),
     ("input_domain 3 numbers", _set(("input_domain",), [1, 2, 3]), "input_domain"),
     ("input_domain empty interval", _set(("input_domain",), [5, -5]), "input_domain"),
@@ -377,20 +378,20 @@ def test_future_version_message_names_both_versions(art_src, tmp_path):
     manifest = ru.read_json(art / ru.ART_MANIFEST)
     manifest["version"] = 7
     ru.write_json(art / ru.ART_MANIFEST, manifest)
-    with pytest.raises(ArtifactError, match=r"version 7 .*reads 1"):
+    with pytest.raises(ArtifactError, match=r"version 7 .*reads 2"):
         open_artifact(art)
 
 
 CHECKPOINT_SCHEMA_CASES = [
     ("format other", _set(("format",), "tickformer-artifact"), "format"),
-    ("version from the future", _set(("version",), 2), "version 2"),
-    ("version string", _set(("version",), "1"), "version"),
+    ("version from the future", _set(("version",), 3), "version 3"),
+    ("version string", _set(("version",), "2"), "version"),
     ("files not a dict", _set(("files",), []), "files"),
     ("files entry without bytes", _del(("files", "weights.npz", "bytes")), "files"),
     ("config.json not listed", _del(("files", "config.json")), "config.json"),
     ("meta not a dict", _set(("meta",), [1]), "meta"),
     ("version true", _set(("version",), True), "version"),
-    ("version float", _set(("version",), 1.0), "version"),
+    ("version float", _set(("version",), 2.0), "version"),
     ("self-hash missing", _del(("manifest_sha256",)), "manifest_sha256"),
     ("self-hash wrong", _set(("manifest_sha256",), "0" * 64), "was modified"),
 ]

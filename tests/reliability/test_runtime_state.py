@@ -141,7 +141,7 @@ def inject_fault(session):
     backend = session.backend
     if backend.name == "ort":
         real = backend._step
-        backend._step = _FaultyOrtSession(real, list(backend._outs.values()))
+        backend._step = _FaultyOrtSession(real, list(backend._out_views.values()))
 
         def undo():
             backend._step = real

@@ -3,6 +3,9 @@
 numpy's data buffers). The warm-up runs under tracing too: objects parked on CPython's free
 lists by the first steps count as allocated to tracemalloc, but they do not grow with steps. Temporaries freed before a step returns are allowed (numpy backend);
 ORT's own C++ allocations are invisible to tracemalloc and not Python allocations.
+The session's own part (validation, position, commit order) allocates nothing at all, not even
+transiently: measured with an allocation-free stand-in backend, every step's peak rise of traced
+memory is 0 bytes (tests at the end of this file).
 Speed and jitter live in benchmarks/, never here.
 """
 
@@ -10,11 +13,14 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from tickformer import runtime
+from tickformer.model import preset
+from tickformer.runtime.backends.base import Backend
 
 STEPS = 10_000
 # Blocks allocated inside onnxruntime's own Python binding (innermost Python frame in the
@@ -83,3 +89,122 @@ def test_probe_detects_a_retained_allocation(tiny_art, seq_for, monkeypatch):
     xs = [np.ascontiguousarray(seq[:, t : t + 1]) for t in range(session.max_len)]
     blocks, _ = net_blocks(session, xs, 500)
     assert blocks >= 500
+
+
+# --- the session's own part: 0 bytes per step, even transiently ----------------------------------
+SESSION_STEPS = 2_000
+LONG = 300  # max_len above 256: positions and token ids that are not CPython's cached small ints
+
+
+class CopyBackend(Backend):
+    """Allocation-free stand-in: step returns its preallocated output buffer, commit copies a
+    staged row into a row view made at construction (np.copyto: 0 B)."""
+
+    name = "copy"
+
+    def __init__(self, artifact, *, leak=False):
+        super().__init__(artifact)
+        self._y = np.zeros(self.step_output_shape, np.float32)  # [B, 1, d_out | V]
+        self._k = np.zeros(self.cache_shape, np.float32)  # [L, B, H, N, dh]
+        self._v = np.zeros(self.cache_shape, np.float32)
+        self._rows = [self._k[:, :, :, p] for p in range(self.config.max_len)]  # N x [L, B, H, dh]
+        self._new = np.ones(self._rows[0].shape, np.float32)  # [L, B, H, dh]
+        self._leak = leak  # the probe's control: allocate (and free) one small array per commit
+
+    def step(self, x, pos):
+        return self._y
+
+    def commit(self, pos):
+        np.copyto(self._rows[pos], self._new)
+        if self._leak:
+            np.zeros(1)
+
+    def full(self, x):
+        raise NotImplementedError
+
+    def cache(self):
+        return self._k, self._v
+
+
+@pytest.fixture(scope="module", params=["continuous", "tokens"])
+def long_artifact(request):
+    """What a Session reads of an artifact, max_len 300 (tokens: V = 1000), domain [-10, 10]:
+    a stand-in, so that this test of the session's own part needs no export."""
+    config = preset("tiny").replace(max_len=LONG)
+    if request.param == "tokens":
+        config = config.replace(inputs="tokens", d_in=0, d_out=0, vocab_size=1000)
+    return SimpleNamespace(config=config, batch=1, max_len=LONG, input_domain=(-10.0, 10.0), output_bound=None, manifest={})
+
+
+def peak_rise(session, xs, steps):
+    """Rise of traced memory's peak over `steps` steps (a reset() before each sequence of
+    max_len), after a warm-up run of the same loop: any allocation inside any step shows, even
+    one freed before the step returns. The loop allocates nothing itself: it walks an iterator
+    made beforehand over prepared (input, new sequence?) pairs."""
+    n = session.max_len
+    plan = [(xs[i % n], i % n == 0) for i in range(steps)]
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        _peak_rise_loop(session.step, session.reset, plan[: 2 * n])  # warm-up: first calls, free lists
+        return _peak_rise_loop(session.step, session.reset, plan)
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+
+
+def _peak_rise_loop(step, reset, plan):
+    get, reset_peak = tracemalloc.get_traced_memory, tracemalloc.reset_peak
+    it = iter(plan)
+    base = get()[0]
+    base = get()[0]  # replaces an int of the same size: traced memory is back to the value read
+    reset_peak()
+    for x, first in it:
+        if first:
+            reset()
+        step(x)
+    return get()[1] - base
+
+
+def long_inputs(session, seed=0):
+    """Preallocated step inputs for every position; token ids span the whole vocabulary."""
+    seq = _long_seq(session.config, session.max_len, seed)
+    return [np.ascontiguousarray(seq[:, t : t + 1]) for t in range(session.max_len)]
+
+
+def _long_seq(config, length, seed):
+    rng = np.random.default_rng(seed)
+    if config.inputs == "tokens":
+        seq = rng.integers(0, config.vocab_size, size=(1, length), dtype=np.int64)  # [1, T]
+        seq[0, :2] = (0, config.vocab_size - 1)  # both ends of the vocabulary
+        return seq
+    return rng.uniform(-10.0, 10.0, size=(1, length, config.d_in)).astype(np.float32)  # [1, T, d_in]
+
+
+def test_session_step_allocates_zero_bytes(long_artifact):
+    """contracts off, a backend that allocates nothing: not one byte is allocated in 2,000 steps
+    (~7 sequences of 300), positions and token ids above 256 included."""
+    session = runtime.Session(long_artifact, CopyBackend(long_artifact))
+    rise = peak_rise(session, long_inputs(session), SESSION_STEPS)
+    assert rise == 0, f"{rise} B allocated within {SESSION_STEPS} steps"
+
+
+def test_step_probe_detects_a_transient_allocation(long_artifact):
+    """The probe can fail: a commit that allocates one small array and frees it shows up."""
+    session = runtime.Session(long_artifact, CopyBackend(long_artifact, leak=True))
+    assert peak_rise(session, long_inputs(session), 500) > 0
+
+
+def test_step_probe_detects_the_old_position_increment(long_artifact):
+    """...and one small int: `pos + 1` above 256, what step did before the position list."""
+    session = runtime.Session(long_artifact, CopyBackend(long_artifact))
+    step = session.step
+
+    def old_step(x):
+        y = step(x)
+        session._position = session._position - 1 + 1  # a new int above 256
+        return y
+
+    session.step = old_step
+    assert peak_rise(session, long_inputs(session), LONG) > 0

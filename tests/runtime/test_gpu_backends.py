@@ -185,10 +185,11 @@ class FakeCuda(types.ModuleType):
         super().__init__("cuda.bindings.runtime")
         self.mem, self.gpu, self.cc, self.launches, self.fail_capture = {}, gpu, cc, 0, False
 
-    def _alloc(self, n):
-        buf = ctypes.create_string_buffer(n)
-        self.mem[ctypes.addressof(buf)] = buf
-        return 0, ctypes.addressof(buf)
+    def _alloc(self, n):  # cudaMalloc returns 256-byte aligned memory
+        buf = ctypes.create_string_buffer(n + 256)
+        ptr = -(-ctypes.addressof(buf) // 256) * 256
+        self.mem[ptr] = buf
+        return 0, ptr
 
     cudaMalloc = cudaMallocHost = _alloc
 
@@ -390,7 +391,10 @@ def make_fake_trt(stats):
             t = next(iter(self.in_shape.values()))[1]  # our only symbol is T, the input's dim 1
             return tuple(t if d == -1 else d for d in shape)
 
-        def set_tensor_address(self, name, ptr):
+        def set_tensor_address(self, name, ptr):  # "The pointer must have at least 256-byte alignment."
+            stats["addresses"].append(ptr)
+            if ptr % 256:
+                return False
             self.addr[name] = ptr
             return True
 
@@ -448,7 +452,7 @@ def make_fake_trt(stats):
 @pytest.fixture
 def emulated(monkeypatch):
     """Install the fake tensorrt and cuda-python modules; yields (stats, fake cudart)."""
-    stats = {"builds": [], "deserialized": 0, "runs": 0, "streams": {}}
+    stats = {"builds": [], "deserialized": 0, "runs": 0, "streams": {}, "addresses": []}
     cuda = FakeCuda()
     orig_create = cuda.cudaStreamCreateWithFlags
 
@@ -600,14 +604,35 @@ def make_fake_ort(record):
     fake = types.ModuleType("onnxruntime")
     fake.get_available_providers = lambda: ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
 
+    class IOBinding:
+        """The real binding; 'cuda' addresses are host addresses here."""
+
+        def __init__(self, io):
+            self._io = io
+
+        def bind_input(self, name, device, device_id, dtype, shape, ptr):
+            assert device == "cuda"
+            self._io.bind_input(name, "cpu", 0, dtype, shape, ptr)
+
+        def bind_output(self, name, device, device_id, dtype, shape, ptr):
+            assert device == "cuda"
+            self._io.bind_output(name, "cpu", 0, dtype, shape, ptr)
+
     class Session:
-        def __init__(self, path, sess_options=None, providers=()):
+        def __init__(self, model, sess_options=None, providers=()):
+            assert isinstance(model, bytes), "GPU sessions are made from the verified graph bytes, never a path"
             record.append(providers)
-            self._s = real.InferenceSession(path, sess_options=sess_options, providers=["CPUExecutionProvider"])
+            self._s = real.InferenceSession(model, sess_options=sess_options, providers=["CPUExecutionProvider"])
             self._first = providers[0][0]
 
         def get_providers(self):
             return [self._first, "CPUExecutionProvider"]
+
+        def io_binding(self):
+            return IOBinding(self._s.io_binding())
+
+        def run_with_iobinding(self, io):
+            self._s.run_with_iobinding(io._io)
 
         def __getattr__(self, name):
             return getattr(self._s, name)
@@ -649,6 +674,64 @@ def test_emulated_ort_gpu_backends_match_numpy(tmp_path, monkeypatch, backend, d
         assert step_opts["trt_engine_cache_path"].endswith("ort-trt-cache")
         model_opts = dict(record[1][0][1])
         assert model_opts["trt_profile_min_shapes"] == "x:1x1x3" and model_opts["trt_profile_max_shapes"] == f"x:1x{cfg.max_len}x3"
+
+
+@pytest.mark.parametrize("backend", ["ort-cuda", "ort-trt"])
+def test_emulated_ort_gpu_encoder_decoder_step_matches_ort(tmp_path, monkeypatch, backend):
+    art = make_artifact(tmp_path / "art", "tiny-seq2seq")
+    cfg = preset("tiny-seq2seq")
+    src = np.random.default_rng(3).integers(0, cfg.vocab_size, (1, 5), dtype=np.int64)
+    toks = np.random.default_rng(4).integers(0, cfg.vocab_size, (1, cfg.max_len), dtype=np.int64)
+    with rt.load(art, backend="ort") as session:  # the CPU reference, before the fake is installed
+        session.set_source(src)
+        ref = np.stack([session.step(toks[:, t : t + 1]).copy() for t in range(cfg.max_len)])
+        k_ref, v_ref = (c.copy() for c in session.backend.cache())
+    monkeypatch.setitem(sys.modules, "onnxruntime", make_fake_ort([]))
+    with rt.load(art, backend=backend) as session:
+        session.set_source(src)  # the encoder's stacked cross K/V, bound per layer into the step
+        got = np.stack([session.step(toks[:, t : t + 1]).copy() for t in range(cfg.max_len)])
+        k, v = (c.copy() for c in session.backend.cache())  # the fake's "device" memory goes with close()
+    np.testing.assert_allclose(got, ref, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(k, k_ref, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(v, v_ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["ort-cuda", "ort-trt"])
+def test_emulated_ort_gpu_runs_only_verified_graph_bytes(tmp_path, monkeypatch, backend):
+    from tickformer.errors import ArtifactError
+    from tickformer.runtime.backends import backend_class
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", make_fake_ort([]))
+    art = make_artifact(tmp_path / "art")
+    artifact = rt.open_artifact(art)  # hashes verified here
+    data = (art / "step.onnx").read_bytes()
+    (art / "step.onnx").write_bytes(data + b"\x00")  # swapped after the check: refused at use
+    with pytest.raises(ArtifactError, match="step.onnx"):
+        backend_class(backend)(artifact)
+    (art / "step.onnx").write_bytes(data)
+    artifact = rt.open_artifact(art)
+    step = artifact.manifest["graphs"]["step"]
+    step["inputs"] = [dict(i, name="k_cache") if i["name"] == "k_cache.0" else i for i in step["inputs"]]
+    with pytest.raises(ArtifactError, match="do not match manifest.json"):  # session signature checked
+        backend_class(backend)(artifact)
+
+
+def test_emulated_tensorrt_refuses_an_engine_of_another_step_signature(tmp_path, emulated, monkeypatch):
+    from tickformer.errors import BackendError
+    from tickformer.runtime.backends import tensorrt as trt_backend
+
+    art = make_artifact(tmp_path / "art")
+    _emulated_build(art, precision="fp32")
+    real = trt_backend.step_signature
+
+    def other(config, batch):  # what a stacked-cache (format 1) engine would have to match
+        sig = real(config, batch)
+        sig["inputs"]["k_cache.0"] = ("float32", [config.n_layers, *sig["inputs"]["k_cache.0"][1]])
+        return sig
+
+    monkeypatch.setattr(trt_backend, "step_signature", other)
+    with pytest.raises(BackendError, match="k_cache.0.*rebuild it"):
+        rt.load(art, backend="tensorrt")
 
 
 def test_emulated_failed_build_leaves_no_orphan_and_the_old_manifest(tmp_path, emulated, monkeypatch):

@@ -102,11 +102,17 @@ def test_isolation_records_and_restores() -> None:
     cpu = min(before_aff)
     with C.Isolation(cpu=cpu, realtime=True, rt_priority=10) as iso:
         assert not gc.isenabled()
+        flushed_inside = __import__("tickformer.runtime.denormals", fromlist=["x"]).denormals_flushed()
         assert os.sched_getaffinity(0) == {cpu}
     assert gc.isenabled()
     assert os.sched_getaffinity(0) == before_aff
     assert os.sched_getscheduler(0) == before_sched
-    for key in ("gc_disabled", "cpu_affinity", "sched_fifo", "mlockall"):
+    from tickformer.runtime.denormals import denormals_flushed
+
+    assert not denormals_flushed()  # restored on exit
+    assert iso.granted["flush_to_zero"]["requested"] is True
+    assert flushed_inside == iso.granted["flush_to_zero"]["granted"]
+    for key in ("flush_to_zero", "gc_disabled", "cpu_affinity", "sched_fifo", "mlockall"):
         assert set(iso.granted[key]) == {"requested", "granted", "detail"}
     assert iso.granted["cpu_affinity"]["granted"] is True
     assert iso.granted["sched_fifo"]["requested"] is True  # granted or refused, never silent

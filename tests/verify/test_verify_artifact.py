@@ -78,7 +78,7 @@ def test_runtime_that_accepts_out_of_domain_input_is_caught(artifact, tmp_path):
     import hypothesis.strategies as st
 
     model = ArtifactModel(artifact, "ort", 6)
-    model.session._validate_values = lambda x: None  # a runtime that forgot to enforce the domain
+    model.session._validate_step_input = lambda x: None  # a runtime that forgot to enforce the domain
     strategy = st.tuples(xs(model), st.integers(0, 5), out_of_domain_values(model.domain))
     r = run_property("rejected_step_is_harmless", strategy, check_rejected_step(model), examples=20, seed_value=0, out_dir=tmp_path)
     model.close()

@@ -1,0 +1,87 @@
+"""Flush-to-zero for the calling thread: subnormal floats treated and produced as zero.
+
+Why: on x86 an arithmetic operation with a subnormal operand or result takes a microcode assist
+(~15x slower; `python benchmarks/diagnose.py exp`). exp(-inf) and every exp argument below -87.3
+pass through one, so without flush-to-zero the step's softmax costs more at early positions (more
+masked cache rows) and when attention is sharp -- work that depends on the data, which a latency
+bound must not. Real-time audio and control code runs its loop thread with FTZ/DAZ for this
+reason; so do tickformer's `ControlLoop` and `certify`, each for its own thread, restored after.
+
+Scope: per thread (the MXCSR / FPCR register), set through C99 `fegetenv`/`fesetenv` on glibc's
+`fenv_t` (x86-64: the `__mxcsr` word at byte 28, bits FTZ 0x8000 and DAZ 0x0040; AArch64, e.g.
+Jetson: `__fpcr` at byte 0, bit FZ 1 << 24). Threads started afterwards inherit it. It is never
+set process-wide behind the caller's back: ONNX Runtime's own `session.set_denormal_as_zero`
+applies once per process to whichever session comes first, and Hypothesis (among others) refuses
+to run under it. Every change is confirmed by `denormals_flushed()` and undone if it did not take.
+
+Effect on numbers: values below 1.18e-38 (float32) / 2.2e-308 (float64) become 0; every bound
+in contracts/ holds with far larger margins. Not real-time code (call around the loop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import functools
+import platform
+from typing import Iterator
+
+import numpy as np
+
+_FENV_BYTES = 64  # larger than fenv_t on every glibc target (x86-64: 32, AArch64: 8)
+# (byte offset of the control word in fenv_t, bits that enable flush-to-zero)
+_LAYOUT = {"x86_64": (28, 0x8040), "amd64": (28, 0x8040), "aarch64": (0, 1 << 24), "arm64": (0, 1 << 24)}
+
+
+def denormals_flushed() -> bool:
+    """True when the calling thread flushes subnormal float32 to zero."""
+    tiny = np.array([1e-40], dtype=np.float32)  # subnormal in float32
+    return bool((tiny * np.float32(1.0))[0] == 0.0)
+
+
+@functools.lru_cache(maxsize=1)
+def _libm() -> ctypes.CDLL | None:
+    """libm, loaded once (find_library runs ldconfig: not something to repeat per call)."""
+    name = ctypes.util.find_library("m")
+    try:
+        return ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+
+
+def set_flush_to_zero(enable: bool) -> bool:
+    """Turn flush-to-zero on or off for the calling thread. Returns True if the thread is now in
+    the requested state (confirmed by `denormals_flushed()`), False where the platform has no
+    known layout or refuses (the state is then left as it was)."""
+    if denormals_flushed() == enable:
+        return True
+    layout = _LAYOUT.get(platform.machine().lower())
+    libm = _libm()
+    if layout is None or libm is None:
+        return False
+    offset, bits = layout
+    env = (ctypes.c_uint8 * _FENV_BYTES)()
+    if libm.fegetenv(env) != 0:
+        return False
+    saved = bytes(env)
+    word = int.from_bytes(saved[offset : offset + 4], "little")
+    word = word | bits if enable else word & ~bits
+    env[offset : offset + 4] = list(word.to_bytes(4, "little"))
+    if libm.fesetenv(env) != 0 or denormals_flushed() != enable:
+        restore = (ctypes.c_uint8 * _FENV_BYTES)(*saved)
+        libm.fesetenv(restore)
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def flushed_denormals(enable: bool = True) -> Iterator[bool]:
+    """`with flushed_denormals() as on:` -- flush-to-zero in this thread for the block (`on` says
+    whether it took), the previous state restored after."""
+    before = denormals_flushed()
+    on = set_flush_to_zero(enable)
+    try:
+        yield on
+    finally:
+        set_flush_to_zero(before)
