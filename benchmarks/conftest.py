@@ -90,6 +90,19 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     }
 
 
+@pytest.fixture(autouse=True)
+def flush_to_zero(request):
+    """Every measurement runs with flush-to-zero in the measuring thread, as tickformer's
+    ControlLoop and certify run the step (runtime/denormals.py): a real-time deployment's
+    configuration, applied to every subject alike (torch and numpy too). The subject
+    `ort-no-ftz` (test_step_latency.py) measures the default thread state side by side."""
+    from tickformer.runtime.denormals import flushed_denormals
+
+    with flushed_denormals(True) as on:
+        request.node.user_properties.append(("flush_to_zero", on))
+        yield on
+
+
 @pytest.fixture(scope="session")
 def torch_mod():
     """torch, single-threaded, or a skip naming how to install it (benchmark-only comparator)."""

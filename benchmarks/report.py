@@ -22,9 +22,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 COMMAND = "make bench   # = pip install torch==2.13.0; python -m pytest benchmarks -q --benchmark-json=benchmarks/results/latest.json; python benchmarks/report.py"
 
-STEP_ORDER = ["ort", "ort-run", "ort-floor-io", "numpy", "numpy-growing", "ort-grow", "torch", "ort-recompute", "torch-recompute"]
+STEP_ORDER = ["ort", "ort-no-ftz", "ort-run", "ort-floor-io", "numpy", "numpy-growing", "ort-grow", "torch", "ort-recompute", "torch-recompute"]
 STEP_DESCRIPTION = {
     "ort": "tickformer ORT step (step.onnx, static cache: constant time)",
+    "ort-no-ftz": "the same ORT step in a thread without flush-to-zero (every other row runs with it)",
     "ort-run": "the same with binding=\"run\" (InferenceSession.run, outputs copied into the buffers)",
     "ort-floor-io": "ORT floor through the same Session.step (step-shaped graph doing nothing)",
     "numpy": "tickformer numpy reference step (static cache)",

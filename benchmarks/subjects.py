@@ -6,6 +6,8 @@ Subjects (decoder-only, continuous inputs, batch 1, one thread):
     numpy-growing  the numpy backend's growing-cache variant (cost grows with the position)
     ort          tickformer.runtime session, backend "ort" with its default options (step.onnx,
                  static cache: constant time; the binding is recorded with the results)
+    ort-no-ftz   the same session in a thread without flush-to-zero (every other subject runs
+                 with it, benchmarks/conftest.py)
     ort-run      the same with binding="run" (InferenceSession.run, outputs copied)
     ort-grow     growing_step.py: past/present ONNX step under ORT (the Optimum-style export)
     torch        torch eager, KV cache preallocated to max_len (torch_reference.py)

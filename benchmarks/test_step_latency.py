@@ -6,7 +6,8 @@ the samples of a small window of positions around each target position are poole
 steps do not care; for growing caches the window is 4 positions wide, a < 2% change in work at
 N/2 and N). Stateless recomputes (the whole prefix per token) are timed at exactly T = 1, N/2, N.
 ORT's floor is measured in the same run: a bare Identity graph, and a step-shaped graph that does
-nothing through the same Session.step path.
+nothing through the same Session.step path. Everything runs with flush-to-zero (conftest.py), as
+ControlLoop and certify run the step; `ort-no-ftz` is the same ORT session in a thread without it.
 
 Targets (checked by report.py, not here): ort p50 >= 10x faster than ort-recompute at N and
 >= 5x faster than torch; p99.9/p50 <= 2 for ort; p50 at position 1 within 10% of p50 at N.
@@ -21,9 +22,9 @@ import harness
 import subjects
 
 WINDOW = 4
-REPS = {"ort": 400, "ort-run": 400, "ort-grow": 300, "numpy": 120, "numpy-growing": 120, "torch": 120, "ort-floor-io": 400}
+REPS = {"ort": 400, "ort-no-ftz": 400, "ort-run": 400, "ort-grow": 300, "numpy": 120, "numpy-growing": 120, "torch": 120, "ort-floor-io": 400}
 RECOMPUTE_SAMPLES = {1: 1000, "half": 600, "full": 400}
-STATEFUL = ["ort", "ort-run", "ort-floor-io", "numpy", "numpy-growing", "ort-grow", "torch"]
+STATEFUL = ["ort", "ort-no-ftz", "ort-run", "ort-floor-io", "numpy", "numpy-growing", "ort-grow", "torch"]
 
 
 def windows(n: int) -> dict[str, tuple[int, int]]:
@@ -60,13 +61,19 @@ def build_stateful(name: str, request, control, x):
     if name == "ort-floor-io":
         art = subjects.floor_artifact(art, request.getfixturevalue("tmp_path") / "floor")
         return subjects.session_subject(name, subjects.open_session(art, "ort"), x)
+    if name == "ort-no-ftz":
+        return subjects.session_subject(name, subjects.open_session(art, "ort"), x)
     return subjects.session_subject(name, subjects.open_session(art, name), x)
 
 
 @pytest.mark.parametrize("name", STATEFUL)
 def test_step_latency(benchmark, request, control, x_step, name):
+    from tickformer.runtime.denormals import set_flush_to_zero
+
     config, _ = control
     subject = build_stateful(name, request, control, x_step)
+    if name == "ort-no-ftz":  # the default thread state; conftest's fixture restores it after
+        assert set_flush_to_zero(False)
     try:
         harness.measure_sequences(
             benchmark, f"step/{name}", subject.reset, subject.step,

@@ -6,9 +6,11 @@ execution, full graph optimisation (constant folding of the transposed weights, 
 MatMul+Add fusions), memory arena and memory patterns on (static shapes: the allocation plan is
 reused every run). Binding strategy, chosen by measurement (docs/export_runtime.md):
 `binding="iobinding"` (default) binds every input and output to the preallocated host buffers
-once, so a step copies nothing and allocates nothing on the Python side (measured ~10% faster
-than "run" for the control preset); `binding="run"` feeds the buffers to `InferenceSession.run`
-and copies its three fresh outputs into the staging buffers.
+once, so a step copies nothing and allocates nothing on the Python side; `binding="run"` feeds
+the buffers to `InferenceSession.run` and copies its fresh outputs into the staging buffers.
+Step I/O (format 2, export/graphs.py `step_signature`): layer i's cache is the contiguous slice
+i of the stacked host cache [L, B, H, N, dh], read in place; x and y are views of the session's
+[B, 1, .] buffers in the graph's 2-D shape.
 
 Loading (not real-time): each graph's bytes are read once, hash-checked against the manifest and
 refused if any tensor keeps external data (`runtime.artifact.verified_graph_bytes`), and those
@@ -17,16 +19,18 @@ is never run. The session's inputs and outputs (names, element types, shapes) mu
 the manifest's graph spec, which `open_artifact` checked against the config: a graph with
 another signature raises ArtifactError before anything is bound.
 
-Real-time: "iobinding": zero net Python blocks per step after the first. "run": the output
-arrays are freed before `step` returns, but ORT's binding keeps a bounded few hundred small
-blocks over the first ~30,000 calls (tests/runtime/test_allocation.py).
+Real-time: "iobinding": a step allocates nothing traced by tracemalloc, not even transiently
+(`_iobinding_runner`; commit through `HostCache`'s row views). "run": the output arrays are
+freed before `step` returns, but ORT's binding keeps a bounded few hundred small blocks over the
+first ~30,000 calls (tests/runtime/test_allocation.py).
 Source: ONNX Runtime Python API (onnxruntime.ai/docs/api/python/api_summary.html),
 performance tuning (onnxruntime.ai/docs/performance/tune-performance/threading.html).
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import functools
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import onnxruntime as ort
@@ -119,6 +123,8 @@ class OrtBackend(Backend):
         self._out_names = list(self._out_views)
         self._out_list = list(self._out_views.values())
         self._io = self._bind() if binding == "iobinding" else None
+        self._run_options = ort.RunOptions()  # made once: a run without one builds a default per call
+        self._run = self._iobinding_runner() if self._io is not None else None
 
     def _session(self, graph: str) -> ort.InferenceSession:
         """A session over the verified bytes of `graph`, its signature checked (module docstring)."""
@@ -143,14 +149,28 @@ class OrtBackend(Backend):
             raise BackendError(f"onnxruntime cannot bind the step buffers: {exc}") from exc
         return io
 
+    def _iobinding_runner(self) -> Callable[[], None]:
+        """What `step` calls to run the bound graph. onnxruntime's public
+        `InferenceSession.run_with_iobinding` first does WebGPU graph-capture bookkeeping in Python
+        (~120 B allocated per call) and then calls the session's C++ binding `_sess`; we call that
+        binding directly, with a RunOptions made once (without one it builds a default: ~200 B
+        more). Left: 64 B inside onnxruntime's pybind layer per call, freed before it returns
+        (tests/runtime/test_allocation.py). Falls back to the public method if the binding's
+        internals ever move."""
+        run = getattr(getattr(self._step, "_sess", None), "run_with_iobinding", None)
+        native_io = getattr(self._io, "_iobinding", None)
+        if run is None or native_io is None:
+            return functools.partial(self._step.run_with_iobinding, self._io, self._run_options)
+        return functools.partial(run, native_io, self._run_options)
+
     # --- real-time path ------------------------------------------------------------------------
     def step(self, x: np.ndarray, pos: int) -> np.ndarray:
         """Real-time safe after warm-up (see module docstring). Never writes the cache."""
         np.copyto(self._x, x)
         self._pos[0] = pos
         try:
-            if self._io is not None:
-                self._step.run_with_iobinding(self._io)
+            if self._run is not None:
+                self._run()
             else:
                 results = self._step.run(self._out_names, self._in_views)
                 for dst, src in zip(self._out_list, results):
@@ -187,7 +207,7 @@ class OrtBackend(Backend):
         return self._host.k, self._host.v
 
     def close(self) -> None:
-        self._io = None
+        self._io = self._run = None
         self._step = self._full = self._encoder = None  # type: ignore[assignment]
 
 

@@ -140,11 +140,13 @@ def inject_fault(session):
     """Make the next backend step fail inside the engine; returns a function that removes it."""
     backend = session.backend
     if backend.name == "ort":
-        real = backend._step
+        real, real_run = backend._step, backend._run
         backend._step = _FaultyOrtSession(real, list(backend._out_views.values()))
+        if real_run is not None:  # iobinding: step() calls the prepared runner
+            backend._run = backend._step._fail
 
         def undo():
-            backend._step = real
+            backend._step, backend._run = real, real_run
         return undo
     real_attention = backend._self_attention
 

@@ -5,7 +5,8 @@ lists by the first steps count as allocated to tracemalloc, but they do not grow
 ORT's own C++ allocations are invisible to tracemalloc and not Python allocations.
 The session's own part (validation, position, commit order) allocates nothing at all, not even
 transiently: measured with an allocation-free stand-in backend, every step's peak rise of traced
-memory is 0 bytes (tests at the end of this file).
+memory is 0 bytes; and so does the whole path with the real ORT backend (IOBinding), for
+continuous, token and encoder-decoder artifacts (tests at the end of this file).
 Speed and jitter live in benchmarks/, never here.
 """
 
@@ -208,3 +209,30 @@ def test_step_probe_detects_the_old_position_increment(long_artifact):
 
     session.step = old_step
     assert peak_rise(session, long_inputs(session), LONG) > 0
+
+
+@pytest.mark.parametrize("art", ["tiny_art", "tokens_art", "seq2seq_art"])
+def test_ort_session_step_allocates_zero_bytes_even_transiently(request, seq_for, art):
+    """The whole real-time path with the real engine -- Session.step over the ORT backend with
+    its default IOBinding -- allocates nothing traced, not even within a step: ORT is called
+    through its bound C++ session with a RunOptions made once (runtime/backends/ort.py
+    `_iobinding_runner`), and the commit copies into row views made at load."""
+    path, _ = request.getfixturevalue(art)
+    session = runtime.load(path, backend="ort")
+    if session.config.arch == "encoder-decoder":
+        session.set_source(np.array([[1, 2, 3]], dtype=np.int64))
+    seq = seq_for(session.config, 1, session.max_len, seed=0)
+    xs = [np.ascontiguousarray(seq[:, t : t + 1]) for t in range(session.max_len)]
+    assert peak_rise(session, xs, SESSION_STEPS) == 0
+
+
+def test_ort_probe_sees_the_public_run_with_iobinding(tiny_art, seq_for):
+    """The control: onnxruntime's public wrapper (WebGPU capture bookkeeping, a default
+    RunOptions per call) does allocate within each call, and the probe sees it."""
+    path, _ = tiny_art
+    session = runtime.load(path, backend="ort")
+    be = session.backend
+    be._run = lambda: be._step.run_with_iobinding(be._io)
+    seq = seq_for(session.config, 1, session.max_len, seed=0)
+    xs = [np.ascontiguousarray(seq[:, t : t + 1]) for t in range(session.max_len)]
+    assert peak_rise(session, xs, 500) > 0
