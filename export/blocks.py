@@ -115,16 +115,18 @@ def attend(g: GraphBuilder, q: str, k: str, v: str, allowed: str | None, d_head:
     return finalize(g, chunk_state(g, s, v))
 
 
-def qkv_step(g: GraphBuilder, params: Params, h: str, prefix: str, batch: int, n_heads: int, d_head: int, names: tuple[str, str, str]) -> tuple[str, str, str]:
+def qkv_step(g: GraphBuilder, params: Params, h: str, shift: np.ndarray, prefix: str, batch: int, n_heads: int, d_head: int, names: tuple[str, str, str]) -> tuple[str, str, str]:
     """The step's three projections as one Gemm: h [B, D] @ [W_q / sqrt(dh) | W_k | W_v] -> [B, 3D],
     viewed as [B, 3H, 1, dh] and split into q (pre-scaled), k, v [B, H, 1, dh] named `names`.
 
-    Folding 1/sqrt(dh) into W_q and b_q is exact when dh is a power of 4 (the scale is a power of
-    two) and within one rounding otherwise; the query is scaled before the product either way, as
-    model.attention.scaled_scores does."""
+    h holds the true activation plus a constant `shift` [D] (see graphs.build_step: the bias of
+    the residual projection, folded into the LayerNorm before); the bias subtracts shift @ W
+    again, computed in float64: (h + c) W + (b - c W) = h W + b. Folding 1/sqrt(dh) into W_q and
+    b_q is exact when dh is a power of 4 (the scale is a power of two) and within one rounding
+    otherwise; the query is scaled before the product either way, as model.attention does."""
     scale = 1.0 / np.sqrt(d_head)
     w = np.concatenate([params[f"{prefix}.w_q"].astype(np.float64) * scale, params[f"{prefix}.w_k"], params[f"{prefix}.w_v"]], axis=1)
-    bias = np.concatenate([params[f"{prefix}.b_q"].astype(np.float64) * scale, params[f"{prefix}.b_k"], params[f"{prefix}.b_v"]])
+    bias = np.concatenate([params[f"{prefix}.b_q"].astype(np.float64) * scale, params[f"{prefix}.b_k"], params[f"{prefix}.b_v"]]) - shift @ w
     qkv = g.op("Gemm", h, g.const(w.astype(np.float32), f"{prefix}.w_qkv_step"), g.const(bias.astype(np.float32), f"{prefix}.b_qkv_step"))
     heads = g.op("Reshape", qkv, g.ints([batch, 3 * n_heads, 1, d_head]))  # [B, 3H, 1, dh]: D = (H, dh) head-major
     q, k, v = g.split(heads, [n_heads] * 3, axis=1, names=names)

@@ -24,6 +24,8 @@ Not real-time code: runs once, at export.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import onnx
 
@@ -152,59 +154,94 @@ def step_outputs(config: Config, outs: list[np.ndarray]) -> tuple[np.ndarray, np
     return y[:, None], np.stack(rows[0::2]), np.stack(rows[1::2])
 
 
-def _linear2d(g: GraphBuilder, params: Params, x: str, prefix: str, w: str, bias: str) -> str:
-    """x [B, n_in] -> [B, n_out] as one Gemm."""
-    return g.op("Gemm", x, b.param(g, params, f"{prefix}.{w}"), b.param(g, params, f"{prefix}.{bias}"))
+class _Shifted(NamedTuple):
+    """A residual-stream tensor [B, D] held as the true activation plus a constant shift [D]."""
+
+    name: str
+    shift: np.ndarray  # float64 [D]
 
 
-def _step_embed(g: GraphBuilder, params: Params, config: Config, x: str, pos: str) -> str:
-    """x [B, d_in] (tokens [B]) at position pos -> [B, D]."""
+def _f64(params: Params, name: str) -> np.ndarray:
+    return params[name].astype(np.float64)
+
+
+def _bias_for(g: GraphBuilder, params: Params, h: _Shifted, w: str, bias: str) -> str:
+    """Bias of a Gemm reading h: b - shift @ W (float64, one rounding), so that it computes h_true W + b."""
+    folded = _f64(params, bias) - h.shift @ _f64(params, w)
+    return g.const(folded.astype(np.float32), f"{bias}_step" if h.shift.any() else bias)
+
+
+def _residual(g: GraphBuilder, params: Params, h: _Shifted, a: str, w: str) -> str:
+    """h_true + a W + b as ONE Gemm(a, W, C=h): h carries the projection's bias b as its shift."""
+    return g.op("Gemm", a, b.param(g, params, w), h.name)
+
+
+def _norm(g: GraphBuilder, params: Params, config: Config, r: str, prefix: str, shift: np.ndarray) -> _Shifted:
+    """LayerNorm whose beta also adds `shift` (the bias of the next residual projection)."""
+    beta = _f64(params, f"{prefix}.b") + shift
+    name = g.op("LayerNormalization", r, b.param(g, params, f"{prefix}.g"), g.const(beta.astype(np.float32), f"{prefix}.b_step"),
+                axis=-1, epsilon=float(config.ln_eps))
+    return _Shifted(name, shift)
+
+
+def _step_embed(g: GraphBuilder, params: Params, config: Config, x: str, pos: str, shift: np.ndarray) -> _Shifted:
+    """x [B, d_in] (tokens [B]) at position pos -> [B, D] (+ shift, added to the positional table)."""
+    pe = positional_encoding(config.max_len, config.d_model).astype(np.float64) + shift  # [N, D]
     if config.inputs == "tokens":
         e = g.op("Gather", b.param(g, params, "tok_embed"), x, axis=0)  # [B, D]
         h = g.op("Mul", e, g.scalar(np.sqrt(config.d_model)))
-        return g.op("Add", h, g.op("Gather", _pe(g, config), pos, axis=0))  # + pe row [1, D]
-    # The input bias is added to the positional table at export (float64, one rounding): one
-    # Gemm x W_in + (b_in + pe[pos]) instead of Gemm + Add.
-    table = (positional_encoding(config.max_len, config.d_model).astype(np.float64) + params["in_proj.b"]).astype(np.float32)
-    return g.op("Gemm", x, b.param(g, params, "in_proj.w"), g.op("Gather", g.const(table, "pe_plus_in_bias"), pos, axis=0))
-
-
-def _step_attn_out(g: GraphBuilder, params: Params, config: Config, h: str, heads: str, batch: int, prefix: str, norm: str) -> str:
-    """Post-LN residual around an attention sublayer: LN(h + merge(heads) W_o + b_o), [B, D]."""
-    merged = g.op("Reshape", heads, g.ints([batch, config.d_model]))  # [B, H, 1, dh] -> [B, D] (head-major)
-    return b.layer_norm(g, params, g.op("Add", h, _linear2d(g, params, merged, prefix, "w_o", "b_o")), norm, config.ln_eps)
+        return _Shifted(g.op("Add", h, g.op("Gather", g.const(pe.astype(np.float32), "pe_step"), pos, axis=0)), shift)
+    # The input bias goes into the positional table too: one Gemm x W_in + (b_in + pe[pos] + shift).
+    table = (pe + _f64(params, "in_proj.b")).astype(np.float32)
+    return _Shifted(g.op("Gemm", x, b.param(g, params, "in_proj.w"), g.op("Gather", g.const(table, "pe_plus_in_bias_step"), pos, axis=0)), shift)
 
 
 def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.ModelProto:
-    """One position over static per-layer KV caches of max_len rows; all shapes static."""
+    """One position over static per-layer KV caches of max_len rows; all shapes static.
+
+    Bias folding (exact in real arithmetic, one float32 rounding apart): every residual sum
+    h + a W + b is one Gemm(a, W, C=h) because the LayerNorm (or embedding) that produced h
+    added b through its beta; each other reader of h subtracts b @ W through its own bias
+    (`_bias_for`, blocks.qkv_step). Two fewer ORT nodes per sublayer: ONNX Runtime's per-node
+    cost dominates the step at small d_model (benchmarks/ANALYSIS.md)."""
     g = GraphBuilder("tickformer_step", opset)
     sig = step_signature(config, batch)
     for name, (dtype, shape) in sig["inputs"].items():
         g.input(name, dtype, shape)
     in_name, out_name = io_names(config)
-    nh, dh, n = config.n_heads, config.d_head, config.max_len
+    nh, dh, n, d = config.n_heads, config.d_head, config.max_len, config.d_model
     key_index = np.arange(n + 1, dtype=np.int64)
     key_index[n] = -1  # the own key: -1 < pos always, so it is always live
     live = g.op("Less", g.const(key_index, "key_index"), "pos")  # [N + 1]: rows 0..pos-1, then own
     cross = config.arch == "encoder-decoder"
     if cross:
         src_allowed = g.op("Reshape", "src_valid", g.ints([batch, 1, 1, n]))  # [B, 1, 1, N]
-    h = _step_embed(g, params, config, in_name, "pos")  # [B, D]
+
+    def merged(heads: str) -> str:
+        return g.op("Reshape", heads, g.ints([batch, d]))  # [B, H, 1, dh] -> [B, D] (head-major)
+
+    h = _step_embed(g, params, config, in_name, "pos", _f64(params, "dec.0.self_attn.b_o"))
     for i in range(config.n_layers):
         prefix = f"dec.{i}"
-        q, k_new, v_new = b.qkv_step(g, params, h, f"{prefix}.self_attn", batch, nh, dh, (f"q_{i}", f"k_new.{i}", f"v_new.{i}"))
+        sa, ffn = f"{prefix}.self_attn", f"{prefix}.ffn"
+        q, k_new, v_new = b.qkv_step(g, params, h.name, h.shift, sa, batch, nh, dh, (f"q_{i}", f"k_new.{i}", f"v_new.{i}"))
         heads = b.attend_step(g, q, f"k_cache.{i}", f"v_cache.{i}", k_new, v_new, live, n)  # [B, H, 1, dh]
-        h = _step_attn_out(g, params, config, h, heads, batch, f"{prefix}.self_attn", f"{prefix}.ln1")
+        r = _residual(g, params, h, merged(heads), f"{sa}.w_o")  # h + attn W_o + b_o
         if cross:
-            cq = g.op("Reshape", _linear2d(g, params, h, f"{prefix}.cross_attn", "w_q", "b_q"), g.ints([batch, nh, 1, dh]))  # [B, H, 1, dh]
-            heads = b.attend(g, cq, f"cross_k.{i}", f"cross_v.{i}", src_allowed, dh)  # [B, H, 1, dh]
-            h = _step_attn_out(g, params, config, h, heads, batch, f"{prefix}.cross_attn", f"{prefix}.ln2")
-        ff = _linear2d(g, params, g.op("Relu", _linear2d(g, params, h, f"{prefix}.ffn", "w1", "b1")), f"{prefix}.ffn", "w2", "b2")
-        h = b.layer_norm(g, params, g.op("Add", h, ff), f"{prefix}.{'ln3' if cross else 'ln2'}", config.ln_eps)
+            ca = f"{prefix}.cross_attn"
+            h = _norm(g, params, config, r, f"{prefix}.ln1", _f64(params, f"{ca}.b_o"))
+            cq = g.op("Gemm", h.name, b.param(g, params, f"{ca}.w_q"), _bias_for(g, params, h, f"{ca}.w_q", f"{ca}.b_q"))
+            heads = b.attend(g, g.op("Reshape", cq, g.ints([batch, nh, 1, dh])), f"cross_k.{i}", f"cross_v.{i}", src_allowed, dh)
+            r = _residual(g, params, h, merged(heads), f"{ca}.w_o")
+        h = _norm(g, params, config, r, f"{prefix}.{'ln2' if cross else 'ln1'}", _f64(params, f"{ffn}.b2"))
+        hidden = g.op("Relu", g.op("Gemm", h.name, b.param(g, params, f"{ffn}.w1"), _bias_for(g, params, h, f"{ffn}.w1", f"{ffn}.b1")))
+        r = _residual(g, params, h, hidden, f"{ffn}.w2")  # h + relu(.) W_2 + b_2
+        last = i == config.n_layers - 1
+        h = _norm(g, params, config, r, f"{prefix}.{'ln3' if cross else 'ln2'}", np.zeros(d) if last else _f64(params, f"dec.{i + 1}.self_attn.b_o"))
     if config.inputs == "tokens":
-        y = g.op("Gemm", h, b.param(g, params, "tok_embed"), transB=1)  # [B, V] (tied)
+        y = g.op("Gemm", h.name, b.param(g, params, "tok_embed"), transB=1)  # [B, V] (tied; the last shift is 0)
     else:
-        y = _linear2d(g, params, h, "out_proj", "w", "b")  # [B, d_out]
+        y = g.op("Gemm", h.name, b.param(g, params, "out_proj.w"), b.param(g, params, "out_proj.b"))  # [B, d_out]
     for name, (dtype, shape) in sig["outputs"].items():
         g.output(y if name == out_name else name, name, dtype, shape)
     return g.model()
