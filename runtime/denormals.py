@@ -13,6 +13,9 @@ Jetson: `__fpcr` at byte 0, bit FZ 1 << 24). Threads started afterwards inherit 
 set process-wide behind the caller's back: ONNX Runtime's own `session.set_denormal_as_zero`
 applies once per process to whichever session comes first, and Hypothesis (among others) refuses
 to run under it. Every change is confirmed by `denormals_flushed()` and undone if it did not take.
+Order matters: creating the process's FIRST onnxruntime session applies that option (default
+off) to the creating thread, clearing flush-to-zero there; so turn it on after loading, as
+ControlLoop.run and certify do (tests/runtime/test_denormals.py shows both orders).
 
 Effect on numbers: values below 1.18e-38 (float32) / 2.2e-308 (float64) become 0; every bound
 in contracts/ holds with far larger margins. Not real-time code (call around the loop).

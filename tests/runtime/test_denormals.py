@@ -95,3 +95,38 @@ def test_control_loop_runs_flushed_and_restores():
     inside.clear()
     assert off.run(2, observe=lambda k: np.zeros(3, np.float32), actuate=lambda u: None).denormals_flushed is False
     assert inside == [False, False]
+
+
+def test_the_first_onnxruntime_session_of_a_process_clears_it():
+    """Why ControlLoop/certify set flush-to-zero after loading: onnxruntime applies its own
+    denormal setting (default off) when a process creates its first session. A fresh process
+    shows it; later sessions leave the thread alone."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+        from tickformer.runtime.denormals import denormals_flushed, set_flush_to_zero
+
+        def session():
+            g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+            ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+
+        if not set_flush_to_zero(True):
+            print("unsupported")
+        else:
+            session()
+            first = denormals_flushed()
+            set_flush_to_zero(True)
+            session()
+            print(first, denormals_flushed())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    if out == ["unsupported"]:
+        pytest.skip("no flush-to-zero on this platform")
+    assert out == ["False", "True"]
