@@ -136,7 +136,8 @@ def qkv_step(g: GraphBuilder, params: Params, h: str, shift: np.ndarray, prefix:
 def attend_step(g: GraphBuilder, q: str, k_cache: str, v_cache: str, k_own: str, v_own: str, live: str, n_rows: int) -> str:
     """One position's attention over its layer's static cache and its own key.
 
-    q (pre-scaled), k_own, v_own [B, H, 1, dh]; k_cache, v_cache [B, H, N, dh]; live bool [N + 1]:
+    q (pre-scaled), k_own, v_own [B, H, 1, dh]; k_cache [B, H, dh, N] (transposed: q K^T without
+    moving the cache), v_cache [B, H, N, dh]; live bool [N + 1]:
     cache rows 0..pos-1 and, last, the own key (always live, so no row is empty and Softmax never
     sees an all -inf row). One Softmax over the N + 1 scores with the stale rows selected to -inf
     (weight exactly 0), then the weights split back into the cache's N and the own key's 1:
@@ -146,7 +147,7 @@ def attend_step(g: GraphBuilder, q: str, k_cache: str, v_cache: str, k_own: str,
     floats, ~15x slower on x86 unless the thread flushes them to zero; ControlLoop and certify do
     (runtime/denormals.py), and then the step's time does not depend on the position.
     """
-    s_cache = g.op("MatMul", q, g.op("Transpose", k_cache, perm=[0, 1, 3, 2]))  # [B, H, 1, N], constant work
+    s_cache = g.op("MatMul", q, k_cache)  # [B, H, 1, dh] @ [B, H, dh, N] -> [B, H, 1, N], constant work
     s_own = g.op("MatMul", q, g.op("Transpose", k_own, perm=[0, 1, 3, 2]))  # [B, H, 1, 1]
     s = select(g, live, g.op("Concat", s_cache, s_own, axis=-1))  # [B, H, 1, N + 1]
     p_cache, p_own = g.split(g.op("Softmax", s, axis=-1), [n_rows, 1], axis=-1)  # [B, H, 1, N], [B, H, 1, 1]

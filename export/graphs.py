@@ -5,7 +5,7 @@ model/transformer.py computes (Vaswani et al. 2017, post-LN). The I/O contract o
 documented in docs/artifact_format.md; in short (B batch, N max_len, L decoder layers, i < L):
 
     model    x [B, T, d_in] -> y [B, T, d_out]   (tokens [B, T] -> logits [B, T, V]); T <= N
-    step     x [B, d_in] (tokens [B]), pos [1], k_cache.i, v_cache.i [B, H, N, dh]
+    step     x [B, d_in] (tokens [B]), pos [1], k_cache.i [B, H, dh, N], v_cache.i [B, H, N, dh]
              -> y [B, d_out] (logits [B, V]), k_new.i, v_new.i [B, H, 1, dh]
              (+ cross_k.i, cross_v.i [B, H, N, dh], src_valid [B, N] for encoder-decoder)
     encoder  src [B, N], src_valid [B, N] -> cross_k, cross_v [L, B, H, N, dh]
@@ -14,7 +14,8 @@ The step is the real-time graph and is shaped for ONNX Runtime's per-node cost, 
 at small d_model (benchmarks/ANALYSIS.md): activations are 2-D [B, D] (a 3-D MatMul + Add
 becomes Reshape-Gemm-Reshape), the three projections are one Gemm, and every layer's cache is
 its own input, read in place (a stacked [L, ...] input costs a copy of each layer's cache per
-step). It attends over the cache -- whose stale rows (key_index >= pos) are selected out with
+step), and K is stored transposed [dh, N] so the score product reads it as it lies (no
+per-step transpose of the cache). It attends over the cache -- whose stale rows (key_index >= pos) are selected out with
 weight exactly 0 whatever finite values they hold -- and the new key itself, in one Softmax
 (blocks.attend_step). Hosts keep the caches stacked [L, B, H, N, dh] and bind layer i's slice.
 Every shape of `step` and `encoder` is static (TensorRT: min = opt = max).
@@ -123,8 +124,9 @@ def step_signature(config: Config, batch: int) -> dict[str, dict[str, tuple[str,
         "pos": ("int64", [1]),
     }
     outputs: dict[str, tuple[str, list[int]]] = {out_name: ("float32", [batch, out_width(config)])}
+    k_layer = layer[:2] + [config.d_head, config.max_len]  # [B, H, dh, N]: K stored transposed
     for i in range(config.n_layers):
-        inputs[f"k_cache.{i}"] = inputs[f"v_cache.{i}"] = ("float32", layer)
+        inputs[f"k_cache.{i}"], inputs[f"v_cache.{i}"] = ("float32", k_layer), ("float32", layer)
         outputs[f"k_new.{i}"] = outputs[f"v_new.{i}"] = ("float32", row)
     if config.arch == "encoder-decoder":
         for i in range(config.n_layers):
@@ -135,11 +137,14 @@ def step_signature(config: Config, batch: int) -> dict[str, dict[str, tuple[str,
 
 def step_feeds(config: Config, x: np.ndarray, pos: int, k_cache: np.ndarray, v_cache: np.ndarray, cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Feeds for step.onnx from the host layout: x [B, 1, d_in] (tokens [B, 1]), stacked caches
-    [L, B, H, N, dh] (layer slices, no copy), cross = (cross_k, cross_v, src_valid) or None."""
+    [L, B, H, N, dh] (layer slices; K transposed to [B, H, dh, N], a copy unless k_cache is
+    already a transposed view such as runtime HostCache.k), cross = (cross_k, cross_v,
+    src_valid) or None. Not real-time (test and export helper)."""
     in_name = io_names(config)[0]
     feeds = {in_name: x.reshape(x.shape[0], *x.shape[2:]), "pos": np.array([pos], dtype=np.int64)}
     for i in range(config.n_layers):
-        feeds[f"k_cache.{i}"], feeds[f"v_cache.{i}"] = k_cache[i], v_cache[i]
+        feeds[f"k_cache.{i}"] = np.ascontiguousarray(k_cache[i].swapaxes(-1, -2))  # [B, H, dh, N]
+        feeds[f"v_cache.{i}"] = v_cache[i]
         if cross is not None:
             feeds[f"cross_k.{i}"], feeds[f"cross_v.{i}"] = cross[0][i], cross[1][i]
     if cross is not None:

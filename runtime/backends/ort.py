@@ -8,9 +8,9 @@ reused every run). Binding strategy, chosen by measurement (docs/export_runtime.
 `binding="iobinding"` (default) binds every input and output to the preallocated host buffers
 once, so a step copies nothing and allocates nothing on the Python side; `binding="run"` feeds
 the buffers to `InferenceSession.run` and copies its fresh outputs into the staging buffers.
-Step I/O (format 2, export/graphs.py `step_signature`): layer i's cache is the contiguous slice
-i of the stacked host cache [L, B, H, N, dh], read in place; x and y are views of the session's
-[B, 1, .] buffers in the graph's 2-D shape.
+Step I/O (format 2, export/graphs.py `step_signature`): layer i's caches are the contiguous
+slices i of the stacked host caches (HostCache: K transposed [L, B, H, dh, N], V [L, B, H, N, dh]),
+read in place; x and y are views of the session's [B, 1, .] buffers in the graph's 2-D shape.
 
 Loading (not real-time): each graph's bytes are read once, hash-checked against the manifest and
 refused if any tensor keeps external data (`runtime.artifact.verified_graph_bytes`), and those
@@ -83,6 +83,15 @@ def session_options(threads: int = 1, *, optimization: str = "all") -> ort.Sessi
     return opts
 
 
+def _view(buffer: np.ndarray, shape: list[int], name: str) -> np.ndarray:
+    """buffer in the graph's shape, as a view: IOBinding reads and writes through the pointer, so
+    a silent copy (reshape of a non-contiguous array) would bind memory nobody owns."""
+    view = buffer.reshape(shape)
+    if not (view.flags.c_contiguous and np.shares_memory(view, buffer)):
+        raise BackendError(f"step buffer {name!r} is not a contiguous view of its host buffer")
+    return view
+
+
 class OrtBackend(Backend):
     """ONNX Runtime with the CPU execution provider."""
 
@@ -113,13 +122,13 @@ class OrtBackend(Backend):
         sig = step_signature(cfg, batch)
         views = {in_name: self._x, "pos": self._pos, out_name: self._y}
         for i in range(cfg.n_layers):
-            views.update({f"k_cache.{i}": self._host.k[i], f"v_cache.{i}": self._host.v[i], f"k_new.{i}": self._host.k_new[i], f"v_new.{i}": self._host.v_new[i]})
+            views.update({f"k_cache.{i}": self._host.k_t[i], f"v_cache.{i}": self._host.v[i], f"k_new.{i}": self._host.k_new[i], f"v_new.{i}": self._host.v_new[i]})
             if self._cross is not None:
                 views.update({f"cross_k.{i}": self._cross[0][i], f"cross_v.{i}": self._cross[1][i]})
         if self._cross is not None:
             views["src_valid"] = self._cross[2]
-        self._in_views = {name: views[name].reshape(shape) for name, (_, shape) in sig["inputs"].items()}
-        self._out_views = {name: views[name].reshape(shape) for name, (_, shape) in sig["outputs"].items()}
+        self._in_views = {name: _view(views[name], shape, name) for name, (_, shape) in sig["inputs"].items()}
+        self._out_views = {name: _view(views[name], shape, name) for name, (_, shape) in sig["outputs"].items()}
         self._out_names = list(self._out_views)
         self._out_list = list(self._out_views.values())
         self._io = self._bind() if binding == "iobinding" else None

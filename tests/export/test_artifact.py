@@ -36,7 +36,8 @@ def test_manifest_describes_every_graph_and_file(exported):
     # Format 2: one cache input and one new-row output per layer; 2-D x / y (docs/artifact_format.md).
     assert step["inputs"][0] == {"name": "x", "dtype": "float32", "shape": [1, 3]}
     assert [i["name"] for i in step["inputs"][2:]] == ["k_cache.0", "v_cache.0", "k_cache.1", "v_cache.1"]
-    assert step["inputs"][2] == {"name": "k_cache.0", "dtype": "float32", "shape": [1, 2, 16, 8]}
+    assert step["inputs"][2] == {"name": "k_cache.0", "dtype": "float32", "shape": [1, 2, 8, 16]}  # K transposed [B, H, dh, N]
+    assert step["inputs"][3] == {"name": "v_cache.0", "dtype": "float32", "shape": [1, 2, 16, 8]}
     assert [o["name"] for o in step["outputs"]] == ["y", "k_new.0", "v_new.0", "k_new.1", "v_new.1"]
     assert step["outputs"][1] == {"name": "k_new.0", "dtype": "float32", "shape": [1, 2, 1, 8]}
     assert manifest["graphs"]["model"]["inputs"][0]["shape"] == [1, "T", 3]
@@ -193,7 +194,7 @@ def test_export_from_checkpoint_uses_its_domain_and_max_len(tmp_path):
     art = open_artifact(out)
     assert art.input_domain == (-2.0, 2.0)
     assert art.max_len == 8 and art.config.max_len == 8 and art.batch == 2
-    assert art.manifest["graphs"]["step"]["inputs"][2]["shape"] == [2, 2, 8, 8]  # k_cache.0 [B, H, N, dh]
+    assert art.manifest["graphs"]["step"]["inputs"][3]["shape"] == [2, 2, 8, 8]  # v_cache.0 [B, H, N, dh]
     assert art.manifest["source"]["checkpoint_meta"] == {"input_domain": [-2.0, 2.0]}
     with pytest.raises(ExportError, match="--max-len 17"):
         export_artifact(ckpt, tmp_path / "art2", max_len=17)
