@@ -2,8 +2,8 @@
 
 The step graph runs with device-side IOBinding: every device buffer is a CUDA `OrtValue`
 allocated once (`OrtValue.ortvalue_from_numpy(..., "cuda", device)`) and bound once, the KV cache
-included, so the cache never leaves the GPU. The cache is kept stacked, k, v [L, B, H, N, dh],
-and so are the staged rows k_new, v_new [L, B, H, 1, dh] (and cross K/V); the step graph takes
+included, so the cache never leaves the GPU. The cache is kept stacked, K transposed
+[L, B, H, dh, N] (the step graph's k_cache.i layout) and V [L, B, H, N, dh], and so are the staged rows k_new, v_new [L, B, H, 1, dh] (and cross K/V); the step graph takes
 one tensor per layer (format 2, `export.graphs.step_signature`), so layer i's k_cache.i, k_new.i,
 ... are bound by address to slice i of their stack (`bind_input` / `bind_output` at
 base + i * pitch; the pitch is the slice rounded up to 256 bytes, `tensorrt.layer_pitch`: the
@@ -17,10 +17,12 @@ device addresses for every input and output, and every node placed on the GPU pr
 session cannot be created with graph capture (e.g. ORT leaves a shape node on the CPU), the
 backend builds it without, sets `self.cuda_graph = False` and `self.cuda_graph_reason`, and warns.
 
-`commit(pos)` writes k_new/v_new into cache row pos: on the device with one strided
-`cudaMemcpy2D` per cache when cuda-python is installed (`self.commit_mode == "device"`), else
-through a host mirror of the cache and one fixed-size `update_inplace` (`"host-mirror"`: the same
-cost at every position, but a full-cache copy). Either way the step itself never writes the cache.
+`commit(pos)` writes k_new into K column pos and v_new into V row pos: on the device with
+fixed-size strided `cudaMemcpy2D`s (`tensorrt.commit_copies`: one per cache, or one per layer
+when a layer slice is padded) when cuda-python is installed (`self.commit_mode == "device"`),
+else through a host mirror of the cache and one fixed-size `update_inplace` per cache
+(`"host-mirror"`: the same cost at every position, but a full-cache copy). Either way the step
+itself never writes the cache. `cache()` returns the logical [L, B, H, N, dh] (K transposed back).
 
 Loading (not real-time), as the CPU backend (runtime/backends/ort.py): each graph's bytes are
 read once and hash-checked (`runtime.artifact.verified_graph_bytes`), those bytes -- never the
@@ -107,17 +109,19 @@ class OrtCudaBackend(Backend):
         self._x = np.zeros(x_shape, dtype=x_dtype)
         self._pos = np.zeros(1, dtype=np.int64)
         self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
-        from .tensorrt import layer_pitch
+        from .tensorrt import commit_copies, layer_pitch
 
         values: dict[str, tuple[tuple[int, ...], Any]] = {
             self._in_name: (x_shape, x_dtype), "pos": ((1,), np.int64), self._out_name: (self.step_output_shape, np.float32),
         }
         if cfg.arch == "encoder-decoder":
             values["src_valid"] = ((batch, cfg.max_len), np.bool_)
-        stacks = {"k_cache": self.cache_shape, "v_cache": self.cache_shape, "k_new": self.row_shape, "v_new": self.row_shape}
+        layers, _, heads, n, dh = self.cache_shape
+        k_t_shape = (layers, batch, heads, dh, n)  # K stored transposed: the step graph's k_cache.i
+        stacks = {"k_cache": k_t_shape, "v_cache": self.cache_shape, "k_new": self.row_shape, "v_new": self.row_shape}
         if cfg.arch == "encoder-decoder":
             stacks.update({"cross_k": self.cache_shape, "cross_v": self.cache_shape})
-        self._stacks = stacks  # name -> logical shape [L, B, H, N | 1, dh]
+        self._stacks = stacks  # name -> stored shape [L, B, H, N | 1, dh] ([L, B, H, dh, N] for k_cache)
         self._pitch = {name: layer_pitch(shape) for name, shape in stacks.items()}  # (slice, pitch) bytes
         for name, (_, pitch) in self._pitch.items():  # stored [L, pitch / 4] float32: layer i at i * pitch
             values[name] = ((cfg.n_layers, pitch // 4), np.float32)
@@ -137,6 +141,8 @@ class OrtCudaBackend(Backend):
             raise BackendError(f"{self.name} cannot bind the step buffers: {exc}") from exc
         self._cudart = self._try_cudart()
         self.commit_mode = "device" if self._cudart is not None else "host-mirror"
+        # Device commit: (dst, dpitch, src, spitch, width, height) at position 0; pos adds pos * width.
+        self._commit_ops = commit_copies({name: self._vals[name].data_ptr() for name in stacks}, self._pitch, self.cache_shape)
         self._mirror = None if self._cudart is not None else (self._padded("k_cache"), self._padded("v_cache"))
         for _ in range(3):  # warm-up; with cuda_graph the provider captures during these runs
             self._run_step()
@@ -190,7 +196,8 @@ class OrtCudaBackend(Backend):
         return out
 
     def _logical(self, name: str, padded: np.ndarray) -> np.ndarray:
-        """View of a [L, pitch / 4] array as stack `name`'s [L, B, H, N | 1, dh] (no copy)."""
+        """View of a [L, pitch / 4] array as stack `name`'s stored shape (no copy): [L, B, H, N | 1, dh],
+        [L, B, H, dh, N] for k_cache."""
         return padded[:, : self._pitch[name][0] // 4].reshape(self._stacks[name])
 
     def _device_zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -223,24 +230,22 @@ class OrtCudaBackend(Backend):
         return self._y
 
     def commit(self, pos: int) -> None:
-        """Device path: two strided device copies. Host-mirror path: a row write and a
-        fixed-size upload per cache."""
+        """Device path: fixed-size strided device copies (module docstring). Host-mirror path: a
+        column (K) / row (V) write and a fixed-size upload per cache."""
         if self._cudart is not None:
             from tickformer.export.engine_build import cuda_check
 
             c = self._cudart
-            row = self.cache_shape[-1] * 4  # dh float32
-            rows = self.cache_shape[1] * self.cache_shape[2]  # B * H
-            for new, cache in (("k_new", "k_cache"), ("v_new", "v_cache")):  # per layer: padded stacks
-                src, dst = self._vals[new].data_ptr(), self._vals[cache].data_ptr() + pos * row
-                for i in range(self.config.n_layers):
-                    cuda_check(c.cudaMemcpy2D(dst + i * self._pitch[cache][1], self.artifact.max_len * row, src + i * self._pitch[new][1],
-                                              row, row, rows, c.cudaMemcpyKind.cudaMemcpyDeviceToDevice), "cudaMemcpy2D commit")
+            kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+            for dst, dpitch, src, spitch, width, height in self._commit_ops:
+                cuda_check(c.cudaMemcpy2D(dst + pos * width, dpitch, src, spitch, width, height, kind), "cudaMemcpy2D commit")
             return
         assert self._mirror is not None
-        for (new, cache), host in zip((("k_new", "k_cache"), ("v_new", "v_cache")), self._mirror):
-            self._logical(cache, host)[:, :, :, pos] = self._logical(new, self._vals[new].numpy())[:, :, :, 0]
-            self._vals[cache].update_inplace(host)
+        k_host, v_host = self._mirror
+        self._logical("k_cache", k_host)[..., pos] = self._logical("k_new", self._vals["k_new"].numpy())[:, :, :, 0]  # [L, B, H, dh]
+        self._logical("v_cache", v_host)[:, :, :, pos] = self._logical("v_new", self._vals["v_new"].numpy())[:, :, :, 0]
+        self._vals["k_cache"].update_inplace(k_host)
+        self._vals["v_cache"].update_inplace(v_host)
 
     # --- not real-time --------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
@@ -263,8 +268,10 @@ class OrtCudaBackend(Backend):
         self._vals["src_valid"].update_inplace(np.ascontiguousarray(src_valid, dtype=np.bool_))
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        k, v = (np.ascontiguousarray(self._logical(name, self._vals[name].numpy())) for name in ("k_cache", "v_cache"))
-        return k, v
+        """(k, v), each [L, B, H, N, dh] (the logical layout, as every backend): K is transposed back."""
+        k_t = self._logical("k_cache", self._vals["k_cache"].numpy())  # [L, B, H, dh, N]
+        v = self._logical("v_cache", self._vals["v_cache"].numpy())
+        return np.ascontiguousarray(k_t.swapaxes(-1, -2)), np.ascontiguousarray(v)
 
     def close(self) -> None:
         self._io = None

@@ -1,7 +1,8 @@
 """TensorRT backend: the artifact's engines on one GPU, KV cache resident on the device.
 
-Everything is allocated once, in the constructor: the KV cache stacked [L, B, H, N, dh] and the
-staged rows stacked [L, B, H, 1, dh] as one device buffer each (`cudaMalloc`, zeroed once; the
+Everything is allocated once, in the constructor: the KV cache stacked -- K transposed
+[L, B, H, dh, N] (the step graph's k_cache.i layout), V [L, B, H, N, dh] -- and the staged rows
+stacked [L, B, H, 1, dh] as one device buffer each (`cudaMalloc`, zeroed once; the
 cross K/V of an encoder-decoder likewise), one device buffer per other engine I/O tensor, pinned
 host staging for the per-step input x, the position and the output y (`cudaMallocHost`, viewed
 as numpy arrays in the session's layout [B, 1, d_in] / [B, 1, d_out]: the same bytes as the
@@ -19,8 +20,11 @@ is captured into a CUDA graph (`cudaStreamBeginCapture` / `EndCapture`,
 `cudaGraphInstantiateWithFlags`) and each step replays it with one `cudaGraphLaunch`. If capture
 fails (some engines are not capturable), the backend falls back to the plain sequence, sets
 `self.cuda_graph = False`, `self.cuda_graph_reason`, and warns once. `commit(pos)` copies the
-staged K/V rows into cache row pos with fixed-size strided `cudaMemcpy2DAsync`s, device to
-device: one per stack when the pitches equal the slices (all layers at once), else one per layer. The step never writes the cache, so a failed step leaves it unchanged.
+staged K/V rows into cache position pos with fixed-size strided `cudaMemcpy2DAsync`s, device to
+device (`commit_copies`): K into column pos of [dh, N] (rows of one float), V into row pos of
+[N, dh] (rows of dh floats); one copy per stack when the pitches equal the slices (all layers at
+once), else one per layer. The step never writes the cache, so a failed step leaves it
+unchanged. `cache()` returns the logical layout, K transposed back on the host.
 
 Engines are taken from the manifest only: before deserializing, the TensorRT version, GPU and
 compute capability recorded at build time must match this machine, and the engine's bytes must
@@ -72,6 +76,29 @@ def layer_pitch(shape: tuple[int, ...], itemsize: int = 4) -> tuple[int, int]:
     the slice rounded up to ALIGN, so base + i * pitch is aligned for every layer i."""
     slice_bytes = int(np.prod(shape[1:])) * itemsize
     return slice_bytes, -(-slice_bytes // ALIGN) * ALIGN
+
+
+def commit_copies(base: dict[str, int], pitch: dict[str, tuple[int, int]], cache_shape: tuple[int, ...],
+                  itemsize: int = 4) -> list[tuple[int, int, int, int, int, int]]:
+    """The strided copies that write the staged rows into cache position 0, as cudaMemcpy2D
+    arguments (dst, dpitch, src, spitch, width, height); position p adds p * width to dst.
+    base: device address of each stack (k_cache, v_cache, k_new, v_new), pitch: layer_pitch of
+    each, cache_shape: the logical [L, B, H, N, dh].
+      K: k_cache [., B, H, dh, N] column p <- k_new [., B, H, 1, dh]: B*H*dh rows of one float.
+      V: v_cache [., B, H, N, dh] row p    <- v_new [., B, H, 1, dh]: B*H rows of dh floats.
+    One copy per stack when neither stack pads its layers (the rows run on across layers), else
+    one per layer: a fixed number of copies whatever the position."""
+    layers, batch, heads, n, dh = cache_shape
+    ops: list[tuple[int, int, int, int, int, int]] = []
+    for new, cache, width, rows in (("k_new", "k_cache", itemsize, batch * heads * dh),
+                                    ("v_new", "v_cache", dh * itemsize, batch * heads)):
+        (c_slice, c_pitch), (r_slice, r_pitch) = pitch[cache], pitch[new]
+        dpitch = n * width  # one (b, h[, d]) row of the cache
+        if c_slice == c_pitch and r_slice == r_pitch:
+            ops.append((base[cache], dpitch, base[new], width, width, layers * rows))
+        else:
+            ops.extend((base[cache] + i * c_pitch, dpitch, base[new] + i * r_pitch, width, width, rows) for i in range(layers))
+    return ops
 
 
 class _Buffers:
@@ -204,7 +231,9 @@ class TensorRTBackend(Backend):
         self._in_name, self._out_name = in_name, out_name
         layers = cfg.n_layers
         # Stacked device buffers, one allocation each; layer i's tensor is slice i, at i * pitch.
-        stacks = {"k_cache": self.cache_shape, "v_cache": self.cache_shape, "k_new": self.row_shape, "v_new": self.row_shape}
+        _, _, heads, _, dh = self.cache_shape
+        self._k_t_shape = (layers, batch, heads, dh, n)  # K stored transposed: step graph's k_cache.i
+        stacks = {"k_cache": self._k_t_shape, "v_cache": self.cache_shape, "k_new": self.row_shape, "v_new": self.row_shape}
         if cfg.arch == "encoder-decoder":
             stacks.update({"cross_k": self.cache_shape, "cross_v": self.cache_shape})
         f32 = np.dtype(np.float32).itemsize
@@ -239,18 +268,8 @@ class TensorRTBackend(Backend):
             for name in ("cross_k", "cross_v"):
                 if self._aux.shape.get(name) != self.cache_shape or self._aux.dtype[name] != np.float32:
                     raise BackendError(f"encoder engine output {name!r} has shape {self._aux.shape.get(name)}, expected {self.cache_shape}; rebuild it")
-        # commit(): fixed-size strided device-to-device copies of rows of dh elements, precomputed:
-        # (cache base, new-row base, rows) -- one per stack when no layer is padded, else per layer.
-        _, _, heads, _, dh = self.cache_shape
-        self._row_bytes = dh * f32
-        rows = batch * heads
-        self._commit_ops: list[tuple[int, int, int]] = []
-        for new_name, cache_name in (("k_new", "k_cache"), ("v_new", "v_cache")):
-            (c_slice, c_pitch), (r_slice, r_pitch) = self._pitch[cache_name], self._pitch[new_name]
-            if c_slice == c_pitch and r_slice == r_pitch:
-                self._commit_ops.append((self._dev[cache_name], self._dev[new_name], layers * rows))
-            else:
-                self._commit_ops.extend((self._dev[cache_name] + i * c_pitch, self._dev[new_name] + i * r_pitch, rows) for i in range(layers))
+        # commit(): fixed-size strided device-to-device copies, precomputed (commit_copies).
+        self._commit_ops = commit_copies(self._dev, self._pitch, self.cache_shape, f32)
         self._sync()
 
     def _enqueue_step(self) -> None:
@@ -301,12 +320,12 @@ class TensorRTBackend(Backend):
         return self._y
 
     def commit(self, pos: int) -> None:
-        """Real-time safe: two fixed-size strided device copies (k_new, v_new -> cache row pos)."""
-        c, row = self._cudart, self._row_bytes
+        """Real-time safe: fixed-size strided device copies (k_new -> K column pos, v_new -> V row
+        pos); the same copies at every position, only the destination offset moves."""
+        c = self._cudart
         kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
-        pitch_cache = self.artifact.max_len * row
-        for cache, new, rows in self._commit_ops:  # [., B, H, N, dh] <- [., B, H, 1, dh]: row pos of each (b, h)
-            cuda_check(c.cudaMemcpy2DAsync(cache + pos * row, pitch_cache, new, row, row, rows, kind, self._stream),
+        for dst, dpitch, src, spitch, width, height in self._commit_ops:
+            cuda_check(c.cudaMemcpy2DAsync(dst + pos * width, dpitch, src, spitch, width, height, kind, self._stream),
                        "cudaMemcpy2DAsync commit")
         self._sync()
 
@@ -353,12 +372,14 @@ class TensorRTBackend(Backend):
         self._sync()
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        def stack(name: str) -> np.ndarray:  # L padded slices -> [L, B, H, N, dh]
+        """(k, v), each [L, B, H, N, dh] (the logical layout, as every backend): K is transposed back."""
+        def stack(name: str, shape: tuple[int, ...]) -> np.ndarray:  # L padded slices -> shape
             slice_bytes, pitch = self._pitch[name]
             raw = self._d2h(self._dev[name], (self.config.n_layers, pitch // 4), np.dtype(np.float32))
-            return np.ascontiguousarray(raw[:, : slice_bytes // 4]).reshape(self.cache_shape)
+            return raw[:, : slice_bytes // 4].reshape(shape)
 
-        return stack("k_cache"), stack("v_cache")
+        k_t = stack("k_cache", self._k_t_shape)  # [L, B, H, dh, N]
+        return np.ascontiguousarray(k_t.swapaxes(-1, -2)), np.ascontiguousarray(stack("v_cache", self.cache_shape))
 
     def close(self) -> None:
         """Free the graph, buffers and stream. Idempotent."""

@@ -184,17 +184,38 @@ class FakeCuda(types.ModuleType):
     def __init__(self, gpu=b"Fake GPU", cc=(8, 7)):
         super().__init__("cuda.bindings.runtime")
         self.mem, self.gpu, self.cc, self.launches, self.fail_capture = {}, gpu, cc, 0, False
+        self.size = {}  # ptr -> bytes of each live allocation
 
     def _alloc(self, n):  # cudaMalloc returns 256-byte aligned memory
         buf = ctypes.create_string_buffer(n + 256)
         ptr = -(-ctypes.addressof(buf) // 256) * 256
-        self.mem[ptr] = buf
+        self.mem[ptr], self.size[ptr] = buf, n
         return 0, ptr
+
+    def _inside(self, ptr, n):
+        """False when [ptr, ptr + n) starts in one of our allocations and runs past its end
+        (memory the fake did not allocate, e.g. an OrtValue's, is not checked)."""
+        for base, size in self.size.items():
+            if base <= ptr < base + size:
+                return ptr + n <= base + size
+        return True
+
+    def _copy2d(self, dst, dpitch, src, spitch, width, height):
+        """cudaMemcpy2D's documented semantics: `height` rows of `width` bytes, row r read at
+        src + r * spitch and written at dst + r * dpitch; width must not exceed either pitch
+        (cudaErrorInvalidPitchValue = 12). A copy out of its allocation is cudaErrorInvalidValue (1)
+        here rather than silent corruption."""
+        if width > dpitch or width > spitch:
+            return 12
+        if height and not (self._inside(dst, (height - 1) * dpitch + width) and self._inside(src, (height - 1) * spitch + width)):
+            return 1
+        return 0
 
     cudaMalloc = cudaMallocHost = _alloc
 
     def cudaFree(self, p):
         self.mem.pop(p, None)
+        self.size.pop(p, None)
         return (0,)
 
     cudaFreeHost = cudaFree
@@ -217,15 +238,16 @@ class FakeCuda(types.ModuleType):
         return (0,)
 
     def cudaMemcpy2DAsync(self, dst, dpitch, src, spitch, width, height, kind, stream):
+        err = self._copy2d(dst, dpitch, src, spitch, width, height)
+        if err:
+            return (err,)
         def op():
             for r in range(height):
                 ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
         return self._do(stream, op)
 
     def cudaMemcpy2D(self, dst, dpitch, src, spitch, width, height, kind):
-        for r in range(height):
-            ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
-        return (0,)
+        return self.cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, None)
 
     def cudaStreamCreateWithFlags(self, flags):
         return 0, _Stream()
@@ -520,7 +542,42 @@ def test_emulated_step_without_commit_leaves_device_cache_unchanged(tmp_path, em
         k2, v2 = be.cache()
         changed = np.argwhere(np.any(k2 != k0, axis=(0, 1, 2, 4)))[:, 0]
         assert list(changed) == [3]  # exactly row 3, every layer and head
-        assert not np.array_equal(v0, v2)
+        assert list(np.argwhere(np.any(v2 != v0, axis=(0, 1, 2, 4)))[:, 0]) == [3]
+
+
+@pytest.mark.parametrize("shape", [(2, 1, 4, 8, 16), (3, 2, 2, 5, 3)])  # [L, B, H, N, dh]: unpadded, padded layers
+def test_commit_copies_write_exactly_position_p(shape):
+    """The commit geometry (tensorrt.commit_copies, used by tensorrt and ort-cuda/ort-trt) against
+    numpy, through the fake's pitch-exact cudaMemcpy2D: K [L, B, H, dh, N] gets column p, V
+    [L, B, H, N, dh] row p, nothing else changes, and the copy count does not depend on p."""
+    from tickformer.runtime.backends.tensorrt import commit_copies, layer_pitch
+
+    cuda, rng = FakeCuda(), np.random.default_rng(7)
+    layers, batch, heads, n, dh = shape
+    stored = {"k_cache": (layers, batch, heads, dh, n), "v_cache": shape,
+              "k_new": (layers, batch, heads, 1, dh), "v_new": (layers, batch, heads, 1, dh)}
+    pitch = {name: layer_pitch(s) for name, s in stored.items()}
+    base = {name: cuda._alloc(layers * pitch[name][1])[1] for name in stored}
+    padded = any(sl != pt for sl, pt in pitch.values())
+    assert padded == (shape[-1] == 3)  # both branches are exercised
+
+    def logical(name):  # the stack's layer slices, skipping the padding (a view of "device" memory)
+        raw = _np_view(base[name], (layers, pitch[name][1] // 4), np.float32)
+        return raw[:, : pitch[name][0] // 4].reshape(stored[name])
+
+    for name in stored:
+        logical(name)[...] = rng.standard_normal(stored[name])
+    ops = commit_copies(base, pitch, shape)
+    assert len(ops) == (2 * layers if padded else 2)
+    for p in (0, n - 1, 2):
+        k0, v0 = logical("k_cache").copy(), logical("v_cache").copy()
+        for name in ("k_new", "v_new"):
+            logical(name)[...] = rng.standard_normal(stored[name])
+        for dst, dpitch, src, spitch, width, height in ops:
+            assert cuda.cudaMemcpy2D(dst + p * width, dpitch, src, spitch, width, height, 3) == (0,)
+        k0[..., p] = logical("k_new")[:, :, :, 0]
+        v0[:, :, :, p] = logical("v_new")[:, :, :, 0]
+        assert np.array_equal(logical("k_cache"), k0) and np.array_equal(logical("v_cache"), v0)
 
 
 def test_emulated_capture_failure_falls_back_and_says_so(tmp_path, emulated):
