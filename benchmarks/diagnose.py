@@ -8,9 +8,8 @@ nodes    step.onnx's operators after ONNX Runtime's optimiser, its bare `run` p5
          sets the step time), next to ORT's floor (an Identity graph).
 scaling  the bare step at max_len 8 .. 2048: the fixed per-node part vs the O(N d) part.
 exp      ORT's Exp/Softmax on -inf and other subnormal-producing inputs vs ordinary ones, with and
-         without flush-to-zero (session.set_denormal_as_zero, which tickformer's sessions set),
-         and the bare step at positions 1 / N/2 / N. Runs in a child process per setting: ORT
-         applies the option once per process.
+         without flush-to-zero in the calling thread (runtime/denormals.py, as ControlLoop and
+         certify run), and the bare step at positions 1 / N/2 / N. One child process per setting.
 allocs   tracemalloc bytes allocated within one call of each piece of Session.step (ORT).
 train    the numpy training step (loss, gradients, clip, Adam) at B16xT64 and B4xT256.
 """
@@ -102,30 +101,33 @@ def scaling() -> None:
 
 
 def _exp_child(ftz: bool) -> None:
+    from tickformer.runtime.denormals import set_flush_to_zero
+
     options = subjects.ort_options()
-    if not ftz:  # ort_options() asks for flush-to-zero, as the runtime does; this child must not
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
+    sessions = []
     for op, attrs in (("Exp", {}), ("Softmax", {"axis": -1})):
         model = helper.make_model(
             helper.make_graph([helper.make_node(op, ["x"], ["y"], **attrs)], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4096])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4096])]),
             opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-        sess = ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
+        sessions.append((op, ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])))
+    config = preset("control")
+    step = ort.InferenceSession(build_step(init_params(config, 0), config, 1, 17).SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
+    # After the sessions exist: onnxruntime's first session clears flush-to-zero in this thread.
+    if ftz and not set_flush_to_zero(True):
+        print("  (no flush-to-zero on this platform)")
+    for op, sess in sessions:
         row = []
         for label, value in (("0", 0.0), ("-87", -87.0), ("-90", -90.0), ("-1e30", -1e30), ("-inf", -np.inf)):
             x = np.full((8, 4096), value, np.float32)
             x[:, 0] = 0.0
             row.append(f"{label}: {p50_us(lambda: sess.run(None, {'x': x}), n=300, warmup=20):.0f} us")
         print(f"  ORT {op} over 32768 values, " + ", ".join(row))
-    config = preset("control")
-    model = build_step(init_params(config, 0), config, 1, 17)
-    sess = ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
     cells = []
     for pos in (1, config.max_len // 2, config.max_len - 1):
         feeds = feeds_at(config, pos)
-        cells.append(f"pos {pos}: {p50_us(lambda: sess.run(None, feeds)):.1f} us")
+        cells.append(f"pos {pos}: {p50_us(lambda: step.run(None, feeds)):.1f} us")
     print("  bare step.onnx: " + ", ".join(cells))
 
 
