@@ -28,6 +28,8 @@ import onnx
 import onnxruntime
 
 import tickformer
+from tickformer.durable import fsync_dir as _fsync_dir
+from tickformer.durable import write_synced as _write  # module names kept: tests inject faults here
 from tickformer.errors import ExportError
 from tickformer.model.config import Config
 from tickformer.model.transformer import parameter_shapes
@@ -83,21 +85,6 @@ def _weights_bytes(params: Mapping[str, np.ndarray], config: Config) -> bytes:
     arrays: dict[str, Any] = {name: np.asarray(params[name], dtype=np.float32) for name in parameter_shapes(config)}
     np.savez(buffer, **arrays)
     return buffer.getvalue()
-
-
-def _write(path: Path, data: bytes) -> None:
-    with open(path, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_atomic(out: Path, files: Mapping[str, bytes], manifest: dict[str, Any]) -> Path:

@@ -43,6 +43,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Literal
 
+from tickformer.durable import fsync_dir as _fsync_dir
 from tickformer.errors import ArtifactError, BackendUnavailable, ConfigError, ExportError
 
 Precision = Literal["fp32", "fp16"]
@@ -172,19 +173,6 @@ def engine_file_name(graph: str, precision: str, digest: str) -> str:
 
 
 # --- atomic file and manifest writes ------------------------------------------------------------
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def write_atomic(path: Path, data: bytes) -> None:
     """Write to a hidden temp file in the same directory, fsync, os.replace: all or nothing."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

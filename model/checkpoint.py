@@ -41,6 +41,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from tickformer.durable import fsync_dir as _fsync_dir
+from tickformer.durable import write_synced as _write_file
 from tickformer.errors import CheckpointError, ConfigError
 
 from .config import Config
@@ -133,26 +135,6 @@ def _weights_bytes(config: Config, params: Mapping[str, np.ndarray]) -> bytes:
     ordered = {name: np.ascontiguousarray(params[name]) for name in parameter_shapes(config)}
     np.savez(buffer, **ordered)  # type: ignore[arg-type]
     return buffer.getvalue()
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _is_replaceable(path: Path) -> bool:
