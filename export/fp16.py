@@ -116,6 +116,28 @@ def _precision(node, types: dict[str, int], new_types: dict[str, int], const: se
     return FLOAT if FLOAT in votes else FLOAT16
 
 
+def _split_residual_gemms(graph) -> None:
+    """Keep the residual stream fp32: the fp32 step computes h + a W + b as one Gemm(a, W, C=h)
+    (export/graphs.py build_step), and ONNX's Gemm has one element type for A, B and C, so in
+    fp16 the residual sum itself would round to fp16. Split each Gemm whose C is an activation
+    into Gemm(a, W) (fp16: a weight product) and Add(., h), which the vote rule keeps fp32."""
+    from onnx import helper
+
+    const = _constant_tensors(graph)
+    nodes = []
+    for node in graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "Gemm" and len(node.input) == 3 and node.input[2] and node.input[2] not in const and attrs.get("beta", 1.0) == 1.0:
+            product = f"{node.output[0]}__product"
+            kept = {k: v for k, v in attrs.items() if k != "beta"}
+            nodes.append(helper.make_node("Gemm", list(node.input[:2]), [product], name=f"{node.name}__product", **kept))
+            nodes.append(helper.make_node("Add", [product, node.input[2]], list(node.output), name=f"{node.name}__residual"))
+        else:
+            nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
 def to_fp16(model, *, report: bool = False):
     """Mixed-precision copy of an fp32 ModelProto under the policy above (see module docstring).
 
@@ -130,6 +152,7 @@ def to_fp16(model, *, report: bool = False):
     src = onnx.ModelProto()
     src.CopyFrom(model)
     graph = src.graph
+    _split_residual_gemms(graph)
     try:
         types = _float_types(src)
     except Exception as exc:
@@ -256,7 +279,8 @@ def measure_error(graphs32: dict, graphs16: dict, params: dict, config, *, domai
 
     Decoder-only: the fp16 full-pass graph vs the numpy reference model (float32), over full
     max_len sequences at the edge of the declared input domain: uniform in [lo, hi], all lo, all
-    hi, alternating lo/hi (tokens: uniform random ids). Encoder-decoder: the fp16 encoder's
+    hi, alternating lo/hi (tokens: uniform random ids); and the fp16 step graph over every
+    position of the uniform and all-hi sequences (tokens: the uniform ids). Encoder-decoder: the fp16 encoder's
     cross K/V vs the fp32 encoder graph (itself checked against numpy at export). Normwise:
     max|a - b| / max|b|.
     """
@@ -289,8 +313,11 @@ def measure_error(graphs32: dict, graphs16: dict, params: dict, config, *, domai
             ref = forward(params, config, x)  # numpy reference [1, N, out]
             y16 = run(graphs16["model"], {name: x})[0]
             results[label] = float(np.abs(y16 - ref).max() / max(np.abs(ref).max(), 1e-30))
+            if label in ("uniform", "all_hi", "uniform_tokens"):  # the graph the runtime steps: every position, cache fed back
+                y16 = _step_through(graphs16["step"], x, None, config)
+                results[f"step_{label}"] = float(np.abs(y16 - ref).max() / max(np.abs(ref).max(), 1e-30))
         bound = error_bound(n_layers=config.n_layers)
-        reference = "numpy model (float32), full pass over max_len"
+        reference = "numpy model (float32): full pass over max_len, and the step graph over every position"
     else:
         src = rng.integers(0, config.vocab_size, (1, n), dtype=np.int64)
         valid = np.ones((1, n), dtype=bool)
@@ -310,20 +337,21 @@ def measure_error(graphs32: dict, graphs16: dict, params: dict, config, *, domai
             "reference": reference, "unit_roundoff": UNIT_ROUNDOFF_FP16}
 
 
-def _step_through(step_model, tokens: np.ndarray, cross: tuple, config) -> np.ndarray:
-    """Run a step graph over every position of tokens [1, N], writing k_new/v_new back into the
-    cache rows as the runtime does; returns [1, N, V]. Not real-time (test/measurement helper)."""
+def _step_through(step_model, seq: np.ndarray, cross: tuple | None, config) -> np.ndarray:
+    """Run a step graph over every position of seq [1, N] tokens (or [1, N, d_in]), writing
+    k_new/v_new back into the cache rows as the runtime does; returns [1, N, out]. Not
+    real-time (test/measurement helper)."""
     import onnxruntime as ort
 
     from tickformer.export.graphs import cache_shape, step_feeds, step_outputs
 
     sess = ort.InferenceSession(step_model.SerializeToString(), providers=["CPUExecutionProvider"])
-    n = tokens.shape[1]
+    n = seq.shape[1]
     shape = cache_shape(config, 1)
     k_cache, v_cache = np.zeros(shape, np.float32), np.zeros(shape, np.float32)  # [L, B, H, N, dh]
     out = []
     for pos in range(n):
-        y, k_new, v_new = step_outputs(config, sess.run(None, step_feeds(config, tokens[:, pos : pos + 1], pos, k_cache, v_cache, cross)))
+        y, k_new, v_new = step_outputs(config, sess.run(None, step_feeds(config, seq[:, pos : pos + 1], pos, k_cache, v_cache, cross)))
         k_cache[:, :, :, pos] = k_new[:, :, :, 0]
         v_cache[:, :, :, pos] = v_new[:, :, :, 0]
         out.append(y[:, 0])

@@ -82,6 +82,10 @@ def test_policy_is_explicit_in_the_graph(exported):
                 n_half_matmul += weight
             if node.op_type not in ("Cast",) and floats:
                 assert len(set(floats)) == 1, f"mixed float types at {node.op_type} {node.name}: explicit Casts required"
+        # The residual stream stays fp32: no fp16 Gemm adds an activation (C) into its product.
+        for node in m16.graph.node:
+            if node.op_type == "Gemm" and len(node.input) == 3 and node.input[2]:
+                assert node.input[2] in consts, f"{node.name}: residual sum inside an fp16 Gemm"
         assert n_half_matmul >= 5 * cfg.n_layers  # per layer: fused QKV, W_o, W_1, W_2 (+ in/out projections)
         assert any(i.data_type == T.FLOAT16 for i in m16.graph.initializer)
 
