@@ -23,6 +23,7 @@ through an injectable `sleep(duration_ns)`, so tests drive the policy determinis
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from tickformer.contracts.deadline import deadline_of, lateness_ns, next_tick, r
 from tickformer.contracts.latency import check_budget, over_budget_ns
 from tickformer.contracts.output_bound import output_excess
 from tickformer.errors import ConfigError
-from tickformer.runtime.denormals import flushed_denormals
+from tickformer.runtime.denormals import denormals_flushed, flushed_denormals
 
 FALLBACKS = ("hold", "safe")
 # per-tick outcome flags (bit mask, stored in the optional trace)
@@ -63,7 +64,8 @@ class LoopConfig:
     spin_ns: sleep until `spin_ns` before the release, then busy-wait on the clock (trades a CPU
     for lower wake-up lateness; 0 = sleep only).
     flush_denormals: run the loop with flush-to-zero in its thread (runtime/denormals.py: the
-    step's time then does not depend on the position or on subnormal values), restored after."""
+    step's time then does not depend on the position or on subnormal values), restored after;
+    False leaves the thread's floating-point state as the caller set it."""
 
     period_ns: int
     budget_ns: int | None = None
@@ -269,8 +271,9 @@ class ControlLoop:
         if trace:
             tr = {name: np.zeros(n_ticks, dtype=np.int64) for name in ("tick", "wake_ns", "step_ns", "lateness_ns", "flags")}
         self.trace = tr
-        with flushed_denormals(self.config.flush_denormals) as on:
-            self._ftz = on if self.config.flush_denormals else False
+        # flush_denormals=False leaves the thread's floating-point state exactly as the caller set it.
+        with flushed_denormals() if self.config.flush_denormals else contextlib.nullcontext():
+            self._ftz = denormals_flushed()
             self._ticks_loop(n_ticks, observe, actuate, tr)
         return self.stats()
 

@@ -18,7 +18,10 @@ off) to the creating thread, clearing flush-to-zero there; so turn it on after l
 ControlLoop.run and certify do (tests/runtime/test_denormals.py shows both orders).
 
 Effect on numbers: values below 1.18e-38 (float32) / 2.2e-308 (float64) become 0; every bound
-in contracts/ holds with far larger margins. Not real-time code (call around the loop).
+in contracts/ holds with far larger margins. Limit: only the calling thread (and threads it
+starts later) is switched; onnxruntime's intra-op pool threads, which exist once a session with
+threads > 1 is loaded, are not -- the runtime's default is one thread, which runs on the caller.
+Not real-time code (call around the loop).
 """
 
 from __future__ import annotations
@@ -37,10 +40,23 @@ _FENV_BYTES = 64  # larger than fenv_t on every glibc target (x86-64: 32, AArch6
 _LAYOUT = {"x86_64": (28, 0x8040), "amd64": (28, 0x8040), "aarch64": (0, 1 << 24), "arm64": (0, 1 << 24)}
 
 
+def _probes() -> tuple[bool, bool]:
+    """(DAZ, FTZ) of the calling thread, each probed without the other's help: DAZ by a
+    subnormal operand with a normal product (FTZ cannot touch a normal result), FTZ by normal
+    operands with a subnormal product, read through its bits (a float comparison would itself
+    read a subnormal as zero under DAZ)."""
+    tiny = np.array([0x00010000], dtype=np.uint32).view(np.float32)  # 9.2e-41, subnormal, made from bits (no FP op that FTZ could flush)
+    daz = bool((tiny * np.float32(2.0**100))[0] == 0.0)  # 1.2e-10 unless the operand reads as 0
+    small = np.array([1e-30], dtype=np.float32)
+    ftz = bool((small * np.float32(1e-10)).view(np.uint32)[0] == 0)  # 1e-40, subnormal, unless flushed
+    return daz, ftz
+
+
 def denormals_flushed() -> bool:
-    """True when the calling thread flushes subnormal float32 to zero."""
-    tiny = np.array([1e-40], dtype=np.float32)  # subnormal in float32
-    return bool((tiny * np.float32(1.0))[0] == 0.0)
+    """True when the calling thread both reads subnormal float32 operands as zero (DAZ) and
+    flushes subnormal results to zero (FTZ). Either alone leaves a slow path."""
+    daz, ftz = _probes()
+    return daz and ftz
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,38 +69,54 @@ def _libm() -> ctypes.CDLL | None:
         return None
 
 
+def _read_env() -> bytes | None:
+    """The calling thread's raw fenv_t (glibc), or None where unavailable."""
+    libm = _libm()
+    if libm is None:
+        return None
+    env = (ctypes.c_uint8 * _FENV_BYTES)()
+    return bytes(env) if libm.fegetenv(env) == 0 else None
+
+
+def _write_env(env: bytes) -> bool:
+    libm = _libm()
+    return libm is not None and libm.fesetenv((ctypes.c_uint8 * _FENV_BYTES)(*env)) == 0
+
+
 def set_flush_to_zero(enable: bool) -> bool:
-    """Turn flush-to-zero on or off for the calling thread. Returns True if the thread is now in
-    the requested state (confirmed by `denormals_flushed()`), False where the platform has no
-    known layout or refuses (the state is then left as it was)."""
-    if denormals_flushed() == enable:
+    """Turn flush-to-zero and denormals-are-zero on or off (both bits) for the calling thread.
+    Returns True if the thread is now in the requested state (confirmed by probes), False where
+    the platform has no known layout or refuses (the state is then left as it was)."""
+    if (denormals_flushed() if enable else not _any_flush_bit()):
         return True
     layout = _LAYOUT.get(platform.machine().lower())
-    libm = _libm()
-    if layout is None or libm is None:
+    saved = _read_env()
+    if layout is None or saved is None:
         return False
     offset, bits = layout
-    env = (ctypes.c_uint8 * _FENV_BYTES)()
-    if libm.fegetenv(env) != 0:
-        return False
-    saved = bytes(env)
     word = int.from_bytes(saved[offset : offset + 4], "little")
     word = word | bits if enable else word & ~bits
-    env[offset : offset + 4] = list(word.to_bytes(4, "little"))
-    if libm.fesetenv(env) != 0 or denormals_flushed() != enable:
-        restore = (ctypes.c_uint8 * _FENV_BYTES)(*saved)
-        libm.fesetenv(restore)
+    changed = saved[:offset] + word.to_bytes(4, "little") + saved[offset + 4 :]
+    if not _write_env(changed) or not (denormals_flushed() if enable else not _any_flush_bit()):
+        _write_env(saved)
         return False
     return True
+
+
+def _any_flush_bit() -> bool:
+    """True if either DAZ or FTZ is on (turning off must clear both)."""
+    daz, ftz = _probes()
+    return daz or ftz
 
 
 @contextlib.contextmanager
 def flushed_denormals(enable: bool = True) -> Iterator[bool]:
     """`with flushed_denormals() as on:` -- flush-to-zero in this thread for the block (`on` says
-    whether it took), the previous state restored after."""
-    before = denormals_flushed()
+    whether it took); the thread's exact previous floating-point environment is restored after."""
+    saved = _read_env()
     on = set_flush_to_zero(enable)
     try:
         yield on
     finally:
-        set_flush_to_zero(before)
+        if saved is not None:
+            _write_env(saved)

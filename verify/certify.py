@@ -176,14 +176,15 @@ class Isolation:
         self.granted[key] = {"requested": requested, "granted": granted, "detail": detail}
 
     def _ftz(self) -> None:
-        from tickformer.runtime.denormals import denormals_flushed, set_flush_to_zero
+        from tickformer.runtime.denormals import flushed_denormals
 
-        before = denormals_flushed()
-        if not set_flush_to_zero(True):
+        scope = flushed_denormals()
+        on = scope.__enter__()
+        self._undo.append(lambda: scope.__exit__(None, None, None))  # the exact previous state
+        if on:
+            self._record("flush_to_zero", True, True, "FTZ/DAZ in the measuring thread: subnormal floats cost no microcode assists (runtime/denormals.py)")
+        else:
             self._record("flush_to_zero", True, False, "this platform's floating-point environment has no known flush-to-zero bit (runtime/denormals.py)")
-            return
-        self._undo.append(lambda: set_flush_to_zero(before))
-        self._record("flush_to_zero", True, True, "FTZ/DAZ in the measuring thread: subnormal floats cost no microcode assists (runtime/denormals.py)")
 
     def _gc(self) -> None:
         was_enabled = gc.isenabled()

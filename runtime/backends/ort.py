@@ -162,10 +162,10 @@ class OrtBackend(Backend):
         """What `step` calls to run the bound graph. onnxruntime's public
         `InferenceSession.run_with_iobinding` first does WebGPU graph-capture bookkeeping in Python
         (~120 B allocated per call) and then calls the session's C++ binding `_sess`; we call that
-        binding directly, with a RunOptions made once (without one it builds a default: ~200 B
-        more). Left: 64 B inside onnxruntime's pybind layer per call, freed before it returns
-        (tests/runtime/test_allocation.py). Falls back to the public method if the binding's
-        internals ever move."""
+        binding directly, through a functools.partial holding a RunOptions made once (without one
+        it builds a default: ~200 B more). Nothing is left that tracemalloc sees, not even within
+        a call (tests/runtime/test_allocation.py). Falls back to the public method if the
+        binding's internals ever move."""
         run = getattr(getattr(self._step, "_sess", None), "run_with_iobinding", None)
         native_io = getattr(self._io, "_iobinding", None)
         if run is None or native_io is None:

@@ -44,6 +44,40 @@ def test_equivalence_check_fails_when_a_graph_is_wrong(configs):
         equivalence.check(graphs, params, cfg, 1, (-10.0, 10.0), fp32_tolerance(cfg), lengths=[1, 4])
 
 
+def _with_nonzero_biases(params, seed):
+    """init_params zeroes every bias and LayerNorm beta, so every shift of the step's bias
+    folding (export/graphs.py build_step) would be 0; give every 1-D parameter an offset."""
+    rng = np.random.default_rng(seed)
+    return {k: (v + rng.normal(0.0, 0.5, v.shape).astype(np.float32)) if v.ndim == 1 else v for k, v in params.items()}
+
+
+@pytest.mark.parametrize("name", ["tiny", "tiny-tokens", "tiny-seq2seq"])
+def test_step_bias_folding_is_exact_with_nonzero_biases(configs, name):
+    """Each residual bias rides in the preceding LayerNorm's beta and is subtracted again by every
+    other reader (the fused QKV, the cross-attention query, the FFN's first layer); with every
+    bias and beta non-zero the step graph still matches numpy within the stated tolerance on
+    every engine and position (a shift on the wrong LayerNorm, or one not subtracted, is off by
+    the bias itself: ~0.5)."""
+    cfg = configs[name]
+    params = _with_nonzero_biases(init_params(cfg, 0), seed=3)
+    graphs = build_graphs(params, cfg, 1, 17)
+    record = equivalence.check(graphs, params, cfg, 1, (-10.0, 10.0), fp32_tolerance(cfg), lengths=[1, cfg.max_len])
+    assert record["pairs"]["step:ort_vs_numpy"]["max_abs"] < fp32_tolerance(cfg)["atol"] * 4
+
+
+def test_step_bias_folding_test_can_fail(configs, monkeypatch):
+    """Control for the test above: a build_step that forgets to subtract the shift is refused."""
+    from tickformer.export import graphs as gr
+
+    cfg = configs["tiny-seq2seq"]
+    params = _with_nonzero_biases(init_params(cfg, 0), seed=3)
+    real = gr._bias_for
+    monkeypatch.setattr(gr, "_bias_for", lambda g, p, h, w, b: real(g, p, gr._Shifted(h.name, np.zeros_like(h.shift)), w, b))
+    graphs = build_graphs(params, cfg, 1, 17)
+    with pytest.raises(ExportError, match="beyond the stated tolerance"):
+        equivalence.check(graphs, params, cfg, 1, (-10.0, 10.0), fp32_tolerance(cfg), lengths=[1, cfg.max_len])
+
+
 def test_equivalence_inputs_include_the_domain_edges():
     cfg = preset("tiny")
     uniform, edges = equivalence.sample_inputs(cfg, 1, (-2.0, 3.0), seed=0)

@@ -130,3 +130,49 @@ def test_the_first_onnxruntime_session_of_a_process_clears_it():
     if out == ["unsupported"]:
         pytest.skip("no flush-to-zero on this platform")
     assert out == ["False", "True"]
+
+
+def _set_bits(bits: int) -> bool:
+    """Set exactly these MXCSR bits (x86-64 glibc only) -- to build half-set states."""
+    import platform
+
+    from tickformer.runtime import denormals as d
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    env = d._read_env()
+    if env is None:
+        return False
+    word = int.from_bytes(env[28:32], "little") & ~0x8040 | bits
+    return d._write_env(env[:28] + word.to_bytes(4, "little") + env[32:])
+
+
+@pytest.mark.parametrize(("bits", "name"), [(0x0040, "DAZ only"), (0x8000, "FTZ only")])
+def test_half_set_state_is_not_reported_as_flushed_and_is_completed(bits, name):
+    if not _set_bits(bits):
+        pytest.skip("x86-64 glibc only")
+    assert not denormals_flushed(), name  # one bit alone still leaves a slow path
+    assert set_flush_to_zero(True) and denormals_flushed()
+    assert np.exp(np.float32(-100.0)) == 0.0 and (np.array([SUBNORMAL]) * np.float32(1.0))[0] == 0.0
+    _set_bits(bits)
+    with flushed_denormals() as on:
+        assert on
+    assert not denormals_flushed() and _set_bits(0)  # the exact half-set state came back, then cleared
+    assert set_flush_to_zero(False)
+
+
+def test_control_loop_without_flush_leaves_the_callers_state_alone():
+    from tickformer.runtime.control_loop import ControlLoop, LoopConfig
+
+    class Probe:
+        def step(self, x):
+            return np.zeros(2, np.float32)
+
+        def reset(self):
+            pass
+
+    if not set_flush_to_zero(True):
+        pytest.skip("no flush-to-zero on this platform")
+    loop = ControlLoop(Probe(), LoopConfig(period_ns=1000, flush_denormals=False), output_shape=(2,), clock=iter(range(0, 10**9, 10)).__next__, sleep=lambda d: None)
+    assert loop.run(2, observe=lambda k: np.zeros(3, np.float32), actuate=lambda u: None).denormals_flushed is True
+    assert denormals_flushed()
