@@ -152,15 +152,21 @@ def attention(
 
 def attention_weights(q: np.ndarray, k: np.ndarray, *, mask: np.ndarray | None = None) -> np.ndarray:
     """The softmax weights P [..., Tq, Tk] that `attention` applies (rows with no selected key
-    are all zero). Used by training's backward pass and by tests; same state arithmetic."""
-    scores = scaled_scores(q, k)  # [..., Tq, Tk]
-    allowed = None if mask is None else np.broadcast_to(mask, scores.shape)
-    if allowed is not None:
-        scores = np.where(allowed, scores, -np.inf)
-    m = scores.max(axis=-1)  # [..., Tq]
-    p = np.exp(scores - _safe_max(m)[..., None])  # [..., Tq, Tk]
-    l = p.sum(axis=-1, keepdims=True)  # [..., Tq, 1]
-    return np.where(l > 0, p / np.where(l > 0, l, 1), 0)
+    are all zero). Used by training's forward and backward pass and by tests; the same state
+    arithmetic (select, safe max, exp, sum, divide), done in place in the one scores array it
+    creates: training calls it on [B, H, T, T] arrays, where each full-size temporary is a trip
+    through memory (model/grad.py, benchmarks/ANALYSIS.md section 5)."""
+    s = scaled_scores(q, k)  # [..., Tq, Tk], a new array we own
+    if mask is not None:
+        np.copyto(s, -np.inf, where=~np.broadcast_to(mask, s.shape))  # selection, never addition
+    m = s.max(axis=-1, keepdims=True)  # [..., Tq, 1]
+    m[m == -np.inf] = 0  # _safe_max: no key selected, s - 0 stays -inf and exp gives 0, not NaN
+    s -= m  # every exponent argument <= 0
+    np.exp(s, out=s)
+    l = s.sum(axis=-1, keepdims=True)  # [..., Tq, 1], >= 1 where a key is selected
+    l[l == 0] = 1  # no key selected: the row is all zeros and stays so
+    s /= l
+    return s
 
 
 def causal_mask(tq: int, tk: int | None = None, *, offset: int = 0) -> np.ndarray:

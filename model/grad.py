@@ -20,8 +20,8 @@ backward dS = P * (dP - rowsum(dP * P)), which is exactly zero at masked keys (P
 fully masked rows.
 
 Speed (numpy has no fused kernels, so every elementwise pass over an activation is a full
-trip through memory): the [B, H, Tq, Tk] softmax and its backward run in place in the one
-array each creates, relu' and dropout are single multiplications by a mask, and layer norm
+trip through memory): the [B, H, Tq, Tk] softmax (`model.attention.attention_weights`) and its
+backward run in place in the one array each creates, relu' and dropout are single multiplications by a mask, and layer norm
 reuses its temporaries. Each rewrite keeps the same floating-point operations in the same
 order as the plain formula, except where a comment says otherwise.
 
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .attention import causal_mask, scaled_scores
+from .attention import attention_weights, causal_mask
 from .config import Config
 from .layers import merge_heads, positional_encoding, split_heads
 from .transformer import ATTN_NAMES, FFN_NAMES, source_mask
@@ -136,26 +136,6 @@ def ffn_backward(dy: np.ndarray, cache: Any) -> tuple[np.ndarray, Grads]:
     return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
 
 
-def softmax_weights(q: np.ndarray, k: np.ndarray, *, mask: np.ndarray | None) -> np.ndarray:
-    """The softmax weights P [..., Tq, Tk] of `model.attention.attention_weights`, computed in
-    place in the one scores array: the same selection, max, exp, sum and division, so the same
-    values (rows with no selected key are all zeros), without its five full-size temporaries.
-
-    q [..., Tq, d], k [..., Tk, d], mask bool broadcastable to [..., Tq, Tk] (True = may attend).
-    """
-    s = scaled_scores(q, k)  # [..., Tq, Tk], a new array we own
-    if mask is not None:
-        np.copyto(s, -np.inf, where=~mask)  # selection, never addition
-    m = s.max(axis=-1, keepdims=True)  # [..., Tq, 1]
-    m[m == -np.inf] = 0  # no key selected: s - 0 stays -inf and exp gives 0, not NaN
-    s -= m  # every exponent argument <= 0
-    np.exp(s, out=s)
-    l = s.sum(axis=-1, keepdims=True)  # [..., Tq, 1], >= 1 where a key is selected
-    l[l == 0] = 1  # no key selected: the row is all zeros and stays so
-    s /= l
-    return s
-
-
 def mha_forward(x_q: np.ndarray, x_kv: np.ndarray, p: Params, *, n_heads: int, mask: np.ndarray | None) -> tuple[np.ndarray, Any]:
     """Multi-head attention with the softmax weights of `attention_weights` (the same
     selection masking and state arithmetic as the inference operator)."""
@@ -163,7 +143,7 @@ def mha_forward(x_q: np.ndarray, x_kv: np.ndarray, p: Params, *, n_heads: int, m
     kl, ck = linear_forward(x_kv, w=p["w_k"], b=p["b_k"])  # [B, Tk, D]
     vl, cv = linear_forward(x_kv, w=p["w_v"], b=p["b_v"])  # [B, Tk, D]
     q, k, v = split_heads(ql, n_heads), split_heads(kl, n_heads), split_heads(vl, n_heads)  # [B, H, T, dh]
-    probs = softmax_weights(q, k, mask=mask).astype(q.dtype, copy=False)  # [B, H, Tq, Tk]
+    probs = attention_weights(q, k, mask=mask).astype(q.dtype, copy=False)  # [B, H, Tq, Tk]
     heads = probs @ v  # [B, H, Tq, dh]
     y, co = linear_forward(merge_heads(heads), w=p["w_o"], b=p["b_o"])  # [B, Tq, D]
     return y, (cq, ck, cv, q, k, v, probs, co, n_heads)
