@@ -12,9 +12,8 @@ Reason
 
 Implementation note (real-time safety, measured with tracemalloc: benchmarks/diagnose.py allocs,
 tests/contracts/test_input_domain.py): a small plain ndarray (size <= SMALL, the step input
-[B, 1, d_in]) is checked by a `while` loop over `x.item(i)`: each value comes back as a Python
-float from CPython's float free list, compared with the Python floats lo, hi -- 0 bytes traced on
-the success path. Its time grows per value (on this VM: 8 values ~0.9 us vs ~2.1 us for min+max;
+[B, 1, d_in]) is scanned by `value_range`, a `while` loop over `x.item(i)`: each value comes back
+as a Python float from CPython's float free list -- 0 bytes traced on the success path. Its time grows per value (on this VM: 8 values ~0.9 us vs ~2.1 us for min+max;
 64 values ~4.5 us vs ~1.5 us), hence the bound SMALL. (A `for i in range(n)` loop would allocate
 its range iterator, 96 B; numpy's reduction machinery behind `x.min()` / `x.max()` allocates
 ~1 KB per call, all freed.) Larger arrays keep the two bounded reductions `x.min()` and `x.max()`:
@@ -74,39 +73,46 @@ def parse_domain(text: str) -> tuple[float, float]:
     return check_domain(lo, hi)
 
 
+def value_range(x: np.ndarray) -> tuple[float, float]:
+    """(min, max) of a non-empty numeric array as Python numbers; NaN anywhere gives (nan, nan),
+    as numpy's min/max do. The one value scan of the run-time contracts (this module and
+    contracts.output_bound).
+
+    A small plain ndarray (size <= SMALL) is scanned by a `while` loop over `x.item(i)`: Python
+    floats from CPython's free list, a loop counter that stays a cached small int, no iterator
+    (`for ... range` would allocate one): 0 bytes traced. Anything else -- large arrays, ndarray
+    subclasses with their own min/max (masked arrays) -- takes the two bounded reductions."""
+    if type(x) is not np.ndarray or x.size > SMALL or x.dtype.kind not in "fiu":
+        return x.min().item(), x.max().item()
+    n = x.size
+    mn = mx = x.item(0)  # flat C-order index, any strides
+    i = 1
+    while i < n:
+        v = x.item(i)
+        if v != v:  # NaN
+            return v, v
+        if v < mn:
+            mn = v
+        elif v > mx:
+            mx = v
+        i += 1
+    return mn, mx
+
+
 def domain_excess(x: np.ndarray, lo: float, hi: float) -> float:
     """How far x leaves [lo, hi]: 0.0 inside, max(lo - min, max - hi) outside, inf for any
     non-finite value. Never raises on values (used by the `monitor` mode).
 
-    Real-time safe: 0 bytes allocated inside the domain for a small plain ndarray (size <= SMALL,
-    numeric), else two bounded reductions (no array allocation).
+    Real-time safe: one `value_range` scan, no array allocation.
     """
     if x.size == 0:
         return 0.0
-    if type(x) is np.ndarray and x.size <= SMALL and x.dtype.kind in "fiu" and _inside_small(x, lo, hi):
-        return 0.0
-    mn = float(x.min())
-    mx = float(x.max())
+    mn, mx = value_range(x)
     if lo <= mn and mx <= hi:  # False for NaN
         return 0.0
     if not (math.isfinite(mn) and math.isfinite(mx)):
         return math.inf
     return max(lo - mn, mx - hi, 0.0)
-
-
-def _inside_small(x: np.ndarray, lo: float, hi: float) -> bool:
-    """True iff every value of x is in [lo, hi] (False for NaN). For small plain ndarrays only.
-
-    Allocation-free: `while` (not `for ... range`, whose iterator allocates), x.item(i) a Python
-    float from the free list, i a cached small int (x.size <= SMALL <= 256)."""
-    n = x.size
-    i = 0
-    while i < n:
-        v = x.item(i)  # flat C-order index, any strides
-        if not (lo <= v <= hi):  # False for NaN
-            return False
-        i += 1
-    return True
 
 
 def describe_violation(x: np.ndarray, lo: float, hi: float) -> str:
@@ -137,21 +143,22 @@ def validate_input(x: np.ndarray, lo: float, hi: float) -> None:
     """Raise `InputError` unless x is a floating array whose values are all finite and in [lo, hi].
 
     lo, hi: a finite domain (validate it once with `check_domain`).
-    Real-time safe on the success path: a dtype check plus, for a small plain ndarray (size <=
-    SMALL), a value loop that allocates 0 bytes, else two bounded reductions (min, max; no array
-    allocation). The failure path allocates to build the message.
+    Real-time safe on the success path: a dtype check and `check_values`. The failure path
+    allocates to build the message.
     """
     if not isinstance(x, np.ndarray) or x.dtype.kind != "f":
         kind = type(x).__name__ if not isinstance(x, np.ndarray) else f"ndarray of {x.dtype}"
         raise InputError(f"input must be a floating-point numpy array, got {kind}; convert with np.asarray(x, np.float32)")
+    check_values(x, lo, hi)
+
+
+def check_values(x: np.ndarray, lo: float, hi: float) -> None:
+    """`validate_input` for a caller that has already checked x's type and dtype (the session
+    checks them exactly, once per step): one `value_range` scan, 0 bytes for a small plain
+    ndarray. NaN fails both comparisons; +-inf lies outside any finite interval."""
     if x.size == 0:
         return
-    if type(x) is np.ndarray and x.size <= SMALL:  # subclasses (masked arrays) keep their own min/max
-        if _inside_small(x, lo, hi):
-            return
-        raise InputError(describe_violation(x, lo, hi))
-    mn = x.min()
-    mx = x.max()
-    if lo <= mn and mx <= hi:  # NaN fails both comparisons
+    mn, mx = value_range(x)
+    if lo <= mn and mx <= hi:
         return
     raise InputError(describe_violation(x, lo, hi))

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from tickformer.contracts.input_domain import validate_input
+from tickformer.contracts.input_domain import check_values, validate_input
 from tickformer.errors import BackendError, ConfigError, ContextFull, InputError, SessionClosed, TickformerError
 from tickformer.runtime.artifact import Artifact
 
@@ -141,7 +141,7 @@ class Session:
             if not self._step_tokens_valid(x):
                 self._validate_values(x)  # raises with the message naming the bad id
         else:
-            validate_input(x, self._lo, self._hi)  # finite and in the declared domain; 0 B (small x)
+            check_values(x, self._lo, self._hi)  # finite and in the declared domain (type and dtype checked above); 0 B
 
     def _step_tokens_valid(self, x: np.ndarray) -> bool:
         """0 <= x < V for the step input x [B, 1] int64. Allocation-free: two ufuncs into the
