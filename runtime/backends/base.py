@@ -77,29 +77,3 @@ class Backend(abc.ABC):
 
     def close(self) -> None:
         """Release engine resources. Idempotent."""
-
-
-class HostCache:
-    """Host-resident KV cache and staged rows, allocated once. `k`, `v` [L, B, H, N, dh] are the
-    logical caches; K lives transposed in `k_t` [L, B, H, dh, N] (step.onnx's layout: layer i's
-    contiguous slice k_t[i] is read in place) and `k` is a view of it; `v` is stored as it reads.
-    k_new, v_new [L, B, H, 1, dh]: layer i's step outputs are written into slice i. The
-    per-position row views are made here, once, so `commit` is two np.copyto calls: no index
-    parsing, no new view, no allocation per step."""
-
-    def __init__(self, cache_shape: tuple[int, ...], row_shape: tuple[int, ...]) -> None:
-        layers, batch, heads, n, dh = cache_shape
-        self.k_t = np.zeros((layers, batch, heads, dh, n), dtype=np.float32)  # [L, B, H, dh, N]
-        self.k = self.k_t.swapaxes(-1, -2)  # [L, B, H, N, dh] view
-        self.v = np.zeros(cache_shape, dtype=np.float32)  # [L, B, H, N, dh]
-        self.k_new = np.zeros(row_shape, dtype=np.float32)  # [L, B, H, 1, dh]
-        self.v_new = np.zeros(row_shape, dtype=np.float32)
-        self._k_rows = [self.k[:, :, :, p] for p in range(n)]  # N views [L, B, H, dh] (strided: column p of k_t)
-        self._v_rows = [self.v[:, :, :, p] for p in range(n)]
-        self._k_src = self.k_new[:, :, :, 0]  # [L, B, H, dh]
-        self._v_src = self.v_new[:, :, :, 0]
-
-    def commit(self, pos: int) -> None:
-        """Copy the staged rows into cache row pos. Real-time safe (0 bytes allocated)."""
-        np.copyto(self._k_rows[pos], self._k_src)
-        np.copyto(self._v_rows[pos], self._v_src)

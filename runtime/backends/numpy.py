@@ -14,8 +14,8 @@ operator (model/attention.py: chunk_state over the cache, the new key as a secon
 finalize). Real-time: after the first step, `step` allocates only numpy temporaries that are
 freed before it returns (zero net blocks; tests/runtime/test_allocation.py) -- by design, ~21 KB
 per step at the `control` preset (benchmarks/ANALYSIS.md section 3): allocation-free would need
-`out=` buffers throughout the model functions. `commit` allocates 0 bytes (row views made at
-construction, np.copyto). Work is bounded by max_len (static) or pos (growing).
+`out=` buffers throughout the model functions. `commit` allocates 0 bytes (`layout.HostCache`,
+the same cache layout as the ORT backend). Work is bounded by max_len (static) or pos (growing).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from tickformer.model.transformer import ATTN_NAMES, FFN_NAMES, encode, forward,
 from tickformer.runtime.artifact import Artifact
 
 from .base import Backend
+from .layout import HostCache
 
 
 class NumpyBackend(Backend):
@@ -45,15 +46,9 @@ class NumpyBackend(Backend):
         self._pe = positional_encoding(cfg.max_len, cfg.d_model)  # [N, D]
         self._live = causal_mask(cfg.max_len, cfg.max_len, offset=-1)  # [N, N]: row pos = (j < pos)
         self._layers = [self._layer_weights(i) for i in range(cfg.n_layers)]
-        self._k = np.zeros(self.cache_shape, dtype=np.float32)  # [L, B, H, N, dh]
-        self._v = np.zeros(self.cache_shape, dtype=np.float32)
-        self._k_new = np.zeros(self.row_shape, dtype=np.float32)  # [L, B, H, 1, dh]
-        self._v_new = np.zeros(self.row_shape, dtype=np.float32)
-        # Views made once so that commit builds none (a sliced view is ~190 B of Python objects).
-        self._k_rows = [self._k[:, :, :, p] for p in range(cfg.max_len)]  # N x [L, B, H, dh]
-        self._v_rows = [self._v[:, :, :, p] for p in range(cfg.max_len)]
-        self._k_new_row = self._k_new[:, :, :, 0]  # [L, B, H, dh]
-        self._v_new_row = self._v_new[:, :, :, 0]
+        self._host = HostCache(self.cache_shape, self.row_shape)  # the ORT backend's layout and commit
+        self._k, self._v = self._host.k, self._host.v  # [L, B, H, N, dh] (K a view of its transposed store)
+        self._k_new, self._v_new = self._host.k_new, self._host.v_new  # [L, B, H, 1, dh]
         self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
         self._cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -116,9 +111,8 @@ class NumpyBackend(Backend):
         return self._y
 
     def commit(self, pos: int) -> None:
-        """Real-time safe: two row copies into views made at construction, 0 bytes allocated."""
-        np.copyto(self._k_rows[pos], self._k_new_row)  # [L, B, H, dh]
-        np.copyto(self._v_rows[pos], self._v_new_row)
+        """Real-time safe: HostCache.commit, two row copies into views made at load, 0 bytes."""
+        self._host.commit(pos)
 
     # --- not real-time -----------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:

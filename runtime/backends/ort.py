@@ -39,7 +39,8 @@ from tickformer.errors import ArtifactError, BackendError, ConfigError
 from tickformer.export.graphs import io_names, step_signature
 from tickformer.runtime.artifact import Artifact, verified_graph_bytes
 
-from .base import Backend, HostCache
+from .base import Backend
+from .layout import HostCache
 
 BINDINGS = ("run", "iobinding")
 ORT_TYPES = {"float32": "tensor(float)", "float64": "tensor(double)"}  # else "tensor(<numpy name>)"

@@ -6,7 +6,7 @@ included, so the cache never leaves the GPU. The cache is kept stacked, K transp
 [L, B, H, dh, N] (the step graph's k_cache.i layout) and V [L, B, H, N, dh], and so are the staged rows k_new, v_new [L, B, H, 1, dh] (and cross K/V); the step graph takes
 one tensor per layer (format 2, `export.graphs.step_signature`), so layer i's k_cache.i, k_new.i,
 ... are bound by address to slice i of their stack (`bind_input` / `bind_output` at
-base + i * pitch; the pitch is the slice rounded up to 256 bytes, `tensorrt.layer_pitch`: the
+base + i * pitch; the pitch is the slice rounded up to 256 bytes, `layout.layer_pitch`: the
 TensorRT EP hands these addresses to TensorRT, which requires 256-byte alignment). x and y live in the session's layout [B, 1, d_in] /
 [B, 1, d_out] and are bound with the graph's [B, d_in] / [B, d_out] shape (same memory). A step
 copies x and pos into their device values in place (`update_inplace`, same address), runs
@@ -18,7 +18,7 @@ session cannot be created with graph capture (e.g. ORT leaves a shape node on th
 backend builds it without, sets `self.cuda_graph = False` and `self.cuda_graph_reason`, and warns.
 
 `commit(pos)` writes k_new into K column pos and v_new into V row pos: on the device with
-fixed-size strided `cudaMemcpy2D`s (`tensorrt.commit_copies`: one per cache, or one per layer
+fixed-size strided `cudaMemcpy2D`s (`layout.commit_copies`: one per cache, or one per layer
 when a layer slice is padded) when cuda-python is installed (`self.commit_mode == "device"`),
 else through a host mirror of the cache and one fixed-size `update_inplace` per cache
 (`"host-mirror"`: the same cost at every position, but a full-cache copy). Either way the step
@@ -58,6 +58,7 @@ from tickformer.export.graphs import io_names, step_signature
 from tickformer.runtime.artifact import Artifact, verified_graph_bytes
 
 from .base import Backend
+from .layout import commit_copies, layer_pitch, stacked_shapes
 
 ORT_TRT_CACHE = "ort-trt-cache"
 _DEVICE = "cuda"
@@ -109,18 +110,12 @@ class OrtCudaBackend(Backend):
         self._x = np.zeros(x_shape, dtype=x_dtype)
         self._pos = np.zeros(1, dtype=np.int64)
         self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
-        from .tensorrt import commit_copies, layer_pitch
-
         values: dict[str, tuple[tuple[int, ...], Any]] = {
             self._in_name: (x_shape, x_dtype), "pos": ((1,), np.int64), self._out_name: (self.step_output_shape, np.float32),
         }
         if cfg.arch == "encoder-decoder":
             values["src_valid"] = ((batch, cfg.max_len), np.bool_)
-        layers, _, heads, n, dh = self.cache_shape
-        k_t_shape = (layers, batch, heads, dh, n)  # K stored transposed: the step graph's k_cache.i
-        stacks = {"k_cache": k_t_shape, "v_cache": self.cache_shape, "k_new": self.row_shape, "v_new": self.row_shape}
-        if cfg.arch == "encoder-decoder":
-            stacks.update({"cross_k": self.cache_shape, "cross_v": self.cache_shape})
+        stacks = stacked_shapes(self.cache_shape, self.row_shape, cross=cfg.arch == "encoder-decoder")
         self._stacks = stacks  # name -> stored shape [L, B, H, N | 1, dh] ([L, B, H, dh, N] for k_cache)
         self._pitch = {name: layer_pitch(shape) for name, shape in stacks.items()}  # (slice, pitch) bytes
         for name, (_, pitch) in self._pitch.items():  # stored [L, pitch / 4] float32: layer i at i * pitch

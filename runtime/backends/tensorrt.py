@@ -64,42 +64,10 @@ from tickformer.export.graphs import io_names, step_signature
 from tickformer.runtime.artifact import Artifact
 
 from .base import Backend
+from .layout import commit_copies, layer_pitch, stacked_shapes
 
 if TYPE_CHECKING:
     import tensorrt as trt
-
-ALIGN = 256  # bytes: IExecutionContext.setTensorAddress "must have at least 256-byte alignment"
-
-
-def layer_pitch(shape: tuple[int, ...], itemsize: int = 4) -> tuple[int, int]:
-    """(slice bytes, pitch bytes) of one layer of a stacked [L, ...] device buffer: the pitch is
-    the slice rounded up to ALIGN, so base + i * pitch is aligned for every layer i."""
-    slice_bytes = int(np.prod(shape[1:])) * itemsize
-    return slice_bytes, -(-slice_bytes // ALIGN) * ALIGN
-
-
-def commit_copies(base: dict[str, int], pitch: dict[str, tuple[int, int]], cache_shape: tuple[int, ...],
-                  itemsize: int = 4) -> list[tuple[int, int, int, int, int, int]]:
-    """The strided copies that write the staged rows into cache position 0, as cudaMemcpy2D
-    arguments (dst, dpitch, src, spitch, width, height); position p adds p * width to dst.
-    base: device address of each stack (k_cache, v_cache, k_new, v_new), pitch: layer_pitch of
-    each, cache_shape: the logical [L, B, H, N, dh].
-      K: k_cache [., B, H, dh, N] column p <- k_new [., B, H, 1, dh]: B*H*dh rows of one float.
-      V: v_cache [., B, H, N, dh] row p    <- v_new [., B, H, 1, dh]: B*H rows of dh floats.
-    One copy per stack when neither stack pads its layers (the rows run on across layers), else
-    one per layer: a fixed number of copies whatever the position."""
-    layers, batch, heads, n, dh = cache_shape
-    ops: list[tuple[int, int, int, int, int, int]] = []
-    for new, cache, width, rows in (("k_new", "k_cache", itemsize, batch * heads * dh),
-                                    ("v_new", "v_cache", dh * itemsize, batch * heads)):
-        (c_slice, c_pitch), (r_slice, r_pitch) = pitch[cache], pitch[new]
-        dpitch = n * width  # one (b, h[, d]) row of the cache
-        if c_slice == c_pitch and r_slice == r_pitch:
-            ops.append((base[cache], dpitch, base[new], width, width, layers * rows))
-        else:
-            ops.extend((base[cache] + i * c_pitch, dpitch, base[new] + i * r_pitch, width, width, rows) for i in range(layers))
-    return ops
-
 
 class _Buffers:
     """Device and pinned-host allocations, freed together. Not real-time."""
@@ -231,11 +199,8 @@ class TensorRTBackend(Backend):
         self._in_name, self._out_name = in_name, out_name
         layers = cfg.n_layers
         # Stacked device buffers, one allocation each; layer i's tensor is slice i, at i * pitch.
-        _, _, heads, _, dh = self.cache_shape
-        self._k_t_shape = (layers, batch, heads, dh, n)  # K stored transposed: step graph's k_cache.i
-        stacks = {"k_cache": self._k_t_shape, "v_cache": self.cache_shape, "k_new": self.row_shape, "v_new": self.row_shape}
-        if cfg.arch == "encoder-decoder":
-            stacks.update({"cross_k": self.cache_shape, "cross_v": self.cache_shape})
+        stacks = stacked_shapes(self.cache_shape, self.row_shape, cross=cfg.arch == "encoder-decoder")
+        self._k_t_shape = stacks["k_cache"]  # [L, B, H, dh, N]: K stored transposed
         f32 = np.dtype(np.float32).itemsize
         self._dev: dict[str, int] = {}
         self._pitch: dict[str, tuple[int, int]] = {}  # name -> (slice bytes, pitch bytes)

@@ -547,10 +547,10 @@ def test_emulated_step_without_commit_leaves_device_cache_unchanged(tmp_path, em
 
 @pytest.mark.parametrize("shape", [(2, 1, 4, 8, 16), (3, 2, 2, 5, 3)])  # [L, B, H, N, dh]: unpadded, padded layers
 def test_commit_copies_write_exactly_position_p(shape):
-    """The commit geometry (tensorrt.commit_copies, used by tensorrt and ort-cuda/ort-trt) against
+    """The commit geometry (layout.commit_copies, used by tensorrt and ort-cuda/ort-trt) against
     numpy, through the fake's pitch-exact cudaMemcpy2D: K [L, B, H, dh, N] gets column p, V
     [L, B, H, N, dh] row p, nothing else changes, and the copy count does not depend on p."""
-    from tickformer.runtime.backends.tensorrt import commit_copies, layer_pitch
+    from tickformer.runtime.backends.layout import commit_copies, layer_pitch
 
     cuda, rng = FakeCuda(), np.random.default_rng(7)
     layers, batch, heads, n, dh = shape
