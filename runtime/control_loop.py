@@ -188,6 +188,7 @@ class ControlLoop:
         self._wake_max = self._late_max = self._step_max = -(1 << 62)
         self._wake_sum = self._late_sum = self._step_sum = self._step_last = 0
         self._last_fault: str | None = None
+        self._ftz = False  # flush-to-zero in the loop's thread during the last run
 
     @property
     def output(self) -> np.ndarray:
@@ -327,5 +328,5 @@ class ControlLoop:
             step_min=0 if none else self._step_min, step_avg=self._step_sum / n,
             step_max=0 if none else self._step_max,
             hist_bin_ns=self.config.hist_bin_ns, histogram=tuple(int(v) for v in self._hist),
-            overflow=self._overflow, last_fault=self._last_fault, denormals_flushed=getattr(self, "_ftz", False),
+            overflow=self._overflow, last_fault=self._last_fault, denormals_flushed=self._ftz,
         )

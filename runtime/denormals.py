@@ -55,8 +55,13 @@ def _probes() -> tuple[bool, bool]:
 def denormals_flushed() -> bool:
     """True when the calling thread both reads subnormal float32 operands as zero (DAZ) and
     flushes subnormal results to zero (FTZ). Either alone leaves a slow path."""
+    return _in_state(True)
+
+
+def _in_state(enable: bool) -> bool:
+    """Both bits on (enable) or both off (not enable): turning off must clear a half-set state."""
     daz, ftz = _probes()
-    return daz and ftz
+    return (daz and ftz) if enable else not (daz or ftz)
 
 
 @functools.lru_cache(maxsize=1)
@@ -87,7 +92,7 @@ def set_flush_to_zero(enable: bool) -> bool:
     """Turn flush-to-zero and denormals-are-zero on or off (both bits) for the calling thread.
     Returns True if the thread is now in the requested state (confirmed by probes), False where
     the platform has no known layout or refuses (the state is then left as it was)."""
-    if (denormals_flushed() if enable else not _any_flush_bit()):
+    if _in_state(enable):
         return True
     layout = _LAYOUT.get(platform.machine().lower())
     saved = _read_env()
@@ -97,16 +102,10 @@ def set_flush_to_zero(enable: bool) -> bool:
     word = int.from_bytes(saved[offset : offset + 4], "little")
     word = word | bits if enable else word & ~bits
     changed = saved[:offset] + word.to_bytes(4, "little") + saved[offset + 4 :]
-    if not _write_env(changed) or not (denormals_flushed() if enable else not _any_flush_bit()):
+    if not _write_env(changed) or not _in_state(enable):
         _write_env(saved)
         return False
     return True
-
-
-def _any_flush_bit() -> bool:
-    """True if either DAZ or FTZ is on (turning off must clear both)."""
-    daz, ftz = _probes()
-    return daz or ftz
 
 
 @contextlib.contextmanager

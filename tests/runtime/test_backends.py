@@ -69,3 +69,28 @@ def test_backend_options_are_validated(tiny_art):
 def test_registry_imports_lazily():
     assert "tickformer.runtime.backends._ghost" not in sys.modules
     assert set(runtime.BACKENDS) >= {"numpy", "numpy-growing", "ort", "ort-cuda", "ort-trt", "tensorrt"}
+
+
+def test_ort_runner_falls_back_to_the_public_binding_when_the_internals_move(tiny_art, seq_for):
+    """ort.py calls onnxruntime's bound C++ `_sess.run_with_iobinding` (allocation-free); if a
+    future onnxruntime drops `_sess`, the public `run_with_iobinding` must run the same graph."""
+    import numpy as np
+
+    path, _ = tiny_art
+    fast = runtime.load(path, backend="ort")
+    slow = runtime.load(path, backend="ort")
+    be = slow.backend
+
+    class PublicOnly:  # what a session without the private binding looks like to the runner
+        def __init__(self, real):
+            self.run_with_iobinding = real.run_with_iobinding
+
+    real = be._step
+    be._step = PublicOnly(real)
+    be._run = be._iobinding_runner()
+    be._step = real
+    assert be._run.func == real.run_with_iobinding  # the public method, not the C++ binding
+    seq = seq_for(fast.config, 1, fast.max_len, seed=0)
+    for t in range(fast.max_len):
+        x = np.ascontiguousarray(seq[:, t : t + 1])
+        assert np.array_equal(fast.step(x), slow.step(x)), t
