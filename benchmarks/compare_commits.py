@@ -1,0 +1,116 @@
+"""Bare step.onnx latency of several commits, side by side in one run: the history table of
+benchmarks/ANALYSIS.md section 1, reproducible.
+
+    python benchmarks/compare_commits.py [--rounds 3] [COMMIT ...]
+
+For each commit, `git archive` extracts its tree into a temporary directory; a child process
+imports *that* tree's tickformer (a shim package puts its folders on `tickformer.__path__`, as
+pyproject.toml's package-dir does), builds the `control` preset's step graph with seeded weights
+(`init_params(config, 0)`, opset 17, batch 1) and times `InferenceSession.run` on it: one intra-op
+thread, inputs read from the session itself (random normal floats, pos = max_len // 2), and
+flush-to-zero set in the timing thread after the session exists (this tree's
+runtime/denormals.py: every commit is timed the same way). It prints ORT's node count after
+optimisation and the p50 of 3000 calls. Commits are visited round-robin, `--rounds` times, and the
+median over rounds is reported (the machine's load drifts). About a second per commit and round.
+Not part of `make bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from io import BytesIO
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+HISTORY = ["5ef73ef", "684fbb1", "f4d7e80", "51561fc", "HEAD"]  # format 1; format 2; + bias folding; + K transposed; now
+
+CHILD = r"""
+import importlib.util, json, os, sys, tempfile, time
+from pathlib import Path
+root, denormals_py = sys.argv[1], sys.argv[2]
+import numpy as np, onnx, onnxruntime as ort
+from tickformer.export.graphs import build_step
+from tickformer.model import init_params, preset
+spec = importlib.util.spec_from_file_location("denormals", denormals_py)
+denormals = importlib.util.module_from_spec(spec); spec.loader.exec_module(denormals)
+config = preset("control")
+model = build_step(init_params(config, 0), config, 1, 17)
+opts = ort.SessionOptions(); opts.intra_op_num_threads = 1; opts.inter_op_num_threads = 1; opts.log_severity_level = 3
+with tempfile.TemporaryDirectory() as tmp:
+    opts.optimized_model_filepath = str(Path(tmp) / "opt.onnx")
+    sess = ort.InferenceSession(model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
+    nodes = len(onnx.load(opts.optimized_model_filepath).graph.node)
+rng = np.random.default_rng(0)
+feeds = {}
+for arg in sess.get_inputs():
+    if arg.name == "pos":
+        feeds[arg.name] = np.array([config.max_len // 2], dtype=np.int64)
+    else:
+        feeds[arg.name] = rng.standard_normal(arg.shape).astype(np.float32)
+assert denormals.set_flush_to_zero(True), "no flush-to-zero on this platform"
+run = sess.run
+for _ in range(300):
+    run(None, feeds)
+samples = np.empty(3000, dtype=np.int64)
+clock = time.perf_counter_ns
+for i in range(samples.size):
+    t0 = clock(); run(None, feeds); samples[i] = clock() - t0
+print(json.dumps({"nodes": nodes, "p50_us": float(np.median(samples)) / 1e3}))
+"""
+
+SHIM = """import os
+_root = {root!r}
+__path__ = [os.path.join(_root, "core"), _root]  # tickformer -> core/, tickformer.<x> -> <x>/ (pyproject package-dir)
+__file__ = os.path.join(_root, "core", "__init__.py")
+exec(compile(open(__file__).read(), __file__, "exec"))
+"""
+
+
+def extract(commit: str, into: Path) -> str:
+    """The commit's tree under `into`; returns its one-line subject."""
+    data = subprocess.run(["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as tar:
+        tar.extractall(into, filter="data")
+    shim = into / "_shim" / "tickformer"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text(SHIM.format(root=str(into)))
+    return subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%h %s", commit], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def measure(tree: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree / "_shim"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", CHILD, str(tree), str(REPO / "runtime" / "denormals.py")],
+                         capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
+    if out.returncode != 0:
+        raise SystemExit(f"measuring {tree} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("commits", nargs="*", default=HISTORY)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {}
+        for commit in args.commits:
+            tree = Path(tmp) / commit.replace("/", "_")
+            trees[commit] = (tree, extract(commit, tree))
+        results: dict[str, list[dict]] = {c: [] for c in args.commits}
+        for _ in range(args.rounds):
+            for commit in args.commits:
+                results[commit].append(measure(trees[commit][0]))
+        print(f"bare step.onnx, control preset, pos = max_len // 2, {args.rounds} rounds (median p50 of 3000 calls):")
+        for commit in args.commits:
+            p50 = sorted(r["p50_us"] for r in results[commit])[len(results[commit]) // 2]
+            print(f"  {results[commit][0]['nodes']:4d} ORT nodes  {p50:6.1f} us  {trees[commit][1][:100]}")
+
+
+if __name__ == "__main__":
+    main()
