@@ -1,7 +1,7 @@
 """Bare step.onnx latency of several commits, side by side in one run: the history table of
 benchmarks/ANALYSIS.md section 1, reproducible.
 
-    python benchmarks/compare_commits.py [--rounds 3] [COMMIT ...]
+    python benchmarks/compare_commits.py [--rounds 3] [--train] [COMMIT ...]
 
 For each commit, `git archive` extracts its tree into a temporary directory; a child process
 imports *that* tree's tickformer (a shim package puts its folders on `tickformer.__path__`, as
@@ -12,7 +12,9 @@ flush-to-zero set in the timing thread after the session exists (this tree's
 runtime/denormals.py: every commit is timed the same way). It prints ORT's node count after
 optimisation and the p50 of 3000 calls. Commits are visited round-robin, `--rounds` times, and the
 median over rounds is reported (the machine's load drifts). About a second per commit and round.
-Not part of `make bench`.
+`--train` instead times that tree's numpy training step (loss_and_grads + clip + Adam, control
+preset, one BLAS thread) at B16xT64 and B4xT256: median of 10 steps after 2 warm-up steps,
+about 1.5 s per commit and round. Not part of `make bench`.
 """
 
 from __future__ import annotations
@@ -64,6 +66,31 @@ for i in range(samples.size):
 print(json.dumps({"nodes": nodes, "p50_us": float(np.median(samples)) / 1e3}))
 """
 
+CHILD_TRAIN = r"""
+import json, time
+import numpy as np
+from threadpoolctl import threadpool_limits
+from tickformer.model import grad, init_params, optim, preset
+config = preset("control")
+out = {}
+with threadpool_limits(1):
+    for batch, t in ((16, 64), (4, 256)):
+        params = init_params(config, 0)
+        rng = np.random.default_rng(0)
+        b = grad.Batch(x=rng.standard_normal((batch, t, config.d_in)).astype(np.float32),
+                       target=rng.standard_normal((batch, t, config.d_out)).astype(np.float32))
+        opt = optim.Adam(beta1=0.9, beta2=0.98, eps=1e-9)
+        times = []
+        for _ in range(12):
+            t0 = time.perf_counter_ns()
+            _, g = grad.loss_and_grads(params, config, b)
+            g, _ = optim.clip_by_global_norm(g, 1.0)
+            opt.step(params, g, 1e-3)
+            times.append(time.perf_counter_ns() - t0)
+        out[f"B{batch}xT{t}"] = float(np.median(times[2:])) / 1e6
+print(json.dumps(out))
+"""
+
 SHIM = """import os
 _root = {root!r}
 __path__ = [os.path.join(_root, "core"), _root]  # tickformer -> core/, tickformer.<x> -> <x>/ (pyproject package-dir)
@@ -83,9 +110,9 @@ def extract(commit: str, into: Path) -> str:
     return subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%h %s", commit], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def measure(tree: Path) -> dict:
+def measure(tree: Path, train: bool = False) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree / "_shim"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", CHILD, str(tree), str(REPO / "runtime" / "denormals.py")],
+    out = subprocess.run([sys.executable, "-c", CHILD_TRAIN if train else CHILD, str(tree), str(REPO / "runtime" / "denormals.py")],
                          capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
     if out.returncode != 0:
         raise SystemExit(f"measuring {tree} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
@@ -96,6 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("commits", nargs="*", default=HISTORY)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--train", action="store_true", help="time the numpy training step instead of the bare step graph")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         trees = {}
@@ -105,12 +133,20 @@ def main() -> None:
         results: dict[str, list[dict]] = {c: [] for c in args.commits}
         for _ in range(args.rounds):
             for commit in args.commits:
-                results[commit].append(measure(trees[commit][0]))
+                results[commit].append(measure(trees[commit][0], args.train))
+
+        def median(commit: str, key: str) -> float:
+            return sorted(r[key] for r in results[commit])[len(results[commit]) // 2]
+
+        if args.train:
+            print(f"numpy training step (loss, gradients, clip, Adam), control preset, one thread, {args.rounds} rounds (median ms):")
+            for commit in args.commits:
+                cells = "  ".join(f"{shape} {median(commit, shape):6.2f} ms" for shape in results[commit][0])
+                print(f"  {cells}  {trees[commit][1][:90]}")
+            return
         print(f"bare step.onnx, control preset, pos = max_len // 2, {args.rounds} rounds (median p50 of 3000 calls):")
         for commit in args.commits:
-            p50 = sorted(r["p50_us"] for r in results[commit])[len(results[commit]) // 2]
-            print(f"  {results[commit][0]['nodes']:4d} ORT nodes  {p50:6.1f} us  {trees[commit][1][:100]}")
-
+            print(f"  {results[commit][0]['nodes']:4d} ORT nodes  {median(commit, 'p50_us'):6.1f} us  {trees[commit][1][:100]}")
 
 if __name__ == "__main__":
     main()
