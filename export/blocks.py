@@ -17,8 +17,6 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
-from tickformer.model.transformer import ATTN_NAMES
-
 from .builder import GraphBuilder
 
 Params = Mapping[str, np.ndarray]
@@ -156,7 +154,3 @@ def attend_step(g: GraphBuilder, q: str, k_cache: str, v_cache: str, k_own: str,
 
 def out_proj(g: GraphBuilder, params: Params, heads: str, prefix: str, batch: int, d_model: int) -> str:
     return linear(g, params, merge_heads(g, heads, batch, d_model), f"{prefix}.w_o", f"{prefix}.b_o")  # [B, T, D]
-
-
-def attn_param_names(prefix: str) -> list[str]:
-    return [f"{prefix}.{n}" for n in ATTN_NAMES]

@@ -280,9 +280,9 @@ def measure_error(graphs32: dict, graphs16: dict, params: dict, config, *, domai
     Decoder-only: the fp16 full-pass graph vs the numpy reference model (float32), over full
     max_len sequences at the edge of the declared input domain: uniform in [lo, hi], all lo, all
     hi, alternating lo/hi (tokens: uniform random ids); and the fp16 step graph over every
-    position of the uniform and all-hi sequences (tokens: the uniform ids). Encoder-decoder: the fp16 encoder's
-    cross K/V vs the fp32 encoder graph (itself checked against numpy at export). Normwise:
-    max|a - b| / max|b|.
+    position of the uniform and all-hi sequences (tokens: the uniform ids). Encoder-decoder: the
+    fp16 encoder's cross K/V vs the fp32 encoder graph (itself checked against numpy at export).
+    Normwise: max|a - b| / max|b|.
     """
     import onnxruntime as ort
 

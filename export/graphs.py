@@ -12,12 +12,12 @@ documented in docs/artifact_format.md; in short (B batch, N max_len, L decoder l
 
 The step is the real-time graph and is shaped for ONNX Runtime's per-node cost, which dominates
 at small d_model (benchmarks/ANALYSIS.md): activations are 2-D [B, D] (a 3-D MatMul + Add
-becomes Reshape-Gemm-Reshape), the three projections are one Gemm, and every layer's cache is
-its own input, read in place (a stacked [L, ...] input costs a copy of each layer's cache per
-step), and K is stored transposed [dh, N] so the score product reads it as it lies (no
-per-step transpose of the cache). It attends over the cache -- whose stale rows (key_index >= pos) are selected out with
-weight exactly 0 whatever finite values they hold -- and the new key itself, in one Softmax
-(blocks.attend_step). Hosts keep the caches stacked [L, B, H, N, dh] and bind layer i's slice.
+becomes Reshape-Gemm-Reshape), the three projections are one Gemm, every layer's cache is its
+own input, read in place (a stacked [L, ...] input costs a copy of each layer's cache per step),
+and K is stored transposed [dh, N] so the score product reads it as it lies. It attends over the
+cache -- whose stale rows (key_index >= pos) are selected out with weight exactly 0 whatever
+finite values they hold -- and the new key itself, in one Softmax (blocks.attend_step). Hosts
+keep the caches stacked over layers and bind layer i's slice (runtime/backends/layout.py).
 Every shape of `step` and `encoder` is static (TensorRT: min = opt = max).
 
 Not real-time code: runs once, at export.
