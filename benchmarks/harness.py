@@ -129,7 +129,7 @@ def measure_calls(benchmark, name: str, fn: Callable[[], object], *, samples: in
     out = out[: done.count]  # fewer rows if pytest-benchmark is disabled (one round only)
     stats = summarize(out)
     save_samples(name, out.ravel())
-    benchmark.extra_info.update({"case": name, "unit": "us", "stats": stats, "flush_to_zero": _ftz(), **extra})
+    benchmark.extra_info.update({"case": name, "unit": "us", "stats": stats, "flush_to_zero": flush_to_zero(), **extra})
     return stats
 
 
@@ -171,14 +171,14 @@ def measure_sequences(
             "positions": {label: {"window": [lo + 1, hi], **by_position[label]} for label, (lo, hi) in positions.items()},
             "all_positions": pooled,
             "p50_by_position": [round(float(v), 3) for v in p50_curve],
-            "flush_to_zero": _ftz(),
+            "flush_to_zero": flush_to_zero(),
             **extra,
         }
     )
     return by_position
 
 
-def _ftz() -> bool:
+def flush_to_zero() -> bool:
     """Whether this thread flushed subnormals to zero while measuring (runtime/denormals.py)."""
     from tickformer.runtime.denormals import denormals_flushed
 
