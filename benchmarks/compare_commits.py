@@ -67,28 +67,12 @@ print(json.dumps({"nodes": nodes, "p50_us": float(np.median(samples)) / 1e3}))
 """
 
 CHILD_TRAIN = r"""
-import json, time
-import numpy as np
+import importlib.util, json, sys
 from threadpoolctl import threadpool_limits
-from tickformer.model import grad, init_params, optim, preset
-config = preset("control")
-out = {}
+spec = importlib.util.spec_from_file_location("train_step", sys.argv[3])
+train_step = importlib.util.module_from_spec(spec); spec.loader.exec_module(train_step)
 with threadpool_limits(1):
-    for batch, t in ((16, 64), (4, 256)):
-        params = init_params(config, 0)
-        rng = np.random.default_rng(0)
-        b = grad.Batch(x=rng.standard_normal((batch, t, config.d_in)).astype(np.float32),
-                       target=rng.standard_normal((batch, t, config.d_out)).astype(np.float32))
-        opt = optim.Adam(beta1=0.9, beta2=0.98, eps=1e-9)
-        times = []
-        for _ in range(12):
-            t0 = time.perf_counter_ns()
-            _, g = grad.loss_and_grads(params, config, b)
-            g, _ = optim.clip_by_global_norm(g, 1.0)
-            opt.step(params, g, 1e-3)
-            times.append(time.perf_counter_ns() - t0)
-        out[f"B{batch}xT{t}"] = float(np.median(times[2:])) / 1e6
-print(json.dumps(out))
+    print(json.dumps({f"B{b}xT{t}": train_step.train_step_ms(b, t) for b, t in train_step.SHAPES}))
 """
 
 SHIM = """import os
@@ -112,7 +96,8 @@ def extract(commit: str, into: Path) -> str:
 
 def measure(tree: Path, train: bool = False) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree / "_shim"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", CHILD_TRAIN if train else CHILD, str(tree), str(REPO / "runtime" / "denormals.py")],
+    out = subprocess.run([sys.executable, "-c", CHILD_TRAIN if train else CHILD, str(tree), str(REPO / "runtime" / "denormals.py"),
+                          str(REPO / "benchmarks" / "train_step.py")],
                          capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
     if out.returncode != 0:
         raise SystemExit(f"measuring {tree} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")

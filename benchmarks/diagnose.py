@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -166,22 +165,10 @@ def allocs() -> None:
 
 
 def train() -> None:
-    from tickformer.model import grad, optim
+    from train_step import SHAPES, train_step_ms
 
-    config = preset("control")
-    for batch, t in ((16, 64), (4, 256)):
-        params = init_params(config, 0)
-        rng = np.random.default_rng(0)
-        b = grad.Batch(x=rng.standard_normal((batch, t, config.d_in)).astype(np.float32), target=rng.standard_normal((batch, t, config.d_out)).astype(np.float32))
-        opt = optim.Adam(beta1=0.9, beta2=0.98, eps=1e-9)
-        times = []
-        for _ in range(12):
-            t0 = time.perf_counter_ns()
-            _, g = grad.loss_and_grads(params, config, b)
-            g, _ = optim.clip_by_global_norm(g, 1.0)
-            opt.step(params, g, 1e-3)
-            times.append(time.perf_counter_ns() - t0)
-        ms = float(np.median(times[2:])) / 1e6
+    for batch, t in SHAPES:
+        ms = train_step_ms(batch, t)
         print(f"numpy train step B{batch}xT{t}: {ms:.1f} ms -> {batch * t / ms * 1e3:.0f} tokens/s")
 
 
