@@ -33,7 +33,8 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import harness  # noqa: E402
 import subjects  # noqa: E402
-from tickformer.export.graphs import build_step, cache_shape, step_feeds  # noqa: E402
+from tickformer.artifact.format import cache_shape, step_feeds  # noqa: E402
+from tickformer.export.graphs import build_step  # noqa: E402
 from tickformer.model import init_params, preset  # noqa: E402
 
 

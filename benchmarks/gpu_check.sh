@@ -58,7 +58,7 @@ ART="$OUT/art"
 say "export $PRESET -> $ART"
 "$PY" - "$PRESET" "$ART" <<'PYEOF'
 import sys
-from tickformer.export.artifact import export_artifact
+from tickformer.export.writer import export_artifact
 from tickformer.model.checkpoint import Checkpoint
 from tickformer.model.config import preset
 from tickformer.model.transformer import init_params

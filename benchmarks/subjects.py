@@ -16,7 +16,7 @@ Subjects (decoder-only, continuous inputs, batch 1, one thread):
     ort-floor-io a graph with step.onnx's exact I/O signature doing (almost) nothing, through
                  the same tickformer Session.step path as `ort`: the runtime's own floor
 
-Artifacts are exported with tickformer's exporter (`tickformer.export.artifact.export_artifact`)
+Artifacts are exported with tickformer's exporter (`tickformer.export.writer.export_artifact`)
 from a checkpoint written by `tickformer.model.checkpoint.save_checkpoint`. Not real-time code.
 """
 
@@ -50,7 +50,7 @@ def ort_options():
     import onnxruntime as ort
 
     try:
-        from tickformer.runtime.backends.ort import session_options
+        from tickformer.export.ort_session import session_options
 
         options = session_options()
     except ImportError:
@@ -71,7 +71,7 @@ def export_artifact(config, params, out: Path, *, lengths: list[int] | None = No
     lengths: the export-time equivalence lengths (None = the exporter's default); the scaling
     runs pass a short list so a max_len 2048 export does not spend minutes verifying."""
     ckpt_mod = pytest.importorskip("tickformer.model.checkpoint", reason="checkpoints not built yet")
-    art_mod = pytest.importorskip("tickformer.export.artifact", reason="tickformer.export.artifact not built yet (helper B)")
+    art_mod = pytest.importorskip("tickformer.export.writer", reason="tickformer.export.writer not built yet (helper B)")
     ckpt = ckpt_mod.save_checkpoint(out / "ckpt", config, params, {"task": "benchmark"})
     return Path(art_mod.export_artifact(ckpt, out / "art", max_len=config.max_len, lengths=lengths))
 
@@ -228,7 +228,7 @@ def swapped_artifact(art: Path, step_model, out: Path) -> Path:
     manifest = copy.deepcopy(manifest)
     manifest["files"]["step.onnx"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
     try:  # the manifest's self-hash, when this runtime version writes one
-        from tickformer.runtime.artifact import MANIFEST_HASH, manifest_digest
+        from tickformer.sealed import MANIFEST_HASH, digest as manifest_digest
 
         if MANIFEST_HASH in manifest:
             manifest[MANIFEST_HASH] = manifest_digest(manifest)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tickformer.contracts.input_domain import validate_input
-from tickformer.contracts.monitor import ContractMonitor
+from tickformer.runtime.monitor import ContractMonitor
 
 X = np.zeros((1, 1, 3), np.float32)  # [B, 1, d_in]
 Y = np.zeros((1, 1, 2), np.float32)  # [B, 1, d_out]

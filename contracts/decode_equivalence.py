@@ -29,16 +29,26 @@ from __future__ import annotations
 # One-line summary for the assurance table (the docstring above has the statement and derivation).
 BOUND = '|y_step - y_full| <= atol + rtol |y_full|, rtol = atol = 16 layers gamma_max(D, d_ff) (4.9e-4 for the control preset)'
 
-import numpy as np
+from typing import Protocol
 
-from tickformer.model.config import Config
+import numpy as np
 
 from .softmax_stability import gamma, unit_roundoff
 
 PER_LAYER_MARGIN = 16.0
 
 
-def decode_tolerance(config: Config, dtype: np.dtype | type = np.float32) -> tuple[float, float]:
+class Architecture(Protocol):
+    """The widths and depths the bound depends on (a `tickformer.model.Config` has them; the
+    contracts layer sits below the model and does not import it)."""
+
+    d_model: int
+    d_ff: int
+    n_layers: int
+    n_enc_layers: int
+
+
+def decode_tolerance(config: Architecture, dtype: np.dtype | type = np.float32) -> tuple[float, float]:
     """(rtol, atol) for step-vs-full comparisons of this architecture in `dtype`."""
     k = max(config.d_model, config.d_ff)
     layers = config.n_layers + config.n_enc_layers

@@ -3,7 +3,7 @@
 Statement
     For every attention layer and every input in the declared domain (continuous models: each
     input feature in [lo, hi]; token models: any token), every score |q . k| / sqrt(d_head)
-    the layer computes is at most score_bounds(config, params, domain)[layer].
+    the layer computes is at most the layer's recorded score bound (manifest `score_bounds`).
 Bound (Cauchy-Schwarz and operator norms; || ||_2 on matrices is the spectral norm)
     |q . k| / sqrt(dh) <= |q|_2 |k|_2 / sqrt(dh),  per head h:
     |q_h|_2 <= ||W_q[:, h]||_2 X_q + |b_q[h]|_2,  |k_h|_2 <= ||W_k[:, h]||_2 X_k + |b_k[h]|_2,
@@ -14,30 +14,25 @@ Bound (Cauchy-Schwarz and operator norms; || ||_2 on matrices is the spectral no
       queries): |g * z + b|_2 <= max|g| sqrt(D) + |b|_2, since z = (x - mean)/sqrt(var + eps)
       has |z|_2^2 = D var / (var + eps) < D.
     The product is then inflated by (1 + gamma_{4 D}) of fp32 to cover the rounding of the
-    computed (not exact) projections and dot product.
+    computed (not exact) projections and dot product (`inflated_score`).
 Reason
     fp16 holds magnitudes up to 65504. If every |q|, |k| and score bound (partial dot-product
     sums are bounded by the same Cauchy-Schwarz argument, the query being scaled first) is
-    below 65504 with margin, fp16 scores cannot overflow: `fp16_safe`. Otherwise the exporter
-    must keep scores in fp32. The bound is recorded in the manifest at export.
+    below 65504 with margin, fp16 scores cannot overflow (`fp16_safe`). Otherwise the exporter
+    must keep scores in fp32. The bound is recorded in the manifest at export; the norms are
+    computed from the weights by `tickformer.export.score_bounds` (SVDs, export time only).
 
 What is *not* claimed: tightness (a worst case over the box, not a typical value); accuracy of
 fp16 scores (ulp(1000) = 0.5 in fp16, so large scores lose resolution even without overflow).
-Not real-time code (runs at export): computes SVDs of the projection matrices.
 """
 
 from __future__ import annotations
 
 # One-line summary for the assurance table (the docstring above has the statement and derivation).
-BOUND = '|q.k|/sqrt(dh) <= max_h (||W_q,h|| X_q + |b_q,h|)(||W_k,h|| X_k + |b_k,h|) / sqrt(dh) (1 + gamma_4D); fp16 safe when q, k, score bounds <= 65504/2'
+BOUND = "|q.k|/sqrt(dh) <= max_h (||W_q,h|| X_q + |b_q,h|)(||W_k,h|| X_k + |b_k,h|) / sqrt(dh) (1 + gamma_4D); fp16 safe when q, k, score bounds <= 65504/2"
 
-from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
-
-from tickformer.model.config import Config
-from tickformer.model.layers import positional_encoding
+import math
+from typing import Sequence
 
 from .softmax_stability import gamma
 
@@ -45,98 +40,17 @@ FP16_MAX = 65504.0
 FP16_MARGIN = 2.0  # require bounds <= FP16_MAX / FP16_MARGIN (room for the softmax's s - m and rounding)
 
 
-@dataclass(frozen=True)
-class LayerScoreBound:
-    layer: str  # parameter prefix, e.g. "dec.0.self_attn"
-    q_norm: float  # bound on |q_h|_2 over heads
-    k_norm: float  # bound on |k_h|_2 over heads
-    score: float  # bound on |q . k| / sqrt(dh)
-
-    @property
-    def fp16_safe(self) -> bool:
-        return max(self.q_norm, self.k_norm, self.score) <= FP16_MAX / FP16_MARGIN
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer, "q_norm": self.q_norm, "k_norm": self.k_norm, "score": self.score, "fp16_safe": self.fp16_safe}
+def rounding_inflation(d_model: int) -> float:
+    """1 + gamma_{4 D} of fp32: covers the rounding of the computed projections and dot product."""
+    return 1.0 + gamma(4 * d_model, 2.0**-24)
 
 
-def spectral_norm(w: np.ndarray) -> float:
-    """||w||_2, the largest singular value (float64 SVD)."""
-    return float(np.linalg.norm(w.astype(np.float64), 2))
+def inflated_score(q_norms: Sequence[float], k_norms: Sequence[float], d_head: int, d_model: int) -> float:
+    """The layer's score bound from per-head bounds on |q_h| and |k_h|: max_h q_h k_h / sqrt(dh),
+    inflated by `rounding_inflation`."""
+    return max(q * k for q, k in zip(q_norms, k_norms)) / math.sqrt(d_head) * rounding_inflation(d_model)
 
 
-def layer_norm_output_bound(g: np.ndarray, b: np.ndarray) -> float:
-    """max |g * z + b|_2 over all inputs: max|g| sqrt(D) + |b|_2."""
-    d = g.shape[-1]
-    return float(np.max(np.abs(g.astype(np.float64)))) * float(np.sqrt(d)) + float(np.linalg.norm(b.astype(np.float64)))
-
-
-def max_position_norm(config: Config) -> float:
-    pe = positional_encoding(config.max_len, config.d_model).astype(np.float64)  # [T, D]
-    return float(np.linalg.norm(pe, axis=-1).max())
-
-
-def embedding_output_bound(config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None) -> float:
-    """Bound on |embed(x)_t|_2 for the first layer's input."""
-    pe = max_position_norm(config)
-    if config.inputs == "tokens":
-        rows = np.linalg.norm(params["tok_embed"].astype(np.float64), axis=-1)  # [V]
-        return float(rows.max()) * float(np.sqrt(config.d_model)) + pe
-    if input_domain is None:
-        raise ValueError("continuous models need the declared input domain (lo, hi) to bound their scores")
-    lo, hi = input_domain
-    x_norm = float(np.sqrt(config.d_in)) * max(abs(lo), abs(hi))
-    return spectral_norm(params["in_proj.w"]) * x_norm + float(np.linalg.norm(params["in_proj.b"].astype(np.float64))) + pe
-
-
-def projection_norm_bounds(w: np.ndarray, b: np.ndarray, n_heads: int, x_norm: float) -> list[float]:
-    """Per head: ||W[:, h]||_2 x_norm + |b[h]|_2."""
-    d = w.shape[1]
-    dh = d // n_heads
-    return [
-        spectral_norm(w[:, h * dh : (h + 1) * dh]) * x_norm + float(np.linalg.norm(b[h * dh : (h + 1) * dh].astype(np.float64)))
-        for h in range(n_heads)
-    ]
-
-
-def attention_bound(prefix: str, params: dict[str, np.ndarray], config: Config, xq_norm: float, xk_norm: float) -> LayerScoreBound:
-    qs = projection_norm_bounds(params[f"{prefix}.w_q"], params[f"{prefix}.b_q"], config.n_heads, xq_norm)
-    ks = projection_norm_bounds(params[f"{prefix}.w_k"], params[f"{prefix}.b_k"], config.n_heads, xk_norm)
-    inflate = 1.0 + gamma(4 * config.d_model, 2.0**-24)
-    score = max(q * k for q, k in zip(qs, ks)) / float(np.sqrt(config.d_head)) * inflate
-    return LayerScoreBound(prefix, max(qs) * inflate, max(ks) * inflate, score)
-
-
-def score_bound_report(config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None) -> list[LayerScoreBound]:
-    """Every attention layer's bounds, in model order: encoder self-attention layers, then per
-    decoder layer its self-attention and (encoder-decoder) cross-attention."""
-    out: list[LayerScoreBound] = []
-    x0 = embedding_output_bound(config, params, input_domain)
-
-    def ln(prefix: str) -> float:
-        return layer_norm_output_bound(params[f"{prefix}.g"], params[f"{prefix}.b"])
-
-    x = x0
-    for i in range(config.n_enc_layers):
-        out.append(attention_bound(f"enc.{i}.self_attn", params, config, x, x))
-        x = ln(f"enc.{i}.ln2")
-    memory = x if config.n_enc_layers else None
-    cross = config.arch == "encoder-decoder"
-    x = x0
-    for i in range(config.n_layers):
-        out.append(attention_bound(f"dec.{i}.self_attn", params, config, x, x))
-        if cross:
-            assert memory is not None
-            out.append(attention_bound(f"dec.{i}.cross_attn", params, config, ln(f"dec.{i}.ln1"), memory))
-        x = ln(f"dec.{i}.ln3" if cross else f"dec.{i}.ln2")
-    return out
-
-
-def score_bounds(config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None) -> list[float]:
-    """Score bound per attention layer (model order, see `score_bound_report`); for the manifest."""
-    return [b.score for b in score_bound_report(config, params, input_domain)]
-
-
-def fp16_scores_safe(config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None) -> bool:
-    """True when every layer's q, k and score bounds fit fp16 with FP16_MARGIN; else fp32 required."""
-    return all(b.fp16_safe for b in score_bound_report(config, params, input_domain))
+def fp16_safe(q_norm: float, k_norm: float, score: float) -> bool:
+    """True when q, k and score bounds all fit fp16 with FP16_MARGIN."""
+    return max(q_norm, k_norm, score) <= FP16_MAX / FP16_MARGIN

@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 
 def _fail(error: type[TickformerError], name: str, value: Any, must: str, hint: str) -> TickformerError:
-    return error(f"{name}={value!r} {must}" + (f"; {hint}" if hint else ""))
+    shown = f"{name} {value!r}" if name.startswith("--") else f"{name}={value!r}"  # a flag reads as typed
+    return error(f"{shown} {must}" + (f"; {hint}" if hint else ""))
 
 
 def is_int(value: Any) -> bool:

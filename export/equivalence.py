@@ -29,7 +29,9 @@ from tickformer.model.config import Config
 from tickformer.model.layers import linear, split_heads
 from tickformer.model.transformer import encode, forward
 
-from .graphs import cache_shape, io_names, step_feeds, step_outputs
+from tickformer.artifact.format import cache_shape, io_names, step_feeds, step_outputs
+
+from .ort_session import make_session
 
 Runner = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
 STALE = 1e30  # planted in the initial cache: finite, huge
@@ -37,10 +39,7 @@ STALE = 1e30  # planted in the initial cache: finite, huge
 
 def runners(graph: onnx.ModelProto) -> dict[str, Runner]:
     """The two ONNX engines on one graph: onnx.reference and onnxruntime CPU (1 thread)."""
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.log_severity_level = 3
-    session = ort.InferenceSession(graph.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
+    session = make_session(graph)
     reference = ReferenceEvaluator(graph)
     return {
         "ort": lambda feeds: session.run(None, dict(feeds)),
@@ -110,12 +109,31 @@ def _check_model(graph: onnx.ModelProto, params: Mapping[str, np.ndarray], confi
             rec.add3("model", {k: run({in_name: x[:, :t]})[0] for k, run in engines.items()}, ref)
 
 
-def _step_sequence(run: Runner, config: Config, x: np.ndarray, cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> np.ndarray:
-    """x.shape[1] positions through a step graph, cache pre-filled with STALE; returns [B, T, out]."""
-    batch, n = x.shape[0], x.shape[1]
-    rng = np.random.default_rng(1)
-    k = (STALE * rng.choice([-1.0, 1.0], size=cache_shape(config, batch))).astype(np.float32)  # [L, B, H, N, dh]
+def stale_caches(config: Config, batch: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """K and V caches [L, B, H, N, dh] filled with +-STALE: rows a correct step never reads."""
+    rng = np.random.default_rng(seed)
+    k = (STALE * rng.choice([-1.0, 1.0], size=cache_shape(config, batch))).astype(np.float32)
     v = (STALE * rng.choice([-1.0, 1.0], size=cache_shape(config, batch))).astype(np.float32)
+    return k, v
+
+
+def step_through(
+    run: Runner,
+    config: Config,
+    x: np.ndarray,
+    cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    *,
+    caches: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Run a step graph over every position of x ([B, T] tokens or [B, T, d_in]), writing
+    k_new / v_new back into cache row t as the runtime does; returns [B, T, out]. `run` maps
+    feeds to the graph's outputs (`runners`); caches: the initial (K, V) [L, B, H, N, dh],
+    zeros by default (`stale_caches` plants rows a correct step never reads). Not real-time."""
+    batch, n = x.shape[0], x.shape[1]
+    if caches is None:
+        k, v = np.zeros(cache_shape(config, batch), np.float32), np.zeros(cache_shape(config, batch), np.float32)
+    else:
+        k, v = caches
     ys = []
     for t in range(n):
         y, k_new, v_new = step_outputs(config, run(step_feeds(config, x[:, t : t + 1], t, k, v, cross)))
@@ -157,7 +175,7 @@ def check(
         _check_model(graphs["model"], params, config, inputs, rec, model_lengths)
         x = inputs[0][:, :steps]
         ref = forward(dict(params), config, x)  # [B, T, out]
-        rec.add3("step", {k: _step_sequence(run, config, x, None) for k, run in step.items()}, ref)
+        rec.add3("step", {k: step_through(run, config, x, caches=stale_caches(config, batch)) for k, run in step.items()}, ref)
     else:
         encoder = runners(graphs["encoder"])
         rng = np.random.default_rng(seed + 1)
@@ -174,7 +192,7 @@ def check(
             rec.add3("encoder", {k: o[0] for k, o in kv.items()}, ref_k)
             rec.add3("encoder", {k: o[1] for k, o in kv.items()}, ref_v)
             ref = forward(dict(params), config, tgt, src=src)  # unpadded source: padding must not matter
-            outs = {k: _step_sequence(run, config, tgt, (kv[k][0], kv[k][1], valid)) for k, run in step.items()}
+            outs = {k: step_through(run, config, tgt, (kv[k][0], kv[k][1], valid), caches=stale_caches(config, batch)) for k, run in step.items()}
             rec.add3("step", outs, ref)
         model_lengths = []
     if rec.failures:

@@ -284,15 +284,12 @@ def measure_error(graphs32: dict, graphs16: dict, params: dict, config, *, domai
     fp16 encoder's cross K/V vs the fp32 encoder graph (itself checked against numpy at export).
     Normwise: max|a - b| / max|b|.
     """
-    import onnxruntime as ort
-
     from tickformer.model.transformer import forward
 
+    from .ort_session import make_session
+
     def run(model, feeds):
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        return sess.run(None, feeds)
+        return make_session(model).run(None, feeds)
 
     rng = np.random.default_rng(seed)
     n = config.max_len
@@ -338,21 +335,9 @@ def measure_error(graphs32: dict, graphs16: dict, params: dict, config, *, domai
 
 
 def _step_through(step_model, seq: np.ndarray, cross: tuple | None, config) -> np.ndarray:
-    """Run a step graph over every position of seq [1, N] tokens (or [1, N, d_in]), writing
-    k_new/v_new back into the cache rows as the runtime does; returns [1, N, out]. Not
-    real-time (test/measurement helper)."""
-    import onnxruntime as ort
+    """The fp16 step graph over every position of seq (equivalence.step_through, zero caches)."""
+    from .equivalence import step_through
+    from .ort_session import make_session
 
-    from tickformer.export.graphs import cache_shape, step_feeds, step_outputs
-
-    sess = ort.InferenceSession(step_model.SerializeToString(), providers=["CPUExecutionProvider"])
-    n = seq.shape[1]
-    shape = cache_shape(config, 1)
-    k_cache, v_cache = np.zeros(shape, np.float32), np.zeros(shape, np.float32)  # [L, B, H, N, dh]
-    out = []
-    for pos in range(n):
-        y, k_new, v_new = step_outputs(config, sess.run(None, step_feeds(config, seq[:, pos : pos + 1], pos, k_cache, v_cache, cross)))
-        k_cache[:, :, :, pos] = k_new[:, :, :, 0]
-        v_cache[:, :, :, pos] = v_new[:, :, :, 0]
-        out.append(y[:, 0])
-    return np.stack(out, axis=1)  # [1, N, V]
+    sess = make_session(step_model)
+    return step_through(lambda feeds: sess.run(None, dict(feeds)), config, seq, cross)

@@ -2,7 +2,7 @@
 
 Written from the numpy parameters with `GraphBuilder` (no tracing), computing what
 model/transformer.py computes (Vaswani et al. 2017, post-LN). The I/O contract of every graph is
-documented in docs/artifact_format.md; in short (B batch, N max_len, L decoder layers, i < L):
+defined in `tickformer.artifact.format` (documented in docs/artifact_format.md); in short (B batch, N max_len, L decoder layers, i < L):
 
     model    x [B, T, d_in] -> y [B, T, d_out]   (tokens [B, T] -> logits [B, T, V]); T <= N
     step     x [B, d_in] (tokens [B]), pos [1], k_cache.i [B, H, dh, N], v_cache.i [B, H, N, dh]
@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 import onnx
 
+from tickformer.artifact.format import cache_shape, io_names, out_width, step_signature
 from tickformer.model.attention import causal_mask
 from tickformer.model.config import Config
 from tickformer.model.layers import positional_encoding
@@ -37,21 +38,6 @@ from tickformer.model.layers import positional_encoding
 from . import blocks as b
 from .blocks import Params
 from .builder import GraphBuilder
-
-
-def io_names(config: Config) -> tuple[str, str]:
-    """(input name, output name) of model.onnx / step.onnx for this config."""
-    return ("tokens", "logits") if config.inputs == "tokens" else ("x", "y")
-
-
-def out_width(config: Config) -> int:
-    return config.vocab_size if config.inputs == "tokens" else config.d_out
-
-
-def cache_shape(config: Config, batch: int, rows: int | None = None) -> list[int]:
-    """[L, B, H, N, dh] (rows=None) or [L, B, H, rows, dh]."""
-    n = config.max_len if rows is None else rows
-    return [config.n_layers, batch, config.n_heads, n, config.d_head]
 
 
 def _embed(g: GraphBuilder, params: Params, config: Config, x: str, pe_rows: str) -> str:
@@ -111,52 +97,6 @@ def build_model(params: Params, config: Config, batch: int, opset: int) -> onnx.
     y = _project_out(g, params, config, h)
     g.output(y, out_name, "float32", [batch, "T", out_width(config)])
     return g.model()
-
-
-def step_signature(config: Config, batch: int) -> dict[str, dict[str, tuple[str, list[int]]]]:
-    """{"inputs"|"outputs": {name: (dtype, shape)}} of step.onnx, in graph order: the one
-    definition build_step declares and runtime.artifact checks."""
-    in_name, out_name = io_names(config)
-    layer = cache_shape(config, batch)[1:]  # [B, H, N, dh]
-    row = cache_shape(config, batch, rows=1)[1:]  # [B, H, 1, dh]
-    inputs: dict[str, tuple[str, list[int]]] = {
-        in_name: ("int64", [batch]) if config.inputs == "tokens" else ("float32", [batch, config.d_in]),
-        "pos": ("int64", [1]),
-    }
-    outputs: dict[str, tuple[str, list[int]]] = {out_name: ("float32", [batch, out_width(config)])}
-    k_layer = layer[:2] + [config.d_head, config.max_len]  # [B, H, dh, N]: K stored transposed
-    for i in range(config.n_layers):
-        inputs[f"k_cache.{i}"], inputs[f"v_cache.{i}"] = ("float32", k_layer), ("float32", layer)
-        outputs[f"k_new.{i}"] = outputs[f"v_new.{i}"] = ("float32", row)
-    if config.arch == "encoder-decoder":
-        for i in range(config.n_layers):
-            inputs[f"cross_k.{i}"] = inputs[f"cross_v.{i}"] = ("float32", layer)
-        inputs["src_valid"] = ("bool", [batch, config.max_len])
-    return {"inputs": inputs, "outputs": outputs}
-
-
-def step_feeds(config: Config, x: np.ndarray, pos: int, k_cache: np.ndarray, v_cache: np.ndarray, cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Feeds for step.onnx from the host layout: x [B, 1, d_in] (tokens [B, 1]), stacked caches
-    [L, B, H, N, dh] (layer slices; K transposed to [B, H, dh, N], a copy unless k_cache is
-    already a transposed view such as runtime HostCache.k), cross = (cross_k, cross_v,
-    src_valid) or None. Not real-time (test and export helper)."""
-    in_name = io_names(config)[0]
-    feeds = {in_name: x.reshape(x.shape[0], *x.shape[2:]), "pos": np.array([pos], dtype=np.int64)}
-    for i in range(config.n_layers):
-        feeds[f"k_cache.{i}"] = np.ascontiguousarray(k_cache[i].swapaxes(-1, -2))  # [B, H, dh, N]
-        feeds[f"v_cache.{i}"] = v_cache[i]
-        if cross is not None:
-            feeds[f"cross_k.{i}"], feeds[f"cross_v.{i}"] = cross[0][i], cross[1][i]
-    if cross is not None:
-        feeds["src_valid"] = cross[2]
-    return feeds
-
-
-def step_outputs(config: Config, outs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """step.onnx's outputs (graph order) in the host layout: y [B, 1, out], and the new rows
-    stacked k_new, v_new [L, B, H, 1, dh]."""
-    y, rows = outs[0], outs[1:]
-    return y[:, None], np.stack(rows[0::2]), np.stack(rows[1::2])
 
 
 class _Shifted(NamedTuple):

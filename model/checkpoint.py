@@ -7,18 +7,17 @@ Layout of a checkpoint directory:
                       np.savez, loaded with allow_pickle=False (no code runs on load)
     checkpoint.json   {"format": "tickformer-checkpoint", "version": 1,
                        "files": {name: {"sha256": hex, "bytes": n}}, "meta": {...},
-                       "manifest_sha256": hex}  (its own hash: `manifest_digest`)
+                       "manifest_sha256": hex}  (its own hash: `tickformer.sealed.digest`)
     (extra files)     optional, listed and hashed in checkpoint.json like the others
                       (training writes metrics.json this way)
 
-The manifest carries its own SHA-256 (`manifest_digest`: canonical JSON without that key), so a
-corrupted or hand-edited value no file hash covers (e.g. meta.input_domain, which export uses)
-is refused. It is an integrity check, not a signature. `manifest_digest` is the one definition
-of this hash; the artifact format (runtime/artifact.py) uses it too. It lives here, in the
-numpy-only layer, so loading a checkpoint never imports onnx.
+The manifest is sealed (`tickformer.sealed`: its own SHA-256 over canonical JSON, shared with the
+artifact format), so a corrupted or hand-edited value no file hash covers (e.g.
+meta.input_domain, which export uses) is refused. It is an integrity check, not a signature.
 
-Writing is atomic: everything goes to a temporary sibling directory, is fsynced, and is moved
-into place with os.replace, so a crash never leaves a directory that loads. Loading verifies the
+Writing is atomic (`tickformer.durable.replace_dir`): everything goes to a temporary sibling
+directory, is fsynced, and is moved into place with os.replace, so a crash never leaves a
+directory that loads. Loading verifies the
 manifest, the set of files and every SHA-256 *before* parsing any weight, then checks every
 parameter's name, shape, dtype and finiteness against parameter_shapes(config); each failure
 raises CheckpointError naming exactly what is wrong and how to fix it.
@@ -28,12 +27,9 @@ Nothing here is real-time safe (file I/O); load once, before the control loop st
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
-import shutil
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +37,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from tickformer.durable import fsync_dir as _fsync_dir
-from tickformer.durable import write_synced as _write_file
+from tickformer import sealed
+from tickformer.durable import replace_dir
 from tickformer.errors import CheckpointError, ConfigError
 
 from .config import Config
@@ -54,7 +50,7 @@ MANIFEST = "checkpoint.json"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "weights.npz"
 PARAM_DTYPE = np.dtype(np.float32)
-MANIFEST_HASH = "manifest_sha256"
+MANIFEST_HASH = sealed.MANIFEST_HASH
 
 
 @dataclass(frozen=True)
@@ -67,17 +63,7 @@ class Checkpoint:
     path: Path | None = None
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def manifest_digest(manifest: Mapping[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of `manifest` without its MANIFEST_HASH key (sorted keys,
-    no whitespace, ASCII). The one definition, for checkpoint.json and the artifact's
-    manifest.json (runtime/artifact.py), used by every writer and reader."""
-    body = {key: value for key, value in manifest.items() if key != MANIFEST_HASH}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
+sha256_bytes = sealed.sha256_bytes
 
 
 def _jsonable(value: Any) -> Any:
@@ -187,31 +173,9 @@ def save_checkpoint(
         "files": {name: {"sha256": sha256_bytes(data), "bytes": len(data)} for name, data in sorted(files.items())},
         "meta": dict(meta or {}),
     }
-    sealed = json.loads(_dump_json(manifest, MANIFEST))  # JSON-normalised: what the reader parses
-    sealed[MANIFEST_HASH] = manifest_digest(sealed)
-    files[MANIFEST] = _dump_json(sealed, MANIFEST)
+    files[MANIFEST] = _dump_json(sealed.seal(json.loads(_dump_json(manifest, MANIFEST))), MANIFEST)
     check_target(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    old: Path | None = None
-    try:
-        for name, data in files.items():
-            _write_file(tmp / name, data)
-        _fsync_dir(tmp)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.replace(target, old / "ckpt")  # move the previous checkpoint aside
-        os.replace(tmp, target)
-        _fsync_dir(target.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and (old / "ckpt").exists() and not target.exists():
-            os.replace(old / "ckpt", target)  # put the previous checkpoint back
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    return target
+    return replace_dir(target, files, last=MANIFEST)
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
@@ -219,10 +183,9 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     if not manifest_path.is_file():
         raise CheckpointError(f"{root}: no {MANIFEST}; this is not a tickformer checkpoint directory (write one with `tickformer train`)")
     try:
-        manifest = json.loads(manifest_path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]
-        raise CheckpointError(f"{manifest_path}: not valid JSON ({reason}); the checkpoint is corrupted, retrain or restore it") from None
+        manifest = sealed.loads(manifest_path.read_bytes())
+    except ValueError as exc:  # JSONDecodeError is a ValueError; sealed.loads maps deep nesting to one
+        raise CheckpointError(f"{manifest_path}: not valid JSON ({str(exc)[:120]}); the checkpoint is corrupted, retrain or restore it") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise CheckpointError(f"{manifest_path}: format {got!r} is not {FORMAT!r}")
@@ -236,7 +199,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     recorded = manifest.get(MANIFEST_HASH)
     if not isinstance(recorded, str):
         raise CheckpointError(f"{manifest_path}: has no {MANIFEST_HASH} (an older or hand-edited manifest); retrain or restore it")
-    digest = manifest_digest(manifest)
+    digest = sealed.digest(manifest)
     if digest != recorded:
         raise CheckpointError(
             f"{manifest_path}: was modified after it was written (its content hashes to {digest[:16]}..., "

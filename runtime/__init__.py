@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .artifact import Artifact, open_artifact
-from .backends import REGISTRY as BACKENDS
-from .backends import backend_class
+from tickformer.artifact.reader import Artifact, open_artifact
 from tickformer.errors import ConfigError
 
+from .backends import REGISTRY as BACKENDS
+from .backends import backend_class
 from .control_loop import ControlLoop, LoopConfig, LoopStats
 from .session import CONTRACT_MODES, Session
 

@@ -27,7 +27,7 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import numpy as np
 
@@ -36,14 +36,11 @@ from tickformer.contracts.latency import check_budget, over_budget_ns
 from tickformer.contracts.output_bound import output_excess
 from tickformer.errors import ConfigError
 from tickformer.runtime.denormals import denormals_flushed, flushed_denormals
+from tickformer.runtime.steppable import Steppable
 
 FALLBACKS = ("hold", "safe")
 # per-tick outcome flags (bit mask, stored in the optional trace)
 OK, OVERRUN, VIOLATION, FAULT, MISSED = 0, 1, 2, 4, 8
-
-
-class Steppable(Protocol):
-    def step(self, x: np.ndarray) -> np.ndarray: ...
 
 
 def sleep_ns(duration_ns: int) -> None:

@@ -34,7 +34,7 @@ import numpy as np
 
 from tickformer.contracts.input_domain import check_values, validate_input
 from tickformer.errors import BackendError, ConfigError, ContextFull, InputError, SessionClosed, TickformerError
-from tickformer.runtime.artifact import Artifact
+from tickformer.artifact.reader import Artifact
 
 from .backends.base import Backend
 
@@ -92,7 +92,7 @@ class Session:
         self._source_set = False
         self.monitor = None
         if contracts != "off":
-            from tickformer.contracts.monitor import ContractMonitor
+            from .monitor import ContractMonitor
 
             self.monitor = ContractMonitor(contracts, input_domain=self.domain, output_bound=artifact.output_bound, budget_ns=budget_ns)
 

@@ -5,7 +5,7 @@ Builds the artifact's graphs into TensorRT engines with static shapes (min = opt
 persistent timing cache and a workspace limit, and records them (sha256, TensorRT version, GPU,
 compute capability, precision, options) in the artifact's manifest. Needs TensorRT, cuda-python
 and an NVIDIA GPU; without them it prints one line naming what is missing and exits 1.
-Details: tickformer.export.engine_build, docs/gpu.md.
+Details: tickformer.runtime.backends.tensorrt_engine, docs/gpu.md.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from tickformer.export.engine_build import HARDWARE_COMPAT, PRECISIONS
+    from tickformer.runtime.backends.tensorrt_engine import HARDWARE_COMPAT, PRECISIONS
 
     p = subparsers.add_parser(
         "build",
@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tickformer.export.engine_build import BuildOptions, build_engines
+    from tickformer.runtime.backends.tensorrt_engine import BuildOptions, build_engines
 
     options = BuildOptions(
         precision=args.precision, workspace_mib=args.workspace, timing_cache=args.timing_cache,

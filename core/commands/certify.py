@@ -1,7 +1,7 @@
 """`tickformer certify ART --budget-us B --out DIR`: worst-case latency certification of a step.
 
 Loads the artifact on a backend (default ort), runs the measurement campaign
-(tickformer.verify.certify), fits the tail with extreme value theory, writes certificate.json,
+(tickformer.certify), fits the tail with extreme value theory, writes certificate.json,
 latency_hist.png, exceedance.png and samples_ns.npy into DIR and prints a one-screen summary.
 Exit code: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (a user error also exits 1, with one line on stderr).
 See docs/certify.md.
@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import math
 from typing import Any
-
-import numpy as np
 
 from tickformer.errors import ConfigError
 
@@ -52,51 +50,12 @@ def _budget_ns(budget_us: float) -> float:
     return budget_us * 1e3
 
 
-def open_session(artifact: str, backend: str, threads: int = 1) -> Any:
-    """Load the artifact (hash-verified) with contracts off: the campaign times the bare step."""
-    from tickformer.runtime import load
-
-    options: dict[str, Any] = {"threads": threads} if backend == "ort" else {}  # GPU backends take other options
-    return load(artifact, backend=backend, contracts="off", **options)
-
-
-def prepare(session: Any, *, n_inputs: int, seed: int) -> np.ndarray:
-    """Inputs drawn from the declared domain; encoder-decoder artifacts get a random source."""
-    from tickformer.verify.certify import make_inputs
-
-    if session.config.arch == "encoder-decoder":
-        rng = np.random.default_rng(seed + 1)
-        src = rng.integers(0, session.config.vocab_size, size=(session.batch, session.max_len), dtype=np.int64)
-        session.set_source(src)
-    domain = (0, session.config.vocab_size - 1) if session.tokens else session.domain
-    return make_inputs(session.input_shape, session.input_dtype, domain, n_inputs, seed)
-
-
-def certify_artifact(artifact: str, *, backend: str, budget_ns: float, campaign: Any, evt_config: Any,
-                     threads: int = 1, progress: Any = None) -> tuple[dict[str, Any], np.ndarray]:
-    """Open, measure, analyze. Returns (report, durations_ns). Used by `certify` and `demo`."""
-    from tickformer.verify.certify import certify_session
-
-    session = open_session(artifact, backend, threads)
-    try:
-        inputs = prepare(session, n_inputs=campaign.n_inputs, seed=campaign.seed)
-        report, durations = certify_session(
-            session, budget_ns=budget_ns, inputs=inputs, max_len=session.max_len,
-            static_cache=bool(getattr(session.backend, "static_cache", False)), backend=backend,
-            artifact=artifact, campaign=campaign, evt_config=evt_config, progress=progress,
-        )
-    finally:
-        session.close()
-    report["conditions"]["threads"] = threads
-    return report, durations
-
-
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from tickformer.verify.certify import CampaignConfig, EvtConfig
-    from tickformer.verify.certify_report import summary, write_report
+    from tickformer.certify.campaign import CampaignConfig, EvtConfig, certify_artifact
+    from tickformer.certify.report import summary, write_report
 
     budget_ns = _budget_ns(args.budget_us)
     campaign = CampaignConfig(samples=args.samples, warmup=args.warmup, cpu=args.cpu, realtime=args.realtime,

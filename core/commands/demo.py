@@ -5,9 +5,9 @@ Stages (each a function, so a missing part of the checkout fails one stage with 
     1. train      the control model on the `pendulum` task (model/tasks.py), few steps
     2. export     to an ONNX artifact (export/artifact.py), max_len = the task's sequence length
     3. verify     the contracts on the exported artifact (tickformer.verify.properties on ORT)
-    4. certify    step latency on ONNX Runtime (verify/certify.py) against a per-step budget
+    4. certify    step latency on ONNX Runtime (tickformer.certify) against a per-step budget
                   derived from the control loop: tick budget / number of candidate actions
-    5. loop       closed loop on the simulated pendulum (model/plant.py) under ControlLoop
+    5. loop       closed loop on the simulated pendulum (tickformer.control) under ControlLoop
                   (runtime/control_loop.py), real wall-clock periods:
                     - model controller: one-step model-predictive choice among K candidate
                       torques, the next state of each predicted by the exported model on ORT
@@ -84,140 +84,10 @@ class DemoConfig:
         return self.tick_budget_ns // self.candidates
 
 
-# ----------------------------------------------------------------------------- controllers
+def reference(cfg: DemoConfig):
+    from tickformer.control import SineReference
 
-
-def reference(t: float, cfg: DemoConfig) -> tuple[float, float]:
-    """theta_ref(t) = A sin(2 pi t / T) and its derivative."""
-    w = 2.0 * math.pi / cfg.ref_period_s
-    return cfg.amplitude * math.sin(w * t), cfg.amplitude * w * math.cos(w * t)
-
-
-class _OneStepMPC:
-    """Choose u among K candidates minimizing, over the predicted next state (theta', omega'),
-    (theta' - theta_ref')^2 + w (omega' - omega_des)^2 with omega_des = omega_ref' + kp (theta_ref' - theta').
-
-    obs [4] = (theta, omega, theta_ref(t + dt), omega_ref(t + dt)); returns the action buffer [1].
-    """
-
-    def __init__(self, cfg: DemoConfig, u_max: float) -> None:
-        self.cand = np.linspace(-u_max, u_max, cfg.candidates)  # [K]
-        self.pred = np.zeros((cfg.candidates, 2))  # [K, 2] predicted next states
-        self.cost = np.zeros(cfg.candidates)  # [K]
-        self.out = np.zeros(1, dtype=np.float32)  # [1]
-        self.kp, self.w = cfg.kp, cfg.w_omega
-
-    def predict(self, obs: np.ndarray) -> bool:  # fill self.pred; False = prediction unusable
-        raise NotImplementedError
-
-    def step(self, obs: np.ndarray) -> np.ndarray:
-        if not self.predict(obs):
-            self.out[0] = np.nan  # a broken prediction -> non-finite action -> loop's fallback
-            return self.out
-        th_r, om_r = obs[2], obs[3]
-        p = self.pred
-        for j in range(self.cand.size):
-            om_des = om_r + self.kp * (th_r - p[j, 0])
-            self.cost[j] = (p[j, 0] - th_r) ** 2 + self.w * (p[j, 1] - om_des) ** 2
-        self.out[0] = self.cand[int(np.argmin(self.cost))]
-        return self.out
-
-
-class ModelMPC(_OneStepMPC):
-    """The learned model on a runtime session: per candidate, reset() + one step at position 0.
-    Model outputs are checked with the output-bound contract (contracts.output_bound); a violation
-    makes the action non-finite, so the ControlLoop counts it and falls back."""
-
-    def __init__(self, cfg: DemoConfig, u_max: float, session: Any, norm: dict[str, Any], output_bound: float | None) -> None:
-        super().__init__(cfg, u_max)
-        from tickformer.contracts.output_bound import output_excess
-
-        self._excess = output_excess
-        self.session = session
-        self.bound = output_bound
-        self.x = np.zeros(session.input_shape, dtype=np.float32)  # [1, 1, 3]
-        self.xm, self.xs = np.asarray(norm["x_mean"]), np.asarray(norm["x_std"])  # [3], [3]
-        self.dm, self.ds = np.asarray(norm["dy_mean"]), np.asarray(norm["dy_std"])  # [2], [2]
-        lo, hi = session.domain
-        self.lo, self.hi = lo, hi
-
-    def predict(self, obs: np.ndarray) -> bool:
-        s = self.session
-        x = self.x
-        th = (obs[0] - self.xm[0]) / self.xs[0]
-        om = (obs[1] - self.xm[1]) / self.xs[1]
-        if not (self.lo <= th <= self.hi and self.lo <= om <= self.hi):
-            return False  # state outside the model's declared input domain
-        for j in range(self.cand.size):
-            s.reset()
-            x[0, 0, 0] = th
-            x[0, 0, 1] = om
-            x[0, 0, 2] = (self.cand[j] - self.xm[2]) / self.xs[2]
-            y = s.step(x)  # [1, 1, 2] standardized state change
-            if self._excess(y, self.bound) > 0.0:
-                return False
-            self.pred[j, 0] = obs[0] + self.dm[0] + self.ds[0] * y[0, 0, 0]
-            self.pred[j, 1] = obs[1] + self.dm[1] + self.ds[1] * y[0, 0, 1]
-        return True
-
-
-class TrueMPC(_OneStepMPC):
-    """The same controller with the true plant model (model.plant.pendulum_step)."""
-
-    def __init__(self, cfg: DemoConfig, u_max: float, plant_params: Any) -> None:
-        super().__init__(cfg, u_max)
-        from tickformer.model.plant import pendulum_step
-
-        self._f = pendulum_step
-        self.params = plant_params
-        self.states = np.zeros((cfg.candidates, 2))  # [K, 2]
-
-    def predict(self, obs: np.ndarray) -> bool:
-        self.states[:, 0] = obs[0]
-        self.states[:, 1] = obs[1]
-        self.pred[:] = self._f(self.states, self.cand, self.params)  # [K, 2]
-        return True
-
-
-class SimulatedPlant:
-    """The pendulum advanced one dt per control tick, zero-order hold on the actuated torque.
-    observe(k) first advances through any skipped ticks with the held torque."""
-
-    def __init__(self, cfg: DemoConfig, plant_params: Any, n_ticks_max: int) -> None:
-        from tickformer.model.plant import pendulum_step
-
-        self._f = pendulum_step
-        self.cfg, self.params = cfg, plant_params
-        self.state = np.zeros(2)
-        self.k = 0
-        self.u = 0.0
-        self.obs = np.zeros(4)  # [theta, omega, theta_ref', omega_ref']
-        self.theta = np.full(n_ticks_max + 1, np.nan)  # [n] theta at each plant tick
-        self.theta[0] = 0.0
-
-    def _advance(self) -> None:
-        self.state = self._f(self.state, self.u, self.params)
-        self.k += 1
-        if self.k < self.theta.size:
-            self.theta[self.k] = self.state[0]
-
-    def observe(self, k: int) -> np.ndarray:
-        while self.k < k:  # skipped periods: the plant kept moving under the held torque
-            self._advance()
-        th_r, om_r = reference((k + 1) * self.params.dt, self.cfg)
-        self.obs[0], self.obs[1], self.obs[2], self.obs[3] = self.state[0], self.state[1], th_r, om_r
-        return self.obs
-
-    def actuate(self, u: np.ndarray) -> None:
-        self.u = float(u[0])
-        self._advance()
-
-    def tracking(self) -> dict[str, float]:
-        n = min(self.k, self.theta.size - 1)
-        t = np.arange(1, n + 1) * self.params.dt  # [n]
-        ref = self.cfg.amplitude * np.sin(2 * np.pi * t / self.cfg.ref_period_s)  # [n]
-        err = self.theta[1 : n + 1] - ref  # [n]
-        return {"rms_rad": float(np.sqrt(np.mean(err**2))), "max_abs_rad": float(np.max(np.abs(err))), "plant_ticks": int(n)}
+    return SineReference(cfg.amplitude, cfg.ref_period_s)
 
 
 # ----------------------------------------------------------------------------- stages
@@ -237,9 +107,9 @@ def stage_train(out: Path, cfg: DemoConfig, progress: bool) -> dict[str, Any]:
 
 
 def stage_export(out: Path, checkpoint: str) -> dict[str, Any]:
-    from tickformer.export.artifact import export_artifact
+    from tickformer.artifact import open_artifact
+    from tickformer.export.writer import export_artifact
     from tickformer.model.tasks import PENDULUM_STEPS
-    from tickformer.runtime.artifact import open_artifact
 
     art = export_artifact(checkpoint, out / "artifact", max_len=PENDULUM_STEPS)
     manifest = open_artifact(art).manifest
@@ -249,14 +119,11 @@ def stage_export(out: Path, checkpoint: str) -> dict[str, Any]:
 
 
 def stage_verify(out: Path, artifact: str, cfg: DemoConfig) -> dict[str, Any]:
-    """Contracts on the exported artifact: helper C's property checks (tickformer.verify.properties:
-    finite outputs over the declared domain, causality, step == full pass, stale-cache isolation,
-    numpy vs ORT) run on the artifact through the real runtime."""
-    try:
-        from tickformer.verify.models import open_model
-        from tickformer.verify.properties import verify_model
-    except ImportError as exc:
-        return {"status": "skipped", "reason": f"the contract checker is not in this checkout ({exc})"}
+    """Contracts on the exported artifact (tickformer.verify.properties: finite outputs over the
+    declared domain, causality, step == full pass, stale-cache isolation, numpy vs ORT) run on the
+    artifact through the real runtime."""
+    from tickformer.verify.properties import open_model, verify_model
+
     model = open_model(artifact, backend="ort", max_t=8)
     try:
         results = verify_model(model, examples=cfg.verify_examples, seed_value=cfg.seed, out_dir=out / "verify")
@@ -269,9 +136,8 @@ def stage_verify(out: Path, artifact: str, cfg: DemoConfig) -> dict[str, Any]:
 
 
 def stage_certify(out: Path, artifact: str, cfg: DemoConfig, progress: Callable[[int], None] | None) -> dict[str, Any]:
-    from tickformer.commands.certify import certify_artifact
-    from tickformer.verify.certify import CampaignConfig, EvtConfig
-    from tickformer.verify.certify_report import write_report
+    from tickformer.certify.campaign import CampaignConfig, EvtConfig, certify_artifact
+    from tickformer.certify.report import write_report
 
     report, durations = certify_artifact(artifact, backend="ort", budget_ns=float(cfg.step_budget_ns),
                                          campaign=CampaignConfig(samples=cfg.samples, warmup=1000, seed=cfg.seed),
@@ -286,9 +152,10 @@ def stage_certify(out: Path, artifact: str, cfg: DemoConfig, progress: Callable[
 
 
 def run_loop(controller: Any, cfg: DemoConfig, plant_params: Any, u_max: float) -> dict[str, Any]:
+    from tickformer.control import SimulatedPlant
     from tickformer.runtime.control_loop import ControlLoop, LoopConfig
 
-    plant = SimulatedPlant(cfg, plant_params, n_ticks_max=cfg.ticks * 64)
+    plant = SimulatedPlant(plant_params, reference(cfg), n_ticks_max=cfg.ticks * 64)
     loop = ControlLoop(controller, LoopConfig(period_ns=cfg.period_ns, budget_ns=cfg.tick_budget_ns, fallback="hold",
                                               safe_action=(0.0,), output_bound=u_max, hist_bin_ns=50_000, hist_bins=200))
     # warm the controller (first-call paths of the backend) outside the loop
@@ -300,7 +167,9 @@ def run_loop(controller: Any, cfg: DemoConfig, plant_params: Any, u_max: float) 
 
 
 def open_loop(cfg: DemoConfig, plant_params: Any) -> dict[str, Any]:
-    plant = SimulatedPlant(cfg, plant_params, n_ticks_max=cfg.ticks)
+    from tickformer.control import SimulatedPlant
+
+    plant = SimulatedPlant(plant_params, reference(cfg), n_ticks_max=cfg.ticks)
     zero = np.zeros(1)
     for k in range(cfg.ticks):
         plant.observe(k)
@@ -309,18 +178,21 @@ def open_loop(cfg: DemoConfig, plant_params: Any) -> dict[str, Any]:
 
 
 def stage_loop(artifact: str, checkpoint: str, cfg: DemoConfig, output_bound: float | None) -> dict[str, Any]:
+    from tickformer.control import ModelMPC, TrueMPC
     from tickformer.model.checkpoint import load_checkpoint
     from tickformer.model.plant import PendulumParams
     from tickformer.runtime import load
 
     meta = load_checkpoint(checkpoint).meta
     plant_params = PendulumParams(**meta["plant"])
+    weights = {"kp": cfg.kp, "w_omega": cfg.w_omega}
     session = load(artifact, backend="ort", contracts="off")
     try:
-        model = run_loop(ModelMPC(cfg, plant_params.u_max, session, meta["norm"], output_bound), cfg, plant_params, plant_params.u_max)
+        controller = ModelMPC(cfg.candidates, plant_params.u_max, session, meta["norm"], output_bound, **weights)
+        model = run_loop(controller, cfg, plant_params, plant_params.u_max)
     finally:
         session.close()
-    true = run_loop(TrueMPC(cfg, plant_params.u_max, plant_params), cfg, plant_params, plant_params.u_max)
+    true = run_loop(TrueMPC(cfg.candidates, plant_params, **weights), cfg, plant_params, plant_params.u_max)
     return {"model": model, "true": true, "open_loop": open_loop(cfg, plant_params), "dt_s": plant_params.dt}
 
 

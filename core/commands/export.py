@@ -28,8 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tickformer.contracts.input_domain import parse_domain
-    from tickformer.export.artifact import export_artifact
-    from tickformer.runtime.artifact import open_artifact
+    from tickformer.export.writer import export_artifact
+    from tickformer.artifact import open_artifact
 
     domain = None if args.domain is None else parse_domain(args.domain)
     out = export_artifact(args.checkpoint, args.out, max_len=args.max_len, batch=args.batch, opset=args.opset, domain=domain, seed=args.seed, precision=args.precision)

@@ -51,7 +51,7 @@ def summary(manifest: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tickformer.runtime.artifact import open_artifact
+    from tickformer.artifact import open_artifact
 
     art = open_artifact(args.artifact)  # verifies every hash first
     if args.json:

@@ -13,6 +13,7 @@ import json
 import time
 from pathlib import Path
 
+from tickformer.durable import atomic_write
 from tickformer.errors import ConfigError
 
 
@@ -25,14 +26,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the results as JSON")
     p.add_argument("--assurance", action="store_true", help="print the assurance table and write it as markdown")
     p.add_argument("--no-proofs", action="store_true", help="with --assurance: do not run CrossHair (verdicts 'not run')")
-    p.add_argument("--assurance-out", type=Path, default=None, metavar="FILE", help="markdown path (default docs/assurance.md of this checkout)")
+    p.add_argument("--assurance-out", type=Path, default=Path("docs/assurance.md"), metavar="FILE", help="markdown path (default docs/assurance.md)")
+    p.add_argument("--tests", type=Path, default=Path("tests/contracts"), metavar="DIR",
+                   help="the property tests whose example counts the table shows (default tests/contracts of the checkout in the current directory)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tickformer.verify import prove
+    from tickformer.verify.proofs import crosshair as prove
 
     console = Console()
     if args.per_condition_timeout <= 0 or args.total_timeout <= 0 or args.jobs < 1:
@@ -65,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 def _print_results(console, outcomes, wall: float) -> None:
     from rich.table import Table
 
-    from tickformer.verify.prove import COUNTEREXAMPLE
+    from tickformer.verify.proofs.crosshair import COUNTEREXAMPLE
 
     table = Table(title="tickformer prove (CrossHair, PEP 316 conditions)")
     for col in ("contract", "spec", "values", "conditions", "verdict", "cpu s", "wrong twin", "twin"):
@@ -97,7 +100,7 @@ def _assurance(console, outcomes, args: argparse.Namespace) -> None:
 
     from tickformer.verify import assurance
 
-    rows = assurance.build_table(outcomes)
+    rows = assurance.build_table(outcomes, tests_root=args.tests)
     table = Table(title="Assurance table", show_lines=True)
     for col in ("contract", "bound", "proofs / wrong twins", "property tests", "run-time monitor", "tickformer verify"):
         table.add_column(col, overflow="fold")
@@ -107,9 +110,7 @@ def _assurance(console, outcomes, args: argparse.Namespace) -> None:
         table.add_row(f"{r['contract']}\n{r['statement']}", r["bound"] or "-", proofs, tests, r["monitor"], r["exported"] or "-")
     console.print(table)
     note = "Proof verdicts from this run." if outcomes else "Proofs not run (`--no-proofs`): verdicts show 'not run'."
-    out = args.assurance_out or Path(assurance.__file__).resolve().parent.parent / "docs" / "assurance.md"
+    out = args.assurance_out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(assurance.to_markdown(rows, note))
-    tmp.replace(out)
+    atomic_write(out, assurance.to_markdown(rows, note).encode())
     console.print(f"wrote {out}")

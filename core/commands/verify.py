@@ -48,8 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from tickformer.contracts.input_domain import parse_domain
-    from tickformer.verify.models import open_model
-    from tickformer.verify.properties import verify_model
+    from tickformer.verify.properties import open_model, verify_model
 
     if args.examples < 1:
         raise ConfigError(f"--examples {args.examples} must be >= 1")

@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tickformer.export.graphs import cache_shape, out_width
-from tickformer.runtime.artifact import Artifact
+from tickformer.artifact.format import cache_shape, out_width
+from tickformer.artifact.reader import Artifact
 
 
 class Backend(abc.ABC):

@@ -27,7 +27,7 @@ import numpy as np
 from tickformer.model.attention import SoftmaxState, attention, causal_mask, chunk_state, empty_state, finalize, merge, scaled_scores
 from tickformer.model.layers import feed_forward, layer_norm, linear, merge_heads, positional_encoding, split_heads
 from tickformer.model.transformer import ATTN_NAMES, FFN_NAMES, encode, forward, project_out, sublayer_params
-from tickformer.runtime.artifact import Artifact
+from tickformer.artifact.reader import Artifact
 
 from .base import Backend
 from .layout import HostCache

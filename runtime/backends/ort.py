@@ -1,10 +1,8 @@
 """ONNX Runtime (CPU) backend: step.onnx over a host-resident static KV cache.
 
-Session options (`session_options`) are chosen for latency and determinism: one intra-op thread
-(no thread-pool wake-ups; results independent of scheduling), one inter-op thread, sequential
-execution, full graph optimisation (constant folding of the transposed weights, LayerNorm and
-MatMul+Add fusions), memory arena and memory patterns on (static shapes: the allocation plan is
-reused every run). Binding strategy, chosen by measurement (docs/export_runtime.md):
+Session options are the package's one choice for latency and determinism
+(`tickformer.export.ort_session.session_options`: one intra-op thread, sequential execution,
+full graph optimisation, memory patterns on). Binding strategy, chosen by measurement (docs/export_runtime.md):
 `binding="iobinding"` (default) binds every input and output to the preallocated host buffers
 once, so a step copies nothing and allocates nothing on the Python side; `binding="run"` feeds
 the buffers to `InferenceSession.run` and copies its fresh outputs into the staging buffers.
@@ -13,7 +11,7 @@ slices i of the stacked host caches (HostCache: K transposed [L, B, H, dh, N], V
 read in place; x and y are views of the session's [B, 1, .] buffers in the graph's 2-D shape.
 
 Loading (not real-time): each graph's bytes are read once, hash-checked against the manifest and
-refused if any tensor keeps external data (`runtime.artifact.verified_graph_bytes`), and those
+refused if any tensor keeps external data (`tickformer.artifact.reader.verified_graph_bytes`), and those
 bytes -- never the path -- go to `ort.InferenceSession`, so a file swapped after `open_artifact`
 is never run. The session's inputs and outputs (names, element types, shapes) must then equal
 the manifest's graph spec, which `open_artifact` checked against the config: a graph with
@@ -35,9 +33,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import onnxruntime as ort
 
-from tickformer.errors import ArtifactError, BackendError, ConfigError
-from tickformer.export.graphs import io_names, step_signature
-from tickformer.runtime.artifact import Artifact, verified_graph_bytes
+from tickformer import validation
+from tickformer.artifact.format import io_names, step_signature
+from tickformer.artifact.reader import Artifact, verified_graph_bytes
+from tickformer.errors import ArtifactError, BackendError
+from tickformer.export.ort_session import session_options
 
 from .base import Backend
 from .layout import HostCache
@@ -60,30 +60,6 @@ def check_signature(session: Any, spec: dict[str, Any], where: str) -> None:
             )
 
 
-def session_options(threads: int = 1, *, optimization: str = "all") -> ort.SessionOptions:
-    """Latency/determinism options shared by the CPU and GPU ORT backends. Not real-time."""
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise ConfigError(f"threads={threads!r} must be a positive integer (1 = deterministic, lowest jitter)")
-    levels = {
-        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    }
-    if optimization not in levels:
-        raise ConfigError(f"optimization={optimization!r} is not one of {sorted(levels)}")
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.graph_optimization_level = levels[optimization]
-    opts.enable_cpu_mem_arena = True
-    opts.enable_mem_pattern = True
-    opts.use_deterministic_compute = True
-    opts.log_severity_level = 3  # errors only
-    return opts
-
-
 def _view(buffer: np.ndarray, shape: list[int], name: str) -> np.ndarray:
     """buffer in the graph's shape, as a view: IOBinding reads and writes through the pointer, so
     a silent copy (reshape of a non-contiguous array) would bind memory nobody owns."""
@@ -102,9 +78,7 @@ class OrtBackend(Backend):
 
     def __init__(self, artifact: Artifact, *, threads: int = 1, binding: str = "iobinding", optimization: str = "all") -> None:
         super().__init__(artifact)
-        if binding not in BINDINGS:
-            raise ConfigError(f"binding={binding!r} is not one of {BINDINGS}")
-        self.binding = binding
+        self.binding = validation.one_of(binding, "binding", BINDINGS)
         self._opts = session_options(threads, optimization=optimization)
         cfg, batch = self.config, artifact.batch
         self._step = self._session("step")

@@ -4,7 +4,7 @@ The step graph runs with device-side IOBinding: every device buffer is a CUDA `O
 allocated once (`OrtValue.ortvalue_from_numpy(..., "cuda", device)`) and bound once, the KV cache
 included, so the cache never leaves the GPU. The cache is kept stacked, K transposed
 [L, B, H, dh, N] (the step graph's k_cache.i layout) and V [L, B, H, N, dh], and so are the staged rows k_new, v_new [L, B, H, 1, dh] (and cross K/V); the step graph takes
-one tensor per layer (format 2, `export.graphs.step_signature`), so layer i's k_cache.i, k_new.i,
+one tensor per layer (format 2, `tickformer.artifact.format.step_signature`), so layer i's k_cache.i, k_new.i,
 ... are bound by address to slice i of their stack (`bind_input` / `bind_output` at
 base + i * pitch; the pitch is the slice rounded up to 256 bytes, `layout.layer_pitch`: the
 TensorRT EP hands these addresses to TensorRT, which requires 256-byte alignment). x and y live in the session's layout [B, 1, d_in] /
@@ -53,14 +53,15 @@ from typing import Any
 
 import numpy as np
 
-from tickformer.errors import BackendError, BackendUnavailable, ConfigError
-from tickformer.export.graphs import io_names, step_signature
-from tickformer.runtime.artifact import Artifact, verified_graph_bytes
+from tickformer import validation
+from tickformer.artifact.format import ORT_TRT_CACHE, io_names, step_signature
+from tickformer.artifact.reader import Artifact, verified_graph_bytes
+from tickformer.errors import BackendError, BackendUnavailable
+from tickformer.export.ort_session import session_options
 
 from .base import Backend
 from .layout import commit_copies, layer_pitch, stacked_shapes
 
-ORT_TRT_CACHE = "ort-trt-cache"
 _DEVICE = "cuda"
 
 
@@ -82,10 +83,8 @@ class OrtCudaBackend(Backend):
     def __init__(self, artifact: Artifact, *, device_id: int = 0, cuda_graph: bool = True,
                  precision: str | None = None, workspace_mib: int = 1024) -> None:
         super().__init__(artifact)
-        if not isinstance(device_id, int) or device_id < 0:
-            raise ConfigError(f"device_id={device_id!r} must be a non-negative integer")
-        if precision not in (None, "fp32", "fp16"):
-            raise ConfigError(f"precision={precision!r} is not one of None, 'fp32', 'fp16'")
+        validation.nonneg_int(device_id, "device_id")
+        validation.one_of(precision, "precision", (None, "fp32", "fp16"))
         ort = _ort()
         available = ort.get_available_providers()
         if self.provider not in available:
@@ -96,8 +95,6 @@ class OrtCudaBackend(Backend):
             )
         self._ort = ort
         self.device_id, self.precision, self.workspace_mib = device_id, precision, workspace_mib
-        from .ort import session_options
-
         self._opts = session_options(1)
         cfg, batch = self.config, artifact.batch
         self._in_name, self._out_name = io_names(cfg)
@@ -201,7 +198,7 @@ class OrtCudaBackend(Backend):
     @staticmethod
     def _try_cudart() -> Any:
         try:
-            from tickformer.export.engine_build import require_cudart
+            from .cuda import require_cudart
 
             return require_cudart()
         except BackendUnavailable:
@@ -228,7 +225,7 @@ class OrtCudaBackend(Backend):
         """Device path: fixed-size strided device copies (module docstring). Host-mirror path: a
         column (K) / row (V) write and a fixed-size upload per cache."""
         if self._cudart is not None:
-            from tickformer.export.engine_build import cuda_check
+            from .cuda import cuda_check
 
             c = self._cudart
             kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice

@@ -7,7 +7,7 @@ cross K/V of an encoder-decoder likewise), one device buffer per other engine I/
 host staging for the per-step input x, the position and the output y (`cudaMallocHost`, viewed
 as numpy arrays in the session's layout [B, 1, d_in] / [B, 1, d_out]: the same bytes as the
 graph's [B, d_in] / [B, d_out]), and one dedicated non-blocking stream. The step graph takes one
-tensor per layer (format 2, `export.graphs.step_signature`): layer i's k_cache.i / k_new.i / ...
+tensor per layer (format 2, `tickformer.artifact.format.step_signature`): layer i's k_cache.i / k_new.i / ...
 is bound to slice i of its stack, at base + i * pitch, where the pitch is the slice rounded up to
 256 bytes (`layer_pitch`: TensorRT requires every tensor address to be 256-byte aligned; a
 [B, H, 1, dh] row slice is often not a multiple of 256). Every tensor address is bound once with
@@ -28,7 +28,7 @@ unchanged. `cache()` returns the logical layout, K transposed back on the host.
 
 Engines are taken from the manifest only: before deserializing, the TensorRT version, GPU and
 compute capability recorded at build time must match this machine, and the engine's bytes must
-hash to the manifest's sha256 (export/engine_build.py: engine_entry, engine_bytes). After
+hash to the manifest's sha256 (runtime/backends/tensorrt_engine.py: engine_entry, engine_bytes). After
 deserializing, the step engine's I/O names, shapes and dtypes must equal `step_signature`
 exactly (BackendError otherwise: an engine built from another graph format is refused).
 
@@ -50,18 +50,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tickformer.errors import BackendError, BackendUnavailable, ConfigError
-from tickformer.export.engine_build import (
-    cuda_check,
-    device_info,
-    dims_tuple,
-    engine_bytes,
-    engine_entry,
-    require_cudart,
-    require_tensorrt,
-)
-from tickformer.export.graphs import io_names, step_signature
-from tickformer.runtime.artifact import Artifact
+from tickformer import validation
+from tickformer.artifact.format import io_names, step_signature
+from tickformer.artifact.reader import Artifact
+from tickformer.errors import BackendError, BackendUnavailable
+
+from .cuda import cuda_check, device_info, dims_tuple, require_cudart, require_tensorrt
+from .tensorrt_engine import engine_bytes, engine_entry
 
 from .base import Backend
 from .layout import commit_copies, layer_pitch, stacked_shapes
@@ -156,8 +151,7 @@ class TensorRTBackend(Backend):
 
     def __init__(self, artifact: Artifact, *, precision: str | None = None, cuda_graph: bool = True) -> None:
         super().__init__(artifact)
-        if precision not in (None, "fp32", "fp16"):
-            raise ConfigError(f"precision={precision!r} is not one of None, 'fp32', 'fp16'")
+        validation.one_of(precision, "precision", (None, "fp32", "fp16"))
         require_tensorrt()
         cudart = require_cudart()
         import tensorrt as trt

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tickformer.export.artifact import export_params
+from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 from tickformer.model.checkpoint import save_checkpoint
 

@@ -40,7 +40,7 @@ def test_outputs_finite_and_bounded_over_domain_edges(t, dtype, data):
 
 
 def test_runtime_step_agrees_with_model_within_decode_tolerance(tmp_path):
-    export = pytest.importorskip("tickformer.export.artifact")
+    export = pytest.importorskip("tickformer.export.writer")
     runtime = pytest.importorskip("tickformer.runtime")
     from tickformer.model.checkpoint import Checkpoint
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings, target
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tickformer.contracts.score_bound import FP16_MAX, fp16_scores_safe, score_bound_report, score_bounds
+from tickformer.export.score_bounds import FP16_MAX, fp16_scores_safe, score_bound_report, score_bounds
 from tickformer.model.config import preset
 from tickformer.model.transformer import forward, init_params
 

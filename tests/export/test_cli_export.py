@@ -33,7 +33,7 @@ def test_export_then_inspect(ckpt, tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        (["--max-len", "99"], "--max-len 99 must be in 1..16"),
+        (["--max-len", "99"], "--max-len 99 must be an integer in 1..16"),
         (["--opset", "12"], "--opset 12 is not supported"),
         (["--domain", "3:-3"], "is empty"),
         (["--batch", "0"], "--batch 0"),

@@ -10,7 +10,7 @@ import pytest
 
 from tickformer import runtime
 from tickformer.errors import ExportError
-from tickformer.export.artifact import export_params
+from tickformer.export.writer import export_params
 from tickformer.model import forward, init_params, preset
 
 

@@ -18,7 +18,8 @@ from onnx import helper, numpy_helper
 from tickformer.errors import ExportError
 from tickformer.export import trt_support as ts
 from tickformer.export.fp16 import FP32_OPS, UNIT_ROUNDOFF_FP16, error_bound, to_fp16
-from tickformer.export.graphs import build_graphs, step_feeds, step_outputs
+from tickformer.artifact.format import step_feeds, step_outputs
+from tickformer.export.graphs import build_graphs
 from tickformer.model.config import preset
 from tickformer.model.transformer import forward, init_params
 

@@ -31,7 +31,7 @@ def saved(tmp_path: Path) -> tuple[Path, dict]:
 
 def _rewrite_manifest(path: Path, edit) -> None:
     """Edit checkpoint.json and recompute its self-hash, so the checks behind it run."""
-    from tickformer.model.checkpoint import MANIFEST_HASH, manifest_digest
+    from tickformer.sealed import MANIFEST_HASH, digest as manifest_digest
 
     manifest = json.loads((path / MANIFEST).read_text())
     edit(manifest)

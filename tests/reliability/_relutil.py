@@ -56,11 +56,11 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def resealed(doc: Any, original: Any | None = None) -> Any:
-    """doc with its self-hash ("manifest_sha256", runtime.artifact.manifest_digest) recomputed,
+    """doc with its self-hash ("manifest_sha256", tickformer.sealed.digest) recomputed,
     as whoever rewrites a manifest can do (the hash detects corruption, it is no signature), so
     the *schema* checks behind it are exercised. Left as is when doc has no self-hash, or when
     `original` is given and the mutation changed or removed the self-hash itself."""
-    from tickformer.runtime.artifact import MANIFEST_HASH, seal_manifest
+    from tickformer.sealed import MANIFEST_HASH, seal as seal_manifest
 
     if not isinstance(doc, dict) or MANIFEST_HASH not in doc:
         return doc

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # for `import _relutil` (importl
 
 import _relutil  # noqa: E402
 
-from tickformer.export.artifact import export_params  # noqa: E402
+from tickformer.export.writer import export_params  # noqa: E402
 from tickformer.model import init_params, preset  # noqa: E402
 from tickformer.model.checkpoint import save_checkpoint  # noqa: E402
 

@@ -26,7 +26,7 @@ from tickformer import runtime
 from tickformer.errors import ArtifactError, CheckpointError, TickformerError
 from tickformer.model.checkpoint import load_checkpoint
 from tickformer.model.config import Config
-from tickformer.runtime.artifact import open_artifact
+from tickformer.artifact.reader import open_artifact
 
 STRIDE = 251  # besides the first/last/middle bytes, every 251st byte of every file is flipped
 MANIFEST_STRIDE = 3  # every 3rd byte of a manifest (all its lines and fields)
@@ -241,8 +241,8 @@ def test_extra_and_renamed_artifact_files_are_named(art_src, tmp_path):
 def test_unhashed_caches_and_interrupted_write_leftovers_are_not_reported(art_src, tmp_path):
     """What TensorRT builds and atomic writes leave inside an artifact, and nothing reads, does not
     block loading; the names are the ones those modules use."""
-    from tickformer.export.engine_build import TIMING_CACHE
-    from tickformer.runtime.artifact import UNHASHED_CACHES
+    from tickformer.runtime.backends.tensorrt_engine import TIMING_CACHE
+    from tickformer.artifact.reader import UNHASHED_CACHES
     from tickformer.runtime.backends.ort_gpu import ORT_TRT_CACHE
 
     assert UNHASHED_CACHES == {TIMING_CACHE, ORT_TRT_CACHE}

@@ -6,7 +6,7 @@ B (A is in place before the child starts); the parent kills it after a random de
 Then the target, and every hidden temp directory left beside it, must either be refused with our
 error or load as exactly A or exactly B (every file hash equal to one of the two manifests).
 
-Writers covered: export.artifact.write_atomic (the artifact writer, in a tight loop so kills land
+Writers covered: export.writer.write_artifact (the artifact writer, in a tight loop so kills land
 in every phase: file writes, fsync, the two renames), export.artifact.export_params (the whole
 export, build and checks included), model.checkpoint.save_checkpoint, and
 export.engine_build.update_manifest (the manifest rewrite a TensorRT build ends with; the
@@ -29,10 +29,10 @@ import pytest
 
 import _relutil as ru
 from tickformer.errors import ArtifactError, CheckpointError
-from tickformer.export.artifact import export_params
+from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 from tickformer.model.checkpoint import load_checkpoint, save_checkpoint
-from tickformer.runtime.artifact import open_artifact
+from tickformer.artifact.reader import open_artifact
 
 SEED = 20261202
 CFG = preset("tiny")
@@ -108,7 +108,7 @@ def _contents(two):
 WRITE_ATOMIC_CHILD = """
 import json, sys
 from pathlib import Path
-from tickformer.export.artifact import write_atomic
+from tickformer.export.writer import write_artifact
 srcs = [Path(p) for p in {srcs!r}]
 sets = []
 for src in srcs:
@@ -118,13 +118,13 @@ print("READY", flush=True)
 i = 1
 while True:
     files, manifest = sets[i % 2]
-    write_atomic(Path({out!r}), files, manifest)
+    write_artifact(Path({out!r}), files, manifest)
     print("DONE", flush=True)
     i += 1
 """
 
 EXPORT_CHILD = """
-from tickformer.export.artifact import export_params
+from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 cfg = preset("tiny")
 params = [init_params(cfg, 0), init_params(cfg, 1)]
@@ -198,7 +198,7 @@ def test_killed_checkpoint_save_leaves_old_new_or_nothing(tmp_path, outcomes):
 
 MANIFEST_CHILD = """
 from pathlib import Path
-from tickformer.export.engine_build import update_manifest
+from tickformer.runtime.backends.tensorrt_engine import update_manifest
 print("READY", flush=True)
 i = 0
 while True:

@@ -30,7 +30,7 @@ import _relutil as ru
 from tickformer import runtime
 from tickformer.errors import ArtifactError, CheckpointError, TickformerError
 from tickformer.model.checkpoint import load_checkpoint
-from tickformer.runtime.artifact import open_artifact
+from tickformer.artifact.reader import open_artifact
 
 
 def _rehash_artifact(art, *names):

@@ -481,7 +481,7 @@ def test_every_error_is_a_single_line_naming_the_fix(art_src):
 
 @pytest.fixture(scope="module")
 def seq2seq_art(tmp_path_factory):
-    from tickformer.export.artifact import export_params
+    from tickformer.export.writer import export_params
     from tickformer.model import init_params, preset
 
     cfg = preset("tiny-seq2seq")

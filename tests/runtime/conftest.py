@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tickformer.export.artifact import export_params
+from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 
 TINY_TOKENS = preset("tiny").replace(inputs="tokens", d_in=0, d_out=0, vocab_size=11)

@@ -14,7 +14,7 @@ import pytest
 
 import tickformer.runtime as rt
 from tickformer.errors import BackendUnavailable
-from tickformer.export.artifact import export_artifact
+from tickformer.export.writer import export_artifact
 from tickformer.model.checkpoint import Checkpoint
 from tickformer.model.config import preset
 from tickformer.model.transformer import init_params
@@ -75,7 +75,7 @@ def _require(backend):
 
 
 def _built(artifact, precision="fp32"):
-    from tickformer.export.engine_build import BuildOptions, build_engines
+    from tickformer.runtime.backends.tensorrt_engine import BuildOptions, build_engines
 
     # fp16 through the project's policy (export/fp16.py), strongly typed, on TensorRT 10 and 11.
     build_engines(artifact, BuildOptions(precision=precision, workspace_mib=256, convert=True if precision == "fp16" else None))
@@ -494,7 +494,7 @@ def emulated(monkeypatch):
 
 
 def _emulated_build(art, **options):
-    from tickformer.export.engine_build import BuildOptions, build_engines
+    from tickformer.runtime.backends.tensorrt_engine import BuildOptions, build_engines
 
     return build_engines(art, BuildOptions(**options))
 
@@ -701,17 +701,19 @@ def make_fake_ort(record):
             return real.OrtValue.ortvalue_from_numpy(arr, "cpu", 0)
 
     fake.InferenceSession, fake.OrtValue = Session, OrtValue
+    # What onnxruntime-gpu shares with the CPU package (session options are made with them).
+    fake.SessionOptions, fake.GraphOptimizationLevel, fake.ExecutionMode = real.SessionOptions, real.GraphOptimizationLevel, real.ExecutionMode
     return fake
 
 
 @pytest.mark.parametrize("backend", ["ort-cuda", "ort-trt"])
 @pytest.mark.parametrize("device_commit", [False, True])
 def test_emulated_ort_gpu_backends_match_numpy(tmp_path, monkeypatch, backend, device_commit, request):
+    art = make_artifact(tmp_path / "art")  # exported with the real onnxruntime
     record = []
     monkeypatch.setitem(sys.modules, "onnxruntime", make_fake_ort(record))
     if device_commit:
         request.getfixturevalue("emulated")  # cuda-python present: commit on the "device"
-    art = make_artifact(tmp_path / "art")
     cfg = preset("tiny")
     x = np.random.default_rng(5).uniform(-10, 10, (1, cfg.max_len, cfg.d_in)).astype(np.float32)
     with rt.load(art, backend=backend) as session:
@@ -793,7 +795,7 @@ def test_emulated_tensorrt_refuses_an_engine_of_another_step_signature(tmp_path,
 
 def test_emulated_failed_build_leaves_no_orphan_and_the_old_manifest(tmp_path, emulated, monkeypatch):
     from tickformer.errors import ExportError
-    from tickformer.export import engine_build as eb
+    from tickformer.runtime.backends import tensorrt_engine as eb
 
     art = make_artifact(tmp_path / "art")
     before = (art / "manifest.json").read_bytes()

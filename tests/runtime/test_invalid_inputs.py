@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from tickformer import runtime
 from tickformer.errors import BackendError, ContextFull, ContractViolation, InputError, SessionClosed
 from tickformer.model import forward
-from tickformer.runtime.artifact import Artifact
+from tickformer.artifact.reader import Artifact
 from tickformer.runtime.session import Session
 
 BACKENDS = [("numpy", {}), ("ort", {"binding": "run"}), ("ort", {"binding": "iobinding"})]

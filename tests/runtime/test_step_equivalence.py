@@ -141,7 +141,7 @@ def test_seq2seq_steps_equal_teacher_forced_full_pass(seq2seq_art, backend, opts
 
 
 def test_generate_takes_bos_and_eos_from_the_checkpoint_meta(tmp_path):
-    from tickformer.export.artifact import export_artifact
+    from tickformer.export.writer import export_artifact
     from tickformer.model import init_params, preset
     from tickformer.model.checkpoint import save_checkpoint
 

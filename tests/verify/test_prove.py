@@ -8,8 +8,8 @@ import json
 from tickformer.cli import main
 from tickformer.contracts import masking
 from tickformer.verify import assurance
-from tickformer.verify import wrong_twins as twins
-from tickformer.verify.prove import COUNTEREXAMPLE, PROOFS, Proof, check_conditions, run_proofs
+from tickformer.verify.proofs import wrong_twins as twins
+from tickformer.verify.proofs.crosshair import COUNTEREXAMPLE, PROOFS, Proof, check_conditions, run_proofs
 
 
 def test_prove_cli_all_specs_hold_all_twins_refuted(tmp_path, capsys):

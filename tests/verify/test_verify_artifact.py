@@ -12,13 +12,13 @@ import pytest
 pytest.importorskip("onnxruntime")
 
 from tickformer.cli import main  # noqa: E402
-from tickformer.verify.models import ArtifactModel  # noqa: E402
+from tickformer.verify.properties.models import ArtifactModel  # noqa: E402
 from tickformer.verify.properties import check_numpy_vs_backend, check_stale_cache, check_step_full, domain_arrays, run_property  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory):
-    from tickformer.export.artifact import export_artifact
+    from tickformer.export.writer import export_artifact
     from tickformer.model.checkpoint import Checkpoint
     from tickformer.model.config import preset
     from tickformer.model.transformer import init_params

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tickformer.cli import main
-from tickformer.verify.models import OnnxModel
+from tickformer.verify.properties.models import OnnxModel
 from tickformer.verify.properties import verify_model
 
 F, G = 3, 2

@@ -15,11 +15,11 @@ import pytest
 
 from tickformer import runtime
 from tickformer.errors import ArtifactError, ExportError
-from tickformer.export import artifact as export_mod
-from tickformer.export.artifact import export_artifact, export_params
+from tickformer.export import writer as export_mod
+from tickformer.export.writer import export_artifact, export_params
 from tickformer.model import init_params, preset
 from tickformer.model.checkpoint import save_checkpoint
-from tickformer.runtime.artifact import open_artifact
+from tickformer.artifact.reader import open_artifact
 
 
 def test_manifest_describes_every_graph_and_file(exported):
@@ -44,12 +44,12 @@ def test_manifest_describes_every_graph_and_file(exported):
 
 
 def test_manifest_is_sealed_and_engine_build_rewrites_reseal_it(exported, tmp_path):
-    """The written manifest carries its own SHA-256 (runtime.artifact.manifest_digest, the one
+    """The written manifest carries its own SHA-256 (tickformer.sealed.digest, the one
     definition); export/engine_build.update_manifest recomputes it, so its rewrites load."""
     import shutil
 
-    from tickformer.export.engine_build import update_manifest
-    from tickformer.runtime.artifact import MANIFEST_HASH, manifest_digest
+    from tickformer.runtime.backends.tensorrt_engine import update_manifest
+    from tickformer.sealed import MANIFEST_HASH, digest as manifest_digest
 
     src, _, manifest = exported["tiny"]
     written = json.loads((src / "manifest.json").read_text())
@@ -153,7 +153,7 @@ def test_killed_export_leaves_nothing_that_loads(tmp_path):
     out = tmp_path / "art"
     script = textwrap.dedent(f"""
         import os
-        from tickformer.export import artifact as a
+        from tickformer.export import writer as a
         from tickformer.model import init_params, preset
         real = a._write
         n = [0]

@@ -1,11 +1,12 @@
-"""Writing an artifact directory atomically (format: docs/artifact_format.md).
+"""Writing an artifact directory atomically (format: `tickformer.artifact.format`).
 
 export_artifact(config, params, out): build the graphs (export/graphs.py), check each with
 onnx.checker (full_check) and strict shape inference, run the three-way equivalence
-(export/equivalence.py), then write weights.npz, the .onnx files and manifest.json (last) into a
-hidden temporary sibling directory, fsync, and os.replace it onto `out`. Any failure (or an
-interruption) before the rename leaves `out` untouched and at most a hidden temp directory
-without a manifest, which `tickformer.runtime.load` refuses.
+(export/equivalence.py), then write weights.npz, the .onnx files and manifest.json (sealed,
+last) with `tickformer.durable.replace_dir`: a hidden temporary sibling directory, fsync,
+os.replace onto `out`. Any failure (or an interruption) before the rename leaves `out`
+untouched and at most a hidden temp directory without a manifest, which
+`tickformer.artifact.open_artifact` refuses.
 
 Not real-time code.
 """
@@ -18,8 +19,6 @@ import io
 import json
 import os
 import platform
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -28,12 +27,14 @@ import onnx
 import onnxruntime
 
 import tickformer
-from tickformer.durable import fsync_dir as _fsync_dir
-from tickformer.durable import write_synced as _write  # module names kept: tests inject faults here
+from tickformer import sealed, validation
+from tickformer.artifact.format import FORMAT, GRAPH_FILES, MANIFEST, VERSION, WEIGHTS
+from tickformer.contracts.input_domain import check_domain
+from tickformer.durable import replace_dir
+from tickformer.durable import write_synced as _write  # a module name: tests inject faults here
 from tickformer.errors import ExportError
 from tickformer.model.config import Config
 from tickformer.model.transformer import parameter_shapes
-from tickformer.runtime.artifact import FORMAT, GRAPH_FILES, MANIFEST, VERSION, WEIGHTS, seal_manifest
 
 from . import equivalence
 from .bounds import fp32_tolerance, output_bound
@@ -48,15 +49,11 @@ DEFAULT_DOMAIN = (-10.0, 10.0)
 
 def export_config(config: Config, max_len: int | None, batch: int) -> Config:
     """The config as exported (max_len <= the checkpoint's), with validated batch."""
-    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-        raise ExportError(f"--batch {batch!r} must be a positive integer")
+    validation.positive_int(batch, "--batch", error=ExportError)
     if max_len is None:
         return config
-    if not isinstance(max_len, int) or isinstance(max_len, bool) or not 1 <= max_len <= config.max_len:
-        raise ExportError(
-            f"--max-len {max_len!r} must be in 1..{config.max_len} (the checkpoint's max_len: the model was "
-            f"not trained on longer sequences); retrain with a larger max_len to export longer"
-        )
+    hint = "the checkpoint's max_len: the model was not trained on longer sequences; retrain with a larger max_len to export longer"
+    validation.integer(max_len, "--max-len", min_value=1, max_value=config.max_len, hint=hint, error=ExportError)
     return config.replace(max_len=max_len)
 
 
@@ -65,8 +62,6 @@ def input_domain(config: Config, domain: tuple[float, float] | None) -> tuple[fl
         if domain is not None:
             raise ExportError(f"--domain {domain} is for continuous inputs; a token model's domain is its vocabulary [0, {config.vocab_size - 1}]")
         return (0.0, float(config.vocab_size - 1))
-    from tickformer.contracts.input_domain import check_domain
-
     return check_domain(*(DEFAULT_DOMAIN if domain is None else domain))
 
 
@@ -87,42 +82,22 @@ def _weights_bytes(params: Mapping[str, np.ndarray], config: Config) -> bytes:
     return buffer.getvalue()
 
 
-def write_atomic(out: Path, files: Mapping[str, bytes], manifest: dict[str, Any]) -> Path:
-    """Write files then manifest.json into a temp sibling and rename it onto `out`.
-
-    The manifest is written sealed (runtime.artifact.seal_manifest: its own SHA-256 under
-    "manifest_sha256"), so a manifest edited or corrupted later is refused at load.
-    An existing `out` is replaced only if it is an artifact (has manifest.json) or empty."""
+def write_artifact(out: Path, files: Mapping[str, bytes], manifest: dict[str, Any]) -> Path:
+    """Write files, then manifest.json (sealed: `tickformer.sealed`), as the directory `out`,
+    all or nothing (`tickformer.durable.replace_dir`). A manifest edited or corrupted later is
+    refused at load. An existing `out` is replaced only if it is an artifact (has manifest.json)
+    or empty."""
     if out.exists() and not (out.is_dir() and ((out / MANIFEST).is_file() or not any(out.iterdir()))):
         raise ExportError(f"{out} exists and is not an artifact directory; refusing to overwrite it, choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    old: Path | None = None
-    try:
-        for name, data in files.items():
-            _write(tmp / name, data)
-        _write(tmp / MANIFEST, (json.dumps(seal_manifest(manifest), indent=2, sort_keys=True, allow_nan=False) + "\n").encode())
-        _fsync_dir(tmp)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / "artifact")
-        os.replace(tmp, out)
-        _fsync_dir(out.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and (old / "artifact").exists() and not out.exists():
-            os.replace(old / "artifact", out)  # put the previous artifact back
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    return out
+    text = json.dumps(sealed.seal(manifest), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    all_files = {**files, MANIFEST: text.encode()}
+    return replace_dir(out, all_files, last=MANIFEST, writer=lambda path, data: _write(path, data))
 
 
 def _score_bounds(params: Mapping[str, np.ndarray], cfg: Config, lo_hi: tuple[float, float]) -> dict[str, Any]:
-    """Sound per-layer bounds on |q.k|/sqrt(dh) from the weights (contracts/score_bound.py);
+    """Sound per-layer bounds on |q.k|/sqrt(dh) from the weights (contracts/score_bound.py, computed by export/score_bounds.py);
     they say whether fp16 scores would be safe. Our fp16 policy keeps scores in fp32 anyway."""
-    from tickformer.contracts.score_bound import score_bound_report
+    from tickformer.export.score_bounds import score_bound_report
 
     domain = lo_hi if cfg.inputs == "continuous" else None
     layers = [b.to_dict() for b in score_bound_report(cfg, dict(params), domain)]
@@ -200,8 +175,8 @@ def export_params(
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "source": dict(source or {}),
     }
-    manifest = seal_manifest(manifest)  # what is written (write_atomic seals again: idempotent)
-    write_atomic(Path(out), files, manifest)
+    manifest = sealed.seal(manifest)  # what is written (write_artifact seals again: idempotent)
+    write_artifact(Path(out), files, manifest)
     return manifest
 
 

@@ -23,8 +23,8 @@ import pytest
 from scipy import stats
 
 from tickformer.errors import ConfigError, InputError
-from tickformer.verify import evt
-from tickformer.verify.certify import estimate_pwcet
+from tickformer.certify import evt
+from tickformer.certify.campaign import estimate_pwcet
 
 N = 1_000_000
 # distribution, {exceedance: tolerance on err}, true xi

@@ -26,9 +26,9 @@ import numpy as np
 
 from tickformer.errors import ConfigError, ContractViolation
 
-from .input_domain import check_domain, describe_violation, domain_excess
-from .latency import check_budget, over_budget_ns
-from .output_bound import describe_output_violation, output_excess
+from tickformer.contracts.input_domain import check_domain, describe_violation, domain_excess
+from tickformer.contracts.latency import check_budget, over_budget_ns
+from tickformer.contracts.output_bound import describe_output_violation, output_excess
 
 MODES = ("off", "check", "monitor")
 CONTRACTS = ("input_domain", "output_bound", "latency")

@@ -28,7 +28,9 @@ engine_host_code_allowed for version-compatible plans); "Engine Compatibility" a
 "Migrating from TensorRT 10.x to 11.x" guides; cuda-python `cuda.bindings.runtime`
 (cudaGetDevice, cudaGetDeviceProperties).
 
-Nothing here is real-time code: builds take seconds to minutes and allocate freely.
+Lives with the backend that loads these engines (runtime/backends/tensorrt.py); the `build`
+command calls `build_engines`. Nothing here is real-time code: builds take seconds to minutes
+and allocate freely.
 """
 
 from __future__ import annotations
@@ -37,22 +39,23 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Callable, Literal
 
-from tickformer.durable import fsync_dir as _fsync_dir
+from tickformer import sealed, validation
+from tickformer.artifact.format import MANIFEST, TIMING_CACHE
+from tickformer.artifact.reader import open_artifact, read_manifest
+from tickformer.durable import atomic_write
 from tickformer.errors import ArtifactError, BackendUnavailable, ConfigError, ExportError
+
+from .cuda import DeviceInfo, device_info, dims_tuple, require_cudart, require_tensorrt
 
 Precision = Literal["fp32", "fp16"]
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16")
 # --hardware-compat value -> tensorrt.HardwareCompatibilityLevel member name.
 HARDWARE_COMPAT: dict[str, str] = {"same": "NONE", "ampere+": "AMPERE_PLUS"}
-TIMING_CACHE = "trt-timing.cache"  # default, inside the artifact; not a trusted (hashed) file
 ENGINE_SUFFIX = ".engine"
-INSTALL_HINT = "pip install 'tickformer[tensorrt]' (tensorrt, cuda-python) on a machine with an NVIDIA GPU"
 
 
 # --- options and pure decisions (testable without TensorRT) -------------------------------------
@@ -71,9 +74,7 @@ class BuildOptions:
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"--precision {self.precision!r} is not one of {PRECISIONS}")
-        w = self.workspace_mib
-        if not isinstance(w, int) or isinstance(w, bool) or not 16 <= w <= 1 << 20:
-            raise ConfigError(f"--workspace {w!r} MiB must be an integer in 16..{1 << 20}")
+        validation.integer(self.workspace_mib, "--workspace", min_value=16, max_value=1 << 20, hint="the workspace limit in MiB")
         if self.hardware_compat not in HARDWARE_COMPAT:
             raise ConfigError(f"--hardware-compat {self.hardware_compat!r} is not one of {sorted(HARDWARE_COMPAT)}")
 
@@ -133,15 +134,6 @@ def static_profile(io: list[dict[str, Any]], max_len: int) -> dict[str, tuple[in
     return shapes
 
 
-@dataclass(frozen=True)
-class DeviceInfo:
-    """Where an engine is built or loaded: TensorRT version, GPU name, compute capability."""
-
-    tensorrt: str
-    gpu: str
-    compute_capability: tuple[int, int]
-
-
 def compatibility_problem(entry: dict[str, Any], here: DeviceInfo) -> str | None:
     """Why an engine recorded in the manifest must not be deserialized here (None: it may).
 
@@ -172,87 +164,15 @@ def engine_file_name(graph: str, precision: str, digest: str) -> str:
     return f"{graph}.{precision}.{digest[:16]}{ENGINE_SUFFIX}"
 
 
-# --- atomic file and manifest writes ------------------------------------------------------------
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a hidden temp file in the same directory, fsync, os.replace: all or nothing."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-
-
 def update_manifest(root: Path, mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Re-read manifest.json, apply `mutate`, write it back atomically. Returns the new manifest.
-
-    A small helper of this module (the artifact writer in export/ owns the format); the manifest
-    is written last, so a crash before this point leaves the previous, still valid manifest.
-    The rewritten manifest is re-sealed (runtime.artifact.seal_manifest: its self-hash)."""
-    from tickformer.runtime.artifact import MANIFEST, read_manifest, seal_manifest
-
+    """Re-read manifest.json (verified), apply `mutate`, write it back sealed and atomically.
+    The manifest is written last, so a crash before this point leaves the previous, still valid
+    manifest. Returns the new manifest."""
     manifest = read_manifest(root)
     mutate(manifest)
-    manifest = seal_manifest(manifest)
-    write_atomic(root / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+    manifest = sealed.seal(manifest)
+    atomic_write(root / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
     return manifest
-
-
-# --- TensorRT and CUDA, imported lazily ----------------------------------------------------------
-def require_tensorrt() -> ModuleType:
-    """The `tensorrt` module, or BackendUnavailable naming what is missing.
-
-    Note: the tensorrt-stubs package installs a stub-only `tensorrt/` folder, which Python
-    imports as an empty namespace package; that is not TensorRT, and is reported as missing."""
-    try:
-        import tensorrt as trt
-    except ImportError:
-        raise BackendUnavailable(f"TensorRT is not installed: {INSTALL_HINT}") from None
-    if getattr(trt, "__file__", None) is None or not hasattr(trt, "Builder"):
-        raise BackendUnavailable(f"TensorRT is not installed (only type stubs found): {INSTALL_HINT}")
-    return trt
-
-
-def require_cudart() -> ModuleType:
-    """cuda-python's runtime bindings (`cuda.bindings.runtime`, or `cuda.cudart` before 12.6)."""
-    try:
-        from cuda.bindings import runtime as cudart
-    except ImportError:
-        try:
-            from cuda import cudart  # type: ignore[no-redef]
-        except ImportError:
-            raise BackendUnavailable(f"cuda-python is not installed: {INSTALL_HINT}") from None
-    return cudart
-
-
-def cuda_check(result: Any, what: str) -> Any:
-    """Unpack a cuda-python call result (err, *values); raise BackendError naming the call."""
-    from tickformer.errors import BackendError
-
-    err, *values = result if isinstance(result, tuple) else (result,)
-    if int(err) != 0:
-        raise BackendError(f"CUDA {what} failed: {getattr(err, 'name', err)}")
-    return values[0] if len(values) == 1 else tuple(values)
-
-
-def device_info(trt: ModuleType, cudart: ModuleType) -> DeviceInfo:
-    """TensorRT version and the current GPU; BackendUnavailable when there is no GPU."""
-    err, count = cudart.cudaGetDeviceCount()
-    if int(err) != 0 or count < 1:
-        raise BackendUnavailable(f"no CUDA GPU is visible (cudaGetDeviceCount: {getattr(err, 'name', err)}, {count} devices)")
-    device = cuda_check(cudart.cudaGetDevice(), "cudaGetDevice")
-    props = cuda_check(cudart.cudaGetDeviceProperties(device), "cudaGetDeviceProperties")
-    name = props.name.decode("utf-8", "replace") if isinstance(props.name, bytes) else str(props.name)
-    return DeviceInfo(tensorrt=str(trt.__version__), gpu=name.rstrip("\x00").strip(),
-                      compute_capability=(int(props.major), int(props.minor)))
 
 
 def graph_has_fp16(onnx_bytes: bytes) -> bool:
@@ -263,11 +183,6 @@ def graph_has_fp16(onnx_bytes: bytes) -> bool:
         vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 for vi in list(model.graph.value_info)
     ) or any(node.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT16 for a in node.attribute)
              for node in model.graph.node)
-
-
-def dims_tuple(dims: Any) -> tuple[int, ...]:
-    """A TensorRT Dims as a tuple of ints (Dims supports len() and indexing)."""
-    return tuple(int(dims[j]) for j in range(len(dims)))
 
 
 def build_serialized(onnx_bytes: bytes, *, plan: PrecisionPlan, options: BuildOptions,
@@ -327,8 +242,6 @@ def build_engines(root: str | os.PathLike[str], options: BuildOptions) -> list[E
 
     Raises BackendUnavailable (one line, names what is missing) without TensorRT, cuda-python
     or a GPU; ArtifactError for a bad artifact; ExportError when TensorRT rejects a graph."""
-    from tickformer.runtime.artifact import open_artifact
-
     art = open_artifact(root)  # verifies every hash before anything is read
     trt, cudart = require_tensorrt(), require_cudart()
     here = device_info(trt, cudart)
@@ -350,7 +263,7 @@ def build_engines(root: str | os.PathLike[str], options: BuildOptions) -> list[E
                 except OSError:
                     pass
         raise
-    write_atomic(cache_path, timing_box[0])
+    atomic_write(cache_path, timing_box[0])
     record_engines(art.root, options.precision, entries)
     return records
 
@@ -375,7 +288,7 @@ def _build_all(art: Any, names: list[str], options: BuildOptions, major: int, he
                                                  timing_cache=timing_box[0])
         digest = hashlib.sha256(engine).hexdigest()
         name = engine_file_name(graph, options.precision, digest)
-        write_atomic(art.root / name, engine)
+        atomic_write(art.root / name, engine)
         records.append(EngineRecord(graph=graph, file=name, sha256=digest, bytes=len(engine)))
         entries[graph] = {
             "file": name, "sha256": digest, "bytes": len(engine), "onnx_file": spec["file"], "onnx_sha256": onnx_sha,

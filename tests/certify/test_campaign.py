@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from tickformer.errors import ConfigError, InputError
-from tickformer.verify import certify as C
-from tickformer.verify.certify_report import summary, write_report
+from tickformer.certify import campaign as C
+from tickformer.certify.report import summary, write_report
 
 
 class FakeSession:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from tickformer.cli import main
-from tickformer.export.artifact import export_params
+from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
-from tickformer.verify.certify import EXIT_CODES
+from tickformer.certify.campaign import EXIT_CODES
 
 
 @pytest.fixture(scope="module")

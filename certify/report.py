@@ -2,7 +2,7 @@
 
 Plots use matplotlib's Agg backend (no display). The empirical exceedance curve is
 P(X > x_(i)) = (n - i) / n over the sorted samples x_(1) <= ... <= x_(n), drawn on a log axis
-with the fitted tail (verify/evt.py) extended to the smallest reported exceedance, the pWCET
+with the fitted tail (certify/evt.py) extended to the smallest reported exceedance, the pWCET
 points, and the budget line.
 
 Writes are atomic per file (temp file in the same directory, then os.replace), and
@@ -22,24 +22,10 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from tickformer.durable import atomic_write
 from tickformer.errors import TickformerError
 
 from .evt import _gev_c
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a report is meant to be read
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _savefig(fig: Any, path: Path) -> None:
@@ -47,7 +33,7 @@ def _savefig(fig: Any, path: Path) -> None:
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
-    _atomic_write(path, buf.getvalue())
+    atomic_write(path, buf.getvalue())
 
 
 def _pyplot() -> Any:
@@ -179,10 +165,10 @@ def write_report(out_dir: str | os.PathLike[str], report: dict[str, Any], durati
 
     buf = io.BytesIO()
     np.save(buf, np.asarray(durations_ns, dtype=np.int64))
-    _atomic_write(out / "samples_ns.npy", buf.getvalue())
+    atomic_write(out / "samples_ns.npy", buf.getvalue())
     data = dict(report)
     data["files"] = {"histogram": "latency_hist.png", "exceedance": "exceedance.png", "samples": "samples_ns.npy"}
-    _atomic_write(cert, (json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n").encode())
+    atomic_write(cert, (json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n").encode())
     return cert
 
 

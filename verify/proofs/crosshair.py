@@ -2,7 +2,7 @@
 
 Each `Proof` names a specification in `tickformer.contracts` (a top-level pure function with
 PEP 316 `pre:`/`post:` conditions in its docstring) and a deliberately wrong twin in
-`tickformer.verify.wrong_twins`. Every post-condition of the spec is checked by CrossHair's
+`tickformer.verify.proofs.wrong_twins`. Every post-condition of the spec is checked by CrossHair's
 symbolic execution (`crosshair.core.ConditionCheckable`, the engine behind `crosshair check
 --analysis_kind=PEP316 --report_all`); the twin is checked against the *spec's* conditions (read
 from the spec, never restated) and must be refuted.
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from tickformer.contracts import deadline, latency, masking, position, ring_buffer, softmax_stability
-from tickformer.verify import wrong_twins as twins
+from . import wrong_twins as twins
 
 
 @dataclass(frozen=True)

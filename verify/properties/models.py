@@ -42,10 +42,10 @@ class OnnxModel:
         provider = PROVIDERS[self.backend]
         if provider not in ort.get_available_providers():
             raise BackendUnavailable(f"backend {self.backend} needs {provider}, not available here (available: {ort.get_available_providers()}); use --backend ort")
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
+        from tickformer.export.ort_session import make_session
+
         try:
-            self.session = ort.InferenceSession(str(self.path), opts, providers=[provider])
+            self.session = make_session(self.path, providers=[provider])
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
             raise ArtifactError(f"{self.path}: onnxruntime cannot load it: {str(exc).splitlines()[0]}") from None
         ins, outs = self.session.get_inputs(), self.session.get_outputs()

@@ -1,4 +1,4 @@
-"""Engine build and load bookkeeping (`tickformer.export.engine_build`, `tickformer build`).
+"""Engine build and load bookkeeping (`tickformer.runtime.backends.tensorrt_engine`, `tickformer build`).
 
 Everything here runs without TensorRT or a GPU: the pure decisions (precision plan, profiles,
 compatibility), the atomic manifest bookkeeping (with stand-in engine bytes: the manifest does
@@ -14,11 +14,11 @@ import pytest
 
 from tickformer.cli import main
 from tickformer.errors import ArtifactError, BackendUnavailable, ConfigError, ExportError
-from tickformer.export import engine_build as eb
-from tickformer.export.artifact import export_artifact
+from tickformer.runtime.backends import tensorrt_engine as eb
+from tickformer.export.writer import export_artifact
 from tickformer.model.config import preset
 from tickformer.model.transformer import init_params
-from tickformer.runtime.artifact import open_artifact
+from tickformer.artifact.reader import open_artifact
 
 
 def make_artifact(root, preset_name="tiny"):
@@ -130,7 +130,7 @@ def test_build_without_tensorrt_is_one_line_no_traceback(artifact, capsys):
 
 def test_build_rejects_bad_options_in_one_line(artifact, capsys):
     assert main(["build", str(artifact), "--backend", "tensorrt", "--workspace", "1"]) == 1
-    assert "--workspace 1 MiB" in capsys.readouterr().err
+    assert "--workspace 1 must be an integer in 16..1048576; the workspace limit in MiB" in capsys.readouterr().err
 
 
 def fake_entry(name, data, **over):
@@ -145,7 +145,7 @@ def test_recorded_engine_is_hashed_and_verified_and_replaced(tmp_path):
     root = make_artifact(tmp_path / "art")
     stand_in = b"stand-in engine bytes #1"  # the bookkeeping never interprets the bytes
     e1 = fake_entry("step", stand_in)
-    eb.write_atomic(root / e1["file"], stand_in)
+    eb.atomic_write(root / e1["file"], stand_in)
     eb.record_engines(root, "fp16", {"step": e1})
     art = open_artifact(root)  # verifies the engine's hash with every other file
     prec, got = eb.engine_entry(art.manifest, "step", None)
@@ -157,7 +157,7 @@ def test_recorded_engine_is_hashed_and_verified_and_replaced(tmp_path):
     (root / e1["file"]).unlink()
     with pytest.raises(BackendUnavailable, match="rebuild it on this GPU"):
         eb.engine_bytes(root, art.manifest, got, eb.DeviceInfo("10.3.0.30", "NVIDIA H100", (9, 0)))
-    eb.write_atomic(root / e1["file"], stand_in)
+    eb.atomic_write(root / e1["file"], stand_in)
 
     # Tampered engine: the artifact no longer opens, and engine_bytes refuses the bytes.
     (root / e1["file"]).write_bytes(b"stand-in engine bytes #X")
@@ -169,7 +169,7 @@ def test_recorded_engine_is_hashed_and_verified_and_replaced(tmp_path):
     # Rebuild: the new entry replaces the old one, whose file is deleted.
     new = b"stand-in engine bytes #2"
     e2 = fake_entry("step", new)
-    eb.write_atomic(root / e2["file"], new)
+    eb.atomic_write(root / e2["file"], new)
     manifest = eb.record_engines(root, "fp16", {"step": e2})
     assert e1["file"] not in manifest["files"] and not (root / e1["file"]).exists()
     assert manifest["engines"]["fp16"]["step"]["sha256"] == e2["sha256"]
@@ -193,6 +193,6 @@ def test_write_atomic_leaves_nothing_on_failure(tmp_path, monkeypatch):
 
     monkeypatch.setattr(eb.os, "replace", boom)
     with pytest.raises(OSError):
-        eb.write_atomic(target, b"new")
+        eb.atomic_write(target, b"new")
     assert target.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.engine"]

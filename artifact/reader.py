@@ -1,25 +1,23 @@
-"""Reading an exported artifact directory: manifest, hashes, config (format: docs/artifact_format.md).
+"""Reading an exported artifact directory: manifest, hashes, config (format: artifact/format.py).
 
 `open_artifact(path)` checks, in this order, before any graph or weight is parsed:
 1. manifest.json: valid JSON (no RecursionError on hostile nesting), format, version (an `int`
    equal to VERSION: True and 1.0 are refused);
-2. its self-hash `manifest_sha256`: SHA-256 of the canonical JSON of the manifest without that
-   key (`manifest_digest`); a flipped digit in a safety value (output_bound, input_domain,
-   tolerance) is reported as "manifest.json was modified". The hash detects corruption and
-   accidental edits, not a forger (nothing is signed): whoever can rewrite the manifest can
-   recompute it, which is why every value is also schema-checked (step 3) and the graphs and
-   weights are checked against the config when loaded;
+2. its self-hash (`tickformer.sealed`): a flipped digit in a safety value (output_bound,
+   input_domain, tolerance) is reported as "manifest.json was modified". The hash detects
+   corruption and accidental edits, not a forger (nothing is signed): whoever can rewrite the
+   manifest can recompute it, which is why every value is also schema-checked (step 3) and the
+   graphs and weights are checked against the config when loaded;
 3. the schema of every value the runtime uses (`check_schema`);
 4. the set of files: every listed file present, a regular file (no symlinks), with its size and
    SHA-256; files present but not listed are reported by name (renamed?), except the unhashed
-   caches of TensorRT builds (`UNHASHED_CACHES`) and hidden `.tmp` leftovers of an interrupted
-   atomic write (`engine_build.write_atomic`), which nothing reads;
-5. the config, the graphs' recorded I/O against the config and batch (`expected_io`), and the
-   weights against the config (`model.checkpoint.check_params`).
+   caches of TensorRT builds (`format.UNHASHED_CACHES`) and hidden `.tmp` leftovers of an
+   interrupted atomic write (`tickformer.durable`), which nothing reads;
+5. the config, the graphs' recorded I/O against the config and batch (`format.expected_io`),
+   and the weights against the config (`model.checkpoint.check_params`).
 A failure raises `ArtifactError` naming the file or field and the fix. `verified_graph_bytes`
 re-reads a graph once, re-checks its hash and refuses external data, for backends that must
 not re-open a file by path after it was checked (time of check = time of use).
-The writer is `tickformer.export.artifact`; both share the constants and `seal_manifest` below.
 
 Nothing here is real-time safe (file I/O): load once, before the control loop.
 """
@@ -28,61 +26,23 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
+from tickformer import sealed
+from tickformer.contracts.input_domain import check_domain
 from tickformer.errors import ArtifactError, CheckpointError, ConfigError
-from tickformer.model.checkpoint import MANIFEST_HASH, manifest_digest  # the one definition (numpy-only layer)
+from tickformer.model.checkpoint import check_params
 from tickformer.model.config import Config
 
-FORMAT = "tickformer-artifact"
-VERSION = 2  # 2: per-layer step caches, 2-D step x/y (docs/artifact_format.md, "Versions")
-MANIFEST = "manifest.json"
-WEIGHTS = "weights.npz"
-GRAPH_FILES = {"model": "model.onnx", "step": "step.onnx", "encoder": "encoder.onnx"}
-REQUIRED_GRAPHS = {"decoder": ("model", "step"), "encoder-decoder": ("encoder", "step")}
-# Written inside the artifact by TensorRT builds, never trusted, never hashed (a test checks they
-# equal export.engine_build.TIMING_CACHE and runtime.backends.ort_gpu.ORT_TRT_CACHE).
-UNHASHED_CACHES = frozenset({"trt-timing.cache", "ort-trt-cache"})
+from .format import FORMAT, GRAPH_FILES, MANIFEST, REQUIRED_GRAPHS, UNHASHED_CACHES, VERSION, WEIGHTS, expected_io
 
-
-def seal_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON-normalised copy of `manifest` (tuples -> lists, keys -> str) with MANIFEST_HASH set
-    to its `manifest_digest`: what the reader will compute from the written file."""
-    body = json.loads(json.dumps({k: v for k, v in manifest.items() if k != MANIFEST_HASH}))
-    body[MANIFEST_HASH] = manifest_digest(body)
-    return body
-
-
-def expected_io(config: Config, batch: int) -> dict[str, dict[str, dict[str, tuple[str, list[int | str]]]]]:
-    """{graph: {"inputs"|"outputs": {name: (dtype, shape)}}} the export writes for this config and
-    batch (export/graphs.py build_model / build_step / build_encoder; "T" is the symbolic length)."""
-    from tickformer.export.graphs import cache_shape, io_names, out_width, step_signature
-
-    in_name, out_name = io_names(config)
-    n, b = config.max_len, batch
-    tokens = config.inputs == "tokens"
-    cache = cache_shape(config, b)
-    out: dict[str, dict[str, dict[str, tuple[str, list[int | str]]]]] = {}
-    if config.arch == "decoder":
-        out["model"] = {
-            "inputs": {in_name: ("int64", [b, "T"]) if tokens else ("float32", [b, "T", config.d_in])},
-            "outputs": {out_name: ("float32", [b, "T", out_width(config)])},
-        }
-    else:
-        out["encoder"] = {
-            "inputs": {"src": ("int64", [b, n]), "src_valid": ("bool", [b, n])},
-            "outputs": {"cross_k": ("float32", cache), "cross_v": ("float32", cache)},
-        }
-    step = step_signature(config, b)
-    out["step"] = {"inputs": dict(step["inputs"]), "outputs": dict(step["outputs"])}
-    return out
+MANIFEST_HASH = sealed.MANIFEST_HASH
 
 
 def sha256_file(path: Path) -> str:
@@ -147,8 +107,6 @@ class Artifact:
                 params = {name: archive[name] for name in archive.files}
         except Exception as exc:  # an untrusted archive: BadZipFile, EOFError, ValueError, zlib.error...
             raise ArtifactError(f"{path}: cannot read weights ({type(exc).__name__}: {exc}); re-export the artifact") from None
-        from tickformer.model.checkpoint import check_params
-
         try:
             check_params(self.config, params, where=str(path))
         except CheckpointError as exc:
@@ -173,20 +131,19 @@ def _parse_manifest(root: Path) -> Any:
     if path.is_symlink() or not path.is_file():
         raise _fail(root, f"no {MANIFEST}; not a tickformer artifact (or an interrupted export): run `tickformer export CKPT --out {root}`")
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]
-        raise _fail(root, f"{MANIFEST} is not valid JSON ({reason}); re-export the artifact") from None
+        return sealed.loads(path.read_bytes())
+    except ValueError as exc:  # JSONDecodeError is a ValueError; sealed.loads maps deep nesting to one
+        raise _fail(root, f"{MANIFEST} is not valid JSON ({str(exc)[:120]}); re-export the artifact") from None
     except OSError as exc:
         raise _fail(root, f"cannot read {MANIFEST} ({exc.strerror}); check its permissions or re-export") from None
 
 
 def check_self_hash(root: Path, manifest: dict[str, Any]) -> None:
-    """The manifest's MANIFEST_HASH must equal manifest_digest(manifest)."""
+    """The manifest's MANIFEST_HASH must equal sealed.digest(manifest)."""
     recorded = manifest.get(MANIFEST_HASH)
     if not isinstance(recorded, str):
         raise _fail(root, f"{MANIFEST} has no {MANIFEST_HASH} (an older or hand-edited manifest); re-export the artifact")
-    digest = manifest_digest(manifest)
+    digest = sealed.digest(manifest)
     if digest != recorded:
         raise _fail(root, f"{MANIFEST} was modified after export: its content hashes to {digest[:16]}..., "
                           f"{MANIFEST_HASH} says {recorded[:16]}...; restore it or re-export the artifact")
@@ -233,8 +190,6 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
     domain = manifest["input_domain"]
     if not isinstance(domain, list) or len(domain) != 2 or not all(_is_number(v) for v in domain):
         raise _fail(root, f"{MANIFEST}: input_domain {domain!r} must be [lo, hi], two numbers; re-export the artifact")
-    from tickformer.contracts.input_domain import check_domain
-
     try:
         check_domain(*domain)
     except ConfigError:

@@ -1,0 +1,132 @@
+"""The artifact format: the one definition of what an exported artifact contains (docs/artifact_format.md).
+
+Both the writer (`tickformer.export.writer`) and the reader (`tickformer.artifact.reader`) use
+this module; so do the graph builders (`tickformer.export.graphs` declares the I/O given here)
+and every runtime backend (they bind exactly these names and shapes). Nothing else defines a
+graph input name, a cache shape or a file name.
+
+    FORMAT, VERSION          "tickformer-artifact", 2 (2: per-layer step caches, 2-D step x/y)
+    MANIFEST, WEIGHTS        manifest.json (sealed, written last), weights.npz
+    GRAPH_FILES              model.onnx (decoder full pass), step.onnx, encoder.onnx
+    REQUIRED_GRAPHS          which graphs each architecture has
+    UNHASHED_CACHES          files TensorRT builds write inside the artifact, never trusted
+    io_names, out_width      graph input / output names and output width
+    cache_shape              the logical KV cache [L, B, H, N, dh]
+    step_signature           step.onnx's inputs and outputs (names, dtypes, static shapes)
+    expected_io              every graph's I/O, as the manifest records it
+    step_feeds, step_outputs the host layout <-> step.onnx conversion (tests, export checks)
+
+Pure functions of the model config (numpy only); no file I/O.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tickformer.model.config import Config
+
+FORMAT = "tickformer-artifact"
+VERSION = 2  # 2: per-layer step caches, 2-D step x/y (docs/artifact_format.md, "Versions")
+MANIFEST = "manifest.json"
+WEIGHTS = "weights.npz"
+GRAPH_FILES = {"model": "model.onnx", "step": "step.onnx", "encoder": "encoder.onnx"}
+REQUIRED_GRAPHS = {"decoder": ("model", "step"), "encoder-decoder": ("encoder", "step")}
+TIMING_CACHE = "trt-timing.cache"  # TensorRT builder timing cache, default location
+ORT_TRT_CACHE = "ort-trt-cache"  # ONNX Runtime TensorRT EP engine cache directory
+# Written inside the artifact by TensorRT builds, never trusted, never hashed.
+UNHASHED_CACHES = frozenset({TIMING_CACHE, ORT_TRT_CACHE})
+
+IO = dict[str, tuple[str, list[int | str]]]
+
+
+def io_names(config: Config) -> tuple[str, str]:
+    """(input name, output name) of model.onnx / step.onnx for this config."""
+    return ("tokens", "logits") if config.inputs == "tokens" else ("x", "y")
+
+
+def out_width(config: Config) -> int:
+    return config.vocab_size if config.inputs == "tokens" else config.d_out
+
+
+def cache_shape(config: Config, batch: int, rows: int | None = None) -> list[int]:
+    """[L, B, H, N, dh] (rows=None) or [L, B, H, rows, dh]."""
+    n = config.max_len if rows is None else rows
+    return [config.n_layers, batch, config.n_heads, n, config.d_head]
+
+
+def step_signature(config: Config, batch: int) -> dict[str, IO]:
+    """{"inputs"|"outputs": {name: (dtype, shape)}} of step.onnx, in graph order:
+
+        x [B, d_in] (tokens [B]), pos [1], k_cache.i [B, H, dh, N] (K stored transposed),
+        v_cache.i [B, H, N, dh] -> y [B, d_out] (logits [B, V]), k_new.i, v_new.i [B, H, 1, dh]
+        (+ cross_k.i, cross_v.i [B, H, N, dh], src_valid [B, N] for encoder-decoder)."""
+    in_name, out_name = io_names(config)
+    layer = cache_shape(config, batch)[1:]  # [B, H, N, dh]
+    row = cache_shape(config, batch, rows=1)[1:]  # [B, H, 1, dh]
+    inputs: IO = {
+        in_name: ("int64", [batch]) if config.inputs == "tokens" else ("float32", [batch, config.d_in]),
+        "pos": ("int64", [1]),
+    }
+    outputs: IO = {out_name: ("float32", [batch, out_width(config)])}
+    k_layer: list[int | str] = [*layer[:2], config.d_head, config.max_len]  # [B, H, dh, N]: K stored transposed
+    for i in range(config.n_layers):
+        inputs[f"k_cache.{i}"], inputs[f"v_cache.{i}"] = ("float32", k_layer), ("float32", list(layer))
+        outputs[f"k_new.{i}"] = outputs[f"v_new.{i}"] = ("float32", list(row))
+    if config.arch == "encoder-decoder":
+        for i in range(config.n_layers):
+            inputs[f"cross_k.{i}"] = inputs[f"cross_v.{i}"] = ("float32", list(layer))
+        inputs["src_valid"] = ("bool", [batch, config.max_len])
+    return {"inputs": inputs, "outputs": outputs}
+
+
+def expected_io(config: Config, batch: int) -> dict[str, dict[str, IO]]:
+    """{graph: {"inputs"|"outputs": {name: (dtype, shape)}}} the export writes for this config and
+    batch ("T" is the symbolic length of the full-pass graph)."""
+    in_name, out_name = io_names(config)
+    n, b = config.max_len, batch
+    tokens = config.inputs == "tokens"
+    cache: list[int | str] = list(cache_shape(config, b))
+    out: dict[str, dict[str, IO]] = {}
+    if config.arch == "decoder":
+        out["model"] = {
+            "inputs": {in_name: ("int64", [b, "T"]) if tokens else ("float32", [b, "T", config.d_in])},
+            "outputs": {out_name: ("float32", [b, "T", out_width(config)])},
+        }
+    else:
+        out["encoder"] = {
+            "inputs": {"src": ("int64", [b, n]), "src_valid": ("bool", [b, n])},
+            "outputs": {"cross_k": ("float32", cache), "cross_v": ("float32", cache)},
+        }
+    out["step"] = step_signature(config, b)
+    return out
+
+
+def step_feeds(
+    config: Config,
+    x: np.ndarray,
+    pos: int,
+    k_cache: np.ndarray,
+    v_cache: np.ndarray,
+    cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """Feeds for step.onnx from the host layout: x [B, 1, d_in] (tokens [B, 1]), stacked caches
+    [L, B, H, N, dh] (layer slices; K transposed to [B, H, dh, N], a copy unless k_cache is
+    already a transposed view such as runtime HostCache.k), cross = (cross_k, cross_v,
+    src_valid) or None. Not real-time (test and export helper)."""
+    in_name = io_names(config)[0]
+    feeds = {in_name: x.reshape(x.shape[0], *x.shape[2:]), "pos": np.array([pos], dtype=np.int64)}
+    for i in range(config.n_layers):
+        feeds[f"k_cache.{i}"] = np.ascontiguousarray(k_cache[i].swapaxes(-1, -2))  # [B, H, dh, N]
+        feeds[f"v_cache.{i}"] = v_cache[i]
+        if cross is not None:
+            feeds[f"cross_k.{i}"], feeds[f"cross_v.{i}"] = cross[0][i], cross[1][i]
+    if cross is not None:
+        feeds["src_valid"] = cross[2]
+    return feeds
+
+
+def step_outputs(config: Config, outs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """step.onnx's outputs (graph order) in the host layout: y [B, 1, out], and the new rows
+    stacked k_new, v_new [L, B, H, 1, dh]."""
+    y, rows = outs[0], outs[1:]
+    return y[:, None], np.stack(rows[0::2]), np.stack(rows[1::2])
