@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tickformer import validation
 from tickformer.errors import ConfigError, InputError
 from tickformer.runtime.steppable import Steppable
 
@@ -78,20 +79,15 @@ class CampaignConfig:
     duty_cycle: float = 0.9  # under SCHED_FIFO only: stay below the kernel's RT throttling limit
 
     def __post_init__(self) -> None:
-        if not _posint(self.samples) or self.samples < 1000:
-            raise ConfigError(f"samples={self.samples!r}: a campaign needs at least 1000 timed steps (EVT needs >= 10000)")
-        if not isinstance(self.warmup, int) or self.warmup < 0:
-            raise ConfigError(f"warmup={self.warmup!r} must be a non-negative integer number of steps")
-        if self.cpu is not None and (not isinstance(self.cpu, int) or self.cpu < 0):
-            raise ConfigError(f"cpu={self.cpu!r} must be a CPU index >= 0 (see `nproc`)")
-        if not (isinstance(self.rt_priority, int) and 1 <= self.rt_priority <= 99):
-            raise ConfigError(f"rt_priority={self.rt_priority!r} must be in 1..99")
-        if self.start_position is not None and (not isinstance(self.start_position, int) or self.start_position < 0):
-            raise ConfigError(f"start_position={self.start_position!r} must be >= 0")
-        if not (isinstance(self.duty_cycle, float) and 0.0 < self.duty_cycle <= 1.0):
-            raise ConfigError(f"duty_cycle={self.duty_cycle!r} must be in (0, 1]")
-        if not _posint(self.n_inputs):
-            raise ConfigError(f"n_inputs={self.n_inputs!r} must be a positive integer")
+        validation.integer(self.samples, "samples", min_value=1000, hint="a campaign needs at least 1000 timed steps (EVT needs >= 10000)")
+        validation.nonneg_int(self.warmup, "warmup", hint="untimed steps before measuring")
+        if self.cpu is not None:
+            validation.nonneg_int(self.cpu, "cpu", hint="a CPU index (see `nproc`)")
+        validation.integer(self.rt_priority, "rt_priority", min_value=1, max_value=99)
+        if self.start_position is not None:
+            validation.nonneg_int(self.start_position, "start_position")
+        validation.real(self.duty_cycle, "duty_cycle", min_value=0.0, max_value=1.0, exclude_min=True)
+        validation.positive_int(self.n_inputs, "n_inputs")
 
 
 @dataclass(frozen=True)
@@ -109,15 +105,12 @@ class EvtConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ConfigError(f"EVT method {self.method!r} is not one of {METHODS}")
-        if not (isinstance(self.exceedance, float) and 0.0 < self.exceedance < 1e-2):
-            raise ConfigError(f"exceedance={self.exceedance!r} must be a per-step probability in (0, 0.01), e.g. 1e-9")
-        if not (0.0 < self.alpha < 0.5):
-            raise ConfigError(f"alpha={self.alpha!r} must be in (0, 0.5)")
+        validation.one_of(self.method, "EVT method", METHODS)
+        validation.real(self.exceedance, "exceedance", min_value=0.0, max_value=1e-2, exclude_min=True, exclude_max=True,
+                        hint="a per-step probability, e.g. 1e-9")
+        validation.real(self.alpha, "alpha", min_value=0.0, max_value=0.5, exclude_min=True, exclude_max=True)
         for name in ("run_length", "block_size", "min_extremes", "n_boot"):
-            if not _posint(getattr(self, name)):
-                raise ConfigError(f"{name}={getattr(self, name)!r} must be a positive integer")
+            validation.positive_int(getattr(self, name), name)
         if 1.0 / (self.n_boot + 1) >= self.alpha:  # the bootstrap p-value could never fall below alpha
             raise ConfigError(f"--n-boot {self.n_boot} is too few to reject a fit at alpha = {self.alpha}; "
                               f"use at least {math.ceil(1 / self.alpha)} (default 200)")
@@ -126,10 +119,6 @@ class EvtConfig:
         if self.method == "pot":
             return {"tail_fraction": self.tail_fraction, "run_length": self.run_length}
         return {"block_size": self.block_size, "run_length": self.run_length, "tail_fraction": self.tail_fraction}
-
-
-def _posint(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
 # ----------------------------------------------------------------------------- isolation

@@ -23,13 +23,9 @@ BOUND = 'elapsed_ns <= budget_ns per step (monitored and measured, never proven)
 
 def check_budget(budget_ns: int | None) -> int | None:
     """Validate a budget (positive int nanoseconds, or None for 'no budget'). Not hot path."""
-    from tickformer.errors import ConfigError
+    from tickformer import validation
 
-    if budget_ns is None:
-        return None
-    if isinstance(budget_ns, bool) or not isinstance(budget_ns, int) or budget_ns <= 0:
-        raise ConfigError(f"latency budget {budget_ns!r} must be a positive integer number of nanoseconds, e.g. 1_000_000 for 1 ms")
-    return budget_ns
+    return validation.optional_positive_int(budget_ns, "latency budget_ns", hint="nanoseconds, e.g. 1_000_000 for 1 ms")
 
 
 def over_budget_ns(elapsed_ns: int, budget_ns: int) -> int:

@@ -47,8 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tickformer.commands.args import glued_values
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(glued_values(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

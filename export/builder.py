@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tickformer import validation
 from tickformer.errors import ExportError
 
 MIN_OPSET = 17
@@ -31,12 +32,12 @@ Dim = int | str
 
 
 def check_opset(opset: int) -> int:
-    if not isinstance(opset, int) or isinstance(opset, bool) or not MIN_OPSET <= opset <= MAX_OPSET:
+    if not validation.is_int(opset) or not MIN_OPSET <= opset <= MAX_OPSET:
         raise ExportError(
             f"--opset {opset!r} is not supported; choose {MIN_OPSET}..{MAX_OPSET} "
             f"(17 imports into TensorRT 10.3 on JetPack 6)"
         )
-    return opset
+    return int(opset)
 
 
 class GraphBuilder:

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tickformer import validation
 from tickformer.errors import ConfigError
 
 Arch = Literal["decoder", "encoder-decoder"]
@@ -55,35 +56,29 @@ class Config:
         if self.inputs not in INPUT_KINDS:
             fail(f"inputs {self.inputs!r} is not one of {INPUT_KINDS}")
         for name in ("d_model", "n_heads", "d_ff", "n_layers", "max_len"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                fail(f"{name}={value!r} must be a positive integer")
+            validation.positive_int(getattr(self, name), name)
         if self.d_model % self.n_heads:
             fail(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                 f"pick n_heads among the divisors of d_model"
             )
         if self.arch == "encoder-decoder":
-            if not isinstance(self.n_enc_layers, int) or self.n_enc_layers < 1:
-                fail(f"n_enc_layers={self.n_enc_layers!r}: an encoder-decoder needs >= 1 encoder layer")
+            validation.positive_int(self.n_enc_layers, "n_enc_layers", hint="an encoder-decoder needs >= 1 encoder layer")
             if self.inputs != "tokens":
                 fail("encoder-decoder models take tokens; use arch='decoder' for continuous inputs")
         elif self.n_enc_layers != 0:
             fail(f"n_enc_layers={self.n_enc_layers} given for a decoder-only model; set it to 0")
         if self.inputs == "tokens":
-            if not isinstance(self.vocab_size, int) or self.vocab_size < 2:
-                fail(f"vocab_size={self.vocab_size!r}: token models need vocab_size >= 2")
+            validation.integer(self.vocab_size, "vocab_size", min_value=2, hint="token models need at least two tokens")
             if self.d_in or self.d_out:
                 fail("d_in/d_out are for continuous inputs; leave them 0 for a token model")
         else:
-            if not isinstance(self.d_in, int) or self.d_in < 1 or not isinstance(self.d_out, int) or self.d_out < 1:
-                fail(f"continuous models need d_in >= 1 and d_out >= 1 (got d_in={self.d_in}, d_out={self.d_out})")
+            for name in ("d_in", "d_out"):
+                validation.positive_int(getattr(self, name), name, hint="continuous models need d_in >= 1 and d_out >= 1")
             if self.vocab_size:
                 fail("vocab_size is for token models; leave it 0 for continuous inputs")
-        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
-            fail(f"dropout={self.dropout!r} must be in [0, 1)")
-        if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):
-            fail(f"ln_eps={self.ln_eps!r} must be > 0")
+        validation.real(self.dropout, "dropout", min_value=0.0, max_value=1.0, exclude_max=True)
+        validation.positive_real(self.ln_eps, "ln_eps")
 
     @property
     def d_head(self) -> int:

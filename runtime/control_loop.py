@@ -34,6 +34,7 @@ import numpy as np
 from tickformer.contracts.deadline import deadline_of, lateness_ns, next_tick, release_time
 from tickformer.contracts.latency import check_budget, over_budget_ns
 from tickformer.contracts.output_bound import output_excess
+from tickformer import validation
 from tickformer.errors import ConfigError
 from tickformer.runtime.denormals import denormals_flushed, flushed_denormals
 from tickformer.runtime.steppable import Steppable
@@ -76,27 +77,20 @@ class LoopConfig:
     flush_denormals: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.period_ns, bool) or not isinstance(self.period_ns, int) or self.period_ns <= 0:
-            raise ConfigError(f"period_ns={self.period_ns!r} must be a positive integer, e.g. 1_000_000 for 1 kHz")
+        validation.positive_int(self.period_ns, "period_ns", hint="e.g. 1_000_000 for 1 kHz")
         check_budget(self.budget_ns)
-        if self.fallback not in FALLBACKS:
-            raise ConfigError(f"fallback={self.fallback!r} is not one of {FALLBACKS}")
+        validation.one_of(self.fallback, "fallback", FALLBACKS)
         if self.fallback == "safe" and self.safe_action is None:
             raise ConfigError("fallback='safe' needs safe_action=(...), the output to actuate when a step is rejected")
         if self.safe_action is not None and not all(math.isfinite(v) for v in self.safe_action):
             raise ConfigError(f"safe_action={self.safe_action!r} must be finite")
         if self.output_bound is not None and not (self.output_bound > 0 and math.isfinite(self.output_bound)):
             raise ConfigError(f"output_bound={self.output_bound!r} must be a positive finite number or None")
-        if self.reset_at is not None and (not isinstance(self.reset_at, int) or self.reset_at < 1):
-            raise ConfigError(f"reset_at={self.reset_at!r} must be a positive position or None")
-        if not isinstance(self.flush_denormals, bool):
-            raise ConfigError(f"flush_denormals={self.flush_denormals!r} must be True or False")
-        if isinstance(self.spin_ns, bool) or not isinstance(self.spin_ns, int) or not 0 <= self.spin_ns < self.period_ns:
-            raise ConfigError(f"spin_ns={self.spin_ns!r} must be an integer in [0, period_ns)")
+        validation.optional_positive_int(self.reset_at, "reset_at", hint="a position >= 1, or None")
+        validation.boolean(self.flush_denormals, "flush_denormals")
+        validation.integer(self.spin_ns, "spin_ns", min_value=0, max_value=self.period_ns - 1, hint="spin at most period_ns - 1")
         for name in ("hist_bin_ns", "hist_bins"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"{name}={v!r} must be a positive integer")
+            validation.positive_int(getattr(self, name), name)
 
     @property
     def effective_budget_ns(self) -> int:
@@ -262,8 +256,7 @@ class ControlLoop:
         trace=True preallocates per-tick arrays in `self.trace`: tick index k, wake lateness,
         step time, lateness against the deadline, outcome flags (OVERRUN|VIOLATION|FAULT|MISSED).
         """
-        if isinstance(n_ticks, bool) or not isinstance(n_ticks, int) or n_ticks < 1:
-            raise ConfigError(f"n_ticks={n_ticks!r} must be a positive integer")
+        validation.positive_int(n_ticks, "n_ticks")
         self._clear()
         tr = None
         if trace:

@@ -13,6 +13,7 @@ import argparse
 import math
 from typing import Any
 
+from tickformer.commands import args as shared
 from tickformer.errors import ConfigError
 
 
@@ -24,8 +25,8 @@ def register(subparsers: Any) -> None:
         "estimate a probabilistic WCET with extreme value theory, and give a PASS/FAIL/INCONCLUSIVE "
         "verdict (exit 0/1/2).",
     )
-    p.add_argument("artifact", help="exported artifact directory (tickformer export ... --out ART)")
-    p.add_argument("--backend", default="ort", help="runtime backend (default: ort)")
+    shared.artifact(p)
+    shared.backend(p)
     p.add_argument("--budget-us", type=float, required=True, help="latency budget per step in microseconds")
     p.add_argument("--samples", type=int, default=100_000, help="timed steps (default 100000)")
     p.add_argument("--warmup", type=int, default=2_000, help="untimed warm-up steps (default 2000)")
@@ -37,9 +38,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--run-length", type=int, default=3, help="runs-declustering gap in steps (default 3)")
     p.add_argument("--block-size", type=int, default=100, help="block size for --method bm (default 100)")
     p.add_argument("--n-boot", type=int, default=200, help="parametric bootstrap replicates (default 200)")
-    p.add_argument("--threads", type=int, default=1, help="intra-op threads for the ort backend (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed for inputs and bootstrap (default 0)")
-    p.add_argument("--out", required=True, help="report directory")
+    shared.threads(p)
+    shared.seed(p, help="seed for inputs and bootstrap")
+    shared.out(p, help="report directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=run)
 

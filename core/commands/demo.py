@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tickformer import validation
 from tickformer.errors import ConfigError, TickformerError
 
 
@@ -58,14 +59,10 @@ class DemoConfig:
     w_omega: float = 0.01
 
     def __post_init__(self) -> None:
-        for name in ("train_steps", "samples", "ticks", "candidates", "n_boot", "verify_examples"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} {v!r} must be a positive integer")
-        if self.candidates < 2:
-            raise ConfigError(f"--candidates {self.candidates} must be >= 2 (a choice needs alternatives)")
-        if not (self.period_ms > 0 and math.isfinite(self.period_ms)):
-            raise ConfigError(f"--period-ms {self.period_ms!r} must be a positive number")
+        for name in ("train_steps", "samples", "ticks", "n_boot", "verify_examples"):
+            validation.positive_int(getattr(self, name), f"--{name.replace('_', '-')}")
+        validation.integer(self.candidates, "--candidates", min_value=2, hint="a choice needs alternatives")
+        validation.positive_real(self.period_ms, "--period-ms")
         if self.tick_budget_ms is not None and not (0 < self.tick_budget_ms <= self.period_ms):
             raise ConfigError(f"--tick-budget-ms {self.tick_budget_ms!r} must be in (0, period {self.period_ms}]")
 

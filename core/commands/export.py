@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tickformer.commands import args as shared
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("export", help="export a checkpoint to an ONNX artifact directory", description=__doc__,
@@ -19,10 +21,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-len", type=int, default=None, help="static KV-cache length and longest sequence (default: the checkpoint's max_len)")
     p.add_argument("--batch", type=int, default=1, help="static batch size of every graph (default 1)")
     p.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17: TensorRT 10.3 / JetPack 6)")
-    p.add_argument("--domain", default=None, help="declared input domain LO:HI for continuous inputs (default: checkpoint meta, else -10:10)")
+    shared.domain(p, help="declared input domain LO:HI for continuous inputs (default: checkpoint meta, else -10:10)")
     p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32",
                    help="fp16: mixed-precision graphs (fp32 scores/softmax/LayerNorm statistics), error measured and recorded")
-    p.add_argument("--seed", type=int, default=0, help="seed of the export-time equivalence inputs")
+    shared.seed(p, help="seed of the export-time equivalence inputs")
     p.set_defaults(func=run)
 
 

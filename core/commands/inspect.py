@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tickformer.commands import args as shared
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("inspect", help="summarise an exported artifact (hashes verified)", description=__doc__)
-    p.add_argument("artifact", type=Path, help="artifact directory (tickformer export --out)")
+    shared.artifact(p)
     p.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
     p.set_defaults(func=run)
 

@@ -17,12 +17,12 @@ import numpy as np
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from tickformer.runtime import BACKENDS
+    from tickformer.commands import args as shared
 
     p = subparsers.add_parser("run", help="run an artifact step by step on an input file", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("artifact", type=Path, help="artifact directory (tickformer export --out)")
-    p.add_argument("--backend", default="ort", choices=sorted(BACKENDS), help="backend (default ort)")
+    shared.artifact(p)
+    shared.backend(p)
     p.add_argument("--input", type=Path, required=True, help=".npy input sequence (or source tokens, encoder-decoder)")
     p.add_argument("--output", type=Path, default=None, help=".npy file for the outputs (default: print a summary only)")
     p.add_argument("--contracts", default="off", choices=("off", "check", "monitor"), help="run-time contract mode")
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--eos", type=int, default=None, help="encoder-decoder: stop token id (default: from the checkpoint meta)")
     p.add_argument("--max-new", type=int, default=None, help="encoder-decoder: tokens to generate (default max_len)")
     p.add_argument("--binding", choices=("iobinding", "run"), default=None, help="ort: IOBinding (default) or InferenceSession.run")
-    p.add_argument("--threads", type=int, default=None, help="ort: intra-op threads (default 1: lowest jitter, deterministic)")
+    shared.threads(p, default=None)
     p.add_argument("--repeat", type=int, default=1, help="run the sequence this many times (reset() in between) for more latency samples")
     p.set_defaults(func=run)
 

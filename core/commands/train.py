@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tickformer.commands import args as shared
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("train", help="train a model on a built-in task and write a checkpoint", description=__doc__,
@@ -20,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="checkpoint directory to write (an existing checkpoint there is replaced)")
     p.add_argument("--preset", default=None, help="model preset (default: the task's own: reverse -> reverse, pendulum -> control)")
     p.add_argument("--steps", type=int, default=None, help="optimisation steps (default: the task's budget that reaches its target)")
-    p.add_argument("--seed", type=int, default=0, help="seed of initialisation, data, batches and dropout (default 0)")
+    shared.seed(p, help="seed of initialisation, data, batches and dropout")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--require-target", action="store_true", help="exit with status 3 if the held-out target is not met")
     p.set_defaults(func=run)

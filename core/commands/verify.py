@@ -15,18 +15,19 @@ import json
 import time
 from pathlib import Path
 
+from tickformer.commands import args as shared
 from tickformer.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("verify", help="property-test an exported model (ours or a bare ONNX [B,T,F]->[B,T,G]) with Hypothesis")
-    p.add_argument("path", type=Path, help="artifact directory or .onnx file")
-    p.add_argument("--backend", default="ort", help="ort (CPU; default), ort-cuda, ort-trt; artifacts also numpy")
+    shared.artifact(p, name="path", help="artifact directory or .onnx file")
+    shared.backend(p, help="ort (CPU; default), ort-cuda, ort-trt; artifacts also numpy")
     p.add_argument("--examples", type=int, default=50, metavar="N", help="Hypothesis examples per property (default 50)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="Hypothesis seed (default 0: reproducible)")
-    p.add_argument("--domain", default=None, metavar="LO:HI", help="input domain (default: the artifact's manifest; required for bare ONNX)")
+    shared.seed(p, help="Hypothesis seed (reproducible)")
+    shared.domain(p, help="input domain (default: the artifact's manifest; required for bare ONNX)")
     p.add_argument("--max-t", type=int, default=16, metavar="T", help="longest sequence drawn (default 16)")
-    p.add_argument("--out", type=Path, default=Path("verify-out"), metavar="DIR", help="report and counterexamples (default ./verify-out)")
+    shared.out(p, default=Path("verify-out"), help="report and counterexamples (default ./verify-out)")
     p.set_defaults(func=run)
 
 

@@ -152,7 +152,7 @@ KNOWN_BUGS: dict[str, str] = {
 SYNTAX_CASES = [
     ["nope"],
     ["export", "{CKPT}"],
-    ["run", "{ART}", "--backend", "bogus", "--input", "x.npy"],
+    ["run", "{ART}", "--input", "x.npy", "--repeat", "many"],
     ["certify", "{ART}", "--out", "x"],
     ["check", "{ART}", "--target", "trt-9"],
     ["train", "--task", "pendulum", "--out", "x", "--steps", "many"],

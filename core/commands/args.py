@@ -1,0 +1,61 @@
+"""The arguments several subcommands share, defined once: artifact path, --backend, --threads,
+--seed, --out, --domain.
+
+`glued_values(argv)` lets a value that starts with "-" follow its flag as a separate word
+(`--domain -1:1`): argparse would take "-1:1" for an unknown option, so such a pair is glued
+into `--domain=-1:1` before parsing. Not real-time code.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Sequence
+
+# Flags whose value may begin with "-" (a negative number, a negative interval).
+NEGATIVE_VALUE_FLAGS = ("--domain",)
+
+
+def glued_values(argv: Sequence[str]) -> list[str]:
+    """argv with `FLAG -VALUE` pairs of NEGATIVE_VALUE_FLAGS written as `FLAG=-VALUE`."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in NEGATIVE_VALUE_FLAGS and i + 1 < len(argv) and argv[i + 1].startswith("-") and argv[i + 1] != "--":
+            out.append(f"{word}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
+def artifact(p: argparse.ArgumentParser, *, name: str = "artifact", help: str | None = None) -> None:
+    p.add_argument(name, type=Path, help=help or "artifact directory (tickformer export --out)")
+
+
+def backend(p: argparse.ArgumentParser, *, default: str | None = "ort", help: str | None = None, **kwargs: Any) -> None:
+    """--backend NAME, one of the runtime's backend registry. Checked when the backend is loaded
+    (not by argparse `choices`): an unknown name is a one-line error like every other, exit 1."""
+    from tickformer.runtime.backends import REGISTRY
+
+    text = help or f"runtime backend (default {default})"
+    p.add_argument("--backend", default=default, metavar="NAME", help=f"{text}; one of {', '.join(sorted(REGISTRY))}", **kwargs)
+
+
+def threads(p: argparse.ArgumentParser, *, default: int | None = 1) -> None:
+    shown = "1: lowest jitter, deterministic" if default in (1, None) else str(default)
+    p.add_argument("--threads", type=int, default=default, metavar="N", help=f"ort: intra-op threads (default {shown})")
+
+
+def seed(p: argparse.ArgumentParser, *, default: int = 0, help: str = "seed") -> None:
+    p.add_argument("--seed", type=int, default=default, metavar="S", help=f"{help} (default {default})")
+
+
+def out(p: argparse.ArgumentParser, *, help: str, default: Path | None = None) -> None:
+    p.add_argument("--out", type=Path, required=default is None, default=default, metavar="DIR", help=help)
+
+
+def domain(p: argparse.ArgumentParser, *, help: str) -> None:
+    p.add_argument("--domain", default=None, metavar="LO:HI", help=help + " (e.g. --domain -1:1)")
