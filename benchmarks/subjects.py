@@ -63,15 +63,17 @@ def ort_options():
 
 
 def runtime():
-    return pytest.importorskip("tickformer.runtime", reason="tickformer.runtime not built yet (helper B)")
+    import tickformer.runtime
+
+    return tickformer.runtime
 
 
 def export_artifact(config, params, out: Path, *, lengths: list[int] | None = None) -> Path:
     """checkpoint -> artifact with tickformer's own exporter (skips if it is not built yet).
     lengths: the export-time equivalence lengths (None = the exporter's default); the scaling
     runs pass a short list so a max_len 2048 export does not spend minutes verifying."""
-    ckpt_mod = pytest.importorskip("tickformer.model.checkpoint", reason="checkpoints not built yet")
-    art_mod = pytest.importorskip("tickformer.export.writer", reason="tickformer.export.writer not built yet (helper B)")
+    from tickformer.export import writer as art_mod
+    from tickformer.model import checkpoint as ckpt_mod
     ckpt = ckpt_mod.save_checkpoint(out / "ckpt", config, params, {"task": "benchmark"})
     return Path(art_mod.export_artifact(ckpt, out / "art", max_len=config.max_len, lengths=lengths))
 
@@ -127,7 +129,7 @@ def growing_subject(config, params, x: np.ndarray) -> Stateful:
 def full_graph(config, params):
     """tickformer's model.onnx graph (export/graphs.py build_model: the graph the artifact holds),
     built directly so long max_len need not go through the export-time equivalence checks."""
-    graphs = pytest.importorskip("tickformer.export.graphs", reason="tickformer.export not built yet (helper B)")
+    from tickformer.export import graphs
     return graphs.build_model(params, config, 1, 17)
 
 

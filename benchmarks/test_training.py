@@ -28,8 +28,7 @@ def make_batch(config, batch: int, t: int, seed: int = 0):
 
 
 def numpy_step_fn(config, params, x, y):
-    grad = pytest.importorskip("tickformer.model.grad", reason="numpy trainer (model/grad.py) not built yet")
-    optim = pytest.importorskip("tickformer.model.optim", reason="numpy optimiser (model/optim.py) not built yet")
+    from tickformer.model import grad, optim
     params = {k: v.copy() for k, v in params.items()}
     opt = optim.Adam(beta1=0.9, beta2=0.98, eps=1e-9)
     batch = grad.Batch(x=x, target=y)
@@ -74,11 +73,11 @@ def test_training_losses_agree(control, torch_mod):
     """The two trainers do the same work: same initial loss and, after 5 Adam steps with the
     same batch, losses within 1e-3 relative (fp32 roundoff in different orders; Adam's
     normalised update amplifies tiny gradient differences only where |g| ~ eps)."""
-    grad = pytest.importorskip("tickformer.model.grad", reason="numpy trainer (model/grad.py) not built yet")
+    from tickformer.model import grad
     config, params = control
     x, y = make_batch(config, 8, 32, seed=3)
     numpy_params = {k: v.copy() for k, v in params.items()}
-    optim = pytest.importorskip("tickformer.model.optim")
+    from tickformer.model import optim
     opt = optim.Adam(beta1=0.9, beta2=0.98, eps=1e-9)
     batch = grad.Batch(x=x, target=y)
     numpy_losses = []

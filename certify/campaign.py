@@ -267,7 +267,7 @@ def measure(session: Steppable, inputs: np.ndarray, *, samples: int, warmup: int
     duty_cycle (e.g. 0.9): after each chunk, sleep so the thread is busy at most that fraction of
     the time. Needed under SCHED_FIFO: Linux RT throttling (kernel.sched_rt_runtime_us = 950000
     per 1 s period by default) stalls a real-time thread that stays runnable for 95% of a second
-    for the rest of that second (we measured ~45-50 ms stalls without it).
+    for the rest of that second (tens of milliseconds of stall otherwise).
     """
     if duty_cycle is not None and not 0.0 < duty_cycle <= 1.0:
         raise ConfigError(f"duty_cycle={duty_cycle!r} must be in (0, 1]")

@@ -18,7 +18,7 @@ Reason
     (~104 days) and make "skipped" depend on rounding.
 
 All functions are pure integer arithmetic: real-time safe (no allocation beyond small ints,
-O(1) work). Used by runtime/control_loop.py (helper D); proofs in verify/prove.py.
+O(1) work). Used by runtime/control_loop.py; proofs in verify/proofs/crosshair.py.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Bound
     measured worst ratio is reported by tests/contracts/test_decode_equivalence.py). For the
     `control` preset (D = 64, d_ff = 256, 2 layers) that is about 4.9e-4.
     Across backends (numpy vs ONNX Runtime, fp32) the same tolerance applies; fp16 engines
-    need their own (manifest field, helper B).
+    need their own (the manifest's `tolerance` of an fp16 export).
 Reason
     Training and tests use the full pass; the control loop uses steps. If they disagreed, no
     offline test would say anything about the deployed behaviour.

@@ -13,8 +13,10 @@ Reason
 Implementation note (real-time safety, measured with tracemalloc: benchmarks/diagnose.py allocs,
 tests/contracts/test_input_domain.py): a small plain ndarray (size <= SMALL, the step input
 [B, 1, d_in]) is scanned by `value_range`, a `while` loop over `x.item(i)`: each value comes back
-as a Python float from CPython's float free list -- 0 bytes traced on the success path. Its time grows per value (on this VM: 8 values ~0.9 us vs ~2.1 us for min+max;
-64 values ~4.5 us vs ~1.5 us), hence the bound SMALL. (A `for i in range(n)` loop would allocate
+as a Python float from CPython's float free list -- 0 bytes traced on the success path. Its time
+grows per value while min+max costs about the same for any small array, so the loop wins only
+for small arrays (measured by `python benchmarks/diagnose.py allocs`; figures in
+benchmarks/ANALYSIS.md), hence the bound SMALL. (A `for i in range(n)` loop would allocate
 its range iterator, 96 B; numpy's reduction machinery behind `x.min()` / `x.max()` allocates
 ~1 KB per call, all freed.) Larger arrays keep the two bounded reductions `x.min()` and `x.max()`:
 O(x.size) work, no array allocation, ~1 KB of transient Python objects. Either way one test
@@ -22,7 +24,7 @@ decides the contract: NaN fails every comparison (`lo <= v <= hi`, `lo <= min`),
 outside any finite interval. Only the failure path allocates, to name the first bad index and
 the worst value.
 
-Referenced by: runtime sessions (helper B), `contracts.monitor.ContractMonitor`,
+Referenced by: runtime sessions, `runtime.monitor.ContractMonitor`,
 tests/contracts/test_input_domain.py, `tickformer verify` (domain strategy).
 """
 

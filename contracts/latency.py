@@ -5,14 +5,14 @@ Statement
     input copy to just after its last output copy, takes at most `budget_ns` nanoseconds.
 Bound
     elapsed_ns <= budget_ns (a per-artifact, per-target budget; the certification campaign
-    (verify/certify*, helper D) measures the distribution, p99.9/max and a pWCET estimate).
+    (tickformer.certify) measures the distribution, p99.9/max and a pWCET estimate).
 Reason
     A control loop at rate f has 1/f seconds per tick; a step whose cost does not depend on
     the position (static KV cache) makes the measured worst case meaningful. This contract is
     monitored (never proven): timing is a property of the machine, not of the code.
 
 Real-time safety: integer arithmetic on two ints, no allocation beyond the int result.
-Referenced by: `contracts.monitor.ContractMonitor`, the control loop (with `contracts.deadline`).
+Referenced by: `runtime.monitor.ContractMonitor`, the control loop (with `contracts.deadline`).
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ Reason
 Real-time safety: `output_excess` scans y with `input_domain.value_range`; on a small plain
 ndarray (size <= input_domain.SMALL, e.g. the control output [B, 1, d_out]) that is a value
 loop: no array, no reduction machinery, at most a few dozen bytes of
-transient Python objects (48 B measured; tests/contracts/test_output_bound.py), ~3x faster than
-the reductions for 2 values (0.47 vs 1.52 us). Larger arrays take two bounded reductions (min,
+transient Python objects (bounded in tests/contracts/test_output_bound.py), faster than the
+reductions for a few values. Larger arrays take two bounded reductions (min,
 max): no array allocation, ~1 KB of transient Python objects.
-Referenced by: `contracts.monitor.ContractMonitor`, `tickformer verify` (finiteness property).
+Referenced by: `runtime.monitor.ContractMonitor`, `tickformer verify` (finiteness property).
 """
 
 from __future__ import annotations

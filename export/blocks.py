@@ -142,7 +142,7 @@ def attend_step(g: GraphBuilder, q: str, k_cache: str, v_cache: str, k_own: str,
     P_cache V_cache + p_own v_own. The cache is read in place (never concatenated with the new
     row: that would copy O(N dh) per step); 0 * v = 0 for the finite values a stale row holds, so
     it cannot leak. Timing: exp(-inf) and every exp argument below -87.3 pass through subnormal
-    floats, ~15x slower on x86 unless the thread flushes them to zero; ControlLoop and certify do
+    floats, an order of magnitude slower on x86 unless the thread flushes them to zero; ControlLoop and certify do
     (runtime/denormals.py), and then the step's time does not depend on the position.
     """
     s_cache = g.op("MatMul", q, k_cache)  # [B, H, 1, dh] @ [B, H, dh, N] -> [B, H, 1, N], constant work

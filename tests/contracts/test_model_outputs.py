@@ -1,6 +1,6 @@
 """Output contract on the numpy reference model (contracts/output_bound.py): over a declared
 domain, including its edges and fp16 inputs, every output is finite and within the analytic
-output bound the exporter records (export/bounds.py, helper B). Also the model-level face of
+output bound the exporter records (export/bounds.py). Also the model-level face of
 decode equivalence: the runtime's KV-cache step agrees with the model within decode_tolerance."""
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def test_outputs_finite_and_bounded_over_domain_edges(t, dtype, data):
 
 
 def test_runtime_step_agrees_with_model_within_decode_tolerance(tmp_path):
-    export = pytest.importorskip("tickformer.export.writer")
-    runtime = pytest.importorskip("tickformer.runtime")
+    from tickformer import runtime
+    from tickformer.export import writer as export
     from tickformer.model.checkpoint import Checkpoint
 
     cfg = preset("tiny")

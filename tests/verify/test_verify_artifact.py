@@ -1,4 +1,4 @@
-"""`tickformer verify` on one of our artifacts (helper B's export and runtime): every property
+"""`tickformer verify` on one of our artifacts (our export and runtime): every property
 passes on a correct export, and each artifact-only property fails when the runtime is sabotaged
 the way a real bug would (so none of them can only pass)."""
 
@@ -9,7 +9,6 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("onnxruntime")
 
 from tickformer.cli import main  # noqa: E402
 from tickformer.verify.properties.models import ArtifactModel  # noqa: E402
