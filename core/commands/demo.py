@@ -3,7 +3,7 @@
 Stages (each a function, so a missing part of the checkout fails one stage with a clear note):
 
     1. train      the control model on the `pendulum` task (model/tasks.py), few steps
-    2. export     to an ONNX artifact (export/artifact.py), max_len = the task's sequence length
+    2. export     to an ONNX artifact (export/writer.py), max_len = the task's sequence length
     3. verify     the contracts on the exported artifact (tickformer.verify.properties on ORT)
     4. certify    step latency on ONNX Runtime (tickformer.certify) against a per-step budget
                   derived from the control loop: tick budget / number of candidate actions

@@ -1,4 +1,4 @@
-"""The certification campaign (verify/certify.py): measurement, statistics, verdict, report."""
+"""The certification campaign (certify/campaign.py): measurement, statistics, verdict, report."""
 
 from __future__ import annotations
 

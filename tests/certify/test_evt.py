@@ -1,4 +1,4 @@
-"""pWCET estimation (verify/evt.py) on synthetic i.i.d. data with a known tail.
+"""pWCET estimation (certify/evt.py) on synthetic i.i.d. data with a known tail.
 
 Accuracy is stated relative to the *excess* of the true quantile over the median,
 err = (estimate - q_true(p)) / (q_true(p) - median), because that is the part EVT extrapolates.
