@@ -10,4 +10,13 @@ The writer is `tickformer.export.writer`; both use `tickformer.artifact.format`.
 from .format import FORMAT, MANIFEST, VERSION, WEIGHTS
 from .reader import Artifact, open_artifact, read_manifest, verified_graph_bytes
 
-__all__ = ["FORMAT", "MANIFEST", "VERSION", "WEIGHTS", "Artifact", "open_artifact", "read_manifest", "verified_graph_bytes"]
+__all__ = [
+    "FORMAT",
+    "MANIFEST",
+    "VERSION",
+    "WEIGHTS",
+    "Artifact",
+    "open_artifact",
+    "read_manifest",
+    "verified_graph_bytes",
+]

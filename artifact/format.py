@@ -57,9 +57,9 @@ def cache_shape(config: Config, batch: int, rows: int | None = None) -> list[int
 def step_signature(config: Config, batch: int) -> dict[str, IO]:
     """{"inputs"|"outputs": {name: (dtype, shape)}} of step.onnx, in graph order:
 
-        x [B, d_in] (tokens [B]), pos [1], k_cache.i [B, H, dh, N] (K stored transposed),
-        v_cache.i [B, H, N, dh] -> y [B, d_out] (logits [B, V]), k_new.i, v_new.i [B, H, 1, dh]
-        (+ cross_k.i, cross_v.i [B, H, N, dh], src_valid [B, N] for encoder-decoder)."""
+    x [B, d_in] (tokens [B]), pos [1], k_cache.i [B, H, dh, N] (K stored transposed),
+    v_cache.i [B, H, N, dh] -> y [B, d_out] (logits [B, V]), k_new.i, v_new.i [B, H, 1, dh]
+    (+ cross_k.i, cross_v.i [B, H, N, dh], src_valid [B, N] for encoder-decoder)."""
     in_name, out_name = io_names(config)
     layer = cache_shape(config, batch)[1:]  # [B, H, N, dh]
     row = cache_shape(config, batch, rows=1)[1:]  # [B, H, 1, dh]
@@ -68,7 +68,11 @@ def step_signature(config: Config, batch: int) -> dict[str, IO]:
         "pos": ("int64", [1]),
     }
     outputs: IO = {out_name: ("float32", [batch, out_width(config)])}
-    k_layer: list[int | str] = [*layer[:2], config.d_head, config.max_len]  # [B, H, dh, N]: K stored transposed
+    k_layer: list[int | str] = [
+        *layer[:2],
+        config.d_head,
+        config.max_len,
+    ]  # [B, H, dh, N]: K stored transposed
     for i in range(config.n_layers):
         inputs[f"k_cache.{i}"], inputs[f"v_cache.{i}"] = ("float32", k_layer), ("float32", list(layer))
         outputs[f"k_new.{i}"] = outputs[f"v_new.{i}"] = ("float32", list(row))

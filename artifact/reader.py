@@ -40,7 +40,16 @@ from tickformer.errors import ArtifactError, CheckpointError, ConfigError
 from tickformer.model.checkpoint import check_params
 from tickformer.model.config import Config
 
-from .format import FORMAT, GRAPH_FILES, MANIFEST, REQUIRED_GRAPHS, UNHASHED_CACHES, VERSION, WEIGHTS, expected_io
+from .format import (
+    FORMAT,
+    GRAPH_FILES,
+    MANIFEST,
+    REQUIRED_GRAPHS,
+    UNHASHED_CACHES,
+    VERSION,
+    WEIGHTS,
+    expected_io,
+)
 
 MANIFEST_HASH = sealed.MANIFEST_HASH
 
@@ -87,7 +96,9 @@ class Artifact:
         try:
             return dict(self.manifest["graphs"][name])
         except KeyError:
-            raise ArtifactError(f"{self.root}: has no {name!r} graph (graphs: {sorted(self.manifest['graphs'])})") from None
+            raise ArtifactError(
+                f"{self.root}: has no {name!r} graph (graphs: {sorted(self.manifest['graphs'])})"
+            ) from None
 
     def graph_path(self, name: str) -> Path:
         return self.root / self.graph_spec(name)["file"]
@@ -99,14 +110,18 @@ class Artifact:
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise ArtifactError(f"{path}: cannot read weights ({exc.strerror}); re-export the artifact") from None
+            raise ArtifactError(
+                f"{path}: cannot read weights ({exc.strerror}); re-export the artifact"
+            ) from None
         if hashlib.sha256(data).hexdigest() != self.manifest["files"][WEIGHTS]["sha256"]:
             raise ArtifactError(f"{path} changed after the artifact was opened; load it again")
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as archive:
                 params = {name: archive[name] for name in archive.files}
         except Exception as exc:  # an untrusted archive: BadZipFile, EOFError, ValueError, zlib.error...
-            raise ArtifactError(f"{path}: cannot read weights ({type(exc).__name__}: {exc}); re-export the artifact") from None
+            raise ArtifactError(
+                f"{path}: cannot read weights ({type(exc).__name__}: {exc}); re-export the artifact"
+            ) from None
         try:
             check_params(self.config, params, where=str(path))
         except CheckpointError as exc:
@@ -129,34 +144,54 @@ def _is_number(value: Any) -> bool:
 def _parse_manifest(root: Path) -> Any:
     path = root / MANIFEST
     if path.is_symlink() or not path.is_file():
-        raise _fail(root, f"no {MANIFEST}; not a tickformer artifact (or an interrupted export): run `tickformer export CKPT --out {root}`")
+        raise _fail(
+            root,
+            f"no {MANIFEST}; not a tickformer artifact (or an interrupted export): run `tickformer "
+            f"export CKPT --out {root}`",
+        )
     try:
         return sealed.loads(path.read_bytes())
     except ValueError as exc:  # JSONDecodeError is a ValueError; sealed.loads maps deep nesting to one
-        raise _fail(root, f"{MANIFEST} is not valid JSON ({str(exc)[:120]}); re-export the artifact") from None
+        raise _fail(
+            root, f"{MANIFEST} is not valid JSON ({str(exc)[:120]}); re-export the artifact"
+        ) from None
     except OSError as exc:
-        raise _fail(root, f"cannot read {MANIFEST} ({exc.strerror}); check its permissions or re-export") from None
+        raise _fail(
+            root, f"cannot read {MANIFEST} ({exc.strerror}); check its permissions or re-export"
+        ) from None
 
 
 def check_self_hash(root: Path, manifest: dict[str, Any]) -> None:
     """The manifest's MANIFEST_HASH must equal sealed.digest(manifest)."""
     recorded = manifest.get(MANIFEST_HASH)
     if not isinstance(recorded, str):
-        raise _fail(root, f"{MANIFEST} has no {MANIFEST_HASH} (an older or hand-edited manifest); re-export the artifact")
+        raise _fail(
+            root,
+            f"{MANIFEST} has no {MANIFEST_HASH} (an older or hand-edited manifest); re-export the artifact",
+        )
     digest = sealed.digest(manifest)
     if digest != recorded:
-        raise _fail(root, f"{MANIFEST} was modified after export: its content hashes to {digest[:16]}..., "
-                          f"{MANIFEST_HASH} says {recorded[:16]}...; restore it or re-export the artifact")
+        raise _fail(
+            root,
+            f"{MANIFEST} was modified after export: its content hashes to {digest[:16]}..., "
+            f"{MANIFEST_HASH} says {recorded[:16]}...; restore it or re-export the artifact",
+        )
 
 
 def _check_io_spec(root: Path, graph: str, key: str, spec: Any) -> None:
     ok = isinstance(spec, list) and all(
-        isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("dtype"), str)
-        and isinstance(v.get("shape"), list) and all(_is_int(d) or isinstance(d, str) for d in v["shape"])
+        isinstance(v, dict)
+        and isinstance(v.get("name"), str)
+        and isinstance(v.get("dtype"), str)
+        and isinstance(v.get("shape"), list)
+        and all(_is_int(d) or isinstance(d, str) for d in v["shape"])
         for v in spec
     )
     if not ok:
-        raise _fail(root, f"{MANIFEST}: graphs.{graph}.{key} must be a list of {{name, dtype, shape}}; re-export the artifact")
+        raise _fail(
+            root,
+            f"{MANIFEST}: graphs.{graph}.{key} must be a list of {{name, dtype, shape}}; re-export the artifact",
+        )
 
 
 def check_schema(root: Path, manifest: dict[str, Any]) -> None:
@@ -167,42 +202,73 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
             raise _fail(root, f"{MANIFEST} lacks {key!r}; the manifest is incomplete, re-export the artifact")
     files = manifest["files"]
     if not isinstance(files, dict) or not all(
-        isinstance(v, dict) and isinstance(v.get("sha256"), str) and _is_int(v.get("bytes")) and v["bytes"] >= 0
+        isinstance(v, dict)
+        and isinstance(v.get("sha256"), str)
+        and _is_int(v.get("bytes"))
+        and v["bytes"] >= 0
         for v in files.values()
     ):
-        raise _fail(root, f"{MANIFEST}: 'files' must map file names to {{sha256, bytes}}; re-export the artifact")
+        raise _fail(
+            root, f"{MANIFEST}: 'files' must map file names to {{sha256, bytes}}; re-export the artifact"
+        )
     if not isinstance(manifest["config"], dict):
-        raise _fail(root, f"{MANIFEST}: 'config' must be an object (the model Config); re-export the artifact")
+        raise _fail(
+            root, f"{MANIFEST}: 'config' must be an object (the model Config); re-export the artifact"
+        )
     graphs = manifest["graphs"]
     if not isinstance(graphs, dict):
-        raise _fail(root, f"{MANIFEST}: 'graphs' must map graph names to {{file, inputs, outputs}}, got {type(graphs).__name__}; re-export the artifact")
+        raise _fail(
+            root,
+            f"{MANIFEST}: 'graphs' must map graph names to {{file, inputs, outputs}}, got "
+            f"{type(graphs).__name__}; re-export the artifact",
+        )
     for name, spec in graphs.items():
         if name not in GRAPH_FILES:
-            raise _fail(root, f"{MANIFEST}: unknown graph {name!r} (known: {sorted(GRAPH_FILES)}); re-export the artifact")
+            raise _fail(
+                root,
+                f"{MANIFEST}: unknown graph {name!r} (known: {sorted(GRAPH_FILES)}); re-export the artifact",
+            )
         if not isinstance(spec, dict) or not isinstance(spec.get("file"), str):
-            raise _fail(root, f"{MANIFEST}: graphs.{name} must be {{file, inputs, outputs}}; re-export the artifact")
+            raise _fail(
+                root, f"{MANIFEST}: graphs.{name} must be {{file, inputs, outputs}}; re-export the artifact"
+            )
         for key in ("inputs", "outputs"):
             _check_io_spec(root, name, key, spec.get(key))
     for key in ("batch", "max_len"):
         value = manifest[key]
         if not _is_int(value) or value < 1:
-            raise _fail(root, f"{MANIFEST}: {key} {value!r} must be a positive integer; re-export the artifact")
+            raise _fail(
+                root, f"{MANIFEST}: {key} {value!r} must be a positive integer; re-export the artifact"
+            )
     domain = manifest["input_domain"]
     if not isinstance(domain, list) or len(domain) != 2 or not all(_is_number(v) for v in domain):
-        raise _fail(root, f"{MANIFEST}: input_domain {domain!r} must be [lo, hi], two numbers; re-export the artifact")
+        raise _fail(
+            root, f"{MANIFEST}: input_domain {domain!r} must be [lo, hi], two numbers; re-export the artifact"
+        )
     try:
         check_domain(*domain)
     except ConfigError:
-        raise _fail(root, f"{MANIFEST}: input_domain {domain} must be two finite numbers with lo <= hi (the run-time "
-                          f"input check and the score bounds use it); re-export the artifact") from None
+        raise _fail(
+            root,
+            f"{MANIFEST}: input_domain {domain} must be two finite numbers with lo <= hi (the run-time "
+            f"input check and the score bounds use it); re-export the artifact",
+        ) from None
     tolerance = manifest["tolerance"]
     if not isinstance(tolerance, dict) or not all(
-        _is_number(tolerance.get(k)) and math.isfinite(tolerance[k]) and tolerance[k] >= 0 for k in ("atol", "rtol")
+        _is_number(tolerance.get(k)) and math.isfinite(tolerance[k]) and tolerance[k] >= 0
+        for k in ("atol", "rtol")
     ):
-        raise _fail(root, f"{MANIFEST}: tolerance {str(tolerance)[:80]} must hold finite atol >= 0 and rtol >= 0; re-export the artifact")
+        raise _fail(
+            root,
+            f"{MANIFEST}: tolerance {str(tolerance)[:80]} must hold finite atol >= 0 and rtol >= 0; "
+            "re-export the artifact",
+        )
     bound = manifest.get("output_bound")
     if bound is not None and not (_is_number(bound) and math.isfinite(bound) and bound > 0):
-        raise _fail(root, f"{MANIFEST}: output_bound {bound!r} must be null or a finite positive number; re-export the artifact")
+        raise _fail(
+            root,
+            f"{MANIFEST}: output_bound {bound!r} must be null or a finite positive number; re-export the artifact",
+        )
 
 
 def read_manifest(root: Path) -> dict[str, Any]:
@@ -213,7 +279,10 @@ def read_manifest(root: Path) -> dict[str, Any]:
     version = manifest.get("version")
     if not _is_int(version) or version != VERSION:
         shown = version if _is_int(version) else f"{version!r} ({type(version).__name__})"
-        raise _fail(root, f"artifact format version {shown} is not supported (this tickformer reads {VERSION}); re-export it")
+        raise _fail(
+            root,
+            f"artifact format version {shown} is not supported (this tickformer reads {VERSION}); re-export it",
+        )
     check_self_hash(root, manifest)
     check_schema(root, manifest)
     return manifest
@@ -230,26 +299,47 @@ def verify_files(root: Path, files: dict[str, dict[str, Any]]) -> None:
     missing = []
     for name in sorted(files):
         path = root / name
-        if Path(name).name != name or name in (".", "..", MANIFEST) or not (path.is_symlink() or path.is_file()):
+        if (
+            Path(name).name != name
+            or name in (".", "..", MANIFEST)
+            or not (path.is_symlink() or path.is_file())
+        ):
             missing.append(name)
-    unlisted = sorted(p.name for p in root.iterdir() if p.name not in files and p.name != MANIFEST and not _unlisted_ok(p.name))
+    unlisted = sorted(
+        p.name
+        for p in root.iterdir()
+        if p.name not in files and p.name != MANIFEST and not _unlisted_ok(p.name)
+    )
     if missing or unlisted:
         parts = [f"file {name!r} listed in {MANIFEST} is missing" for name in missing[:1]]
         if len(missing) > 1:
             parts = [f"missing files {missing} listed in {MANIFEST}"]
         if unlisted:
-            parts.append(f"unlisted files {unlisted}" + (" (renamed?)" if missing else " (not written by export)"))
+            parts.append(
+                f"unlisted files {unlisted}" + (" (renamed?)" if missing else " (not written by export)")
+            )
         raise _fail(root, "; ".join(parts) + "; the artifact is incomplete or altered, re-export it")
     for name, entry in sorted(files.items()):
         path = root / name
         if path.is_symlink() or not path.is_file():
-            raise _fail(root, f"{name} is a symbolic link or not a regular file; an artifact holds only regular files, re-export it")
+            raise _fail(
+                root,
+                f"{name} is a symbolic link or not a regular file; an artifact holds only regular files, re-export it",
+            )
         size = path.stat().st_size
         if size != entry["bytes"]:
-            raise _fail(root, f"{name} has {size} bytes, {MANIFEST} says {entry['bytes']}; the file is truncated or modified, re-export")
+            raise _fail(
+                root,
+                f"{name} has {size} bytes, {MANIFEST} says {entry['bytes']}; the file is truncated or "
+                "modified, re-export",
+            )
         digest = sha256_file(path)
         if digest != entry["sha256"]:
-            raise _fail(root, f"{name} SHA-256 {digest[:16]}... does not match {MANIFEST} ({entry['sha256'][:16]}...); the file was modified, re-export")
+            raise _fail(
+                root,
+                f"{name} SHA-256 {digest[:16]}... does not match {MANIFEST} "
+                f"({entry['sha256'][:16]}...); the file was modified, re-export",
+            )
 
 
 def _check_graph_io(root: Path, manifest: dict[str, Any], config: Config) -> None:
@@ -258,14 +348,22 @@ def _check_graph_io(root: Path, manifest: dict[str, Any], config: Config) -> Non
     for graph, want in expected_io(config, batch).items():
         spec = manifest["graphs"].get(graph)
         if not isinstance(spec, dict) or spec.get("file") not in manifest["files"]:
-            raise _fail(root, f"{MANIFEST} lists no hashed {graph!r} graph; a {config.arch} artifact needs {REQUIRED_GRAPHS[config.arch]}")
+            raise _fail(
+                root,
+                f"{MANIFEST} lists no hashed {graph!r} graph; a {config.arch} artifact needs "
+                f"{REQUIRED_GRAPHS[config.arch]}",
+            )
         for key in ("inputs", "outputs"):
             have = {v["name"]: (v["dtype"], v["shape"]) for v in spec[key]}
             expected = {name: (dtype, list(shape)) for name, (dtype, shape) in want[key].items()}
             if have != expected:
                 bad = sorted(n for n in set(have) | set(expected) if have.get(n) != expected.get(n))
-                raise _fail(root, f"{MANIFEST}: graphs.{graph}.{key} {bad}: name, dtype or shape disagrees with the config "
-                                  f"and batch {batch} (expected {[(n, *expected[n]) for n in bad if n in expected][:2]}); re-export the artifact")
+                raise _fail(
+                    root,
+                    f"{MANIFEST}: graphs.{graph}.{key} {bad}: name, dtype or shape disagrees with the config "
+                    f"and batch {batch} (expected "
+                    f"{[(n, *expected[n]) for n in bad if n in expected][:2]}); re-export the artifact",
+                )
 
 
 def open_artifact(path: str | os.PathLike[str]) -> Artifact:
@@ -273,7 +371,9 @@ def open_artifact(path: str | os.PathLike[str]) -> Artifact:
     Raises ArtifactError saying what is wrong. Not real-time safe (file I/O, hashing)."""
     root = Path(path)
     if not root.is_dir():
-        raise ArtifactError(f"artifact {root} is not a directory; pass the directory `tickformer export --out` wrote")
+        raise ArtifactError(
+            f"artifact {root} is not a directory; pass the directory `tickformer export --out` wrote"
+        )
     manifest = read_manifest(root)
     verify_files(root, manifest["files"])
     try:
@@ -281,7 +381,9 @@ def open_artifact(path: str | os.PathLike[str]) -> Artifact:
     except (ConfigError, TypeError, ValueError) as exc:
         raise _fail(root, f"invalid config in {MANIFEST}: {exc}") from None
     if config.max_len != manifest["max_len"]:
-        raise _fail(root, f"config max_len {config.max_len} != manifest max_len {manifest['max_len']}; re-export")
+        raise _fail(
+            root, f"config max_len {config.max_len} != manifest max_len {manifest['max_len']}; re-export"
+        )
     if WEIGHTS not in manifest["files"]:
         raise _fail(root, f"{MANIFEST} lists no {WEIGHTS}; re-export the artifact")
     _check_graph_io(root, manifest, config)
@@ -306,7 +408,11 @@ def _external_tensors(model: Any) -> list[str]:
             for attr in node.attribute:
                 tensors += ([attr.t] if attr.HasField("t") else []) + list(attr.tensors)
                 graphs += ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
-        found += [t.name or "<unnamed>" for t in tensors if t.data_location == TensorProto.EXTERNAL or len(t.external_data)]
+        found += [
+            t.name or "<unnamed>"
+            for t in tensors
+            if t.data_location == TensorProto.EXTERNAL or len(t.external_data)
+        ]
     return found
 
 
@@ -319,23 +425,34 @@ def verified_graph_bytes(artifact: Artifact, graph: str) -> bytes:
     path = artifact.root / name
     entry = artifact.manifest["files"].get(name)
     if entry is None:
-        raise ArtifactError(f"{artifact.root}: graph file {name} is not listed in {MANIFEST}; re-export the artifact")
+        raise ArtifactError(
+            f"{artifact.root}: graph file {name} is not listed in {MANIFEST}; re-export the artifact"
+        )
     try:
         if path.is_symlink():
-            raise ArtifactError(f"{path} is a symbolic link; an artifact holds only regular files, re-export it")
+            raise ArtifactError(
+                f"{path} is a symbolic link; an artifact holds only regular files, re-export it"
+            )
         data = path.read_bytes()
     except OSError as exc:
         raise ArtifactError(f"{path}: cannot read it ({exc.strerror}); re-export the artifact") from None
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise ArtifactError(f"{path}: {name} changed after the artifact was opened (SHA-256 does not match {MANIFEST}); load it again or re-export")
+        raise ArtifactError(
+            f"{path}: {name} changed after the artifact was opened (SHA-256 does not match {MANIFEST}); "
+            "load it again or re-export"
+        )
     import onnx
 
     try:
         model = onnx.load_model_from_string(data)
     except Exception as exc:  # protobuf DecodeError, RecursionError, ...: an unparsable graph
-        raise ArtifactError(f"{path}: not a valid ONNX model ({type(exc).__name__}: {str(exc)[:100]}); re-export the artifact") from None
+        raise ArtifactError(
+            f"{path}: not a valid ONNX model ({type(exc).__name__}: {str(exc)[:100]}); re-export the artifact"
+        ) from None
     external = _external_tensors(model)
     if external:
-        raise ArtifactError(f"{path}: tensors {external[:3]} keep their data in external files, which the manifest does not "
-                            f"hash; refusing to load them. Re-export the artifact (export embeds every weight)")
+        raise ArtifactError(
+            f"{path}: tensors {external[:3]} keep their data in external files, which the manifest does not "
+            f"hash; refusing to load them. Re-export the artifact (export embeds every weight)"
+        )
     return data

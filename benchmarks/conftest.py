@@ -14,19 +14,26 @@ from __future__ import annotations
 import os
 import sys
 
-THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+THREAD_ENV = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 _NUMPY_WAS_IMPORTED = "numpy" in sys.modules
 for _var in THREAD_ENV:
     os.environ[_var] = "1"
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sibling helper modules (--import-mode=importlib)
+sys.path.insert(
+    0, os.path.dirname(os.path.abspath(__file__))
+)  # sibling helper modules (--import-mode=importlib)
 
 import datetime  # noqa: E402
 import platform  # noqa: E402
 
-import pytest  # noqa: E402
-
 import harness  # noqa: E402
+import pytest  # noqa: E402
 
 
 def cpu_model() -> str:
@@ -98,9 +105,12 @@ def _settle_onnxruntime_fp_state() -> None:
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "settle",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "settle",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
@@ -124,7 +134,9 @@ def flush_to_zero(request):
 @pytest.fixture(scope="session")
 def torch_mod():
     """torch, single-threaded, or a skip naming how to install it (benchmark-only comparator)."""
-    torch = pytest.importorskip("torch", reason="torch comparator not installed: pip install torch==2.13.0 (make bench does)")
+    torch = pytest.importorskip(
+        "torch", reason="torch comparator not installed: pip install torch==2.13.0 (make bench does)"
+    )
     torch.set_num_threads(1)
     try:
         torch.set_num_interop_threads(1)
@@ -157,6 +169,7 @@ def artifact_for(control, tmp_path_factory):
     """artifact_for(config) -> exported artifact directory for that config (cached per config;
     seeded weights; export-time equivalence on lengths 1 and 2 only except for the control model)."""
     import subjects
+
     from tickformer.model import init_params
 
     base_config, base_params = control

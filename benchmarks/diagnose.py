@@ -26,13 +26,13 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
+import subjects  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
-import harness  # noqa: E402
-import subjects  # noqa: E402
 from tickformer.artifact.format import cache_shape, step_feeds  # noqa: E402
 from tickformer.export.graphs import build_step  # noqa: E402
 from tickformer.model import init_params, preset  # noqa: E402
@@ -50,12 +50,16 @@ def optimized(model: onnx.ModelProto) -> onnx.ModelProto:
     with tempfile.TemporaryDirectory() as tmp:
         options = subjects.ort_options()
         options.optimized_model_filepath = str(Path(tmp) / "opt.onnx")
-        ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(
+            model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+        )
         return onnx.load(options.optimized_model_filepath)
 
 
 def bare(model: onnx.ModelProto):
-    return ort.InferenceSession(model.SerializeToString(), sess_options=subjects.ort_options(), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        model.SerializeToString(), sess_options=subjects.ort_options(), providers=["CPUExecutionProvider"]
+    )
 
 
 def feeds_at(config, pos: int) -> dict:
@@ -67,11 +71,18 @@ def feeds_at(config, pos: int) -> dict:
 
 
 def identity_floor_us() -> float:
-    floor = bare(helper.make_model(
-        helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "f",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])]),
-        opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    floor = bare(
+        helper.make_model(
+            helper.make_graph(
+                [helper.make_node("Identity", ["x"], ["y"])],
+                "f",
+                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+            ),
+            opset_imports=[helper.make_opsetid("", 17)],
+            ir_version=8,
+        )
+    )
     x = np.zeros((1, 3), np.float32)
     return p50_us(lambda: floor.run(None, {"x": x}))
 
@@ -87,8 +98,10 @@ def nodes() -> None:
     us = p50_us(lambda: sess.run(None, feeds))
     n = len(opt.graph.node)
     print(f"ORT Identity floor (bare run): {floor_us:.1f} us")
-    print(f"step.onnx: {len(model.graph.node)} nodes exported, {n} after ORT optimisation; bare run p50 {us:.1f} us "
-          f"-> {(us - floor_us) / n:.2f} us per node")
+    print(
+        f"step.onnx: {len(model.graph.node)} nodes exported, {n} after ORT optimisation; bare run p50 {us:.1f} us "
+        f"-> {(us - floor_us) / n:.2f} us per node"
+    )
     print("  after optimisation: " + ", ".join(f"{op} {c}" for op, c in ops.most_common()))
 
 
@@ -107,13 +120,29 @@ def _exp_child(ftz: bool) -> None:
     sessions = []
     for op, attrs in (("Exp", {}), ("Softmax", {"axis": -1})):
         model = helper.make_model(
-            helper.make_graph([helper.make_node(op, ["x"], ["y"], **attrs)], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4096])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4096])]),
-            opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-        sessions.append((op, ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])))
+            helper.make_graph(
+                [helper.make_node(op, ["x"], ["y"], **attrs)],
+                "g",
+                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4096])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4096])],
+            ),
+            opset_imports=[helper.make_opsetid("", 17)],
+            ir_version=8,
+        )
+        sessions.append(
+            (
+                op,
+                ort.InferenceSession(
+                    model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+                ),
+            )
+        )
     config = preset("control")
-    step = ort.InferenceSession(build_step(init_params(config, 0), config, 1, 17).SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
+    step = ort.InferenceSession(
+        build_step(init_params(config, 0), config, 1, 17).SerializeToString(),
+        sess_options=options,
+        providers=["CPUExecutionProvider"],
+    )
     # After the sessions exist: onnxruntime's first session clears flush-to-zero in this thread.
     if ftz and not set_flush_to_zero(True):
         print("  (no flush-to-zero on this platform)")
@@ -158,10 +187,15 @@ def allocs() -> None:
                 "backend.commit(5)": lambda: be.commit(5),
             }
             if getattr(be, "_io", None) is not None:
-                pieces["InferenceSession.run_with_iobinding alone (ORT's binding)"] = lambda: be._step.run_with_iobinding(be._io)
+                pieces["InferenceSession.run_with_iobinding alone (ORT's binding)"] = lambda: (
+                    be._step.run_with_iobinding(be._io)
+                )
             for name, fn in pieces.items():
                 r = harness.python_allocations(fn, calls=500, warmup=20)
-                print(f"{kind:8s} {name:58s} max {r['peak_bytes_per_call']:5d} B in one call, {r['calls_with_alloc']}/500 calls allocate, net {r['net_blocks']} blocks")
+                print(
+                    f"{kind:8s} {name:58s} max {r['peak_bytes_per_call']:5d} B in one call, "
+                    f"{r['calls_with_alloc']}/500 calls allocate, net {r['net_blocks']} blocks"
+                )
             sess.close()
 
 
@@ -178,7 +212,13 @@ if __name__ == "__main__":
     if what == "_exp_child":
         _exp_child(sys.argv[2] == "1")
         sys.exit(0)
-    for name, fn in (("nodes", nodes), ("scaling", scaling), ("exp", exp), ("allocs", allocs), ("train", train)):
+    for name, fn in (
+        ("nodes", nodes),
+        ("scaling", scaling),
+        ("exp", exp),
+        ("allocs", allocs),
+        ("train", train),
+    ):
         if what in (name, "all"):
             print(f"== {name}")
             fn()

@@ -41,7 +41,9 @@ class _G:
     def const(self, value: np.ndarray, name: str | None = None) -> str:
         self.n += 1
         name = name or f"c{self.n}"
-        self.inits.append(numpy_helper.from_array(np.require(value, requirements="C"), name=name))  # 0-d stays 0-d
+        self.inits.append(
+            numpy_helper.from_array(np.require(value, requirements="C"), name=name)
+        )  # 0-d stays 0-d
         return name
 
     def op(self, op_type: str, *inputs: str, **attrs) -> str:
@@ -62,7 +64,9 @@ def build_growing_step(params: dict[str, np.ndarray], config: Config) -> onnx.Mo
     heads_shape = g.const(np.array([1, 1, h, dh], dtype=np.int64))
     model_shape = g.const(np.array([1, 1, d], dtype=np.int64))
     scale = g.const(np.array(1.0 / np.sqrt(dh), dtype=np.float32))
-    pos = g.op("Slice", g.op("Shape", "past_k"), g.const(np.array([3], np.int64)), g.const(np.array([4], np.int64)))  # [1] = P
+    pos = g.op(
+        "Slice", g.op("Shape", "past_k"), g.const(np.array([3], np.int64)), g.const(np.array([4], np.int64))
+    )  # [1] = P
 
     def linear(x: str, prefix: str, wname: str, bname: str) -> str:
         return g.op("Add", g.op("MatMul", x, w[f"{prefix}.{wname}"]), w[f"{prefix}.{bname}"])
@@ -71,7 +75,9 @@ def build_growing_step(params: dict[str, np.ndarray], config: Config) -> onnx.Mo
         return g.op("Transpose", g.op("Reshape", x, heads_shape), perm=[0, 2, 1, 3])  # [1,1,D] -> [1,H,1,dh]
 
     def norm(x: str, prefix: str) -> str:
-        return g.op("LayerNormalization", x, w[f"{prefix}.g"], w[f"{prefix}.b"], axis=-1, epsilon=config.ln_eps)
+        return g.op(
+            "LayerNormalization", x, w[f"{prefix}.g"], w[f"{prefix}.b"], axis=-1, epsilon=config.ln_eps
+        )
 
     x = linear("x", "in_proj", "w", "b")  # [1, 1, D]
     x = g.op("Add", x, g.op("Gather", pe, pos, axis=0))  # + PE[P] ([1, D] broadcasts)
@@ -114,7 +120,12 @@ def build_growing_step(params: dict[str, np.ndarray], config: Config) -> onnx.Mo
         ],
         initializer=g.inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tickformer-benchmarks", ir_version=8)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="tickformer-benchmarks",
+        ir_version=8,
+    )
     onnx.checker.check_model(model, full_check=True)
     return model
 
@@ -127,7 +138,9 @@ class GrowingSession:
     def __init__(self, model: onnx.ModelProto, config: Config, options) -> None:
         import onnxruntime as ort
 
-        self.sess = ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
+        self.sess = ort.InferenceSession(
+            model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+        )
         self.config = config
         self.names = ["y", "present_k", "present_v"]
         self.reset()

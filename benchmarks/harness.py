@@ -115,7 +115,9 @@ class _RowCounter:
         return self.count - 1
 
 
-def measure_calls(benchmark, name: str, fn: Callable[[], object], *, samples: int, warmup: int, blocks: int = 10, **extra) -> dict:
+def measure_calls(
+    benchmark, name: str, fn: Callable[[], object], *, samples: int, warmup: int, blocks: int = 10, **extra
+) -> dict:
     """Time `samples` individual calls of fn (after `warmup` untimed ones) in `blocks` rounds of
     pytest-benchmark; store the per-call statistics in benchmark.extra_info and the raw samples
     on disk. Returns the statistics (us)."""
@@ -129,7 +131,9 @@ def measure_calls(benchmark, name: str, fn: Callable[[], object], *, samples: in
     out = out[: done.count]  # fewer rows if pytest-benchmark is disabled (one round only)
     stats = summarize(out)
     save_samples(name, out.ravel())
-    benchmark.extra_info.update({"case": name, "unit": "us", "stats": stats, "flush_to_zero": flush_to_zero(), **extra})
+    benchmark.extra_info.update(
+        {"case": name, "unit": "us", "stats": stats, "flush_to_zero": flush_to_zero(), **extra}
+    )
     return stats
 
 
@@ -168,7 +172,9 @@ def measure_sequences(
         {
             "case": name,
             "unit": "us",
-            "positions": {label: {"window": [lo + 1, hi], **by_position[label]} for label, (lo, hi) in positions.items()},
+            "positions": {
+                label: {"window": [lo + 1, hi], **by_position[label]} for label, (lo, hi) in positions.items()
+            },
             "all_positions": pooled,
             "p50_by_position": [round(float(v), 3) for v in p50_curve],
             "flush_to_zero": flush_to_zero(),

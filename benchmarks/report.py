@@ -20,13 +20,27 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-COMMAND = "make bench   # = pip install torch==2.13.0; python -m pytest benchmarks -q --benchmark-json=benchmarks/results/latest.json; python benchmarks/report.py"
+COMMAND = (
+    "make bench   # = pip install torch==2.13.0; python -m pytest benchmarks -q "
+    "--benchmark-json=benchmarks/results/latest.json; python benchmarks/report.py"
+)
 
-STEP_ORDER = ["ort", "ort-no-ftz", "ort-run", "ort-floor-io", "numpy", "numpy-growing", "ort-grow", "torch", "ort-recompute", "torch-recompute"]
+STEP_ORDER = [
+    "ort",
+    "ort-no-ftz",
+    "ort-run",
+    "ort-floor-io",
+    "numpy",
+    "numpy-growing",
+    "ort-grow",
+    "torch",
+    "ort-recompute",
+    "torch-recompute",
+]
 STEP_DESCRIPTION = {
     "ort": "tickformer ORT step (step.onnx, static cache: constant time)",
     "ort-no-ftz": "the same ORT step in a thread without flush-to-zero (every other row runs with it)",
-    "ort-run": "the same with binding=\"run\" (InferenceSession.run, outputs copied into the buffers)",
+    "ort-run": 'the same with binding="run" (InferenceSession.run, outputs copied into the buffers)',
     "ort-floor-io": "ORT floor through the same Session.step (step-shaped graph doing nothing)",
     "numpy": "tickformer numpy reference step (static cache)",
     "numpy-growing": "tickformer numpy step, growing cache",
@@ -97,10 +111,22 @@ def machine_section(machine: dict | None, latest: dict | None) -> str:
     rows = [
         ["date (start of the run)", machine.get("date_utc", "?")],
         ["command", f"`{machine.get('command', '?')}`"],
-        ["CPU", f"{machine.get('cpu_model')} ({machine.get('cores_online')} cores online, {machine.get('cores_usable')} usable)"],
+        [
+            "CPU",
+            f"{machine.get('cpu_model')} ({machine.get('cores_online')} cores online, "
+            f"{machine.get('cores_usable')} usable)",
+        ],
         ["governor", str(machine.get("governor") or "not readable (VM)")],
-        ["load average at start / end (1, 5, 15 min)", f"{machine.get('load_average_start')} / {machine.get('load_average_end')}"],
-        ["threads", "1 everywhere: " + ", ".join(f"{k}={v}" for k, v in machine.get("thread_env", {}).items()) + "; torch.set_num_threads(1); ORT intra_op 1, inter_op 1, sequential"],
+        [
+            "load average at start / end (1, 5, 15 min)",
+            f"{machine.get('load_average_start')} / {machine.get('load_average_end')}",
+        ],
+        [
+            "threads",
+            "1 everywhere: "
+            + ", ".join(f"{k}={v}" for k, v in machine.get("thread_env", {}).items())
+            + "; torch.set_num_threads(1); ORT intra_op 1, inter_op 1, sequential",
+        ],
         ["versions", ", ".join(f"{k} {v}" for k, v in versions.items())],
         ["platform", machine.get("platform", "?")],
     ]
@@ -115,26 +141,47 @@ def targets(cases: dict[str, dict], memory: dict | None) -> tuple[str, list[tupl
         rows.append([name, measured, verdict(ok), note])
         verdicts.append((name, ok))
 
-    ort_n, rec_n, torch_n = step_stats(cases, "ort", "N"), step_stats(cases, "ort-recompute", "N"), step_stats(cases, "torch", "N")
+    ort_n, rec_n, torch_n = (
+        step_stats(cases, "ort", "N"),
+        step_stats(cases, "ort-recompute", "N"),
+        step_stats(cases, "torch", "N"),
+    )
     if ort_n and rec_n:
         r = rec_n["p50"] / ort_n["p50"]
-        add("ORT cached step p50 >= 10x faster than ORT full recompute at max_len", f"{ratio(r)} ({us(ort_n['p50'])} vs {us(rec_n['p50'])})", r >= 10)
+        add(
+            "ORT cached step p50 >= 10x faster than ORT full recompute at max_len",
+            f"{ratio(r)} ({us(ort_n['p50'])} vs {us(rec_n['p50'])})",
+            r >= 10,
+        )
     else:
         add("ORT cached step p50 >= 10x faster than ORT full recompute at max_len", "-", None)
     inter = cases.get("ratio/ort-vs-torch")
     if inter:  # interleaved sequences: the machine's drift lands on both subjects alike
         r = inter["ratio_p50"]
-        note = (f"interleaved, {inter['rounds']} rounds of one sequence each (benchmarks/test_step_latency.py); "
-                f"the separate blocks above give {ratio(torch_n['p50'] / ort_n['p50'])}" if ort_n and torch_n else "interleaved")
-        add("ORT cached step p50 >= 5x faster than torch eager (cached step) at max_len",
-            f"{ratio(r)} ({us(inter['ort']['p50'])} vs {us(inter['torch']['p50'])})", r >= 5, note + "; torch with its own KV cache")
+        note = (
+            f"interleaved, {inter['rounds']} rounds of one sequence each (benchmarks/test_step_latency.py); "
+            f"the separate blocks above give {ratio(torch_n['p50'] / ort_n['p50'])}"
+            if ort_n and torch_n
+            else "interleaved"
+        )
+        add(
+            "ORT cached step p50 >= 5x faster than torch eager (cached step) at max_len",
+            f"{ratio(r)} ({us(inter['ort']['p50'])} vs {us(inter['torch']['p50'])})",
+            r >= 5,
+            note + "; torch with its own KV cache",
+        )
     elif ort_n and torch_n:
         r = torch_n["p50"] / ort_n["p50"]
         trec = step_stats(cases, "torch-recompute", "N")
         note = "torch with its own KV cache (the strongest torch choice)"
         if trec:
             note += f"; vs torch full recompute per token: {ratio(trec['p50'] / ort_n['p50'])}"
-        add("ORT cached step p50 >= 5x faster than torch eager (cached step) at max_len", f"{ratio(r)} ({us(ort_n['p50'])} vs {us(torch_n['p50'])})", r >= 5, note)
+        add(
+            "ORT cached step p50 >= 5x faster than torch eager (cached step) at max_len",
+            f"{ratio(r)} ({us(ort_n['p50'])} vs {us(torch_n['p50'])})",
+            r >= 5,
+            note,
+        )
     else:
         add("ORT cached step p50 >= 5x faster than torch eager (cached step) at max_len", "-", None)
     ort_all = step_stats(cases, "ort", "all")
@@ -144,7 +191,8 @@ def targets(cases: dict[str, dict], memory: dict | None) -> tuple[str, list[tupl
             f"{ort_all['tail_ratio']:.2f} (p50 {us(ort_all['p50'])}, p99.9 {us(ort_all['p99.9'])}, n={ort_all['n']})",
             ort_all["tail_ratio"] <= 2.0,
             "a shared 2-core VM, not an isolated core (load average in the machine table; other engineers' "
-            "processes and the VM's periodic interrupts are not excluded, see the analysis)" + _noise_note(cases),
+            "processes and the VM's periodic interrupts are not excluded, see the analysis)"
+            + _noise_note(cases),
         )
     else:
         add("p99.9 / p50 <= 2.0 for the ORT step (quiet machine)", "-", None)
@@ -163,7 +211,11 @@ def targets(cases: dict[str, dict], memory: dict | None) -> tuple[str, list[tupl
     ort_1 = step_stats(cases, "ort", "1")
     if ort_1 and ort_n:
         diff = abs(ort_1["p50"] - ort_n["p50"]) / ort_n["p50"]
-        add("constant time: ORT step p50 at position 1 within 10% of p50 at max_len", f"{100 * diff:.1f}% ({us(ort_1['p50'])} vs {us(ort_n['p50'])})", diff <= 0.10)
+        add(
+            "constant time: ORT step p50 at position 1 within 10% of p50 at max_len",
+            f"{100 * diff:.1f}% ({us(ort_1['p50'])} vs {us(ort_n['p50'])})",
+            diff <= 0.10,
+        )
     else:
         add("constant time: ORT step p50 at position 1 within 10% of p50 at max_len", "-", None)
     shapes = sorted({c.split("/")[-1] for c in cases if c.startswith("train/")})
@@ -174,7 +226,12 @@ def targets(cases: dict[str, dict], memory: dict | None) -> tuple[str, list[tupl
             train_ratios.append((shape, n["tokens_per_s_p50"] / t["tokens_per_s_p50"]))
     if train_ratios:
         worst = min(r for _, r in train_ratios)
-        add("numpy training >= 0.5x torch CPU throughput", ", ".join(f"{s}: {ratio(r)}" for s, r in train_ratios), worst >= 0.5, "every batch shape must pass")
+        add(
+            "numpy training >= 0.5x torch CPU throughput",
+            ", ".join(f"{s}: {ratio(r)}" for s, r in train_ratios),
+            worst >= 0.5,
+            "every batch shape must pass",
+        )
     else:
         add("numpy training >= 0.5x torch CPU throughput", "-", None)
     return table(["target", "measured", "verdict", "note"], rows), verdicts
@@ -184,7 +241,10 @@ def _noise_note(cases: dict[str, dict]) -> str:
     floor = step_stats(cases, "ort-floor-io", "all")
     if not floor:
         return ""
-    return f"; the do-nothing floor graph through the same path: p99.9 {us(floor['p99.9'])} (ratio {floor['tail_ratio']:.0f}) in the same run"
+    return (
+        f"; the do-nothing floor graph through the same path: p99.9 {us(floor['p99.9'])} "
+        f"(ratio {floor['tail_ratio']:.0f}) in the same run"
+    )
 
 
 def _alloc_note(memory: dict | None) -> str:
@@ -192,7 +252,7 @@ def _alloc_note(memory: dict | None) -> str:
     if not other:
         return "Session with the backend's default options"
     return (
-        f"Session with the backend's default options; with binding=\"run\": net {other['net_blocks']} blocks, "
+        f'Session with the backend\'s default options; with binding="run": net {other["net_blocks"]} blocks, '
         f"transient peak {other['peak_bytes_per_call']} B"
     )
 
@@ -204,13 +264,24 @@ def step_section(cases: dict[str, dict]) -> str:
             s = step_stats(cases, impl, label)
             if s is None:
                 continue
-            rows.append([impl, label, us(s["p50"]), us(s["p99"]), us(s["p99.9"]), us(s["max"]), f"{s['tail_ratio']:.1f}", str(s["n"])])
+            rows.append(
+                [
+                    impl,
+                    label,
+                    us(s["p50"]),
+                    us(s["p99"]),
+                    us(s["p99.9"]),
+                    us(s["max"]),
+                    f"{s['tail_ratio']:.1f}",
+                    str(s["n"]),
+                ]
+            )
     if not rows:
         return "_Not measured._"
     described = dict(STEP_DESCRIPTION)
     binding = cases.get("step/ort", {}).get("binding")
     if binding:
-        described["ort"] += f", runtime defaults (binding=\"{binding}\")"
+        described["ort"] += f', runtime defaults (binding="{binding}")'
     legend = "\n".join(f"- `{k}`: {v}" for k, v in described.items())
     ort_n = step_stats(cases, "ort", "N")
     rel = []
@@ -219,9 +290,14 @@ def step_section(cases: dict[str, dict]) -> str:
             s = step_stats(cases, impl, "N")
             if s:
                 rel.append([impl, ratio(s["p50"] / ort_n["p50"])])
-    out = table(["subject", "position", "p50", "p99", "p99.9", "max", "p99.9/p50", "n"], rows) + "\n\n" + legend
+    out = (
+        table(["subject", "position", "p50", "p99", "p99.9", "max", "p99.9/p50", "n"], rows) + "\n\n" + legend
+    )
     if rel:
-        out += "\n\np50 at position N relative to the tickformer ORT step (higher = ORT is that many times faster):\n\n" + table(["subject", "p50 / ort p50"], rel)
+        out += (
+            "\n\np50 at position N relative to the tickformer ORT step (higher = ORT is that many times faster):\n\n"
+            + table(["subject", "p50 / ort p50"], rel)
+        )
     return out
 
 
@@ -234,7 +310,10 @@ def floor_section(cases: dict[str, dict]) -> str:
         s = cases.get(case, {}).get("stats")
         if s:
             rows.append([what, us(s["p50"]), us(s["p99"]), us(s["p99.9"]), us(s["max"])])
-    for impl, what in (("ort-floor-io", "step-shaped graph doing nothing, through tickformer's Session.step (ORT)"), ("ort", "the real ORT step, for reference")):
+    for impl, what in (
+        ("ort-floor-io", "step-shaped graph doing nothing, through tickformer's Session.step (ORT)"),
+        ("ort", "the real ORT step, for reference"),
+    ):
         s = step_stats(cases, impl, "all")
         if s:
             rows.append([what, us(s["p50"]), us(s["p99"]), us(s["p99.9"]), us(s["max"])])
@@ -248,13 +327,30 @@ def memory_section(memory: dict | None) -> str:
     allocs = memory.get("allocations", {})
     if allocs:
         rows = [
-            [name, str(a["calls"]), str(a["net_blocks"]), str(a["net_bytes"]), str(a["peak_bytes_per_call"]), str(a["calls_with_alloc"])]
+            [
+                name,
+                str(a["calls"]),
+                str(a["net_blocks"]),
+                str(a["net_bytes"]),
+                str(a["peak_bytes_per_call"]),
+                str(a["calls_with_alloc"]),
+            ]
             for name, a in allocs.items()
         ]
         parts.append(
             "Python allocations per step (tracemalloc, steady state, reset() at max_len included; allocations "
             "inside onnxruntime/torch C++ are invisible to tracemalloc):\n\n"
-            + table(["subject", "steps", "net blocks", "net bytes", "max transient bytes in one step", "steps that allocated"], rows)
+            + table(
+                [
+                    "subject",
+                    "steps",
+                    "net blocks",
+                    "net bytes",
+                    "max transient bytes in one step",
+                    "steps that allocated",
+                ],
+                rows,
+            )
         )
     rss = memory.get("rss", [])
     if rss:
@@ -283,8 +379,20 @@ def training_section(cases: dict[str, dict]) -> str:
     for case, info in sorted(cases.items()):
         if case.startswith("train/"):
             s = info["stats"]
-            rows.append([info["impl"], f"{info['batch']} x {info['T']}", us(s["p50"]), us(s["p99"]), f"{info['tokens_per_s_p50']:,.0f}"])
-    return table(["trainer", "batch x T", "step p50", "step p99", "tokens/s (p50)"], rows) if rows else "_Not measured._"
+            rows.append(
+                [
+                    info["impl"],
+                    f"{info['batch']} x {info['T']}",
+                    us(s["p50"]),
+                    us(s["p99"]),
+                    f"{info['tokens_per_s_p50']:,.0f}",
+                ]
+            )
+    return (
+        table(["trainer", "batch x T", "step p50", "step p99", "tokens/s (p50)"], rows)
+        if rows
+        else "_Not measured._"
+    )
 
 
 def other_section(latest: dict | None) -> str:
@@ -297,7 +405,17 @@ def other_section(latest: dict | None) -> str:
         st = bench.get("stats", {})
         if not st:
             continue
-        rows.append([str(bench.get("group") or "-"), bench.get("name", "?"), us(st["min"] * 1e6), us(st["median"] * 1e6), us(st["mean"] * 1e6), us(st["max"] * 1e6), str(st.get("rounds", "?"))])
+        rows.append(
+            [
+                str(bench.get("group") or "-"),
+                bench.get("name", "?"),
+                us(st["min"] * 1e6),
+                us(st["median"] * 1e6),
+                us(st["mean"] * 1e6),
+                us(st["max"] * 1e6),
+                str(st.get("rounds", "?")),
+            ]
+        )
     if not rows:
         return "_None in this run._"
     rows.sort()
@@ -306,7 +424,7 @@ def other_section(latest: dict | None) -> str:
 
 def scaling_section(cases: dict[str, dict], axis: str) -> tuple[str, dict[str, list[tuple[int, float]]]]:
     series: dict[str, list[tuple[int, float]]] = {}
-    for case, info in cases.items():
+    for info in cases.values():
         if info.get("group") != f"scaling-{axis}":
             continue
         s = info.get("positions", {}).get("N") if "positions" in info else info.get("stats")
@@ -324,7 +442,9 @@ def scaling_section(cases: dict[str, dict], axis: str) -> tuple[str, dict[str, l
 
 
 # --- plots ----------------------------------------------------------------------------------------
-def plots(cases: dict[str, dict], scaling: dict[str, dict], memory: dict | None, out_dir: Path, samples: Path) -> list[str]:
+def plots(
+    cases: dict[str, dict], scaling: dict[str, dict], memory: dict | None, out_dir: Path, samples: Path
+) -> list[str]:
     """Write the PNGs into out_dir; return their names."""
     import matplotlib
 
@@ -333,13 +453,19 @@ def plots(cases: dict[str, dict], scaling: dict[str, dict], memory: dict | None,
     import numpy as np
 
     made = []
-    curves = {impl: cases[f"step/{impl}"]["p50_by_position"] for impl in STEP_ORDER if f"step/{impl}" in cases}
+    curves = {
+        impl: cases[f"step/{impl}"]["p50_by_position"] for impl in STEP_ORDER if f"step/{impl}" in cases
+    }
     if curves:
         fig, ax = plt.subplots(figsize=(7, 4))
         for impl, curve in curves.items():
             ax.plot(np.arange(1, len(curve) + 1), curve, label=impl)
         for impl in ("ort-recompute", "torch-recompute"):
-            pts = [(cases[f"step/{impl}@{l}"]["T"], cases[f"step/{impl}@{l}"]["stats"]["p50"]) for l in LABELS if f"step/{impl}@{l}" in cases]
+            pts = [
+                (cases[f"step/{impl}@{l}"]["T"], cases[f"step/{impl}@{l}"]["stats"]["p50"])
+                for l in LABELS
+                if f"step/{impl}@{l}" in cases
+            ]
             if pts:
                 ax.plot(*zip(*pts), "o--", label=impl)
         ax.set_yscale("log")
@@ -427,7 +553,11 @@ def render(results: Path, out_dir: Path) -> str:
     plot_dir = out_dir / "plots"
     plot_dir.mkdir(exist_ok=True)
     made = plots(cases, scaling, memory, plot_dir, results / "samples")
-    analysis = (HERE / "ANALYSIS.md").read_text() if (HERE / "ANALYSIS.md").exists() else "_No analysis written yet._"
+    analysis = (
+        (HERE / "ANALYSIS.md").read_text()
+        if (HERE / "ANALYSIS.md").exists()
+        else "_No analysis written yet._"
+    )
     img = lambda name: f"![{name}](plots/{name})\n" if name in made else ""  # noqa: E731
     return f"""# Benchmarks: where tickformer stands against what users would pick instead
 
@@ -507,7 +637,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=HERE / "README.md")
     args = parser.parse_args(argv)
     if not (args.results / "latest.json").exists():
-        print(f"report.py: {args.results / 'latest.json'} not found; run `make bench` (or the pytest command) first", file=sys.stderr)
+        print(
+            f"report.py: {args.results / 'latest.json'} not found; run `make bench` (or the pytest command) first",
+            file=sys.stderr,
+        )
         return 1
     text = render(args.results, args.out.parent)
     tmp = args.out.with_suffix(".md.tmp")

@@ -22,11 +22,11 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 import numpy as np  # noqa: E402
 import onnxruntime  # noqa: E402,F401
-
-import harness  # noqa: E402
 import subjects  # noqa: E402
+
 from tickformer.runtime import open_artifact  # noqa: E402
 
 GROWING = {"ort-grow", "numpy-growing", "torch"}
@@ -53,7 +53,13 @@ def main(kind: str, art: str) -> dict:
     for _ in range(config.max_len if kind in GROWING else 8):
         subject.step()
     rss = harness.rss_bytes()
-    return {"impl": kind, "max_len": config.max_len, "rss_base_bytes": base, "rss_bytes": rss, "rss_delta_bytes": rss - base}
+    return {
+        "impl": kind,
+        "max_len": config.max_len,
+        "rss_base_bytes": base,
+        "rss_bytes": rss,
+        "rss_delta_bytes": rss - base,
+    }
 
 
 if __name__ == "__main__":

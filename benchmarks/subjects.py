@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-import pytest
 
 ORT_THREADS = 1
 
@@ -74,6 +73,7 @@ def export_artifact(config, params, out: Path, *, lengths: list[int] | None = No
     runs pass a short list so a max_len 2048 export does not spend minutes verifying."""
     from tickformer.export import writer as art_mod
     from tickformer.model import checkpoint as ckpt_mod
+
     ckpt = ckpt_mod.save_checkpoint(out / "ckpt", config, params, {"task": "benchmark"})
     return Path(art_mod.export_artifact(ckpt, out / "art", max_len=config.max_len, lengths=lengths))
 
@@ -130,6 +130,7 @@ def full_graph(config, params):
     """tickformer's model.onnx graph (export/graphs.py build_model: the graph the artifact holds),
     built directly so long max_len need not go through the export-time equivalence checks."""
     from tickformer.export import graphs
+
     return graphs.build_model(params, config, 1, 17)
 
 
@@ -173,7 +174,9 @@ def identity_floor(d_in: int) -> Callable[[], object]:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     onnx.checker.check_model(model, full_check=True)
-    sess = ort.InferenceSession(model.SerializeToString(), sess_options=ort_options(), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(
+        model.SerializeToString(), sess_options=ort_options(), providers=["CPUExecutionProvider"]
+    )
     feeds = {"x": np.zeros((1, 1, d_in), dtype=np.float32)}
     names = ["y"]
     run = sess.run
@@ -189,7 +192,10 @@ def floor_step_graph(step_path: Path):
 
     step = onnx.load(str(step_path), load_external_data=False)
     inputs = {v.name: v for v in step.graph.input}
-    dims = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in list(step.graph.input) + list(step.graph.output)}
+    dims = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in list(step.graph.input) + list(step.graph.output)
+    }
     nodes, inits = [], []
 
     def ints(name: str, values: list[int]) -> str:
@@ -200,17 +206,26 @@ def floor_step_graph(step_path: Path):
         stem, _, layer = out.name.partition(".")  # k_new.0 <- k_cache.0 (format 2: one per layer)
         src = {"y": "x", "logits": "tokens", "k_new": f"k_cache.{layer}", "v_new": f"v_cache.{layer}"}[stem]
         shape = dims[out.name]
-        if inputs[src].type.tensor_type.elem_type != out.type.tensor_type.elem_type or len(dims[src]) != len(shape):
+        if inputs[src].type.tensor_type.elem_type != out.type.tensor_type.elem_type or len(dims[src]) != len(
+            shape
+        ):
             raise ValueError(f"cannot build a floor graph for output {out.name!r} from input {src!r}")
         rank = len(shape)
         nodes.append(
             helper.make_node(
                 "Slice",
-                [src, ints(f"{out.name}_starts", [0] * rank), ints(f"{out.name}_ends", shape), ints(f"{out.name}_axes", list(range(rank)))],
+                [
+                    src,
+                    ints(f"{out.name}_starts", [0] * rank),
+                    ints(f"{out.name}_ends", shape),
+                    ints(f"{out.name}_axes", list(range(rank))),
+                ],
                 [out.name],
             )
         )
-    graph = helper.make_graph(nodes, "floor_step", list(step.graph.input), list(step.graph.output), initializer=inits)
+    graph = helper.make_graph(
+        nodes, "floor_step", list(step.graph.input), list(step.graph.output), initializer=inits
+    )
     model = helper.make_model(graph, opset_imports=list(step.opset_import), ir_version=step.ir_version)
     onnx.checker.check_model(model, full_check=True)
     return model
@@ -218,7 +233,8 @@ def floor_step_graph(step_path: Path):
 
 def swapped_artifact(art: Path, step_model, out: Path) -> Path:
     """A copy of `art` whose step.onnx is `step_model` (same I/O signature), the manifest's file
-    hash and self-hash updated (the runtime refuses anything else), so that tickformer.runtime.load runs it through exactly the same Session.step path."""
+    hash and self-hash updated (the runtime refuses anything else), so that
+    tickformer.runtime.load runs it through exactly the same Session.step path."""
     import shutil
 
     import onnx
@@ -230,7 +246,8 @@ def swapped_artifact(art: Path, step_model, out: Path) -> Path:
     manifest = copy.deepcopy(manifest)
     manifest["files"]["step.onnx"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
     try:  # the manifest's self-hash, when this runtime version writes one
-        from tickformer.sealed import MANIFEST_HASH, digest as manifest_digest
+        from tickformer.sealed import MANIFEST_HASH
+        from tickformer.sealed import digest as manifest_digest
 
         if MANIFEST_HASH in manifest:
             manifest[MANIFEST_HASH] = manifest_digest(manifest)

@@ -41,7 +41,9 @@ def test_session_step_contract_modes(benchmark, artifact_for, control, mode):
 
     config, _ = control
     path = artifact_for(config)[0]
-    session = runtime.load(path, backend="ort", contracts=mode, budget_ns=1_000_000_000)  # 1 s: measure the overhead, not the noisy shared machine
+    session = runtime.load(
+        path, backend="ort", contracts=mode, budget_ns=1_000_000_000
+    )  # 1 s: measure the overhead, not the noisy shared machine
     x = np.full((1, 1, config.d_in), 0.5, np.float32)  # [B, 1, d_in]
 
     def one_step():

@@ -15,13 +15,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import harness
 import numpy as np
 import pytest
-
-import harness
 import subjects
 
-CALLS = {"ort": 10000, "ort-run": 10000, "numpy": 2000, "numpy-growing": 2000, "ort-grow": 3000, "torch": 2000}
+CALLS = {
+    "ort": 10000,
+    "ort-run": 10000,
+    "numpy": 2000,
+    "numpy-growing": 2000,
+    "ort-grow": 3000,
+    "torch": 2000,
+}
 RSS_LENGTHS = [64, 128, 256, 512, 1024, 2048]
 RSS_KINDS = ["ort", "numpy", "ort-grow", "torch"]
 
@@ -49,7 +55,11 @@ def test_allocation_probe_is_calibrated(memory_results):
     allocating = harness.python_allocations(lambda: np.zeros(16), calls=1000, warmup=10)
     memory_results["calibration"] = {"np.add(a, b, out)": in_place, "np.zeros(16)": allocating}
     assert in_place["loop_check"] == [0, 0], in_place
-    assert in_place["peak_bytes_per_call"] == 0 and in_place["net_blocks"] <= 0 and in_place["calls_with_alloc"] == 0, in_place
+    assert (
+        in_place["peak_bytes_per_call"] == 0
+        and in_place["net_blocks"] <= 0
+        and in_place["calls_with_alloc"] == 0
+    ), in_place
     assert allocating["peak_bytes_per_call"] >= 16 * 8 and allocating["calls_with_alloc"] == 1000, allocating
 
 
@@ -64,7 +74,9 @@ def test_python_allocations_per_step(request, control, artifact_for, memory_resu
     else:
         subject = subjects.session_subject(name, subjects.open_session(artifact_for(config)[0], name), x)
     subject.reset()
-    result = harness.python_allocations(wrap(subject, config.max_len), calls=CALLS[name], warmup=2 * config.max_len)
+    result = harness.python_allocations(
+        wrap(subject, config.max_len), calls=CALLS[name], warmup=2 * config.max_len
+    )
     memory_results["allocations"][name] = result
     subject.close()
 
@@ -79,6 +91,8 @@ def test_resident_memory_vs_max_len(control, artifact_for, memory_results, n):
     for kind in RSS_KINDS:
         if kind == "torch":
             pytest.importorskip("torch", reason="torch comparator not installed")
-        done = subprocess.run([sys.executable, str(probe), kind, str(art)], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, str(probe), kind, str(art)], capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, f"rss_probe {kind} max_len {n} failed:\n{done.stderr[-2000:]}"
         memory_results["rss"].append(json.loads(done.stdout.strip().splitlines()[-1]))

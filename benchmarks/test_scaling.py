@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import math
 
+import harness
 import numpy as np
 import pytest
-
-import harness
 import subjects
 
 MAX_LENS = [64, 128, 256, 512, 1024, 2048]
@@ -36,13 +35,23 @@ def run_point(benchmark, request, artifact_for, config, name: str, axis: str, va
     x = np.random.default_rng(7).standard_normal((1, 1, config.d_in)).astype(np.float32)  # [1, 1, d_in]
     extra = {"group": f"scaling-{axis}", "impl": name, axis: value, "max_len": n, "d_model": config.d_model}
     if name in RECOMPUTE:
-        prefix = np.random.default_rng(8).standard_normal((1, n, config.d_in)).astype(np.float32)  # [1, N, d_in]
+        prefix = (
+            np.random.default_rng(8).standard_normal((1, n, config.d_in)).astype(np.float32)
+        )  # [1, N, d_in]
         if name == "ort-recompute":
             call = subjects.ort_recompute(subjects.full_graph(config, params), prefix)
         else:
             call = subjects.torch_recompute(request.getfixturevalue("torch_mod"), config, params, prefix)
         samples = int(min(200, max(10, 4e5 / (n * math.sqrt(n)))))
-        harness.measure_calls(benchmark, f"scale-{axis}/{name}/{value}", call, samples=samples, warmup=3, blocks=min(10, samples), **extra)
+        harness.measure_calls(
+            benchmark,
+            f"scale-{axis}/{name}/{value}",
+            call,
+            samples=samples,
+            warmup=3,
+            blocks=min(10, samples),
+            **extra,
+        )
         return
     if name == "torch":
         subject = subjects.torch_subject(request.getfixturevalue("torch_mod"), config, params, x)
@@ -53,8 +62,15 @@ def run_point(benchmark, request, artifact_for, config, name: str, axis: str, va
     tail = max(4, n // 32)
     try:
         harness.measure_sequences(
-            benchmark, f"scale-{axis}/{name}/{value}", subject.reset, subject.step,
-            length=n, reps=max(2, STEP_BUDGET // n), positions={"N": (n - tail, n)}, warmup_reps=1, **extra,
+            benchmark,
+            f"scale-{axis}/{name}/{value}",
+            subject.reset,
+            subject.step,
+            length=n,
+            reps=max(2, STEP_BUDGET // n),
+            positions={"N": (n - tail, n)},
+            warmup_reps=1,
+            **extra,
         )
     finally:
         subject.close()

@@ -15,14 +15,22 @@ Targets (checked by report.py, not here): ort p50 >= 10x faster than ort-recompu
 
 from __future__ import annotations
 
+import harness
 import numpy as np
 import pytest
-
-import harness
 import subjects
 
 WINDOW = 4
-REPS = {"ort": 400, "ort-no-ftz": 400, "ort-run": 400, "ort-grow": 300, "numpy": 120, "numpy-growing": 120, "torch": 120, "ort-floor-io": 400}
+REPS = {
+    "ort": 400,
+    "ort-no-ftz": 400,
+    "ort-run": 400,
+    "ort-grow": 300,
+    "numpy": 120,
+    "numpy-growing": 120,
+    "torch": 120,
+    "ort-floor-io": 400,
+}
 RECOMPUTE_SAMPLES = {1: 1000, "half": 600, "full": 400}
 STATEFUL = ["ort", "ort-no-ftz", "ort-run", "ort-floor-io", "numpy", "numpy-growing", "ort-grow", "torch"]
 
@@ -76,9 +84,17 @@ def test_step_latency(benchmark, request, control, x_step, name):
         assert set_flush_to_zero(False)
     try:
         harness.measure_sequences(
-            benchmark, f"step/{name}", subject.reset, subject.step,
-            length=config.max_len, reps=REPS[name], positions=windows(config.max_len),
-            group="step", impl=name, max_len=config.max_len, d_model=config.d_model,
+            benchmark,
+            f"step/{name}",
+            subject.reset,
+            subject.step,
+            length=config.max_len,
+            reps=REPS[name],
+            positions=windows(config.max_len),
+            group="step",
+            impl=name,
+            max_len=config.max_len,
+            d_model=config.d_model,
             **getattr(subject, "options", {}),
         )
     finally:
@@ -99,20 +115,45 @@ def test_recompute_latency(benchmark, request, control, name, at):
     else:
         call = subjects.ort_recompute(request.getfixturevalue("full_model"), prefix)
     harness.measure_calls(
-        benchmark, f"step/{name}@{label}", call, samples=RECOMPUTE_SAMPLES[at], warmup=20,
-        group="recompute", impl=name, position=label, T=t, max_len=n, d_model=config.d_model,
+        benchmark,
+        f"step/{name}@{label}",
+        call,
+        samples=RECOMPUTE_SAMPLES[at],
+        warmup=20,
+        group="recompute",
+        impl=name,
+        position=label,
+        T=t,
+        max_len=n,
+        d_model=config.d_model,
     )
 
 
 def test_ort_floor(benchmark, control):
     """ORT's floor: Identity on [1, 1, d_in] through InferenceSession.run, nothing else."""
     config, _ = control
-    harness.measure_calls(benchmark, "floor/ort-identity", subjects.identity_floor(config.d_in), samples=20000, warmup=500, group="floor", impl="ort-floor")
+    harness.measure_calls(
+        benchmark,
+        "floor/ort-identity",
+        subjects.identity_floor(config.d_in),
+        samples=20000,
+        warmup=500,
+        group="floor",
+        impl="ort-floor",
+    )
 
 
 def test_empty_call_floor(benchmark):
     """The timer's own floor: perf_counter_ns around an empty Python call."""
-    harness.measure_calls(benchmark, "floor/python-call", lambda: None, samples=20000, warmup=500, group="floor", impl="python-call")
+    harness.measure_calls(
+        benchmark,
+        "floor/python-call",
+        lambda: None,
+        samples=20000,
+        warmup=500,
+        group="floor",
+        impl="python-call",
+    )
 
 
 INTERLEAVED_ROUNDS = 60
@@ -127,7 +168,10 @@ def test_ort_vs_torch_interleaved(benchmark, request, control, x_step):
     n = config.max_len
     ort_subject = build_stateful("ort", request, control, x_step)
     torch_subject = build_stateful("torch", request, control, x_step)
-    out = {"ort": np.zeros((INTERLEAVED_ROUNDS, n), dtype=np.int64), "torch": np.zeros((INTERLEAVED_ROUNDS, n), dtype=np.int64)}
+    out = {
+        "ort": np.zeros((INTERLEAVED_ROUNDS, n), dtype=np.int64),
+        "torch": np.zeros((INTERLEAVED_ROUNDS, n), dtype=np.int64),
+    }
     done = [0]
 
     def one_round() -> None:
@@ -147,8 +191,15 @@ def test_ort_vs_torch_interleaved(benchmark, request, control, x_step):
         torch_subject.close()
     lo, hi = windows(n)["N"]
     stats = {name: harness.summarize(samples[: done[0], lo:hi]) for name, samples in out.items()}
-    benchmark.extra_info.update({
-        "case": "ratio/ort-vs-torch", "unit": "us", "rounds": done[0], "window": [lo + 1, hi],
-        "ort": stats["ort"], "torch": stats["torch"], "ratio_p50": stats["torch"]["p50"] / stats["ort"]["p50"],
-        "flush_to_zero": harness.flush_to_zero(),
-    })
+    benchmark.extra_info.update(
+        {
+            "case": "ratio/ort-vs-torch",
+            "unit": "us",
+            "rounds": done[0],
+            "window": [lo + 1, hi],
+            "ort": stats["ort"],
+            "torch": stats["torch"],
+            "ratio_p50": stats["torch"]["p50"] / stats["ort"]["p50"],
+            "flush_to_zero": harness.flush_to_zero(),
+        }
+    )

@@ -6,17 +6,19 @@ of a different model. Bound: torch_reference.fp32_tolerance (derivation in its d
 
 from __future__ import annotations
 
-import numpy as np
-
 import harness
+import numpy as np
 
 
 def test_full_pass_matches_numpy_reference(control, torch_mod):
     import torch_reference as tr
+
     from tickformer.model import forward
 
     config, params = control
-    x = np.random.default_rng(1).standard_normal((2, config.max_len, config.d_in)).astype(np.float32)  # [B, N, d_in]
+    x = (
+        np.random.default_rng(1).standard_normal((2, config.max_len, config.d_in)).astype(np.float32)
+    )  # [B, N, d_in]
     expected = forward(params, config, x)  # [B, N, d_out]
     with torch_mod.inference_mode():
         got = tr.build(params, config)(torch_mod.from_numpy(x)).numpy()
@@ -26,15 +28,20 @@ def test_full_pass_matches_numpy_reference(control, torch_mod):
 
 def test_cached_step_matches_numpy_reference(control, torch_mod):
     import torch_reference as tr
+
     from tickformer.model import forward
 
     config, params = control
-    x = np.random.default_rng(2).standard_normal((1, config.max_len, config.d_in)).astype(np.float32)  # [1, N, d_in]
+    x = (
+        np.random.default_rng(2).standard_normal((1, config.max_len, config.d_in)).astype(np.float32)
+    )  # [1, N, d_in]
     expected = forward(params, config, x)  # [1, N, d_out]
     model = tr.build(params, config)
     cache = model.new_cache(1)
     with torch_mod.inference_mode():
-        rows = [model.step(torch_mod.from_numpy(x[:, t : t + 1]), cache, t).numpy() for t in range(config.max_len)]
+        rows = [
+            model.step(torch_mod.from_numpy(x[:, t : t + 1]), cache, t).numpy() for t in range(config.max_len)
+        ]
     err = np.abs(np.concatenate(rows, axis=1) - expected).max()  # over every position up to max_len
     assert err <= tr.fp32_tolerance(config, config.max_len), f"torch cached step differs by {err:.3g}"
 

@@ -9,10 +9,9 @@ machine's other tenants). Target (report.py): numpy >= 0.5x torch.
 
 from __future__ import annotations
 
+import harness
 import numpy as np
 import pytest
-
-import harness
 
 # (batch, T): the pendulum-sized window and a full-context batch at max_len.
 SHAPES = [(16, 64), (4, 256)]
@@ -29,6 +28,7 @@ def make_batch(config, batch: int, t: int, seed: int = 0):
 
 def numpy_step_fn(config, params, x, y):
     from tickformer.model import grad, optim
+
     params = {k: v.copy() for k, v in params.items()}
     opt = optim.Adam(beta1=0.9, beta2=0.98, eps=1e-9)
     batch = grad.Batch(x=x, target=y)
@@ -61,8 +61,16 @@ def test_training_throughput(benchmark, request, control, impl, shape):
     else:
         step = numpy_step_fn(config, params, x, y)
     stats = harness.measure_calls(
-        benchmark, f"train/{impl}/B{batch}xT{t}", step, samples=STEPS, warmup=WARMUP, blocks=STEPS,
-        group="training", impl=impl, batch=batch, T=t,
+        benchmark,
+        f"train/{impl}/B{batch}xT{t}",
+        step,
+        samples=STEPS,
+        warmup=WARMUP,
+        blocks=STEPS,
+        group="training",
+        impl=impl,
+        batch=batch,
+        T=t,
     )
     tokens = batch * t
     benchmark.extra_info["tokens_per_step"] = tokens
@@ -74,10 +82,12 @@ def test_training_losses_agree(control, torch_mod):
     same batch, losses within 1e-3 relative (fp32 roundoff in different orders; Adam's
     normalised update amplifies tiny gradient differences only where |g| ~ eps)."""
     from tickformer.model import grad
+
     config, params = control
     x, y = make_batch(config, 8, 32, seed=3)
     numpy_params = {k: v.copy() for k, v in params.items()}
     from tickformer.model import optim
+
     opt = optim.Adam(beta1=0.9, beta2=0.98, eps=1e-9)
     batch = grad.Batch(x=x, target=y)
     numpy_losses = []

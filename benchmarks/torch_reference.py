@@ -23,12 +23,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
+from harness import fp32_tolerance  # noqa: F401  (re-exported: the bound the checks use)
 from torch import nn
 
 from tickformer.model import Config
 from tickformer.model.layers import positional_encoding
-
-from harness import fp32_tolerance  # noqa: F401  (re-exported: the bound the checks use)
 
 
 def _linear_from(w: np.ndarray, b: np.ndarray) -> nn.Linear:
@@ -86,7 +85,9 @@ class DecoderLayer(nn.Module):
         q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))  # [B, H, 1, dh]
         k_cache[:, :, pos : pos + 1] = k
         v_cache[:, :, pos : pos + 1] = v
-        att = F.scaled_dot_product_attention(q, k_cache[:, :, : pos + 1], v_cache[:, :, : pos + 1])  # [B, H, 1, dh]
+        att = F.scaled_dot_product_attention(
+            q, k_cache[:, :, : pos + 1], v_cache[:, :, : pos + 1]
+        )  # [B, H, 1, dh]
         return self.finish(x, att)
 
 
@@ -138,7 +139,9 @@ def adam(model: nn.Module, lr: float = 1e-3) -> torch.optim.Adam:
     return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
 
 
-def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, clip: float = 1.0) -> float:
+def train_step(
+    model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, clip: float = 1.0
+) -> float:
     """One optimisation step: MSE loss, backward, clip the global gradient norm, Adam update."""
     opt.zero_grad(set_to_none=True)
     loss = F.mse_loss(model(x), y)

@@ -48,9 +48,23 @@ from tickformer.runtime.steppable import Steppable
 from .evt import DEFAULT_EXCEEDANCES, METHODS, assess, estimate_pwcet, fit_tail
 
 __all__ = [
-    "CampaignConfig", "EvtConfig", "Isolation", "measure", "latency_stats", "histogram",
-    "worst_indices", "decide", "conditions", "artifact_hash", "analyze", "certify_session",
-    "estimate_pwcet", "PASS", "FAIL", "INCONCLUSIVE", "EXIT_CODES",
+    "CampaignConfig",
+    "EvtConfig",
+    "Isolation",
+    "measure",
+    "latency_stats",
+    "histogram",
+    "worst_indices",
+    "decide",
+    "conditions",
+    "artifact_hash",
+    "analyze",
+    "certify_session",
+    "estimate_pwcet",
+    "PASS",
+    "FAIL",
+    "INCONCLUSIVE",
+    "EXIT_CODES",
 ]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
@@ -79,7 +93,12 @@ class CampaignConfig:
     duty_cycle: float = 0.9  # under SCHED_FIFO only: stay below the kernel's RT throttling limit
 
     def __post_init__(self) -> None:
-        validation.integer(self.samples, "samples", min_value=1000, hint="a campaign needs at least 1000 timed steps (EVT needs >= 10000)")
+        validation.integer(
+            self.samples,
+            "samples",
+            min_value=1000,
+            hint="a campaign needs at least 1000 timed steps (EVT needs >= 10000)",
+        )
         validation.nonneg_int(self.warmup, "warmup", hint="untimed steps before measuring")
         if self.cpu is not None:
             validation.nonneg_int(self.cpu, "cpu", hint="a CPU index (see `nproc`)")
@@ -106,19 +125,32 @@ class EvtConfig:
 
     def __post_init__(self) -> None:
         validation.one_of(self.method, "EVT method", METHODS)
-        validation.real(self.exceedance, "exceedance", min_value=0.0, max_value=1e-2, exclude_min=True, exclude_max=True,
-                        hint="a per-step probability, e.g. 1e-9")
+        validation.real(
+            self.exceedance,
+            "exceedance",
+            min_value=0.0,
+            max_value=1e-2,
+            exclude_min=True,
+            exclude_max=True,
+            hint="a per-step probability, e.g. 1e-9",
+        )
         validation.real(self.alpha, "alpha", min_value=0.0, max_value=0.5, exclude_min=True, exclude_max=True)
         for name in ("run_length", "block_size", "min_extremes", "n_boot"):
             validation.positive_int(getattr(self, name), name)
         if 1.0 / (self.n_boot + 1) >= self.alpha:  # the bootstrap p-value could never fall below alpha
-            raise ConfigError(f"--n-boot {self.n_boot} is too few to reject a fit at alpha = {self.alpha}; "
-                              f"use at least {math.ceil(1 / self.alpha)} (default 200)")
+            raise ConfigError(
+                f"--n-boot {self.n_boot} is too few to reject a fit at alpha = {self.alpha}; "
+                f"use at least {math.ceil(1 / self.alpha)} (default 200)"
+            )
 
     def fit_kwargs(self) -> dict[str, Any]:
         if self.method == "pot":
             return {"tail_fraction": self.tail_fraction, "run_length": self.run_length}
-        return {"block_size": self.block_size, "run_length": self.run_length, "tail_fraction": self.tail_fraction}
+        return {
+            "block_size": self.block_size,
+            "run_length": self.run_length,
+            "tail_fraction": self.tail_fraction,
+        }
 
 
 # ----------------------------------------------------------------------------- isolation
@@ -162,9 +194,19 @@ class Isolation:
         on = scope.__enter__()
         self._undo.append(lambda: scope.__exit__(None, None, None))  # the exact previous state
         if on:
-            self._record("flush_to_zero", True, True, "FTZ/DAZ in the measuring thread: subnormal floats cost no microcode assists (runtime/denormals.py)")
+            self._record(
+                "flush_to_zero",
+                True,
+                True,
+                "FTZ/DAZ in the measuring thread: subnormal floats cost no microcode assists (runtime/denormals.py)",
+            )
         else:
-            self._record("flush_to_zero", True, False, "this platform's floating-point environment has no known flush-to-zero bit (runtime/denormals.py)")
+            self._record(
+                "flush_to_zero",
+                True,
+                False,
+                "this platform's floating-point environment has no known flush-to-zero bit (runtime/denormals.py)",
+            )
 
     def _gc(self) -> None:
         was_enabled = gc.isenabled()
@@ -178,7 +220,9 @@ class Isolation:
                 gc.enable()
 
         self._undo.append(undo)
-        self._record("gc_disabled", True, True, "gc.collect(); gc.freeze(); gc.disable() for the measured loop")
+        self._record(
+            "gc_disabled", True, True, "gc.collect(); gc.freeze(); gc.disable() for the measured loop"
+        )
 
     def _affinity(self) -> None:
         if self.cpu is None:
@@ -192,7 +236,12 @@ class Isolation:
         try:
             os.sched_setaffinity(0, {self.cpu})
         except OSError as exc:
-            self._record("cpu_affinity", True, False, f"pin to CPU {self.cpu} refused: {exc} (allowed {sorted(before)})")
+            self._record(
+                "cpu_affinity",
+                True,
+                False,
+                f"pin to CPU {self.cpu} refused: {exc} (allowed {sorted(before)})",
+            )
             return
         self._undo.append(lambda: os.sched_setaffinity(0, before))
         self._record("cpu_affinity", True, True, f"pinned to CPU {self.cpu} (was {sorted(before)})")
@@ -208,7 +257,12 @@ class Isolation:
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.rt_priority))
         except OSError as exc:
-            self._record("sched_fifo", True, False, f"SCHED_FIFO priority {self.rt_priority} refused: {exc} (needs CAP_SYS_NICE or RLIMIT_RTPRIO)")
+            self._record(
+                "sched_fifo",
+                True,
+                False,
+                f"SCHED_FIFO priority {self.rt_priority} refused: {exc} (needs CAP_SYS_NICE or RLIMIT_RTPRIO)",
+            )
             return
         self._undo.append(lambda: os.sched_setscheduler(0, policy, param))
         self._record("sched_fifo", True, True, f"SCHED_FIFO priority {self.rt_priority} (calling thread)")
@@ -226,7 +280,12 @@ class Isolation:
         mcl_current, mcl_future = 1, 2  # <sys/mman.h> on Linux
         if libc.mlockall(mcl_current | mcl_future) != 0:
             err = ctypes.get_errno()
-            self._record("mlockall", True, False, f"mlockall refused: {os.strerror(err)} (errno {err}; raise RLIMIT_MEMLOCK or run with CAP_IPC_LOCK)")
+            self._record(
+                "mlockall",
+                True,
+                False,
+                f"mlockall refused: {os.strerror(err)} (errno {err}; raise RLIMIT_MEMLOCK or run with CAP_IPC_LOCK)",
+            )
             return
         self._undo.append(lambda: libc.munlockall())
         self._record("mlockall", True, True, "mlockall(MCL_CURRENT | MCL_FUTURE)")
@@ -235,7 +294,9 @@ class Isolation:
 # ----------------------------------------------------------------------------- the campaign
 
 
-def make_inputs(shape: tuple[int, ...], dtype: Any, domain: tuple[float, float], n: int, seed: int) -> np.ndarray:
+def make_inputs(
+    shape: tuple[int, ...], dtype: Any, domain: tuple[float, float], n: int, seed: int
+) -> np.ndarray:
     """n distinct inputs drawn uniformly from the declared domain: [n, *shape]. Not real-time."""
     rng = np.random.default_rng(seed)
     lo, hi = domain
@@ -256,9 +317,18 @@ def timer_overhead_ns(n: int = 2000) -> int:
     return int(best)
 
 
-def measure(session: Steppable, inputs: np.ndarray, *, samples: int, warmup: int, max_len: int,
-            start_position: int = 0, progress: Callable[[int], None] | None = None,
-            chunk: int = 1000, duty_cycle: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def measure(
+    session: Steppable,
+    inputs: np.ndarray,
+    *,
+    samples: int,
+    warmup: int,
+    max_len: int,
+    start_position: int = 0,
+    progress: Callable[[int], None] | None = None,
+    chunk: int = 1000,
+    duty_cycle: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Time `samples` single steps; returns (durations_ns int64 [samples], positions int32 [samples]).
 
     Steps at positions < start_position, resets, warmup steps and progress callbacks are run
@@ -343,8 +413,12 @@ def histogram(samples_ns: Any, *, bins: int = 100, hi_ns: float | None = None) -
     inside = x[x <= hi]  # [m]
     counts, _ = np.histogram(inside, bins=edges)  # [bins]
     return {
-        "lo_ns": lo, "hi_ns": hi, "bin_ns": (hi - lo) / bins, "edges_ns": edges.tolist(),
-        "counts": counts.astype(int).tolist(), "overflow": int(np.count_nonzero(x > hi)),
+        "lo_ns": lo,
+        "hi_ns": hi,
+        "bin_ns": (hi - lo) / bins,
+        "edges_ns": edges.tolist(),
+        "counts": counts.astype(int).tolist(),
+        "overflow": int(np.count_nonzero(x > hi)),
         "overflow_means": f"samples > {hi:.0f} ns",
     }
 
@@ -353,12 +427,14 @@ def worst_indices(samples_ns: Any, k: int = 10) -> list[dict[str, int]]:
     """The k largest samples with their index in time order (largest first)."""
     x = np.asarray(samples_ns).ravel()  # [n]
     k = min(k, x.size)
-    idx = np.argpartition(x, x.size - k)[x.size - k:]  # [k]
+    idx = np.argpartition(x, x.size - k)[x.size - k :]  # [k]
     idx = idx[np.argsort(x[idx])[::-1]]
     return [{"index": int(i), "ns": int(x[i])} for i in idx]
 
 
-def position_profile(durations: np.ndarray, positions: np.ndarray, max_len: int, groups: int = 8) -> dict[str, Any]:
+def position_profile(
+    durations: np.ndarray, positions: np.ndarray, max_len: int, groups: int = 8
+) -> dict[str, Any]:
     """Median and max latency per position group: the evidence for (or against) constant cost."""
     edges = np.linspace(0, max_len, groups + 1).astype(int)  # [groups + 1]
     rows: list[dict[str, Any]] = []
@@ -367,8 +443,14 @@ def position_profile(durations: np.ndarray, positions: np.ndarray, max_len: int,
         sel = durations[(positions >= a) & (positions < b)]
         if sel.size:
             med.append(float(np.median(sel)))
-            rows.append({"positions": [int(a), int(b) - 1], "n": int(sel.size),
-                         "p50_ns": med[-1], "max_ns": float(sel.max())})
+            rows.append(
+                {
+                    "positions": [int(a), int(b) - 1],
+                    "n": int(sel.size),
+                    "p50_ns": med[-1],
+                    "max_ns": float(sel.max()),
+                }
+            )
     ratio = (med[-1] / med[0]) if len(med) >= 2 and med[0] > 0 else None
     return {"groups": rows, "last_over_first_p50": ratio}
 
@@ -376,8 +458,14 @@ def position_profile(durations: np.ndarray, positions: np.ndarray, max_len: int,
 # ----------------------------------------------------------------------------- verdict
 
 
-def decide(*, observed_max_ns: float, budget_ns: float, evt: dict[str, Any] | None,
-           exceedance: float, fit_error: str | None = None) -> tuple[str, list[str]]:
+def decide(
+    *,
+    observed_max_ns: float,
+    budget_ns: float,
+    evt: dict[str, Any] | None,
+    exceedance: float,
+    fit_error: str | None = None,
+) -> tuple[str, list[str]]:
     """The verdict and its reasons, failing closed (module docstring). Pure."""
     key = f"{exceedance:.0e}"
     if observed_max_ns > budget_ns:
@@ -395,9 +483,13 @@ def decide(*, observed_max_ns: float, budget_ns: float, evt: dict[str, Any] | No
     if upper is None or not math.isfinite(upper) or upper > budget_ns:
         level = (evt.get("bootstrap") or {}).get("level", 0.95)
         shown = "unbounded" if upper is None or not math.isfinite(upper) else f"{upper:.0f} ns"
-        return INCONCLUSIVE, [f"pWCET {pwcet:.0f} ns is within budget but its {level:.0%} bootstrap upper bound {shown} is not"]
-    return PASS, [f"observed max {observed_max_ns:.0f} ns and pWCET {pwcet:.0f} ns (upper bound {upper:.0f} ns) at "
-                  f"{key}/step are within the budget {budget_ns:.0f} ns; all admissibility tests passed"]
+        return INCONCLUSIVE, [
+            f"pWCET {pwcet:.0f} ns is within budget but its {level:.0%} bootstrap upper bound {shown} is not"
+        ]
+    return PASS, [
+        f"observed max {observed_max_ns:.0f} ns and pWCET {pwcet:.0f} ns (upper bound {upper:.0f} ns) at "
+        f"{key}/step are within the budget {budget_ns:.0f} ns; all admissibility tests passed"
+    ]
 
 
 def _test_brief(t: dict[str, Any]) -> str:
@@ -458,7 +550,11 @@ def _versions() -> dict[str, str]:
 
 def conditions(*, backend: str, artifact: str | None, cpu: int | None) -> dict[str, Any]:
     """The measurement conditions a reader needs to judge (and reproduce) the campaign."""
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    cpus = (
+        sorted(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else list(range(os.cpu_count() or 1))
+    )
     watch = [cpu] if cpu is not None else cpus
     governors = {str(c): _read(f"/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor") for c in watch}
     info = time.get_clock_info("perf_counter")
@@ -476,16 +572,21 @@ def conditions(*, backend: str, artifact: str | None, cpu: int | None) -> dict[s
         "backend": backend,
         "artifact": str(artifact) if artifact is not None else None,
         "artifact_sha256": artifact_hash(artifact) if artifact is not None else None,
-        "clock": {"name": "time.perf_counter_ns", "implementation": info.implementation,
-                  "resolution_s": info.resolution, "overhead_ns": timer_overhead_ns()},
+        "clock": {
+            "name": "time.perf_counter_ns",
+            "implementation": info.implementation,
+            "resolution_s": info.resolution,
+            "overhead_ns": timer_overhead_ns(),
+        },
     }
 
 
 # ----------------------------------------------------------------------------- analysis
 
 
-def analyze(durations_ns: np.ndarray, *, budget_ns: float, evt_config: EvtConfig = EvtConfig(),
-            hist_bins: int = 100) -> dict[str, Any]:
+def analyze(
+    durations_ns: np.ndarray, *, budget_ns: float, evt_config: EvtConfig = EvtConfig(), hist_bins: int = 100
+) -> dict[str, Any]:
     """Statistics, EVT fit + admissibility, verdict for a vector of step latencies. Not real-time."""
     if not (isinstance(budget_ns, (int, float)) and budget_ns > 0 and math.isfinite(budget_ns)):
         raise ConfigError(f"budget {budget_ns!r} ns must be a positive finite number")
@@ -496,13 +597,24 @@ def analyze(durations_ns: np.ndarray, *, budget_ns: float, evt_config: EvtConfig
     fit_error = None
     try:
         fit = fit_tail(x, method=evt_config.method, **evt_config.fit_kwargs())
-        evt = assess(fit, min_extremes=evt_config.min_extremes, alpha=evt_config.alpha,
-                     n_boot=evt_config.n_boot, exceedances=exceedances, seed=evt_config.seed)
+        evt = assess(
+            fit,
+            min_extremes=evt_config.min_extremes,
+            alpha=evt_config.alpha,
+            n_boot=evt_config.n_boot,
+            exceedances=exceedances,
+            seed=evt_config.seed,
+        )
     except (InputError, ConfigError, ValueError, RuntimeError, FloatingPointError) as exc:
         fit_error = str(exc)
     cross = _cross_check(x, evt_config, exceedances)
-    verdict, reasons = decide(observed_max_ns=st["max"], budget_ns=float(budget_ns), evt=evt,
-                              exceedance=evt_config.exceedance, fit_error=fit_error)
+    verdict, reasons = decide(
+        observed_max_ns=st["max"],
+        budget_ns=float(budget_ns),
+        evt=evt,
+        exceedance=evt_config.exceedance,
+        fit_error=fit_error,
+    )
     return {
         "verdict": verdict,
         "exit_code": EXIT_CODES[verdict],
@@ -512,7 +624,9 @@ def analyze(durations_ns: np.ndarray, *, budget_ns: float, evt_config: EvtConfig
         "exceedance": evt_config.exceedance,
         "stats": st,
         "over_budget": int(np.count_nonzero(x > budget_ns)),
-        "histogram": histogram(x, bins=hist_bins, hi_ns=max(2.0 * st["p99.99"], min(float(budget_ns), 10.0 * st["p99.99"]))),
+        "histogram": histogram(
+            x, bins=hist_bins, hi_ns=max(2.0 * st["p99.99"], min(float(budget_ns), 10.0 * st["p99.99"]))
+        ),
         "worst": worst_indices(x),
         "evt": evt,
         "evt_error": fit_error,
@@ -522,12 +636,18 @@ def analyze(durations_ns: np.ndarray, *, budget_ns: float, evt_config: EvtConfig
     }
 
 
-def _cross_check(x: np.ndarray, evt_config: EvtConfig, exceedances: tuple[float, ...]) -> dict[str, Any] | None:
+def _cross_check(
+    x: np.ndarray, evt_config: EvtConfig, exceedances: tuple[float, ...]
+) -> dict[str, Any] | None:
     """The other EVT method's estimates, for information only (not part of the verdict): a large
     disagreement between POT and block maxima says the tail model is uncertain."""
     other = "bm" if evt_config.method == "pot" else "pot"
-    kwargs = EvtConfig(method=other, run_length=evt_config.run_length, block_size=evt_config.block_size,
-                       tail_fraction=evt_config.tail_fraction).fit_kwargs()
+    kwargs = EvtConfig(
+        method=other,
+        run_length=evt_config.run_length,
+        block_size=evt_config.block_size,
+        tail_fraction=evt_config.tail_fraction,
+    ).fit_kwargs()
     try:
         fit = fit_tail(x, method=other, **kwargs)
     except (InputError, ConfigError, ValueError, RuntimeError, FloatingPointError) as exc:
@@ -541,10 +661,19 @@ def _cross_check(x: np.ndarray, evt_config: EvtConfig, exceedances: tuple[float,
     return {"method": other, "xi": fit.xi, "tail": fit.tail_kind, "pwcet_ns": pw, "used_for_verdict": False}
 
 
-def certify_session(session: Steppable, *, budget_ns: float, inputs: np.ndarray, max_len: int,
-                    static_cache: bool, backend: str, artifact: str | None = None,
-                    campaign: CampaignConfig = CampaignConfig(), evt_config: EvtConfig = EvtConfig(),
-                    progress: Callable[[int], None] | None = None) -> tuple[dict[str, Any], np.ndarray]:
+def certify_session(
+    session: Steppable,
+    *,
+    budget_ns: float,
+    inputs: np.ndarray,
+    max_len: int,
+    static_cache: bool,
+    backend: str,
+    artifact: str | None = None,
+    campaign: CampaignConfig = CampaignConfig(),
+    evt_config: EvtConfig = EvtConfig(),
+    progress: Callable[[int], None] | None = None,
+) -> tuple[dict[str, Any], np.ndarray]:
     """Run the campaign on `session` and analyze it. Returns (certificate dict, durations_ns)."""
     start = campaign.start_position
     if start is None:
@@ -554,12 +683,27 @@ def certify_session(session: Steppable, *, budget_ns: float, inputs: np.ndarray,
         duty = campaign.duty_cycle if iso.granted["sched_fifo"]["granted"] else None
         sweep = None
         if start > 0:  # growing cache: a short sweep over every position shows where the worst case is
-            sd, sp = measure(session, inputs, samples=max(8 * max_len, 1000), warmup=0, max_len=max_len,
-                             start_position=0, duty_cycle=duty)
+            sd, sp = measure(
+                session,
+                inputs,
+                samples=max(8 * max_len, 1000),
+                warmup=0,
+                max_len=max_len,
+                start_position=0,
+                duty_cycle=duty,
+            )
             sweep = position_profile(sd, sp, max_len)
         t0 = time.perf_counter_ns()
-        durations, positions = measure(session, inputs, samples=campaign.samples, warmup=campaign.warmup,
-                                       max_len=max_len, start_position=start, progress=progress, duty_cycle=duty)
+        durations, positions = measure(
+            session,
+            inputs,
+            samples=campaign.samples,
+            warmup=campaign.warmup,
+            max_len=max_len,
+            start_position=start,
+            progress=progress,
+            duty_cycle=duty,
+        )
         wall_ns = time.perf_counter_ns() - t0
     cond["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     cond["isolation"] = iso.granted
@@ -570,9 +714,14 @@ def certify_session(session: Steppable, *, budget_ns: float, inputs: np.ndarray,
         **report,
         "conditions": cond,
         "campaign": {
-            "samples": campaign.samples, "warmup": campaign.warmup, "static_cache": static_cache,
-            "timed_positions": [start, max_len - 1], "max_len": max_len, "n_inputs": int(inputs.shape[0]),
-            "wall_s": wall_ns / 1e9, "duty_cycle": duty,
+            "samples": campaign.samples,
+            "warmup": campaign.warmup,
+            "static_cache": static_cache,
+            "timed_positions": [start, max_len - 1],
+            "max_len": max_len,
+            "n_inputs": int(inputs.shape[0]),
+            "wall_s": wall_ns / 1e9,
+            "duty_cycle": duty,
             "position_profile": position_profile(durations, positions, max_len),
             "position_check": position_check(static_cache, durations, positions, max_len, sweep, start),
         },
@@ -580,8 +729,15 @@ def certify_session(session: Steppable, *, budget_ns: float, inputs: np.ndarray,
     return report_full, durations
 
 
-def position_check(static_cache: bool, durations: np.ndarray, positions: np.ndarray, max_len: int,
-                   sweep: dict[str, Any] | None, start: int, tolerance: float = 1.2) -> dict[str, Any]:
+def position_check(
+    static_cache: bool,
+    durations: np.ndarray,
+    positions: np.ndarray,
+    max_len: int,
+    sweep: dict[str, Any] | None,
+    start: int,
+    tolerance: float = 1.2,
+) -> dict[str, Any]:
     """Evidence that the timed positions include the worst case (informational, in the certificate).
 
     Static cache: the median of the last eighth of positions should be within `tolerance` x the
@@ -590,13 +746,22 @@ def position_check(static_cache: bool, durations: np.ndarray, positions: np.ndar
     if static_cache:
         ratio = position_profile(durations, positions, max_len)["last_over_first_p50"]
         ok = ratio is None or ratio <= tolerance
-        return {"claim": "constant cost at every position", "last_over_first_p50": ratio, "tolerance": tolerance,
-                "consistent": bool(ok)}
+        return {
+            "claim": "constant cost at every position",
+            "last_over_first_p50": ratio,
+            "tolerance": tolerance,
+            "consistent": bool(ok),
+        }
     groups = (sweep or {}).get("groups", [])
     worst = max(groups, key=lambda g: g["p50_ns"]) if groups else None
     ok = worst is not None and worst["positions"][1] >= start
-    return {"claim": "cost grows with position; only the last positions are timed", "sweep": sweep,
-            "worst_group": None if worst is None else worst["positions"], "timed_from": start, "consistent": bool(ok)}
+    return {
+        "claim": "cost grows with position; only the last positions are timed",
+        "sweep": sweep,
+        "worst_group": None if worst is None else worst["positions"],
+        "timed_from": start,
+        "consistent": bool(ok),
+    }
 
 
 # ----------------------------------------------------------------------------- artifacts
@@ -606,7 +771,9 @@ def open_session(artifact: str, backend: str, threads: int = 1) -> Any:
     """Load the artifact (hash-verified) with contracts off: the campaign times the bare step."""
     from tickformer.runtime import load  # at call time: the runtime's backends import lazily
 
-    options: dict[str, Any] = {"threads": threads} if backend == "ort" else {}  # GPU backends take other options
+    options: dict[str, Any] = (
+        {"threads": threads} if backend == "ort" else {}
+    )  # GPU backends take other options
     return load(artifact, backend=backend, contracts="off", **options)
 
 
@@ -614,23 +781,40 @@ def prepare(session: Any, *, n_inputs: int, seed: int) -> np.ndarray:
     """Inputs drawn from the declared domain; encoder-decoder artifacts get a random source."""
     if session.config.arch == "encoder-decoder":
         rng = np.random.default_rng(seed + 1)
-        src = rng.integers(0, session.config.vocab_size, size=(session.batch, session.max_len), dtype=np.int64)
+        src = rng.integers(
+            0, session.config.vocab_size, size=(session.batch, session.max_len), dtype=np.int64
+        )
         session.set_source(src)
     domain = (0, session.config.vocab_size - 1) if session.tokens else session.domain
     return make_inputs(session.input_shape, session.input_dtype, domain, n_inputs, seed)
 
 
-def certify_artifact(artifact: str, *, backend: str, budget_ns: float, campaign: Any, evt_config: Any,
-                     threads: int = 1, progress: Any = None) -> tuple[dict[str, Any], np.ndarray]:
+def certify_artifact(
+    artifact: str,
+    *,
+    backend: str,
+    budget_ns: float,
+    campaign: Any,
+    evt_config: Any,
+    threads: int = 1,
+    progress: Any = None,
+) -> tuple[dict[str, Any], np.ndarray]:
     """Open, measure, analyze. Returns (report, durations_ns). What `tickformer certify` and the
     demo run."""
     session = open_session(artifact, backend, threads)
     try:
         inputs = prepare(session, n_inputs=campaign.n_inputs, seed=campaign.seed)
         report, durations = certify_session(
-            session, budget_ns=budget_ns, inputs=inputs, max_len=session.max_len,
-            static_cache=bool(getattr(session.backend, "static_cache", False)), backend=backend,
-            artifact=artifact, campaign=campaign, evt_config=evt_config, progress=progress,
+            session,
+            budget_ns=budget_ns,
+            inputs=inputs,
+            max_len=session.max_len,
+            static_cache=bool(getattr(session.backend, "static_cache", False)),
+            backend=backend,
+            artifact=artifact,
+            campaign=campaign,
+            evt_config=evt_config,
+            progress=progress,
         )
     finally:
         session.close()

@@ -108,15 +108,30 @@ class TailFit:
         return bm_quantile(self.mu, self.xi, self.sigma, self.block_size, self.theta, p)
 
     def parameters(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"method": self.method, "n": self.n, "xi": self.xi, "sigma": self.sigma,
-                               "tail": self.tail_kind, "n_extremes": self.n_extremes, "theta": self.theta}
+        out: dict[str, Any] = {
+            "method": self.method,
+            "n": self.n,
+            "xi": self.xi,
+            "sigma": self.sigma,
+            "tail": self.tail_kind,
+            "n_extremes": self.n_extremes,
+            "theta": self.theta,
+        }
         if self.method == "pot":
-            out.update(threshold_ns=self.threshold, zeta=self.zeta, run_length=self.run_length,
-                       n_exceedances=self.n_exceed,
-                       scipy="genpareto(c=xi, loc=threshold, scale=sigma) on cluster peaks")
+            out.update(
+                threshold_ns=self.threshold,
+                zeta=self.zeta,
+                run_length=self.run_length,
+                n_exceedances=self.n_exceed,
+                scipy="genpareto(c=xi, loc=threshold, scale=sigma) on cluster peaks",
+            )
         else:
-            out.update(mu=self.mu, block_size=self.block_size, scipy_c=_gev_c(self.xi),
-                       scipy="genextreme(c=-xi, loc=mu, scale=sigma) on block maxima")
+            out.update(
+                mu=self.mu,
+                block_size=self.block_size,
+                scipy_c=_gev_c(self.xi),
+                scipy="genextreme(c=-xi, loc=mu, scale=sigma) on block maxima",
+            )
         return out
 
 
@@ -154,11 +169,16 @@ def as_samples(samples_ns: Any, *, min_size: int = 2) -> np.ndarray:
     """Validate and convert latency samples to a float64 vector. Raises InputError."""
     x = np.asarray(samples_ns, dtype=np.float64).ravel()  # [n]
     if x.size < min_size:
-        raise InputError(f"{x.size} latency samples given; at least {min_size} are needed (run a longer campaign, e.g. --samples 100000)")
+        raise InputError(
+            f"{x.size} latency samples given; at least {min_size} are needed (run a longer campaign, "
+            "e.g. --samples 100000)"
+        )
     if not np.all(np.isfinite(x)):
         raise InputError("latency samples contain NaN/Inf; timing must be finite nanoseconds")
     if np.any(x < 0):
-        raise InputError(f"latency samples contain negative values (min {x.min()}); pass durations, not timestamps")
+        raise InputError(
+            f"latency samples contain negative values (min {x.min()}); pass durations, not timestamps"
+        )
     return x
 
 
@@ -178,12 +198,19 @@ def ljung_box(x: np.ndarray, lags: int | None = None, alpha: float = 0.05) -> Te
     d = x - x.mean()  # [n]
     denom = float(d @ d)
     if denom == 0.0:
-        return TestResult("independence (Ljung-Box)", math.nan, None, False, "all values equal: no variability to test")
+        return TestResult(
+            "independence (Ljung-Box)", math.nan, None, False, "all values equal: no variability to test"
+        )
     r = np.array([float(d[k:] @ d[:-k]) / denom for k in range(1, h + 1)])  # [h] autocorrelations
     q = float(n * (n + 2) * np.sum(r * r / (n - np.arange(1, h + 1))))
     p = float(stats.chi2.sf(q, h))
-    return TestResult("independence (Ljung-Box)", q, p, p >= alpha,
-                      f"{h} lags on {n} values; max |r_k| = {np.abs(r).max():.3f}")
+    return TestResult(
+        "independence (Ljung-Box)",
+        q,
+        p,
+        p >= alpha,
+        f"{h} lags on {n} values; max |r_k| = {np.abs(r).max():.3f}",
+    )
 
 
 def runs_test(x: np.ndarray, alpha: float = 0.05) -> TestResult:
@@ -193,7 +220,13 @@ def runs_test(x: np.ndarray, alpha: float = 0.05) -> TestResult:
     s = x[x != med] > med  # [m] bool, ties with the median dropped
     n1, n2 = int(s.sum()), int((~s).sum())
     if n1 < 5 or n2 < 5:
-        return TestResult("independence (runs)", math.nan, None, False, f"too few values above ({n1}) / below ({n2}) the median")
+        return TestResult(
+            "independence (runs)",
+            math.nan,
+            None,
+            False,
+            f"too few values above ({n1}) / below ({n2}) the median",
+        )
     runs = 1 + int(np.count_nonzero(s[1:] != s[:-1]))
     n = n1 + n2
     mean = 2.0 * n1 * n2 / n + 1.0
@@ -203,20 +236,34 @@ def runs_test(x: np.ndarray, alpha: float = 0.05) -> TestResult:
     return TestResult("independence (runs)", z, p, p >= alpha, f"{runs} runs, {mean:.1f} expected")
 
 
-def ks_halves(x: np.ndarray, alpha: float = 0.05, *, at: np.ndarray | None = None, n: int | None = None) -> TestResult:
+def ks_halves(
+    x: np.ndarray, alpha: float = 0.05, *, at: np.ndarray | None = None, n: int | None = None
+) -> TestResult:
     """Identical distribution: two-sample Kolmogorov-Smirnov between the extremes of the first and
     the second half of the campaign in time (`at`: sample index of each extreme, `n`: campaign
     length; without them the series is split in the middle)."""
     x = np.asarray(x, dtype=np.float64)  # [k]
-    first = (np.asarray(at) < n // 2) if at is not None and n is not None else (np.arange(x.size) < x.size // 2)  # [k]
+    first = (
+        (np.asarray(at) < n // 2) if at is not None and n is not None else (np.arange(x.size) < x.size // 2)
+    )  # [k]
     a, b = x[first], x[~first]
     if min(a.size, b.size) < 10:
-        return TestResult("identical distribution (KS halves)", math.nan, None, False,
-                          f"{a.size} extremes in the first half of the run vs {b.size} in the second: too few to compare")
+        return TestResult(
+            "identical distribution (KS halves)",
+            math.nan,
+            None,
+            False,
+            f"{a.size} extremes in the first half of the run vs {b.size} in the second: too few to compare",
+        )
     res = stats.ks_2samp(a, b)
     p = float(res.pvalue)
-    return TestResult("identical distribution (KS halves)", float(res.statistic), p, p >= alpha,
-                      f"{a.size} vs {b.size} extremes (first vs second half of the run)")
+    return TestResult(
+        "identical distribution (KS halves)",
+        float(res.statistic),
+        p,
+        p >= alpha,
+        f"{a.size} vs {b.size} extremes (first vs second half of the run)",
+    )
 
 
 def rate_halves(at: np.ndarray, n: int, alpha: float = 0.05) -> TestResult:
@@ -226,15 +273,27 @@ def rate_halves(at: np.ndarray, n: int, alpha: float = 0.05) -> TestResult:
     k = int(at.size)
     k1 = int(np.count_nonzero(at < n // 2))
     if k < 10:
-        return TestResult("stationary rate (binomial halves)", float(k1), None, False, f"too few extremes ({k})")
+        return TestResult(
+            "stationary rate (binomial halves)", float(k1), None, False, f"too few extremes ({k})"
+        )
     p = float(stats.binomtest(k1, k, (n // 2) / n).pvalue)
-    return TestResult("stationary rate (binomial halves)", float(k1), p, p >= alpha,
-                      f"{k1} of {k} extremes in the first half of the run")
+    return TestResult(
+        "stationary rate (binomial halves)",
+        float(k1),
+        p,
+        p >= alpha,
+        f"{k1} of {k} extremes in the first half of the run",
+    )
 
 
 def enough_extremes(n_extremes: int, min_extremes: int) -> TestResult:
-    return TestResult("enough tail samples", float(n_extremes), None, n_extremes >= min_extremes,
-                      f"{n_extremes} extremes fitted, at least {min_extremes} required")
+    return TestResult(
+        "enough tail samples",
+        float(n_extremes),
+        None,
+        n_extremes >= min_extremes,
+        f"{n_extremes} extremes fitted, at least {min_extremes} required",
+    )
 
 
 # ----------------------------------------------------------------------------- POT / GPD
@@ -248,7 +307,9 @@ def decluster_runs(x: np.ndarray, threshold: float, run_length: int) -> tuple[np
     return peaks, n_exc
 
 
-def decluster_runs_indexed(x: np.ndarray, threshold: float, run_length: int) -> tuple[np.ndarray, np.ndarray, int]:
+def decluster_runs_indexed(
+    x: np.ndarray, threshold: float, run_length: int
+) -> tuple[np.ndarray, np.ndarray, int]:
     """`decluster_runs` plus the sample index of each cluster's start: (peaks, starts, n_exceed)."""
     idx = np.flatnonzero(x > threshold)  # [k] positions of exceedances
     if idx.size == 0:
@@ -274,7 +335,9 @@ def fit_gpd(excesses: np.ndarray) -> tuple[float, float]:
 def pot_quantile(u: float, xi: float, sigma: float, zeta: float, p: float) -> float:
     """Per-step quantile from a POT fit: u + GPD.isf(p / zeta). Requires p < zeta."""
     if p >= zeta:
-        raise ConfigError(f"exceedance {p} is not below the threshold's exceedance rate {zeta:.3g}; use the empirical quantile")
+        raise ConfigError(
+            f"exceedance {p} is not below the threshold's exceedance rate {zeta:.3g}; use the empirical quantile"
+        )
     return u + float(stats.genpareto.isf(p / zeta, xi, loc=0.0, scale=sigma))
 
 
@@ -284,8 +347,9 @@ def extremal_index(x: np.ndarray, threshold: float, run_length: int) -> float:
     return float(peaks.size) / k if k else 1.0
 
 
-def fit_pot(samples_ns: Any, *, tail_fraction: float = 0.01, min_exceedances: int = 100,
-            run_length: int = 3) -> TailFit:
+def fit_pot(
+    samples_ns: Any, *, tail_fraction: float = 0.01, min_exceedances: int = 100, run_length: int = 3
+) -> TailFit:
     """Peaks over threshold: u = empirical quantile leaving max(tail_fraction*n, min_exceedances)
     samples above; GPD fitted to the runs-declustered cluster peaks above u."""
     x = as_samples(samples_ns, min_size=max(50, min_exceedances))
@@ -299,11 +363,23 @@ def fit_pot(samples_ns: Any, *, tail_fraction: float = 0.01, min_exceedances: in
     u = float(np.sort(x)[n - k - 1])  # the (k+1)-th largest: k values lie strictly above (ties aside)
     peaks, where, n_exc = decluster_runs_indexed(x, u, run_length)
     if peaks.size < 3:
-        raise InputError(f"only {peaks.size} cluster peaks above the threshold {u:.0f} ns; collect more samples")
+        raise InputError(
+            f"only {peaks.size} cluster peaks above the threshold {u:.0f} ns; collect more samples"
+        )
     xi, sigma = fit_gpd(peaks - u)
-    return TailFit(method="pot", n=n, xi=xi, sigma=sigma, threshold=u, zeta=n_exc / n,
-                   run_length=run_length, theta=peaks.size / n_exc, n_exceed=n_exc, extremes=peaks,
-                   extremes_at=where)
+    return TailFit(
+        method="pot",
+        n=n,
+        xi=xi,
+        sigma=sigma,
+        threshold=u,
+        zeta=n_exc / n,
+        run_length=run_length,
+        theta=peaks.size / n_exc,
+        n_exceed=n_exc,
+        extremes=peaks,
+        extremes_at=where,
+    )
 
 
 # ----------------------------------------------------------------------------- block maxima / GEV
@@ -336,8 +412,14 @@ def bm_quantile(mu: float, xi: float, sigma: float, block_size: int, theta: floa
     return float(stats.genextreme.isf(p_block, _gev_c(xi), loc=mu, scale=sigma))
 
 
-def fit_bm(samples_ns: Any, *, block_size: int = 100, min_blocks: int = 30, run_length: int = 3,
-           tail_fraction: float = 0.01) -> TailFit:
+def fit_bm(
+    samples_ns: Any,
+    *,
+    block_size: int = 100,
+    min_blocks: int = 30,
+    run_length: int = 3,
+    tail_fraction: float = 0.01,
+) -> TailFit:
     """Block maxima: GEV fitted to maxima of consecutive blocks; theta from runs declustering at
     the (1 - tail_fraction) quantile."""
     x = as_samples(samples_ns, min_size=block_size * min_blocks)
@@ -347,9 +429,18 @@ def fit_bm(samples_ns: Any, *, block_size: int = 100, min_blocks: int = 30, run_
     xi, mu, sigma = fit_gev(maxima)
     u = float(np.quantile(x, 1.0 - tail_fraction))
     theta = extremal_index(x, u, run_length)
-    return TailFit(method="bm", n=x.size, xi=xi, sigma=sigma, mu=mu, block_size=block_size,
-                   run_length=run_length, theta=theta, extremes=maxima,
-                   extremes_at=np.arange(maxima.size, dtype=np.int64) * block_size)
+    return TailFit(
+        method="bm",
+        n=x.size,
+        xi=xi,
+        sigma=sigma,
+        mu=mu,
+        block_size=block_size,
+        run_length=run_length,
+        theta=theta,
+        extremes=maxima,
+        extremes_at=np.arange(maxima.size, dtype=np.int64) * block_size,
+    )
 
 
 # ----------------------------------------------------------------------------- goodness of fit
@@ -371,8 +462,15 @@ def _fit_cdf(fit_method: str, data: np.ndarray) -> tuple[tuple[float, ...], np.n
     return (xi, mu, sigma), stats.genextreme.cdf(data, _gev_c(xi), loc=mu, scale=sigma)
 
 
-def bootstrap(fit: TailFit, exceedances: tuple[float, ...], *, n_boot: int = 200, seed: int = 0,
-              alpha: float = 0.05, level: float = 0.95) -> tuple[TestResult, dict[str, Any]]:
+def bootstrap(
+    fit: TailFit,
+    exceedances: tuple[float, ...],
+    *,
+    n_boot: int = 200,
+    seed: int = 0,
+    alpha: float = 0.05,
+    level: float = 0.95,
+) -> tuple[TestResult, dict[str, Any]]:
     """Parametric bootstrap from the fitted tail: refit `n_boot` synthetic samples of the same size.
 
     Gives (1) an Anderson-Darling goodness-of-fit p-value that accounts for estimated parameters,
@@ -387,7 +485,9 @@ def bootstrap(fit: TailFit, exceedances: tuple[float, ...], *, n_boot: int = 200
     else:
         data = fit.extremes
         _, cdf = _fit_cdf("bm", data)
-        draw = lambda: stats.genextreme.rvs(_gev_c(fit.xi), loc=fit.mu, scale=fit.sigma, size=data.size, random_state=rng)
+        draw = lambda: stats.genextreme.rvs(
+            _gev_c(fit.xi), loc=fit.mu, scale=fit.sigma, size=data.size, random_state=rng
+        )
     a2 = _anderson_darling(cdf)
     a2_boot, xi_boot, q_boot = [], [], []
     for _ in range(n_boot):
@@ -402,13 +502,24 @@ def bootstrap(fit: TailFit, exceedances: tuple[float, ...], *, n_boot: int = 200
         q_boot.append([_safe_quantile(refit, p) for p in exceedances])
     nb = len(a2_boot)
     if nb == 0:
-        gof = TestResult("goodness of fit (Anderson-Darling, bootstrap)", a2, None, False, "every bootstrap refit failed")
+        gof = TestResult(
+            "goodness of fit (Anderson-Darling, bootstrap)", a2, None, False, "every bootstrap refit failed"
+        )
         return gof, {"n_boot": 0}
     p = (1 + sum(b >= a2 for b in a2_boot)) / (nb + 1)
     resolvable = 1.0 / (nb + 1) < alpha  # with fewer replicates even the worst fit gets p >= alpha
-    gof = TestResult("goodness of fit (Anderson-Darling, bootstrap)", a2, p, resolvable and p >= alpha,
-                     f"A^2 = {a2:.3f} vs {nb} parametric-bootstrap refits"
-                     + ("" if resolvable else f"; too few refits to reject at alpha = {alpha} (need > {1 / alpha - 1:.0f})"))
+    gof = TestResult(
+        "goodness of fit (Anderson-Darling, bootstrap)",
+        a2,
+        p,
+        resolvable and p >= alpha,
+        f"A^2 = {a2:.3f} vs {nb} parametric-bootstrap refits"
+        + (
+            ""
+            if resolvable
+            else f"; too few refits to reject at alpha = {alpha} (need > {1 / alpha - 1:.0f})"
+        ),
+    )
     qb = np.asarray(q_boot)  # [nb, len(exceedances)]
     upper = np.quantile(qb, level, axis=0)  # [len(exceedances)]
     ci = {
@@ -424,11 +535,28 @@ def bootstrap(fit: TailFit, exceedances: tuple[float, ...], *, n_boot: int = 200
 def _refit(fit: TailFit, params: tuple[float, ...]) -> TailFit:
     if fit.method == "pot":
         xi, sigma = params
-        return TailFit(method="pot", n=fit.n, xi=xi, sigma=sigma, threshold=fit.threshold, zeta=fit.zeta,
-                       run_length=fit.run_length, theta=fit.theta, n_exceed=fit.n_exceed)
+        return TailFit(
+            method="pot",
+            n=fit.n,
+            xi=xi,
+            sigma=sigma,
+            threshold=fit.threshold,
+            zeta=fit.zeta,
+            run_length=fit.run_length,
+            theta=fit.theta,
+            n_exceed=fit.n_exceed,
+        )
     xi, mu, sigma = params
-    return TailFit(method="bm", n=fit.n, xi=xi, sigma=sigma, mu=mu, block_size=fit.block_size,
-                   run_length=fit.run_length, theta=fit.theta)
+    return TailFit(
+        method="bm",
+        n=fit.n,
+        xi=xi,
+        sigma=sigma,
+        mu=mu,
+        block_size=fit.block_size,
+        run_length=fit.run_length,
+        theta=fit.theta,
+    )
 
 
 def _safe_quantile(fit: TailFit, p: float) -> float:
@@ -466,8 +594,15 @@ def estimate_pwcet(samples_ns: Any, exceedance: float, *, method: str = "pot", *
     return fit.quantile(p)
 
 
-def assess(fit: TailFit, *, min_extremes: int = 50, alpha: float = 0.05, n_boot: int = 200,
-           exceedances: tuple[float, ...] = DEFAULT_EXCEEDANCES, seed: int = 0) -> dict[str, Any]:
+def assess(
+    fit: TailFit,
+    *,
+    min_extremes: int = 50,
+    alpha: float = 0.05,
+    n_boot: int = 200,
+    exceedances: tuple[float, ...] = DEFAULT_EXCEEDANCES,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Admissibility tests on the extremes actually fitted, the pWCET table and bootstrap bounds."""
     ext = fit.extremes
     tests = [

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +54,14 @@ def plot_histogram(report: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.2))
     ax.bar(edges[:-1], counts, width=width, align="edge", color="#4C72B0", label="steps")
     if h["overflow"]:
-        ax.bar([edges[-1] + width], [h["overflow"]], width=width * 2, align="edge", color="#C44E52",
-               label=f"overflow > {edges[-1]:.1f} us ({h['overflow']})")
+        ax.bar(
+            [edges[-1] + width],
+            [h["overflow"]],
+            width=width * 2,
+            align="edge",
+            color="#C44E52",
+            label=f"overflow > {edges[-1]:.1f} us ({h['overflow']})",
+        )
     budget_us = report["budget_ns"] / 1e3
     if budget_us <= edges[-1] + 3 * width:
         ax.axvline(budget_us, color="k", ls="--", label=f"budget {budget_us:.1f} us")
@@ -78,7 +83,9 @@ def fitted_exceedance(fit: dict[str, Any], x_ns: np.ndarray) -> np.ndarray:
     if fit["method"] == "pot":
         u, zeta = fit["threshold_ns"], fit["zeta"]
         return zeta * stats.genpareto.sf(np.maximum(x_ns - u, 0.0), fit["xi"], scale=fit["sigma"])  # [k]
-    p_block = stats.genextreme.sf(x_ns, _gev_c(fit["xi"]), loc=fit["mu"], scale=fit["sigma"]) / fit["theta"]  # [k]
+    p_block = (
+        stats.genextreme.sf(x_ns, _gev_c(fit["xi"]), loc=fit["mu"], scale=fit["sigma"]) / fit["theta"]
+    )  # [k]
     return -np.expm1(np.log1p(-np.clip(p_block, 0.0, 1.0 - 1e-16)) / fit["block_size"])  # [k]
 
 
@@ -101,25 +108,54 @@ def plot_exceedance(report: dict[str, Any], durations_ns: np.ndarray, path: Path
         start = fit["threshold_ns"] if fit["method"] == "pot" else float(np.quantile(x, 0.9))
         right = max(x[-1], report["budget_ns"])
         grid = np.geomspace(max(start, 1.0), min(xmax, 10 * right) * 1.05, 400)  # [400]
-        ax.plot(grid / 1e3, fitted_exceedance(fit, grid), color="#C44E52",
-                label=f"{fit['method'].upper()} fit, xi = {fit['xi']:+.3f} ({fit['tail'].split(' ')[0]})")
+        ax.plot(
+            grid / 1e3,
+            fitted_exceedance(fit, grid),
+            color="#C44E52",
+            label=f"{fit['method'].upper()} fit, xi = {fit['xi']:+.3f} ({fit['tail'].split(' ')[0]})",
+        )
         if pw:
-            ax.plot(np.array(list(pw.values())) / 1e3, list(pw.keys()), "o", color="#C44E52", ms=4, label="pWCET estimates")
+            ax.plot(
+                np.array(list(pw.values())) / 1e3,
+                list(pw.keys()),
+                "o",
+                color="#C44E52",
+                ms=4,
+                label="pWCET estimates",
+            )
         upper = (evt.get("bootstrap") or {}).get("pwcet_upper_ns") or {}
         up = {float(k): v for k, v in upper.items() if v is not None and math.isfinite(v)}
         if up:
-            ax.plot(np.array(list(up.values())) / 1e3, list(up.keys()), "x", color="#8172B2", ms=5,
-                    label=f"{evt['bootstrap']['level']:.0%} upper bounds")
+            ax.plot(
+                np.array(list(up.values())) / 1e3,
+                list(up.keys()),
+                "x",
+                color="#8172B2",
+                ms=5,
+                label=f"{evt['bootstrap']['level']:.0%} upper bounds",
+            )
             xmax = max(xmax, max(up.values()))
     budget_us = report["budget_ns"] / 1e3
     ax.axvline(budget_us, color="k", ls="--", label=f"budget {budget_us:.1f} us")
-    ax.axhline(report["exceedance"], color="0.5", ls=":", lw=1, label=f"target exceedance {report['exceedance']:.0e}/step")
+    ax.axhline(
+        report["exceedance"],
+        color="0.5",
+        ls=":",
+        lw=1,
+        label=f"target exceedance {report['exceedance']:.0e}/step",
+    )
     ax.set_yscale("log")
     ax.set_ylim(min(1e-10, report["exceedance"] / 10), 1.0)
     right = max(x[-1], report["budget_ns"])
     if xmax > 10 * right:  # estimates far off scale (heavy tail): keep the data readable, say so
-        ax.text(0.02, 0.02, f"pWCET estimates beyond {10 * right / 1e3:.0f} us are off scale (see certificate.json)",
-                transform=ax.transAxes, fontsize=8, color="#C44E52")
+        ax.text(
+            0.02,
+            0.02,
+            f"pWCET estimates beyond {10 * right / 1e3:.0f} us are off scale (see certificate.json)",
+            transform=ax.transAxes,
+            fontsize=8,
+            color="#C44E52",
+        )
         xmax = 10 * right
     ax.set_xscale("log")
     ax.set_xlim(x[0] / 1e3 * 0.9, max(xmax, right) / 1e3 * 1.1)
@@ -167,7 +203,11 @@ def write_report(out_dir: str | os.PathLike[str], report: dict[str, Any], durati
     np.save(buf, np.asarray(durations_ns, dtype=np.int64))
     atomic_write(out / "samples_ns.npy", buf.getvalue())
     data = dict(report)
-    data["files"] = {"histogram": "latency_hist.png", "exceedance": "exceedance.png", "samples": "samples_ns.npy"}
+    data["files"] = {
+        "histogram": "latency_hist.png",
+        "exceedance": "exceedance.png",
+        "samples": "samples_ns.npy",
+    }
     atomic_write(cert, (json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n").encode())
     return cert
 
@@ -190,9 +230,13 @@ def summary(report: dict[str, Any], console: Any = None) -> None:
     st = report["stats"]
     cond = report.get("conditions", {})
     iso = cond.get("isolation", {})
-    granted = ", ".join(f"{k}={'yes' if v['granted'] else ('refused' if v['requested'] else 'no')}" for k, v in iso.items())
-    con.print(f"[bold]{cond.get('cpu_model', '?')}[/] x{cond.get('cpu_count', '?')}  load {cond.get('load_average')}  "
-              f"backend {cond.get('backend')}  artifact {str(cond.get('artifact_sha256'))[:12]}  {granted}")
+    granted = ", ".join(
+        f"{k}={'yes' if v['granted'] else ('refused' if v['requested'] else 'no')}" for k, v in iso.items()
+    )
+    con.print(
+        f"[bold]{cond.get('cpu_model', '?')}[/] x{cond.get('cpu_count', '?')}  load {cond.get('load_average')}  "
+        f"backend {cond.get('backend')}  artifact {str(cond.get('artifact_sha256'))[:12]}  {granted}"
+    )
     t = Table(title="step latency (us)", show_header=True, header_style="bold")
     keys = ["min", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max", "std"]
     for k in keys:
@@ -204,7 +248,10 @@ def summary(report: dict[str, Any], console: Any = None) -> None:
         con.print(f"EVT: [yellow]no estimate[/] ({report.get('evt_error')})")
     else:
         fit = evt["fit"]
-        e = Table(title=f"pWCET ({fit['method'].upper()}, xi = {fit['xi']:+.3f}: {fit['tail']})", header_style="bold")
+        e = Table(
+            title=f"pWCET ({fit['method'].upper()}, xi = {fit['xi']:+.3f}: {fit['tail']})",
+            header_style="bold",
+        )
         e.add_column("exceedance/step")
         e.add_column("pWCET (us)", justify="right")
         e.add_column(f"{(evt.get('bootstrap') or {}).get('level', 0.95):.0%} upper (us)", justify="right")
@@ -219,20 +266,32 @@ def summary(report: dict[str, Any], console: Any = None) -> None:
         tt.add_column("ok")
         for test in evt["tests"]:
             s, p = test["statistic"], test["p_value"]
-            tt.add_row(test["name"], "-" if s is None else f"{s:.3g}", "-" if p is None else f"{p:.3g}",
-                       "[green]yes[/]" if test["passed"] else "[red]no[/]")
+            tt.add_row(
+                test["name"],
+                "-" if s is None else f"{s:.3g}",
+                "-" if p is None else f"{p:.3g}",
+                "[green]yes[/]" if test["passed"] else "[red]no[/]",
+            )
         from rich.columns import Columns
 
         con.print(Columns([e, tt]))
         cross = report.get("evt_cross_check") or {}
         key = f"{report['exceedance']:.0e}"
         if cross.get("pwcet_ns"):
-            con.print(f"[dim]cross-check ({cross['method'].upper()}, not used for the verdict): xi = {cross['xi']:+.3f}, "
-                      f"pWCET({key}) = {_us(cross['pwcet_ns'].get(key))} us; the estimate extrapolates "
-                      f"{report.get('extrapolation_orders', float('nan')):.1f} orders of magnitude beyond 1/n[/]")
+            con.print(
+                f"[dim]cross-check ({cross['method'].upper()}, not used for the verdict): xi = {cross['xi']:+.3f}, "
+                f"pWCET({key}) = {_us(cross['pwcet_ns'].get(key))} us; the estimate extrapolates "
+                f"{report.get('extrapolation_orders', float('nan')):.1f} orders of magnitude beyond 1/n[/]"
+            )
     colour = {"PASS": "green", "FAIL": "red", "INCONCLUSIVE": "yellow"}[report["verdict"]]
     body = "\n".join(report["reasons"])
     if report.get("advice"):
         body += "\n[dim]" + report["advice"] + "[/]"
-    con.print(Panel(body, title=f"[bold {colour}]{report['verdict']}[/] budget {report['budget_ns'] / 1e3:.1f} us, "
-                    f"{report['over_budget']} of {st['n']} steps over budget", border_style=colour))
+    con.print(
+        Panel(
+            body,
+            title=f"[bold {colour}]{report['verdict']}[/] budget {report['budget_ns'] / 1e3:.1f} us, "
+            f"{report['over_budget']} of {st['n']} steps over budget",
+            border_style=colour,
+        )
+    )

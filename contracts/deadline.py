@@ -24,7 +24,10 @@ O(1) work). Used by runtime/control_loop.py; proofs in verify/proofs/crosshair.p
 from __future__ import annotations
 
 # One-line summary for the assurance table (the docstring above has the statement and derivation).
-BOUND = 'release of tick k == start + k period exactly; late => resume at the first release >= now, which is < now + period'
+BOUND = (
+    "release of tick k == start + k period exactly; "
+    "late => resume at the first release >= now, which is < now + period"
+)
 
 
 def release_time(start_ns: int, period_ns: int, tick: int) -> int:

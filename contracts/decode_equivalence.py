@@ -26,14 +26,17 @@ Reason
 
 from __future__ import annotations
 
-# One-line summary for the assurance table (the docstring above has the statement and derivation).
-BOUND = '|y_step - y_full| <= atol + rtol |y_full|, rtol = atol = 16 layers gamma_max(D, d_ff) (4.9e-4 for the control preset)'
-
 from typing import Protocol
 
 import numpy as np
 
 from .softmax_stability import gamma, unit_roundoff
+
+# One-line summary for the assurance table (the docstring above has the statement and derivation).
+BOUND = (
+    "|y_step - y_full| <= atol + rtol |y_full|, rtol = atol = 16 layers gamma_max(D, d_ff) (4.9e-4 for "
+    "the control preset)"
+)
 
 PER_LAYER_MARGIN = 16.0
 

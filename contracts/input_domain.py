@@ -30,14 +30,14 @@ tests/contracts/test_input_domain.py, `tickformer verify` (domain strategy).
 
 from __future__ import annotations
 
-# One-line summary for the assurance table (the docstring above has the statement and derivation).
-BOUND = 'x finite and lo <= x <= hi elementwise (lo <= hi, both finite)'
-
 import math
 
 import numpy as np
 
 from tickformer.errors import ConfigError, InputError
+
+# One-line summary for the assurance table (the docstring above has the statement and derivation).
+BOUND = "x finite and lo <= x <= hi elementwise (lo <= hi, both finite)"
 
 # Arrays up to this many values are checked value by value (allocation-free); larger ones by
 # min/max reductions (faster per value, ~1 KB of transient Python objects). At most 256 so that
@@ -67,7 +67,9 @@ def parse_domain(text: str) -> tuple[float, float]:
     """'LO:HI' -> (lo, hi), validated. '-1:1', '-1e3:1e3'."""
     parts = text.split(":")
     if len(parts) != 2:
-        raise ConfigError(f"--domain {text!r} must look like LO:HI, e.g. --domain=-1:1 (use = when LO is negative)")
+        raise ConfigError(
+            f"--domain {text!r} must look like LO:HI, e.g. --domain=-1:1 (use = when LO is negative)"
+        )
     try:
         lo, hi = float(parts[0]), float(parts[1])
     except ValueError:
@@ -150,7 +152,9 @@ def validate_input(x: np.ndarray, lo: float, hi: float) -> None:
     """
     if not isinstance(x, np.ndarray) or x.dtype.kind != "f":
         kind = type(x).__name__ if not isinstance(x, np.ndarray) else f"ndarray of {x.dtype}"
-        raise InputError(f"input must be a floating-point numpy array, got {kind}; convert with np.asarray(x, np.float32)")
+        raise InputError(
+            f"input must be a floating-point numpy array, got {kind}; convert with np.asarray(x, np.float32)"
+        )
     check_values(x, lo, hi)
 
 

@@ -18,14 +18,16 @@ Referenced by: `runtime.monitor.ContractMonitor`, the control loop (with `contra
 from __future__ import annotations
 
 # One-line summary for the assurance table (the docstring above has the statement and derivation).
-BOUND = 'elapsed_ns <= budget_ns per step (monitored and measured, never proven)'
+BOUND = "elapsed_ns <= budget_ns per step (monitored and measured, never proven)"
 
 
 def check_budget(budget_ns: int | None) -> int | None:
     """Validate a budget (positive int nanoseconds, or None for 'no budget'). Not hot path."""
     from tickformer import validation
 
-    return validation.optional_positive_int(budget_ns, "latency budget_ns", hint="nanoseconds, e.g. 1_000_000 for 1 ms")
+    return validation.optional_positive_int(
+        budget_ns, "latency budget_ns", hint="nanoseconds, e.g. 1_000_000 for 1 ms"
+    )
 
 
 def over_budget_ns(elapsed_ns: int, budget_ns: int) -> int:

@@ -26,10 +26,13 @@ Predicates: O(1), real-time safe. Mask builders allocate (build once, at load).
 
 from __future__ import annotations
 
-# One-line summary for the assurance table (the docstring above has the statement and derivation).
-BOUND = 'exact: masked key weight == 0, fully masked row == 0, outputs at <= t bitwise independent of inputs after t, stale slots invisible'
-
 import numpy as np
+
+# One-line summary for the assurance table (the docstring above has the statement and derivation).
+BOUND = (
+    "exact: masked key weight == 0, fully masked row == 0, outputs at <= t bitwise independent of "
+    "inputs after t, stale slots invisible"
+)
 
 
 def causal_allowed(i: int, j: int, offset: int) -> bool:

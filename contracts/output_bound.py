@@ -22,14 +22,14 @@ Referenced by: `runtime.monitor.ContractMonitor`, `tickformer verify` (finitenes
 
 from __future__ import annotations
 
-# One-line summary for the assurance table (the docstring above has the statement and derivation).
-BOUND = 'y finite; max |y| <= B when B is declared'
-
 import math
 
 import numpy as np
 
 from .input_domain import value_range
+
+# One-line summary for the assurance table (the docstring above has the statement and derivation).
+BOUND = "y finite; max |y| <= B when B is declared"
 
 
 def output_excess(y: np.ndarray, bound: float | None) -> float:

@@ -20,7 +20,7 @@ Reason
 from __future__ import annotations
 
 # One-line summary for the assurance table (the docstring above has the statement and derivation).
-BOUND = '0 <= position <= max_len; a failed step leaves it unchanged; a successful one adds exactly n'
+BOUND = "0 <= position <= max_len; a failed step leaves it unchanged; a successful one adds exactly n"
 
 
 def can_step(position: int, n_tokens: int, max_len: int) -> bool:

@@ -20,7 +20,7 @@ All functions are O(1) integer arithmetic, real-time safe. Proven by CrossHair (
 from __future__ import annotations
 
 # One-line summary for the assurance table (the docstring above has the statement and derivation).
-BOUND = 'slot = p mod W in [0, W); the last W positions occupy distinct slots; writing p evicts exactly p - W'
+BOUND = "slot = p mod W in [0, W); the last W positions occupy distinct slots; writing p evicts exactly p - W"
 
 
 def ring_slot(position: int, window: int) -> int:

@@ -28,13 +28,16 @@ fp16 scores (ulp(1000) = 0.5 in fp16, so large scores lose resolution even witho
 
 from __future__ import annotations
 
-# One-line summary for the assurance table (the docstring above has the statement and derivation).
-BOUND = "|q.k|/sqrt(dh) <= max_h (||W_q,h|| X_q + |b_q,h|)(||W_k,h|| X_k + |b_k,h|) / sqrt(dh) (1 + gamma_4D); fp16 safe when q, k, score bounds <= 65504/2"
-
 import math
 from typing import Sequence
 
 from .softmax_stability import gamma
+
+# One-line summary for the assurance table (the docstring above has the statement and derivation).
+BOUND = (
+    "|q.k|/sqrt(dh) <= max_h (||W_q,h|| X_q + |b_q,h|)(||W_k,h|| X_k + |b_k,h|) / sqrt(dh) (1 + "
+    "gamma_4D); fp16 safe when q, k, score bounds <= 65504/2"
+)
 
 FP16_MAX = 65504.0
 FP16_MARGIN = 2.0  # require bounds <= FP16_MAX / FP16_MARGIN (room for the softmax's s - m and rounding)

@@ -47,12 +47,15 @@ tests/contracts/test_softmax_stability.py checks that model.attention.merge agre
 
 from __future__ import annotations
 
-# One-line summary for the assurance table (the docstring above has the statement and derivation).
-BOUND = '|sum p - 1| <= (u + gamma_{n-1}) / (1 - gamma_{n-1}) + n tiny; every exp argument <= 0; merge commutative exactly, max exact, associative within 4.5 (ln n + 7) u'
-
 import math
 
 import numpy as np
+
+# One-line summary for the assurance table (the docstring above has the statement and derivation).
+BOUND = (
+    "|sum p - 1| <= (u + gamma_{n-1}) / (1 - gamma_{n-1}) + n tiny; every exp argument <= 0; merge "
+    "commutative exactly, max exact, associative within 4.5 (ln n + 7) u"
+)
 
 EXP_ULP = 4.0
 
@@ -101,7 +104,11 @@ def weight_violations(p: np.ndarray, selected: np.ndarray | None = None) -> list
     Not real-time safe (test / verify helper): allocates."""
     out: list[str] = []
     p64 = np.atleast_2d(p.astype(np.float64))  # [R, Tk] rows of weights
-    sel = np.ones(p64.shape, dtype=bool) if selected is None else np.broadcast_to(selected, p.shape).reshape(p64.shape)
+    sel = (
+        np.ones(p64.shape, dtype=bool)
+        if selected is None
+        else np.broadcast_to(selected, p.shape).reshape(p64.shape)
+    )
     p64 = p64.reshape(-1, p64.shape[-1])  # [R, Tk]
     sel = sel.reshape(p64.shape)  # [R, Tk]
     if not np.isfinite(p64).all():
@@ -116,7 +123,10 @@ def weight_violations(p: np.ndarray, selected: np.ndarray | None = None) -> list
     for row in np.flatnonzero(n > 0):
         bound = weight_sum_bound(int(n[row]), p.dtype)
         if abs(sums[row] - 1.0) > bound:
-            out.append(f"S3: row {row} sums to {sums[row]!r}, |sum-1| = {abs(sums[row]-1):.3e} > bound {bound:.3e} (n={int(n[row])})")
+            out.append(
+                f"S3: row {row} sums to {sums[row]!r}, |sum-1| = {abs(sums[row] - 1):.3e} > bound "
+                f"{bound:.3e} (n={int(n[row])})"
+            )
             break
     if (sums[n == 0] != 0).any():
         out.append("masking: a fully masked row is not exactly zero")

@@ -57,8 +57,15 @@ class ModelMPC(OneStepMPC):
     the output-bound contract; a violation, or a state outside the model's declared input domain,
     makes the action non-finite."""
 
-    def __init__(self, candidates: int, u_max: float, session: Any, norm: dict[str, Any], output_bound: float | None,
-                 **weights: float) -> None:
+    def __init__(
+        self,
+        candidates: int,
+        u_max: float,
+        session: Any,
+        norm: dict[str, Any],
+        output_bound: float | None,
+        **weights: float,
+    ) -> None:
         super().__init__(candidates, u_max, **weights)
         self.session = session
         self.bound = output_bound

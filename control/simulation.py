@@ -53,4 +53,8 @@ class SimulatedPlant:
         t = np.arange(1, n + 1) * self.params.dt  # [n]
         ref = np.array([self.reference(float(ti))[0] for ti in t])  # [n]
         err = self.theta[1 : n + 1] - ref  # [n]
-        return {"rms_rad": float(np.sqrt(np.mean(err**2))), "max_abs_rad": float(np.max(np.abs(err))), "plant_ticks": int(n)}
+        return {
+            "rms_rad": float(np.sqrt(np.mean(err**2))),
+            "max_abs_rad": float(np.max(np.abs(err))),
+            "plant_ticks": int(n),
+        }

@@ -66,7 +66,9 @@ def nonneg_int(value: Any, name: str, *, hint: str = "", error: type[TickformerE
     return int(value)
 
 
-def optional_positive_int(value: Any, name: str, *, hint: str = "", error: type[TickformerError] = ConfigError) -> int | None:
+def optional_positive_int(
+    value: Any, name: str, *, hint: str = "", error: type[TickformerError] = ConfigError
+) -> int | None:
     """None, or an int >= 1."""
     return None if value is None else positive_int(value, name, hint=hint, error=error)
 
@@ -96,17 +98,25 @@ def real(
     raise _fail(error, name, value, f"must be a finite number{interval}", hint)
 
 
-def positive_real(value: Any, name: str, *, hint: str = "", error: type[TickformerError] = ConfigError) -> float:
+def positive_real(
+    value: Any, name: str, *, hint: str = "", error: type[TickformerError] = ConfigError
+) -> float:
     """A finite number > 0."""
     return real(value, name, min_value=0.0, exclude_min=True, hint=hint, error=error)
 
 
-def probability(value: Any, name: str, *, hint: str = "", error: type[TickformerError] = ConfigError) -> float:
+def probability(
+    value: Any, name: str, *, hint: str = "", error: type[TickformerError] = ConfigError
+) -> float:
     """A number strictly between 0 and 1 (an exceedance probability, a tail fraction)."""
-    return real(value, name, min_value=0.0, max_value=1.0, exclude_min=True, exclude_max=True, hint=hint, error=error)
+    return real(
+        value, name, min_value=0.0, max_value=1.0, exclude_min=True, exclude_max=True, hint=hint, error=error
+    )
 
 
-def one_of(value: T, name: str, choices: Iterable[T], *, hint: str = "", error: type[TickformerError] = ConfigError) -> T:
+def one_of(
+    value: T, name: str, choices: Iterable[T], *, hint: str = "", error: type[TickformerError] = ConfigError
+) -> T:
     """`value` if it is one of `choices` (compared with ==, bools never match ints)."""
     options = tuple(choices)
     if isinstance(value, bool) != any(isinstance(c, bool) for c in options) or value not in options:

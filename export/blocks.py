@@ -42,7 +42,12 @@ def linear(g: GraphBuilder, params: Params, x: str, prefix_w: str, prefix_b: str
 def layer_norm(g: GraphBuilder, params: Params, x: str, prefix: str, eps: float) -> str:
     """LayerNormalization (opset 17) over the last axis, biased variance, as in Ba et al."""
     return g.op(
-        "LayerNormalization", x, param(g, params, f"{prefix}.g"), param(g, params, f"{prefix}.b"), axis=-1, epsilon=float(eps)
+        "LayerNormalization",
+        x,
+        param(g, params, f"{prefix}.g"),
+        param(g, params, f"{prefix}.b"),
+        axis=-1,
+        epsilon=float(eps),
     )
 
 
@@ -61,9 +66,13 @@ def merge_heads(g: GraphBuilder, x: str, batch: int, d_model: int) -> str:
     return g.op("Reshape", t, g.ints([batch, -1, d_model]))  # [B, T, D]
 
 
-def project_heads(g: GraphBuilder, params: Params, x: str, prefix: str, which: str, batch: int, n_heads: int, d_head: int) -> str:
+def project_heads(
+    g: GraphBuilder, params: Params, x: str, prefix: str, which: str, batch: int, n_heads: int, d_head: int
+) -> str:
     """x W_which + b_which split into heads: [B, T, D] -> [B, H, T, dh]."""
-    return split_heads(g, linear(g, params, x, f"{prefix}.w_{which}", f"{prefix}.b_{which}"), batch, n_heads, d_head)
+    return split_heads(
+        g, linear(g, params, x, f"{prefix}.w_{which}", f"{prefix}.b_{which}"), batch, n_heads, d_head
+    )
 
 
 def scaled_query(g: GraphBuilder, q: str, d_head: int) -> str:
@@ -113,7 +122,17 @@ def attend(g: GraphBuilder, q: str, k: str, v: str, allowed: str | None, d_head:
     return finalize(g, chunk_state(g, s, v))
 
 
-def qkv_step(g: GraphBuilder, params: Params, h: str, shift: np.ndarray, prefix: str, batch: int, n_heads: int, d_head: int, names: tuple[str, str, str]) -> tuple[str, str, str]:
+def qkv_step(
+    g: GraphBuilder,
+    params: Params,
+    h: str,
+    shift: np.ndarray,
+    prefix: str,
+    batch: int,
+    n_heads: int,
+    d_head: int,
+    names: tuple[str, str, str],
+) -> tuple[str, str, str]:
     """The step's three projections as one Gemm: h [B, D] @ [W_q / sqrt(dh) | W_k | W_v] -> [B, 3D],
     viewed as [B, 3H, 1, dh] and split into q (pre-scaled), k, v [B, H, 1, dh] named `names`.
 
@@ -123,15 +142,40 @@ def qkv_step(g: GraphBuilder, params: Params, h: str, shift: np.ndarray, prefix:
     b_q is exact when dh is a power of 4 (the scale is a power of two) and within one rounding
     otherwise; the query is scaled before the product either way, as model.attention does."""
     scale = 1.0 / np.sqrt(d_head)
-    w = np.concatenate([params[f"{prefix}.w_q"].astype(np.float64) * scale, params[f"{prefix}.w_k"], params[f"{prefix}.w_v"]], axis=1)
-    bias = np.concatenate([params[f"{prefix}.b_q"].astype(np.float64) * scale, params[f"{prefix}.b_k"], params[f"{prefix}.b_v"]]) - shift @ w
-    qkv = g.op("Gemm", h, g.const(w.astype(np.float32), f"{prefix}.w_qkv_step"), g.const(bias.astype(np.float32), f"{prefix}.b_qkv_step"))
-    heads = g.op("Reshape", qkv, g.ints([batch, 3 * n_heads, 1, d_head]))  # [B, 3H, 1, dh]: D = (H, dh) head-major
+    w = np.concatenate(
+        [
+            params[f"{prefix}.w_q"].astype(np.float64) * scale,
+            params[f"{prefix}.w_k"],
+            params[f"{prefix}.w_v"],
+        ],
+        axis=1,
+    )
+    bias = (
+        np.concatenate(
+            [
+                params[f"{prefix}.b_q"].astype(np.float64) * scale,
+                params[f"{prefix}.b_k"],
+                params[f"{prefix}.b_v"],
+            ]
+        )
+        - shift @ w
+    )
+    qkv = g.op(
+        "Gemm",
+        h,
+        g.const(w.astype(np.float32), f"{prefix}.w_qkv_step"),
+        g.const(bias.astype(np.float32), f"{prefix}.b_qkv_step"),
+    )
+    heads = g.op(
+        "Reshape", qkv, g.ints([batch, 3 * n_heads, 1, d_head])
+    )  # [B, 3H, 1, dh]: D = (H, dh) head-major
     q, k, v = g.split(heads, [n_heads] * 3, axis=1, names=names)
     return q, k, v
 
 
-def attend_step(g: GraphBuilder, q: str, k_cache: str, v_cache: str, k_own: str, v_own: str, live: str, n_rows: int) -> str:
+def attend_step(
+    g: GraphBuilder, q: str, k_cache: str, v_cache: str, k_own: str, v_own: str, live: str, n_rows: int
+) -> str:
     """One position's attention over its layer's static cache and its own key.
 
     q (pre-scaled), k_own, v_own [B, H, 1, dh]; k_cache [B, H, dh, N] (transposed: q K^T without
@@ -153,4 +197,6 @@ def attend_step(g: GraphBuilder, q: str, k_cache: str, v_cache: str, k_own: str,
 
 
 def out_proj(g: GraphBuilder, params: Params, heads: str, prefix: str, batch: int, d_model: int) -> str:
-    return linear(g, params, merge_heads(g, heads, batch, d_model), f"{prefix}.w_o", f"{prefix}.b_o")  # [B, T, D]
+    return linear(
+        g, params, merge_heads(g, heads, batch, d_model), f"{prefix}.w_o", f"{prefix}.b_o"
+    )  # [B, T, D]

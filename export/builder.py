@@ -67,7 +67,9 @@ class GraphBuilder:
         """An initializer; `name` reuses a parameter's name, otherwise a fresh one."""
         name = name or self._fresh("c")
         if name not in self.initializers:
-            self.initializers[name] = numpy_helper.from_array(np.array(value, order="C"), name=name)  # keeps 0-d (ascontiguousarray would not)
+            self.initializers[name] = numpy_helper.from_array(
+                np.array(value, order="C"), name=name
+            )  # keeps 0-d (ascontiguousarray would not)
         return name
 
     def ints(self, values: Sequence[int], name: str | None = None) -> str:
@@ -91,7 +93,9 @@ class GraphBuilder:
         """Split x along `axis` into pieces of `sizes` (opset >= 13: sizes as an input); `names`
         gives the outputs their final names (e.g. graph outputs, so no Identity is needed)."""
         outs = list(names) if names is not None else [self._fresh("split") for _ in sizes]
-        self.nodes.append(helper.make_node("Split", [x, self.ints(list(sizes))], outs, name=self._fresh("Split"), axis=axis))
+        self.nodes.append(
+            helper.make_node("Split", [x, self.ints(list(sizes))], outs, name=self._fresh("Split"), axis=axis)
+        )
         return outs
 
     def reduce(self, op_type: str, x: str, axes: Sequence[int], keepdims: bool = True) -> str:
@@ -127,7 +131,9 @@ def check_graph(model: onnx.ModelProto) -> onnx.ModelProto:
     declared = {o.name: o.type for o in model.graph.output}
     for out in inferred.graph.output:
         if out.type != declared[out.name]:
-            raise ExportError(f"graph {name!r}: output {out.name!r} inferred as {out.type}, declared {declared[out.name]}")
+            raise ExportError(
+                f"graph {name!r}: output {out.name!r} inferred as {out.type}, declared {declared[out.name]}"
+            )
     return model
 
 

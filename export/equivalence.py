@@ -21,15 +21,13 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx.reference import ReferenceEvaluator
 
+from tickformer.artifact.format import cache_shape, io_names, step_feeds, step_outputs
 from tickformer.errors import ExportError
 from tickformer.model.config import Config
 from tickformer.model.layers import linear, split_heads
 from tickformer.model.transformer import encode, forward
-
-from tickformer.artifact.format import cache_shape, io_names, step_feeds, step_outputs
 
 from .ort_session import make_session
 
@@ -86,9 +84,13 @@ class Record:
         old = self.pairs.setdefault(pair, {"max_abs": 0.0, "max_rel": 0.0})
         old["max_abs"] = max(old["max_abs"], e["max_abs"])
         old["max_rel"] = max(old["max_rel"], e["max_rel"])
-        excess = np.abs(got.astype(np.float64) - want) - (self.atol + self.rtol * np.abs(want.astype(np.float64)))
+        excess = np.abs(got.astype(np.float64) - want) - (
+            self.atol + self.rtol * np.abs(want.astype(np.float64))
+        )
         if not np.all(excess <= 0):  # also catches NaN
-            self.failures.append(f"{pair}: max abs error {e['max_abs']:.3g} exceeds atol {self.atol:.3g} + rtol {self.rtol:.3g} |ref|")
+            self.failures.append(
+                f"{pair}: max abs error {e['max_abs']:.3g} exceeds atol {self.atol:.3g} + rtol {self.rtol:.3g} |ref|"
+            )
 
     def add3(self, graph: str, outs: Mapping[str, np.ndarray], ref: np.ndarray) -> None:
         self.add(f"{graph}:ort_vs_numpy", outs["ort"], ref)
@@ -100,7 +102,14 @@ def default_lengths(n: int) -> list[int]:
     return sorted({1, min(2, n), max(1, n // 2), n})
 
 
-def _check_model(graph: onnx.ModelProto, params: Mapping[str, np.ndarray], config: Config, inputs: list[np.ndarray], rec: Record, lengths: list[int]) -> None:
+def _check_model(
+    graph: onnx.ModelProto,
+    params: Mapping[str, np.ndarray],
+    config: Config,
+    inputs: list[np.ndarray],
+    rec: Record,
+    lengths: list[int],
+) -> None:
     engines = runners(graph)
     in_name = io_names(config)[0]
     for x in inputs:
@@ -131,7 +140,10 @@ def step_through(
     zeros by default (`stale_caches` plants rows a correct step never reads). Not real-time."""
     batch, n = x.shape[0], x.shape[1]
     if caches is None:
-        k, v = np.zeros(cache_shape(config, batch), np.float32), np.zeros(cache_shape(config, batch), np.float32)
+        k, v = (
+            np.zeros(cache_shape(config, batch), np.float32),
+            np.zeros(cache_shape(config, batch), np.float32),
+        )
     else:
         k, v = caches
     ys = []
@@ -143,10 +155,24 @@ def step_through(
     return np.stack(ys, axis=1)  # [B, N, out]
 
 
-def _cross_kv(params: Mapping[str, np.ndarray], config: Config, src: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _cross_kv(
+    params: Mapping[str, np.ndarray], config: Config, src: np.ndarray, valid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     memory = encode(dict(params), config, src, src_valid=valid)  # [B, N, D]
-    ks = [split_heads(linear(memory, w=params[f"dec.{i}.cross_attn.w_k"], b=params[f"dec.{i}.cross_attn.b_k"]), config.n_heads) for i in range(config.n_layers)]
-    vs = [split_heads(linear(memory, w=params[f"dec.{i}.cross_attn.w_v"], b=params[f"dec.{i}.cross_attn.b_v"]), config.n_heads) for i in range(config.n_layers)]
+    ks = [
+        split_heads(
+            linear(memory, w=params[f"dec.{i}.cross_attn.w_k"], b=params[f"dec.{i}.cross_attn.b_k"]),
+            config.n_heads,
+        )
+        for i in range(config.n_layers)
+    ]
+    vs = [
+        split_heads(
+            linear(memory, w=params[f"dec.{i}.cross_attn.w_v"], b=params[f"dec.{i}.cross_attn.b_v"]),
+            config.n_heads,
+        )
+        for i in range(config.n_layers)
+    ]
     return np.stack(ks), np.stack(vs)  # [L, B, H, N, dh] x2
 
 
@@ -175,7 +201,11 @@ def check(
         _check_model(graphs["model"], params, config, inputs, rec, model_lengths)
         x = inputs[0][:, :steps]
         ref = forward(dict(params), config, x)  # [B, T, out]
-        rec.add3("step", {k: step_through(run, config, x, caches=stale_caches(config, batch)) for k, run in step.items()}, ref)
+        rec.add3(
+            "step",
+            {k: step_through(run, config, x, caches=stale_caches(config, batch)) for k, run in step.items()},
+            ref,
+        )
     else:
         encoder = runners(graphs["encoder"])
         rng = np.random.default_rng(seed + 1)
@@ -192,9 +222,23 @@ def check(
             rec.add3("encoder", {k: o[0] for k, o in kv.items()}, ref_k)
             rec.add3("encoder", {k: o[1] for k, o in kv.items()}, ref_v)
             ref = forward(dict(params), config, tgt, src=src)  # unpadded source: padding must not matter
-            outs = {k: step_through(run, config, tgt, (kv[k][0], kv[k][1], valid), caches=stale_caches(config, batch)) for k, run in step.items()}
+            outs = {
+                k: step_through(
+                    run, config, tgt, (kv[k][0], kv[k][1], valid), caches=stale_caches(config, batch)
+                )
+                for k, run in step.items()
+            }
             rec.add3("step", outs, ref)
         model_lengths = []
     if rec.failures:
-        raise ExportError("exported graphs disagree with the numpy reference beyond the stated tolerance: " + "; ".join(rec.failures))
-    return {"seed": seed, "step_positions": steps, "model_lengths": model_lengths, "inputs": len(inputs) if config.arch == "decoder" else 1, "pairs": rec.pairs}
+        raise ExportError(
+            "exported graphs disagree with the numpy reference beyond the stated tolerance: "
+            + "; ".join(rec.failures)
+        )
+    return {
+        "seed": seed,
+        "step_positions": steps,
+        "model_lengths": model_lengths,
+        "inputs": len(inputs) if config.arch == "decoder" else 1,
+        "pairs": rec.pairs,
+    }

@@ -42,18 +42,55 @@ UNIT_ROUNDOFF_FP16 = 2.0**-11
 
 # Always fp32 (their float inputs are cast up).
 FP32_OPS = frozenset(
-    {"LayerNormalization", "GroupNormalization", "InstanceNormalization", "BatchNormalization",
-     "RMSNormalization", "LpNormalization", "MeanVarianceNormalization",
-     "ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceLogSum",
-     "ReduceLogSumExp", "ReduceL1", "ReduceL2", "ReduceProd",
-     "Softmax", "LogSoftmax", "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Erf", "CumSum",
-     "If", "Loop", "Scan"}
+    {
+        "LayerNormalization",
+        "GroupNormalization",
+        "InstanceNormalization",
+        "BatchNormalization",
+        "RMSNormalization",
+        "LpNormalization",
+        "MeanVarianceNormalization",
+        "ReduceMax",
+        "ReduceMin",
+        "ReduceSum",
+        "ReduceMean",
+        "ReduceSumSquare",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceProd",
+        "Softmax",
+        "LogSoftmax",
+        "Exp",
+        "Log",
+        "Pow",
+        "Sqrt",
+        "Reciprocal",
+        "Erf",
+        "CumSum",
+        "If",
+        "Loop",
+        "Scan",
+    }
 )
 # fp16 when an operand is a constant weight (projection / embedding table).
 WEIGHT_OPS = frozenset({"MatMul", "Gemm", "Gather", "Conv", "ConvTranspose"})
 # Ops whose output type is fixed by an attribute (not by their inputs): left untouched.
-TYPED_SOURCES = frozenset({"Cast", "CastLike", "ConstantOfShape", "RandomNormal", "RandomUniform",
-                           "RandomNormalLike", "RandomUniformLike", "EyeLike", "Shape", "Size"})
+TYPED_SOURCES = frozenset(
+    {
+        "Cast",
+        "CastLike",
+        "ConstantOfShape",
+        "RandomNormal",
+        "RandomUniform",
+        "RandomNormalLike",
+        "RandomUniformLike",
+        "EyeLike",
+        "Shape",
+        "Size",
+    }
+)
 # Float inputs that must keep their own dtype whatever the node's precision.
 _FIXED_INPUTS = {"Resize": {1, 2}, "Range": {0, 1, 2}}
 
@@ -91,8 +128,11 @@ def _constant_tensors(graph) -> set[str]:
     """Initializers, Constant outputs, and anything computed only from them (folded shapes)."""
     const = {i.name for i in graph.initializer}
     for node in graph.node:
-        if node.op_type == "Constant" or (node.input and all((not n) or n in const for n in node.input)
-                                          and node.op_type not in ("RandomNormal", "RandomUniform")):
+        if node.op_type == "Constant" or (
+            node.input
+            and all((not n) or n in const for n in node.input)
+            and node.op_type not in ("RandomNormal", "RandomUniform")
+        ):
             const.update(node.output)
     return const
 
@@ -127,11 +167,25 @@ def _split_residual_gemms(graph) -> None:
     nodes = []
     for node in graph.node:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if node.op_type == "Gemm" and len(node.input) == 3 and node.input[2] and node.input[2] not in const and attrs.get("beta", 1.0) == 1.0:
+        if (
+            node.op_type == "Gemm"
+            and len(node.input) == 3
+            and node.input[2]
+            and node.input[2] not in const
+            and attrs.get("beta", 1.0) == 1.0
+        ):
             product = f"{node.output[0]}__product"
             kept = {k: v for k, v in attrs.items() if k != "beta"}
-            nodes.append(helper.make_node("Gemm", list(node.input[:2]), [product], name=f"{node.name}__product", **kept))
-            nodes.append(helper.make_node("Add", [product, node.input[2]], list(node.output), name=f"{node.name}__residual"))
+            nodes.append(
+                helper.make_node(
+                    "Gemm", list(node.input[:2]), [product], name=f"{node.name}__product", **kept
+                )
+            )
+            nodes.append(
+                helper.make_node(
+                    "Add", [product, node.input[2]], list(node.output), name=f"{node.name}__residual"
+                )
+            )
         else:
             nodes.append(node)
     del graph.node[:]
@@ -175,7 +229,9 @@ def to_fp16(model, *, report: bool = False):
         key = (name, want)
         if key not in casts:
             casts[key] = f"{name}__to_{'fp16' if want == FLOAT16 else 'fp32'}"
-            out_nodes.append(helper.make_node("Cast", [name], [casts[key]], to=want, name=f"cast_{casts[key]}"))
+            out_nodes.append(
+                helper.make_node("Cast", [name], [casts[key]], to=want, name=f"cast_{casts[key]}")
+            )
             new_types[casts[key]] = want
         return casts[key]
 
@@ -200,7 +256,9 @@ def to_fp16(model, *, report: bool = False):
         if node.op_type == "Constant":
             for a in new.attribute:
                 if a.name == "value" and a.t.data_type == FLOAT and prec == FLOAT16:
-                    a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float16), a.t.name))
+                    a.t.CopyFrom(
+                        numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float16), a.t.name)
+                    )
         out_nodes.append(new)
         for n in node.output:
             new_types[n] = prec if types.get(n) == FLOAT else types.get(n, 0)
@@ -212,8 +270,10 @@ def to_fp16(model, *, report: bool = False):
         if FLOAT16 in wants:
             arr = numpy_helper.to_array(init).astype(np.float32)
             if np.isfinite(arr).all() and np.abs(arr).max(initial=0.0) > 65504.0:
-                raise ExportError(f"to_fp16: weight {name!r} has |w| up to {np.abs(arr).max():.3g} > 65504 "
-                                  "(fp16 max); it would become inf -- keep this graph fp32")
+                raise ExportError(
+                    f"to_fp16: weight {name!r} has |w| up to {np.abs(arr).max():.3g} > 65504 "
+                    "(fp16 max); it would become inf -- keep this graph fp32"
+                )
             new_inits[f"{name}__fp16"] = numpy_helper.from_array(arr.astype(np.float16), f"{name}__fp16")
             w16 += 1
             b16 += arr.size * 2
@@ -251,8 +311,15 @@ def to_fp16(model, *, report: bool = False):
         raise ExportError(f"to_fp16: the rewritten graph {graph.name!r} is invalid: {exc}") from None
     if not report:
         return src
-    return src, Fp16Report(nodes_fp16=n16, nodes_fp32=n32, casts=len(casts), weights_fp16=w16,
-                           weights_fp32=w32, fp16_weight_bytes=b16, fp32_weight_bytes=b32)
+    return src, Fp16Report(
+        nodes_fp16=n16,
+        nodes_fp32=n32,
+        casts=len(casts),
+        weights_fp16=w16,
+        weights_fp32=w32,
+        fp16_weight_bytes=b16,
+        fp32_weight_bytes=b32,
+    )
 
 
 def error_bound(*, n_layers: int, n_enc_layers: int = 0, cross: bool = False, safety: float = 2.0) -> float:
@@ -273,8 +340,9 @@ def error_bound(*, n_layers: int, n_enc_layers: int = 0, cross: bool = False, sa
     return safety * roundings * UNIT_ROUNDOFF_FP16
 
 
-def measure_error(graphs32: dict, graphs16: dict, params: dict, config, *, domain: tuple[float, float],
-                  seed: int = 0) -> dict:
+def measure_error(
+    graphs32: dict, graphs16: dict, params: dict, config, *, domain: tuple[float, float], seed: int = 0
+) -> dict:
     """Measured fp16 error, to record in the manifest next to its bound. Not real-time.
 
     Decoder-only: the fp16 full-pass graph vs the numpy reference model (float32), over full
@@ -302,15 +370,23 @@ def measure_error(graphs32: dict, graphs16: dict, params: dict, config, *, domai
         else:
             shape = (1, n, config.d_in)
             alternating = np.where(np.arange(n)[None, :, None] % 2 == 0, hi, lo)
-            cases = {"uniform": rng.uniform(lo, hi, shape), "all_lo": np.full(shape, lo), "all_hi": np.full(shape, hi),
-                     "alternating": np.broadcast_to(alternating, shape)}
+            cases = {
+                "uniform": rng.uniform(lo, hi, shape),
+                "all_lo": np.full(shape, lo),
+                "all_hi": np.full(shape, hi),
+                "alternating": np.broadcast_to(alternating, shape),
+            }
             cases = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in cases.items()}
             name = "x"
         for label, x in cases.items():
             ref = forward(params, config, x)  # numpy reference [1, N, out]
             y16 = run(graphs16["model"], {name: x})[0]
             results[label] = float(np.abs(y16 - ref).max() / max(np.abs(ref).max(), 1e-30))
-            if label in ("uniform", "all_hi", "uniform_tokens"):  # the graph the runtime steps: every position, cache fed back
+            if label in (
+                "uniform",
+                "all_hi",
+                "uniform_tokens",
+            ):  # the graph the runtime steps: every position, cache fed back
                 y16 = _step_through(graphs16["step"], x, None, config)
                 results[f"step_{label}"] = float(np.abs(y16 - ref).max() / max(np.abs(ref).max(), 1e-30))
         bound = error_bound(n_layers=config.n_layers)
@@ -330,8 +406,14 @@ def measure_error(graphs32: dict, graphs16: dict, params: dict, config, *, domai
         bound = error_bound(n_layers=config.n_layers, n_enc_layers=config.n_enc_layers, cross=True)
         reference = "encoder: fp32 encoder graph; step logits: numpy model (teacher forcing)"
     worst = max(results.values())
-    return {"normwise": results, "worst": worst, "bound": bound, "within_bound": worst <= bound,
-            "reference": reference, "unit_roundoff": UNIT_ROUNDOFF_FP16}
+    return {
+        "normwise": results,
+        "worst": worst,
+        "bound": bound,
+        "within_bound": worst <= bound,
+        "reference": reference,
+        "unit_roundoff": UNIT_ROUNDOFF_FP16,
+    }
 
 
 def _step_through(step_model, seq: np.ndarray, cross: tuple | None, config) -> np.ndarray:

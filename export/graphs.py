@@ -2,7 +2,8 @@
 
 Written from the numpy parameters with `GraphBuilder` (no tracing), computing what
 model/transformer.py computes (Vaswani et al. 2017, post-LN). The I/O contract of every graph is
-defined in `tickformer.artifact.format` (documented in docs/artifact_format.md); in short (B batch, N max_len, L decoder layers, i < L):
+defined in `tickformer.artifact.format` (documented in docs/artifact_format.md); in short
+(B batch, N max_len, L decoder layers, i < L):
 
     model    x [B, T, d_in] -> y [B, T, d_out]   (tokens [B, T] -> logits [B, T, V]); T <= N
     step     x [B, d_in] (tokens [B]), pos [1], k_cache.i [B, H, dh, N], v_cache.i [B, H, N, dh]
@@ -66,10 +67,14 @@ def _ffn_block(g: GraphBuilder, params: Params, config: Config, h: str, prefix: 
     return b.layer_norm(g, params, g.op("Add", h, ff), f"{prefix}.{norm}", config.ln_eps)
 
 
-def _self_attn_full(g: GraphBuilder, params: Params, config: Config, h: str, prefix: str, batch: int, allowed: str | None) -> str:
+def _self_attn_full(
+    g: GraphBuilder, params: Params, config: Config, h: str, prefix: str, batch: int, allowed: str | None
+) -> str:
     """Post-LN self-attention sublayer over the whole sequence."""
     nh, dh = config.n_heads, config.d_head
-    q, k, v = (b.project_heads(g, params, h, prefix + ".self_attn", w, batch, nh, dh) for w in "qkv")  # [B, H, T, dh]
+    q, k, v = (
+        b.project_heads(g, params, h, prefix + ".self_attn", w, batch, nh, dh) for w in "qkv"
+    )  # [B, H, T, dh]
     heads = b.attend(g, q, k, v, allowed, dh)  # [B, H, T, dh]
     attn = b.out_proj(g, params, heads, prefix + ".self_attn", batch, config.d_model)  # [B, T, D]
     return b.layer_norm(g, params, g.op("Add", h, attn), f"{prefix}.ln1", config.ln_eps)
@@ -121,24 +126,44 @@ def _residual(g: GraphBuilder, params: Params, h: _Shifted, a: str, w: str) -> s
     return g.op("Gemm", a, b.param(g, params, w), h.name)
 
 
-def _norm(g: GraphBuilder, params: Params, config: Config, r: str, prefix: str, shift: np.ndarray) -> _Shifted:
+def _norm(
+    g: GraphBuilder, params: Params, config: Config, r: str, prefix: str, shift: np.ndarray
+) -> _Shifted:
     """LayerNorm whose beta also adds `shift` (the bias of the next residual projection)."""
     beta = _f64(params, f"{prefix}.b") + shift
-    name = g.op("LayerNormalization", r, b.param(g, params, f"{prefix}.g"), g.const(beta.astype(np.float32), f"{prefix}.b_step"),
-                axis=-1, epsilon=float(config.ln_eps))
+    name = g.op(
+        "LayerNormalization",
+        r,
+        b.param(g, params, f"{prefix}.g"),
+        g.const(beta.astype(np.float32), f"{prefix}.b_step"),
+        axis=-1,
+        epsilon=float(config.ln_eps),
+    )
     return _Shifted(name, shift)
 
 
-def _step_embed(g: GraphBuilder, params: Params, config: Config, x: str, pos: str, shift: np.ndarray) -> _Shifted:
+def _step_embed(
+    g: GraphBuilder, params: Params, config: Config, x: str, pos: str, shift: np.ndarray
+) -> _Shifted:
     """x [B, d_in] (tokens [B]) at position pos -> [B, D] (+ shift, added to the positional table)."""
     pe = positional_encoding(config.max_len, config.d_model).astype(np.float64) + shift  # [N, D]
     if config.inputs == "tokens":
         e = g.op("Gather", b.param(g, params, "tok_embed"), x, axis=0)  # [B, D]
         h = g.op("Mul", e, g.scalar(np.sqrt(config.d_model)))
-        return _Shifted(g.op("Add", h, g.op("Gather", g.const(pe.astype(np.float32), "pe_step"), pos, axis=0)), shift)
+        return _Shifted(
+            g.op("Add", h, g.op("Gather", g.const(pe.astype(np.float32), "pe_step"), pos, axis=0)), shift
+        )
     # The input bias goes into the positional table too: one Gemm x W_in + (b_in + pe[pos] + shift).
     table = (pe + _f64(params, "in_proj.b")).astype(np.float32)
-    return _Shifted(g.op("Gemm", x, b.param(g, params, "in_proj.w"), g.op("Gather", g.const(table, "pe_plus_in_bias_step"), pos, axis=0)), shift)
+    return _Shifted(
+        g.op(
+            "Gemm",
+            x,
+            b.param(g, params, "in_proj.w"),
+            g.op("Gather", g.const(table, "pe_plus_in_bias_step"), pos, axis=0),
+        ),
+        shift,
+    )
 
 
 def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.ModelProto:
@@ -169,24 +194,57 @@ def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.M
     for i in range(config.n_layers):
         prefix = f"dec.{i}"
         sa, ffn = f"{prefix}.self_attn", f"{prefix}.ffn"
-        q, k_new, v_new = b.qkv_step(g, params, h.name, h.shift, sa, batch, nh, dh, (f"q_{i}", f"k_new.{i}", f"v_new.{i}"))
+        q, k_new, v_new = b.qkv_step(
+            g, params, h.name, h.shift, sa, batch, nh, dh, (f"q_{i}", f"k_new.{i}", f"v_new.{i}")
+        )
         heads = b.attend_step(g, q, f"k_cache.{i}", f"v_cache.{i}", k_new, v_new, live, n)  # [B, H, 1, dh]
         r = _residual(g, params, h, merged(heads), f"{sa}.w_o")  # h + attn W_o + b_o
         if cross:
             ca = f"{prefix}.cross_attn"
             h = _norm(g, params, config, r, f"{prefix}.ln1", _f64(params, f"{ca}.b_o"))
-            cq = g.op("Gemm", h.name, b.param(g, params, f"{ca}.w_q"), _bias_for(g, params, h, f"{ca}.w_q", f"{ca}.b_q"))
-            heads = b.attend(g, g.op("Reshape", cq, g.ints([batch, nh, 1, dh])), f"cross_k.{i}", f"cross_v.{i}", src_allowed, dh)
+            cq = g.op(
+                "Gemm",
+                h.name,
+                b.param(g, params, f"{ca}.w_q"),
+                _bias_for(g, params, h, f"{ca}.w_q", f"{ca}.b_q"),
+            )
+            heads = b.attend(
+                g,
+                g.op("Reshape", cq, g.ints([batch, nh, 1, dh])),
+                f"cross_k.{i}",
+                f"cross_v.{i}",
+                src_allowed,
+                dh,
+            )
             r = _residual(g, params, h, merged(heads), f"{ca}.w_o")
         h = _norm(g, params, config, r, f"{prefix}.{'ln2' if cross else 'ln1'}", _f64(params, f"{ffn}.b2"))
-        hidden = g.op("Relu", g.op("Gemm", h.name, b.param(g, params, f"{ffn}.w1"), _bias_for(g, params, h, f"{ffn}.w1", f"{ffn}.b1")))
+        hidden = g.op(
+            "Relu",
+            g.op(
+                "Gemm",
+                h.name,
+                b.param(g, params, f"{ffn}.w1"),
+                _bias_for(g, params, h, f"{ffn}.w1", f"{ffn}.b1"),
+            ),
+        )
         r = _residual(g, params, h, hidden, f"{ffn}.w2")  # h + relu(.) W_2 + b_2
         last = i == config.n_layers - 1
-        h = _norm(g, params, config, r, f"{prefix}.{'ln3' if cross else 'ln2'}", np.zeros(d) if last else _f64(params, f"dec.{i + 1}.self_attn.b_o"))
+        h = _norm(
+            g,
+            params,
+            config,
+            r,
+            f"{prefix}.{'ln3' if cross else 'ln2'}",
+            np.zeros(d) if last else _f64(params, f"dec.{i + 1}.self_attn.b_o"),
+        )
     if config.inputs == "tokens":
-        y = g.op("Gemm", h.name, b.param(g, params, "tok_embed"), transB=1)  # [B, V] (tied; the last shift is 0)
+        y = g.op(
+            "Gemm", h.name, b.param(g, params, "tok_embed"), transB=1
+        )  # [B, V] (tied; the last shift is 0)
     else:
-        y = g.op("Gemm", h.name, b.param(g, params, "out_proj.w"), b.param(g, params, "out_proj.b"))  # [B, d_out]
+        y = g.op(
+            "Gemm", h.name, b.param(g, params, "out_proj.w"), b.param(g, params, "out_proj.b")
+        )  # [B, d_out]
     for name, (dtype, shape) in sig["outputs"].items():
         g.output(y if name == out_name else name, name, dtype, shape)
     return g.model()
@@ -213,7 +271,9 @@ def build_encoder(params: Params, config: Config, batch: int, opset: int) -> onn
     vs: list[str] = []
     for i in range(config.n_layers):
         for which, out in (("k", ks), ("v", vs)):
-            kv = b.project_heads(g, params, h, f"dec.{i}.cross_attn", which, batch, config.n_heads, config.d_head)  # [B, H, N, dh]
+            kv = b.project_heads(
+                g, params, h, f"dec.{i}.cross_attn", which, batch, config.n_heads, config.d_head
+            )  # [B, H, N, dh]
             out.append(g.op("Unsqueeze", kv, g.ints([0])))  # [1, B, H, N, dh]
     g.output(_stack(g, ks), "cross_k", "float32", cache_shape(config, batch))
     g.output(_stack(g, vs), "cross_v", "float32", cache_shape(config, batch))
@@ -223,5 +283,11 @@ def build_encoder(params: Params, config: Config, batch: int, opset: int) -> onn
 def build_graphs(params: Params, config: Config, batch: int, opset: int) -> dict[str, onnx.ModelProto]:
     """Every graph of the artifact, by name: decoder -> model, step; encoder-decoder -> encoder, step."""
     if config.arch == "decoder":
-        return {"model": build_model(params, config, batch, opset), "step": build_step(params, config, batch, opset)}
-    return {"encoder": build_encoder(params, config, batch, opset), "step": build_step(params, config, batch, opset)}
+        return {
+            "model": build_model(params, config, batch, opset),
+            "step": build_step(params, config, batch, opset),
+        }
+    return {
+        "encoder": build_encoder(params, config, batch, opset),
+        "step": build_step(params, config, batch, opset),
+    }

@@ -63,4 +63,6 @@ def make_session(
     if hasattr(model, "SerializeToString"):
         model = model.SerializeToString()
     opts = session_options(threads, optimization=optimization) if options is None else options
-    return ort.InferenceSession(model if isinstance(model, bytes) else str(model), sess_options=opts, providers=list(providers))
+    return ort.InferenceSession(
+        model if isinstance(model, bytes) else str(model), sess_options=opts, providers=list(providers)
+    )

@@ -12,10 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from tickformer.contracts.score_bound import FP16_MAX, fp16_safe, inflated_score, rounding_inflation
 from tickformer.model.config import Config
 from tickformer.model.layers import positional_encoding
-
-from tickformer.contracts.score_bound import FP16_MAX, fp16_safe, inflated_score, rounding_inflation
 
 __all__ = ["FP16_MAX", "LayerScoreBound", "fp16_scores_safe", "score_bound_report", "score_bounds"]
 
@@ -32,7 +31,13 @@ class LayerScoreBound:
         return fp16_safe(self.q_norm, self.k_norm, self.score)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer, "q_norm": self.q_norm, "k_norm": self.k_norm, "score": self.score, "fp16_safe": self.fp16_safe}
+        return {
+            "layer": self.layer,
+            "q_norm": self.q_norm,
+            "k_norm": self.k_norm,
+            "score": self.score,
+            "fp16_safe": self.fp16_safe,
+        }
 
 
 def spectral_norm(w: np.ndarray) -> float:
@@ -43,7 +48,9 @@ def spectral_norm(w: np.ndarray) -> float:
 def layer_norm_output_bound(g: np.ndarray, b: np.ndarray) -> float:
     """max |g * z + b|_2 over all inputs: max|g| sqrt(D) + |b|_2."""
     d = g.shape[-1]
-    return float(np.max(np.abs(g.astype(np.float64)))) * float(np.sqrt(d)) + float(np.linalg.norm(b.astype(np.float64)))
+    return float(np.max(np.abs(g.astype(np.float64)))) * float(np.sqrt(d)) + float(
+        np.linalg.norm(b.astype(np.float64))
+    )
 
 
 def max_position_norm(config: Config) -> float:
@@ -51,7 +58,9 @@ def max_position_norm(config: Config) -> float:
     return float(np.linalg.norm(pe, axis=-1).max())
 
 
-def embedding_output_bound(config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None) -> float:
+def embedding_output_bound(
+    config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None
+) -> float:
     """Bound on |embed(x)_t|_2 for the first layer's input."""
     pe = max_position_norm(config)
     if config.inputs == "tokens":
@@ -61,7 +70,11 @@ def embedding_output_bound(config: Config, params: dict[str, np.ndarray], input_
         raise ValueError("continuous models need the declared input domain (lo, hi) to bound their scores")
     lo, hi = input_domain
     x_norm = float(np.sqrt(config.d_in)) * max(abs(lo), abs(hi))
-    return spectral_norm(params["in_proj.w"]) * x_norm + float(np.linalg.norm(params["in_proj.b"].astype(np.float64))) + pe
+    return (
+        spectral_norm(params["in_proj.w"]) * x_norm
+        + float(np.linalg.norm(params["in_proj.b"].astype(np.float64)))
+        + pe
+    )
 
 
 def projection_norm_bounds(w: np.ndarray, b: np.ndarray, n_heads: int, x_norm: float) -> list[float]:
@@ -69,12 +82,15 @@ def projection_norm_bounds(w: np.ndarray, b: np.ndarray, n_heads: int, x_norm: f
     d = w.shape[1]
     dh = d // n_heads
     return [
-        spectral_norm(w[:, h * dh : (h + 1) * dh]) * x_norm + float(np.linalg.norm(b[h * dh : (h + 1) * dh].astype(np.float64)))
+        spectral_norm(w[:, h * dh : (h + 1) * dh]) * x_norm
+        + float(np.linalg.norm(b[h * dh : (h + 1) * dh].astype(np.float64)))
         for h in range(n_heads)
     ]
 
 
-def attention_bound(prefix: str, params: dict[str, np.ndarray], config: Config, xq_norm: float, xk_norm: float) -> LayerScoreBound:
+def attention_bound(
+    prefix: str, params: dict[str, np.ndarray], config: Config, xq_norm: float, xk_norm: float
+) -> LayerScoreBound:
     qs = projection_norm_bounds(params[f"{prefix}.w_q"], params[f"{prefix}.b_q"], config.n_heads, xq_norm)
     ks = projection_norm_bounds(params[f"{prefix}.w_k"], params[f"{prefix}.b_k"], config.n_heads, xk_norm)
     inflate = rounding_inflation(config.d_model)
@@ -82,7 +98,9 @@ def attention_bound(prefix: str, params: dict[str, np.ndarray], config: Config, 
     return LayerScoreBound(prefix, max(qs) * inflate, max(ks) * inflate, score)
 
 
-def score_bound_report(config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None) -> list[LayerScoreBound]:
+def score_bound_report(
+    config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None
+) -> list[LayerScoreBound]:
     """Every attention layer's bounds, in model order: encoder self-attention layers, then per
     decoder layer its self-attention and (encoder-decoder) cross-attention."""
     out: list[LayerScoreBound] = []
@@ -107,11 +125,15 @@ def score_bound_report(config: Config, params: dict[str, np.ndarray], input_doma
     return out
 
 
-def score_bounds(config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None) -> list[float]:
+def score_bounds(
+    config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None
+) -> list[float]:
     """Score bound per attention layer (model order, see `score_bound_report`); for the manifest."""
     return [b.score for b in score_bound_report(config, params, input_domain)]
 
 
-def fp16_scores_safe(config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None) -> bool:
+def fp16_scores_safe(
+    config: Config, params: dict[str, np.ndarray], input_domain: tuple[float, float] | None
+) -> bool:
     """True when every layer's q, k and score bounds fit fp16 with FP16_MARGIN; else fp32 required."""
     return all(b.fp16_safe for b in score_bound_report(config, params, input_domain))

@@ -80,22 +80,53 @@ _DATA_DEPENDENT_SHAPE = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Co
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 _RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike"})
 _REDUCE = frozenset(
-    {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
-     "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"}
+    {
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceMax",
+        "ReduceMean",
+        "ReduceMin",
+        "ReduceProd",
+        "ReduceSum",
+        "ReduceSumSquare",
+    }
 )
 
 # Ops that may read an infinite constant safely: selection and comparison, no arithmetic.
-_SELECTION_OPS = frozenset({"Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Max", "Min", "IsInf"})
+_SELECTION_OPS = frozenset(
+    {"Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Max", "Min", "IsInf"}
+)
 
 FP16_MAX = 65504.0
 FP16_TINY = 2.0**-24  # smallest positive fp16 subnormal; below it values flush to zero
 
 # ONNX TensorProto element types, by name, and what TensorRT does with each.
 _TYPE_NAME = {
-    1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64",
-    8: "STRING", 9: "BOOL", 10: "FLOAT16", 11: "DOUBLE", 12: "UINT32", 13: "UINT64",
-    14: "COMPLEX64", 15: "COMPLEX128", 16: "BFLOAT16", 17: "FLOAT8E4M3FN", 18: "FLOAT8E4M3FNUZ",
-    19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4", 22: "INT4", 23: "FLOAT4E2M1",
+    1: "FLOAT",
+    2: "UINT8",
+    3: "INT8",
+    4: "UINT16",
+    5: "INT16",
+    6: "INT32",
+    7: "INT64",
+    8: "STRING",
+    9: "BOOL",
+    10: "FLOAT16",
+    11: "DOUBLE",
+    12: "UINT32",
+    13: "UINT64",
+    14: "COMPLEX64",
+    15: "COMPLEX128",
+    16: "BFLOAT16",
+    17: "FLOAT8E4M3FN",
+    18: "FLOAT8E4M3FNUZ",
+    19: "FLOAT8E5M2",
+    20: "FLOAT8E5M2FNUZ",
+    21: "UINT4",
+    22: "INT4",
+    23: "FLOAT4E2M1",
 }
 _NATIVE_TYPES = frozenset({"FLOAT", "FLOAT16", "INT32", "INT64", "BOOL"})
 _QUANTIZED_TYPES = frozenset({"INT8", "INT4", "FLOAT8E4M3FN", "FLOAT4E2M1"})
@@ -160,20 +191,40 @@ def target(name: str) -> TargetSpec:
 
 
 def _build_targets() -> None:
-    _register(TargetSpec(
-        name="trt-10.3", trt_version="10.3", opset_min=9, opset_max=20,
-        operators=_ops_up_to(20), strongly_typed_only=False,
-        source=f"{_OPERATORS_MD}, restricted to operators defined at opset <= 20 (10.0-10.7 parser ceiling)",
-    ))
-    _register(TargetSpec(
-        name="trt-10", trt_version="10.15", opset_min=9, opset_max=24,
-        operators=_SUPPORTED_10X, strongly_typed_only=False, source=_OPERATORS_MD,
-    ))
-    _register(TargetSpec(
-        name="trt-11", trt_version="11.x", opset_min=9, opset_max=25,
-        operators=_SUPPORTED_10X, strongly_typed_only=True,
-        source=f"{_OPERATORS_MD}; opset 9..25 from the TensorRT 11.x ONNX Opset Guide; strong typing from the 10.x->11.x migration guide",
-    ))
+    _register(
+        TargetSpec(
+            name="trt-10.3",
+            trt_version="10.3",
+            opset_min=9,
+            opset_max=20,
+            operators=_ops_up_to(20),
+            strongly_typed_only=False,
+            source=f"{_OPERATORS_MD}, restricted to operators defined at opset <= 20 (10.0-10.7 parser ceiling)",
+        )
+    )
+    _register(
+        TargetSpec(
+            name="trt-10",
+            trt_version="10.15",
+            opset_min=9,
+            opset_max=24,
+            operators=_SUPPORTED_10X,
+            strongly_typed_only=False,
+            source=_OPERATORS_MD,
+        )
+    )
+    _register(
+        TargetSpec(
+            name="trt-11",
+            trt_version="11.x",
+            opset_min=9,
+            opset_max=25,
+            operators=_SUPPORTED_10X,
+            strongly_typed_only=True,
+            source=f"{_OPERATORS_MD}; opset 9..25 from the TensorRT 11.x ONNX Opset Guide; "
+            "strong typing from the 10.x->11.x migration guide",
+        )
+    )
 
 
 def target_names() -> list[str]:
@@ -264,25 +315,41 @@ def _check_opsets(model, spec: TargetSpec, graph: str) -> Iterator[Finding]:
         if imp.domain in ("", "ai.onnx"):
             seen_default = True
             if not spec.opset_min <= imp.version <= spec.opset_max:
-                yield Finding("error", graph, "opset", f"ai.onnx opset {imp.version}",
-                              f"{spec.name} parses opset {spec.opset_min}..{spec.opset_max} "
-                              f"({spec.source}); re-export with an opset in that range")
+                yield Finding(
+                    "error",
+                    graph,
+                    "opset",
+                    f"ai.onnx opset {imp.version}",
+                    f"{spec.name} parses opset {spec.opset_min}..{spec.opset_max} "
+                    f"({spec.source}); re-export with an opset in that range",
+                )
         elif imp.domain not in local_domains:
-            yield Finding("error", graph, "domain", f"opset domain '{imp.domain}'",
-                          "non-standard operator domain: TensorRT needs a plugin for these ops; "
-                          "export with default-domain (ai.onnx) operators only")
+            yield Finding(
+                "error",
+                graph,
+                "domain",
+                f"opset domain '{imp.domain}'",
+                "non-standard operator domain: TensorRT needs a plugin for these ops; "
+                "export with default-domain (ai.onnx) operators only",
+            )
     if not seen_default:
         yield Finding("error", graph, "opset", "opset_import", "no ai.onnx opset declared")
 
 
-def _check_node(node, where: str, spec: TargetSpec, role: Role, walk: _Walk, graph: str,
-                local_functions: set) -> Iterator[Finding]:
+def _check_node(
+    node, where: str, spec: TargetSpec, role: Role, walk: _Walk, graph: str, local_functions: set
+) -> Iterator[Finding]:
     op, label = node.op_type, _node_label(node, where)
     if node.domain not in ("", "ai.onnx"):
         if (node.domain, op) in local_functions:
             return  # its body is walked as a function
-        yield Finding("error", graph, "domain", label,
-                      f"operator of domain '{node.domain}' needs a TensorRT plugin; use ai.onnx ops")
+        yield Finding(
+            "error",
+            graph,
+            "domain",
+            label,
+            f"operator of domain '{node.domain}' needs a TensorRT plugin; use ai.onnx ops",
+        )
         return
     if op not in spec.operators:
         first = _first_opset(op)
@@ -303,8 +370,11 @@ def _check_restrictions(node, op: str, label: str, role: Role, walk: _Walk, grap
 
     if op == "Attention":
         if len(node.input) > 4 and any(node.input[4:]):
-            yield err("attention-kv", "past_key/past_value/nonpad_kv_seqlen inputs are unsupported by the "
-                                      "TensorRT parser; keep the KV cache as explicit graph inputs and use MatMul/Softmax")
+            yield err(
+                "attention-kv",
+                "past_key/past_value/nonpad_kv_seqlen inputs are unsupported by the "
+                "TensorRT parser; keep the KV cache as explicit graph inputs and use MatMul/Softmax",
+            )
         if len(node.output) > 1 and any(node.output[1:]):
             yield err("attention-kv", "present_key/present_value/qk_matmul_output outputs are unsupported")
         for a in ("softcap", "qk_matmul_output_mode"):
@@ -312,7 +382,12 @@ def _check_restrictions(node, op: str, label: str, role: Role, walk: _Walk, grap
                 yield err("attention-attr", f"attribute '{a}' is unsupported")
     if op in _REDUCE and len(node.input) > 1 and node.input[1] and node.input[1] not in walk.initializers:
         yield err("reduce-axes", "`axes` input must be an initializer for TensorRT")
-    if op in ("Squeeze", "Unsqueeze") and len(node.input) > 1 and node.input[1] and node.input[1] not in walk.constant_names:
+    if (
+        op in ("Squeeze", "Unsqueeze")
+        and len(node.input) > 1
+        and node.input[1]
+        and node.input[1] not in walk.constant_names
+    ):
         yield err("axes-const", "`axes` must resolve to a constant")
     if op == "CumSum" and len(node.input) > 1 and node.input[1] not in walk.constant_names:
         yield err("axes-const", "`axis` must be a build-time constant")
@@ -321,7 +396,10 @@ def _check_restrictions(node, op: str, label: str, role: Role, walk: _Walk, grap
     if op == "Dropout" and len(node.input) > 2 and node.input[2]:
         init = walk.initializers.get(node.input[2])
         if init is None or bool(_to_array(init).any()):
-            yield err("dropout-training", "`training_mode` must be an initializer that is false; export for inference")
+            yield err(
+                "dropout-training",
+                "`training_mode` must be an initializer that is false; export for inference",
+            )
     if op == "LayerNormalization" and len(node.output) > 1 and any(node.output[1:]):
         yield err("layernorm-outputs", "only the first output Y of LayerNormalization is supported")
     if op == "TopK":
@@ -332,14 +410,29 @@ def _check_restrictions(node, op: str, label: str, role: Role, walk: _Walk, grap
             yield err("topk", "K must be < 3840")
     if op in _DATA_DEPENDENT_SHAPE:
         sev: Severity = "error" if role == "step" else "warning"
-        yield Finding(sev, graph, "data-dependent-shape", label,
-                      "output shape depends on data: no static step, no CUDA-graph capture; remove it")
+        yield Finding(
+            sev,
+            graph,
+            "data-dependent-shape",
+            label,
+            "output shape depends on data: no static step, no CUDA-graph capture; remove it",
+        )
     if op in _CONTROL_FLOW and role == "step":
-        yield Finding("warning", graph, "control-flow", label,
-                      "control flow in the step graph: per-step work may vary; prefer straight-line ops")
+        yield Finding(
+            "warning",
+            graph,
+            "control-flow",
+            label,
+            "control flow in the step graph: per-step work may vary; prefer straight-line ops",
+        )
     if op in _RANDOM:
-        yield Finding("warning", graph, "random", label,
-                      "TensorRT ignores the `seed`: results differ from ORT; inference graphs should not sample")
+        yield Finding(
+            "warning",
+            graph,
+            "random",
+            label,
+            "TensorRT ignores the `seed`: results differ from ORT; inference graphs should not sample",
+        )
 
 
 def _to_array(tensor) -> np.ndarray:
@@ -356,36 +449,68 @@ def _check_dtypes(walk: _Walk, spec: TargetSpec, graph: str, io_names: set) -> I
         if tname in _NATIVE_TYPES:
             continue
         if tname == "DOUBLE":
-            yield Finding("error", graph, "dtype-double", f"tensor '{name}'",
-                          "DOUBLE: TensorRT casts it to FLOAT, clamping to +-FLT_MAX, so the graph would "
-                          "not compute what ORT computes; export float32")
+            yield Finding(
+                "error",
+                graph,
+                "dtype-double",
+                f"tensor '{name}'",
+                "DOUBLE: TensorRT casts it to FLOAT, clamping to +-FLT_MAX, so the graph would "
+                "not compute what ORT computes; export float32",
+            )
         elif tname == "BFLOAT16":
-            yield Finding("warning", graph, "dtype-bf16", f"tensor '{name}'",
-                          "BFLOAT16 needs compute capability >= 8.0 (Ampere, Jetson Orin); not on Volta/Turing")
+            yield Finding(
+                "warning",
+                graph,
+                "dtype-bf16",
+                f"tensor '{name}'",
+                "BFLOAT16 needs compute capability >= 8.0 (Ampere, Jetson Orin); not on Volta/Turing",
+            )
         elif tname == "UINT8":
             if name not in io_names:
-                yield Finding("error", graph, "dtype-uint8", f"tensor '{name}'",
-                              "UINT8 is supported only as a network input or output")
+                yield Finding(
+                    "error",
+                    graph,
+                    "dtype-uint8",
+                    f"tensor '{name}'",
+                    "UINT8 is supported only as a network input or output",
+                )
         elif tname in _QUANTIZED_TYPES:
-            yield Finding("error", graph, "dtype-quantized", f"tensor '{name}'",
-                          f"{tname} is a quantized type in TensorRT, usable only through explicit "
-                          "QuantizeLinear/DequantizeLinear; our exporter never emits it")
+            yield Finding(
+                "error",
+                graph,
+                "dtype-quantized",
+                f"tensor '{name}'",
+                f"{tname} is a quantized type in TensorRT, usable only through explicit "
+                "QuantizeLinear/DequantizeLinear; our exporter never emits it",
+            )
         else:
-            yield Finding("error", graph, "dtype-unsupported", f"tensor '{name}'",
-                          f"{tname} has no TensorRT data type; use FLOAT/FLOAT16/INT32/INT64/BOOL")
+            yield Finding(
+                "error",
+                graph,
+                "dtype-unsupported",
+                f"tensor '{name}'",
+                f"{tname} has no TensorRT data type; use FLOAT/FLOAT16/INT32/INT64/BOOL",
+            )
     for node, where in walk.nodes:
         if node.op_type == "Cast":
             to = _attr(node, "to")
             tname = _TYPE_NAME.get(int(to or 0), f"type {to}")
             if tname not in _NATIVE_TYPES and tname not in ("BFLOAT16", "UINT8"):
-                yield Finding("error", graph, "dtype-cast", _node_label(node, where),
-                              f"Cast to {tname}: not a TensorRT compute type")
+                yield Finding(
+                    "error",
+                    graph,
+                    "dtype-cast",
+                    _node_label(node, where),
+                    f"Cast to {tname}: not a TensorRT compute type",
+                )
 
 
 def _check_shapes(model, role: Role, graph: str) -> Iterator[Finding]:
     for vi in list(model.graph.input) + list(model.graph.output):
         if not vi.type.HasField("tensor_type"):
-            yield Finding("error", graph, "io-type", f"'{vi.name}'", "graph I/O must be tensors (no sequences/maps)")
+            yield Finding(
+                "error", graph, "io-type", f"'{vi.name}'", "graph I/O must be tensors (no sequences/maps)"
+            )
             continue
         shape = vi.type.tensor_type.shape
         if not vi.type.tensor_type.HasField("shape"):
@@ -395,12 +520,22 @@ def _check_shapes(model, role: Role, graph: str) -> Iterator[Finding]:
         if not dynamic:
             continue
         if role == "step":
-            yield Finding("error", graph, "static-shape", f"'{vi.name}'",
-                          f"dynamic dims {dynamic}: the step graph must be fully static (TensorRT profile "
-                          "min=opt=max, fixed device buffers, CUDA-graph replay); re-export with fixed shapes")
+            yield Finding(
+                "error",
+                graph,
+                "static-shape",
+                f"'{vi.name}'",
+                f"dynamic dims {dynamic}: the step graph must be fully static (TensorRT profile "
+                "min=opt=max, fixed device buffers, CUDA-graph replay); re-export with fixed shapes",
+            )
         elif vi in model.graph.input:
-            yield Finding("note", graph, "pinned-shape", f"'{vi.name}'",
-                          f"dynamic dims {dynamic} will be pinned by a min=opt=max profile (batch 1, max_len)")
+            yield Finding(
+                "note",
+                graph,
+                "pinned-shape",
+                f"'{vi.name}'",
+                f"dynamic dims {dynamic} will be pinned by a min=opt=max profile (batch 1, max_len)",
+            )
 
 
 def _check_fp16_ranges(walk: _Walk, graph: str) -> Iterator[Finding]:
@@ -415,19 +550,34 @@ def _check_fp16_ranges(walk: _Walk, graph: str) -> Iterator[Finding]:
             # A -inf fill consumed only by Where/comparisons is masking by selection: fine. Arithmetic is not.
             if walk.consumers.get(name, set()) - _SELECTION_OPS:
                 n_bad = int((~np.isfinite(x)).sum())
-                yield Finding("warning", graph, "nonfinite-weight", f"initializer '{name}'",
-                              f"{n_bad} non-finite value(s) feed {sorted(walk.consumers[name])}: "
-                              "mask by selection (Where), never by arithmetic with -inf")
+                yield Finding(
+                    "warning",
+                    graph,
+                    "nonfinite-weight",
+                    f"initializer '{name}'",
+                    f"{n_bad} non-finite value(s) feed {sorted(walk.consumers[name])}: "
+                    "mask by selection (Where), never by arithmetic with -inf",
+                )
             x = x[np.isfinite(x)]
         big = float(np.abs(x).max()) if x.size else 0.0
         if init.data_type == 1 and big > FP16_MAX:
-            yield Finding("warning", graph, "fp16-overflow", f"initializer '{name}'",
-                          f"max |x| = {big:.3g} > 65504 overflows to inf in fp16 (e.g. a -1e9 additive mask); "
-                          "use Where-selection masks, or keep this tensor fp32")
+            yield Finding(
+                "warning",
+                graph,
+                "fp16-overflow",
+                f"initializer '{name}'",
+                f"max |x| = {big:.3g} > 65504 overflows to inf in fp16 (e.g. a -1e9 additive mask); "
+                "use Where-selection masks, or keep this tensor fp32",
+            )
         tiny = (x != 0) & (np.abs(x) < FP16_TINY)
         if init.data_type == 1 and tiny.any():
-            yield Finding("note", graph, "fp16-underflow", f"initializer '{name}'",
-                          f"{int(tiny.sum())} nonzero value(s) below 2^-24 flush to zero in fp16")
+            yield Finding(
+                "note",
+                graph,
+                "fp16-underflow",
+                f"initializer '{name}'",
+                f"{int(tiny.sum())} nonzero value(s) below 2^-24 flush to zero in fp16",
+            )
 
 
 def check_model(model, spec: TargetSpec, *, role: Role = "full", graph: str = "model.onnx") -> list[Finding]:
@@ -446,9 +596,17 @@ def check_model(model, spec: TargetSpec, *, role: Role = "full", graph: str = "m
     findings += _check_shapes(model, role, graph)
     findings += _check_fp16_ranges(walk, graph)
     if spec.strongly_typed_only and not any(t == 10 for t in walk.tensor_types.values()):
-        findings.append(Finding("note", graph, "strong-typing", "graph",
-                                f"{spec.name} builds strongly typed networks only: this graph has no FLOAT16 "
-                                "tensors, so the engine runs fp32; for fp16, `tickformer build --precision fp16` applies the fp16 policy"))
+        findings.append(
+            Finding(
+                "note",
+                graph,
+                "strong-typing",
+                "graph",
+                f"{spec.name} builds strongly typed networks only: this graph has no FLOAT16 "
+                "tensors, so the engine runs fp32; for fp16, `tickformer build --precision fp16` "
+                "applies the fp16 policy",
+            )
+        )
     order = {"error": 0, "warning": 1, "note": 2}
     return sorted(findings, key=lambda f: order[f.severity])
 

@@ -52,15 +52,23 @@ def export_config(config: Config, max_len: int | None, batch: int) -> Config:
     validation.positive_int(batch, "--batch", error=ExportError)
     if max_len is None:
         return config
-    hint = "the checkpoint's max_len: the model was not trained on longer sequences; retrain with a larger max_len to export longer"
-    validation.integer(max_len, "--max-len", min_value=1, max_value=config.max_len, hint=hint, error=ExportError)
+    hint = (
+        "the checkpoint's max_len: the model was not trained on longer sequences; retrain with a larger "
+        "max_len to export longer"
+    )
+    validation.integer(
+        max_len, "--max-len", min_value=1, max_value=config.max_len, hint=hint, error=ExportError
+    )
     return config.replace(max_len=max_len)
 
 
 def input_domain(config: Config, domain: tuple[float, float] | None) -> tuple[float, float]:
     if config.inputs == "tokens":
         if domain is not None:
-            raise ExportError(f"--domain {domain} is for continuous inputs; a token model's domain is its vocabulary [0, {config.vocab_size - 1}]")
+            raise ExportError(
+                f"--domain {domain} is for continuous inputs; a token model's domain is its vocabulary "
+                f"[0, {config.vocab_size - 1}]"
+            )
         return (0.0, float(config.vocab_size - 1))
     return check_domain(*(DEFAULT_DOMAIN if domain is None else domain))
 
@@ -77,7 +85,9 @@ def _versions() -> dict[str, str]:
 
 def _weights_bytes(params: Mapping[str, np.ndarray], config: Config) -> bytes:
     buffer = io.BytesIO()
-    arrays: dict[str, Any] = {name: np.asarray(params[name], dtype=np.float32) for name in parameter_shapes(config)}
+    arrays: dict[str, Any] = {
+        name: np.asarray(params[name], dtype=np.float32) for name in parameter_shapes(config)
+    }
     np.savez(buffer, **arrays)
     return buffer.getvalue()
 
@@ -88,14 +98,19 @@ def write_artifact(out: Path, files: Mapping[str, bytes], manifest: dict[str, An
     refused at load. An existing `out` is replaced only if it is an artifact (has manifest.json)
     or empty."""
     if out.exists() and not (out.is_dir() and ((out / MANIFEST).is_file() or not any(out.iterdir()))):
-        raise ExportError(f"{out} exists and is not an artifact directory; refusing to overwrite it, choose another --out")
+        raise ExportError(
+            f"{out} exists and is not an artifact directory; refusing to overwrite it, choose another --out"
+        )
     text = json.dumps(sealed.seal(manifest), indent=2, sort_keys=True, allow_nan=False) + "\n"
     all_files = {**files, MANIFEST: text.encode()}
     return replace_dir(out, all_files, last=MANIFEST, writer=lambda path, data: _write(path, data))
 
 
-def _score_bounds(params: Mapping[str, np.ndarray], cfg: Config, lo_hi: tuple[float, float]) -> dict[str, Any]:
-    """Sound per-layer bounds on |q.k|/sqrt(dh) from the weights (contracts/score_bound.py, computed by export/score_bounds.py);
+def _score_bounds(
+    params: Mapping[str, np.ndarray], cfg: Config, lo_hi: tuple[float, float]
+) -> dict[str, Any]:
+    """Sound per-layer bounds on |q.k|/sqrt(dh) from the weights (contracts/score_bound.py,
+    computed by export/score_bounds.py);
     they say whether fp16 scores would be safe. Our fp16 policy keeps scores in fp32 anyway."""
     from tickformer.export.score_bounds import score_bound_report
 
@@ -165,10 +180,17 @@ def export_params(
         "output_bound": output_bound(params, cfg),
         "score_bounds": score_bounds,
         "graphs": {
-            name: {"file": GRAPH_FILES[name], "inputs": io_spec(g.graph.input), "outputs": io_spec(g.graph.output)}
+            name: {
+                "file": GRAPH_FILES[name],
+                "inputs": io_spec(g.graph.input),
+                "outputs": io_spec(g.graph.output),
+            }
             for name, g in graphs.items()
         },
-        "files": {name: {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)} for name, data in sorted(files.items())},
+        "files": {
+            name: {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+            for name, data in sorted(files.items())
+        },
         "tolerance": tolerance,
         "equivalence": equiv,
         "versions": _versions(),
@@ -203,5 +225,17 @@ def export_artifact(
     if domain is None and ckpt.config.inputs == "continuous" and "input_domain" in ckpt.meta:
         domain = tuple(ckpt.meta["input_domain"])  # type: ignore[assignment]
     source = {"checkpoint": None if ckpt.path is None else str(ckpt.path), "checkpoint_meta": ckpt.meta}
-    export_params(ckpt.config, ckpt.params, out, max_len=max_len, batch=batch, opset=opset, domain=domain, seed=seed, lengths=lengths, source=source, precision=precision)
+    export_params(
+        ckpt.config,
+        ckpt.params,
+        out,
+        max_len=max_len,
+        batch=batch,
+        opset=opset,
+        domain=domain,
+        seed=seed,
+        lengths=lengths,
+        source=source,
+        precision=precision,
+    )
     return Path(out)

@@ -81,7 +81,9 @@ def _dump_json(obj: Any, what: str) -> bytes:
     try:
         text = json.dumps(obj, indent=2, sort_keys=True, default=_jsonable, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise CheckpointError(f"cannot write {what}: {exc}; meta must hold JSON values (numbers, strings, lists, dicts), finite") from None
+        raise CheckpointError(
+            f"cannot write {what}: {exc}; meta must hold JSON values (numbers, strings, lists, dicts), finite"
+        ) from None
     return (text + "\n").encode("utf-8")
 
 
@@ -104,16 +106,22 @@ def check_params(config: Config, params: Mapping[str, np.ndarray], *, where: str
     for name, shape in expected.items():
         value = params[name]
         if not isinstance(value, np.ndarray):
-            raise CheckpointError(f"{where}: parameter {name!r} is a {type(value).__name__}, not a numpy array")
+            raise CheckpointError(
+                f"{where}: parameter {name!r} is a {type(value).__name__}, not a numpy array"
+            )
         if tuple(value.shape) != tuple(shape):
-            raise CheckpointError(f"{where}: parameter {name!r} has shape {tuple(value.shape)}, config expects {tuple(shape)}")
+            raise CheckpointError(
+                f"{where}: parameter {name!r} has shape {tuple(value.shape)}, config expects {tuple(shape)}"
+            )
         if value.dtype != PARAM_DTYPE:
             raise CheckpointError(
                 f"{where}: parameter {name!r} has dtype {value.dtype}, checkpoints hold float32; "
                 f"cast with .astype(np.float32) before saving"
             )
         if not np.all(np.isfinite(value)):
-            raise CheckpointError(f"{where}: parameter {name!r} contains NaN or Inf; the training run diverged")
+            raise CheckpointError(
+                f"{where}: parameter {name!r} contains NaN or Inf; the training run diverged"
+            )
 
 
 def _weights_bytes(config: Config, params: Mapping[str, np.ndarray]) -> bytes:
@@ -165,12 +173,16 @@ def save_checkpoint(
     }
     for name, data in (extra_files or {}).items():
         if name in files or name == MANIFEST or Path(name).name != name or name.startswith("."):
-            raise CheckpointError(f"extra file name {name!r} is reserved or not a plain file name; pick another")
+            raise CheckpointError(
+                f"extra file name {name!r} is reserved or not a plain file name; pick another"
+            )
         files[name] = bytes(data)
     manifest = {
         "format": FORMAT,
         "version": VERSION,
-        "files": {name: {"sha256": sha256_bytes(data), "bytes": len(data)} for name, data in sorted(files.items())},
+        "files": {
+            name: {"sha256": sha256_bytes(data), "bytes": len(data)} for name, data in sorted(files.items())
+        },
         "meta": dict(meta or {}),
     }
     files[MANIFEST] = _dump_json(sealed.seal(json.loads(_dump_json(manifest, MANIFEST))), MANIFEST)
@@ -181,11 +193,15 @@ def save_checkpoint(
 def _read_manifest(root: Path) -> dict[str, Any]:
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
-        raise CheckpointError(f"{root}: no {MANIFEST}; this is not a tickformer checkpoint directory (write one with `tickformer train`)")
+        raise CheckpointError(
+            f"{root}: no {MANIFEST}; this is not a tickformer checkpoint directory (write one with `tickformer train`)"
+        )
     try:
         manifest = sealed.loads(manifest_path.read_bytes())
     except ValueError as exc:  # JSONDecodeError is a ValueError; sealed.loads maps deep nesting to one
-        raise CheckpointError(f"{manifest_path}: not valid JSON ({str(exc)[:120]}); the checkpoint is corrupted, retrain or restore it") from None
+        raise CheckpointError(
+            f"{manifest_path}: not valid JSON ({str(exc)[:120]}); the checkpoint is corrupted, retrain or restore it"
+        ) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise CheckpointError(f"{manifest_path}: format {got!r} is not {FORMAT!r}")
@@ -198,7 +214,9 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         )
     recorded = manifest.get(MANIFEST_HASH)
     if not isinstance(recorded, str):
-        raise CheckpointError(f"{manifest_path}: has no {MANIFEST_HASH} (an older or hand-edited manifest); retrain or restore it")
+        raise CheckpointError(
+            f"{manifest_path}: has no {MANIFEST_HASH} (an older or hand-edited manifest); retrain or restore it"
+        )
     digest = sealed.digest(manifest)
     if digest != recorded:
         raise CheckpointError(
@@ -207,7 +225,8 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         )
     files = manifest.get("files")
     if not isinstance(files, dict) or not all(
-        isinstance(v, dict) and isinstance(v.get("sha256"), str) and isinstance(v.get("bytes"), int) for v in files.values()
+        isinstance(v, dict) and isinstance(v.get("sha256"), str) and isinstance(v.get("bytes"), int)
+        for v in files.values()
     ):
         raise CheckpointError(f"{manifest_path}: 'files' must map file names to {{sha256, bytes}}")
     for required in (CONFIG_FILE, WEIGHTS_FILE):
@@ -230,12 +249,16 @@ def _verified_files(root: Path, listed: dict[str, dict[str, Any]]) -> dict[str, 
         if unlisted:
             parts.append(f"unlisted files {unlisted}")
         hint = " (renamed?)" if missing and unlisted else ""
-        raise CheckpointError(f"{root}: {'; '.join(parts)}{hint}; the checkpoint directory was modified, retrain or restore it")
+        raise CheckpointError(
+            f"{root}: {'; '.join(parts)}{hint}; the checkpoint directory was modified, retrain or restore it"
+        )
     contents: dict[str, bytes] = {}
     for name, entry in sorted(listed.items()):
         data = (root / name).read_bytes()
         if len(data) != entry["bytes"]:
-            raise CheckpointError(f"{root / name}: {len(data)} bytes, {MANIFEST} says {entry['bytes']}; the file is truncated or modified")
+            raise CheckpointError(
+                f"{root / name}: {len(data)} bytes, {MANIFEST} says {entry['bytes']}; the file is truncated or modified"
+            )
         digest = sha256_bytes(data)
         if digest != entry["sha256"]:
             raise CheckpointError(
@@ -264,7 +287,9 @@ def _parse_weights(root: Path, data: bytes) -> dict[str, np.ndarray]:
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise CheckpointError(f"{root / WEIGHTS_FILE}: cannot read weights ({exc}); object arrays are refused") from None
+        raise CheckpointError(
+            f"{root / WEIGHTS_FILE}: cannot read weights ({exc}); object arrays are refused"
+        ) from None
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
@@ -274,9 +299,13 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     """
     root = Path(path)
     if not root.exists():
-        raise CheckpointError(f"checkpoint {root} does not exist; train one with `tickformer train --task NAME --out {root}`")
+        raise CheckpointError(
+            f"checkpoint {root} does not exist; train one with `tickformer train --task NAME --out {root}`"
+        )
     if not root.is_dir():
-        raise CheckpointError(f"checkpoint {root} is not a directory; pass the directory `tickformer train --out` wrote")
+        raise CheckpointError(
+            f"checkpoint {root} is not a directory; pass the directory `tickformer train --out` wrote"
+        )
     manifest = _read_manifest(root)
     contents = _verified_files(root, manifest["files"])
     config = _parse_config(root, contents[CONFIG_FILE])

@@ -63,18 +63,24 @@ class Config:
                 f"pick n_heads among the divisors of d_model"
             )
         if self.arch == "encoder-decoder":
-            validation.positive_int(self.n_enc_layers, "n_enc_layers", hint="an encoder-decoder needs >= 1 encoder layer")
+            validation.positive_int(
+                self.n_enc_layers, "n_enc_layers", hint="an encoder-decoder needs >= 1 encoder layer"
+            )
             if self.inputs != "tokens":
                 fail("encoder-decoder models take tokens; use arch='decoder' for continuous inputs")
         elif self.n_enc_layers != 0:
             fail(f"n_enc_layers={self.n_enc_layers} given for a decoder-only model; set it to 0")
         if self.inputs == "tokens":
-            validation.integer(self.vocab_size, "vocab_size", min_value=2, hint="token models need at least two tokens")
+            validation.integer(
+                self.vocab_size, "vocab_size", min_value=2, hint="token models need at least two tokens"
+            )
             if self.d_in or self.d_out:
                 fail("d_in/d_out are for continuous inputs; leave them 0 for a token model")
         else:
             for name in ("d_in", "d_out"):
-                validation.positive_int(getattr(self, name), name, hint="continuous models need d_in >= 1 and d_out >= 1")
+                validation.positive_int(
+                    getattr(self, name), name, hint="continuous models need d_in >= 1 and d_out >= 1"
+                )
             if self.vocab_size:
                 fail("vocab_size is for token models; leave it 0 for continuous inputs")
         validation.real(self.dropout, "dropout", min_value=0.0, max_value=1.0, exclude_max=True)
@@ -102,31 +108,79 @@ class Config:
 PRESETS: dict[str, Config] = {
     # The paper's base and big models (Table 3), shared 37000-token vocabulary, tied output.
     "paper-base": Config(
-        arch="encoder-decoder", inputs="tokens", d_model=512, n_heads=8, d_ff=2048,
-        n_layers=6, n_enc_layers=6, vocab_size=37000, max_len=256, dropout=0.1,
+        arch="encoder-decoder",
+        inputs="tokens",
+        d_model=512,
+        n_heads=8,
+        d_ff=2048,
+        n_layers=6,
+        n_enc_layers=6,
+        vocab_size=37000,
+        max_len=256,
+        dropout=0.1,
     ),
     "paper-big": Config(
-        arch="encoder-decoder", inputs="tokens", d_model=1024, n_heads=16, d_ff=4096,
-        n_layers=6, n_enc_layers=6, vocab_size=37000, max_len=256, dropout=0.3,
+        arch="encoder-decoder",
+        inputs="tokens",
+        d_model=1024,
+        n_heads=16,
+        d_ff=4096,
+        n_layers=6,
+        n_enc_layers=6,
+        vocab_size=37000,
+        max_len=256,
+        dropout=0.3,
     ),
     # Smallest useful shapes, for tests.
     "tiny": Config(
-        arch="decoder", inputs="continuous", d_model=16, n_heads=2, d_ff=32,
-        n_layers=2, d_in=3, d_out=2, max_len=16, dropout=0.0,
+        arch="decoder",
+        inputs="continuous",
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_layers=2,
+        d_in=3,
+        d_out=2,
+        max_len=16,
+        dropout=0.0,
     ),
     "tiny-seq2seq": Config(
-        arch="encoder-decoder", inputs="tokens", d_model=16, n_heads=2, d_ff=32,
-        n_layers=1, n_enc_layers=1, vocab_size=7, max_len=12, dropout=0.0,
+        arch="encoder-decoder",
+        inputs="tokens",
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_layers=1,
+        n_enc_layers=1,
+        vocab_size=7,
+        max_len=12,
+        dropout=0.0,
     ),
     # The control model: decoder-only over the pendulum's (state, action) history.
     "control": Config(
-        arch="decoder", inputs="continuous", d_model=64, n_heads=4, d_ff=256,
-        n_layers=2, d_in=3, d_out=2, max_len=256, dropout=0.0,
+        arch="decoder",
+        inputs="continuous",
+        d_model=64,
+        n_heads=4,
+        d_ff=256,
+        n_layers=2,
+        d_in=3,
+        d_out=2,
+        max_len=256,
+        dropout=0.0,
     ),
     # The reverse task: encoder-decoder over digit tokens.
     "reverse": Config(
-        arch="encoder-decoder", inputs="tokens", d_model=64, n_heads=4, d_ff=256,
-        n_layers=2, n_enc_layers=2, vocab_size=13, max_len=16, dropout=0.0,
+        arch="encoder-decoder",
+        inputs="tokens",
+        d_model=64,
+        n_heads=4,
+        d_ff=256,
+        n_layers=2,
+        n_enc_layers=2,
+        vocab_size=13,
+        max_len=16,
+        dropout=0.0,
     ),
 }
 

@@ -49,7 +49,13 @@ class PendulumParams:
             raise ConfigError(f"pendulum substeps={self.substeps!r} must be a positive integer")
 
     def to_dict(self) -> dict[str, float | int]:
-        return {"g_over_l": self.g_over_l, "damping": self.damping, "u_max": self.u_max, "dt": self.dt, "substeps": self.substeps}
+        return {
+            "g_over_l": self.g_over_l,
+            "damping": self.damping,
+            "u_max": self.u_max,
+            "dt": self.dt,
+            "substeps": self.substeps,
+        }
 
 
 DEFAULT = PendulumParams()
@@ -89,7 +95,9 @@ def simulate(state0: np.ndarray, controls: np.ndarray, params: PendulumParams = 
     return np.stack(states, axis=-2)  # [..., T + 1, 2]
 
 
-def random_controls(rng: np.random.Generator, n: int, steps: int, params: PendulumParams = DEFAULT, *, max_hold: int = 10) -> np.ndarray:
+def random_controls(
+    rng: np.random.Generator, n: int, steps: int, params: PendulumParams = DEFAULT, *, max_hold: int = 10
+) -> np.ndarray:
     """Piecewise-constant random torques: each level uniform in [-u_max, u_max], held for a
     uniformly random 1..max_hold periods. Returns [n, steps]."""
     out = np.empty((n, steps))
@@ -107,7 +115,9 @@ def random_initial_states(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.stack([rng.uniform(-2.5, 2.5, size=n), rng.uniform(-2.0, 2.0, size=n)], axis=-1)  # [n, 2]
 
 
-def generate_trajectories(rng: np.random.Generator, n: int, steps: int, params: PendulumParams = DEFAULT) -> tuple[np.ndarray, np.ndarray]:
+def generate_trajectories(
+    rng: np.random.Generator, n: int, steps: int, params: PendulumParams = DEFAULT
+) -> tuple[np.ndarray, np.ndarray]:
     """n trajectories of `steps` control periods under random controls.
 
     Returns (states [n, steps + 1, 2], controls [n, steps]). Trajectories that go over the top

@@ -43,4 +43,13 @@ def load(
     return Session(artifact, cls(artifact, **options), contracts=contracts, budget_ns=budget_ns)
 
 
-__all__ = ["Artifact", "BACKENDS", "ControlLoop", "LoopConfig", "LoopStats", "Session", "load", "open_artifact"]
+__all__ = [
+    "Artifact",
+    "BACKENDS",
+    "ControlLoop",
+    "LoopConfig",
+    "LoopStats",
+    "Session",
+    "load",
+    "open_artifact",
+]

@@ -31,10 +31,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tickformer import validation
 from tickformer.contracts.deadline import deadline_of, lateness_ns, next_tick, release_time
 from tickformer.contracts.latency import check_budget, over_budget_ns
 from tickformer.contracts.output_bound import output_excess
-from tickformer import validation
 from tickformer.errors import ConfigError
 from tickformer.runtime.denormals import denormals_flushed, flushed_denormals
 from tickformer.runtime.steppable import Steppable
@@ -81,14 +81,22 @@ class LoopConfig:
         check_budget(self.budget_ns)
         validation.one_of(self.fallback, "fallback", FALLBACKS)
         if self.fallback == "safe" and self.safe_action is None:
-            raise ConfigError("fallback='safe' needs safe_action=(...), the output to actuate when a step is rejected")
+            raise ConfigError(
+                "fallback='safe' needs safe_action=(...), the output to actuate when a step is rejected"
+            )
         if self.safe_action is not None and not all(math.isfinite(v) for v in self.safe_action):
             raise ConfigError(f"safe_action={self.safe_action!r} must be finite")
         if self.output_bound is not None and not (self.output_bound > 0 and math.isfinite(self.output_bound)):
             raise ConfigError(f"output_bound={self.output_bound!r} must be a positive finite number or None")
         validation.optional_positive_int(self.reset_at, "reset_at", hint="a position >= 1, or None")
         validation.boolean(self.flush_denormals, "flush_denormals")
-        validation.integer(self.spin_ns, "spin_ns", min_value=0, max_value=self.period_ns - 1, hint="spin at most period_ns - 1")
+        validation.integer(
+            self.spin_ns,
+            "spin_ns",
+            min_value=0,
+            max_value=self.period_ns - 1,
+            hint="spin at most period_ns - 1",
+        )
         for name in ("hist_bin_ns", "hist_bins"):
             validation.positive_int(getattr(self, name), name)
 
@@ -143,21 +151,34 @@ class ControlLoop:
     (user code) propagate; exceptions from the step never do.
     """
 
-    def __init__(self, session: Steppable, config: LoopConfig, *, output_shape: tuple[int, ...] | None = None,
-                 clock: Callable[[], int] = time.perf_counter_ns, sleep: Callable[[int], None] = sleep_ns,
-                 dtype: Any = np.float32) -> None:
+    def __init__(
+        self,
+        session: Steppable,
+        config: LoopConfig,
+        *,
+        output_shape: tuple[int, ...] | None = None,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        sleep: Callable[[int], None] = sleep_ns,
+        dtype: Any = np.float32,
+    ) -> None:
         self.session = session
         self.config = config
         self.clock = clock
         self.sleep = sleep
         if output_shape is None:
             if config.safe_action is None:
-                raise ConfigError("give output_shape=(...) (the session's step output shape) or a safe_action to size the output buffer")
+                raise ConfigError(
+                    "give output_shape=(...) (the session's step output shape) or a safe_action to size "
+                    "the output buffer"
+                )
             output_shape = (len(config.safe_action),)
         safe = np.zeros(output_shape, dtype=dtype)  # [*out]
         if config.safe_action is not None:
             if int(np.prod(output_shape)) != len(config.safe_action):
-                raise ConfigError(f"safe_action has {len(config.safe_action)} values but the output shape {output_shape} holds {int(np.prod(output_shape))}")
+                raise ConfigError(
+                    f"safe_action has {len(config.safe_action)} values but the output shape "
+                    f"{output_shape} holds {int(np.prod(output_shape))}"
+                )
             safe[...] = np.asarray(config.safe_action, dtype=dtype).reshape(output_shape)
         self._safe = safe  # [*out]
         self._last_good = safe.copy()  # [*out] held by the "hold" fallback
@@ -216,7 +237,11 @@ class ControlLoop:
         elif over_budget_ns(dur, self._budget) > 0:
             flags = OVERRUN
             self._overruns += 1
-        elif not isinstance(y, np.ndarray) or y.shape != self._out.shape or output_excess(y, self.config.output_bound) > 0.0:
+        elif (
+            not isinstance(y, np.ndarray)
+            or y.shape != self._out.shape
+            or output_excess(y, self.config.output_bound) > 0.0
+        ):
             flags = VIOLATION
             self._violations += 1
         if flags == OK and y is not None:
@@ -249,8 +274,14 @@ class ControlLoop:
             self._misses += 1
 
     # ------------------------------------------------------------------ the loop
-    def run(self, n_ticks: int, observe: Callable[[int], np.ndarray], actuate: Callable[[np.ndarray], None],
-            *, trace: bool = False) -> LoopStats:
+    def run(
+        self,
+        n_ticks: int,
+        observe: Callable[[int], np.ndarray],
+        actuate: Callable[[np.ndarray], None],
+        *,
+        trace: bool = False,
+    ) -> LoopStats:
         """Execute `n_ticks` ticks (skipped periods do not count as executed ticks).
 
         trace=True preallocates per-tick arrays in `self.trace`: tick index k, wake lateness,
@@ -260,7 +291,10 @@ class ControlLoop:
         self._clear()
         tr = None
         if trace:
-            tr = {name: np.zeros(n_ticks, dtype=np.int64) for name in ("tick", "wake_ns", "step_ns", "lateness_ns", "flags")}
+            tr = {
+                name: np.zeros(n_ticks, dtype=np.int64)
+                for name in ("tick", "wake_ns", "step_ns", "lateness_ns", "flags")
+            }
         self.trace = tr
         # flush_denormals=False leaves the thread's floating-point state exactly as the caller set it.
         with flushed_denormals() if self.config.flush_denormals else contextlib.nullcontext():
@@ -268,8 +302,13 @@ class ControlLoop:
             self._ticks_loop(n_ticks, observe, actuate, tr)
         return self.stats()
 
-    def _ticks_loop(self, n_ticks: int, observe: Callable[[int], np.ndarray], actuate: Callable[[np.ndarray], None],
-                    tr: dict[str, np.ndarray] | None) -> None:
+    def _ticks_loop(
+        self,
+        n_ticks: int,
+        observe: Callable[[int], np.ndarray],
+        actuate: Callable[[np.ndarray], None],
+        tr: dict[str, np.ndarray] | None,
+    ) -> None:
         period, spin = self.config.period_ns, self.config.spin_ns
         clock, sleep = self.clock, self.sleep
         start = clock()
@@ -308,15 +347,26 @@ class ControlLoop:
         n = max(self._ticks, 1)
         none = self._ticks == 0
         return LoopStats(
-            ticks=self._ticks, skipped_periods=self._skipped, deadline_misses=self._misses,
-            overruns=self._overruns, contract_violations=self._violations, faults=self._faults,
-            fallbacks=self._fallbacks, resets=self._resets,
-            wake_lateness_min=0 if none else self._wake_min, wake_lateness_avg=self._wake_sum / n,
+            ticks=self._ticks,
+            skipped_periods=self._skipped,
+            deadline_misses=self._misses,
+            overruns=self._overruns,
+            contract_violations=self._violations,
+            faults=self._faults,
+            fallbacks=self._fallbacks,
+            resets=self._resets,
+            wake_lateness_min=0 if none else self._wake_min,
+            wake_lateness_avg=self._wake_sum / n,
             wake_lateness_max=0 if none else self._wake_max,
-            lateness_min=0 if none else self._late_min, lateness_avg=self._late_sum / n,
+            lateness_min=0 if none else self._late_min,
+            lateness_avg=self._late_sum / n,
             lateness_max=0 if none else self._late_max,
-            step_min=0 if none else self._step_min, step_avg=self._step_sum / n,
+            step_min=0 if none else self._step_min,
+            step_avg=self._step_sum / n,
             step_max=0 if none else self._step_max,
-            hist_bin_ns=self.config.hist_bin_ns, histogram=tuple(int(v) for v in self._hist),
-            overflow=self._overflow, last_fault=self._last_fault, denormals_flushed=self._ftz,
+            hist_bin_ns=self.config.hist_bin_ns,
+            histogram=tuple(int(v) for v in self._hist),
+            overflow=self._overflow,
+            last_fault=self._last_fault,
+            denormals_flushed=self._ftz,
         )

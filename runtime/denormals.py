@@ -1,11 +1,11 @@
 """Flush-to-zero for the calling thread: subnormal floats treated and produced as zero.
 
 Why: on x86 an arithmetic operation with a subnormal operand or result takes a microcode assist
-(an order of magnitude slower: `python benchmarks/diagnose.py exp` measures it). exp(-inf) and every exp argument below -87.3
-pass through one, so without flush-to-zero the step's softmax costs more at early positions (more
-masked cache rows) and when attention is sharp -- work that depends on the data, which a latency
-bound must not. Real-time audio and control code runs its loop thread with FTZ/DAZ for this
-reason; so do tickformer's `ControlLoop` and `certify`, each for its own thread, restored after.
+(an order of magnitude slower: `python benchmarks/diagnose.py exp` measures it). exp(-inf) and
+every exp argument below -87.3 pass through one, so without flush-to-zero the step's softmax
+costs more at early positions (more masked cache rows) and when attention is sharp -- work that
+depends on the data, which a latency bound must not. Real-time audio and control code runs its
+loop thread with FTZ/DAZ for this reason; so do tickformer's `ControlLoop` and `certify`, each for its own thread, restored after.
 
 Scope: per thread (the MXCSR / FPCR register), set through C99 `fegetenv`/`fesetenv` on glibc's
 `fenv_t` (x86-64: the `__mxcsr` word at byte 28, bits FTZ 0x8000 and DAZ 0x0040; AArch64, e.g.
@@ -45,7 +45,9 @@ def _probes() -> tuple[bool, bool]:
     subnormal operand with a normal product (FTZ cannot touch a normal result), FTZ by normal
     operands with a subnormal product, read through its bits (a float comparison would itself
     read a subnormal as zero under DAZ)."""
-    tiny = np.array([0x00010000], dtype=np.uint32).view(np.float32)  # 9.2e-41, subnormal, made from bits (no FP op that FTZ could flush)
+    tiny = np.array([0x00010000], dtype=np.uint32).view(
+        np.float32
+    )  # 9.2e-41, subnormal, made from bits (no FP op that FTZ could flush)
     daz = bool((tiny * np.float32(2.0**100))[0] == 0.0)  # 1.2e-10 unless the operand reads as 0
     small = np.array([1e-30], dtype=np.float32)
     ftz = bool((small * np.float32(1e-10)).view(np.uint32)[0] == 0)  # 1e-40, subnormal, unless flushed

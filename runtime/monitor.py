@@ -24,11 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from tickformer.errors import ConfigError, ContractViolation
-
 from tickformer.contracts.input_domain import check_domain, describe_violation, domain_excess
 from tickformer.contracts.latency import check_budget, over_budget_ns
 from tickformer.contracts.output_bound import describe_output_violation, output_excess
+from tickformer.errors import ConfigError, ContractViolation
 
 MODES = ("off", "check", "monitor")
 CONTRACTS = ("input_domain", "output_bound", "latency")
@@ -42,7 +41,19 @@ class ContractMonitor:
     budget_ns: latency budget per step (None = not monitored).
     """
 
-    __slots__ = ("mode", "lo", "hi", "output_bound", "budget_ns", "_on", "_raise", "_steps", "_counts", "_worst", "_worst_step")
+    __slots__ = (
+        "mode",
+        "lo",
+        "hi",
+        "output_bound",
+        "budget_ns",
+        "_on",
+        "_raise",
+        "_steps",
+        "_counts",
+        "_worst",
+        "_worst_step",
+    )
 
     def __init__(
         self,
@@ -53,7 +64,10 @@ class ContractMonitor:
         budget_ns: int | None = None,
     ) -> None:
         if mode not in MODES:
-            raise ConfigError(f"contract mode {mode!r} is not one of {MODES}; use 'off' in production, 'check' to raise, 'monitor' to count")
+            raise ConfigError(
+                f"contract mode {mode!r} is not one of {MODES}; use 'off' in production, 'check' to "
+                "raise, 'monitor' to count"
+            )
         self.mode = mode
         self.lo, self.hi = check_domain(*input_domain)
         if output_bound is not None and not (isinstance(output_bound, (int, float)) and output_bound > 0):
@@ -64,7 +78,9 @@ class ContractMonitor:
         self._raise = mode == "check"
         self._steps = np.zeros(1, dtype=np.int64)  # steps checked
         self._counts = np.zeros(len(CONTRACTS), dtype=np.int64)  # violations per contract
-        self._worst = np.zeros(len(CONTRACTS), dtype=np.float64)  # worst excess per contract (inf = non-finite)
+        self._worst = np.zeros(
+            len(CONTRACTS), dtype=np.float64
+        )  # worst excess per contract (inf = non-finite)
         self._worst_step = np.full(len(CONTRACTS), -1, dtype=np.int64)  # step index of the worst case
 
     def _record(self, which: int, excess: float, step: int) -> None:
@@ -101,7 +117,9 @@ class ContractMonitor:
             if late > 0:
                 self._record(_LATENCY, float(late), step)
                 if self._raise:
-                    raise ContractViolation(f"latency: step took {elapsed_ns} ns, over the budget of {self.budget_ns} ns by {late} ns")
+                    raise ContractViolation(
+                        f"latency: step took {elapsed_ns} ns, over the budget of {self.budget_ns} ns by {late} ns"
+                    )
 
     def check_step(self, x: np.ndarray, y: np.ndarray, elapsed_ns: int | None) -> None:
         """All three contracts for one finished step. `off`: returns immediately."""

@@ -32,9 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from tickformer.contracts.input_domain import check_values, validate_input
-from tickformer.errors import BackendError, ConfigError, ContextFull, InputError, SessionClosed, TickformerError
 from tickformer.artifact.reader import Artifact
+from tickformer.contracts.input_domain import check_values, validate_input
+from tickformer.errors import (
+    BackendError,
+    ConfigError,
+    ContextFull,
+    InputError,
+    SessionClosed,
+    TickformerError,
+)
 
 from .backends.base import Backend
 
@@ -53,13 +60,18 @@ def _engine_failure(backend: str, where: str, exc: Exception) -> BackendError:
     """Any exception of an engine that is not ours, as a BackendError (state is untouched)."""
     lines = str(exc).splitlines()
     detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    return BackendError(f"backend {backend} failed {where} ({detail}); the session state is unchanged: reset() or load the artifact again")
+    return BackendError(
+        f"backend {backend} failed {where} ({detail}); the session state is unchanged: reset() or load "
+        "the artifact again"
+    )
 
 
 class Session:
     """Real-time session over one artifact and one backend. Use `tickformer.runtime.load`."""
 
-    def __init__(self, artifact: Artifact, backend: Backend, *, contracts: str = "off", budget_ns: int | None = None) -> None:
+    def __init__(
+        self, artifact: Artifact, backend: Backend, *, contracts: str = "off", budget_ns: int | None = None
+    ) -> None:
         if contracts not in CONTRACT_MODES:
             raise ConfigError(f"contracts={contracts!r} is not one of {CONTRACT_MODES}")
         cfg = artifact.config
@@ -94,7 +106,9 @@ class Session:
         if contracts != "off":
             from .monitor import ContractMonitor
 
-            self.monitor = ContractMonitor(contracts, input_domain=self.domain, output_bound=artifact.output_bound, budget_ns=budget_ns)
+            self.monitor = ContractMonitor(
+                contracts, input_domain=self.domain, output_bound=artifact.output_bound, budget_ns=budget_ns
+            )
 
     # --- state -------------------------------------------------------------------------------
     @property
@@ -127,21 +141,26 @@ class Session:
     # --- validation (hot path: no allocation on success) -----------------------------------------
     def _check_open(self) -> None:
         if self._closed:
-            raise SessionClosed("the session was closed; load the artifact again with tickformer.runtime.load(...)")
+            raise SessionClosed(
+                "the session was closed; load the artifact again with tickformer.runtime.load(...)"
+            )
 
     def _validate_step_input(self, x: np.ndarray) -> None:
         # Exactly np.ndarray: a subclass can hide values (a masked array's min() skips masked
         # NaN) or override min/max, and the engine reads the raw buffer. `type(x) is` allocates nothing.
         if type(x) is not np.ndarray or x.dtype != self.input_dtype or x.shape != self.input_shape:
             raise InputError(
-                f"step input must be a plain numpy.ndarray of {self.input_dtype} with shape {self.input_shape}, got {_describe(x)}; "
+                f"step input must be a plain numpy.ndarray of {self.input_dtype} with shape "
+                f"{self.input_shape}, got {_describe(x)}; "
                 f"convert with np.asarray(x, np.{self.input_dtype}).reshape{self.input_shape}"
             )
         if self.tokens:
             if not self._step_tokens_valid(x):
                 self._validate_values(x)  # raises with the message naming the bad id
         else:
-            check_values(x, self._lo, self._hi)  # finite and in the declared domain (type and dtype checked above); 0 B
+            check_values(
+                x, self._lo, self._hi
+            )  # finite and in the declared domain (type and dtype checked above); 0 B
 
     def _step_tokens_valid(self, x: np.ndarray) -> bool:
         """0 <= x < V for the step input x [B, 1] int64. Allocation-free: two ufuncs into the
@@ -162,7 +181,9 @@ class Session:
             vocab = self.config.vocab_size
             if x.size and not (0 <= x.min() and x.max() < vocab):
                 bad = x[(x < 0) | (x >= vocab)]
-                raise InputError(f"token id {int(bad.flat[0])} is outside the vocabulary [0, {vocab - 1}]; map it to a valid id")
+                raise InputError(
+                    f"token id {int(bad.flat[0])} is outside the vocabulary [0, {vocab - 1}]; map it to a valid id"
+                )
         else:
             validate_input(x, *self.domain)  # finite and inside the declared domain
 
@@ -210,13 +231,28 @@ class Session:
         step state. Decoder-only artifacts. Not real-time (allocates)."""
         self._check_open()
         if self.config.arch != "decoder":
-            raise InputError("run() is for decoder-only artifacts; for encoder-decoder use generate(src, max_new)")
+            raise InputError(
+                "run() is for decoder-only artifacts; for encoder-decoder use generate(src, max_new)"
+            )
         ndim = 2 if self.tokens else 3
-        if type(seq) is not np.ndarray or seq.dtype != self.input_dtype or seq.ndim != ndim or seq.shape[0] != self.batch or (not self.tokens and seq.shape[2] != self.config.d_in):
+        if (
+            type(seq) is not np.ndarray
+            or seq.dtype != self.input_dtype
+            or seq.ndim != ndim
+            or seq.shape[0] != self.batch
+            or (not self.tokens and seq.shape[2] != self.config.d_in)
+        ):
             want = f"[{self.batch}, T]" if self.tokens else f"[{self.batch}, T, {self.config.d_in}]"
-            raise InputError(f"run input must be an ndarray of {self.input_dtype} with shape {want}, got {_describe(seq)}")
+            raise InputError(
+                f"run input must be an ndarray of {self.input_dtype} with shape {want}, got {_describe(seq)}"
+            )
         if not 1 <= seq.shape[1] <= self.max_len:
-            raise ContextFull(f"sequence length {seq.shape[1]} is outside 1..max_len {self.max_len} of this artifact; re-export with --max-len {seq.shape[1]}" if seq.shape[1] else "sequence length 0: give at least one position")
+            raise ContextFull(
+                f"sequence length {seq.shape[1]} is outside 1..max_len {self.max_len} of this artifact; "
+                f"re-export with --max-len {seq.shape[1]}"
+                if seq.shape[1]
+                else "sequence length 0: give at least one position"
+            )
         self._validate_values(seq)
         try:
             return self.backend.full(seq)
@@ -231,10 +267,19 @@ class Session:
         self._check_open()
         if self.config.arch != "encoder-decoder":
             raise InputError("set_source() is for encoder-decoder artifacts; this one is decoder-only")
-        if type(src) is not np.ndarray or src.dtype != np.int64 or src.ndim != 2 or src.shape[0] != self.batch:
-            raise InputError(f"source must be an ndarray of int64 with shape [{self.batch}, S], got {_describe(src)}")
+        if (
+            type(src) is not np.ndarray
+            or src.dtype != np.int64
+            or src.ndim != 2
+            or src.shape[0] != self.batch
+        ):
+            raise InputError(
+                f"source must be an ndarray of int64 with shape [{self.batch}, S], got {_describe(src)}"
+            )
         if not 1 <= src.shape[1] <= self.max_len:
-            raise ContextFull(f"source length {src.shape[1]} is outside 1..max_len {self.max_len}; re-export with a larger --max-len")
+            raise ContextFull(
+                f"source length {src.shape[1]} is outside 1..max_len {self.max_len}; re-export with a larger --max-len"
+            )
         self._validate_values(src)
         padded = np.zeros((self.batch, self.max_len), dtype=np.int64)  # [B, N]
         padded[:, : src.shape[1]] = src
@@ -258,7 +303,9 @@ class Session:
         value = tokens.get(name) if isinstance(tokens, dict) else None
         return value if type(value) is int else None
 
-    def generate(self, src: np.ndarray, max_new: int, *, bos: int | None = None, eos: int | None = None) -> np.ndarray:
+    def generate(
+        self, src: np.ndarray, max_new: int, *, bos: int | None = None, eos: int | None = None
+    ) -> np.ndarray:
         """Greedy decoding with the step machinery: set_source(src), feed bos, then the argmax
         token, up to max_new tokens (<= max_len) or until every row has produced eos.
         bos/eos default to the ids training recorded in the checkpoint meta (`special_token`).

@@ -18,10 +18,10 @@ pyproject's package-dir, parsed with `ast`.
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -108,7 +108,9 @@ def violations(mods: dict[str, Path] | None = None) -> list[str]:
             src, dst = unit(module), unit(target)
             if not dst or (module, dst) in ALLOWED or (src, dst) in ALLOWED:
                 continue
-            siblings = rank(target) == rank(module) and src != dst and rank(module) not in (0, len(LAYERS) - 1)
+            siblings = (
+                rank(target) == rank(module) and src != dst and rank(module) not in (0, len(LAYERS) - 1)
+            )
             if rank(target) > rank(module) or siblings:  # base and CLI modules may import each other
                 found.append(f"{path}:{line}: {module} ({src}) imports {target} ({dst})")
     return found

@@ -59,9 +59,23 @@ CONTRACTS: tuple[ContractEntry, ...] = (
     ),
     ContractEntry(
         "input_domain",
-        (("test_monitor_input_domain.py", ("test_inside", "test_nan", "test_out_of", "test_rejects", "test_domain", "test_parse", "test_validate")),),
+        (
+            (
+                "test_monitor_input_domain.py",
+                (
+                    "test_inside",
+                    "test_nan",
+                    "test_out_of",
+                    "test_rejects",
+                    "test_domain",
+                    "test_parse",
+                    "test_validate",
+                ),
+            ),
+        ),
         "Session.step validate_input (always); ContractMonitor.check_input (check/monitor)",
-        "inputs drawn from the declared domain, edges included; out-of-domain steps rejected without side effects (artifacts)",
+        "inputs drawn from the declared domain, edges included; out-of-domain steps rejected without "
+        "side effects (artifacts)",
     ),
     ContractEntry(
         "output_bound",
@@ -71,7 +85,10 @@ CONTRACTS: tuple[ContractEntry, ...] = (
     ),
     ContractEntry(
         "latency",
-        (("test_integer_specs.py", ("test_over_budget",)), ("test_monitor_input_domain.py", ("test_monitor_check", "test_monitor_counts"))),
+        (
+            ("test_integer_specs.py", ("test_over_budget",)),
+            ("test_monitor_input_domain.py", ("test_monitor_check", "test_monitor_counts")),
+        ),
         "ContractMonitor latency budget per step; control loop deadlines; certification campaign",
         "",
     ),
@@ -142,16 +159,27 @@ def _examples(fn: ast.FunctionDef) -> str:
             is_hypothesis = True
         if call and name.endswith("settings"):
             for kw in call.keywords:
-                if kw.arg == "max_examples" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, int):
+                if (
+                    kw.arg == "max_examples"
+                    and isinstance(kw.value, ast.Constant)
+                    and isinstance(kw.value.value, int)
+                ):
                     count = kw.value.value
-        if call and name.endswith("parametrize") and len(call.args) >= 2 and isinstance(call.args[1], (ast.List, ast.Tuple)):
+        if (
+            call
+            and name.endswith("parametrize")
+            and len(call.args) >= 2
+            and isinstance(call.args[1], (ast.List, ast.Tuple))
+        ):
             params *= len(call.args[1].elts)
     if is_hypothesis:
         return f"{count if count is not None else DEFAULT_EXAMPLES} (Hypothesis)"
     return f"{params} case(s)"
 
 
-def build_table(outcomes: list[ProofOutcome] | None = None, *, tests_root: Path = Path("tests/contracts")) -> list[dict[str, Any]]:
+def build_table(
+    outcomes: list[ProofOutcome] | None = None, *, tests_root: Path = Path("tests/contracts")
+) -> list[dict[str, Any]]:
     by_spec = {o.proof.spec_name + "|" + o.proof.twin_name: o for o in outcomes or []}
     rows = []
     for entry in CONTRACTS:
@@ -194,19 +222,28 @@ def to_markdown(rows: list[dict[str, Any]], header_note: str) -> str:
         "",
         header_note,
         "",
-        "| contract | bound | CrossHair proofs (spec: verdict / wrong twin: verdict) | property tests (examples) | run-time monitor | `tickformer verify` on exported models |",
+        "| contract | bound | CrossHair proofs (spec: verdict / wrong twin: verdict) | property tests "
+        "(examples) | run-time monitor | `tickformer verify` on exported models |",
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
-        proofs = "<br>".join(f"`{p['spec']}` ({p['values']}): {p['status']} / `{p['twin']}`: {p['twin_status']}" for p in r["proofs"]) or "—"
+        proofs = (
+            "<br>".join(
+                f"`{p['spec']}` ({p['values']}): {p['status']} / `{p['twin']}`: {p['twin_status']}"
+                for p in r["proofs"]
+            )
+            or "—"
+        )
         tests = "<br>".join(f"`{name.split('::')[-1]}`: {n}" for name, n in r["tests"]) or "—"
         bound = (r["bound"] or "—").replace("|", "\\|")
         lines.append(
-            f"| **{r['contract']}**<br>{r['statement']} | {bound} | {proofs} | {tests} | {r['monitor']} | {r['exported'] or '—'} |"
+            f"| **{r['contract']}**<br>{r['statement']} | {bound} | {proofs} | {tests} | {r['monitor']} "
+            f"| {r['exported'] or '—'} |"
         )
     lines.append("")
     lines.append(
-        "Verdicts: *proven* = CrossHair explored every path (ints: unbounded z3 integers); *no counterexample (bounded)* = "
+        "Verdicts: *proven* = CrossHair explored every path (ints: unbounded z3 integers); *no "
+        "counterexample (bounded)* = "
         "float specs, where CrossHair models floats mostly as reals (plus NaN/inf forks and a few IEEE-double "
         "iterations) and caps real-based paths at 'unknown': bounded evidence, with the IEEE edges covered by the "
         "Hypothesis tests. A wrong twin must be *refuted* on every run."

@@ -22,7 +22,12 @@ def glued_values(argv: Sequence[str]) -> list[str]:
     i = 0
     while i < len(argv):
         word = argv[i]
-        if word in NEGATIVE_VALUE_FLAGS and i + 1 < len(argv) and argv[i + 1].startswith("-") and argv[i + 1] != "--":
+        if (
+            word in NEGATIVE_VALUE_FLAGS
+            and i + 1 < len(argv)
+            and argv[i + 1].startswith("-")
+            and argv[i + 1] != "--"
+        ):
             out.append(f"{word}={argv[i + 1]}")
             i += 2
             continue
@@ -35,18 +40,28 @@ def artifact(p: argparse.ArgumentParser, *, name: str = "artifact", help: str | 
     p.add_argument(name, type=Path, help=help or "artifact directory (tickformer export --out)")
 
 
-def backend(p: argparse.ArgumentParser, *, default: str | None = "ort", help: str | None = None, **kwargs: Any) -> None:
+def backend(
+    p: argparse.ArgumentParser, *, default: str | None = "ort", help: str | None = None, **kwargs: Any
+) -> None:
     """--backend NAME, one of the runtime's backend registry. Checked when the backend is loaded
     (not by argparse `choices`): an unknown name is a one-line error like every other, exit 1."""
     from tickformer.runtime.backends import REGISTRY
 
     text = help or f"runtime backend (default {default})"
-    p.add_argument("--backend", default=default, metavar="NAME", help=f"{text}; one of {', '.join(sorted(REGISTRY))}", **kwargs)
+    p.add_argument(
+        "--backend",
+        default=default,
+        metavar="NAME",
+        help=f"{text}; one of {', '.join(sorted(REGISTRY))}",
+        **kwargs,
+    )
 
 
 def threads(p: argparse.ArgumentParser, *, default: int | None = 1) -> None:
     shown = "1: lowest jitter, deterministic" if default in (1, None) else str(default)
-    p.add_argument("--threads", type=int, default=default, metavar="N", help=f"ort: intra-op threads (default {shown})")
+    p.add_argument(
+        "--threads", type=int, default=default, metavar="N", help=f"ort: intra-op threads (default {shown})"
+    )
 
 
 def seed(p: argparse.ArgumentParser, *, default: int = 0, help: str = "seed") -> None:

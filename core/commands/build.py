@@ -26,21 +26,53 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("artifact", type=Path, help="exported artifact directory")
     p.add_argument("--backend", required=True, choices=["tensorrt"], help="engine kind to build")
     p.add_argument("--precision", default="fp32", choices=list(PRECISIONS))
-    p.add_argument("--workspace", type=int, default=1024, metavar="MIB", help="builder workspace limit in MiB (default 1024)")
-    p.add_argument("--timing-cache", type=Path, default=None, metavar="PATH",
-                   help="persistent timing cache, read and updated (default: ART/trt-timing.cache)")
-    p.add_argument("--version-compatible", action="store_true",
-                   help="engine runs on later TensorRT versions of the same major (slower, trusted host code)")
-    p.add_argument("--hardware-compat", default="same", choices=sorted(HARDWARE_COMPAT),
-                   help="same: this GPU model only (fastest); ampere+: any GPU of compute capability >= 8.0")
+    p.add_argument(
+        "--workspace",
+        type=int,
+        default=1024,
+        metavar="MIB",
+        help="builder workspace limit in MiB (default 1024)",
+    )
+    p.add_argument(
+        "--timing-cache",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="persistent timing cache, read and updated (default: ART/trt-timing.cache)",
+    )
+    p.add_argument(
+        "--version-compatible",
+        action="store_true",
+        help="engine runs on later TensorRT versions of the same major (slower, trusted host code)",
+    )
+    p.add_argument(
+        "--hardware-compat",
+        default="same",
+        choices=sorted(HARDWARE_COMPAT),
+        help="same: this GPU model only (fastest); ampere+: any GPU of compute capability >= 8.0",
+    )
     conv = p.add_mutually_exclusive_group()
-    conv.add_argument("--convert", dest="convert", action="store_true", default=None,
-                      help="fp16 from an fp32 graph: apply the fp16 policy (export/fp16.py) and build strongly typed "
-                           "(always on TensorRT 11; on 10.x the default is the FP16 builder flag)")
-    conv.add_argument("--no-convert", dest="convert", action="store_false",
-                      help="fp16 from an fp32 graph via the TensorRT 10.x FP16 builder flag (weak typing)")
-    p.add_argument("--graph", action="append", dest="graphs", metavar="NAME",
-                   help="build only this graph (step, model, encoder); repeatable")
+    conv.add_argument(
+        "--convert",
+        dest="convert",
+        action="store_true",
+        default=None,
+        help="fp16 from an fp32 graph: apply the fp16 policy (export/fp16.py) and build strongly typed "
+        "(always on TensorRT 11; on 10.x the default is the FP16 builder flag)",
+    )
+    conv.add_argument(
+        "--no-convert",
+        dest="convert",
+        action="store_false",
+        help="fp16 from an fp32 graph via the TensorRT 10.x FP16 builder flag (weak typing)",
+    )
+    p.add_argument(
+        "--graph",
+        action="append",
+        dest="graphs",
+        metavar="NAME",
+        help="build only this graph (step, model, encoder); repeatable",
+    )
     p.set_defaults(func=run)
 
 
@@ -48,9 +80,13 @@ def run(args: argparse.Namespace) -> int:
     from tickformer.runtime.backends.tensorrt_engine import BuildOptions, build_engines
 
     options = BuildOptions(
-        precision=args.precision, workspace_mib=args.workspace, timing_cache=args.timing_cache,
-        version_compatible=args.version_compatible, hardware_compat=args.hardware_compat,
-        convert=args.convert, graphs=tuple(args.graphs) if args.graphs else None,
+        precision=args.precision,
+        workspace_mib=args.workspace,
+        timing_cache=args.timing_cache,
+        version_compatible=args.version_compatible,
+        hardware_compat=args.hardware_compat,
+        convert=args.convert,
+        graphs=tuple(args.graphs) if args.graphs else None,
     )
     for record in build_engines(args.artifact, options):
         print(f"built {record.graph}: {record.file} ({record.bytes} bytes, sha256 {record.sha256[:16]}...)")

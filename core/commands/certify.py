@@ -31,10 +31,22 @@ def register(subparsers: Any) -> None:
     p.add_argument("--samples", type=int, default=100_000, help="timed steps (default 100000)")
     p.add_argument("--warmup", type=int, default=2_000, help="untimed warm-up steps (default 2000)")
     p.add_argument("--cpu", type=int, default=None, help="pin the measuring thread to this CPU")
-    p.add_argument("--realtime", action="store_true", help="try SCHED_FIFO and mlockall (recorded if refused)")
+    p.add_argument(
+        "--realtime", action="store_true", help="try SCHED_FIFO and mlockall (recorded if refused)"
+    )
     p.add_argument("--rt-priority", type=int, default=50, help="SCHED_FIFO priority with --realtime (1..99)")
-    p.add_argument("--exceedance", type=float, default=1e-9, help="per-step exceedance probability certified (default 1e-9)")
-    p.add_argument("--method", choices=("pot", "bm"), default="pot", help="EVT method: peaks over threshold (default) or block maxima")
+    p.add_argument(
+        "--exceedance",
+        type=float,
+        default=1e-9,
+        help="per-step exceedance probability certified (default 1e-9)",
+    )
+    p.add_argument(
+        "--method",
+        choices=("pot", "bm"),
+        default="pot",
+        help="EVT method: peaks over threshold (default) or block maxima",
+    )
     p.add_argument("--run-length", type=int, default=3, help="runs-declustering gap in steps (default 3)")
     p.add_argument("--block-size", type=int, default=100, help="block size for --method bm (default 100)")
     p.add_argument("--n-boot", type=int, default=200, help="parametric bootstrap replicates (default 200)")
@@ -59,28 +71,59 @@ def run(args: argparse.Namespace) -> int:
     from tickformer.certify.report import summary, write_report
 
     budget_ns = _budget_ns(args.budget_us)
-    campaign = CampaignConfig(samples=args.samples, warmup=args.warmup, cpu=args.cpu, realtime=args.realtime,
-                              rt_priority=args.rt_priority, seed=args.seed)
-    evt_config = EvtConfig(method=args.method, exceedance=float(args.exceedance), run_length=args.run_length,
-                           block_size=args.block_size, n_boot=args.n_boot, seed=args.seed)
+    campaign = CampaignConfig(
+        samples=args.samples,
+        warmup=args.warmup,
+        cpu=args.cpu,
+        realtime=args.realtime,
+        rt_priority=args.rt_priority,
+        seed=args.seed,
+    )
+    evt_config = EvtConfig(
+        method=args.method,
+        exceedance=float(args.exceedance),
+        run_length=args.run_length,
+        block_size=args.block_size,
+        n_boot=args.n_boot,
+        seed=args.seed,
+    )
     console = Console()
     if args.quiet:
-        report, durations = certify_artifact(args.artifact, backend=args.backend, budget_ns=budget_ns,
-                                             campaign=campaign, evt_config=evt_config, threads=args.threads)
+        report, durations = certify_artifact(
+            args.artifact,
+            backend=args.backend,
+            budget_ns=budget_ns,
+            campaign=campaign,
+            evt_config=evt_config,
+            threads=args.threads,
+        )
     else:
         # auto_refresh=False: no refresh thread competing for the GIL while steps are timed;
         # the bar is redrawn every 1000 samples, outside the timed region.
-        with Progress(TextColumn("sampling"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      console=console, auto_refresh=False, transient=True) as bar:
+        with Progress(
+            TextColumn("sampling"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            auto_refresh=False,
+            transient=True,
+        ) as bar:
             task = bar.add_task("sampling", total=args.samples)
 
             def progress(done: int) -> None:
                 bar.update(task, completed=done)
                 bar.refresh()
 
-            report, durations = certify_artifact(args.artifact, backend=args.backend, budget_ns=budget_ns,
-                                                 campaign=campaign, evt_config=evt_config, threads=args.threads,
-                                                 progress=progress)
+            report, durations = certify_artifact(
+                args.artifact,
+                backend=args.backend,
+                budget_ns=budget_ns,
+                campaign=campaign,
+                evt_config=evt_config,
+                threads=args.threads,
+                progress=progress,
+            )
     cert = write_report(args.out, report, durations)
     if not args.quiet:
         summary(report, console)

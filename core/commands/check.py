@@ -23,8 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("artifact", type=Path, help="exported artifact directory, or one .onnx file")
-    p.add_argument("--target", required=True, choices=target_names(),
-                   help="TensorRT release line: trt-10.3 (JetPack 6), trt-10 (latest 10.x), trt-11")
+    p.add_argument(
+        "--target",
+        required=True,
+        choices=target_names(),
+        help="TensorRT release line: trt-10.3 (JetPack 6), trt-10 (latest 10.x), trt-11",
+    )
     p.add_argument("--notes", action="store_true", help="also print notes (facts, not problems)")
     p.add_argument("--json", action="store_true", help="print the findings as one JSON document")
     p.set_defaults(func=run)
@@ -38,8 +42,12 @@ def run(args: argparse.Namespace) -> int:
     errors, warnings, notes = (count(findings, s) for s in ("error", "warning", "note"))
     if args.json:
         doc = {
-            "target": spec.name, "trt_version": spec.trt_version, "source": spec.source,
-            "errors": errors, "warnings": warnings, "notes": notes,
+            "target": spec.name,
+            "trt_version": spec.trt_version,
+            "source": spec.source,
+            "errors": errors,
+            "warnings": warnings,
+            "notes": notes,
             "findings": [f.__dict__ for f in findings],
         }
         print(json.dumps(doc, indent=2))
@@ -48,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
             if f.severity != "note" or args.notes:
                 print(f.line())
         verdict = "FAIL" if errors else "ok"
-        print(f"check {spec.name}: {verdict}: {errors} error(s), {warnings} warning(s), {notes} note(s) "
-              f"in {args.artifact}")
+        print(
+            f"check {spec.name}: {verdict}: {errors} error(s), {warnings} warning(s), {notes} note(s) "
+            f"in {args.artifact}"
+        )
     return 1 if errors else 0

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -64,7 +63,9 @@ class DemoConfig:
         validation.integer(self.candidates, "--candidates", min_value=2, hint="a choice needs alternatives")
         validation.positive_real(self.period_ms, "--period-ms")
         if self.tick_budget_ms is not None and not (0 < self.tick_budget_ms <= self.period_ms):
-            raise ConfigError(f"--tick-budget-ms {self.tick_budget_ms!r} must be in (0, period {self.period_ms}]")
+            raise ConfigError(
+                f"--tick-budget-ms {self.tick_budget_ms!r} must be in (0, period {self.period_ms}]"
+            )
 
     @property
     def period_ns(self) -> int:
@@ -96,11 +97,23 @@ def stage_train(out: Path, cfg: DemoConfig, progress: bool) -> dict[str, Any]:
     from tickformer.model.train import TrainSettings, train
 
     task = get_task("pendulum")
-    result = train(task, preset(task.preset), TrainSettings.for_task(task, steps=cfg.train_steps, seed=cfg.seed),
-                   out=out / "checkpoint", preset_name=task.preset, progress=progress)
+    result = train(
+        task,
+        preset(task.preset),
+        TrainSettings.for_task(task, steps=cfg.train_steps, seed=cfg.seed),
+        out=out / "checkpoint",
+        preset_name=task.preset,
+        progress=progress,
+    )
     h = result.metrics["held_out"]
-    return {"checkpoint": str(result.checkpoint), "seconds": round(result.train_seconds, 1), "steps": cfg.train_steps,
-            "held_out_rmse": h["model_rmse"], "baseline_rmse": h["baseline_rmse"], "baseline": h["baseline"]}
+    return {
+        "checkpoint": str(result.checkpoint),
+        "seconds": round(result.train_seconds, 1),
+        "steps": cfg.train_steps,
+        "held_out_rmse": h["model_rmse"],
+        "baseline_rmse": h["baseline_rmse"],
+        "baseline": h["baseline"],
+    }
 
 
 def stage_export(out: Path, checkpoint: str) -> dict[str, Any]:
@@ -111,8 +124,12 @@ def stage_export(out: Path, checkpoint: str) -> dict[str, Any]:
     art = export_artifact(checkpoint, out / "artifact", max_len=PENDULUM_STEPS)
     manifest = open_artifact(art).manifest
     worst = max(p["max_abs"] for p in manifest["equivalence"]["pairs"].values())
-    return {"artifact": str(art), "max_len": manifest["max_len"], "worst_backend_disagreement": worst,
-            "output_bound": manifest.get("output_bound")}
+    return {
+        "artifact": str(art),
+        "max_len": manifest["max_len"],
+        "worst_backend_disagreement": worst,
+        "output_bound": manifest.get("output_bound"),
+    }
 
 
 def stage_verify(out: Path, artifact: str, cfg: DemoConfig) -> dict[str, Any]:
@@ -123,29 +140,50 @@ def stage_verify(out: Path, artifact: str, cfg: DemoConfig) -> dict[str, Any]:
 
     model = open_model(artifact, backend="ort", max_t=8)
     try:
-        results = verify_model(model, examples=cfg.verify_examples, seed_value=cfg.seed, out_dir=out / "verify")
+        results = verify_model(
+            model, examples=cfg.verify_examples, seed_value=cfg.seed, out_dir=out / "verify"
+        )
     finally:
         model.close()
     rows = [r.to_dict() for r in results]
     failed = [r["name"] for r in rows if r["status"] == "fail"]
     status = "fail: " + ", ".join(failed) if failed else "pass"
-    return {"status": status, "properties": {r["name"]: f"{r['status']} ({r['examples']} examples)" for r in rows}, "results": rows}
+    return {
+        "status": status,
+        "properties": {r["name"]: f"{r['status']} ({r['examples']} examples)" for r in rows},
+        "results": rows,
+    }
 
 
-def stage_certify(out: Path, artifact: str, cfg: DemoConfig, progress: Callable[[int], None] | None) -> dict[str, Any]:
+def stage_certify(
+    out: Path, artifact: str, cfg: DemoConfig, progress: Callable[[int], None] | None
+) -> dict[str, Any]:
     from tickformer.certify.campaign import CampaignConfig, EvtConfig, certify_artifact
     from tickformer.certify.report import write_report
 
-    report, durations = certify_artifact(artifact, backend="ort", budget_ns=float(cfg.step_budget_ns),
-                                         campaign=CampaignConfig(samples=cfg.samples, warmup=1000, seed=cfg.seed),
-                                         evt_config=EvtConfig(n_boot=cfg.n_boot, seed=cfg.seed), progress=progress)
+    report, durations = certify_artifact(
+        artifact,
+        backend="ort",
+        budget_ns=float(cfg.step_budget_ns),
+        campaign=CampaignConfig(samples=cfg.samples, warmup=1000, seed=cfg.seed),
+        evt_config=EvtConfig(n_boot=cfg.n_boot, seed=cfg.seed),
+        progress=progress,
+    )
     write_report(out / "certify", report, durations)
     st = report["stats"]
     pw = (report.get("evt") or {}).get("pwcet_ns", {}).get("1e-09")
-    return {"verdict": report["verdict"], "reasons": report["reasons"], "budget_us": cfg.step_budget_ns / 1e3,
-            "p50_us": st["p50"] / 1e3, "p99_us": st["p99"] / 1e3, "p99.9_us": st["p99.9"] / 1e3,
-            "max_us": st["max"] / 1e3, "pwcet_1e-9_us": None if pw is None else pw / 1e3,
-            "xi": (report.get("evt") or {}).get("fit", {}).get("xi"), "report": str(out / "certify")}
+    return {
+        "verdict": report["verdict"],
+        "reasons": report["reasons"],
+        "budget_us": cfg.step_budget_ns / 1e3,
+        "p50_us": st["p50"] / 1e3,
+        "p99_us": st["p99"] / 1e3,
+        "p99.9_us": st["p99.9"] / 1e3,
+        "max_us": st["max"] / 1e3,
+        "pwcet_1e-9_us": None if pw is None else pw / 1e3,
+        "xi": (report.get("evt") or {}).get("fit", {}).get("xi"),
+        "report": str(out / "certify"),
+    }
 
 
 def run_loop(controller: Any, cfg: DemoConfig, plant_params: Any, u_max: float) -> dict[str, Any]:
@@ -153,8 +191,18 @@ def run_loop(controller: Any, cfg: DemoConfig, plant_params: Any, u_max: float) 
     from tickformer.runtime.control_loop import ControlLoop, LoopConfig
 
     plant = SimulatedPlant(plant_params, reference(cfg), n_ticks_max=cfg.ticks * 64)
-    loop = ControlLoop(controller, LoopConfig(period_ns=cfg.period_ns, budget_ns=cfg.tick_budget_ns, fallback="hold",
-                                              safe_action=(0.0,), output_bound=u_max, hist_bin_ns=50_000, hist_bins=200))
+    loop = ControlLoop(
+        controller,
+        LoopConfig(
+            period_ns=cfg.period_ns,
+            budget_ns=cfg.tick_budget_ns,
+            fallback="hold",
+            safe_action=(0.0,),
+            output_bound=u_max,
+            hist_bin_ns=50_000,
+            hist_bins=200,
+        ),
+    )
     # warm the controller (first-call paths of the backend) outside the loop
     controller.step(plant.observe(0))
     stats = loop.run(cfg.ticks, plant.observe, plant.actuate)
@@ -185,7 +233,9 @@ def stage_loop(artifact: str, checkpoint: str, cfg: DemoConfig, output_bound: fl
     weights = {"kp": cfg.kp, "w_omega": cfg.w_omega}
     session = load(artifact, backend="ort", contracts="off")
     try:
-        controller = ModelMPC(cfg.candidates, plant_params.u_max, session, meta["norm"], output_bound, **weights)
+        controller = ModelMPC(
+            cfg.candidates, plant_params.u_max, session, meta["norm"], output_bound, **weights
+        )
         model = run_loop(controller, cfg, plant_params, plant_params.u_max)
     finally:
         session.close()
@@ -207,9 +257,16 @@ def plot_tracking(path: Path, loop: dict[str, Any], cfg: DemoConfig) -> None:
     n = len(loop["model"]["theta"])
     t = np.arange(n) * dt
     ax.plot(t, cfg.amplitude * np.sin(2 * np.pi * t / cfg.ref_period_s), "k--", lw=1, label="reference")
-    ax.plot(t, loop["model"]["theta"], label=f"model MPC (rms {loop['model']['tracking']['rms_rad']:.4f} rad)")
+    ax.plot(
+        t, loop["model"]["theta"], label=f"model MPC (rms {loop['model']['tracking']['rms_rad']:.4f} rad)"
+    )
     tt = np.arange(len(loop["true"]["theta"])) * dt
-    ax.plot(tt, loop["true"]["theta"], label=f"true-model MPC (rms {loop['true']['tracking']['rms_rad']:.4f} rad)", alpha=0.8)
+    ax.plot(
+        tt,
+        loop["true"]["theta"],
+        label=f"true-model MPC (rms {loop['true']['tracking']['rms_rad']:.4f} rad)",
+        alpha=0.8,
+    )
     ax.set_xlabel("plant time (s)")
     ax.set_ylabel("theta (rad)")
     ax.legend(fontsize=8)
@@ -226,11 +283,17 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
     t.add_column("result")
     tr = summary.get("train")
     if tr:
-        t.add_row("train", f"{tr['steps']} steps in {tr['seconds']} s; held-out one-step RMSE {tr['held_out_rmse']:.4f} "
-                           f"(std. units; {tr['baseline']}: {tr['baseline_rmse']:.2e})")
+        t.add_row(
+            "train",
+            f"{tr['steps']} steps in {tr['seconds']} s; held-out one-step RMSE {tr['held_out_rmse']:.4f} "
+            f"(std. units; {tr['baseline']}: {tr['baseline_rmse']:.2e})",
+        )
     ex = summary.get("export")
     if ex:
-        t.add_row("export", f"max_len {ex['max_len']}; worst backend disagreement {ex['worst_backend_disagreement']:.2g}")
+        t.add_row(
+            "export",
+            f"max_len {ex['max_len']}; worst backend disagreement {ex['worst_backend_disagreement']:.2g}",
+        )
     ve = summary.get("verify")
     if ve:
         detail = ve.get("reason") or ", ".join(f"{k} {v}" for k, v in ve.get("properties", {}).items())
@@ -238,19 +301,24 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
     ce = summary.get("certify")
     if ce:
         pw = "-" if ce["pwcet_1e-9_us"] is None else f"{ce['pwcet_1e-9_us']:.4g}"
-        t.add_row("certify (ort)", f"[bold]{ce['verdict']}[/] at {ce['budget_us']:.0f} us/step: p50 {ce['p50_us']:.1f}, "
-                                   f"p99 {ce['p99_us']:.1f}, max {ce['max_us']:.1f} us; pWCET(1e-9) {pw} us\n{ce['reasons'][0]}")
+        t.add_row(
+            "certify (ort)",
+            f"[bold]{ce['verdict']}[/] at {ce['budget_us']:.0f} us/step: p50 {ce['p50_us']:.1f}, "
+            f"p99 {ce['p99_us']:.1f}, max {ce['max_us']:.1f} us; pWCET(1e-9) {pw} us\n{ce['reasons'][0]}",
+        )
     lo = summary.get("loop")
     if lo:
         for name in ("model", "true"):
             r = lo[name]
             d = r["deadlines"]
-            t.add_row(f"loop: {name} MPC",
-                      f"tracking rms {r['tracking']['rms_rad']:.4f} rad, max {r['tracking']['max_abs_rad']:.4f} rad | "
-                      f"{d['ticks']} ticks, misses {d['deadline_misses']}, skipped {d['skipped_periods']}, "
-                      f"overruns {d['overruns']}, violations {d['contract_violations']}, faults {d['faults']}, "
-                      f"fallbacks {d['fallbacks']} | step max {d['step_max'] / 1e3:.0f} us, "
-                      f"wake lateness max {d['wake_lateness_max'] / 1e3:.0f} us")
+            t.add_row(
+                f"loop: {name} MPC",
+                f"tracking rms {r['tracking']['rms_rad']:.4f} rad, max {r['tracking']['max_abs_rad']:.4f} rad | "
+                f"{d['ticks']} ticks, misses {d['deadline_misses']}, skipped {d['skipped_periods']}, "
+                f"overruns {d['overruns']}, violations {d['contract_violations']}, faults {d['faults']}, "
+                f"fallbacks {d['fallbacks']} | step max {d['step_max'] / 1e3:.0f} us, "
+                f"wake lateness max {d['wake_lateness_max'] / 1e3:.0f} us",
+            )
         t.add_row("loop: open (u = 0)", f"tracking rms {lo['open_loop']['tracking']['rms_rad']:.4f} rad")
     console.print(t)
 
@@ -259,18 +327,42 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("demo", help="end to end: train, export, verify, certify, closed loop",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "demo",
+        help="end to end: train, export, verify, certify, closed loop",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     d = DemoConfig()
     p.add_argument("--out", required=True, help="report directory")
-    p.add_argument("--train-steps", type=int, default=d.train_steps, help=f"training steps (default {d.train_steps})")
-    p.add_argument("--samples", type=int, default=d.samples, help=f"certification samples (default {d.samples})")
+    p.add_argument(
+        "--train-steps", type=int, default=d.train_steps, help=f"training steps (default {d.train_steps})"
+    )
+    p.add_argument(
+        "--samples", type=int, default=d.samples, help=f"certification samples (default {d.samples})"
+    )
     p.add_argument("--n-boot", type=int, default=d.n_boot, help=f"bootstrap replicates (default {d.n_boot})")
-    p.add_argument("--ticks", type=int, default=d.ticks, help=f"control ticks per closed loop (default {d.ticks})")
-    p.add_argument("--period-ms", type=float, default=d.period_ms, help=f"wall-clock loop period (default {d.period_ms})")
-    p.add_argument("--tick-budget-ms", type=float, default=None, help="per-tick budget (default: half the period)")
-    p.add_argument("--verify-examples", type=int, default=d.verify_examples, help=f"Hypothesis examples per contract property (default {d.verify_examples})")
-    p.add_argument("--candidates", type=int, default=d.candidates, help=f"candidate torques per tick (default {d.candidates})")
+    p.add_argument(
+        "--ticks", type=int, default=d.ticks, help=f"control ticks per closed loop (default {d.ticks})"
+    )
+    p.add_argument(
+        "--period-ms", type=float, default=d.period_ms, help=f"wall-clock loop period (default {d.period_ms})"
+    )
+    p.add_argument(
+        "--tick-budget-ms", type=float, default=None, help="per-tick budget (default: half the period)"
+    )
+    p.add_argument(
+        "--verify-examples",
+        type=int,
+        default=d.verify_examples,
+        help=f"Hypothesis examples per contract property (default {d.verify_examples})",
+    )
+    p.add_argument(
+        "--candidates",
+        type=int,
+        default=d.candidates,
+        help=f"candidate torques per tick (default {d.candidates})",
+    )
     p.add_argument("--seed", type=int, default=d.seed, help="seed (default 0)")
     p.set_defaults(func=run)
 
@@ -279,14 +371,24 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    cfg = DemoConfig(train_steps=args.train_steps, seed=args.seed, samples=args.samples, n_boot=args.n_boot,
-                     ticks=args.ticks, period_ms=args.period_ms, tick_budget_ms=args.tick_budget_ms,
-                     candidates=args.candidates, verify_examples=args.verify_examples)
+    cfg = DemoConfig(
+        train_steps=args.train_steps,
+        seed=args.seed,
+        samples=args.samples,
+        n_boot=args.n_boot,
+        ticks=args.ticks,
+        period_ms=args.period_ms,
+        tick_budget_ms=args.tick_budget_ms,
+        candidates=args.candidates,
+        verify_examples=args.verify_examples,
+    )
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise TickformerError(f"cannot create --out {out}: {exc.strerror or exc}; choose another --out directory") from exc
+        raise TickformerError(
+            f"cannot create --out {out}: {exc.strerror or exc}; choose another --out directory"
+        ) from exc
     console = Console()
     summary: dict[str, Any] = {"config": asdict(cfg), "stage_seconds": {}}
     interactive = console.is_terminal
@@ -304,8 +406,15 @@ def run(args: argparse.Namespace) -> int:
     timed("verify", lambda: stage_verify(out, ex["artifact"], cfg))
 
     def certify() -> dict[str, Any]:
-        with Progress(TextColumn("sampling"), BarColumn(), MofNCompleteColumn(), console=console,
-                      auto_refresh=False, transient=True, disable=not interactive) as bar:
+        with Progress(
+            TextColumn("sampling"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=console,
+            auto_refresh=False,
+            transient=True,
+            disable=not interactive,
+        ) as bar:
             task = bar.add_task("sampling", total=cfg.samples)
 
             def progress(done: int) -> None:

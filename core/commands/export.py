@@ -14,32 +14,63 @@ from tickformer.commands import args as shared
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("export", help="export a checkpoint to an ONNX artifact directory", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "export",
+        help="export a checkpoint to an ONNX artifact directory",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("checkpoint", type=Path, help="checkpoint directory (tickformer train --out)")
-    p.add_argument("--out", type=Path, required=True, help="artifact directory to write (replaced atomically if it is an artifact)")
-    p.add_argument("--max-len", type=int, default=None, help="static KV-cache length and longest sequence (default: the checkpoint's max_len)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="artifact directory to write (replaced atomically if it is an artifact)",
+    )
+    p.add_argument(
+        "--max-len",
+        type=int,
+        default=None,
+        help="static KV-cache length and longest sequence (default: the checkpoint's max_len)",
+    )
     p.add_argument("--batch", type=int, default=1, help="static batch size of every graph (default 1)")
     p.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17: TensorRT 10.3 / JetPack 6)")
-    shared.domain(p, help="declared input domain LO:HI for continuous inputs (default: checkpoint meta, else -10:10)")
-    p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32",
-                   help="fp16: mixed-precision graphs (fp32 scores/softmax/LayerNorm statistics), error measured and recorded")
+    shared.domain(
+        p, help="declared input domain LO:HI for continuous inputs (default: checkpoint meta, else -10:10)"
+    )
+    p.add_argument(
+        "--precision",
+        choices=["fp32", "fp16"],
+        default="fp32",
+        help="fp16: mixed-precision graphs (fp32 scores/softmax/LayerNorm statistics), error measured and recorded",
+    )
     shared.seed(p, help="seed of the export-time equivalence inputs")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from tickformer.artifact import open_artifact
     from tickformer.contracts.input_domain import parse_domain
     from tickformer.export.writer import export_artifact
-    from tickformer.artifact import open_artifact
 
     domain = None if args.domain is None else parse_domain(args.domain)
-    out = export_artifact(args.checkpoint, args.out, max_len=args.max_len, batch=args.batch, opset=args.opset, domain=domain, seed=args.seed, precision=args.precision)
+    out = export_artifact(
+        args.checkpoint,
+        args.out,
+        max_len=args.max_len,
+        batch=args.batch,
+        opset=args.opset,
+        domain=domain,
+        seed=args.seed,
+        precision=args.precision,
+    )
     art = open_artifact(out)
     worst = max(p["max_abs"] for p in art.manifest["equivalence"]["pairs"].values())
     tol = art.tolerance
     print(
-        f"exported {out}: graphs {', '.join(sorted(art.manifest['graphs']))}; max_len {art.max_len}, batch {art.batch}, "
-        f"opset {art.manifest['opset']}; worst backend disagreement {worst:.3g} (tolerance atol={tol['atol']:.3g}, rtol={tol['rtol']:.3g})"
+        f"exported {out}: graphs {', '.join(sorted(art.manifest['graphs']))}; max_len {art.max_len}, "
+        f"batch {art.batch}, "
+        f"opset {art.manifest['opset']}; worst backend disagreement {worst:.3g} (tolerance "
+        f"atol={tol['atol']:.3g}, rtol={tol['rtol']:.3g})"
     )
     return 0

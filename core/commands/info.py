@@ -15,10 +15,18 @@ from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("info", help="show a preset's or a checkpoint's configuration and parameter count", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checkpoint", nargs="?", type=Path, default=None, help="checkpoint directory (tickformer train --out)")
-    p.add_argument("--preset", default=None, help="preset name, e.g. paper-base, paper-big, control, reverse, tiny")
+    p = subparsers.add_parser(
+        "info",
+        help="show a preset's or a checkpoint's configuration and parameter count",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "checkpoint", nargs="?", type=Path, default=None, help="checkpoint directory (tickformer train --out)"
+    )
+    p.add_argument(
+        "--preset", default=None, help="preset name, e.g. paper-base, paper-big, control, reverse, tiny"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
 
@@ -43,14 +51,18 @@ def run(args: argparse.Namespace) -> int:
             width = max(len(n) for n in rows)
             for name, count in rows.items():
                 cfg = PRESETS[name]
-                print(f"{name:<{width}}  {count:>12,} parameters  ({cfg.arch}, {cfg.inputs}, d_model {cfg.d_model}, "
-                      f"{cfg.n_enc_layers}+{cfg.n_layers} layers)")
+                print(
+                    f"{name:<{width}}  {count:>12,} parameters  ({cfg.arch}, {cfg.inputs}, d_model {cfg.d_model}, "
+                    f"{cfg.n_enc_layers}+{cfg.n_layers} layers)"
+                )
         return 0
     if args.preset is not None:
         config = preset(args.preset)
         count = parameter_count(config)
         if args.json:
-            print(json.dumps({"preset": args.preset, "config": config.to_dict(), "parameters": count}, indent=2))
+            print(
+                json.dumps({"preset": args.preset, "config": config.to_dict(), "parameters": count}, indent=2)
+            )
         else:
             print(f"preset {args.preset}")
             print("\n".join(_config_lines(config)))
@@ -63,8 +75,18 @@ def run(args: argparse.Namespace) -> int:
     count = parameter_count(ckpt.config)
     manifest = json.loads((args.checkpoint / "checkpoint.json").read_text())
     if args.json:
-        print(json.dumps({"checkpoint": str(args.checkpoint), "config": ckpt.config.to_dict(), "parameters": count,
-                          "meta": ckpt.meta, "files": manifest["files"]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "checkpoint": str(args.checkpoint),
+                    "config": ckpt.config.to_dict(),
+                    "parameters": count,
+                    "meta": ckpt.meta,
+                    "files": manifest["files"],
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"checkpoint {args.checkpoint} (verified: {len(manifest['files'])} files, SHA-256 ok)")
     print("\n".join(_config_lines(ckpt.config)))
@@ -76,7 +98,10 @@ def run(args: argparse.Namespace) -> int:
     metrics = meta.get("metrics")
     if isinstance(metrics, dict):
         shown = {k: v for k, v in metrics.items() if isinstance(v, (int, float, bool))}
-        print("held-out metrics " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
+        print(
+            "held-out metrics "
+            + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
+        )
         for key in ("target", "baseline", "rmse_units"):
             if isinstance(metrics.get(key), str):
                 print(f"  {key}: {metrics[key]}")

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from tickformer.commands import args as shared
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("inspect", help="summarise an exported artifact (hashes verified)", description=__doc__)
+    p = subparsers.add_parser(
+        "inspect", help="summarise an exported artifact (hashes verified)", description=__doc__
+    )
     shared.artifact(p)
     p.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
     p.set_defaults(func=run)
@@ -25,13 +26,20 @@ def _io(specs: list[dict[str, Any]]) -> str:
 def summary(manifest: dict[str, Any]) -> list[str]:
     """The readable lines (pure: manifest in, text out)."""
     c = manifest["config"]
-    kind = f"tokens (V={c['vocab_size']})" if c["inputs"] == "tokens" else f"continuous (d_in={c['d_in']}, d_out={c['d_out']})"
+    kind = (
+        f"tokens (V={c['vocab_size']})"
+        if c["inputs"] == "tokens"
+        else f"continuous (d_in={c['d_in']}, d_out={c['d_out']})"
+    )
     layers = f"{c['n_enc_layers']}+{c['n_layers']}" if c["arch"] == "encoder-decoder" else f"{c['n_layers']}"
     lines = [
-        f"tickformer artifact v{manifest['version']} (opset {manifest['opset']}, created {manifest.get('created_utc', '?')})",
-        f"model     {c['arch']}, {kind}, d_model {c['d_model']}, heads {c['n_heads']}, d_ff {c['d_ff']}, layers {layers}",
+        f"tickformer artifact v{manifest['version']} (opset {manifest['opset']}, created "
+        f"{manifest.get('created_utc', '?')})",
+        f"model     {c['arch']}, {kind}, d_model {c['d_model']}, heads {c['n_heads']}, d_ff "
+        f"{c['d_ff']}, layers {layers}",
         f"static    batch {manifest['batch']}, max_len {manifest['max_len']}",
-        f"domain    inputs in [{manifest['input_domain'][0]}, {manifest['input_domain'][1]}]; |output| <= {manifest.get('output_bound')} (analytic, any finite input)",
+        f"domain    inputs in [{manifest['input_domain'][0]}, {manifest['input_domain'][1]}]; |output| "
+        f"<= {manifest.get('output_bound')} (analytic, any finite input)",
         "graphs",
     ]
     for name, g in sorted(manifest["graphs"].items()):
@@ -45,10 +53,15 @@ def summary(manifest: dict[str, Any]) -> list[str]:
     tol = manifest["tolerance"]
     lines.append(f"tolerance atol {tol['atol']:.3g}, rtol {tol['rtol']:.3g}: {tol['reason']}")
     eq = manifest.get("equivalence", {})
-    lines.append(f"measured  (seed {eq.get('seed')}, model lengths {eq.get('model_lengths')}, {eq.get('step_positions')} step positions)")
+    lines.append(
+        f"measured  (seed {eq.get('seed')}, model lengths {eq.get('model_lengths')}, "
+        f"{eq.get('step_positions')} step positions)"
+    )
     for pair, e in sorted(eq.get("pairs", {}).items()):
         lines.append(f"  {pair:<28} max abs {e['max_abs']:.3g}   max rel {e['max_rel']:.3g}")
-    lines.append("versions  " + ", ".join(f"{k} {v}" for k, v in sorted(manifest.get("versions", {}).items())))
+    lines.append(
+        "versions  " + ", ".join(f"{k} {v}" for k, v in sorted(manifest.get("versions", {}).items()))
+    )
     return lines
 
 

@@ -18,17 +18,49 @@ from tickformer.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("prove", help="prove the contracts' specifications with CrossHair (with wrong twins)")
-    p.add_argument("--per-condition-timeout", type=float, default=3.0, metavar="S", help="CPU seconds per condition (default 3)")
-    p.add_argument("--total-timeout", type=float, default=240.0, metavar="S", help="wall-clock budget for the whole run (default 240)")
+    p = subparsers.add_parser(
+        "prove", help="prove the contracts' specifications with CrossHair (with wrong twins)"
+    )
+    p.add_argument(
+        "--per-condition-timeout",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="CPU seconds per condition (default 3)",
+    )
+    p.add_argument(
+        "--total-timeout",
+        type=float,
+        default=240.0,
+        metavar="S",
+        help="wall-clock budget for the whole run (default 240)",
+    )
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    p.add_argument("--contract", action="append", default=None, metavar="NAME", help="only this contract (repeatable)")
+    p.add_argument(
+        "--contract", action="append", default=None, metavar="NAME", help="only this contract (repeatable)"
+    )
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the results as JSON")
-    p.add_argument("--assurance", action="store_true", help="print the assurance table and write it as markdown")
-    p.add_argument("--no-proofs", action="store_true", help="with --assurance: do not run CrossHair (verdicts 'not run')")
-    p.add_argument("--assurance-out", type=Path, default=Path("docs/assurance.md"), metavar="FILE", help="markdown path (default docs/assurance.md)")
-    p.add_argument("--tests", type=Path, default=Path("tests/contracts"), metavar="DIR",
-                   help="the property tests whose example counts the table shows (default tests/contracts of the checkout in the current directory)")
+    p.add_argument(
+        "--assurance", action="store_true", help="print the assurance table and write it as markdown"
+    )
+    p.add_argument(
+        "--no-proofs", action="store_true", help="with --assurance: do not run CrossHair (verdicts 'not run')"
+    )
+    p.add_argument(
+        "--assurance-out",
+        type=Path,
+        default=Path("docs/assurance.md"),
+        metavar="FILE",
+        help="markdown path (default docs/assurance.md)",
+    )
+    p.add_argument(
+        "--tests",
+        type=Path,
+        default=Path("tests/contracts"),
+        metavar="DIR",
+        help="the property tests whose example counts the table shows "
+        "(default tests/contracts of the checkout in the current directory)",
+    )
     p.set_defaults(func=run)
 
 
@@ -53,7 +85,9 @@ def run(args: argparse.Namespace) -> int:
     if not (args.assurance and args.no_proofs):
         start = time.monotonic()
         with console.status("CrossHair: checking specs and wrong twins ..."):
-            outcomes = prove.run_proofs(proofs, per_condition_s=args.per_condition_timeout, total_s=args.total_timeout, jobs=args.jobs)
+            outcomes = prove.run_proofs(
+                proofs, per_condition_s=args.per_condition_timeout, total_s=args.total_timeout, jobs=args.jobs
+            )
         wall = time.monotonic() - start
         _print_results(console, outcomes, wall)
         ok = all(o.ok for o in outcomes)
@@ -79,20 +113,37 @@ def _print_results(console, outcomes, wall: float) -> None:
         cpu = sum(r.cpu_s for r in o.spec_results) + sum(r.cpu_s for r in o.twin_results)
         verdict = o.spec_status if o.spec_ok else "[red]FAILED[/red]"
         twin = "[green]refuted[/green]" if o.twin_refuted else "[red]SURVIVED[/red]"
-        table.add_row(o.proof.contract, o.proof.spec.__name__, o.proof.values, f"{confirmed}/{n} confirmed", verdict, f"{cpu:.1f}", o.proof.twin.__name__, twin)
+        table.add_row(
+            o.proof.contract,
+            o.proof.spec.__name__,
+            o.proof.values,
+            f"{confirmed}/{n} confirmed",
+            verdict,
+            f"{cpu:.1f}",
+            o.proof.twin.__name__,
+            twin,
+        )
     console.print(table)
     for o in outcomes:
         for r in o.spec_results:
             if r.verdict not in ("confirmed", "not confirmed"):
-                console.print(f"[red]{o.proof.spec.__name__}: {r.verdict}[/red] {r.condition}: {r.message}", soft_wrap=True)
+                console.print(
+                    f"[red]{o.proof.spec.__name__}: {r.verdict}[/red] {r.condition}: {r.message}",
+                    soft_wrap=True,
+                )
         if not o.twin_refuted:
-            console.print(f"[red]wrong twin {o.proof.twin.__name__} survived[/red]: the checker did not refute it", soft_wrap=True)
+            console.print(
+                f"[red]wrong twin {o.proof.twin.__name__} survived[/red]: the checker did not refute it",
+                soft_wrap=True,
+            )
         else:
             r = next(r for r in o.twin_results if r.verdict == COUNTEREXAMPLE)
             console.print(f"  twin {o.proof.twin.__name__}: {r.message}", soft_wrap=True, highlight=False)
     ok = all(o.ok for o in outcomes)
-    console.print(f"{'OK' if ok else 'FAILED'}: {sum(o.spec_ok for o in outcomes)}/{len(outcomes)} specs hold, "
-                  f"{sum(o.twin_refuted for o in outcomes)}/{len(outcomes)} wrong twins refuted, {wall:.1f} s wall")
+    console.print(
+        f"{'OK' if ok else 'FAILED'}: {sum(o.spec_ok for o in outcomes)}/{len(outcomes)} specs hold, "
+        f"{sum(o.twin_refuted for o in outcomes)}/{len(outcomes)} wrong twins refuted, {wall:.1f} s wall"
+    )
 
 
 def _assurance(console, outcomes, args: argparse.Namespace) -> None:
@@ -102,14 +153,35 @@ def _assurance(console, outcomes, args: argparse.Namespace) -> None:
 
     rows = assurance.build_table(outcomes, tests_root=args.tests)
     table = Table(title="Assurance table", show_lines=True)
-    for col in ("contract", "bound", "proofs / wrong twins", "property tests", "run-time monitor", "tickformer verify"):
+    for col in (
+        "contract",
+        "bound",
+        "proofs / wrong twins",
+        "property tests",
+        "run-time monitor",
+        "tickformer verify",
+    ):
         table.add_column(col, overflow="fold")
     for r in rows:
-        proofs = "\n".join(f"{p['spec']}: {p['status']} / {p['twin']}: {p['twin_status']}" for p in r["proofs"]) or "-"
+        proofs = (
+            "\n".join(f"{p['spec']}: {p['status']} / {p['twin']}: {p['twin_status']}" for p in r["proofs"])
+            or "-"
+        )
         tests = "\n".join(f"{name.split('::')[-1]}: {n}" for name, n in r["tests"]) or "-"
-        table.add_row(f"{r['contract']}\n{r['statement']}", r["bound"] or "-", proofs, tests, r["monitor"], r["exported"] or "-")
+        table.add_row(
+            f"{r['contract']}\n{r['statement']}",
+            r["bound"] or "-",
+            proofs,
+            tests,
+            r["monitor"],
+            r["exported"] or "-",
+        )
     console.print(table)
-    note = "Proof verdicts from this run." if outcomes else "Proofs not run (`--no-proofs`): verdicts show 'not run'."
+    note = (
+        "Proof verdicts from this run."
+        if outcomes
+        else "Proofs not run (`--no-proofs`): verdicts show 'not run'."
+    )
     out = args.assurance_out
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, assurance.to_markdown(rows, note).encode())

@@ -19,19 +19,51 @@ import numpy as np
 def register(subparsers: argparse._SubParsersAction) -> None:
     from tickformer.commands import args as shared
 
-    p = subparsers.add_parser("run", help="run an artifact step by step on an input file", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "run",
+        help="run an artifact step by step on an input file",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     shared.artifact(p)
     shared.backend(p)
-    p.add_argument("--input", type=Path, required=True, help=".npy input sequence (or source tokens, encoder-decoder)")
-    p.add_argument("--output", type=Path, default=None, help=".npy file for the outputs (default: print a summary only)")
-    p.add_argument("--contracts", default="off", choices=("off", "check", "monitor"), help="run-time contract mode")
-    p.add_argument("--bos", type=int, default=None, help="encoder-decoder: start token id (default: from the checkpoint meta)")
-    p.add_argument("--eos", type=int, default=None, help="encoder-decoder: stop token id (default: from the checkpoint meta)")
-    p.add_argument("--max-new", type=int, default=None, help="encoder-decoder: tokens to generate (default max_len)")
-    p.add_argument("--binding", choices=("iobinding", "run"), default=None, help="ort: IOBinding (default) or InferenceSession.run")
+    p.add_argument(
+        "--input", type=Path, required=True, help=".npy input sequence (or source tokens, encoder-decoder)"
+    )
+    p.add_argument(
+        "--output", type=Path, default=None, help=".npy file for the outputs (default: print a summary only)"
+    )
+    p.add_argument(
+        "--contracts", default="off", choices=("off", "check", "monitor"), help="run-time contract mode"
+    )
+    p.add_argument(
+        "--bos",
+        type=int,
+        default=None,
+        help="encoder-decoder: start token id (default: from the checkpoint meta)",
+    )
+    p.add_argument(
+        "--eos",
+        type=int,
+        default=None,
+        help="encoder-decoder: stop token id (default: from the checkpoint meta)",
+    )
+    p.add_argument(
+        "--max-new", type=int, default=None, help="encoder-decoder: tokens to generate (default max_len)"
+    )
+    p.add_argument(
+        "--binding",
+        choices=("iobinding", "run"),
+        default=None,
+        help="ort: IOBinding (default) or InferenceSession.run",
+    )
     shared.threads(p, default=None)
-    p.add_argument("--repeat", type=int, default=1, help="run the sequence this many times (reset() in between) for more latency samples")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the sequence this many times (reset() in between) for more latency samples",
+    )
     p.set_defaults(func=run)
 
 
@@ -59,7 +91,9 @@ def _save(path: Path, out: np.ndarray) -> None:
     try:
         np.save(path, out)
     except OSError as exc:
-        raise InputError(f"cannot write --output {path}: {exc.strerror or exc}; choose a writable path (its folder must exist)") from None
+        raise InputError(
+            f"cannot write --output {path}: {exc.strerror or exc}; choose a writable path (its folder must exist)"
+        ) from None
 
 
 def _steps(session, data: np.ndarray, repeat: int) -> tuple[np.ndarray, np.ndarray]:
@@ -84,28 +118,44 @@ def run(args: argparse.Namespace) -> int:
 
     options = {k: v for k, v in (("binding", args.binding), ("threads", args.threads)) if v is not None}
     if options and not args.backend.startswith("ort"):
-        raise InputError(f"--binding/--threads are options of the ort backends, not of {args.backend!r}; drop them or use --backend ort")
+        raise InputError(
+            f"--binding/--threads are options of the ort backends, not of {args.backend!r}; drop them "
+            "or use --backend ort"
+        )
     if args.repeat < 1:
         raise InputError(f"--repeat {args.repeat} must be >= 1")
     with load(args.artifact, backend=args.backend, contracts=args.contracts, **options) as session:
         data = _read(args.input, session)
         if session.config.arch == "encoder-decoder":
             if args.bos is None and session.special_token("bos") is None:
-                raise InputError("encoder-decoder artifacts need --bos ID (the start token; the checkpoint meta records none)")
+                raise InputError(
+                    "encoder-decoder artifacts need --bos ID (the start token; the checkpoint meta records none)"
+                )
             out = session.generate(data, args.max_new or session.max_len, bos=args.bos, eos=args.eos)
             times = None
         else:
-            if data.ndim != len(session.input_shape) or data.shape[0] != session.batch or data.shape[1] > session.max_len:
+            if (
+                data.ndim != len(session.input_shape)
+                or data.shape[0] != session.batch
+                or data.shape[1] > session.max_len
+            ):
                 raise InputError(
-                    f"{args.input}: shape {data.shape} does not fit this artifact: need [{session.batch}, T(<= {session.max_len})"
+                    f"{args.input}: shape {data.shape} does not fit this artifact: need "
+                    f"[{session.batch}, T(<= {session.max_len})"
                     + ("]" if session.tokens else f", {session.config.d_in}]")
-                    + (f"; re-export with --max-len {data.shape[1]} or split the sequence" if data.ndim == len(session.input_shape) and data.shape[1] > session.max_len
-                       else "; save it in that shape")
+                    + (
+                        f"; re-export with --max-len {data.shape[1]} or split the sequence"
+                        if data.ndim == len(session.input_shape) and data.shape[1] > session.max_len
+                        else "; save it in that shape"
+                    )
                 )
             out, times = _steps(session, data, args.repeat)
         if args.output is not None:
             _save(args.output, out)
-        print(f"{args.backend}: {data.shape} -> {out.shape}" + (f", written to {args.output}" if args.output else ""))
+        print(
+            f"{args.backend}: {data.shape} -> {out.shape}"
+            + (f", written to {args.output}" if args.output else "")
+        )
         if times is not None and times.size:
             p50, p90, p99 = np.percentile(times, [50, 90, 99])
             print(

@@ -16,29 +16,60 @@ from tickformer.commands import args as shared
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("train", help="train a model on a built-in task and write a checkpoint", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", required=True, help="built-in task: reverse (encoder-decoder, tokens) or pendulum (decoder-only, continuous)")
-    p.add_argument("--out", type=Path, required=True, help="checkpoint directory to write (an existing checkpoint there is replaced)")
-    p.add_argument("--preset", default=None, help="model preset (default: the task's own: reverse -> reverse, pendulum -> control)")
-    p.add_argument("--steps", type=int, default=None, help="optimisation steps (default: the task's budget that reaches its target)")
+    p = subparsers.add_parser(
+        "train",
+        help="train a model on a built-in task and write a checkpoint",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--task",
+        required=True,
+        help="built-in task: reverse (encoder-decoder, tokens) or pendulum (decoder-only, continuous)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="checkpoint directory to write (an existing checkpoint there is replaced)",
+    )
+    p.add_argument(
+        "--preset",
+        default=None,
+        help="model preset (default: the task's own: reverse -> reverse, pendulum -> control)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="optimisation steps (default: the task's budget that reaches its target)",
+    )
     shared.seed(p, help="seed of initialisation, data, batches and dropout")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--require-target", action="store_true", help="exit with status 3 if the held-out target is not met")
+    p.add_argument(
+        "--require-target", action="store_true", help="exit with status 3 if the held-out target is not met"
+    )
     p.set_defaults(func=run)
 
 
 def _summary(metrics: dict) -> list[str]:
     held = metrics["held_out"]
-    lines = [f"trained {metrics['task']} (preset {metrics['preset']}, {metrics['settings']['steps']} steps, seed {metrics['settings']['seed']}) "
-             f"in {metrics['train_seconds']:.1f} s wall / {metrics['train_cpu_seconds']:.1f} s CPU; "
-             f"final loss {metrics['final_loss_mean_last_50']:.4g}"]
+    lines = [
+        f"trained {metrics['task']} (preset {metrics['preset']}, {metrics['settings']['steps']} steps, "
+        f"seed {metrics['settings']['seed']}) "
+        f"in {metrics['train_seconds']:.1f} s wall / {metrics['train_cpu_seconds']:.1f} s CPU; "
+        f"final loss {metrics['final_loss_mean_last_50']:.4g}"
+    ]
     if metrics["task"] == "reverse":
-        lines.append(f"held-out exact match {held['exact_match']:.4f} over {held['held_out_sequences']} sequences "
-                     f"(teacher-forced token accuracy {held['token_accuracy_teacher_forced']:.4f})")
+        lines.append(
+            f"held-out exact match {held['exact_match']:.4f} over {held['held_out_sequences']} sequences "
+            f"(teacher-forced token accuracy {held['token_accuracy_teacher_forced']:.4f})"
+        )
     elif metrics["task"] == "pendulum":
-        lines.append(f"held-out one-step RMSE {held['model_rmse']:.4g} vs linear AR baseline {held['baseline_rmse']:.4g} "
-                     f"(ratio {held['ratio']:.3f}; {held['rmse_units']})")
+        lines.append(
+            f"held-out one-step RMSE {held['model_rmse']:.4g} vs linear AR baseline {held['baseline_rmse']:.4g} "
+            f"(ratio {held['ratio']:.3f}; {held['rmse_units']})"
+        )
     lines.append(f"target {held['target']}: {'met' if held['target_met'] else 'NOT met'}")
     return lines
 
@@ -61,7 +92,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--seed {args.seed} must be >= 0")
     settings = TrainSettings.for_task(task, steps=args.steps, seed=args.seed)
     check_target(args.out)  # fail now, not after training
-    result = train(task, config, settings, out=args.out, preset_name=preset_name, progress=not args.quiet and sys.stderr.isatty())
+    result = train(
+        task,
+        config,
+        settings,
+        out=args.out,
+        preset_name=preset_name,
+        progress=not args.quiet and sys.stderr.isatty(),
+    )
     for line in _summary(result.metrics):
         print(line)
     print(f"checkpoint {result.checkpoint} (metrics.json inside)")

@@ -20,10 +20,15 @@ from tickformer.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("verify", help="property-test an exported model (ours or a bare ONNX [B,T,F]->[B,T,G]) with Hypothesis")
+    p = subparsers.add_parser(
+        "verify",
+        help="property-test an exported model (ours or a bare ONNX [B,T,F]->[B,T,G]) with Hypothesis",
+    )
     shared.artifact(p, name="path", help="artifact directory or .onnx file")
     shared.backend(p, help="ort (CPU; default), ort-cuda, ort-trt; artifacts also numpy")
-    p.add_argument("--examples", type=int, default=50, metavar="N", help="Hypothesis examples per property (default 50)")
+    p.add_argument(
+        "--examples", type=int, default=50, metavar="N", help="Hypothesis examples per property (default 50)"
+    )
     shared.seed(p, help="Hypothesis seed (reproducible)")
     shared.domain(p, help="input domain (default: the artifact's manifest; required for bare ONNX)")
     p.add_argument("--max-t", type=int, default=16, metavar="T", help="longest sequence drawn (default 16)")
@@ -59,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
     start = time.monotonic()
     try:
         with console.status(f"verifying {args.path} ..."):
-            results = verify_model(model, examples=args.examples, seed_value=args.seed, domain=domain, out_dir=args.out)
+            results = verify_model(
+                model, examples=args.examples, seed_value=args.seed, domain=domain, out_dir=args.out
+            )
         used_domain = domain if domain is not None else model.domain
         info = model.describe()
     finally:
@@ -80,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
     tmp.write_text(json.dumps(report, indent=2) + "\n")
     tmp.replace(args.out / "verify.json")
 
-    table = Table(title=f"tickformer verify {args.path} ({info['kind']}, backend {args.backend}, domain {report['domain']})")
+    table = Table(
+        title=f"tickformer verify {args.path} ({info['kind']}, backend {args.backend}, domain {report['domain']})"
+    )
     for col in ("property", "result", "examples", "detail"):
         table.add_column(col, overflow="fold")
     colors = {"pass": "green", "fail": "red", "skip": "yellow"}
@@ -91,9 +100,11 @@ def run(args: argparse.Namespace) -> int:
     for r in results:
         if r.status == "fail":
             _print_counterexample(console, r)
-    console.print(f"{'OK' if ok else 'VIOLATED'}: {sum(r.status == 'pass' for r in results)} passed, "
-                  f"{sum(r.status == 'fail' for r in results)} failed, {sum(r.status == 'skip' for r in results)} skipped "
-                  f"in {wall:.1f} s; report {args.out / 'verify.json'}")
+    console.print(
+        f"{'OK' if ok else 'VIOLATED'}: {sum(r.status == 'pass' for r in results)} passed, "
+        f"{sum(r.status == 'fail' for r in results)} failed, {sum(r.status == 'skip' for r in results)} skipped "
+        f"in {wall:.1f} s; report {args.out / 'verify.json'}"
+    )
     return 0 if ok else 1
 
 
@@ -105,4 +116,8 @@ def _print_counterexample(console, result) -> None:
         with np.load(result.counterexample) as data:
             for key in data.files:
                 if key != "meta":
-                    console.print(f"  {key} {data[key].shape}: {np.array2string(data[key], threshold=24, precision=4)}", soft_wrap=True, highlight=False)
+                    console.print(
+                        f"  {key} {data[key].shape}: {np.array2string(data[key], threshold=24, precision=4)}",
+                        soft_wrap=True,
+                        highlight=False,
+                    )

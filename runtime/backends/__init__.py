@@ -20,9 +20,18 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "numpy": ("tickformer.runtime.backends.numpy", "nothing (numpy is a core dependency)"),
     "numpy-growing": ("tickformer.runtime.backends.numpy", "nothing (numpy is a core dependency)"),
     "ort": ("tickformer.runtime.backends.ort", "pip install 'tickformer[cpu]' (onnxruntime)"),
-    "ort-cuda": ("tickformer.runtime.backends.ort_gpu", "pip install 'tickformer[gpu]' (onnxruntime-gpu) on a machine with an NVIDIA GPU"),
-    "ort-trt": ("tickformer.runtime.backends.ort_gpu", "pip install 'tickformer[gpu]' (onnxruntime-gpu with TensorRT) on a machine with an NVIDIA GPU"),
-    "tensorrt": ("tickformer.runtime.backends.tensorrt", "pip install 'tickformer[tensorrt]' (tensorrt, cuda-python) on a machine with an NVIDIA GPU"),
+    "ort-cuda": (
+        "tickformer.runtime.backends.ort_gpu",
+        "pip install 'tickformer[gpu]' (onnxruntime-gpu) on a machine with an NVIDIA GPU",
+    ),
+    "ort-trt": (
+        "tickformer.runtime.backends.ort_gpu",
+        "pip install 'tickformer[gpu]' (onnxruntime-gpu with TensorRT) on a machine with an NVIDIA GPU",
+    ),
+    "tensorrt": (
+        "tickformer.runtime.backends.tensorrt",
+        "pip install 'tickformer[tensorrt]' (tensorrt, cuda-python) on a machine with an NVIDIA GPU",
+    ),
 }
 
 
@@ -35,11 +44,17 @@ def backend_class(name: str) -> "type[Backend]":
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name == module_name:
-            raise BackendUnavailable(f"backend {name!r} is not part of this build ({module_name} is missing)") from None
-        raise BackendUnavailable(f"backend {name!r} needs {exc.name!r}, which is not installed: {extra}") from None
+            raise BackendUnavailable(
+                f"backend {name!r} is not part of this build ({module_name} is missing)"
+            ) from None
+        raise BackendUnavailable(
+            f"backend {name!r} needs {exc.name!r}, which is not installed: {extra}"
+        ) from None
     except ImportError as exc:
         raise BackendUnavailable(f"backend {name!r} cannot be imported ({exc}): {extra}") from None
     backends = getattr(module, "BACKENDS", {})
     if name not in backends:
-        raise BackendUnavailable(f"backend {name!r}: {module_name} does not provide it (BACKENDS has {sorted(backends)})")
+        raise BackendUnavailable(
+            f"backend {name!r}: {module_name} does not provide it (BACKENDS has {sorted(backends)})"
+        )
     return backends[name]

@@ -75,5 +75,5 @@ class Backend(abc.ABC):
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
         """(k_cache, v_cache) [L, B, H, N, dh] as host arrays (views where the cache is on the host)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op default: a backend without resources need not override it
         """Release engine resources. Idempotent."""

@@ -65,12 +65,17 @@ def device_info(trt: ModuleType, cudart: ModuleType) -> DeviceInfo:
     """TensorRT version and the current GPU; BackendUnavailable when there is no GPU."""
     err, count = cudart.cudaGetDeviceCount()
     if int(err) != 0 or count < 1:
-        raise BackendUnavailable(f"no CUDA GPU is visible (cudaGetDeviceCount: {getattr(err, 'name', err)}, {count} devices)")
+        raise BackendUnavailable(
+            f"no CUDA GPU is visible (cudaGetDeviceCount: {getattr(err, 'name', err)}, {count} devices)"
+        )
     device = cuda_check(cudart.cudaGetDevice(), "cudaGetDevice")
     props = cuda_check(cudart.cudaGetDeviceProperties(device), "cudaGetDeviceProperties")
     name = props.name.decode("utf-8", "replace") if isinstance(props.name, bytes) else str(props.name)
-    return DeviceInfo(tensorrt=str(trt.__version__), gpu=name.rstrip("\x00").strip(),
-                      compute_capability=(int(props.major), int(props.minor)))
+    return DeviceInfo(
+        tensorrt=str(trt.__version__),
+        gpu=name.rstrip("\x00").strip(),
+        compute_capability=(int(props.major), int(props.minor)),
+    )
 
 
 def dims_tuple(dims: Any) -> tuple[int, ...]:

@@ -14,11 +14,18 @@ from __future__ import annotations
 import numpy as np
 
 
-def stacked_shapes(cache_shape: tuple[int, ...], row_shape: tuple[int, ...], *, cross: bool = False) -> dict[str, tuple[int, ...]]:
+def stacked_shapes(
+    cache_shape: tuple[int, ...], row_shape: tuple[int, ...], *, cross: bool = False
+) -> dict[str, tuple[int, ...]]:
     """Stored shape of each stack, by the step graph's tensor stem (k_cache, v_cache, k_new,
     v_new[, cross_k, cross_v]), from the logical cache [L, B, H, N, dh] and row [L, B, H, 1, dh]."""
     layers, batch, heads, n, dh = cache_shape
-    shapes = {"k_cache": (layers, batch, heads, dh, n), "v_cache": tuple(cache_shape), "k_new": tuple(row_shape), "v_new": tuple(row_shape)}
+    shapes = {
+        "k_cache": (layers, batch, heads, dh, n),
+        "v_cache": tuple(cache_shape),
+        "k_new": tuple(row_shape),
+        "v_new": tuple(row_shape),
+    }
     if cross:
         shapes.update({"cross_k": tuple(cache_shape), "cross_v": tuple(cache_shape)})
     return shapes
@@ -34,12 +41,16 @@ class HostCache:
 
     def __init__(self, cache_shape: tuple[int, ...], row_shape: tuple[int, ...]) -> None:
         n = cache_shape[3]
-        self.k_t = np.zeros(stacked_shapes(cache_shape, row_shape)["k_cache"], dtype=np.float32)  # [L, B, H, dh, N]
+        self.k_t = np.zeros(
+            stacked_shapes(cache_shape, row_shape)["k_cache"], dtype=np.float32
+        )  # [L, B, H, dh, N]
         self.k = self.k_t.swapaxes(-1, -2)  # [L, B, H, N, dh] view
         self.v = np.zeros(cache_shape, dtype=np.float32)  # [L, B, H, N, dh]
         self.k_new = np.zeros(row_shape, dtype=np.float32)  # [L, B, H, 1, dh]
         self.v_new = np.zeros(row_shape, dtype=np.float32)
-        self._k_rows = [self.k[:, :, :, p] for p in range(n)]  # N views [L, B, H, dh] (strided: column p of k_t)
+        self._k_rows = [
+            self.k[:, :, :, p] for p in range(n)
+        ]  # N views [L, B, H, dh] (strided: column p of k_t)
         self._v_rows = [self.v[:, :, :, p] for p in range(n)]
         self._k_src = self.k_new[:, :, :, 0]  # [L, B, H, dh]
         self._v_src = self.v_new[:, :, :, 0]
@@ -60,8 +71,9 @@ def layer_pitch(shape: tuple[int, ...], itemsize: int = 4) -> tuple[int, int]:
     return slice_bytes, -(-slice_bytes // ALIGN) * ALIGN
 
 
-def commit_copies(base: dict[str, int], pitch: dict[str, tuple[int, int]], cache_shape: tuple[int, ...],
-                  itemsize: int = 4) -> list[tuple[int, int, int, int, int, int]]:
+def commit_copies(
+    base: dict[str, int], pitch: dict[str, tuple[int, int]], cache_shape: tuple[int, ...], itemsize: int = 4
+) -> list[tuple[int, int, int, int, int, int]]:
     """The strided copies that write the staged rows into cache position 0, as cudaMemcpy2D
     arguments (dst, dpitch, src, spitch, width, height); position p adds p * width to dst.
     base: device address of each stack (k_cache, v_cache, k_new, v_new), pitch: layer_pitch of
@@ -72,12 +84,17 @@ def commit_copies(base: dict[str, int], pitch: dict[str, tuple[int, int]], cache
     one per layer: a fixed number of copies whatever the position."""
     layers, batch, heads, n, dh = cache_shape
     ops: list[tuple[int, int, int, int, int, int]] = []
-    for new, cache, width, rows in (("k_new", "k_cache", itemsize, batch * heads * dh),
-                                    ("v_new", "v_cache", dh * itemsize, batch * heads)):
+    for new, cache, width, rows in (
+        ("k_new", "k_cache", itemsize, batch * heads * dh),
+        ("v_new", "v_cache", dh * itemsize, batch * heads),
+    ):
         (c_slice, c_pitch), (r_slice, r_pitch) = pitch[cache], pitch[new]
         dpitch = n * width  # one (b, h[, d]) row of the cache
         if c_slice == c_pitch and r_slice == r_pitch:
             ops.append((base[cache], dpitch, base[new], width, width, layers * rows))
         else:
-            ops.extend((base[cache] + i * c_pitch, dpitch, base[new] + i * r_pitch, width, width, rows) for i in range(layers))
+            ops.extend(
+                (base[cache] + i * c_pitch, dpitch, base[new] + i * r_pitch, width, width, rows)
+                for i in range(layers)
+            )
     return ops

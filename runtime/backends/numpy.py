@@ -24,10 +24,26 @@ from typing import Any
 
 import numpy as np
 
-from tickformer.model.attention import SoftmaxState, attention, causal_mask, chunk_state, empty_state, finalize, merge, scaled_scores
-from tickformer.model.layers import feed_forward, layer_norm, linear, merge_heads, positional_encoding, split_heads
-from tickformer.model.transformer import ATTN_NAMES, FFN_NAMES, encode, forward, project_out, sublayer_params
 from tickformer.artifact.reader import Artifact
+from tickformer.model.attention import (
+    SoftmaxState,
+    attention,
+    causal_mask,
+    chunk_state,
+    empty_state,
+    finalize,
+    merge,
+    scaled_scores,
+)
+from tickformer.model.layers import (
+    feed_forward,
+    layer_norm,
+    linear,
+    merge_heads,
+    positional_encoding,
+    split_heads,
+)
+from tickformer.model.transformer import ATTN_NAMES, FFN_NAMES, encode, forward, project_out, sublayer_params
 
 from .base import Backend
 from .layout import HostCache
@@ -59,7 +75,9 @@ class NumpyBackend(Backend):
             "self": sublayer_params(p, f"{prefix}.self_attn", ATTN_NAMES),
             "cross": sublayer_params(p, f"{prefix}.cross_attn", ATTN_NAMES) if cross else None,
             "ffn": sublayer_params(p, f"{prefix}.ffn", FFN_NAMES),
-            "ln": [sublayer_params(p, f"{prefix}.ln{j}", ("g", "b")) for j in ((1, 2, 3) if cross else (1, 2))],
+            "ln": [
+                sublayer_params(p, f"{prefix}.ln{j}", ("g", "b")) for j in ((1, 2, 3) if cross else (1, 2))
+            ],
         }
 
     # --- real-time path ------------------------------------------------------------------------
@@ -83,7 +101,9 @@ class NumpyBackend(Backend):
         v = split_heads(linear(h, w=w["w_v"], b=w["b_v"]), nh)  # [B, H, 1, dh]
         self._k_new[layer] = k
         self._v_new[layer] = v
-        own = SoftmaxState(m=scaled_scores(q, k)[..., 0], l=np.ones(q.shape[:-1], np.float32), acc=v)  # exp(s - s) = 1
+        own = SoftmaxState(
+            m=scaled_scores(q, k)[..., 0], l=np.ones(q.shape[:-1], np.float32), acc=v
+        )  # exp(s - s) = 1
         heads = finalize(merge(self._cache_piece(q, layer, pos), own))  # [B, H, 1, dh]
         return linear(merge_heads(heads), w=w["w_o"], b=w["b_o"])  # [B, 1, D]
 

@@ -51,12 +51,17 @@ def check_signature(session: Any, spec: dict[str, Any], where: str) -> None:
     element types and shapes of the manifest graph spec {"inputs": [...], "outputs": [...]}."""
     for key, args in (("inputs", session.get_inputs()), ("outputs", session.get_outputs())):
         have = {a.name: (a.type, list(a.shape)) for a in args}
-        want = {v["name"]: (ORT_TYPES.get(v["dtype"], f"tensor({v['dtype']})"), list(v["shape"])) for v in spec[key]}
+        want = {
+            v["name"]: (ORT_TYPES.get(v["dtype"], f"tensor({v['dtype']})"), list(v["shape"]))
+            for v in spec[key]
+        }
         if have != want:
             bad = sorted(n for n in set(have) | set(want) if have.get(n) != want.get(n))
             raise ArtifactError(
-                f"{where}: graph {key} {bad} do not match manifest.json (graph has {[(n, *have[n]) for n in bad if n in have][:2]}, "
-                f"manifest says {[(n, *want[n]) for n in bad if n in want][:2]}); the graph is not this artifact's, re-export it"
+                f"{where}: graph {key} {bad} do not match manifest.json (graph has "
+                f"{[(n, *have[n]) for n in bad if n in have][:2]}, "
+                f"manifest says {[(n, *want[n]) for n in bad if n in want][:2]}); the graph is not this "
+                "artifact's, re-export it"
             )
 
 
@@ -76,7 +81,9 @@ class OrtBackend(Backend):
     static_cache = True
     providers: Sequence[Any] = ("CPUExecutionProvider",)
 
-    def __init__(self, artifact: Artifact, *, threads: int = 1, binding: str = "iobinding", optimization: str = "all") -> None:
+    def __init__(
+        self, artifact: Artifact, *, threads: int = 1, binding: str = "iobinding", optimization: str = "all"
+    ) -> None:
         super().__init__(artifact)
         self.binding = validation.one_of(binding, "binding", BINDINGS)
         self._opts = session_options(threads, optimization=optimization)
@@ -85,25 +92,44 @@ class OrtBackend(Backend):
         self._full = self._session("model") if cfg.arch == "decoder" else None
         self._encoder = self._session("encoder") if cfg.arch == "encoder-decoder" else None
         in_name, out_name = io_names(cfg)
-        x_shape, x_dtype = ((batch, 1), np.int64) if cfg.inputs == "tokens" else ((batch, 1, cfg.d_in), np.float32)
+        x_shape, x_dtype = (
+            ((batch, 1), np.int64) if cfg.inputs == "tokens" else ((batch, 1, cfg.d_in), np.float32)
+        )
         self._x = np.zeros(x_shape, dtype=x_dtype)  # the session's layout; the graph's is [B, d_in] / [B]
         self._pos = np.zeros(1, dtype=np.int64)
         self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
         self._host = HostCache(self.cache_shape, self.row_shape)
         cross = cfg.arch == "encoder-decoder"
         # cross_k, cross_v [L, B, H, N, dh] and src_valid [B, N], written once per source by set_source.
-        self._cross = (np.zeros(self.cache_shape, np.float32), np.zeros(self.cache_shape, np.float32), np.zeros((batch, cfg.max_len), np.bool_)) if cross else None
+        self._cross = (
+            (
+                np.zeros(self.cache_shape, np.float32),
+                np.zeros(self.cache_shape, np.float32),
+                np.zeros((batch, cfg.max_len), np.bool_),
+            )
+            if cross
+            else None
+        )
         # Every step input and output as a view of a buffer above, in the graph's own shape (no copies).
         sig = step_signature(cfg, batch)
         views = {in_name: self._x, "pos": self._pos, out_name: self._y}
         for i in range(cfg.n_layers):
-            views.update({f"k_cache.{i}": self._host.k_t[i], f"v_cache.{i}": self._host.v[i], f"k_new.{i}": self._host.k_new[i], f"v_new.{i}": self._host.v_new[i]})
+            views.update(
+                {
+                    f"k_cache.{i}": self._host.k_t[i],
+                    f"v_cache.{i}": self._host.v[i],
+                    f"k_new.{i}": self._host.k_new[i],
+                    f"v_new.{i}": self._host.v_new[i],
+                }
+            )
             if self._cross is not None:
                 views.update({f"cross_k.{i}": self._cross[0][i], f"cross_v.{i}": self._cross[1][i]})
         if self._cross is not None:
             views["src_valid"] = self._cross[2]
         self._in_views = {name: _view(views[name], shape, name) for name, (_, shape) in sig["inputs"].items()}
-        self._out_views = {name: _view(views[name], shape, name) for name, (_, shape) in sig["outputs"].items()}
+        self._out_views = {
+            name: _view(views[name], shape, name) for name, (_, shape) in sig["outputs"].items()
+        }
         self._out_names = list(self._out_views)
         self._out_list = list(self._out_views.values())
         self._io = self._bind() if binding == "iobinding" else None
@@ -117,7 +143,9 @@ class OrtBackend(Backend):
         try:
             session = ort.InferenceSession(data, sess_options=self._opts, providers=list(self.providers))
         except Exception as exc:  # ORT raises its own pybind exception types
-            raise BackendError(f"onnxruntime cannot load {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+            raise BackendError(
+                f"onnxruntime cannot load {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            ) from exc
         check_signature(session, self.artifact.graph_spec(graph), str(path))
         return session
 

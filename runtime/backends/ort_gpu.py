@@ -3,15 +3,16 @@
 The step graph runs with device-side IOBinding: every device buffer is a CUDA `OrtValue`
 allocated once (`OrtValue.ortvalue_from_numpy(..., "cuda", device)`) and bound once, the KV cache
 included, so the cache never leaves the GPU. The cache is kept stacked, K transposed
-[L, B, H, dh, N] (the step graph's k_cache.i layout) and V [L, B, H, N, dh], and so are the staged rows k_new, v_new [L, B, H, 1, dh] (and cross K/V); the step graph takes
-one tensor per layer (format 2, `tickformer.artifact.format.step_signature`), so layer i's k_cache.i, k_new.i,
-... are bound by address to slice i of their stack (`bind_input` / `bind_output` at
+[L, B, H, dh, N] (the step graph's k_cache.i layout) and V [L, B, H, N, dh], and so are the
+staged rows k_new, v_new [L, B, H, 1, dh] (and cross K/V); the step graph takes one tensor per
+layer (format 2, `tickformer.artifact.format.step_signature`), so layer i's k_cache.i,
+k_new.i, ... are bound by address to slice i of their stack (`bind_input` / `bind_output` at
 base + i * pitch; the pitch is the slice rounded up to 256 bytes, `layout.layer_pitch`: the
-TensorRT EP hands these addresses to TensorRT, which requires 256-byte alignment). x and y live in the session's layout [B, 1, d_in] /
-[B, 1, d_out] and are bound with the graph's [B, d_in] / [B, d_out] shape (same memory). A step
-copies x and pos into their device values in place (`update_inplace`, same address), runs
-`run_with_iobinding`, and copies y back. With `cuda_graph=True` the provider
-captures the step into a CUDA graph and replays it (CUDA EP: provider option
+TensorRT EP hands these addresses to TensorRT, which requires 256-byte alignment). x and y live
+in the session's layout [B, 1, d_in] / [B, 1, d_out] and are bound with the graph's
+[B, d_in] / [B, d_out] shape (same memory). A step copies x and pos into their device values
+in place (`update_inplace`, same address), runs `run_with_iobinding`, and copies y back. With
+`cuda_graph=True` the provider captures the step into a CUDA graph and replays it (CUDA EP: provider option
 `enable_cuda_graph`; TensorRT EP: `trt_cuda_graph_enable`), which requires exactly this: fixed
 device addresses for every input and output, and every node placed on the GPU provider. If the
 session cannot be created with graph capture (e.g. ORT leaves a shape node on the CPU), the
@@ -69,7 +70,9 @@ def _ort() -> Any:
     try:
         import onnxruntime as ort
     except ImportError:
-        raise BackendUnavailable("onnxruntime is not installed: pip install 'tickformer[gpu]' (onnxruntime-gpu)") from None
+        raise BackendUnavailable(
+            "onnxruntime is not installed: pip install 'tickformer[gpu]' (onnxruntime-gpu)"
+        ) from None
     return ort
 
 
@@ -80,8 +83,15 @@ class OrtCudaBackend(Backend):
     static_cache = True
     provider = "CUDAExecutionProvider"
 
-    def __init__(self, artifact: Artifact, *, device_id: int = 0, cuda_graph: bool = True,
-                 precision: str | None = None, workspace_mib: int = 1024) -> None:
+    def __init__(
+        self,
+        artifact: Artifact,
+        *,
+        device_id: int = 0,
+        cuda_graph: bool = True,
+        precision: str | None = None,
+        workspace_mib: int = 1024,
+    ) -> None:
         super().__init__(artifact)
         validation.nonneg_int(device_id, "device_id")
         validation.one_of(precision, "precision", (None, "fp32", "fp16"))
@@ -103,12 +113,16 @@ class OrtCudaBackend(Backend):
         self._aux = self._session("model" if cfg.arch == "decoder" else "encoder", cuda_graph=False)
         # Host staging and device values, allocated once. x, pos, y in the session's layout; the
         # caches, staged rows (and cross K/V) stacked over layers [L, ...], one value each.
-        x_shape, x_dtype = ((batch, 1), np.int64) if cfg.inputs == "tokens" else ((batch, 1, cfg.d_in), np.float32)
+        x_shape, x_dtype = (
+            ((batch, 1), np.int64) if cfg.inputs == "tokens" else ((batch, 1, cfg.d_in), np.float32)
+        )
         self._x = np.zeros(x_shape, dtype=x_dtype)
         self._pos = np.zeros(1, dtype=np.int64)
         self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
         values: dict[str, tuple[tuple[int, ...], Any]] = {
-            self._in_name: (x_shape, x_dtype), "pos": ((1,), np.int64), self._out_name: (self.step_output_shape, np.float32),
+            self._in_name: (x_shape, x_dtype),
+            "pos": ((1,), np.int64),
+            self._out_name: (self.step_output_shape, np.float32),
         }
         if cfg.arch == "encoder-decoder":
             values["src_valid"] = ((batch, cfg.max_len), np.bool_)
@@ -128,21 +142,36 @@ class OrtCudaBackend(Backend):
             for key, bind in (("inputs", self._io.bind_input), ("outputs", self._io.bind_output)):
                 for name, (dtype, shape) in sig[key].items():
                     value, offset = where[name]
-                    bind(name, _DEVICE, self.device_id, np.dtype(dtype), list(shape), self._vals[value].data_ptr() + offset)
+                    bind(
+                        name,
+                        _DEVICE,
+                        self.device_id,
+                        np.dtype(dtype),
+                        list(shape),
+                        self._vals[value].data_ptr() + offset,
+                    )
         except Exception as exc:  # signatures were checked when the session was made: an engine-side failure
             raise BackendError(f"{self.name} cannot bind the step buffers: {exc}") from exc
         self._cudart = self._try_cudart()
         self.commit_mode = "device" if self._cudart is not None else "host-mirror"
         # Device commit: (dst, dpitch, src, spitch, width, height) at position 0; pos adds pos * width.
-        self._commit_ops = commit_copies({name: self._vals[name].data_ptr() for name in stacks}, self._pitch, self.cache_shape)
-        self._mirror = None if self._cudart is not None else (self._padded("k_cache"), self._padded("v_cache"))
+        self._commit_ops = commit_copies(
+            {name: self._vals[name].data_ptr() for name in stacks}, self._pitch, self.cache_shape
+        )
+        self._mirror = (
+            None if self._cudart is not None else (self._padded("k_cache"), self._padded("v_cache"))
+        )
         for _ in range(3):  # warm-up; with cuda_graph the provider captures during these runs
             self._run_step()
 
     # --- construction (not real-time) -----------------------------------------------------------
     def _provider_options(self, cuda_graph: bool, graph: str) -> list[Any]:
         # use_tf32 = 0: fp32 MatMul/Conv stay fp32 (TF32 rounds inputs to 10 mantissa bits, u = 2^-11).
-        cuda = {"device_id": str(self.device_id), "enable_cuda_graph": "1" if cuda_graph else "0", "use_tf32": "0"}
+        cuda = {
+            "device_id": str(self.device_id),
+            "enable_cuda_graph": "1" if cuda_graph else "0",
+            "use_tf32": "0",
+        }
         return [(self.provider, cuda)]
 
     def _session(self, graph: str, *, cuda_graph: bool) -> Any:
@@ -152,16 +181,23 @@ class OrtCudaBackend(Backend):
         path = self.artifact.graph_path(graph)
         data = verified_graph_bytes(self.artifact, graph)  # read once, hashed, no external data
         try:
-            sess = self._ort.InferenceSession(data, sess_options=self._opts,
-                                              providers=self._provider_options(cuda_graph, graph))
+            sess = self._ort.InferenceSession(
+                data, sess_options=self._opts, providers=self._provider_options(cuda_graph, graph)
+            )
         except Exception as exc:  # ORT raises its own pybind exception types
             text = str(exc)
-            if "CUDA" in text and ("no CUDA-capable device" in text or "cudaErrorNoDevice" in text or "driver" in text.lower()):
-                raise BackendUnavailable(f"backend {self.name!r}: no usable CUDA GPU ({text.splitlines()[0]})") from None
+            if "CUDA" in text and (
+                "no CUDA-capable device" in text or "cudaErrorNoDevice" in text or "driver" in text.lower()
+            ):
+                raise BackendUnavailable(
+                    f"backend {self.name!r}: no usable CUDA GPU ({text.splitlines()[0]})"
+                ) from None
             raise BackendError(f"onnxruntime cannot load {path} on {self.provider}: {text}") from exc
         if sess.get_providers()[0] != self.provider:
-            raise BackendUnavailable(f"backend {self.name!r}: onnxruntime fell back to {sess.get_providers()} "
-                                     f"(is a GPU visible and CUDA installed?)")
+            raise BackendUnavailable(
+                f"backend {self.name!r}: onnxruntime fell back to {sess.get_providers()} "
+                f"(is a GPU visible and CUDA installed?)"
+            )
         check_signature(sess, self.artifact.graph_spec(graph), str(path))
         return sess
 
@@ -175,7 +211,9 @@ class OrtCudaBackend(Backend):
         except (BackendError, BackendUnavailable) as exc:
             if isinstance(exc, BackendUnavailable):
                 raise
-            self.cuda_graph_reason = f"CUDA-graph capture unavailable ({str(exc).splitlines()[0]}); using plain runs"
+            self.cuda_graph_reason = (
+                f"CUDA-graph capture unavailable ({str(exc).splitlines()[0]}); using plain runs"
+            )
             warnings.warn(f"{self.name} backend: {self.cuda_graph_reason}", RuntimeWarning, stacklevel=3)
             return self._session("step", cuda_graph=False)
 
@@ -230,12 +268,19 @@ class OrtCudaBackend(Backend):
             c = self._cudart
             kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
             for dst, dpitch, src, spitch, width, height in self._commit_ops:
-                cuda_check(c.cudaMemcpy2D(dst + pos * width, dpitch, src, spitch, width, height, kind), "cudaMemcpy2D commit")
+                cuda_check(
+                    c.cudaMemcpy2D(dst + pos * width, dpitch, src, spitch, width, height, kind),
+                    "cudaMemcpy2D commit",
+                )
             return
         assert self._mirror is not None
         k_host, v_host = self._mirror
-        self._logical("k_cache", k_host)[..., pos] = self._logical("k_new", self._vals["k_new"].numpy())[:, :, :, 0]  # [L, B, H, dh]
-        self._logical("v_cache", v_host)[:, :, :, pos] = self._logical("v_new", self._vals["v_new"].numpy())[:, :, :, 0]
+        self._logical("k_cache", k_host)[..., pos] = self._logical("k_new", self._vals["k_new"].numpy())[
+            :, :, :, 0
+        ]  # [L, B, H, dh]
+        self._logical("v_cache", v_host)[:, :, :, pos] = self._logical("v_new", self._vals["v_new"].numpy())[
+            :, :, :, 0
+        ]
         self._vals["k_cache"].update_inplace(k_host)
         self._vals["v_cache"].update_inplace(v_host)
 
@@ -294,10 +339,19 @@ class OrtTensorRTBackend(OrtCudaBackend):
         spec = self.artifact.graph_spec(graph)
         dynamic = [i for i in spec["inputs"] if any(not isinstance(d, int) for d in i["shape"])]
         if dynamic:  # the full pass: T in 1..max_len, optimised at max_len
+
             def shapes(t: int) -> str:
-                return ",".join(f"{i['name']}:" + "x".join(str(t if d == "T" else d) for d in i["shape"]) for i in dynamic)
-            trt.update({"trt_profile_min_shapes": shapes(1), "trt_profile_opt_shapes": shapes(self.artifact.max_len),
-                        "trt_profile_max_shapes": shapes(self.artifact.max_len)})
+                return ",".join(
+                    f"{i['name']}:" + "x".join(str(t if d == "T" else d) for d in i["shape"]) for i in dynamic
+                )
+
+            trt.update(
+                {
+                    "trt_profile_min_shapes": shapes(1),
+                    "trt_profile_opt_shapes": shapes(self.artifact.max_len),
+                    "trt_profile_max_shapes": shapes(self.artifact.max_len),
+                }
+            )
         cuda = {"device_id": str(self.device_id), "use_tf32": "0"}
         return [(self.provider, trt), ("CUDAExecutionProvider", cuda)]
 

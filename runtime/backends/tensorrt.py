@@ -55,14 +55,14 @@ from tickformer.artifact.format import io_names, step_signature
 from tickformer.artifact.reader import Artifact
 from tickformer.errors import BackendError, BackendUnavailable
 
-from .cuda import cuda_check, device_info, dims_tuple, require_cudart, require_tensorrt
-from .tensorrt_engine import engine_bytes, engine_entry
-
 from .base import Backend
+from .cuda import cuda_check, device_info, dims_tuple, require_cudart, require_tensorrt
 from .layout import commit_copies, layer_pitch, stacked_shapes
+from .tensorrt_engine import engine_bytes, engine_entry
 
 if TYPE_CHECKING:
     import tensorrt as trt
+
 
 class _Buffers:
     """Device and pinned-host allocations, freed together. Not real-time."""
@@ -99,8 +99,16 @@ class _Buffers:
 class _Engine:
     """One deserialized engine, its execution context and a device buffer per I/O tensor."""
 
-    def __init__(self, runtime: "trt.Runtime", data: bytes, bufs: _Buffers, stream: Any, *,
-                 shapes: dict[str, tuple[int, ...]], shared: dict[str, int]) -> None:
+    def __init__(
+        self,
+        runtime: "trt.Runtime",
+        data: bytes,
+        bufs: _Buffers,
+        stream: Any,
+        *,
+        shapes: dict[str, tuple[int, ...]],
+        shared: dict[str, int],
+    ) -> None:
         import tensorrt as trt
 
         engine = runtime.deserialize_cuda_engine(data)
@@ -170,7 +178,9 @@ class TensorRTBackend(Backend):
         self._runtime = trt.Runtime(self._logger)
         if step_entry.get("version_compatible") or aux_entry.get("version_compatible"):
             self._runtime.engine_host_code_allowed = True  # trusted: hash-verified through the manifest
-        self._stream = cuda_check(cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking), "cudaStreamCreateWithFlags")
+        self._stream = cuda_check(
+            cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking), "cudaStreamCreateWithFlags"
+        )
         self._bufs = _Buffers(cudart)
         self._graph: Any = None
         self._graph_exec: Any = None
@@ -207,12 +217,20 @@ class TensorRTBackend(Backend):
         self._step = _Engine(self._runtime, step_data, self._bufs, self._stream, shapes={}, shared=shared)
         s = self._step
         sig = step_signature(cfg, batch)
-        want = {name: (tuple(shape), np.dtype(dtype)) for key in ("inputs", "outputs") for name, (dtype, shape) in sig[key].items()}
+        want = {
+            name: (tuple(shape), np.dtype(dtype))
+            for key in ("inputs", "outputs")
+            for name, (dtype, shape) in sig[key].items()
+        }
         have = {name: (s.shape[name], s.dtype[name]) for name in s.shape}
         if have != want or set(s.inputs) != set(sig["inputs"]):
-            bad = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k)) or sorted(set(s.inputs) ^ set(sig["inputs"]))
-            raise BackendError(f"step engine tensors {bad[:4]} do not match the step graph signature "
-                               f"(engine {[have.get(k) for k in bad[:2]]}, expected {[want.get(k) for k in bad[:2]]}); rebuild it")
+            bad = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k)) or sorted(
+                set(s.inputs) ^ set(sig["inputs"])
+            )
+            raise BackendError(
+                f"step engine tensors {bad[:4]} do not match the step graph signature "
+                f"(engine {[have.get(k) for k in bad[:2]]}, expected {[want.get(k) for k in bad[:2]]}); rebuild it"
+            )
         # Pinned staging in the session's layout (x [B, 1, d_in] or tokens [B, 1], y [B, 1, d_out]):
         # the same bytes as the graph's [B, d_in] / [B] / [B, d_out], so the copies are plain memcpys.
         x_shape = (batch, 1) if cfg.inputs == "tokens" else (batch, 1, cfg.d_in)
@@ -223,10 +241,20 @@ class TensorRTBackend(Backend):
             shapes = {in_name: (batch, n) + ((cfg.d_in,) if cfg.inputs == "continuous" else ())}
             self._aux = _Engine(self._runtime, aux_data, self._bufs, self._stream, shapes=shapes, shared={})
         else:  # the encoder writes its contiguous cross K/V [L, B, H, N, dh]; set_source spreads it
-            self._aux = _Engine(self._runtime, aux_data, self._bufs, self._stream, shapes={}, shared={"src_valid": s.ptr["src_valid"]})
+            self._aux = _Engine(
+                self._runtime,
+                aux_data,
+                self._bufs,
+                self._stream,
+                shapes={},
+                shared={"src_valid": s.ptr["src_valid"]},
+            )
             for name in ("cross_k", "cross_v"):
                 if self._aux.shape.get(name) != self.cache_shape or self._aux.dtype[name] != np.float32:
-                    raise BackendError(f"encoder engine output {name!r} has shape {self._aux.shape.get(name)}, expected {self.cache_shape}; rebuild it")
+                    raise BackendError(
+                        f"encoder engine output {name!r} has shape {self._aux.shape.get(name)}, "
+                        f"expected {self.cache_shape}; rebuild it"
+                    )
         # commit(): fixed-size strided device-to-device copies, precomputed (commit_copies).
         self._commit_ops = commit_copies(self._dev, self._pitch, self.cache_shape, f32)
         self._sync()
@@ -235,11 +263,20 @@ class TensorRTBackend(Backend):
         """The step sequence on the stream (captured into the CUDA graph, or run as is)."""
         c, s = self._cudart, self._step
         h2d, d2h = c.cudaMemcpyKind.cudaMemcpyHostToDevice, c.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        cuda_check(c.cudaMemcpyAsync(s.ptr[self._in_name], self._x.ctypes.data, self._x.nbytes, h2d, self._stream), "cudaMemcpyAsync x")
-        cuda_check(c.cudaMemcpyAsync(s.ptr["pos"], self._pos.ctypes.data, self._pos.nbytes, h2d, self._stream), "cudaMemcpyAsync pos")
+        cuda_check(
+            c.cudaMemcpyAsync(s.ptr[self._in_name], self._x.ctypes.data, self._x.nbytes, h2d, self._stream),
+            "cudaMemcpyAsync x",
+        )
+        cuda_check(
+            c.cudaMemcpyAsync(s.ptr["pos"], self._pos.ctypes.data, self._pos.nbytes, h2d, self._stream),
+            "cudaMemcpyAsync pos",
+        )
         if not s.context.execute_async_v3(int(self._stream)):
             raise BackendError("TensorRT execute_async_v3 failed (see the TensorRT log)")
-        cuda_check(c.cudaMemcpyAsync(self._y.ctypes.data, s.ptr[self._out_name], self._y.nbytes, d2h, self._stream), "cudaMemcpyAsync y")
+        cuda_check(
+            c.cudaMemcpyAsync(self._y.ctypes.data, s.ptr[self._out_name], self._y.nbytes, d2h, self._stream),
+            "cudaMemcpyAsync y",
+        )
 
     def _capture(self) -> None:
         """Capture the (already warmed) step into a CUDA graph; on failure fall back and say so."""
@@ -252,12 +289,17 @@ class TensorRTBackend(Backend):
             finally:
                 graph = cuda_check(c.cudaStreamEndCapture(self._stream), "cudaStreamEndCapture")
             self._graph = graph
-            self._graph_exec = cuda_check(c.cudaGraphInstantiateWithFlags(graph, 0), "cudaGraphInstantiateWithFlags")
+            self._graph_exec = cuda_check(
+                c.cudaGraphInstantiateWithFlags(graph, 0), "cudaGraphInstantiateWithFlags"
+            )
             self.cuda_graph, self.cuda_graph_reason = True, "captured after one warm enqueue"
         except (BackendError, RuntimeError) as exc:
             c.cudaGetLastError()  # clear the sticky capture error; the stream stays usable
             self._graph = self._graph_exec = None
-            self.cuda_graph, self.cuda_graph_reason = False, f"CUDA-graph capture failed ({exc}); using plain enqueue"
+            self.cuda_graph, self.cuda_graph_reason = (
+                False,
+                f"CUDA-graph capture failed ({exc}); using plain enqueue",
+            )
             warnings.warn(f"tensorrt backend: {self.cuda_graph_reason}", RuntimeWarning, stacklevel=3)
 
     def _sync(self) -> None:
@@ -284,8 +326,12 @@ class TensorRTBackend(Backend):
         c = self._cudart
         kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
         for dst, dpitch, src, spitch, width, height in self._commit_ops:
-            cuda_check(c.cudaMemcpy2DAsync(dst + pos * width, dpitch, src, spitch, width, height, kind, self._stream),
-                       "cudaMemcpy2DAsync commit")
+            cuda_check(
+                c.cudaMemcpy2DAsync(
+                    dst + pos * width, dpitch, src, spitch, width, height, kind, self._stream
+                ),
+                "cudaMemcpy2DAsync commit",
+            )
         self._sync()
 
     # --- not real-time --------------------------------------------------------------------------
@@ -296,11 +342,21 @@ class TensorRTBackend(Backend):
 
     def _h2d(self, ptr: int, arr: np.ndarray) -> None:
         arr = np.ascontiguousarray(arr)
-        cuda_check(self._cudart.cudaMemcpy(ptr, arr.ctypes.data, arr.nbytes, self._cudart.cudaMemcpyKind.cudaMemcpyHostToDevice), "cudaMemcpy")
+        cuda_check(
+            self._cudart.cudaMemcpy(
+                ptr, arr.ctypes.data, arr.nbytes, self._cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
+            ),
+            "cudaMemcpy",
+        )
 
     def _d2h(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         out = np.empty(shape, dtype=dtype)
-        cuda_check(self._cudart.cudaMemcpy(out.ctypes.data, ptr, out.nbytes, self._cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost), "cudaMemcpy")
+        cuda_check(
+            self._cudart.cudaMemcpy(
+                out.ctypes.data, ptr, out.nbytes, self._cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
+            ),
+            "cudaMemcpy",
+        )
         return out
 
     def full(self, x: np.ndarray) -> np.ndarray:
@@ -321,24 +377,40 @@ class TensorRTBackend(Backend):
             raise NotImplementedError("decoder-only artifacts have no source")
         e = self._aux
         self._h2d(e.ptr["src"], src.astype(e.dtype["src"], copy=False))
-        self._h2d(e.ptr["src_valid"], src_valid.astype(e.dtype["src_valid"], copy=False))  # shared with the step
+        self._h2d(
+            e.ptr["src_valid"], src_valid.astype(e.dtype["src_valid"], copy=False)
+        )  # shared with the step
         self._run_aux()
         c = self._cudart
         for name in ("cross_k", "cross_v"):  # [L, B, H, N, dh] contiguous -> L slices at the step's pitch
             slice_bytes, pitch = self._pitch[name]
-            cuda_check(c.cudaMemcpy2DAsync(self._dev[name], pitch, e.ptr[name], slice_bytes, slice_bytes, self.config.n_layers,
-                                           c.cudaMemcpyKind.cudaMemcpyDeviceToDevice, self._stream), "cudaMemcpy2DAsync cross")
+            cuda_check(
+                c.cudaMemcpy2DAsync(
+                    self._dev[name],
+                    pitch,
+                    e.ptr[name],
+                    slice_bytes,
+                    slice_bytes,
+                    self.config.n_layers,
+                    c.cudaMemcpyKind.cudaMemcpyDeviceToDevice,
+                    self._stream,
+                ),
+                "cudaMemcpy2DAsync cross",
+            )
         self._sync()
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
         """(k, v), each [L, B, H, N, dh] (the logical layout, as every backend): K is transposed back."""
+
         def stack(name: str, shape: tuple[int, ...]) -> np.ndarray:  # L padded slices -> shape
             slice_bytes, pitch = self._pitch[name]
             raw = self._d2h(self._dev[name], (self.config.n_layers, pitch // 4), np.dtype(np.float32))
             return raw[:, : slice_bytes // 4].reshape(shape)
 
         k_t = stack("k_cache", self._k_t_shape)  # [L, B, H, dh, N]
-        return np.ascontiguousarray(k_t.swapaxes(-1, -2)), np.ascontiguousarray(stack("v_cache", self.cache_shape))
+        return np.ascontiguousarray(k_t.swapaxes(-1, -2)), np.ascontiguousarray(
+            stack("v_cache", self.cache_shape)
+        )
 
     def close(self) -> None:
         """Free the graph, buffers and stream. Idempotent."""

@@ -74,9 +74,17 @@ class BuildOptions:
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"--precision {self.precision!r} is not one of {PRECISIONS}")
-        validation.integer(self.workspace_mib, "--workspace", min_value=16, max_value=1 << 20, hint="the workspace limit in MiB")
+        validation.integer(
+            self.workspace_mib,
+            "--workspace",
+            min_value=16,
+            max_value=1 << 20,
+            hint="the workspace limit in MiB",
+        )
         if self.hardware_compat not in HARDWARE_COMPAT:
-            raise ConfigError(f"--hardware-compat {self.hardware_compat!r} is not one of {sorted(HARDWARE_COMPAT)}")
+            raise ConfigError(
+                f"--hardware-compat {self.hardware_compat!r} is not one of {sorted(HARDWARE_COMPAT)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -89,21 +97,27 @@ class PrecisionPlan:
     clear_tf32: bool
 
 
-def precision_plan(trt_major: int, graph_has_fp16: bool, precision: str, convert: bool | None = None) -> PrecisionPlan:
+def precision_plan(
+    trt_major: int, graph_has_fp16: bool, precision: str, convert: bool | None = None
+) -> PrecisionPlan:
     """Pure decision table (see module docstring). Raises ConfigError for impossible requests."""
     if precision not in PRECISIONS:
         raise ConfigError(f"precision {precision!r} is not one of {PRECISIONS}")
     if precision == "fp32":
         if graph_has_fp16:
-            raise ConfigError("this graph is fp16-typed (exported with --precision fp16): an fp32 engine needs "
-                              "an fp32 export; re-export without --precision fp16")
+            raise ConfigError(
+                "this graph is fp16-typed (exported with --precision fp16): an fp32 engine needs "
+                "an fp32 export; re-export without --precision fp16"
+            )
         return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=False, clear_tf32=True)
     if graph_has_fp16:
         return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=False, clear_tf32=True)
     if trt_major >= 11:
         if convert is False:
-            raise ConfigError("TensorRT 11 has no fp16 builder flag (weak typing was removed): fp16 needs an "
-                              "fp16-typed graph; drop --no-convert or export with --precision fp16")
+            raise ConfigError(
+                "TensorRT 11 has no fp16 builder flag (weak typing was removed): fp16 needs an "
+                "fp16-typed graph; drop --no-convert or export with --precision fp16"
+            )
         return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=True, clear_tf32=True)
     if convert:
         return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=True, clear_tf32=True)
@@ -129,7 +143,9 @@ def static_profile(io: list[dict[str, Any]], max_len: int) -> dict[str, tuple[in
             elif d == "T":
                 dims.append(max_len)
             else:
-                raise ExportError(f"input {spec['name']!r} has dimension {d!r}; only 'T' can be pinned (to max_len)")
+                raise ExportError(
+                    f"input {spec['name']!r} has dimension {d!r}; only 'T' can be pinned (to max_len)"
+                )
         shapes[spec["name"]] = tuple(dims)
     return shapes
 
@@ -144,18 +160,27 @@ def compatibility_problem(entry: dict[str, Any], here: DeviceInfo) -> str | None
     built_v, here_v = parse_version(str(entry["tensorrt"])), parse_version(here.tensorrt)
     if entry.get("version_compatible"):
         if here_v[0] != built_v[0] or here_v < built_v:
-            return (f"engine built with TensorRT {entry['tensorrt']} (version-compatible) cannot run on "
-                    f"TensorRT {here.tensorrt}: needs the same major version, same or newer")
+            return (
+                f"engine built with TensorRT {entry['tensorrt']} (version-compatible) cannot run on "
+                f"TensorRT {here.tensorrt}: needs the same major version, same or newer"
+            )
     elif here_v[:3] != built_v[:3]:
-        return (f"engine built with TensorRT {entry['tensorrt']} cannot run on TensorRT {here.tensorrt}; "
-                f"rebuild it here (`tickformer build ART --backend tensorrt`) or build with --version-compatible")
+        return (
+            f"engine built with TensorRT {entry['tensorrt']} cannot run on TensorRT {here.tensorrt}; "
+            f"rebuild it here (`tickformer build ART --backend tensorrt`) or build with --version-compatible"
+        )
     cc_built = tuple(int(c) for c in str(entry["compute_capability"]).split("."))
     if entry.get("hardware_compat", "same") == "ampere+":
         if here.compute_capability < (8, 0):
-            return f"engine built --hardware-compat ampere+ needs compute capability >= 8.0, this GPU has {here.compute_capability}"
+            return (
+                "engine built --hardware-compat ampere+ needs compute capability >= 8.0, "
+                f"this GPU has {here.compute_capability}"
+            )
     elif entry.get("gpu") != here.gpu or cc_built != here.compute_capability:
-        return (f"engine built for {entry.get('gpu')} (compute capability {entry['compute_capability']}) cannot run on "
-                f"{here.gpu} ({'.'.join(map(str, here.compute_capability))}); rebuild it on this GPU")
+        return (
+            f"engine built for {entry.get('gpu')} (compute capability {entry['compute_capability']}) cannot run on "
+            f"{here.gpu} ({'.'.join(map(str, here.compute_capability))}); rebuild it on this GPU"
+        )
     return None
 
 
@@ -179,14 +204,27 @@ def graph_has_fp16(onnx_bytes: bytes) -> bool:
     import onnx
 
     model = onnx.load_from_string(onnx_bytes)
-    return any(init.data_type == onnx.TensorProto.FLOAT16 for init in model.graph.initializer) or any(
-        vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 for vi in list(model.graph.value_info)
-    ) or any(node.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT16 for a in node.attribute)
-             for node in model.graph.node)
+    return (
+        any(init.data_type == onnx.TensorProto.FLOAT16 for init in model.graph.initializer)
+        or any(
+            vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 for vi in list(model.graph.value_info)
+        )
+        or any(
+            node.op_type == "Cast"
+            and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT16 for a in node.attribute)
+            for node in model.graph.node
+        )
+    )
 
 
-def build_serialized(onnx_bytes: bytes, *, plan: PrecisionPlan, options: BuildOptions,
-                     profile: dict[str, tuple[int, ...]], timing_cache: bytes) -> tuple[bytes, bytes]:
+def build_serialized(
+    onnx_bytes: bytes,
+    *,
+    plan: PrecisionPlan,
+    options: BuildOptions,
+    profile: dict[str, tuple[int, ...]],
+    timing_cache: bytes,
+) -> tuple[bytes, bytes]:
     """Parse and build one engine. Returns (engine bytes, updated timing cache bytes).
     Call require_tensorrt() first; this function is type-checked against tensorrt-stubs."""
     import tensorrt as trt
@@ -201,8 +239,10 @@ def build_serialized(onnx_bytes: bytes, *, plan: PrecisionPlan, options: BuildOp
     parser = trt.OnnxParser(network, logger)
     if not parser.parse(onnx_bytes):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
-        raise ExportError(f"the TensorRT ONNX parser rejected the graph: {errors or 'no detail'} "
-                          "(run `tickformer check ART --target trt-...` for the offline lint)")
+        raise ExportError(
+            f"the TensorRT ONNX parser rejected the graph: {errors or 'no detail'} "
+            "(run `tickformer check ART --target trt-...` for the offline lint)"
+        )
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, options.workspace_mib << 20)
     if plan.fp16_flag:
@@ -212,12 +252,16 @@ def build_serialized(onnx_bytes: bytes, *, plan: PrecisionPlan, options: BuildOp
         config.clear_flag(tf32)  # TF32 is on by default and rounds fp32 matmul inputs to 10 bits
     if options.version_compatible:
         config.set_flag(trt.BuilderFlag.VERSION_COMPATIBLE)
-    config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel, HARDWARE_COMPAT[options.hardware_compat])
+    config.hardware_compatibility_level = getattr(
+        trt.HardwareCompatibilityLevel, HARDWARE_COMPAT[options.hardware_compat]
+    )
     cache = config.create_timing_cache(timing_cache)
     if not config.set_timing_cache(cache, False):  # a cache from another device/version: start empty
         cache = config.create_timing_cache(b"")
         config.set_timing_cache(cache, False)
-    if any(d < 0 for i in range(network.num_inputs) for d in dims_tuple(network.get_input(i).shape)):  # symbolic
+    if any(
+        d < 0 for i in range(network.num_inputs) for d in dims_tuple(network.get_input(i).shape)
+    ):  # symbolic
         prof = builder.create_optimization_profile()
         for name, shape in profile.items():
             dims = trt.Dims(list(shape))
@@ -268,8 +312,16 @@ def build_engines(root: str | os.PathLike[str], options: BuildOptions) -> list[E
     return records
 
 
-def _build_all(art: Any, names: list[str], options: BuildOptions, major: int, here: DeviceInfo,
-               records: list[EngineRecord], entries: dict[str, dict[str, Any]], timing_box: list[bytes]) -> None:
+def _build_all(
+    art: Any,
+    names: list[str],
+    options: BuildOptions,
+    major: int,
+    here: DeviceInfo,
+    records: list[EngineRecord],
+    entries: dict[str, dict[str, Any]],
+    timing_box: list[bytes],
+) -> None:
     for graph in names:
         spec = art.graph_spec(graph)
         onnx_bytes = art.graph_path(graph).read_bytes()
@@ -284,19 +336,29 @@ def _build_all(art: Any, names: list[str], options: BuildOptions, major: int, he
 
             onnx_bytes = to_fp16(onnx.load_from_string(onnx_bytes)).SerializeToString()
         profile = static_profile(spec["inputs"], art.max_len)
-        engine, timing_box[0] = build_serialized(onnx_bytes, plan=plan, options=options, profile=profile,
-                                                 timing_cache=timing_box[0])
+        engine, timing_box[0] = build_serialized(
+            onnx_bytes, plan=plan, options=options, profile=profile, timing_cache=timing_box[0]
+        )
         digest = hashlib.sha256(engine).hexdigest()
         name = engine_file_name(graph, options.precision, digest)
         atomic_write(art.root / name, engine)
         records.append(EngineRecord(graph=graph, file=name, sha256=digest, bytes=len(engine)))
         entries[graph] = {
-            "file": name, "sha256": digest, "bytes": len(engine), "onnx_file": spec["file"], "onnx_sha256": onnx_sha,
-            "precision": options.precision, "tensorrt": here.tensorrt, "gpu": here.gpu,
+            "file": name,
+            "sha256": digest,
+            "bytes": len(engine),
+            "onnx_file": spec["file"],
+            "onnx_sha256": onnx_sha,
+            "precision": options.precision,
+            "tensorrt": here.tensorrt,
+            "gpu": here.gpu,
             "compute_capability": ".".join(map(str, here.compute_capability)),
-            "strongly_typed": plan.strongly_typed, "builder_fp16_flag": plan.fp16_flag,
-            "converted_to_fp16": plan.convert_graph, "version_compatible": options.version_compatible,
-            "hardware_compat": options.hardware_compat, "workspace_mib": options.workspace_mib,
+            "strongly_typed": plan.strongly_typed,
+            "builder_fp16_flag": plan.fp16_flag,
+            "converted_to_fp16": plan.convert_graph,
+            "version_compatible": options.version_compatible,
+            "hardware_compat": options.hardware_compat,
+            "workspace_mib": options.workspace_mib,
             "profile": {k: list(v) for k, v in profile.items()},
         }
 
@@ -333,12 +395,16 @@ def engine_entry(manifest: dict[str, Any], graph: str, precision: str | None) ->
     if precision is None:
         built = sorted(p for p in engines if graph in engines[p])
         if not built:
-            raise ArtifactError(f"the artifact has no TensorRT engine for {graph!r}; run `tickformer build ART --backend tensorrt`")
+            raise ArtifactError(
+                f"the artifact has no TensorRT engine for {graph!r}; run `tickformer build ART --backend tensorrt`"
+            )
         precision = "fp32" if "fp32" in built else built[0]
     entry = engines.get(precision, {}).get(graph)
     if entry is None:
-        raise ArtifactError(f"the artifact has no {precision} TensorRT engine for {graph!r}; run "
-                            f"`tickformer build ART --backend tensorrt --precision {precision}`")
+        raise ArtifactError(
+            f"the artifact has no {precision} TensorRT engine for {graph!r}; run "
+            f"`tickformer build ART --backend tensorrt --precision {precision}`"
+        )
     return precision, entry
 
 
@@ -350,7 +416,9 @@ def engine_bytes(root: Path, manifest: dict[str, Any], entry: dict[str, Any], he
         raise BackendUnavailable(problem)
     listed = manifest["files"].get(entry["file"])
     if listed is None or listed["sha256"] != entry["sha256"]:
-        raise ArtifactError(f"engine {entry['file']} is not listed with its hash in manifest.json; rebuild it")
+        raise ArtifactError(
+            f"engine {entry['file']} is not listed with its hash in manifest.json; rebuild it"
+        )
     data = (root / entry["file"]).read_bytes()
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ArtifactError(f"engine {entry['file']} does not match its manifest sha256; rebuild it")

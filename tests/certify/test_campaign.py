@@ -10,9 +10,9 @@ import os
 import numpy as np
 import pytest
 
-from tickformer.errors import ConfigError, InputError
 from tickformer.certify import campaign as C
 from tickformer.certify.report import summary, write_report
+from tickformer.errors import ConfigError, InputError
 
 
 class FakeSession:
@@ -121,7 +121,11 @@ def test_isolation_records_and_restores() -> None:
 def test_isolation_records_a_refused_cpu() -> None:
     with C.Isolation(cpu=10_000) as iso:
         pass
-    assert iso.granted["cpu_affinity"] == {"requested": True, "granted": False, "detail": iso.granted["cpu_affinity"]["detail"]}
+    assert iso.granted["cpu_affinity"] == {
+        "requested": True,
+        "granted": False,
+        "detail": iso.granted["cpu_affinity"]["detail"],
+    }
     assert "refused" in iso.granted["cpu_affinity"]["detail"]
 
 
@@ -210,7 +214,7 @@ def test_verdict_fail_when_admissible_pwcet_exceeds_budget() -> None:
 
 def test_verdict_inconclusive_on_non_stationary_samples() -> None:
     x = _exp_samples()
-    x[len(x) // 2:] += 5_000  # a level shift half-way: not identically distributed
+    x[len(x) // 2 :] += 5_000  # a level shift half-way: not identically distributed
     r = C.analyze(x, budget_ns=10_000_000, evt_config=EVT_FAST)
     assert r["verdict"] == C.INCONCLUSIVE and r["exit_code"] == 2
     assert any("stationary rate" in reason for reason in r["reasons"])  # 40 of 479 peaks in the first half
@@ -218,7 +222,9 @@ def test_verdict_inconclusive_on_non_stationary_samples() -> None:
 
 
 def test_verdict_inconclusive_with_too_few_extremes() -> None:
-    r = C.analyze(_exp_samples(n=5000), budget_ns=10_000_000, evt_config=C.EvtConfig(n_boot=20, min_extremes=500))
+    r = C.analyze(
+        _exp_samples(n=5000), budget_ns=10_000_000, evt_config=C.EvtConfig(n_boot=20, min_extremes=500)
+    )
     assert r["verdict"] == C.INCONCLUSIVE
     assert any("enough tail samples" in reason for reason in r["reasons"])
 
@@ -230,7 +236,14 @@ def test_verdict_inconclusive_when_no_fit_possible() -> None:
 
 def _evt(passed: bool = True, pwcet: float | None = 50.0, upper: float | None = 60.0) -> dict:
     return {
-        "tests": [{"name": "independence (Ljung-Box)", "passed": passed, "p_value": 0.5 if passed else 0.001, "detail": "d"}],
+        "tests": [
+            {
+                "name": "independence (Ljung-Box)",
+                "passed": passed,
+                "p_value": 0.5 if passed else 0.001,
+                "detail": "d",
+            }
+        ],
         "pwcet_ns": {"1e-09": pwcet},
         "bootstrap": {"level": 0.95, "pwcet_upper_ns": {"1e-09": upper}},
     }
@@ -252,7 +265,9 @@ def _evt(passed: bool = True, pwcet: float | None = 50.0, upper: float | None = 
     ],
 )
 def test_decide_table(observed: float, evt: dict | None, expected: str) -> None:
-    verdict, reasons = C.decide(observed_max_ns=observed, budget_ns=100.0, evt=evt, exceedance=1e-9, fit_error="x")
+    verdict, reasons = C.decide(
+        observed_max_ns=observed, budget_ns=100.0, evt=evt, exceedance=1e-9, fit_error="x"
+    )
     assert verdict == expected and reasons
 
 
@@ -264,8 +279,15 @@ def test_certify_session_writes_a_complete_report(tmp_path, capsys) -> None:
     cfg = C.CampaignConfig(samples=5000, warmup=100, cpu=min(os.sched_getaffinity(0)))
     seen: list[int] = []
     report, durations = C.certify_session(
-        s, budget_ns=50_000_000, inputs=_inputs(), max_len=16, static_cache=True, backend="fake",
-        campaign=cfg, evt_config=C.EvtConfig(n_boot=20), progress=seen.append,
+        s,
+        budget_ns=50_000_000,
+        inputs=_inputs(),
+        max_len=16,
+        static_cache=True,
+        backend="fake",
+        campaign=cfg,
+        evt_config=C.EvtConfig(n_boot=20),
+        progress=seen.append,
     )
     assert seen == list(range(1000, 5001, 1000))
     assert report["campaign"]["timed_positions"] == [0, 15]

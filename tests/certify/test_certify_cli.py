@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
+from tickformer.certify.campaign import EXIT_CODES
 from tickformer.cli import main
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
-from tickformer.certify.campaign import EXIT_CODES
 
 
 @pytest.fixture(scope="module")
@@ -22,10 +22,29 @@ def tiny_artifact(tmp_path_factory):
 
 
 @pytest.mark.parametrize("backend", ["ort", "numpy"])
-def test_certify_cli_writes_certificate_and_exit_code_matches_verdict(tiny_artifact, tmp_path, backend) -> None:
+def test_certify_cli_writes_certificate_and_exit_code_matches_verdict(
+    tiny_artifact, tmp_path, backend
+) -> None:
     out = tmp_path / "rep"
-    code = main(["certify", str(tiny_artifact), "--backend", backend, "--budget-us", "100000", "--samples", "3000",
-                 "--warmup", "200", "--n-boot", "20", "--out", str(out), "--quiet"])
+    code = main(
+        [
+            "certify",
+            str(tiny_artifact),
+            "--backend",
+            backend,
+            "--budget-us",
+            "100000",
+            "--samples",
+            "3000",
+            "--warmup",
+            "200",
+            "--n-boot",
+            "20",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     cert = json.loads((out / "certificate.json").read_text())
     assert code == EXIT_CODES[cert["verdict"]]
     assert cert["conditions"]["backend"] == backend
@@ -41,8 +60,23 @@ def test_certify_cli_writes_certificate_and_exit_code_matches_verdict(tiny_artif
 
 
 def test_certify_cli_fails_when_budget_is_below_every_step(tiny_artifact, tmp_path) -> None:
-    code = main(["certify", str(tiny_artifact), "--budget-us", "0.001", "--samples", "2000", "--warmup", "10",
-                 "--n-boot", "20", "--out", str(tmp_path / "r"), "--quiet"])
+    code = main(
+        [
+            "certify",
+            str(tiny_artifact),
+            "--budget-us",
+            "0.001",
+            "--samples",
+            "2000",
+            "--warmup",
+            "10",
+            "--n-boot",
+            "20",
+            "--out",
+            str(tmp_path / "r"),
+            "--quiet",
+        ]
+    )
     assert code == 1
     cert = json.loads((tmp_path / "r" / "certificate.json").read_text())
     assert cert["verdict"] == "FAIL" and cert["over_budget"] == 2000
@@ -54,15 +88,46 @@ def test_certify_cli_user_errors_are_one_line(tiny_artifact, tmp_path, capsys) -
     assert "--budget-us" in err and "Traceback" not in err and err.count("\n") == 1
     assert main(["certify", str(tmp_path / "missing"), "--budget-us", "5", "--out", str(tmp_path / "r")]) == 1
     assert "Traceback" not in capsys.readouterr().err
-    assert main(["certify", str(tiny_artifact), "--budget-us", "5", "--samples", "10", "--out", str(tmp_path / "r")]) == 1
+    assert (
+        main(
+            [
+                "certify",
+                str(tiny_artifact),
+                "--budget-us",
+                "5",
+                "--samples",
+                "10",
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 1
+    )
     assert "samples" in capsys.readouterr().err
     assert not (tmp_path / "r" / "certificate.json").exists()
 
 
 def test_certify_growing_cache_sweeps_and_times_the_worst_positions(tiny_artifact, tmp_path) -> None:
     out = tmp_path / "grow"
-    main(["certify", str(tiny_artifact), "--backend", "numpy-growing", "--budget-us", "100000", "--samples", "2000",
-          "--warmup", "50", "--n-boot", "20", "--out", str(out), "--quiet"])
+    main(
+        [
+            "certify",
+            str(tiny_artifact),
+            "--backend",
+            "numpy-growing",
+            "--budget-us",
+            "100000",
+            "--samples",
+            "2000",
+            "--warmup",
+            "50",
+            "--n-boot",
+            "20",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     cert = json.loads((out / "certificate.json").read_text())
     assert cert["campaign"]["static_cache"] is False
     assert cert["campaign"]["timed_positions"] == [14, 15]  # the last eighth of max_len 16

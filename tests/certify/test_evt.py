@@ -22,15 +22,19 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tickformer.errors import ConfigError, InputError
 from tickformer.certify import evt
 from tickformer.certify.campaign import estimate_pwcet
+from tickformer.errors import ConfigError, InputError
 
 N = 1_000_000
 # distribution, {exceedance: tolerance on err}, true xi
 CASES = {
     "gumbel": (stats.gumbel_r(loc=50_000, scale=2_000), {1e-3: 0.03, 1e-6: 0.15, 1e-9: 0.3}, 0.0),
-    "weibull-type": (stats.weibull_max(c=3, loc=100_000, scale=20_000), {1e-3: 0.01, 1e-6: 0.02, 1e-9: 0.03}, -1 / 3),
+    "weibull-type": (
+        stats.weibull_max(c=3, loc=100_000, scale=20_000),
+        {1e-3: 0.01, 1e-6: 0.02, 1e-9: 0.03},
+        -1 / 3,
+    ),
     "gpd-heavy": (stats.genpareto(c=0.2, loc=40_000, scale=3_000), {1e-3: 0.05, 1e-6: 0.3, 1e-9: 0.65}, 0.2),
 }
 
@@ -48,7 +52,9 @@ def test_estimate_pwcet_matches_analytic_quantile(name: str, samples: dict[str, 
         est = estimate_pwcet(x, p)
         true = float(dist.isf(p))
         err = (est - true) / (true - float(dist.median()))
-        assert abs(err) <= tol, f"{name} p={p}: estimate {est:.0f} vs analytic {true:.0f} (err {err:+.3f} > {tol})"
+        assert abs(err) <= tol, (
+            f"{name} p={p}: estimate {est:.0f} vs analytic {true:.0f} (err {err:+.3f} > {tol})"
+        )
 
 
 @pytest.mark.parametrize("name", list(CASES))

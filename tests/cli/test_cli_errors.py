@@ -32,9 +32,38 @@ from tickformer.model.checkpoint import save_checkpoint
 
 SCRIPT = Path(sys.executable).with_name("tickformer")
 BASE = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "tickformer"]
-FIX_WORDS = ("choose", "use ", "pass ", "re-export", "retrain", "restore", "install", "must", "run ", "rebuild",
-             "give", "save it", "convert", "replace", "clip", "swap", "declare", "pick", "train ", "export ",
-             "re-save", "call ", "set ", "remove", "refusing", "needs", "e.g.", "one of", "should", "write one")
+FIX_WORDS = (
+    "choose",
+    "use ",
+    "pass ",
+    "re-export",
+    "retrain",
+    "restore",
+    "install",
+    "must",
+    "run ",
+    "rebuild",
+    "give",
+    "save it",
+    "convert",
+    "replace",
+    "clip",
+    "swap",
+    "declare",
+    "pick",
+    "train ",
+    "export ",
+    "re-save",
+    "call ",
+    "set ",
+    "remove",
+    "refusing",
+    "needs",
+    "e.g.",
+    "one of",
+    "should",
+    "write one",
+)
 TIMEOUT = 120
 
 
@@ -79,10 +108,19 @@ def _files(root: Path) -> dict[str, str]:
     (root / "garbage.npy").write_bytes(b"this is not a numpy file")
     (root / "garbage.onnx").write_bytes(b"\x08\x07garbage")
     (root / "afile").write_text("x")
-    return {k: str(v) for k, v in {
-        "CKPT": ckpt, "ART": art, "BAD_CKPT": bad_ckpt, "BAD_ART": bad_art, "FUTURE_ART": future, "KEEP": keep,
-        "TMP": root, "FILE": root / "afile",
-    }.items()}
+    return {
+        k: str(v)
+        for k, v in {
+            "CKPT": ckpt,
+            "ART": art,
+            "BAD_CKPT": bad_ckpt,
+            "BAD_ART": bad_art,
+            "FUTURE_ART": future,
+            "KEEP": keep,
+            "TMP": root,
+            "FILE": root / "afile",
+        }.items()
+    }
 
 
 # (subcommand, argv after the subcommand, words the one-line message must contain)
@@ -145,8 +183,7 @@ CASES = [
 ]
 
 # Cases that expose a bug in a file this test does not own: strict xfail, the reason is the fix.
-KNOWN_BUGS: dict[str, str] = {
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 # argparse syntax errors: exit 2, usage + one "error:" line, no traceback
 SYNTAX_CASES = [
@@ -191,8 +228,14 @@ json.dump(results, sys.__stdout__)
 
 def _run_in_driver(jobs, env):
     """All jobs through tickformer.cli.main in one child process: key -> (rc, stdout, stderr)."""
-    proc = subprocess.run([sys.executable, "-c", DRIVER], input=json.dumps(jobs), capture_output=True, text=True,
-                          timeout=600, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER],
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {key: tuple(value) for key, value in json.loads(proc.stdout).items()}
 
@@ -211,10 +254,14 @@ def results(tmp_path_factory):
     files = _files(tmp_path_factory.mktemp("cli-errors"))
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
     jobs = {_case_id(c): [c[0], *_fill(c[1], files)] for c in CASES}
-    jobs.update({"debug:" + _case_id(c): ["--debug", c[0], *_fill(c[1], files)] for c in CASES[:4] + CASES[18:20]})
+    jobs.update(
+        {"debug:" + _case_id(c): ["--debug", c[0], *_fill(c[1], files)] for c in CASES[:4] + CASES[18:20]}
+    )
     jobs.update({"syntax:" + " ".join(a): _fill(a, files) for a in SYNTAX_CASES})
     out = _run_in_driver(jobs, env)
-    script_jobs = {"script:" + _case_id(CASES[i]): [CASES[i][0], *_fill(CASES[i][1], files)] for i in ENTRY_POINT_CASES}
+    script_jobs = {
+        "script:" + _case_id(CASES[i]): [CASES[i][0], *_fill(CASES[i][1], files)] for i in ENTRY_POINT_CASES
+    }
     script_jobs["script:debug"] = ["--debug", *jobs[_case_id(CASES[0])]]
     script_jobs["script:syntax"] = _fill(SYNTAX_CASES[1], files)
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -238,7 +285,11 @@ def _record(kind, outcome):
         import _relutil
     except ImportError:
         return
-    _relutil.OUTCOMES.describe(kind, "each user error of each subcommand, through tickformer.cli.main in a child process: one stderr line, exit 1, no traceback")
+    _relutil.OUTCOMES.describe(
+        kind,
+        "each user error of each subcommand, through tickformer.cli.main in a child process: one stderr "
+        "line, exit 1, no traceback",
+    )
     _relutil.OUTCOMES.record(kind, outcome)
 
 
@@ -248,7 +299,10 @@ def test_user_error_is_one_line_naming_problem_and_fix(results, case):
     rc, stdout, stderr = results[_case_id(case)]
     lines = [line for line in stderr.splitlines() if line.strip()]
     ok = rc == 1 and len(lines) == 1 and "Traceback" not in stderr + stdout
-    _record("cli: user error of a subcommand (child process)", "one line, exit 1" if ok else f"exit {rc}, {len(lines)} stderr lines")
+    _record(
+        "cli: user error of a subcommand (child process)",
+        "one line, exit 1" if ok else f"exit {rc}, {len(lines)} stderr lines",
+    )
     assert "Traceback" not in stderr + stdout, stderr[-3000:]
     assert rc == 1, f"exit {rc}; stderr: {stderr[-1500:]}"
     assert len(lines) == 1, f"{len(lines)} stderr lines: {stderr[-1500:]}"
@@ -292,7 +346,10 @@ def test_debug_shows_the_traceback(results):
     assert len(keys) == 6
     for key in keys:
         rc, _, stderr = results[key]
-        assert rc != 0 and "Traceback (most recent call last)" in stderr and "Error" in stderr, (key, stderr[-800:])
+        assert rc != 0 and "Traceback (most recent call last)" in stderr and "Error" in stderr, (
+            key,
+            stderr[-800:],
+        )
 
 
 @pytest.mark.parametrize("argv", SYNTAX_CASES, ids=[" ".join(a) for a in SYNTAX_CASES])
@@ -307,7 +364,10 @@ def test_argument_syntax_errors_exit_2_with_one_error_line(results, argv):
 def test_failed_commands_leave_the_directories_they_refused_intact(results):
     files = results["__files__"]
     keep = Path(files["KEEP"])
-    assert sorted(p.name for p in keep.iterdir()) == ["notes.txt"] and (keep / "notes.txt").read_text() == "precious"
+    assert (
+        sorted(p.name for p in keep.iterdir()) == ["notes.txt"]
+        and (keep / "notes.txt").read_text() == "precious"
+    )
     root = Path(files["TMP"])
     made = sorted(p.name for p in root.iterdir() if p.name[:1] in "etcd" and p.name[1:].isdigit())
     assert made == [], f"failed commands left outputs behind: {made}"

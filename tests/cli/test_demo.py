@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
 import pytest
 
 from tickformer.cli import main
@@ -16,8 +15,25 @@ from tickformer.errors import ConfigError
 @pytest.mark.slow
 def test_demo_runs_every_stage_and_reports(tmp_path, capsys) -> None:
     out = tmp_path / "demo"
-    code = main(["demo", "--out", str(out), "--train-steps", "30", "--samples", "2000", "--n-boot", "20",
-                 "--ticks", "30", "--period-ms", "5", "--verify-examples", "5"])
+    code = main(
+        [
+            "demo",
+            "--out",
+            str(out),
+            "--train-steps",
+            "30",
+            "--samples",
+            "2000",
+            "--n-boot",
+            "20",
+            "--ticks",
+            "30",
+            "--period-ms",
+            "5",
+            "--verify-examples",
+            "5",
+        ]
+    )
     assert code == 0
     s = json.loads((out / "demo_summary.json").read_text())
     assert set(s["stage_seconds"]) == {"train", "export", "verify", "certify", "loop"}

@@ -36,9 +36,29 @@ def test_info_json_and_list(capsys) -> None:
         (["info", "somewhere", "--preset", "tiny"], "not both"),
         (["info", "does-not-exist"], "does not exist"),
         (["train", "--task", "nope", "--out", "x"], "unknown task 'nope'"),
-        (["train", "--task", "pendulum", "--preset", "reverse", "--out", "{tmp}/p", "--steps", "1", "--quiet"], "use --preset control"),
-        (["train", "--task", "reverse", "--out", "{tmp}", "--steps", "1", "--quiet"], "refusing to overwrite"),
-        (["train", "--task", "reverse", "--out", "{tmp}/r", "--steps", "0", "--quiet"], "--steps 0 must be >= 1"),
+        (
+            [
+                "train",
+                "--task",
+                "pendulum",
+                "--preset",
+                "reverse",
+                "--out",
+                "{tmp}/p",
+                "--steps",
+                "1",
+                "--quiet",
+            ],
+            "use --preset control",
+        ),
+        (
+            ["train", "--task", "reverse", "--out", "{tmp}", "--steps", "1", "--quiet"],
+            "refusing to overwrite",
+        ),
+        (
+            ["train", "--task", "reverse", "--out", "{tmp}/r", "--steps", "0", "--quiet"],
+            "--steps 0 must be >= 1",
+        ),
     ],
 )
 def test_user_errors_print_one_line_and_exit_1(capsys, tmp_path, argv, message) -> None:
@@ -54,7 +74,9 @@ def test_user_errors_print_one_line_and_exit_1(capsys, tmp_path, argv, message) 
 @pytest.mark.parametrize("task", ["reverse", "pendulum"])
 def test_train_then_info(capsys, tmp_path, task) -> None:
     out_dir = tmp_path / task
-    assert main(["train", "--task", task, "--out", str(out_dir), "--steps", "2", "--seed", "3", "--quiet"]) == 0
+    assert (
+        main(["train", "--task", task, "--out", str(out_dir), "--steps", "2", "--seed", "3", "--quiet"]) == 0
+    )
     printed = capsys.readouterr().out
     assert f"trained {task}" in printed and "target" in printed and "NOT met" in printed  # 2 steps
     ckpt = load_checkpoint(out_dir)
@@ -65,7 +87,10 @@ def test_train_then_info(capsys, tmp_path, task) -> None:
     info = capsys.readouterr().out
     assert "SHA-256 ok" in info and f"task {task}" in info and "metrics.json" in info
     # --require-target turns a missed target into a non-zero exit
-    assert main(["train", "--task", task, "--out", str(out_dir), "--steps", "1", "--quiet", "--require-target"]) == 3
+    assert (
+        main(["train", "--task", task, "--out", str(out_dir), "--steps", "1", "--quiet", "--require-target"])
+        == 3
+    )
 
 
 def test_info_reports_a_corrupted_checkpoint(capsys, tmp_path) -> None:
@@ -80,6 +105,11 @@ def test_info_reports_a_corrupted_checkpoint(capsys, tmp_path) -> None:
 
 
 def test_entry_point_runs(tmp_path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "tickformer", "info", "--preset", "paper-base"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tickformer", "info", "--preset", "paper-base"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "parameters 63,082,496" in proc.stdout

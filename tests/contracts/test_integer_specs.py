@@ -68,15 +68,17 @@ def test_over_budget(elapsed, budget):
 def test_runtime_session_agrees_with_position_spec(tmp_path):
     """A failed step leaves the session's position unchanged (P2), on the real runtime."""
     from tickformer import runtime
-    from tickformer.export import writer as export
     from tickformer.errors import TickformerError
+    from tickformer.export import writer as export
     from tickformer.model.config import preset
     from tickformer.model.transformer import init_params
 
     cfg = preset("tiny")
     from tickformer.model.checkpoint import Checkpoint
 
-    art = export.export_artifact(Checkpoint(cfg, init_params(cfg), {}), tmp_path / "art", domain=(-1.0, 1.0), lengths=[1, 4])
+    art = export.export_artifact(
+        Checkpoint(cfg, init_params(cfg), {}), tmp_path / "art", domain=(-1.0, 1.0), lengths=[1, 4]
+    )
     sess = runtime.load(art, backend="numpy")
     x = np.zeros((1, 1, cfg.d_in), np.float32)  # [B, 1, d_in]
     for _ in range(3):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from tickformer.contracts.input_domain import check_domain, domain_excess, parse_domain, validate_input
-from tickformer.runtime.monitor import ContractMonitor
 from tickformer.errors import ConfigError, ContractViolation, InputError
+from tickformer.runtime.monitor import ContractMonitor
 
 LO, HI = -2.0, 3.0
 

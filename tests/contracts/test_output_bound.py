@@ -22,8 +22,11 @@ def _reference(y: np.ndarray, bound: float | None) -> float:
 
 
 @given(
-    hnp.arrays(np.float32, hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4),
-               elements=st.floats(-1e6, 1e6, width=32) | st.sampled_from([np.nan, np.inf, -np.inf])),
+    hnp.arrays(
+        np.float32,
+        hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4),
+        elements=st.floats(-1e6, 1e6, width=32) | st.sampled_from([np.nan, np.inf, -np.inf]),
+    ),
     st.none() | st.floats(0.1, 1e6),
 )
 def test_small_loop_equals_reductions(y, bound):

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from tickformer.contracts import softmax_stability as ss
+from tickformer.verify.properties.strategies import score_rows
+
 A = importlib.import_module("tickformer.model.attention")  # the module (the package re-exports the function)
-from tickformer.verify.strategies import score_rows
 
 
 def weights_of(scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -155,7 +156,12 @@ def test_length_one_row_is_exactly_one():
 
 
 def test_fully_masked_row_is_zero_not_nan():
-    out = A.attention(np.ones((2, 1), np.float32), np.ones((3, 1), np.float32), np.ones((3, 2), np.float32), mask=np.array([[True, False, True], [False, False, False]]))
+    out = A.attention(
+        np.ones((2, 1), np.float32),
+        np.ones((3, 1), np.float32),
+        np.ones((3, 2), np.float32),
+        mask=np.array([[True, False, True], [False, False, False]]),
+    )
     assert np.all(out[1] == 0.0) and np.all(np.isfinite(out))
 
 

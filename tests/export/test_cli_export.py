@@ -24,7 +24,14 @@ def test_export_then_inspect(ckpt, tmp_path, capsys):
     assert "exported" in said and "max_len 8" in said and "tolerance" in said
     assert main(["inspect", str(out)]) == 0
     text = capsys.readouterr().out
-    for words in ("step.onnx", "k_cache.1 float32[1, 2, 8, 8]", "x float32[1, T, 3]", "inputs in [-3.0, 3.0]", "step:ort_vs_numpy", "atol"):
+    for words in (
+        "step.onnx",
+        "k_cache.1 float32[1, 2, 8, 8]",
+        "x float32[1, T, 3]",
+        "inputs in [-3.0, 3.0]",
+        "step:ort_vs_numpy",
+        "atol",
+    ):
         assert words in text
     assert main(["inspect", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["max_len"] == 8

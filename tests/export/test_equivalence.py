@@ -28,7 +28,9 @@ def test_measured_errors_are_within_the_stated_fp32_tolerance(exported, name):
     for g in graphs:
         for pair in ("ort_vs_numpy", "reference_vs_numpy", "ort_vs_reference"):
             e = pairs[f"{g}:{pair}"]
-            assert 0 <= e["max_abs"] <= tol["atol"] * 4, f"{g}:{pair} = {e}"  # atol + rtol*|ref|, |ref| <= 3 here
+            assert 0 <= e["max_abs"] <= tol["atol"] * 4, (
+                f"{g}:{pair} = {e}"
+            )  # atol + rtol*|ref|, |ref| <= 3 here
             assert e["max_rel"] <= tol["rtol"] * 4
     assert manifest["equivalence"]["step_positions"] == manifest["max_len"]
 
@@ -48,7 +50,10 @@ def _with_nonzero_biases(params, seed):
     """init_params zeroes every bias and LayerNorm beta, so every shift of the step's bias
     folding (export/graphs.py build_step) would be 0; give every 1-D parameter an offset."""
     rng = np.random.default_rng(seed)
-    return {k: (v + rng.normal(0.0, 0.5, v.shape).astype(np.float32)) if v.ndim == 1 else v for k, v in params.items()}
+    return {
+        k: (v + rng.normal(0.0, 0.5, v.shape).astype(np.float32)) if v.ndim == 1 else v
+        for k, v in params.items()
+    }
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-tokens", "tiny-seq2seq"])
@@ -61,7 +66,9 @@ def test_step_bias_folding_is_exact_with_nonzero_biases(configs, name):
     cfg = configs[name]
     params = _with_nonzero_biases(init_params(cfg, 0), seed=3)
     graphs = build_graphs(params, cfg, 1, 17)
-    record = equivalence.check(graphs, params, cfg, 1, (-10.0, 10.0), fp32_tolerance(cfg), lengths=[1, cfg.max_len])
+    record = equivalence.check(
+        graphs, params, cfg, 1, (-10.0, 10.0), fp32_tolerance(cfg), lengths=[1, cfg.max_len]
+    )
     assert record["pairs"]["step:ort_vs_numpy"]["max_abs"] < fp32_tolerance(cfg)["atol"] * 4
 
 
@@ -72,10 +79,14 @@ def test_step_bias_folding_test_can_fail(configs, monkeypatch):
     cfg = configs["tiny-seq2seq"]
     params = _with_nonzero_biases(init_params(cfg, 0), seed=3)
     real = gr._bias_for
-    monkeypatch.setattr(gr, "_bias_for", lambda g, p, h, w, b: real(g, p, gr._Shifted(h.name, np.zeros_like(h.shift)), w, b))
+    monkeypatch.setattr(
+        gr, "_bias_for", lambda g, p, h, w, b: real(g, p, gr._Shifted(h.name, np.zeros_like(h.shift)), w, b)
+    )
     graphs = build_graphs(params, cfg, 1, 17)
     with pytest.raises(ExportError, match="beyond the stated tolerance"):
-        equivalence.check(graphs, params, cfg, 1, (-10.0, 10.0), fp32_tolerance(cfg), lengths=[1, cfg.max_len])
+        equivalence.check(
+            graphs, params, cfg, 1, (-10.0, 10.0), fp32_tolerance(cfg), lengths=[1, cfg.max_len]
+        )
 
 
 def test_equivalence_inputs_include_the_domain_edges():
@@ -95,7 +106,12 @@ BOUND_CFG = preset("tiny")
 
 
 @settings(max_examples=30)
-@given(seed=st.integers(0, 2**16), magnitude=st.sampled_from([1.0, 10.0, 1e3, 1e6]), length=st.integers(1, BOUND_CFG.max_len), gain=st.floats(0.1, 5.0))
+@given(
+    seed=st.integers(0, 2**16),
+    magnitude=st.sampled_from([1.0, 10.0, 1e3, 1e6]),
+    length=st.integers(1, BOUND_CFG.max_len),
+    gain=st.floats(0.1, 5.0),
+)
 def test_output_bound_holds_for_any_finite_input(seed, magnitude, length, gain):
     """|y| <= output_bound for inputs far outside the declared domain too (the bound comes from
     the final LayerNorm: |z_i| / sqrt(var + eps) < sqrt(D - 1)), with random non-unit LN gains."""
@@ -114,5 +130,8 @@ def test_output_bound_is_attained_up_to_a_factor():
     params = init_params(BOUND_CFG, 0)
     bound = output_bound(params, BOUND_CFG)
     rng = np.random.default_rng(0)
-    worst = max(np.abs(forward(params, BOUND_CFG, (100 * rng.standard_normal((1, 16, 3))).astype(np.float32))).max() for _ in range(20))
+    worst = max(
+        np.abs(forward(params, BOUND_CFG, (100 * rng.standard_normal((1, 16, 3))).astype(np.float32))).max()
+        for _ in range(20)
+    )
     assert bound / 50 < worst <= bound

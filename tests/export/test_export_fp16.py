@@ -33,14 +33,19 @@ def test_manifest_records_precision_and_measured_error(fp16_art):
     model = onnx.load(str(path / "step.onnx"))
     dtypes = {init.data_type for init in model.graph.initializer}
     assert onnx.TensorProto.FLOAT16 in dtypes
-    assert all(i.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64) for i in model.graph.input)
+    assert all(
+        i.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64)
+        for i in model.graph.input
+    )
 
 
 def test_fp16_step_matches_numpy_within_recorded_tolerance(fp16_art):
     path, cfg, params, manifest = fp16_art
     rng = np.random.default_rng(0)
     lo, hi = manifest["input_domain"]
-    x = rng.uniform(lo, hi, (1, cfg.max_len, cfg.d_in)).astype(np.float32)  # edge-heavy: full domain, full length
+    x = rng.uniform(lo, hi, (1, cfg.max_len, cfg.d_in)).astype(
+        np.float32
+    )  # edge-heavy: full domain, full length
     ref = forward(params, cfg, x)  # [1, N, d_out]
     atol = manifest["tolerance"]["atol"]
     session = runtime.load(path, backend="ort")

@@ -15,10 +15,10 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
+from tickformer.artifact.format import step_feeds, step_outputs
 from tickformer.errors import ExportError
 from tickformer.export import trt_support as ts
 from tickformer.export.fp16 import FP32_OPS, UNIT_ROUNDOFF_FP16, error_bound, to_fp16
-from tickformer.artifact.format import step_feeds, step_outputs
 from tickformer.export.graphs import build_graphs
 from tickformer.model.config import preset
 from tickformer.model.transformer import forward, init_params
@@ -59,7 +59,9 @@ def normwise(a, ref):
 def types_of(model):
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     g = inferred.graph
-    types = {vi.name: vi.type.tensor_type.elem_type for vi in list(g.input) + list(g.output) + list(g.value_info)}
+    types = {
+        vi.name: vi.type.tensor_type.elem_type for vi in list(g.input) + list(g.output) + list(g.value_info)
+    }
     types.update({i.name: i.data_type for i in g.initializer})
     return inferred, types
 
@@ -69,12 +71,20 @@ def test_policy_is_explicit_in_the_graph(exported):
     for name, m16 in fp16.items():
         inferred, types = types_of(m16)
         # I/O types unchanged.
-        assert [(v.name, v.type) for v in m16.graph.input] == [(v.name, v.type) for v in graphs[name].graph.input]
-        assert [(v.name, v.type) for v in m16.graph.output] == [(v.name, v.type) for v in graphs[name].graph.output]
+        assert [(v.name, v.type) for v in m16.graph.input] == [
+            (v.name, v.type) for v in graphs[name].graph.input
+        ]
+        assert [(v.name, v.type) for v in m16.graph.output] == [
+            (v.name, v.type) for v in graphs[name].graph.output
+        ]
         consts = {i.name for i in m16.graph.initializer}
         n_half_matmul = 0
         for node in inferred.graph.node:
-            floats = [types[n] for n in list(node.input) + list(node.output) if n and types.get(n) in (T.FLOAT, T.FLOAT16)]
+            floats = [
+                types[n]
+                for n in list(node.input) + list(node.output)
+                if n and types.get(n) in (T.FLOAT, T.FLOAT16)
+            ]
             if node.op_type in FP32_OPS:
                 assert set(floats) == {T.FLOAT}, f"{node.op_type} {node.name} must run fp32"
             if node.op_type in ("MatMul", "Gemm"):
@@ -82,7 +92,9 @@ def test_policy_is_explicit_in_the_graph(exported):
                 assert set(floats) == ({T.FLOAT16} if weight else {T.FLOAT}), node.name
                 n_half_matmul += weight
             if node.op_type not in ("Cast",) and floats:
-                assert len(set(floats)) == 1, f"mixed float types at {node.op_type} {node.name}: explicit Casts required"
+                assert len(set(floats)) == 1, (
+                    f"mixed float types at {node.op_type} {node.name}: explicit Casts required"
+                )
         # The residual stream stays fp32: no fp16 Gemm adds an activation (C) into its product.
         for node in m16.graph.node:
             if node.op_type == "Gemm" and len(node.input) == 3 and node.input[2]:
@@ -153,9 +165,13 @@ def test_encoder_decoder_fp16_close_to_fp32():
 
 def test_weight_beyond_fp16_range_is_refused():
     w = numpy_helper.from_array(np.full((2, 2), 1e6, dtype=np.float32), "w")
-    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
-                          [helper.make_tensor_value_info("x", T.FLOAT, [1, 2])],
-                          [helper.make_tensor_value_info("y", T.FLOAT, [1, 2])], initializer=[w])
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", T.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info("y", T.FLOAT, [1, 2])],
+        initializer=[w],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(ExportError, match="65504"):
         to_fp16(m)
@@ -175,7 +191,9 @@ def test_measure_error_records_error_and_bound(preset_name):
     cfg = preset(preset_name)
     params = init_params(cfg, seed=2)
     graphs = build_graphs(params, cfg, batch=1, opset=17)
-    record = measure_error(graphs, {k: to_fp16(v) for k, v in graphs.items()}, params, cfg, domain=(-DOMAIN, DOMAIN))
+    record = measure_error(
+        graphs, {k: to_fp16(v) for k, v in graphs.items()}, params, cfg, domain=(-DOMAIN, DOMAIN)
+    )
     assert record["within_bound"] and 0 < record["worst"] <= record["bound"]
     assert record["worst"] == max(record["normwise"].values())
     import json

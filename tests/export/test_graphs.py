@@ -18,9 +18,32 @@ from tickformer.model import init_params, preset
 
 # Everything TensorRT 10.x's ONNX parser imports; no Attention (rejected with past K/V).
 PLAIN_OPS = {
-    "MatMul", "Add", "Sub", "Mul", "Div", "Reshape", "Transpose", "Where", "ReduceMax", "ReduceSum",
-    "Exp", "Max", "Equal", "Greater", "Less", "LayerNormalization", "Relu", "Gather", "Concat",
-    "Unsqueeze", "Slice", "Shape", "Identity", "Gemm", "Softmax", "Split",
+    "MatMul",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Reshape",
+    "Transpose",
+    "Where",
+    "ReduceMax",
+    "ReduceSum",
+    "Exp",
+    "Max",
+    "Equal",
+    "Greater",
+    "Less",
+    "LayerNormalization",
+    "Relu",
+    "Gather",
+    "Concat",
+    "Unsqueeze",
+    "Slice",
+    "Shape",
+    "Identity",
+    "Gemm",
+    "Softmax",
+    "Split",
 }
 
 
@@ -47,7 +70,14 @@ def test_every_graph_passes_checker_and_strict_shape_inference(configs, name, op
         if gname == "step":
             dh = cfg.d_head
             w = inits["dec.0.self_attn.w_qkv_step"]  # [D, 3D]
-            want = np.concatenate([params["dec.0.self_attn.w_q"] / np.sqrt(dh), params["dec.0.self_attn.w_k"], params["dec.0.self_attn.w_v"]], axis=1)
+            want = np.concatenate(
+                [
+                    params["dec.0.self_attn.w_q"] / np.sqrt(dh),
+                    params["dec.0.self_attn.w_k"],
+                    params["dec.0.self_attn.w_v"],
+                ],
+                axis=1,
+            )
             np.testing.assert_allclose(w, want, rtol=2**-23, atol=0)
 
 
@@ -58,7 +88,9 @@ def test_step_and_encoder_shapes_are_static(configs, name):
     for gname in set(graphs) - {"model"}:
         for value in list(graphs[gname].graph.input) + list(graphs[gname].graph.output):
             dims = value.type.tensor_type.shape.dim
-            assert all(d.HasField("dim_value") for d in dims), f"{gname}.{value.name} has a dynamic dim (TensorRT needs min=opt=max)"
+            assert all(d.HasField("dim_value") for d in dims), (
+                f"{gname}.{value.name} has a dynamic dim (TensorRT needs min=opt=max)"
+            )
 
 
 def test_model_has_exactly_one_input_and_one_output(configs):
@@ -97,12 +129,19 @@ def _causal_session():
         model = build_model(CAUSAL_PARAMS, CAUSAL_CFG, 1, 17)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
-        CAUSAL_SESSION = ort.InferenceSession(model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
+        CAUSAL_SESSION = ort.InferenceSession(
+            model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
     return CAUSAL_SESSION
 
 
 @settings(max_examples=40)
-@given(t=st.integers(0, CAUSAL_CFG.max_len - 1), length=st.integers(1, CAUSAL_CFG.max_len), seed=st.integers(0, 2**16), scale=st.sampled_from([1e-3, 1.0, 10.0]))
+@given(
+    t=st.integers(0, CAUSAL_CFG.max_len - 1),
+    length=st.integers(1, CAUSAL_CFG.max_len),
+    seed=st.integers(0, 2**16),
+    scale=st.sampled_from([1e-3, 1.0, 10.0]),
+)
 def test_model_onnx_is_causal_bitwise(t, length, seed, scale):
     """Perturbing inputs after position t leaves outputs 0..t *bitwise* unchanged under ORT:
     future keys get weight exactly 0 by selection, 0 * v = 0 for finite v, and the single-thread

@@ -63,7 +63,10 @@ def test_clean_graph_passes_every_target():
 @pytest.mark.parametrize("op", ["Unique", "BitShift", "MatMulInteger"])
 def test_documented_unsupported_op_is_an_error(op):
     if op == "BitShift":
-        ins, node = [vi("a", [4], T.UINT32), vi("b", [4], T.UINT32)], helper.make_node(op, ["a", "b"], ["y"], direction="LEFT")
+        ins, node = (
+            [vi("a", [4], T.UINT32), vi("b", [4], T.UINT32)],
+            helper.make_node(op, ["a", "b"], ["y"], direction="LEFT"),
+        )
         outs = [vi("y", [4], T.UINT32)]
     elif op == "Unique":
         ins, node, outs = [vi("a", [4])], helper.make_node(op, ["a"], ["y"]), [vi("y", [None])]
@@ -78,22 +81,30 @@ def test_documented_unsupported_op_is_an_error(op):
 
 
 def test_double_dtype_is_an_error_on_every_target():
-    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, 4], T.DOUBLE)], [vi("y", [1, 4], T.DOUBLE)])
+    m = model(
+        [helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, 4], T.DOUBLE)], [vi("y", [1, 4], T.DOUBLE)]
+    )
     for name in TARGETS:
         f = ts.check_model(m, ts.target(name), role="step")
         assert "dtype-double" in codes(f)
 
 
 def test_cast_to_double_inside_graph_is_flagged():
-    nodes = [helper.make_node("Cast", ["x"], ["d"], to=T.DOUBLE), helper.make_node("Cast", ["d"], ["y"], to=T.FLOAT)]
+    nodes = [
+        helper.make_node("Cast", ["x"], ["d"], to=T.DOUBLE),
+        helper.make_node("Cast", ["d"], ["y"], to=T.FLOAT),
+    ]
     m = model(nodes, [vi("x", [2])], [vi("y", [2])])
     f = ts.check_model(m, ts.target("trt-10"))
     assert {"dtype-double", "dtype-cast"} <= codes(f)
 
 
 def test_int64_is_native_and_bf16_warns():
-    nodes = [helper.make_node("Cast", ["x"], ["b"], to=T.BFLOAT16), helper.make_node("Cast", ["b"], ["y"], to=T.FLOAT),
-             helper.make_node("Shape", ["x"], ["s"])]
+    nodes = [
+        helper.make_node("Cast", ["x"], ["b"], to=T.BFLOAT16),
+        helper.make_node("Cast", ["b"], ["y"], to=T.FLOAT),
+        helper.make_node("Shape", ["x"], ["s"]),
+    ]
     m = model(nodes, [vi("x", [2])], [vi("y", [2]), vi("s", [1], T.INT64)])
     f = ts.check_model(m, ts.target("trt-10"))
     assert codes(f) == set()
@@ -138,7 +149,10 @@ def test_step_graph_must_be_static_full_graph_is_pinned():
 
 
 def test_reduce_axes_must_be_initializer_and_unsqueeze_axes_constant():
-    nodes = [helper.make_node("ReduceMean", ["x", "axes"], ["m"]), helper.make_node("Unsqueeze", ["m", "axes"], ["y"])]
+    nodes = [
+        helper.make_node("ReduceMean", ["x", "axes"], ["m"]),
+        helper.make_node("Unsqueeze", ["m", "axes"], ["y"]),
+    ]
     m = model(nodes, [vi("x", [2, 3]), vi("axes", [1], T.INT64)], [vi("y", None)], opset=18)
     f = ts.check_model(m, ts.target("trt-10"))
     assert {"reduce-axes", "axes-const"} <= codes(f)
@@ -167,7 +181,9 @@ def test_unsupported_op_inside_if_branch_is_found():
 
 def test_fp16_overflowing_mask_constant_warns():
     big = numpy_helper.from_array(np.array([-1e9], dtype=np.float32), "neg_big")
-    m = model([helper.make_node("Add", ["x", "neg_big"], ["y"])], [vi("x", [1])], [vi("y", [1])], initializers=[big])
+    m = model(
+        [helper.make_node("Add", ["x", "neg_big"], ["y"])], [vi("x", [1])], [vi("y", [1])], initializers=[big]
+    )
     assert "fp16-overflow" in codes(ts.check_model(m, ts.target("trt-10")), "warning")
 
 
@@ -185,7 +201,9 @@ def test_cli_exit_codes_and_one_line_per_finding(tmp_path, capsys):
     assert "ok: 0 error(s)" in capsys.readouterr().out
 
     bad = tmp_path / "step.onnx"  # the step role: dynamic dims are errors
-    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, "T"], T.DOUBLE)], [vi("y", [1, "T"], T.DOUBLE)])
+    m = model(
+        [helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, "T"], T.DOUBLE)], [vi("y", [1, "T"], T.DOUBLE)]
+    )
     onnx.save(m, bad)
     assert main(["check", str(bad), "--target", "trt-11"]) == 1
     out = capsys.readouterr().out.strip().splitlines()
@@ -217,7 +235,9 @@ def test_corrupt_onnx_is_a_finding_not_a_crash(tmp_path, capsys):
 
 def test_inf_constant_is_fine_in_where_but_not_in_add():
     ninf = numpy_helper.from_array(np.array(-np.inf, dtype=np.float32), "ninf")
-    m = model([helper.make_node("Add", ["x", "ninf"], ["y"])], [vi("x", [1])], [vi("y", [1])], initializers=[ninf])
+    m = model(
+        [helper.make_node("Add", ["x", "ninf"], ["y"])], [vi("x", [1])], [vi("y", [1])], initializers=[ninf]
+    )
     assert "nonfinite-weight" in codes(ts.check_model(m, ts.target("trt-10")), "warning")
 
 

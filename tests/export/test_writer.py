@@ -4,7 +4,6 @@ writes (a failed or killed export leaves nothing that loads), export from a chec
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,12 +13,12 @@ import onnx
 import pytest
 
 from tickformer import runtime
+from tickformer.artifact.reader import open_artifact
 from tickformer.errors import ArtifactError, ExportError
 from tickformer.export import writer as export_mod
 from tickformer.export.writer import export_artifact, export_params
 from tickformer.model import init_params, preset
 from tickformer.model.checkpoint import save_checkpoint
-from tickformer.artifact.reader import open_artifact
 
 
 def test_manifest_describes_every_graph_and_file(exported):
@@ -28,7 +27,7 @@ def test_manifest_describes_every_graph_and_file(exported):
     assert set(manifest["files"]) == {"manifest.json"} ^ {p.name for p in path.iterdir()}
     assert set(manifest["versions"]) >= {"numpy", "onnx", "onnxruntime", "python", "tickformer"}
     assert manifest["input_domain"] == [-10.0, 10.0] and manifest["output_bound"] > 0
-    for name, spec in manifest["graphs"].items():
+    for spec in manifest["graphs"].values():
         model = onnx.load(str(path / spec["file"]))
         assert [i["name"] for i in spec["inputs"]] == [i.name for i in model.graph.input]
         assert [o["name"] for o in spec["outputs"]] == [o.name for o in model.graph.output]
@@ -36,7 +35,11 @@ def test_manifest_describes_every_graph_and_file(exported):
     # Format 2: one cache input and one new-row output per layer; 2-D x / y (docs/artifact_format.md).
     assert step["inputs"][0] == {"name": "x", "dtype": "float32", "shape": [1, 3]}
     assert [i["name"] for i in step["inputs"][2:]] == ["k_cache.0", "v_cache.0", "k_cache.1", "v_cache.1"]
-    assert step["inputs"][2] == {"name": "k_cache.0", "dtype": "float32", "shape": [1, 2, 8, 16]}  # K transposed [B, H, dh, N]
+    assert step["inputs"][2] == {
+        "name": "k_cache.0",
+        "dtype": "float32",
+        "shape": [1, 2, 8, 16],
+    }  # K transposed [B, H, dh, N]
     assert step["inputs"][3] == {"name": "v_cache.0", "dtype": "float32", "shape": [1, 2, 16, 8]}
     assert [o["name"] for o in step["outputs"]] == ["y", "k_new.0", "v_new.0", "k_new.1", "v_new.1"]
     assert step["outputs"][1] == {"name": "k_new.0", "dtype": "float32", "shape": [1, 2, 1, 8]}
@@ -49,7 +52,8 @@ def test_manifest_is_sealed_and_engine_build_rewrites_reseal_it(exported, tmp_pa
     import shutil
 
     from tickformer.runtime.backends.tensorrt_engine import update_manifest
-    from tickformer.sealed import MANIFEST_HASH, digest as manifest_digest
+    from tickformer.sealed import MANIFEST_HASH
+    from tickformer.sealed import digest as manifest_digest
 
     src, _, manifest = exported["tiny"]
     written = json.loads((src / "manifest.json").read_text())
@@ -102,7 +106,13 @@ def test_missing_or_truncated_files_and_bad_manifest(exported, tmp_path):
         "no manifest": lambda a: (a / "manifest.json").unlink(),
         "not json": lambda a: (a / "manifest.json").write_text("{"),
     }
-    words = {"missing": "missing", "truncated": "bytes", "version": "version 1 is not supported", "no manifest": "no manifest.json", "not json": "not valid JSON"}
+    words = {
+        "missing": "missing",
+        "truncated": "bytes",
+        "version": "version 1 is not supported",
+        "no manifest": "no manifest.json",
+        "not json": "not valid JSON",
+    }
     for name, damage in cases.items():
         art = tmp_path / name.replace(" ", "_")
         shutil.copytree(src, art)

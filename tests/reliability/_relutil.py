@@ -60,7 +60,8 @@ def resealed(doc: Any, original: Any | None = None) -> Any:
     as whoever rewrites a manifest can do (the hash detects corruption, it is no signature), so
     the *schema* checks behind it are exercised. Left as is when doc has no self-hash, or when
     `original` is given and the mutation changed or removed the self-hash itself."""
-    from tickformer.sealed import MANIFEST_HASH, seal as seal_manifest
+    from tickformer.sealed import MANIFEST_HASH
+    from tickformer.sealed import seal as seal_manifest
 
     if not isinstance(doc, dict) or MANIFEST_HASH not in doc:
         return doc
@@ -176,8 +177,13 @@ class Worker:
         import sys
 
         script = Path(__file__).with_name("load_worker.py")
-        self.proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, bufsize=0)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+        )
         self._buffer = b""
         reply = self._read(120.0)
         if reply is None or not reply.get("ready"):
@@ -210,7 +216,9 @@ class Worker:
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         self._next_id += 1
-        self.proc.stdin.write((json.dumps({"id": self._next_id, "path": str(path), "backend": backend}) + "\n").encode())
+        self.proc.stdin.write(
+            (json.dumps({"id": self._next_id, "path": str(path), "backend": backend}) + "\n").encode()
+        )
         self.proc.stdin.flush()
         deadline = time.monotonic() + self.timeout
         while True:

@@ -59,8 +59,13 @@ def ckpt_src(tmp_path_factory):
     cfg = preset("tiny")
     params = init_params(cfg, 3)
     out = tmp_path_factory.mktemp("rel-ckpt") / "ckpt"
-    save_checkpoint(out, cfg, params, {"task": "pendulum", "input_domain": [-10.0, 10.0]},
-                    extra_files={"metrics.json": b'{"loss": 0.5}\n'})
+    save_checkpoint(
+        out,
+        cfg,
+        params,
+        {"task": "pendulum", "input_domain": [-10.0, 10.0]},
+        extra_files={"metrics.json": b'{"loss": 0.5}\n'},
+    )
     return out, params
 
 
@@ -76,19 +81,28 @@ def worker():
     yield w
     w.close()
     if w.noise:
-        _relutil.OUTCOMES.describe("worker stdout noise", f"{len(w.noise)} non-reply lines skipped, first: {w.noise[0][:200]!r}")
+        _relutil.OUTCOMES.describe(
+            "worker stdout noise", f"{len(w.noise)} non-reply lines skipped, first: {w.noise[0][:200]!r}"
+        )
 
 
 # --- the report -------------------------------------------------------------------------------------
 def _collect_test_states(stats) -> None:
     """Outcome of every test of this issue (tests/reliability, tests/cli/test_cli_errors.py)."""
-    names = {"passed": "passed", "failed": "failed", "error": "error", "xfailed": "xfailed (known bug, see reason)",
-             "xpassed": "XPASS", "skipped": "skipped"}
+    names = {
+        "passed": "passed",
+        "failed": "failed",
+        "error": "error",
+        "xfailed": "xfailed (known bug, see reason)",
+        "xpassed": "XPASS",
+        "skipped": "skipped",
+    }
     for key, label in names.items():
         for report in stats.get(key, []):
             nodeid = getattr(report, "nodeid", "")
             if ("tests/reliability/" in nodeid or "test_cli_errors" in nodeid) and (
-                    report.when == "call" or report.outcome != "passed"):
+                report.when == "call" or report.outcome != "passed"
+            ):
                 _relutil.OUTCOMES.tests[nodeid] = label
 
 
@@ -131,9 +145,14 @@ def _report_markdown(command: str) -> str:
         unexpected += sum(v for k, v in counts.items() if k.startswith("UNEXPECTED"))
         outs = ", ".join(f"{k} {v}" for k, v in counts.most_common())
         lines.append(f"| {kind} | {n} | {outs} | {rec.seconds[kind]:.1f} |")
-    lines += ["", f"Total: {total} cases, {unexpected} ended in an unexpected exception.", "",
-              "Every unexpected exception counted above belongs to a known bug: the test that meets it is a strict",
-              "xfail listed under Test results, whose reason names the file and the fix.", ""]
+    lines += [
+        "",
+        f"Total: {total} cases, {unexpected} ended in an unexpected exception.",
+        "",
+        "Every unexpected exception counted above belongs to a known bug: the test that meets it is a strict",
+        "xfail listed under Test results, whose reason names the file and the fix.",
+        "",
+    ]
     if rec.notes:
         lines += ["### What each class does", ""]
         lines += [f"- **{kind}**: {note}" for kind, note in sorted(rec.notes.items())]
@@ -146,8 +165,14 @@ def _report_markdown(command: str) -> str:
     states: dict[str, int] = {}
     for state in rec.tests.values():
         states[state] = states.get(state, 0) + 1
-    lines += ["## Test results", "", "Tests of tests/reliability and tests/cli/test_cli_errors.py in this run: "
-              + ", ".join(f"{v} {k}" for k, v in sorted(states.items())) + ".", ""]
+    lines += [
+        "## Test results",
+        "",
+        "Tests of tests/reliability and tests/cli/test_cli_errors.py in this run: "
+        + ", ".join(f"{v} {k}" for k, v in sorted(states.items()))
+        + ".",
+        "",
+    ]
     known = sorted(n for n, s in rec.tests.items() if s.startswith("xfailed"))
     if known:
         lines += ["Known bugs (strict xfail; the reason names the file and the fix):", ""]

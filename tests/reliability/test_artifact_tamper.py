@@ -16,17 +16,17 @@ from __future__ import annotations
 import json
 import math
 
+import _relutil as ru
 import numpy as np
 import onnx
 import onnxruntime
 import pytest
 
-import _relutil as ru
 from tickformer import runtime
+from tickformer.artifact.reader import open_artifact
 from tickformer.errors import ArtifactError, CheckpointError, TickformerError
 from tickformer.model.checkpoint import load_checkpoint
 from tickformer.model.config import Config
-from tickformer.artifact.reader import open_artifact
 
 STRIDE = 251  # besides the first/last/middle bytes, every 251st byte of every file is flipped
 MANIFEST_STRIDE = 3  # every 3rd byte of a manifest (all its lines and fields)
@@ -59,7 +59,11 @@ def test_every_flip_in_every_artifact_file_is_refused_before_parsing(art_src, tm
     art = ru.fresh_copy(art_src[0], tmp_path / "art")
     backend = "ort"
     kind = "artifact: one byte flipped in a hashed file, runtime.load(ort)"
-    outcomes.describe(kind, "XOR 0x01 and 0xFF at the first, last, middle and every 251st byte of weights.npz, model.onnx, step.onnx; must be ArtifactError naming the file, raised before any parser runs")
+    outcomes.describe(
+        kind,
+        "XOR 0x01 and 0xFF at the first, last, middle and every 251st byte of weights.npz, model.onnx, "
+        "step.onnx; must be ArtifactError naming the file, raised before any parser runs",
+    )
     files = _hashed_files(art, ru.ART_MANIFEST)
     assert set(files) >= {"weights.npz", "model.onnx", "step.onnx"}
     for name in files:
@@ -73,10 +77,16 @@ def test_every_flip_in_every_artifact_file_is_refused_before_parsing(art_src, tm
         (art / name).write_bytes(original)
 
 
-def test_every_flip_in_every_checkpoint_file_is_refused_before_parsing(ckpt_src, tmp_path, no_parsing, outcomes):
+def test_every_flip_in_every_checkpoint_file_is_refused_before_parsing(
+    ckpt_src, tmp_path, no_parsing, outcomes
+):
     ckpt = ru.fresh_copy(ckpt_src[0], tmp_path / "ckpt")
     kind = "checkpoint: one byte flipped in a hashed file, load_checkpoint"
-    outcomes.describe(kind, "XOR 0x01 and 0xFF at the first, last, middle and every 251st byte of config.json, weights.npz, metrics.json; must be CheckpointError naming the file, before parsing")
+    outcomes.describe(
+        kind,
+        "XOR 0x01 and 0xFF at the first, last, middle and every 251st byte of config.json, weights.npz, "
+        "metrics.json; must be CheckpointError naming the file, before parsing",
+    )
     files = _hashed_files(ckpt, ru.CKPT_MANIFEST)
     assert set(files) == {"config.json", "weights.npz", "metrics.json"}
     for name in files:
@@ -91,16 +101,21 @@ def test_every_flip_in_every_checkpoint_file_is_refused_before_parsing(ckpt_src,
 
 def test_truncated_or_grown_files_are_refused_by_size(art_src, ckpt_src, tmp_path, no_parsing, outcomes):
     kind = "artifact/checkpoint: file truncated, emptied or grown"
-    outcomes.describe(kind, "every hashed file cut to 0, 1 and n-1 bytes or grown by 1 byte; must be refused by size, before parsing")
-    cases = [(ru.fresh_copy(art_src[0], tmp_path / "art"), ru.ART_MANIFEST, open_artifact, ArtifactError),
-             (ru.fresh_copy(ckpt_src[0], tmp_path / "ckpt"), ru.CKPT_MANIFEST, load_checkpoint, CheckpointError)]
+    outcomes.describe(
+        kind,
+        "every hashed file cut to 0, 1 and n-1 bytes or grown by 1 byte; must be refused by size, before parsing",
+    )
+    cases = [
+        (ru.fresh_copy(art_src[0], tmp_path / "art"), ru.ART_MANIFEST, open_artifact, ArtifactError),
+        (ru.fresh_copy(ckpt_src[0], tmp_path / "ckpt"), ru.CKPT_MANIFEST, load_checkpoint, CheckpointError),
+    ]
     for root, manifest, loader, error in cases:
         for name in _hashed_files(root, manifest):
             original = (root / name).read_bytes()
             for damaged in (b"", original[:1], original[:-1], original + b"\0"):
                 (root / name).write_bytes(damaged)
                 with pytest.raises(error, match=rf"{name}.*{len(damaged)} bytes"):
-                    outcomes.run(kind, lambda: loader(root), reraise=True)
+                    outcomes.run(kind, lambda loader=loader, root=root: loader(root), reraise=True)
             (root / name).write_bytes(original)
 
 
@@ -122,7 +137,7 @@ def _flip_manifest_everywhere(root, manifest_name, loader, kind, outcomes):
 
 def _describe_defects(original, defects):
     return "; ".join(
-        f"byte {off} ({original[max(0, off - 12):off + 12]!r}): {type(exc).__name__}: {str(exc)[:80]}"
+        f"byte {off} ({original[max(0, off - 12) : off + 12]!r}): {type(exc).__name__}: {str(exc)[:80]}"
         for off, exc in list(defects.items())[:5]
     )
 
@@ -139,7 +154,11 @@ def test_every_flip_of_the_artifact_manifest_ends_in_our_error_or_a_valid_load(a
     a float, which parses to the same double): checked."""
     art = ru.fresh_copy(art_src[0], tmp_path / "art")
     kind = "artifact: one bit flipped in manifest.json, load + step (numpy)"
-    outcomes.describe(kind, "XOR 0x01 at every 3rd byte of manifest.json; must end in TickformerError, or success only if every parsed value is unchanged")
+    outcomes.describe(
+        kind,
+        "XOR 0x01 at every 3rd byte of manifest.json; must end in TickformerError, or success only if "
+        "every parsed value is unchanged",
+    )
     values = ru.read_json(art / ru.ART_MANIFEST)
 
     def load_step_and_compare(root):
@@ -150,16 +169,24 @@ def test_every_flip_of_the_artifact_manifest_ends_in_our_error_or_a_valid_load(a
     assert outcomes.counts[kind]["ArtifactError"] > 0
     if defects:
         outcomes.defects[kind] = [_describe_defects(original, {k: v}) for k, v in defects.items()]
-    assert not defects, f"{len(defects)} flips ended in another exception: {_describe_defects(original, defects)}"
+    assert not defects, (
+        f"{len(defects)} flips ended in another exception: {_describe_defects(original, defects)}"
+    )
 
 
-def test_every_flip_of_the_checkpoint_manifest_ends_in_our_error_or_a_valid_load(ckpt_src, tmp_path, outcomes):
+def test_every_flip_of_the_checkpoint_manifest_ends_in_our_error_or_a_valid_load(
+    ckpt_src, tmp_path, outcomes
+):
     ckpt = ru.fresh_copy(ckpt_src[0], tmp_path / "ckpt")
     kind = "checkpoint: one bit flipped in checkpoint.json, load_checkpoint"
-    outcomes.describe(kind, "XOR 0x01 at every 3rd byte of checkpoint.json; must end in TickformerError or success")
+    outcomes.describe(
+        kind, "XOR 0x01 at every 3rd byte of checkpoint.json; must end in TickformerError or success"
+    )
     original, defects = _flip_manifest_everywhere(ckpt, ru.CKPT_MANIFEST, load_checkpoint, kind, outcomes)
     assert outcomes.counts[kind]["CheckpointError"] > 0
-    assert not defects, f"{len(defects)} flips ended in another exception: {_describe_defects(original, defects)}"
+    assert not defects, (
+        f"{len(defects)} flips ended in another exception: {_describe_defects(original, defects)}"
+    )
 
 
 def _flip_value_digit(root, manifest_name, key_path):
@@ -182,7 +209,9 @@ def test_a_flipped_digit_in_a_safety_value_of_the_manifest_is_detected(art_src, 
     for key_path in (("output_bound",), ("tolerance", "atol")):
         art = ru.fresh_copy(art_src[0], tmp_path / "art")
         changed = _flip_value_digit(art, ru.ART_MANIFEST, key_path)
-        assert ru.json_get(changed, key_path) != ru.json_get(ru.read_json(art_src[0] / ru.ART_MANIFEST), key_path)
+        assert ru.json_get(changed, key_path) != ru.json_get(
+            ru.read_json(art_src[0] / ru.ART_MANIFEST), key_path
+        )
         with pytest.raises(ArtifactError, match="manifest.json was modified"):
             open_artifact(art)
 
@@ -205,7 +234,9 @@ def test_a_flipped_digit_in_checkpoint_meta_is_detected(ckpt_src, tmp_path):
     ckpt = ru.fresh_copy(ckpt_src[0], tmp_path / "ckpt")
     text = (ckpt / ru.CKPT_MANIFEST).read_text()
     assert '"input_domain": [\n      -10.0' in text
-    (ckpt / ru.CKPT_MANIFEST).write_text(text.replace('"input_domain": [\n      -10.0', '"input_domain": [\n      -90.0'))
+    (ckpt / ru.CKPT_MANIFEST).write_text(
+        text.replace('"input_domain": [\n      -10.0', '"input_domain": [\n      -90.0')
+    )
     with pytest.raises(CheckpointError, match="checkpoint.json"):
         load_checkpoint(ckpt)
 
@@ -241,9 +272,9 @@ def test_extra_and_renamed_artifact_files_are_named(art_src, tmp_path):
 def test_unhashed_caches_and_interrupted_write_leftovers_are_not_reported(art_src, tmp_path):
     """What TensorRT builds and atomic writes leave inside an artifact, and nothing reads, does not
     block loading; the names are the ones those modules use."""
-    from tickformer.runtime.backends.tensorrt_engine import TIMING_CACHE
     from tickformer.artifact.reader import UNHASHED_CACHES
     from tickformer.runtime.backends.ort_gpu import ORT_TRT_CACHE
+    from tickformer.runtime.backends.tensorrt_engine import TIMING_CACHE
 
     assert UNHASHED_CACHES == {TIMING_CACHE, ORT_TRT_CACHE}
     art = ru.fresh_copy(art_src[0], tmp_path / "art")
@@ -256,13 +287,16 @@ def test_unhashed_caches_and_interrupted_write_leftovers_are_not_reported(art_sr
         open_artifact(art)
 
 
-@pytest.mark.parametrize("damage, words", [
-    ("missing", r"missing files \['weights.npz'\]"),
-    ("renamed", r"missing files \['weights.npz'\].*unlisted files \['weights2.npz'\].*renamed"),
-    ("extra", r"unlisted files \['extra.bin'\]"),
-    ("extra hidden", r"unlisted files \['.hidden'\]"),
-    ("no manifest", r"no checkpoint.json"),
-])
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        ("missing", r"missing files \['weights.npz'\]"),
+        ("renamed", r"missing files \['weights.npz'\].*unlisted files \['weights2.npz'\].*renamed"),
+        ("extra", r"unlisted files \['extra.bin'\]"),
+        ("extra hidden", r"unlisted files \['.hidden'\]"),
+        ("no manifest", r"no checkpoint.json"),
+    ],
+)
 def test_missing_extra_renamed_checkpoint_files_are_named(ckpt_src, tmp_path, no_parsing, damage, words):
     ckpt = ru.fresh_copy(ckpt_src[0], tmp_path / "ckpt")
     if damage == "missing":
@@ -307,11 +341,18 @@ ARTIFACT_SCHEMA_CASES = [
     ("version far future", _set(("version",), 10**30), "version"),
     ("version string", _set(("version",), "2"), "version"),
     ("version missing", _del(("version",)), "version"),
-    *[(f"missing {key}", _del((key,)), key) for key in ("config", "graphs", "files", "batch", "max_len", "input_domain", "tolerance")],
+    *[
+        (f"missing {key}", _del((key,)), key)
+        for key in ("config", "graphs", "files", "batch", "max_len", "input_domain", "tolerance")
+    ],
     ("files not a dict", _set(("files",), []), "files"),
     ("files entry not a dict", _set(("files", "step.onnx"), "abc"), "files"),
     ("files sha256 not a string", _set(("files", "step.onnx", "sha256"), 5), "files"),
-    ("files path traversal", _set(("files", "../../etc/passwd"), {"sha256": "0" * 64, "bytes": 1}), "etc/passwd"),
+    (
+        "files path traversal",
+        _set(("files", "../../etc/passwd"), {"sha256": "0" * 64, "bytes": 1}),
+        "etc/passwd",
+    ),
     ("files absolute path", _set(("files", "/etc/passwd"), {"sha256": "0" * 64, "bytes": 1}), "etc/passwd"),
     ("graph file outside", _set(("graphs", "step", "file"), "../step.onnx"), "step"),
     ("graph missing", _del(("graphs", "step")), "step"),
@@ -323,7 +364,11 @@ ARTIFACT_SCHEMA_CASES = [
     ("self-hash wrong", _set(("manifest_sha256",), "0" * 64), "was modified"),
     ("self-hash not a string", _set(("manifest_sha256",), 5), "manifest_sha256"),
     ("unknown graph", _set(("graphs", "evil"), {"file": "step.onnx", "inputs": [], "outputs": []}), "evil"),
-    ("graph input shape disagrees", _set(("graphs", "step", "inputs", 0, "shape"), [1, 1, 4]), "graphs.step.inputs"),
+    (
+        "graph input shape disagrees",
+        _set(("graphs", "step", "inputs", 0, "shape"), [1, 1, 4]),
+        "graphs.step.inputs",
+    ),
     ("max_len bool", _set(("max_len",), True), "max_len"),
     ("tolerance negative", _set(("tolerance", "atol"), -1e-5), "tolerance"),
     ("tolerance infinite", _set(("tolerance", "rtol"), math.inf), "tolerance"),
@@ -347,7 +392,9 @@ ARTIFACT_SCHEMA_CASES = [
 
 
 @pytest.mark.parametrize("name, mutate, words", _ids(ARTIFACT_SCHEMA_CASES))
-def test_manifest_schema_violations_are_refused_at_load_with_a_clear_error(art_src, tmp_path, name, mutate, words):
+def test_manifest_schema_violations_are_refused_at_load_with_a_clear_error(
+    art_src, tmp_path, name, mutate, words
+):
     """A malformed manifest raises ArtifactError at load (not later, not another exception),
     naming the bad field; a numpy load + step is the proof that nothing slipped through. The
     self-hash is recomputed after the edit (unless the edit is to the self-hash), so the schema
@@ -367,7 +414,9 @@ def test_manifest_schema_violations_are_refused_at_load_with_a_clear_error(art_s
         try:
             session.step(np.zeros(session.input_shape, session.input_dtype))
         except TickformerError as exc:
-            raise AssertionError(f"schema violation slipped through load and failed in step: {exc!r}") from exc
+            raise AssertionError(
+                f"schema violation slipped through load and failed in step: {exc!r}"
+            ) from exc
         raise AssertionError("schema violation loaded and ran")
     message = str(info.value)
     assert "\n" not in message and len(message) < 400

@@ -26,18 +26,20 @@ from __future__ import annotations
 import math
 import time
 
+import _relutil as ru
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import _relutil as ru
 from tickformer import runtime
 from tickformer.model.checkpoint import load_checkpoint
 
 ARTIFACT_FILES = ["model.onnx", "step.onnx", "weights.npz"]
 CHECKPOINT_FILES = ["config.json", "weights.npz", "metrics.json"]
-FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 
 
 # --- strategies -----------------------------------------------------------------------------------------
@@ -58,7 +60,12 @@ def byte_mutations(draw, size: int):
         n = draw(st.integers(1, 16))
         return f"delete {n} bytes at {at}", lambda b: b[:at] + b[at + n :]
     chunk = draw(st.binary(min_size=1, max_size=16))
-    return f"overwrite {chunk!r} at {at}", lambda b: b[:at] + chunk + b[at + len(chunk) :] if b[at : at + len(chunk)] != chunk else ru.flip(b, at)
+    return (
+        f"overwrite {chunk!r} at {at}",
+        lambda b: (
+            b[:at] + chunk + b[at + len(chunk) :] if b[at : at + len(chunk)] != chunk else ru.flip(b, at)
+        ),
+    )
 
 
 HOSTILE_VALUES = st.one_of(
@@ -85,7 +92,9 @@ def json_mutations(draw, document):
     value = ru.json_get(document, path)
     if op == "tweak" and isinstance(value, (int, float)) and not isinstance(value, bool):
         delta = draw(st.sampled_from([-1, 1, 2, 10, -100]))
-        new = value + delta if isinstance(value, int) else value * draw(st.sampled_from([-1.0, 0.5, 2.0, 1e30]))
+        new = (
+            value + delta if isinstance(value, int) else value * draw(st.sampled_from([-1.0, 0.5, 2.0, 1e30]))
+        )
     else:
         new = draw(HOSTILE_VALUES)
     return f"set {path} = {new!r}", lambda d: ru.json_set(d, path, new)
@@ -130,8 +139,12 @@ def scratch(tmp_path_factory):
 
 # --- bytes, hash kept: the hash check must catch every one --------------------------------------------------
 def test_fuzz_artifact_bytes_without_rehash_are_refused_by_the_hash_check(art_src, scratch, outcomes):
-    camp = Campaign(outcomes, "fuzz: artifact file bytes mutated, manifest hash kept",
-                    "flip/truncate/insert/delete/overwrite in model.onnx, step.onnx or weights.npz; must be ArtifactError (hash or size)")
+    camp = Campaign(
+        outcomes,
+        "fuzz: artifact file bytes mutated, manifest hash kept",
+        "flip/truncate/insert/delete/overwrite in model.onnx, step.onnx or weights.npz; must be "
+        "ArtifactError (hash or size)",
+    )
     root = ru.fresh_copy(art_src[0], scratch / "a1")
     originals = {name: (root / name).read_bytes() for name in ARTIFACT_FILES}
 
@@ -142,7 +155,9 @@ def test_fuzz_artifact_bytes_without_rehash_are_refused_by_the_hash_check(art_sr
         description, mutate = data.draw(byte_mutations(len(originals[name])))
         (root / name).write_bytes(mutate(originals[name]))
         try:
-            camp.case(f"{name}: {description}", lambda: _load_and_step(root, "ort"), allowed={"ArtifactError"})
+            camp.case(
+                f"{name}: {description}", lambda: _load_and_step(root, "ort"), allowed={"ArtifactError"}
+            )
         finally:
             (root / name).write_bytes(originals[name])
 
@@ -151,8 +166,11 @@ def test_fuzz_artifact_bytes_without_rehash_are_refused_by_the_hash_check(art_sr
 
 
 def test_fuzz_checkpoint_bytes_without_rehash_are_refused_by_the_hash_check(ckpt_src, scratch, outcomes):
-    camp = Campaign(outcomes, "fuzz: checkpoint file bytes mutated, manifest hash kept",
-                    "flip/truncate/insert/delete/overwrite in config.json, weights.npz or metrics.json; must be CheckpointError")
+    camp = Campaign(
+        outcomes,
+        "fuzz: checkpoint file bytes mutated, manifest hash kept",
+        "flip/truncate/insert/delete/overwrite in config.json, weights.npz or metrics.json; must be CheckpointError",
+    )
     root = ru.fresh_copy(ckpt_src[0], scratch / "c1")
     originals = {name: (root / name).read_bytes() for name in CHECKPOINT_FILES}
 
@@ -173,8 +191,11 @@ def test_fuzz_checkpoint_bytes_without_rehash_are_refused_by_the_hash_check(ckpt
 
 # --- bytes, hash recomputed: the parsers run ----------------------------------------------------------------
 def test_fuzz_artifact_weights_parser(art_src, scratch, outcomes):
-    camp = Campaign(outcomes, "fuzz: artifact weights.npz bytes mutated, hash recomputed, load(numpy, ort) + step",
-                    "the npz parser (np.load, allow_pickle=False) and the weight checks run on mutated bytes")
+    camp = Campaign(
+        outcomes,
+        "fuzz: artifact weights.npz bytes mutated, hash recomputed, load(numpy, ort) + step",
+        "the npz parser (np.load, allow_pickle=False) and the weight checks run on mutated bytes",
+    )
     root = ru.fresh_copy(art_src[0], scratch / "a2")
     original = (root / "weights.npz").read_bytes()
     manifest = (root / ru.ART_MANIFEST).read_bytes()
@@ -196,8 +217,11 @@ def test_fuzz_artifact_weights_parser(art_src, scratch, outcomes):
 
 
 def test_fuzz_checkpoint_parsers(ckpt_src, scratch, outcomes):
-    camp = Campaign(outcomes, "fuzz: checkpoint config.json / weights.npz bytes mutated, hash recomputed",
-                    "the JSON, config and npz parsers of load_checkpoint run on mutated bytes")
+    camp = Campaign(
+        outcomes,
+        "fuzz: checkpoint config.json / weights.npz bytes mutated, hash recomputed",
+        "the JSON, config and npz parsers of load_checkpoint run on mutated bytes",
+    )
     root = ru.fresh_copy(ckpt_src[0], scratch / "c2")
     originals = {name: (root / name).read_bytes() for name in ("config.json", "weights.npz")}
     manifest = (root / ru.CKPT_MANIFEST).read_bytes()
@@ -222,8 +246,11 @@ def test_fuzz_checkpoint_parsers(ckpt_src, scratch, outcomes):
 def test_fuzz_step_graph_parser_in_a_child_process(art_src, scratch, outcomes, worker):
     """step.onnx mutated and re-hashed, loaded by onnxruntime in a child: our error or success,
     never a crash (CRASH) or a hang (HANG, 60 s)."""
-    camp = Campaign(outcomes, "fuzz: step.onnx bytes mutated, hash recomputed, load(ort) + step in a child",
-                    "onnxruntime parses mutated protobufs; a crash or hang of the child would be recorded as CRASH/HANG")
+    camp = Campaign(
+        outcomes,
+        "fuzz: step.onnx bytes mutated, hash recomputed, load(ort) + step in a child",
+        "onnxruntime parses mutated protobufs; a crash or hang of the child would be recorded as CRASH/HANG",
+    )
     root = ru.fresh_copy(art_src[0], scratch / "a3")
     original = (root / "step.onnx").read_bytes()
     manifest = (root / ru.ART_MANIFEST).read_bytes()
@@ -250,9 +277,12 @@ def test_fuzz_step_graph_parser_in_a_child_process(art_src, scratch, outcomes, w
 
 # --- JSON fields ---------------------------------------------------------------------------------------------
 def test_fuzz_artifact_manifest_fields(art_src, scratch, outcomes):
-    camp = Campaign(outcomes, "fuzz: manifest.json field deleted / replaced, load(numpy, ort) + step",
-                    "one value anywhere in manifest.json deleted, replaced by a hostile value or tweaked; its self-hash recomputed "
-                    "(unless the mutation hit it) so the schema checks run")
+    camp = Campaign(
+        outcomes,
+        "fuzz: manifest.json field deleted / replaced, load(numpy, ort) + step",
+        "one value anywhere in manifest.json deleted, replaced by a hostile value or tweaked; its self-hash recomputed "
+        "(unless the mutation hit it) so the schema checks run",
+    )
     root = ru.fresh_copy(art_src[0], scratch / "a4")
     text = (root / ru.ART_MANIFEST).read_bytes()
     document = ru.read_json(root / ru.ART_MANIFEST)
@@ -274,8 +304,12 @@ def test_fuzz_artifact_manifest_fields(art_src, scratch, outcomes):
 
 
 def test_fuzz_checkpoint_json_fields(ckpt_src, scratch, outcomes):
-    camp = Campaign(outcomes, "fuzz: checkpoint.json / config.json field deleted / replaced, hash recomputed",
-                    "one value of checkpoint.json, or of config.json with its hash recomputed, deleted or replaced by a hostile value")
+    camp = Campaign(
+        outcomes,
+        "fuzz: checkpoint.json / config.json field deleted / replaced, hash recomputed",
+        "one value of checkpoint.json, or of config.json with its hash recomputed, deleted or replaced "
+        "by a hostile value",
+    )
     root = ru.fresh_copy(ckpt_src[0], scratch / "c3")
     originals = {name: (root / name).read_bytes() for name in (ru.CKPT_MANIFEST, "config.json")}
     documents = {name: ru.read_json(root / name) for name in originals}

@@ -24,15 +24,15 @@ import sys
 import time
 from collections import Counter
 
+import _relutil as ru
 import numpy as np
 import pytest
 
-import _relutil as ru
+from tickformer.artifact.reader import open_artifact
 from tickformer.errors import ArtifactError, CheckpointError
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 from tickformer.model.checkpoint import load_checkpoint, save_checkpoint
-from tickformer.artifact.reader import open_artifact
 
 SEED = 20261202
 CFG = preset("tiny")
@@ -41,7 +41,9 @@ CFG = preset("tiny")
 def _run_and_kill(script: str, delay_s: float, *, ready_timeout: float = 120.0) -> int:
     """Start `script` in a child; after it prints READY wait delay_s and SIGKILL it. Returns the
     number of completed writes the child reported (lines 'DONE')."""
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     line = proc.stdout.readline()
     if line.strip() != "READY":
         proc.kill()
@@ -138,11 +140,17 @@ while True:
 
 
 @pytest.mark.parametrize("writer, trials, max_delay", [("write_atomic", 10, 0.25), ("export_params", 3, 1.2)])
-def test_killed_artifact_writer_leaves_old_new_or_nothing(two_artifacts, tmp_path, outcomes, writer, trials, max_delay):
+def test_killed_artifact_writer_leaves_old_new_or_nothing(
+    two_artifacts, tmp_path, outcomes, writer, trials, max_delay
+):
     rng = np.random.default_rng(SEED + trials)
     contents = _contents(two_artifacts)
     kind = f"kill: {writer} SIGKILLed at a random moment (artifact)"
-    outcomes.describe(kind, f"child overwrites the artifact in a loop alternating A/B; SIGKILL after U(0, {max_delay}) s; target must load as exactly A or B, or be absent")
+    outcomes.describe(
+        kind,
+        f"child overwrites the artifact in a loop alternating A/B; SIGKILL after U(0, {max_delay}) s; "
+        "target must load as exactly A or B, or be absent",
+    )
     states = Counter()
     for trial in range(trials):
         parent = tmp_path / f"t{trial}"
@@ -186,7 +194,11 @@ def test_killed_checkpoint_save_leaves_old_new_or_nothing(tmp_path, outcomes):
     rng = np.random.default_rng(SEED)
     params = {"A": init_params(CFG, 0), "B": init_params(CFG, 1)}
     kind = "kill: save_checkpoint SIGKILLed at a random moment"
-    outcomes.describe(kind, "child overwrites the checkpoint in a loop alternating A/B; SIGKILL after U(0, 0.3) s; must load as exactly A or B, or be absent")
+    outcomes.describe(
+        kind,
+        "child overwrites the checkpoint in a loop alternating A/B; SIGKILL after U(0, 0.3) s; must "
+        "load as exactly A or B, or be absent",
+    )
     for trial in range(8):
         parent = tmp_path / f"t{trial}"
         out = parent / "ckpt"
@@ -214,7 +226,11 @@ def test_killed_manifest_rewrite_leaves_a_valid_manifest(two_artifacts, tmp_path
     rng = np.random.default_rng(SEED + 1)
     contents = _contents(two_artifacts)
     kind = "kill: engine_build.update_manifest SIGKILLed at a random moment"
-    outcomes.describe(kind, "child rewrites manifest.json in a loop (what a TensorRT build ends with); SIGKILL after U(0, 0.3) s; must still load as A")
+    outcomes.describe(
+        kind,
+        "child rewrites manifest.json in a loop (what a TensorRT build ends with); SIGKILL after U(0, "
+        "0.3) s; must still load as A",
+    )
     for trial in range(3):
         out = ru.fresh_copy(two_artifacts["A"], tmp_path / f"t{trial}" / "art")
         done = _run_and_kill(MANIFEST_CHILD.format(out=str(out)), float(rng.uniform(0, 0.3)))

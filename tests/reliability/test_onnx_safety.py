@@ -19,6 +19,7 @@ import pickle
 import time
 import zipfile
 
+import _relutil as ru
 import numpy as np
 import onnx
 import onnxruntime
@@ -26,11 +27,10 @@ import pytest
 from onnx import TensorProto, numpy_helper
 from onnx.external_data_helper import convert_model_to_external_data
 
-import _relutil as ru
 from tickformer import runtime
+from tickformer.artifact.reader import open_artifact
 from tickformer.errors import ArtifactError, CheckpointError, TickformerError
 from tickformer.model.checkpoint import load_checkpoint
-from tickformer.artifact.reader import open_artifact
 
 
 def _rehash_artifact(art, *names):
@@ -42,7 +42,9 @@ def _externalize(art, location, *, place, list_data=False):
     place(data) puts the external bytes where `location` points. The manifest is re-hashed
     (an attacker controls it). list_data: also list the data file in the manifest."""
     model = onnx.load(str(art / "step.onnx"))
-    convert_model_to_external_data(model, all_tensors_to_one_file=True, location="tmp.bin", size_threshold=256)
+    convert_model_to_external_data(
+        model, all_tensors_to_one_file=True, location="tmp.bin", size_threshold=256
+    )
     onnx.save_model(model, str(art / "step.onnx"))  # writes ART/tmp.bin (onnx refuses other locations)
     data = (art / "tmp.bin").read_bytes()
     (art / "tmp.bin").unlink()
@@ -65,6 +67,7 @@ def _place_at(path):
     def place(data):
         with open(path, "wb") as handle:
             handle.write(data)
+
     return place
 
 
@@ -73,6 +76,7 @@ def _place_symlink(link, target):
         with open(target, "wb") as handle:
             handle.write(data)
         os.symlink(target, link)
+
     return place
 
 
@@ -90,7 +94,12 @@ def _outside_case(art, tmp_path, case):
         _externalize(art, location, place=_place_at(str(outside / "up.bin")))
     else:
         location = "link.bin"
-        _externalize(art, location, place=_place_symlink(str(art / "link.bin"), str(outside / "target.bin")), list_data=False)
+        _externalize(
+            art,
+            location,
+            place=_place_symlink(str(art / "link.bin"), str(outside / "target.bin")),
+            list_data=False,
+        )
     return location
 
 
@@ -101,7 +110,11 @@ def test_external_data_outside_the_artifact_is_refused(art_src, tmp_path, worker
     art = ru.fresh_copy(art_src[0], tmp_path / "art")
     _outside_case(art, tmp_path, case)
     kind = "onnx: external data outside the artifact (abs, .., symlink), load(ort) in a child"
-    outcomes.describe(kind, "step.onnx rewritten to read its initializers from outside the artifact, hashes recomputed; must be refused with a TickformerError")
+    outcomes.describe(
+        kind,
+        "step.onnx rewritten to read its initializers from outside the artifact, hashes recomputed; "
+        "must be refused with a TickformerError",
+    )
     start = time.perf_counter_ns()
     reply = worker.load(art, "ort")
     outcomes.record(kind, reply["outcome"], (time.perf_counter_ns() - start) / 1e9)
@@ -159,7 +172,9 @@ def test_graph_swapped_after_verification_is_not_run(art_src, tokens_src, tmp_pa
     model = onnx.load(str(art / "step.onnx"))
     for tensor in model.graph.initializer:  # same graph, other weights: loads and runs fine
         if tensor.data_type == TensorProto.FLOAT:
-            tensor.CopyFrom(numpy_helper.from_array(np.zeros_like(numpy_helper.to_array(tensor)), tensor.name))
+            tensor.CopyFrom(
+                numpy_helper.from_array(np.zeros_like(numpy_helper.to_array(tensor)), tensor.name)
+            )
     (art / "step.onnx").write_bytes(model.SerializeToString())
     with pytest.raises(ArtifactError, match="step.onnx"):
         backend_class("ort")(artifact)
@@ -194,7 +209,9 @@ def _deeply_nested_model(depth):
 def _huge_initializer_model(step_bytes):
     """The real step graph plus an initializer that declares 2^40 floats and carries 4 bytes."""
     model = onnx.load_from_string(step_bytes)
-    huge = TensorProto(name="huge", data_type=TensorProto.FLOAT, dims=[1 << 20, 1 << 20], raw_data=b"\0\0\0\0")
+    huge = TensorProto(
+        name="huge", data_type=TensorProto.FLOAT, dims=[1 << 20, 1 << 20], raw_data=b"\0\0\0\0"
+    )
     model.graph.initializer.append(huge)  # built by hand: onnx.helper refuses the size mismatch
     return model.SerializeToString()
 
@@ -235,7 +252,11 @@ def test_malformed_or_oversized_step_graph_gives_our_error(art_src, tmp_path, wo
     (art / "step.onnx").write_bytes(data)
     _rehash_artifact(art, "step.onnx")
     kind = "onnx: malformed / oversized step.onnx, hashes recomputed, load(ort) + step in a child"
-    outcomes.describe(kind, "empty, random, truncated, 2^62 length prefix, 5000-deep subgraphs, 2^40-float initializer, future ir_version/opset, 16 MiB of 0xFF, wrong valid graph; must be a TickformerError (no crash, no hang)")
+    outcomes.describe(
+        kind,
+        "empty, random, truncated, 2^62 length prefix, 5000-deep subgraphs, 2^40-float initializer, "
+        "future ir_version/opset, 16 MiB of 0xFF, wrong valid graph; must be a TickformerError (no crash, no hang)",
+    )
     start = time.perf_counter_ns()
     reply = worker.load(art, "ort")
     outcomes.record(kind, reply["outcome"], (time.perf_counter_ns() - start) / 1e9)
@@ -248,12 +269,20 @@ def test_malformed_or_oversized_step_graph_gives_our_error(art_src, tmp_path, wo
     assert "\n" not in reply["message"].strip()
 
 
-@pytest.mark.parametrize("manifest_name, loader, error", [
-    (ru.ART_MANIFEST, open_artifact, ArtifactError),
-    (ru.CKPT_MANIFEST, load_checkpoint, CheckpointError),
-])
-@pytest.mark.parametrize("payload", ["nested 100000 deep", "50 MiB of spaces", "NaN and Infinity tokens", "duplicate keys", "not utf-8"])
-def test_hostile_manifest_json_gives_our_error(art_src, ckpt_src, tmp_path, manifest_name, loader, error, payload, request):
+@pytest.mark.parametrize(
+    "manifest_name, loader, error",
+    [
+        (ru.ART_MANIFEST, open_artifact, ArtifactError),
+        (ru.CKPT_MANIFEST, load_checkpoint, CheckpointError),
+    ],
+)
+@pytest.mark.parametrize(
+    "payload",
+    ["nested 100000 deep", "50 MiB of spaces", "NaN and Infinity tokens", "duplicate keys", "not utf-8"],
+)
+def test_hostile_manifest_json_gives_our_error(
+    art_src, ckpt_src, tmp_path, manifest_name, loader, error, payload, request
+):
     src = art_src[0] if manifest_name == ru.ART_MANIFEST else ckpt_src[0]
     root = ru.fresh_copy(src, tmp_path / "root")
     text = (root / manifest_name).read_text()
@@ -266,7 +295,11 @@ def test_hostile_manifest_json_gives_our_error(art_src, ckpt_src, tmp_path, mani
         manifest["version"] = float("nan")
         data = json.dumps(manifest).encode()
     elif payload == "duplicate keys":  # the last "format" wins in json.loads: still refused
-        data = text.replace('"format":', '"format": "x", "format":', 1).replace('"tickformer-', '"other-', 1).encode()
+        data = (
+            text.replace('"format":', '"format": "x", "format":', 1)
+            .replace('"tickformer-', '"other-', 1)
+            .encode()
+        )
     else:
         data = b"\xff\xfe" + text.encode("utf-16-le")
     (root / manifest_name).write_bytes(data)
@@ -306,7 +339,10 @@ def test_pickle_payload_in_artifact_weights_is_refused_and_never_runs(art_src, t
     (art / "weights.npz").write_bytes(_npz_with_object_array(art_src[1], trap))
     _rehash_artifact(art, "weights.npz")
     kind = "weights: .npz with a pickled object array (hash recomputed)"
-    outcomes.describe(kind, "an object array whose unpickling would create a file; must be refused, and the file must not exist")
+    outcomes.describe(
+        kind,
+        "an object array whose unpickling would create a file; must be refused, and the file must not exist",
+    )
     with pytest.raises(ArtifactError, match="weights.npz"):
         outcomes.run(kind, lambda: runtime.load(art, backend="numpy"), reraise=True)
     assert not trap.exists(), "unpickling ran code"

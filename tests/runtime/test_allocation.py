@@ -1,7 +1,8 @@
 """The real-time path allocates nothing net on the Python side: after warm-up, 10,000 steps
 (with a reset() every max_len steps) leave zero net traced blocks (tracemalloc also traces
 numpy's data buffers). The warm-up runs under tracing too: objects parked on CPython's free
-lists by the first steps count as allocated to tracemalloc, but they do not grow with steps. Temporaries freed before a step returns are allowed (numpy backend);
+lists by the first steps count as allocated to tracemalloc, but they do not grow with steps.
+Temporaries freed before a step returns are allowed (numpy backend);
 ORT's own C++ allocations are invisible to tracemalloc and not Python allocations.
 The session's own part (validation, position, commit order) allocates nothing at all, not even
 transiently: measured with an allocation-free stand-in backend, every step's peak rise of traced
@@ -134,7 +135,9 @@ def long_artifact(request):
     config = preset("tiny").replace(max_len=LONG)
     if request.param == "tokens":
         config = config.replace(inputs="tokens", d_in=0, d_out=0, vocab_size=1000)
-    return SimpleNamespace(config=config, batch=1, max_len=LONG, input_domain=(-10.0, 10.0), output_bound=None, manifest={})
+    return SimpleNamespace(
+        config=config, batch=1, max_len=LONG, input_domain=(-10.0, 10.0), output_bound=None, manifest={}
+    )
 
 
 def peak_rise(session, xs, steps):

@@ -18,7 +18,9 @@ def test_unknown_backend_lists_the_choices(tiny_art):
 
 
 def test_missing_backend_module_is_reported(monkeypatch):
-    monkeypatch.setitem(backends.REGISTRY, "ghost", ("tickformer.runtime.backends._ghost", "pip install ghost"))
+    monkeypatch.setitem(
+        backends.REGISTRY, "ghost", ("tickformer.runtime.backends._ghost", "pip install ghost")
+    )
     with pytest.raises(BackendUnavailable, match="not part of this build"):
         backends.backend_class("ghost")
 

@@ -34,8 +34,13 @@ class FakeClock:
 class ScriptedSession:
     """step(x) takes durations[i] ns of fake time and returns outputs[i] (or raises)."""
 
-    def __init__(self, clock: FakeClock, durations: list[int], outputs: list[object] | None = None,
-                 max_len: int | None = None) -> None:
+    def __init__(
+        self,
+        clock: FakeClock,
+        durations: list[int],
+        outputs: list[object] | None = None,
+        max_len: int | None = None,
+    ) -> None:
         self.clock, self.durations, self.outputs = clock, durations, outputs
         self.calls = 0
         self.y = np.zeros(2, np.float32)
@@ -66,7 +71,9 @@ class ScriptedSession:
 def _run(session: ScriptedSession, clock: FakeClock, cfg: LoopConfig, n: int):
     acted: list[np.ndarray] = []
     loop = ControlLoop(session, cfg, output_shape=(2,), clock=clock, sleep=clock.sleep)
-    stats = loop.run(n, observe=lambda k: np.zeros(3, np.float32), actuate=lambda u: acted.append(u.copy()), trace=True)
+    stats = loop.run(
+        n, observe=lambda k: np.zeros(3, np.float32), actuate=lambda u: acted.append(u.copy()), trace=True
+    )
     return loop, stats, acted
 
 
@@ -74,7 +81,12 @@ def test_on_time_loop_uses_absolute_deadlines() -> None:
     clock = FakeClock()
     s = ScriptedSession(clock, [100])
     loop, stats, acted = _run(s, clock, LoopConfig(period_ns=1000), 5)
-    assert stats.ticks == 5 and stats.skipped_periods == 0 and stats.fallbacks == 0 and stats.deadline_misses == 0
+    assert (
+        stats.ticks == 5
+        and stats.skipped_periods == 0
+        and stats.fallbacks == 0
+        and stats.deadline_misses == 0
+    )
     assert loop.trace["tick"].tolist() == [0, 1, 2, 3, 4]
     assert clock.sleeps == [900] * 4  # next release = start + k * period, not finish + period
     assert stats.wake_lateness_max == 0 and stats.lateness_max == -900 and stats.lateness_min == -900
@@ -270,7 +282,9 @@ def test_schedule_invariants(durations: list[int], oversleep: int, period: int, 
     clock = FakeClock(oversleep=oversleep)
     s = ScriptedSession(clock, durations)
     n = len(durations)
-    loop, stats, _ = _run(s, clock, LoopConfig(period_ns=period, budget_ns=budget, hist_bin_ns=50, hist_bins=5), n)
+    loop, stats, _ = _run(
+        s, clock, LoopConfig(period_ns=period, budget_ns=budget, hist_bin_ns=50, hist_bins=5), n
+    )
     tr = loop.trace
     ticks = tr["tick"].tolist()
     assert ticks[0] == 0 and all(b > a for a, b in zip(ticks, ticks[1:]))

@@ -87,13 +87,28 @@ def test_control_loop_runs_flushed_and_restores():
         clock[0] += 10
         return clock[0]
 
-    loop = ControlLoop(Probe(), LoopConfig(period_ns=1000), output_shape=(2,), clock=now, sleep=lambda d: clock.__setitem__(0, clock[0] + d))
+    loop = ControlLoop(
+        Probe(),
+        LoopConfig(period_ns=1000),
+        output_shape=(2,),
+        clock=now,
+        sleep=lambda d: clock.__setitem__(0, clock[0] + d),
+    )
     stats = loop.run(3, observe=lambda k: np.zeros(3, np.float32), actuate=lambda u: None)
     assert inside == [stats.denormals_flushed] * 3
     assert not denormals_flushed()
-    off = ControlLoop(Probe(), LoopConfig(period_ns=1000, flush_denormals=False), output_shape=(2,), clock=now, sleep=lambda d: None)
+    off = ControlLoop(
+        Probe(),
+        LoopConfig(period_ns=1000, flush_denormals=False),
+        output_shape=(2,),
+        clock=now,
+        sleep=lambda d: None,
+    )
     inside.clear()
-    assert off.run(2, observe=lambda k: np.zeros(3, np.float32), actuate=lambda u: None).denormals_flushed is False
+    assert (
+        off.run(2, observe=lambda k: np.zeros(3, np.float32), actuate=lambda u: None).denormals_flushed
+        is False
+    )
     assert inside == [False, False]
 
 
@@ -126,7 +141,9 @@ def test_the_first_onnxruntime_session_of_a_process_clears_it():
             session()
             print(first, denormals_flushed())
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split()
     if out == ["unsupported"]:
         pytest.skip("no flush-to-zero on this platform")
     assert out == ["False", "True"]
@@ -173,6 +190,15 @@ def test_control_loop_without_flush_leaves_the_callers_state_alone():
 
     if not set_flush_to_zero(True):
         pytest.skip("no flush-to-zero on this platform")
-    loop = ControlLoop(Probe(), LoopConfig(period_ns=1000, flush_denormals=False), output_shape=(2,), clock=iter(range(0, 10**9, 10)).__next__, sleep=lambda d: None)
-    assert loop.run(2, observe=lambda k: np.zeros(3, np.float32), actuate=lambda u: None).denormals_flushed is True
+    loop = ControlLoop(
+        Probe(),
+        LoopConfig(period_ns=1000, flush_denormals=False),
+        output_shape=(2,),
+        clock=iter(range(0, 10**9, 10)).__next__,
+        sleep=lambda d: None,
+    )
+    assert (
+        loop.run(2, observe=lambda k: np.zeros(3, np.float32), actuate=lambda u: None).denormals_flushed
+        is True
+    )
     assert denormals_flushed()

@@ -9,6 +9,11 @@ otherwise. Nothing in this file pretends a GPU result.
 
 from __future__ import annotations
 
+import ctypes
+import enum
+import sys
+import types
+
 import numpy as np
 import pytest
 
@@ -78,12 +83,17 @@ def _built(artifact, precision="fp32"):
     from tickformer.runtime.backends.tensorrt_engine import BuildOptions, build_engines
 
     # fp16 through the project's policy (export/fp16.py), strongly typed, on TensorRT 10 and 11.
-    build_engines(artifact, BuildOptions(precision=precision, workspace_mib=256, convert=True if precision == "fp16" else None))
+    build_engines(
+        artifact,
+        BuildOptions(precision=precision, workspace_mib=256, convert=True if precision == "fp16" else None),
+    )
     return artifact
 
 
 def _step_all(session, x):
-    ys = np.stack([session.step(x[:, t : t + 1]).copy() for t in range(x.shape[1])], axis=1)  # [B, T, 1, d_out]
+    ys = np.stack(
+        [session.step(x[:, t : t + 1]).copy() for t in range(x.shape[1])], axis=1
+    )  # [B, T, 1, d_out]
     return ys[:, :, 0]
 
 
@@ -155,10 +165,6 @@ def test_tensorrt_fp16_engine_within_recorded_bound(tmp_path):
 # the backend's bookkeeping (binding, staging, capture/replay, strided commit, padding, encoder
 # sharing, manifest checks before deserializing) -- it says nothing about TensorRT's numerics
 # or speed, which only benchmarks/gpu_check.sh on hardware can measure.
-import ctypes
-import enum
-import sys
-import types
 
 
 class _Stream:
@@ -207,7 +213,10 @@ class FakeCuda(types.ModuleType):
         here rather than silent corruption."""
         if width > dpitch or width > spitch:
             return 12
-        if height and not (self._inside(dst, (height - 1) * dpitch + width) and self._inside(src, (height - 1) * spitch + width)):
+        if height and not (
+            self._inside(dst, (height - 1) * dpitch + width)
+            and self._inside(src, (height - 1) * spitch + width)
+        ):
             return 1
         return 0
 
@@ -241,9 +250,11 @@ class FakeCuda(types.ModuleType):
         err = self._copy2d(dst, dpitch, src, spitch, width, height)
         if err:
             return (err,)
+
         def op():
             for r in range(height):
                 ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
+
         return self._do(stream, op)
 
     def cudaMemcpy2D(self, dst, dpitch, src, spitch, width, height, kind):
@@ -393,7 +404,13 @@ def make_fake_trt(stats):
             return Profile()
 
         def build_serialized_network(self, network, config):
-            stats["builds"].append({"flags": set(config.flags), "strongly_typed": bool(network.flags), "profiles": list(config.profiles)})
+            stats["builds"].append(
+                {
+                    "flags": set(config.flags),
+                    "strongly_typed": bool(network.flags),
+                    "profiles": list(config.profiles),
+                }
+            )
             return network.model.SerializeToString()
 
     class Context:
@@ -422,14 +439,19 @@ def make_fake_trt(stats):
 
         def execute_async_v3(self, stream_handle):
             stream = stats["streams"][stream_handle]
+
             def op():
                 e = self.engine
-                feeds = {n: _np_view(self.addr[n], self.get_tensor_shape(n), e.get_tensor_dtype(n)).copy() for n in e.inputs}
+                feeds = {
+                    n: _np_view(self.addr[n], self.get_tensor_shape(n), e.get_tensor_dtype(n)).copy()
+                    for n in e.inputs
+                }
                 outs = e.session.run(e.outputs, feeds)
                 for n, val in zip(e.outputs, outs):
                     dst = _np_view(self.addr[n], self.get_tensor_shape(n), e.get_tensor_dtype(n))
                     dst[...] = val
                 stats["runs"] += 1
+
             return stream.capture.append(op) or True if stream.capture is not None else (op() or True)
 
     class Engine:
@@ -545,7 +567,9 @@ def test_emulated_step_without_commit_leaves_device_cache_unchanged(tmp_path, em
         assert list(np.argwhere(np.any(v2 != v0, axis=(0, 1, 2, 4)))[:, 0]) == [3]
 
 
-@pytest.mark.parametrize("shape", [(2, 1, 4, 8, 16), (3, 2, 2, 5, 3)])  # [L, B, H, N, dh]: unpadded, padded layers
+@pytest.mark.parametrize(
+    "shape", [(2, 1, 4, 8, 16), (3, 2, 2, 5, 3)]
+)  # [L, B, H, N, dh]: unpadded, padded layers
 def test_commit_copies_write_exactly_position_p(shape):
     """The commit geometry (layout.commit_copies, used by tensorrt and ort-cuda/ort-trt) against
     numpy, through the fake's pitch-exact cudaMemcpy2D: K [L, B, H, dh, N] gets column p, V
@@ -554,8 +578,12 @@ def test_commit_copies_write_exactly_position_p(shape):
 
     cuda, rng = FakeCuda(), np.random.default_rng(7)
     layers, batch, heads, n, dh = shape
-    stored = {"k_cache": (layers, batch, heads, dh, n), "v_cache": shape,
-              "k_new": (layers, batch, heads, 1, dh), "v_new": (layers, batch, heads, 1, dh)}
+    stored = {
+        "k_cache": (layers, batch, heads, dh, n),
+        "v_cache": shape,
+        "k_new": (layers, batch, heads, 1, dh),
+        "v_new": (layers, batch, heads, 1, dh),
+    }
     pitch = {name: layer_pitch(s) for name, s in stored.items()}
     base = {name: cuda._alloc(layers * pitch[name][1])[1] for name in stored}
     padded = any(sl != pt for sl, pt in pitch.values())
@@ -590,7 +618,9 @@ def test_emulated_capture_failure_falls_back_and_says_so(tmp_path, emulated):
     assert session.backend.cuda_graph is False and "plain enqueue" in session.backend.cuda_graph_reason
     cfg = preset("tiny")
     x = np.random.default_rng(1).uniform(-10, 10, (1, cfg.max_len, cfg.d_in)).astype(np.float32)
-    np.testing.assert_allclose(_step_all(session, x), _step_all(rt.load(art, backend="numpy"), x), atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(
+        _step_all(session, x), _step_all(rt.load(art, backend="numpy"), x), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_emulated_fp16_build_uses_the_policy_graph(tmp_path, emulated):
@@ -609,7 +639,9 @@ def test_emulated_fp16_build_uses_the_policy_graph(tmp_path, emulated):
     # TensorRT 10 without --convert: the weak-typing FP16 builder flag on the fp32 graph.
     stats["builds"].clear()
     _emulated_build(art, precision="fp16", convert=None)
-    assert all((not b["strongly_typed"]) and any(f.name == "FP16" for f in b["flags"]) for b in stats["builds"])
+    assert all(
+        (not b["strongly_typed"]) and any(f.name == "FP16" for f in b["flags"]) for b in stats["builds"]
+    )
 
 
 def test_emulated_engine_for_another_gpu_is_refused_before_deserializing(tmp_path, emulated):
@@ -641,15 +673,36 @@ def test_emulated_cli_build_records_options_in_the_manifest(tmp_path, emulated, 
 
     art = make_artifact(tmp_path / "art")
     cache = tmp_path / "timing.cache"
-    argv = ["build", str(art), "--backend", "tensorrt", "--precision", "fp16", "--workspace", "64",
-            "--timing-cache", str(cache), "--version-compatible", "--hardware-compat", "ampere+", "--graph", "step"]
+    argv = [
+        "build",
+        str(art),
+        "--backend",
+        "tensorrt",
+        "--precision",
+        "fp16",
+        "--workspace",
+        "64",
+        "--timing-cache",
+        str(cache),
+        "--version-compatible",
+        "--hardware-compat",
+        "ampere+",
+        "--graph",
+        "step",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and out[0].startswith("built step: step.fp16.")
     assert cache.read_bytes() == b"fake timing cache"
     entry = rt.open_artifact(art).manifest["engines"]["fp16"]["step"]
-    assert entry["version_compatible"] and entry["hardware_compat"] == "ampere+" and entry["workspace_mib"] == 64
-    assert entry["tensorrt"] == "10.3.0.30" and entry["gpu"] == "Fake GPU" and entry["compute_capability"] == "8.7"
+    assert (
+        entry["version_compatible"] and entry["hardware_compat"] == "ampere+" and entry["workspace_mib"] == 64
+    )
+    assert (
+        entry["tensorrt"] == "10.3.0.30"
+        and entry["gpu"] == "Fake GPU"
+        and entry["compute_capability"] == "8.7"
+    )
     assert entry["onnx_sha256"] == rt.open_artifact(art).manifest["files"]["step.onnx"]["sha256"]
 
 
@@ -659,7 +712,11 @@ def make_fake_ort(record):
     import onnxruntime as real
 
     fake = types.ModuleType("onnxruntime")
-    fake.get_available_providers = lambda: ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+    fake.get_available_providers = lambda: [
+        "TensorrtExecutionProvider",
+        "CUDAExecutionProvider",
+        "CPUExecutionProvider",
+    ]
 
     class IOBinding:
         """The real binding; 'cuda' addresses are host addresses here."""
@@ -677,9 +734,13 @@ def make_fake_ort(record):
 
     class Session:
         def __init__(self, model, sess_options=None, providers=()):
-            assert isinstance(model, bytes), "GPU sessions are made from the verified graph bytes, never a path"
+            assert isinstance(model, bytes), (
+                "GPU sessions are made from the verified graph bytes, never a path"
+            )
             record.append(providers)
-            self._s = real.InferenceSession(model, sess_options=sess_options, providers=["CPUExecutionProvider"])
+            self._s = real.InferenceSession(
+                model, sess_options=sess_options, providers=["CPUExecutionProvider"]
+            )
             self._first = providers[0][0]
 
         def get_providers(self):
@@ -702,7 +763,11 @@ def make_fake_ort(record):
 
     fake.InferenceSession, fake.OrtValue = Session, OrtValue
     # What onnxruntime-gpu shares with the CPU package (session options are made with them).
-    fake.SessionOptions, fake.GraphOptimizationLevel, fake.ExecutionMode = real.SessionOptions, real.GraphOptimizationLevel, real.ExecutionMode
+    fake.SessionOptions, fake.GraphOptimizationLevel, fake.ExecutionMode = (
+        real.SessionOptions,
+        real.GraphOptimizationLevel,
+        real.ExecutionMode,
+    )
     return fake
 
 
@@ -732,7 +797,10 @@ def test_emulated_ort_gpu_backends_match_numpy(tmp_path, monkeypatch, backend, d
         assert step_opts["trt_cuda_graph_enable"] == "True" and step_opts["trt_engine_cache_enable"] == "True"
         assert step_opts["trt_engine_cache_path"].endswith("ort-trt-cache")
         model_opts = dict(record[1][0][1])
-        assert model_opts["trt_profile_min_shapes"] == "x:1x1x3" and model_opts["trt_profile_max_shapes"] == f"x:1x{cfg.max_len}x3"
+        assert (
+            model_opts["trt_profile_min_shapes"] == "x:1x1x3"
+            and model_opts["trt_profile_max_shapes"] == f"x:1x{cfg.max_len}x3"
+        )
 
 
 @pytest.mark.parametrize("backend", ["ort-cuda", "ort-trt"])

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from tickformer import runtime
+from tickformer.artifact.reader import Artifact
 from tickformer.errors import BackendError, ContextFull, ContractViolation, InputError, SessionClosed
 from tickformer.model import forward
-from tickformer.artifact.reader import Artifact
 from tickformer.runtime.session import Session
 
 BACKENDS = [("numpy", {}), ("ort", {"binding": "run"}), ("ort", {"binding": "iobinding"})]
@@ -64,7 +64,7 @@ def test_each_invalid_input_raises_named_error_and_changes_nothing(tiny_art, seq
     seq = seq_for(session.config, 1, 4, seed=3)
     for t in range(3):
         session.step(seq[:, t : t + 1].copy())
-    for name, (x, words) in bad_inputs(session.config.d_in).items():
+    for _name, (x, words) in bad_inputs(session.config.d_in).items():
         before = snapshot(session)
         with pytest.raises(InputError, match=words):
             session.step(x)
@@ -105,7 +105,11 @@ def test_closed_session_raises(tiny_art):
     session = runtime.load(path, backend="ort")
     session.close()
     session.close()  # idempotent
-    for call in (lambda: session.step(np.zeros((1, 1, 3), np.float32)), session.reset, lambda: session.run(np.zeros((1, 2, 3), np.float32))):
+    for call in (
+        lambda: session.step(np.zeros((1, 1, 3), np.float32)),
+        session.reset,
+        lambda: session.run(np.zeros((1, 2, 3), np.float32)),
+    ):
         with pytest.raises(SessionClosed, match="load the artifact again"):
             call()
 
@@ -122,7 +126,9 @@ def test_backend_failure_leaves_state_unchanged(tiny_art, seq_for, monkeypatch, 
         raise RuntimeError("simulated onnxruntime failure")
 
     monkeypatch.setattr(session.backend._step, "run", broken)
-    if session.backend._run is not None:  # iobinding: step() calls ORT's bound C++ run (ort.py _iobinding_runner)
+    if (
+        session.backend._run is not None
+    ):  # iobinding: step() calls ORT's bound C++ run (ort.py _iobinding_runner)
         monkeypatch.setattr(session.backend, "_run", broken)
     with pytest.raises(BackendError, match="position 1"):
         session.step(seq[:, 1:2].copy())
@@ -132,7 +138,9 @@ def test_backend_failure_leaves_state_unchanged(tiny_art, seq_for, monkeypatch, 
 def test_contract_violation_in_check_mode_leaves_state_unchanged(tiny_art, seq_for):
     path, _ = tiny_art
     loaded = runtime.open_artifact(path)
-    strict = Artifact(root=loaded.root, manifest={**loaded.manifest, "output_bound": 1e-6}, config=loaded.config)
+    strict = Artifact(
+        root=loaded.root, manifest={**loaded.manifest, "output_bound": 1e-6}, config=loaded.config
+    )
     backend_cls = runtime.backend_class("ort")
     session = Session(strict, backend_cls(strict), contracts="check")
     before = snapshot(session)

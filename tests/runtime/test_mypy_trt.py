@@ -17,17 +17,24 @@ import re
 import subprocess
 import sys
 import sysconfig
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[2]
-FILES = ["runtime/backends/cuda.py", "runtime/backends/tensorrt_engine.py", "runtime/backends/tensorrt.py", "runtime/backends/ort_gpu.py"]
+FILES = [
+    "runtime/backends/cuda.py",
+    "runtime/backends/tensorrt_engine.py",
+    "runtime/backends/tensorrt.py",
+    "runtime/backends/ort_gpu.py",
+]
 # Sub-package -> folder, read from pyproject's package-dir (top-level sub-packages only).
 PACKAGE_DIRS = {
     name.split(".", 1)[1]: folder
-    for name, folder in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].items()
+    for name, folder in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"
+    ].items()
     if name.count(".") == 1
 }
 
@@ -102,8 +109,17 @@ def prepare_mypy_path(tmp: Path) -> Path:
 
 def run_mypy(tmp: Path, files: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ, MYPYPATH=str(prepare_mypy_path(tmp)))
-    cmd = [sys.executable, "-m", "mypy", "--config-file", str(REPO / "mypy.ini"), "--no-incremental",
-           "--cache-dir", str(tmp / ".mypy_cache"), *files]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--config-file",
+        str(REPO / "mypy.ini"),
+        "--no-incremental",
+        "--cache-dir",
+        str(tmp / ".mypy_cache"),
+        *files,
+    ]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 

@@ -24,7 +24,9 @@ IDS = ["numpy", "ort-run", "ort-iobinding", "numpy-growing"]
 def assert_within(got, want, tol, what):
     diff = np.abs(got.astype(np.float64) - want)
     allowed = tol["atol"] + tol["rtol"] * np.abs(want)
-    assert np.all(diff <= allowed), f"{what}: max abs error {diff.max():.3g} exceeds the stated fp32 tolerance ({tol['reason']})"
+    assert np.all(diff <= allowed), (
+        f"{what}: max abs error {diff.max():.3g} exceeds the stated fp32 tolerance ({tol['reason']})"
+    )
 
 
 def step_all(session, seq):
@@ -45,10 +47,14 @@ def test_step_equals_full_pass_at_every_position(request, art_name, backend, opt
     stepped = step_all(session, seq)  # [B, N, out]
     tol = session.artifact.tolerance
     ref = forward(params, cfg, seq)  # numpy model, full pass
-    onnx_full = ort.InferenceSession(str(path / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {session.backend.artifact.graph_spec("model")["inputs"][0]["name"]: seq})[0]
+    onnx_full = ort.InferenceSession(str(path / "model.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, {session.backend.artifact.graph_spec("model")["inputs"][0]["name"]: seq}
+    )[0]
     for t in range(n):  # every position 1..max_len
         assert_within(stepped[:, t], ref[:, t], tol, f"{backend} step vs numpy full pass at position {t + 1}")
-        assert_within(stepped[:, t], onnx_full[:, t], tol, f"{backend} step vs model.onnx (ORT) at position {t + 1}")
+        assert_within(
+            stepped[:, t], onnx_full[:, t], tol, f"{backend} step vs model.onnx (ORT) at position {t + 1}"
+        )
     assert session.position == n
     # session.run is the full pass of the same backend
     assert_within(session.run(seq), ref, tol, f"{backend} run() vs numpy")
@@ -137,7 +143,9 @@ def test_seq2seq_steps_equal_teacher_forced_full_pass(seq2seq_art, backend, opts
     got = step_all(session, tgt)
     want = forward(params, cfg, tgt, src=src)
     for t in range(cfg.max_len):
-        assert_within(got[:, t], want[:, t], session.artifact.tolerance, f"{backend} seq2seq step at position {t + 1}")
+        assert_within(
+            got[:, t], want[:, t], session.artifact.tolerance, f"{backend} seq2seq step at position {t + 1}"
+        )
 
 
 def test_generate_takes_bos_and_eos_from_the_checkpoint_meta(tmp_path):

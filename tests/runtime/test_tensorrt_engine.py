@@ -12,13 +12,13 @@ import json
 
 import pytest
 
+from tickformer.artifact.reader import open_artifact
 from tickformer.cli import main
 from tickformer.errors import ArtifactError, BackendUnavailable, ConfigError, ExportError
-from tickformer.runtime.backends import tensorrt_engine as eb
 from tickformer.export.writer import export_artifact
 from tickformer.model.config import preset
 from tickformer.model.transformer import init_params
-from tickformer.artifact.reader import open_artifact
+from tickformer.runtime.backends import tensorrt_engine as eb
 
 
 def make_artifact(root, preset_name="tiny"):
@@ -64,15 +64,23 @@ def test_build_options_are_validated():
 
 
 def test_static_profile_pins_T_to_max_len():
-    io = [{"name": "x", "dtype": "float32", "shape": [1, "T", 3]}, {"name": "pos", "dtype": "int64", "shape": [1]}]
+    io = [
+        {"name": "x", "dtype": "float32", "shape": [1, "T", 3]},
+        {"name": "pos", "dtype": "int64", "shape": [1]},
+    ]
     assert eb.static_profile(io, 16) == {"x": (1, 16, 3), "pos": (1,)}
     with pytest.raises(ExportError, match="only 'T'"):
         eb.static_profile([{"name": "x", "shape": [1, "S"]}], 16)
 
 
 def entry(**over):
-    base = {"tensorrt": "10.3.0.30", "gpu": "Orin", "compute_capability": "8.7",
-            "version_compatible": False, "hardware_compat": "same"}
+    base = {
+        "tensorrt": "10.3.0.30",
+        "gpu": "Orin",
+        "compute_capability": "8.7",
+        "version_compatible": False,
+        "hardware_compat": "same",
+    }
     base.update(over)
     return base
 
@@ -80,8 +88,12 @@ def entry(**over):
 def test_compatibility_rules():
     orin_103 = eb.DeviceInfo("10.3.0.30", "Orin", (8, 7))
     assert eb.compatibility_problem(entry(), orin_103) is None
-    assert "TensorRT 10.3.0.30 cannot run on TensorRT 10.4.0" in eb.compatibility_problem(entry(), eb.DeviceInfo("10.4.0", "Orin", (8, 7)))
-    assert "rebuild it on this GPU" in eb.compatibility_problem(entry(), eb.DeviceInfo("10.3.0.30", "NVIDIA H100", (9, 0)))
+    assert "TensorRT 10.3.0.30 cannot run on TensorRT 10.4.0" in eb.compatibility_problem(
+        entry(), eb.DeviceInfo("10.4.0", "Orin", (8, 7))
+    )
+    assert "rebuild it on this GPU" in eb.compatibility_problem(
+        entry(), eb.DeviceInfo("10.3.0.30", "NVIDIA H100", (9, 0))
+    )
     # version-compatible: same major, same or newer.
     vc = entry(version_compatible=True)
     assert eb.compatibility_problem(vc, eb.DeviceInfo("10.7.0", "Orin", (8, 7))) is None
@@ -107,7 +119,9 @@ def tensorrt_installed() -> bool:
         return False
 
 
-needs_no_tensorrt = pytest.mark.skipif(tensorrt_installed(), reason="TensorRT is installed here: the refusal path is unreachable")
+needs_no_tensorrt = pytest.mark.skipif(
+    tensorrt_installed(), reason="TensorRT is installed here: the refusal path is unreachable"
+)
 
 
 @needs_no_tensorrt
@@ -130,14 +144,23 @@ def test_build_without_tensorrt_is_one_line_no_traceback(artifact, capsys):
 
 def test_build_rejects_bad_options_in_one_line(artifact, capsys):
     assert main(["build", str(artifact), "--backend", "tensorrt", "--workspace", "1"]) == 1
-    assert "--workspace 1 must be an integer in 16..1048576; the workspace limit in MiB" in capsys.readouterr().err
+    assert (
+        "--workspace 1 must be an integer in 16..1048576; the workspace limit in MiB"
+        in capsys.readouterr().err
+    )
 
 
 def fake_entry(name, data, **over):
     import hashlib
 
     digest = hashlib.sha256(data).hexdigest()
-    e = entry(file=eb.engine_file_name(name, "fp16", digest), sha256=digest, bytes=len(data), precision="fp16", **over)
+    e = entry(
+        file=eb.engine_file_name(name, "fp16", digest),
+        sha256=digest,
+        bytes=len(data),
+        precision="fp16",
+        **over,
+    )
     return e
 
 

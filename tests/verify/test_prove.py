@@ -15,7 +15,18 @@ from tickformer.verify.proofs.crosshair import COUNTEREXAMPLE, PROOFS, Proof, ch
 def test_prove_cli_all_specs_hold_all_twins_refuted(tmp_path, capsys):
     out = tmp_path / "prove.json"
     md = tmp_path / "assurance.md"
-    rc = main(["prove", "--per-condition-timeout", "2", "--json", str(out), "--assurance", "--assurance-out", str(md)])
+    rc = main(
+        [
+            "prove",
+            "--per-condition-timeout",
+            "2",
+            "--json",
+            str(out),
+            "--assurance",
+            "--assurance-out",
+            str(md),
+        ]
+    )
     report = json.loads(out.read_text())
     failed = [p["spec"] for p in report["proofs"] if p["status"] == "FAILED" or not p["twin_refuted"]]
     assert rc == 0 and report["ok"], failed

@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tickformer.cli import main
-from tickformer.verify.properties.models import OnnxModel
 from tickformer.verify.properties import verify_model
+from tickformer.verify.properties.models import OnnxModel
 
 F, G = 3, 2
 
@@ -62,7 +62,10 @@ def test_well_behaved_model_passes(tmp_path, capsys):
     rc = main(["verify", str(path), "--domain=-2:2", "--examples", "40", "--out", str(tmp_path / "out")])
     report = json.loads((tmp_path / "out" / "verify.json").read_text())
     assert rc == 0 and report["ok"]
-    assert {p["name"]: p["status"] for p in report["properties"]} == {"finite_outputs": "pass", "causality": "pass"}
+    assert {p["name"]: p["status"] for p in report["properties"]} == {
+        "finite_outputs": "pass",
+        "causality": "pass",
+    }
     assert all(p["examples"] >= 40 for p in report["properties"])
     assert not list((tmp_path / "out").glob("*.npz"))
     assert "OK" in capsys.readouterr().out
@@ -120,7 +123,12 @@ def test_bad_paths_and_signatures_are_one_line_errors(tmp_path, capsys):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3])
     z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 2, 3])
-    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Identity", ["x"], ["z"])], "g", [x], [y, z])
+    g = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Identity", ["x"], ["z"])],
+        "g",
+        [x],
+        [y, z],
+    )
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), two)
     assert main(["verify", str(two), "--domain", "0:1"]) == 1
     assert "exactly one input" in capsys.readouterr().err

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from tickformer.contracts import deadline, latency, masking, position, ring_buffer, softmax_stability
+
 from . import wrong_twins as twins
 
 
@@ -65,7 +66,9 @@ class Proof:
 PROOFS: tuple[Proof, ...] = (
     Proof("softmax_stability", softmax_stability.merged_max, twins.merged_max_arith, "float"),
     Proof("softmax_stability", softmax_stability.safe_max, twins.safe_max_identity, "float"),
-    Proof("softmax_stability", softmax_stability.rescale_exponents, twins.rescale_exponents_unguarded, "float"),
+    Proof(
+        "softmax_stability", softmax_stability.rescale_exponents, twins.rescale_exponents_unguarded, "float"
+    ),
     Proof("softmax_stability", softmax_stability.rescale_factor, twins.rescale_factor_flush, "float"),
     Proof("softmax_stability", softmax_stability.merge_scalar, twins.merge_scalar_unguarded, "float"),
     Proof("softmax_stability", softmax_stability.merge_assoc_gap, twins.merge_assoc_gap_linear_exp, "float"),
@@ -85,7 +88,13 @@ PROOFS: tuple[Proof, ...] = (
     Proof("latency", latency.over_budget_ns, twins.over_budget_ns_abs, "int"),
 )
 
-CONFIRMED, NOT_CONFIRMED, COUNTEREXAMPLE, ERROR, NOT_RUN = "confirmed", "not confirmed", "counterexample", "error", "not run"
+CONFIRMED, NOT_CONFIRMED, COUNTEREXAMPLE, ERROR, NOT_RUN = (
+    "confirmed",
+    "not confirmed",
+    "counterexample",
+    "error",
+    "not run",
+)
 
 
 @dataclass(frozen=True)
@@ -103,7 +112,9 @@ def _resolve(qualname: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)
 
 
-def check_conditions(spec_name: str, target_name: str, per_condition_s: float, stop_at_counterexample: bool) -> list[ConditionResult]:
+def check_conditions(
+    spec_name: str, target_name: str, per_condition_s: float, stop_at_counterexample: bool
+) -> list[ConditionResult]:
     """Run CrossHair on every post-condition of `spec_name`, executing `target_name` (the spec
     itself, or its wrong twin). Runs in a worker process; arguments are names (picklable)."""
     import crosshair.core_and_libs  # noqa: F401  registers CrossHair's models of the stdlib
@@ -115,17 +126,23 @@ def check_conditions(spec_name: str, target_name: str, per_condition_s: float, s
 
     spec, target = _resolve(spec_name), _resolve(target_name)
     options = DEFAULT_OPTIONS.overlay(
-        AnalysisOptionSet(analysis_kind=[AnalysisKind.PEP316], per_condition_timeout=per_condition_s, report_all=True)
+        AnalysisOptionSet(
+            analysis_kind=[AnalysisKind.PEP316], per_condition_timeout=per_condition_s, report_all=True
+        )
     )
     with condition_parser([AnalysisKind.PEP316]) as parser:
         conditions = parser.get_fn_conditions(FunctionInfo.from_fn(spec))
     if conditions is None or not conditions.post:
-        return [ConditionResult(target_name, spec_name, "", ERROR, "spec has no PEP 316 post-conditions", 0.0)]
+        return [
+            ConditionResult(target_name, spec_name, "", ERROR, "spec has no PEP 316 post-conditions", 0.0)
+        ]
     conditions = dataclasses.replace(conditions, fn=target, src_fn=target)
     results: list[ConditionResult] = []
     for post in conditions.post:
         start = time.process_time()
-        checkable = ConditionCheckable(FunctionInfo.from_fn(target), options, dataclasses.replace(conditions, post=[post]))
+        checkable = ConditionCheckable(
+            FunctionInfo.from_fn(target), options, dataclasses.replace(conditions, post=[post])
+        )
         messages = list(checkable.analyze())
         cpu = time.process_time() - start
         states = [m.state for m in messages]
@@ -133,14 +150,20 @@ def check_conditions(spec_name: str, target_name: str, per_condition_s: float, s
             verdict, text = CONFIRMED, "confirmed over all paths"
         elif any(s in (MessageType.POST_FAIL, MessageType.EXEC_ERR, MessageType.POST_ERR) for s in states):
             verdict = COUNTEREXAMPLE
-            text = next(m.message for m in messages if m.state in (MessageType.POST_FAIL, MessageType.EXEC_ERR, MessageType.POST_ERR))
+            text = next(
+                m.message
+                for m in messages
+                if m.state in (MessageType.POST_FAIL, MessageType.EXEC_ERR, MessageType.POST_ERR)
+            )
         elif any(s == MessageType.SYNTAX_ERR for s in states):
             verdict, text = ERROR, messages[0].message
         elif any(s == MessageType.PRE_UNSAT for s in states):
             verdict, text = ERROR, "no input satisfies the preconditions (vacuous)"
         else:
             verdict, text = NOT_CONFIRMED, "no counterexample within the budget (paths not exhausted)"
-        results.append(ConditionResult(target_name, spec_name, post.expr_source, verdict, text, round(cpu, 3)))
+        results.append(
+            ConditionResult(target_name, spec_name, post.expr_source, verdict, text, round(cpu, 3))
+        )
         if stop_at_counterexample and verdict == COUNTEREXAMPLE:
             break
     return results
@@ -154,13 +177,19 @@ class ProofOutcome:
 
     @property
     def spec_ok(self) -> bool:
-        return bool(self.spec_results) and all(r.verdict in (CONFIRMED, NOT_CONFIRMED) for r in self.spec_results)
+        return bool(self.spec_results) and all(
+            r.verdict in (CONFIRMED, NOT_CONFIRMED) for r in self.spec_results
+        )
 
     @property
     def spec_status(self) -> str:
         if not self.spec_ok:
             return "FAILED"
-        return "proven" if all(r.verdict == CONFIRMED for r in self.spec_results) else "no counterexample (bounded)"
+        return (
+            "proven"
+            if all(r.verdict == CONFIRMED for r in self.spec_results)
+            else "no counterexample (bounded)"
+        )
 
     @property
     def twin_refuted(self) -> bool:
@@ -206,7 +235,11 @@ def run_proofs(
             pool.shutdown(wait=False, cancel_futures=True)
     outcomes = []
     for p in proofs:
-        missing = [ConditionResult(p.spec_name, p.spec_name, "", NOT_RUN, f"total budget of {total_s:.0f} s exhausted", 0.0)]
+        missing = [
+            ConditionResult(
+                p.spec_name, p.spec_name, "", NOT_RUN, f"total budget of {total_s:.0f} s exhausted", 0.0
+            )
+        ]
         spec_r = done.get((p.spec_name, p.spec_name), missing)
         twin_r = done.get((p.spec_name, p.twin_name), [dataclasses.replace(missing[0], function=p.twin_name)])
         outcomes.append(ProofOutcome(p, spec_r, twin_r))

@@ -1,9 +1,9 @@
 """tickformer.verify.properties: Hypothesis property tests of exported models (`tickformer verify`).
 
-    models      what is verified: one of our artifacts (runtime sessions) or a bare ONNX model
-    strategies  inputs inside (and just outside) the declared domain
-    checks      the properties (finite outputs, causality, step == full, stale cache, ...)
-    runner      running them with shrinking, saving counterexamples; `verify_model`
+models      what is verified: one of our artifacts (runtime sessions) or a bare ONNX model
+strategies  inputs inside (and just outside) the declared domain
+checks      the properties (finite outputs, causality, step == full, stale cache, ...)
+runner      running them with shrinking, saving counterexamples; `verify_model`
 """
 
 from .checks import (
@@ -19,7 +19,19 @@ from .runner import PropertyResult, run_property, save_counterexample, verify_mo
 from .strategies import domain_arrays, out_of_domain_values
 
 __all__ = [
-    "ArtifactModel", "OnnxModel", "PropertyResult", "check_causal", "check_finite", "check_numpy_vs_backend",
-    "check_rejected_step", "check_stale_cache", "check_step_full", "domain_arrays", "open_model",
-    "out_of_domain_values", "run_property", "save_counterexample", "verify_model",
+    "ArtifactModel",
+    "OnnxModel",
+    "PropertyResult",
+    "check_causal",
+    "check_finite",
+    "check_numpy_vs_backend",
+    "check_rejected_step",
+    "check_stale_cache",
+    "check_step_full",
+    "domain_arrays",
+    "open_model",
+    "out_of_domain_values",
+    "run_property",
+    "save_counterexample",
+    "verify_model",
 ]

@@ -57,11 +57,15 @@ def check_causal(model: Any) -> Callable[[tuple[np.ndarray, np.ndarray, int]], P
         x2[:, cut + 1 :] = other[:, cut + 1 :]  # change only the inputs after `cut`
         y, y2 = model.full(x), model.full(x2)  # [B, T, G]
         with np.errstate(invalid="ignore"):  # inf - inf in a non-finite model: reported as nan
-            diff = np.abs(y[:, : cut + 1].astype(np.float64) - y2[:, : cut + 1].astype(np.float64))  # [B, cut+1, G]
+            diff = np.abs(
+                y[:, : cut + 1].astype(np.float64) - y2[:, : cut + 1].astype(np.float64)
+            )  # [B, cut+1, G]
         if not np.array_equal(y[:, : cut + 1], y2[:, : cut + 1], equal_nan=True):
             pos = int(np.argwhere(~(diff == 0) | np.isnan(diff))[0][1])
             return (
-                f"output at position {pos} changed (max |diff| {np.nanmax(diff) if np.isfinite(diff).any() else 'nan'}) when only inputs after position {cut} changed",
+                f"output at position {pos} changed (max |diff| "
+                f"{np.nanmax(diff) if np.isfinite(diff).any() else 'nan'}) when only inputs after "
+                f"position {cut} changed",
                 {"x": x, "x_changed": x2, "cut": np.array(cut), "y": y, "y_changed": y2},
             )
         return None
@@ -83,7 +87,11 @@ def check_step_full(model: Any) -> Callable[[np.ndarray], Problem | None]:
         stepped = model.steps(model.session, x)  # [B, T, G]
         excess = equivalence_excess(stepped, full, rtol, atol)
         if excess > 0:
-            return f"step-by-step output differs from the full pass beyond atol={atol:g}, rtol={rtol:g} (excess {excess:.3g})", {"x": x, "y_step": stepped, "y_full": full}
+            return (
+                f"step-by-step output differs from the full pass beyond atol={atol:g}, rtol={rtol:g} "
+                f"(excess {excess:.3g})",
+                {"x": x, "y_step": stepped, "y_full": full},
+            )
         return None
 
     return check
@@ -101,7 +109,12 @@ def check_stale_cache(model: Any) -> Callable[[tuple[np.ndarray, np.ndarray]], P
         with runtime.load(model.path, backend=model.backend) as fresh:  # a cache nobody wrote
             want = model.steps(fresh, x)
         if not np.array_equal(got, want):
-            return "after reset(), outputs depend on the previous sequence's stale cache rows", {"before": before, "x": x, "y_after_reset": got, "y_fresh": want}
+            return "after reset(), outputs depend on the previous sequence's stale cache rows", {
+                "before": before,
+                "x": x,
+                "y_after_reset": got,
+                "y_fresh": want,
+            }
         return None
 
     return check
@@ -115,7 +128,11 @@ def check_numpy_vs_backend(model: Any) -> Callable[[np.ndarray], Problem | None]
         want = model.reference.run(np.ascontiguousarray(x, np.float32))
         excess = equivalence_excess(got, want, rtol, atol)
         if excess > 0:
-            return f"{model.backend} differs from the numpy reference beyond atol={atol:g}, rtol={rtol:g} (excess {excess:.3g})", {"x": x, "y_backend": got, "y_numpy": want}
+            return (
+                f"{model.backend} differs from the numpy reference beyond atol={atol:g}, rtol={rtol:g} "
+                f"(excess {excess:.3g})",
+                {"x": x, "y_backend": got, "y_numpy": want},
+            )
         return None
 
     return check
@@ -141,14 +158,26 @@ def check_rejected_step(model: Any) -> Callable[[tuple[np.ndarray, int, float]],
         except TickformerError:
             pass
         else:
-            return f"a step with input value {bad_value!r} outside the domain [{lo}, {hi}] was accepted", {"x": x, "cut": np.array(cut), "bad": bad}
+            return f"a step with input value {bad_value!r} outside the domain [{lo}, {hi}] was accepted", {
+                "x": x,
+                "cut": np.array(cut),
+                "bad": bad,
+            }
         if model.session.position != cut:
-            return f"a rejected step moved the position from {cut} to {model.session.position}", {"x": x, "cut": np.array(cut), "bad": bad}
+            return f"a rejected step moved the position from {cut} to {model.session.position}", {
+                "x": x,
+                "cut": np.array(cut),
+                "bad": bad,
+            }
         rest = model.steps(model.session, x[:, cut:])  # [B, T - cut, G]
         if not np.array_equal(rest, clean[:, cut:]):
-            return "outputs after a rejected step differ from a session that never saw it", {"x": x, "cut": np.array(cut), "bad": bad, "y": rest, "y_clean": clean[:, cut:]}
+            return "outputs after a rejected step differ from a session that never saw it", {
+                "x": x,
+                "cut": np.array(cut),
+                "bad": bad,
+                "y": rest,
+                "y_clean": clean[:, cut:],
+            }
         return None
 
     return check
-
-

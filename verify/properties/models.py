@@ -16,7 +16,11 @@ import numpy as np
 from tickformer.errors import ArtifactError, BackendUnavailable, ConfigError
 
 FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
-PROVIDERS = {"ort": "CPUExecutionProvider", "ort-cuda": "CUDAExecutionProvider", "ort-trt": "TensorrtExecutionProvider"}
+PROVIDERS = {
+    "ort": "CPUExecutionProvider",
+    "ort-cuda": "CUDAExecutionProvider",
+    "ort-trt": "TensorrtExecutionProvider",
+}
 
 
 def _dim(d: Any) -> int | None:
@@ -41,13 +45,18 @@ class OnnxModel:
             raise ConfigError(f"--backend {self.backend!r} is not one of {sorted(PROVIDERS)}")
         provider = PROVIDERS[self.backend]
         if provider not in ort.get_available_providers():
-            raise BackendUnavailable(f"backend {self.backend} needs {provider}, not available here (available: {ort.get_available_providers()}); use --backend ort")
+            raise BackendUnavailable(
+                f"backend {self.backend} needs {provider}, not available here (available: "
+                f"{ort.get_available_providers()}); use --backend ort"
+            )
         from tickformer.export.ort_session import make_session
 
         try:
             self.session = make_session(self.path, providers=[provider])
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-            raise ArtifactError(f"{self.path}: onnxruntime cannot load it: {str(exc).splitlines()[0]}") from None
+            raise ArtifactError(
+                f"{self.path}: onnxruntime cannot load it: {str(exc).splitlines()[0]}"
+            ) from None
         ins, outs = self.session.get_inputs(), self.session.get_outputs()
         if len(ins) != 1 or len(outs) != 1:
             raise ArtifactError(
@@ -56,12 +65,17 @@ class OnnxModel:
             )
         i, o = ins[0], outs[0]
         if i.type not in FLOAT_TYPES or o.type not in FLOAT_TYPES or len(i.shape) != 3 or len(o.shape) != 3:
-            raise ArtifactError(f"{self.path}: input {i.name} {i.type} {i.shape} / output {o.name} {o.type} {o.shape} must both be float tensors of rank 3 [B, T, *]")
+            raise ArtifactError(
+                f"{self.path}: input {i.name} {i.type} {i.shape} / output {o.name} {o.type} {o.shape} "
+                "must both be float tensors of rank 3 [B, T, *]"
+            )
         self.input_name, self.output_name = i.name, o.name
         self.dtype = FLOAT_TYPES[i.type]
         b, t, f = (_dim(d) for d in i.shape)
         if f is None:
-            raise ArtifactError(f"{self.path}: the feature dimension of input {i.name} {i.shape} must be static")
+            raise ArtifactError(
+                f"{self.path}: the feature dimension of input {i.name} {i.shape} must be static"
+            )
         self.batch = b if b is not None else 1
         self.features = f
         self.t_range = (t, t) if t is not None else (1, self.max_t)
@@ -70,10 +84,18 @@ class OnnxModel:
 
     def full(self, x: np.ndarray) -> np.ndarray:
         """x [B, T, F] -> y [B, T, G] through onnxruntime."""
-        return np.asarray(self.session.run([self.output_name], {self.input_name: x.astype(self.dtype, copy=False)})[0])
+        return np.asarray(
+            self.session.run([self.output_name], {self.input_name: x.astype(self.dtype, copy=False)})[0]
+        )
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": str(self.path), "backend": self.backend, "input": [self.batch, list(self.t_range), self.features], "dtype": np.dtype(self.dtype).name}
+        return {
+            "kind": self.kind,
+            "path": str(self.path),
+            "backend": self.backend,
+            "input": [self.batch, list(self.t_range), self.features],
+            "dtype": np.dtype(self.dtype).name,
+        }
 
     def close(self) -> None:
         pass
@@ -113,11 +135,19 @@ class ArtifactModel:
 
     def steps(self, session: Any, x: np.ndarray) -> np.ndarray:
         """Step `session` through x [B, T, d_in] from its current position -> [B, T, d_out]."""
-        out = [session.step(np.ascontiguousarray(x[:, t : t + 1])).copy() for t in range(x.shape[1])]  # T x [B, 1, G]
+        out = [
+            session.step(np.ascontiguousarray(x[:, t : t + 1])).copy() for t in range(x.shape[1])
+        ]  # T x [B, 1, G]
         return np.concatenate(out, axis=1)  # [B, T, G]
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": str(self.path), "backend": self.backend, "input": [self.batch, list(self.t_range), self.features], "dtype": "float32"}
+        return {
+            "kind": self.kind,
+            "path": str(self.path),
+            "backend": self.backend,
+            "input": [self.batch, list(self.t_range), self.features],
+            "dtype": "float32",
+        }
 
     def close(self) -> None:
         for s in (self.session, self.reference):
@@ -132,7 +162,10 @@ def open_model(path: str | Path, backend: str = "ort", max_t: int = 16) -> OnnxM
     p = Path(path)
     if p.is_dir():
         if not (p / "manifest.json").exists():
-            raise ArtifactError(f"{p} is a directory without manifest.json: not a tickformer artifact; pass the artifact directory or a .onnx file")
+            raise ArtifactError(
+                f"{p} is a directory without manifest.json: not a tickformer artifact; pass the "
+                "artifact directory or a .onnx file"
+            )
         try:
             json.loads((p / "manifest.json").read_text())
         except (OSError, ValueError) as exc:

@@ -20,7 +20,16 @@ from hypothesis import strategies as st
 from tickformer.contracts.input_domain import check_domain
 from tickformer.errors import ConfigError
 
-from .checks import Arrays, Problem, check_causal, check_finite, check_numpy_vs_backend, check_rejected_step, check_stale_cache, check_step_full
+from .checks import (
+    Arrays,
+    Problem,
+    check_causal,
+    check_finite,
+    check_numpy_vs_backend,
+    check_rejected_step,
+    check_stale_cache,
+    check_step_full,
+)
 from .strategies import domain_arrays, out_of_domain_values
 
 
@@ -57,7 +66,10 @@ def run_property(
         try:
             problem = check(example)
         except Exception as exc:  # a backend error on an in-domain input is itself a violation
-            problem = (f"raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", _arrays_of(example))
+            problem = (
+                f"raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                _arrays_of(example),
+            )
         if problem is not None:
             state["problem"] = problem
             raise PropertyFailed(problem[0])
@@ -112,17 +124,25 @@ def verify_model(
     """Run every property that applies to `model` (models.OnnxModel or models.ArtifactModel)."""
     dom = domain if domain is not None else model.domain
     if dom is None:
-        raise ConfigError("a bare ONNX model declares no input domain; pass --domain=LO:HI (e.g. --domain=-1:1)")
+        raise ConfigError(
+            "a bare ONNX model declares no input domain; pass --domain=LO:HI (e.g. --domain=-1:1)"
+        )
     dom = check_domain(*dom)
     b, f = model.batch, model.features
     shape = lambda t: (b, t, f)  # noqa: E731
     xs = domain_arrays(dom, shape, model.t_range, model.dtype)
-    run = lambda name, strat, check: run_property(name, strat, check, examples=examples, seed_value=seed_value, out_dir=out_dir)  # noqa: E731
+    run = lambda name, strat, check: run_property(
+        name, strat, check, examples=examples, seed_value=seed_value, out_dir=out_dir
+    )  # noqa: E731
     results = [run("finite_outputs", xs, check_finite(model))]
     lo_t, hi_t = model.t_range
     if hi_t >= 2:
         pairs = st.integers(max(lo_t, 2), hi_t).flatmap(
-            lambda t: st.tuples(domain_arrays(dom, shape, (t, t), model.dtype), domain_arrays(dom, shape, (t, t), model.dtype), st.integers(0, t - 2))
+            lambda t: st.tuples(
+                domain_arrays(dom, shape, (t, t), model.dtype),
+                domain_arrays(dom, shape, (t, t), model.dtype),
+                st.integers(0, t - 2),
+            )
         )
         results.append(run("causality", pairs, check_causal(model)))
     else:
@@ -131,6 +151,8 @@ def verify_model(
         results.append(run("step_equals_full", xs, check_step_full(model)))
         results.append(run("stale_cache_isolation", st.tuples(xs, xs), check_stale_cache(model)))
         results.append(run("numpy_vs_backend", xs, check_numpy_vs_backend(model)))
-        rejected = st.tuples(xs, st.integers(0, model.t_range[1] - 1), out_of_domain_values(model.domain))  # the artifact's own domain: what the runtime enforces
+        rejected = st.tuples(
+            xs, st.integers(0, model.t_range[1] - 1), out_of_domain_values(model.domain)
+        )  # the artifact's own domain: what the runtime enforces
         results.append(run("rejected_step_is_harmless", rejected, check_rejected_step(model)))
     return results

@@ -2,7 +2,8 @@
 
 Built from public strategies only, so shrinking works: uniform values, edge-only values (lo, hi,
 0, the midpoint), and ulp-tiny spreads around an edge; outside the domain the nearest values,
-far ones, NaN and +-inf. Not real-time code.
+far ones, NaN and +-inf; score rows for the softmax operator (wide, tiny spreads, ties) and
+selection masks. Not real-time code.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ def _inward(value: float, dtype: type, up: bool) -> float:
     return float(v)
 
 
-def domain_arrays(domain: tuple[float, float], shape_t: Callable[[int], tuple[int, ...]], t_range: tuple[int, int], dtype: type = np.float32) -> st.SearchStrategy[np.ndarray]:
+def domain_arrays(
+    domain: tuple[float, float],
+    shape_t: Callable[[int], tuple[int, ...]],
+    t_range: tuple[int, int],
+    dtype: type = np.float32,
+) -> st.SearchStrategy[np.ndarray]:
     """Inputs [B, T, F] with T in t_range and every value in the domain: uniform, edge-only, or
     a few ulps around an edge (tiny spreads). Built from public strategies, so it shrinks."""
     lo = _inward(domain[0], dtype, up=True)
@@ -62,9 +68,52 @@ def out_of_domain_values(domain: tuple[float, float]) -> st.SearchStrategy[float
     below = np.float32(lo)
     if float(below) >= lo:
         below = np.nextafter(below, np.float32(-np.inf))
-    far_above, far_below = float(np.float32(float(above) + 10 * span)), float(np.float32(float(below) - 10 * span))
+    far_above, far_below = (
+        float(np.float32(float(above) + 10 * span)),
+        float(np.float32(float(below) - 10 * span)),
+    )
     return st.one_of(
         st.sampled_from([math.nan, math.inf, -math.inf, float(above), float(below)]),
         st.floats(float(above), far_above, width=32),
         st.floats(far_below, float(below), width=32),
     )
+
+
+FP32_BIG = 1e30
+
+
+def score_rows(
+    *, dtype: type = np.float32, min_size: int = 1, max_size: int = 64
+) -> st.SearchStrategy[np.ndarray]:
+    """Finite score rows [n]: wide values up to +-1e30 (fp32; +-65504 for fp16), tiny spreads
+    around a large base, ties, and length-1 rows."""
+    big = float(np.float32(FP32_BIG)) if dtype is np.float32 else 65504.0
+    width: Literal[16, 32] = 32 if dtype is np.float32 else 16
+    wide = hnp.arrays(dtype, st.integers(min_size, max_size), elements=st.floats(-big, big, width=width))
+
+    @st.composite
+    def tiny_spread(draw: st.DrawFn) -> np.ndarray:
+        n = draw(st.integers(min_size, max_size))
+        base = draw(
+            st.sampled_from(
+                [0.0, 1.0, -3.0e4, 1.0e4, 6.0e4] if dtype is np.float16 else [0.0, 1.0, 1e20, -1e30, 3e38]
+            )
+        )
+        steps = draw(hnp.arrays(np.int64, n, elements=st.integers(0, 4)))
+        row: np.ndarray = np.asarray(base, dtype=dtype) + np.zeros(n, dtype=dtype)  # [n]
+        return _ulp_steps(row, steps)  # [n] within 4 ulps of base
+
+    return st.one_of(wide, tiny_spread())
+
+
+def _ulp_steps(row: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    out = row.copy()  # [n]
+    for _ in range(int(steps.max(initial=0))):
+        bump = steps > 0
+        out = np.where(bump, np.nextafter(out, np.asarray(np.inf, out.dtype)), out)
+        steps = steps - 1
+    return out
+
+
+def masks_for(n: int) -> st.SearchStrategy[np.ndarray]:
+    return hnp.arrays(np.bool_, n)
