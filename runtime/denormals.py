@@ -5,7 +5,8 @@ Why: on x86 an arithmetic operation with a subnormal operand or result takes a m
 every exp argument below -87.3 pass through one, so without flush-to-zero the step's softmax
 costs more at early positions (more masked cache rows) and when attention is sharp -- work that
 depends on the data, which a latency bound must not. Real-time audio and control code runs its
-loop thread with FTZ/DAZ for this reason; so do tickformer's `ControlLoop` and `certify`, each for its own thread, restored after.
+loop thread with FTZ/DAZ for this reason; so do tickformer's `ControlLoop` and `certify`, each
+for its own thread, restored after.
 
 Scope: per thread (the MXCSR / FPCR register), set through C99 `fegetenv`/`fesetenv` on glibc's
 `fenv_t` (x86-64: the `__mxcsr` word at byte 28, bits FTZ 0x8000 and DAZ 0x0040; AArch64, e.g.
