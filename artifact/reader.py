@@ -270,7 +270,7 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
     except ConfigError:
         raise _fail(
             root,
-            f"{MANIFEST}: input_domain {domain} must be two finite numbers with lo <= hi (the run-time "
+            f"{MANIFEST}: input_domain {domain} must be two finite float32 numbers with lo <= hi (the run-time "
             f"input check and the score bounds use it); re-export the artifact",
         ) from None
     tolerance = manifest["tolerance"]
