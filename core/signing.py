@@ -177,8 +177,8 @@ def verify_document(body: bytes, document: bytes, public_key: Any, *, where: str
         signer = doc.get("key_id")
         if isinstance(signer, str) and signer != trusted:
             raise UntrustedArtifact(
-                f"{where}: signed by key {signer[:16]}, not by the trusted key {trusted}; load it with the "
-                "publisher's key, or sign it with yours if you vouch for it"
+                f"{where}: signed by key {signer[:16]}, not by the trusted key {trusted}; pass the "
+                "publisher's key to --trust, or re-sign it (tickformer sign) if you vouch for it"
             ) from None
         raise UntrustedArtifact(
             f"{where}: the signature does not match the manifest (the manifest changed after it was signed, "

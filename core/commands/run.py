@@ -79,9 +79,7 @@ def _read(path: Path, session) -> np.ndarray:
     except FileRefused as exc:
         raise InputError(f"--input {exc}; pass a .npy file saved with np.save") from None
     if not raw.startswith(b"\x93NUMPY"):
-        raise InputError(
-            f"{path} is not a .npy file (it lacks the NumPy magic bytes); save the input with np.save"
-        )
+        raise InputError(f"{path} is not a .npy file (it lacks the NumPy magic bytes); save it with np.save")
     try:
         data = np.load(io.BytesIO(raw), allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
