@@ -350,7 +350,7 @@ def _npz_with_member(params, name, size, *, first=False):
     """weights.npz (np.savez layout) plus one member `name` of `size` zero bytes, deflated, streamed."""
     buffer = io.BytesIO()
     np.savez(buffer, **params)
-    with zipfile.ZipFile(buffer, "a", compression=zipfile.ZIP_DEFLATED) as archive:
+    with zipfile.ZipFile(buffer, "a", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         with archive.open(name, "w", force_zip64=True) as member:
             chunk = bytes(1 << 20)
             for _ in range(size >> 20):
