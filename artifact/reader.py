@@ -339,7 +339,8 @@ def _open_dir(root: Path) -> Directory:
             raise ArtifactError(
                 f"artifact {root} {what} (not a directory); pass the directory `tickformer export --out` wrote"
             ) from None
-        raise ArtifactError(f"artifact {exc}; pass the artifact directory itself") from None
+        fix = "" if exc.reason == "symlink" else "; pass the artifact directory itself"
+        raise ArtifactError(f"artifact {exc}{fix}") from None
 
 
 def read_manifest(root: Path, *, trust: Any = None) -> dict[str, Any]:

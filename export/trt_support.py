@@ -623,7 +623,7 @@ def role_of(path: Path) -> Role:
 
 def graphs_of(path: Path, *, trust: Any = None) -> list[tuple[str, bytes | None, str]]:
     """The ONNX graphs to check, as (file name, bytes, problem): a bare .onnx file (read once,
-    links not followed, a regular file), or every graph an artifact's manifest lists, read
+    a regular file, a FIFO never blocks), or every graph an artifact's manifest lists, read
     through the artifact loader (every hash, `trust`'s signature; `verified_graph_bytes`) --
     never a glob of *.onnx. An unreadable bare file gives bytes None and the problem, a finding."""
     from tickformer.artifact.reader import open_artifact, verified_graph_bytes
@@ -643,7 +643,7 @@ def graphs_of(path: Path, *, trust: Any = None) -> list[tuple[str, bytes | None,
         if path.suffix != ".onnx":
             raise ArtifactError(f"{path} is not an .onnx file nor an artifact directory; pass one of those")
         try:
-            return [(path.name, read_path(path, follow_symlinks=False), "")]
+            return [(path.name, read_path(path), "")]  # a user's own file: links followed, never a FIFO
         except FileRefused as exc:
             return [(path.name, None, str(exc))]
     art = open_artifact(path, trust=trust)

@@ -389,7 +389,8 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
             raise CheckpointError(
                 f"checkpoint {root} is not a directory; pass the directory `tickformer train --out` wrote"
             ) from None
-        raise CheckpointError(f"checkpoint {exc}; pass the checkpoint directory itself") from None
+        fix = "" if exc.reason == "symlink" else "; pass the checkpoint directory itself"
+        raise CheckpointError(f"checkpoint {exc}{fix}") from None
     with directory:
         manifest = _read_manifest(root, directory)
         contents = _verified_files(root, directory, manifest["files"])
