@@ -640,6 +640,11 @@ def graphs_of(path: Path, *, trust: Any = None) -> list[tuple[str, bytes | None,
     if not exists:
         raise ArtifactError(f"{path} does not exist; pass an exported artifact directory or an .onnx file")
     if not is_dir:
+        if trust is not None:
+            raise ArtifactError(
+                f"--trust applies to signed artifacts; {path} is a bare .onnx file, which carries no signature: "
+                "pass the artifact directory"
+            )
         if path.suffix != ".onnx":
             raise ArtifactError(f"{path} is not an .onnx file nor an artifact directory; pass one of those")
         try:

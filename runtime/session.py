@@ -155,9 +155,9 @@ class Session:
 
     @property
     def output(self) -> np.ndarray | None:
-        """The output buffer of the last step that reached its commit (None before the first):
-        after an interrupt that arrived once the step had committed (`position` advanced), its
-        output is here. The same array step() returns, overwritten by the next step."""
+        """The output buffer of the last step that passed its checks (None before the first): after
+        an interrupt, if `position` advanced, it holds that committed step's output. The same
+        array step() returns, overwritten by the next step."""
         return self._output
 
     @property
