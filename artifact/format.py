@@ -7,9 +7,11 @@ graph input name, a cache shape or a file name.
 
     FORMAT, VERSION          "tickformer-artifact", 2 (2: per-layer step caches, 2-D step x/y)
     MANIFEST, WEIGHTS        manifest.json (sealed, written last), weights.npz
+    SIGNATURE                manifest.sig: an Ed25519 signature of the manifest (optional; signing.py)
     GRAPH_FILES              model.onnx (decoder full pass), step.onnx, encoder.onnx
     REQUIRED_GRAPHS          which graphs each architecture has
     UNHASHED_CACHES          files TensorRT builds write inside the artifact, never trusted
+    CONTROL_FLOW             which control-flow operators each artifact kind's graphs may hold
     io_names, out_width      graph input / output names and output width
     cache_shape              the logical KV cache [L, B, H, N, dh]
     step_signature           step.onnx's inputs and outputs (names, dtypes, static shapes)
@@ -35,8 +37,29 @@ TIMING_CACHE = "trt-timing.cache"  # TensorRT builder timing cache, default loca
 ORT_TRT_CACHE = "ort-trt-cache"  # ONNX Runtime TensorRT EP engine cache directory
 # Written inside the artifact by TensorRT builds, never trusted, never hashed.
 UNHASHED_CACHES = frozenset({TIMING_CACHE, ORT_TRT_CACHE})
+SIGNATURE = "manifest.sig"  # beside the manifest, not listed in it (it signs the manifest)
+
+# Bounded work per step (artifact/graph_rules.py): the ONNX control-flow operators each artifact
+# kind (`artifact_kind`) may use, per graph; everything else is refused at load. Today no graph
+# of any kind has any. A kind with a recurrent full-sequence graph adds one line, e.g.
+#     "recurrent": {"model": frozenset({"Scan"})},
+# and its trip count must then be static (graph_rules.check_graph).
+CONTROL_FLOW: dict[str, dict[str, frozenset[str]]] = {
+    "decoder": {},
+    "encoder-decoder": {},
+}
 
 IO = dict[str, tuple[str, list[int | str]]]
+
+
+def artifact_kind(config: Config) -> str:
+    """The artifact kind the manifest declares (its config's architecture); keys CONTROL_FLOW."""
+    return config.arch
+
+
+def allowed_control_flow(kind: str, graph: str) -> frozenset[str]:
+    """Control-flow operators `graph` of an artifact of `kind` may hold (none unless CONTROL_FLOW says)."""
+    return CONTROL_FLOW.get(kind, {}).get(graph, frozenset())
 
 
 def io_names(config: Config) -> tuple[str, str]:

@@ -1,23 +1,36 @@
 """Reading an exported artifact directory: manifest, hashes, config (format: artifact/format.py).
 
-`open_artifact(path)` checks, in this order, before any graph or weight is parsed:
-1. manifest.json: valid JSON (no RecursionError on hostile nesting), format, version (an `int`
-   equal to VERSION: True and 1.0 are refused);
-2. its self-hash (`tickformer.sealed`): a flipped digit in a safety value (output_bound,
+`open_artifact(path, trust=None)` checks, in this order, before any graph or weight is parsed:
+1. the directory, opened once without following a link at its name, and listed once; every file
+   below is read through it (`tickformer.safe_files`): opened once with O_NOFOLLOW | O_NONBLOCK,
+   a regular file with one hard link, its size checked before reading (and, for listed files,
+   equal to the manifest's), read exactly once. Those same bytes are hashed, parsed and kept
+   (`Artifact.files`): nothing is opened again by path, so a file swapped after the check is
+   never used (time of check = time of use);
+2. manifest.json: strict JSON (`tickformer.sealed.loads`: no duplicate keys, no NaN/Infinity,
+   nesting at most sealed.MAX_DEPTH, at most safe_files.MAX_MANIFEST_BYTES), format, version (an
+   `int` equal to VERSION: True and 1.0 are refused);
+3. with `trust` (a public key file from `tickformer keygen`): the Ed25519 signature in
+   manifest.sig over the canonical manifest (`tickformer.signing`); an unsigned artifact, a
+   signature by another key or over other content is refused (`UntrustedArtifact`);
+4. its self-hash (`tickformer.sealed`): a flipped digit in a safety value (output_bound,
    input_domain, tolerance) is reported as "manifest.json was modified". The hash detects
-   corruption and accidental edits, not a forger (nothing is signed): whoever can rewrite the
-   manifest can recompute it, which is why every value is also schema-checked (step 3) and the
-   graphs and weights are checked against the config when loaded;
-3. the schema of every value the runtime uses (`check_schema`);
-4. the set of files: every listed file present, a regular file (no symlinks), with its size and
-   SHA-256; files present but not listed are reported by name (renamed?), except the unhashed
-   caches of TensorRT builds (`format.UNHASHED_CACHES`) and hidden `.tmp` leftovers of an
-   interrupted atomic write (`tickformer.durable`), which nothing reads;
-5. the config, the graphs' recorded I/O against the config and batch (`format.expected_io`),
-   and the weights against the config (`model.checkpoint.check_params`).
+   corruption and accidental edits, not a forger: whoever can rewrite the manifest can
+   recompute it -- only a signature (3.) defends against that;
+5. the schema of every value the runtime uses (`check_schema`);
+6. the set of files: every listed file present and a regular file, with its size and SHA-256;
+   files present but not listed are reported by name, except the unhashed caches of TensorRT
+   builds (`format.UNHASHED_CACHES`), the signature and hidden `.tmp` leftovers of an
+   interrupted atomic write (`tickformer.durable`), which nothing reads as part of the model;
+7. the config, the graphs' recorded I/O against the config and batch (`format.expected_io`),
+   the weights against the config (`model.checkpoint.parse_weights`: npz members by name and
+   declared size before decompression), and, when onnx is installed, every graph's operators
+   (`graph_rules.check_graph`: no external data, no custom domain, no control flow but what the
+   artifact kind allows, with a static trip count).
 A failure raises `ArtifactError` naming the file or field and the fix. `verified_graph_bytes`
-re-reads a graph once, re-checks its hash and refuses external data, for backends that must
-not re-open a file by path after it was checked (time of check = time of use).
+returns a graph's verified bytes for the backends (checked by graph_rules again if onnx was not
+importable at open). That the graphs' initializers equal what export builds from weights.npz is
+checked one layer up, where the graph builders live (`tickformer.export.consistency`).
 
 Nothing here is real-time safe (file I/O): load once, before the control loop.
 """
@@ -25,50 +38,50 @@ Nothing here is real-time safe (file I/O): load once, before the control loop.
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from tickformer import sealed
 from tickformer.contracts.input_domain import check_domain
-from tickformer.errors import ArtifactError, CheckpointError, ConfigError
-from tickformer.model.checkpoint import check_params
+from tickformer.errors import ArtifactError, CheckpointError, ConfigError, FileRefused, UntrustedArtifact
+from tickformer.model.checkpoint import parse_weights
 from tickformer.model.config import Config
+from tickformer.safe_files import MAX_FILE_BYTES, MAX_MANIFEST_BYTES, Directory, is_plain_name
 
+from . import graph_rules
 from .format import (
     FORMAT,
     GRAPH_FILES,
     MANIFEST,
     REQUIRED_GRAPHS,
+    SIGNATURE,
     UNHASHED_CACHES,
     VERSION,
     WEIGHTS,
+    allowed_control_flow,
+    artifact_kind,
     expected_io,
 )
 
 MANIFEST_HASH = sealed.MANIFEST_HASH
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @dataclass(frozen=True)
 class Artifact:
-    """A verified artifact: its directory, manifest and model config (as exported)."""
+    """A verified artifact: its directory, manifest and model config (as exported), and the
+    verified bytes of every listed file (`files`, read once at open: `file_bytes`).
+    `signed_by`: the key id that verified its signature when a trust key was given, else None."""
 
     root: Path
     manifest: dict[str, Any] = field(repr=False)
     config: Config
+    files: Mapping[str, bytes] = field(default_factory=dict, repr=False, compare=False)
+    signed_by: str | None = None
 
     @property
     def batch(self) -> int:
@@ -101,32 +114,39 @@ class Artifact:
             ) from None
 
     def graph_path(self, name: str) -> Path:
+        """The graph's path, for messages: read its bytes with `verified_graph_bytes`, never by path."""
         return self.root / self.graph_spec(name)["file"]
 
+    def file_bytes(self, name: str) -> bytes:
+        """The verified bytes of listed file `name`: those read at open. An Artifact made by hand
+        (without `files`) re-reads the file through `tickformer.safe_files` (no links followed,
+        size first) and re-checks its SHA-256. Raises ArtifactError."""
+        entry = self.manifest["files"].get(name)
+        if entry is None:
+            raise ArtifactError(f"{self.root}: {name} is not listed in {MANIFEST}; re-export the artifact")
+        data = self.files.get(name)
+        if data is None:
+            try:
+                with Directory(self.root) as directory:
+                    data = directory.read(name, size=entry["bytes"], listed_in=MANIFEST)
+            except FileRefused as exc:
+                raise _fail(self.root, f"{exc}; load the artifact again or re-export it") from None
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            raise ArtifactError(
+                f"{self.root / name}: {name} changed after the artifact was opened (SHA-256 does not match "
+                f"{MANIFEST}); load it again or re-export"
+            )
+        return data
+
     def params(self) -> dict[str, np.ndarray]:
-        """The float32 parameter dict from weights.npz, re-verified against its hash (no pickle)
-        and checked against the config (names, shapes, float32, finite). Raises ArtifactError."""
+        """The float32 parameter dict from the verified bytes of weights.npz (members checked
+        before decompression, no pickle), checked against the config (names, shapes, float32,
+        finite). Raises ArtifactError."""
         path = self.root / WEIGHTS
         try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ArtifactError(
-                f"{path}: cannot read weights ({exc.strerror}); re-export the artifact"
-            ) from None
-        if hashlib.sha256(data).hexdigest() != self.manifest["files"][WEIGHTS]["sha256"]:
-            raise ArtifactError(f"{path} changed after the artifact was opened; load it again")
-        try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-                params = {name: archive[name] for name in archive.files}
-        except Exception as exc:  # an untrusted archive: BadZipFile, EOFError, ValueError, zlib.error...
-            raise ArtifactError(
-                f"{path}: cannot read weights ({type(exc).__name__}: {exc}); re-export the artifact"
-            ) from None
-        try:
-            check_params(self.config, params, where=str(path))
+            return parse_weights(self.file_bytes(WEIGHTS), self.config, where=str(path))
         except CheckpointError as exc:
             raise ArtifactError(f"{exc} (config in {MANIFEST}); re-export the artifact") from None
-        return params
 
 
 def _fail(root: Path, what: str) -> ArtifactError:
@@ -141,23 +161,23 @@ def _is_number(value: Any) -> bool:
     return type(value) in (int, float)
 
 
-def _parse_manifest(root: Path) -> Any:
-    path = root / MANIFEST
-    if path.is_symlink() or not path.is_file():
+def _parse_manifest(root: Path, directory: Directory) -> tuple[Any, bytes]:
+    """(parsed manifest, its bytes), read through `directory` (strict JSON)."""
+    if directory.kind(MANIFEST) == "missing":
         raise _fail(
             root,
             f"no {MANIFEST}; not a tickformer artifact (or an interrupted export): run `tickformer "
             f"export CKPT --out {root}`",
         )
     try:
-        return sealed.loads(path.read_bytes())
-    except ValueError as exc:  # JSONDecodeError is a ValueError; sealed.loads maps deep nesting to one
+        data = directory.read(MANIFEST, max_bytes=MAX_MANIFEST_BYTES)
+    except FileRefused as exc:
+        raise _fail(root, f"{exc}; an artifact holds only regular files, re-export it") from None
+    try:
+        return sealed.loads(data), data
+    except ValueError as exc:  # JSONDecodeError is a ValueError; so is everything sealed.loads refuses
         raise _fail(
             root, f"{MANIFEST} is not valid JSON ({str(exc)[:120]}); re-export the artifact"
-        ) from None
-    except OSError as exc:
-        raise _fail(
-            root, f"cannot read {MANIFEST} ({exc.strerror}); check its permissions or re-export"
         ) from None
 
 
@@ -205,7 +225,7 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
         isinstance(v, dict)
         and isinstance(v.get("sha256"), str)
         and _is_int(v.get("bytes"))
-        and v["bytes"] >= 0
+        and 0 <= v["bytes"] <= MAX_FILE_BYTES
         for v in files.values()
     ):
         raise _fail(
@@ -250,7 +270,7 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
     except ConfigError:
         raise _fail(
             root,
-            f"{MANIFEST}: input_domain {domain} must be two finite numbers with lo <= hi (the run-time "
+            f"{MANIFEST}: input_domain {domain} must be two finite float32 numbers with lo <= hi (the run-time "
             f"input check and the score bounds use it); re-export the artifact",
         ) from None
     tolerance = manifest["tolerance"]
@@ -271,9 +291,7 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
         )
 
 
-def read_manifest(root: Path) -> dict[str, Any]:
-    """Parse manifest.json and check format, version, self-hash and schema (no file hashing)."""
-    manifest = _parse_manifest(root)
+def _check_header(root: Path, manifest: Any) -> None:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise _fail(root, f"{MANIFEST} format is not {FORMAT!r}; this is not a tickformer artifact")
     version = manifest.get("version")
@@ -283,33 +301,95 @@ def read_manifest(root: Path) -> dict[str, Any]:
             root,
             f"artifact format version {shown} is not supported (this tickformer reads {VERSION}); re-export it",
         )
+
+
+def check_signature(root: Path, directory: Directory, manifest: dict[str, Any], trust: Any) -> str:
+    """The key id of `trust` (a public key file or a loaded key) if manifest.sig in `directory`
+    is its valid signature of `manifest` (`tickformer.signing`). Raises UntrustedArtifact."""
+    from tickformer import signing
+
+    key = signing.load_public_key(trust) if isinstance(trust, (str, os.PathLike)) else trust
+    if directory.kind(SIGNATURE) == "missing":
+        raise UntrustedArtifact(
+            f"{root}: is not signed (no {SIGNATURE}) and a trust key was given; sign it with "
+            f"`tickformer sign {root} --key NAME` (or export with --sign NAME), or load it without --trust"
+        )
+    try:
+        document = directory.read(SIGNATURE, max_bytes=signing.MAX_SIGNATURE_BYTES)
+    except FileRefused as exc:
+        raise UntrustedArtifact(f"{root}: {exc}; sign the artifact again") from None
+    return signing.verify_document(sealed.canonical(manifest), document, key, where=str(root))
+
+
+def _manifest_of(root: Path, directory: Directory, trust: Any) -> tuple[dict[str, Any], str | None]:
+    manifest, _ = _parse_manifest(root, directory)
+    _check_header(root, manifest)
+    signer = None if trust is None else check_signature(root, directory, manifest, trust)
     check_self_hash(root, manifest)
     check_schema(root, manifest)
-    return manifest
+    return manifest, signer
+
+
+def _open_dir(root: Path) -> Directory:
+    try:
+        return Directory(root)
+    except FileRefused as exc:
+        if exc.reason in ("missing", "not a directory"):
+            what = "does not exist" if exc.reason == "missing" else "is not a directory"
+            raise ArtifactError(
+                f"artifact {root} {what} (not a directory); pass the directory `tickformer export --out` wrote"
+            ) from None
+        fix = "" if exc.reason == "symlink" else "; pass the artifact directory itself"
+        raise ArtifactError(f"artifact {exc}{fix}") from None
+
+
+def read_manifest(root: Path, *, trust: Any = None) -> dict[str, Any]:
+    """Parse manifest.json (read through `tickformer.safe_files`) and check format, version, the
+    signature (with `trust`), self-hash and schema; no file hashing."""
+    root = Path(root)
+    with _open_dir(root) as directory:
+        return _manifest_of(root, directory, trust)[0]
 
 
 def _unlisted_ok(name: str) -> bool:
-    """Files nothing reads: TensorRT's caches and leftovers of an interrupted atomic write."""
-    return name in UNHASHED_CACHES or (name.startswith(".") and name.endswith(".tmp"))
+    """Files nothing reads as part of the model: TensorRT's caches, the signature, and leftovers
+    of an interrupted atomic write."""
+    return name in UNHASHED_CACHES or name == SIGNATURE or (name.startswith(".") and name.endswith(".tmp"))
 
 
-def verify_files(root: Path, files: dict[str, dict[str, Any]]) -> None:
-    """Size and SHA-256 of every listed file (regular files only, no symlinks), then the files
-    present but not listed; raises ArtifactError naming the first bad one."""
-    missing = []
+_KIND_WORDS = {
+    "symlink": "a symbolic link",
+    "fifo": "a FIFO (named pipe)",
+    "directory": "a directory",
+    "device": "a device file",
+    "socket": "a socket",
+    "not a regular file": "not a regular file",
+}
+
+
+def verify_files(root: Path, directory: Directory, files: dict[str, dict[str, Any]]) -> dict[str, bytes]:
+    """Read every listed file once through `directory` (regular files with one link, size before
+    reading) and check its size and SHA-256; report missing, non-regular and unlisted files by
+    name. Returns {name: verified bytes}. Raises ArtifactError naming the first bad one."""
+    missing, odd = [], []
     for name in sorted(files):
-        path = root / name
-        if (
-            Path(name).name != name
-            or name in (".", "..", MANIFEST)
-            or not (path.is_symlink() or path.is_file())
-        ):
+        if not is_plain_name(name) or name in (MANIFEST, SIGNATURE):
+            missing.append(name[:80])
+            continue
+        kind = directory.kind(name)
+        if kind == "missing":
             missing.append(name)
+        elif kind != "file":
+            odd.append(f"{name} is {_KIND_WORDS.get(kind, kind)}")
     unlisted = sorted(
-        p.name
-        for p in root.iterdir()
-        if p.name not in files and p.name != MANIFEST and not _unlisted_ok(p.name)
+        name for name in directory.names if name not in files and name != MANIFEST and not _unlisted_ok(name)
     )
+    if odd:
+        raise _fail(
+            root,
+            f"{'; '.join(odd[:3])}, not a regular file; an artifact holds only its own regular files, "
+            "re-export it",
+        )
     if missing or unlisted:
         parts = [f"file {name!r} listed in {MANIFEST} is missing" for name in missing[:1]]
         if len(missing) > 1:
@@ -318,28 +398,33 @@ def verify_files(root: Path, files: dict[str, dict[str, Any]]) -> None:
             parts.append(
                 f"unlisted files {unlisted}" + (" (renamed?)" if missing else " (not written by export)")
             )
-        raise _fail(root, "; ".join(parts) + "; the artifact is incomplete or altered, re-export it")
+        fix = (
+            "the artifact is incomplete or altered, re-export it"
+            if missing
+            else "remove them (or re-export the artifact): an artifact holds only the files export wrote"
+        )
+        raise _fail(root, "; ".join(parts) + "; " + fix)
+    contents: dict[str, bytes] = {}
     for name, entry in sorted(files.items()):
-        path = root / name
-        if path.is_symlink() or not path.is_file():
-            raise _fail(
-                root,
-                f"{name} is a symbolic link or not a regular file; an artifact holds only regular files, re-export it",
-            )
-        size = path.stat().st_size
-        if size != entry["bytes"]:
-            raise _fail(
-                root,
-                f"{name} has {size} bytes, {MANIFEST} says {entry['bytes']}; the file is truncated or "
-                "modified, re-export",
-            )
-        digest = sha256_file(path)
+        try:
+            data = directory.read(name, size=entry["bytes"], listed_in=MANIFEST)
+        except FileRefused as exc:
+            if exc.reason == "size":
+                raise _fail(
+                    root,
+                    f"{name} has {exc.actual} bytes, {MANIFEST} says {entry['bytes']}; the file is truncated or "
+                    "modified, re-export",
+                ) from None
+            raise _fail(root, f"{exc}; an artifact holds only its own regular files, re-export it") from None
+        digest = hashlib.sha256(data).hexdigest()
         if digest != entry["sha256"]:
             raise _fail(
                 root,
                 f"{name} SHA-256 {digest[:16]}... does not match {MANIFEST} "
                 f"({entry['sha256'][:16]}...); the file was modified, re-export",
             )
+        contents[name] = data
+    return contents
 
 
 def _check_graph_io(root: Path, manifest: dict[str, Any], config: Config) -> None:
@@ -366,16 +451,15 @@ def _check_graph_io(root: Path, manifest: dict[str, Any], config: Config) -> Non
                 )
 
 
-def open_artifact(path: str | os.PathLike[str]) -> Artifact:
+def open_artifact(path: str | os.PathLike[str], *, trust: Any = None) -> Artifact:
     """Verify and open an artifact directory (module docstring: the order of the checks).
-    Raises ArtifactError saying what is wrong. Not real-time safe (file I/O, hashing)."""
+    trust: a public key file (NAME.pub of `tickformer keygen`): the artifact must then carry a
+    valid signature by that key. Raises ArtifactError (UntrustedArtifact for signatures) saying
+    what is wrong. Not real-time safe (file I/O, hashing)."""
     root = Path(path)
-    if not root.is_dir():
-        raise ArtifactError(
-            f"artifact {root} is not a directory; pass the directory `tickformer export --out` wrote"
-        )
-    manifest = read_manifest(root)
-    verify_files(root, manifest["files"])
+    with _open_dir(root) as directory:
+        manifest, signer = _manifest_of(root, directory, trust)
+        contents = verify_files(root, directory, manifest["files"])
     try:
         config = Config.from_dict(manifest["config"])
     except (ConfigError, TypeError, ValueError) as exc:
@@ -387,72 +471,45 @@ def open_artifact(path: str | os.PathLike[str]) -> Artifact:
     if WEIGHTS not in manifest["files"]:
         raise _fail(root, f"{MANIFEST} lists no {WEIGHTS}; re-export the artifact")
     _check_graph_io(root, manifest, config)
-    artifact = Artifact(root=root, manifest=manifest, config=config)
+    artifact = Artifact(root=root, manifest=manifest, config=config, files=contents, signed_by=signer)
     artifact.params()  # weights vs config: names, shapes, float32, finite (ArtifactError)
+    try:
+        import onnx  # noqa: F401  (an optional dependency: without it no graph can run either)
+    except ImportError:
+        return artifact
+    for graph in sorted(manifest["graphs"]):
+        _checked_graph(artifact, graph)
     return artifact
 
 
-def _external_tensors(model: Any) -> list[str]:
-    """Names of every tensor of `model` (initializers, Constant/attribute tensors, sparse
-    initializers, in every subgraph, walked without recursion) whose data lives outside the file."""
-    from onnx import TensorProto
+def _checked_graph(artifact: Artifact, graph: str) -> bytes:
+    """The verified bytes of `graph`, parsed by onnx and checked by `graph_rules.check_graph`."""
+    import onnx
 
-    found: list[str] = []
-    graphs = [model.graph]
-    while graphs:
-        graph = graphs.pop()
-        tensors = list(graph.initializer)
-        for sparse in graph.sparse_initializer:
-            tensors += [sparse.values, sparse.indices]
-        for node in graph.node:
-            for attr in node.attribute:
-                tensors += ([attr.t] if attr.HasField("t") else []) + list(attr.tensors)
-                graphs += ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
-        found += [
-            t.name or "<unnamed>"
-            for t in tensors
-            if t.data_location == TensorProto.EXTERNAL or len(t.external_data)
-        ]
-    return found
-
-
-def verified_graph_bytes(artifact: Artifact, graph: str) -> bytes:
-    """The bytes of one graph, read once, hash-checked against the manifest, parsed by onnx to
-    refuse external data (every byte a backend runs must be hashed). Pass these bytes -- not the
-    path -- to the engine. Raises ArtifactError. Not real-time."""
     spec = artifact.graph_spec(graph)
     name = spec["file"]
     path = artifact.root / name
-    entry = artifact.manifest["files"].get(name)
-    if entry is None:
-        raise ArtifactError(
-            f"{artifact.root}: graph file {name} is not listed in {MANIFEST}; re-export the artifact"
-        )
-    try:
-        if path.is_symlink():
-            raise ArtifactError(
-                f"{path} is a symbolic link; an artifact holds only regular files, re-export it"
-            )
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read it ({exc.strerror}); re-export the artifact") from None
-    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise ArtifactError(
-            f"{path}: {name} changed after the artifact was opened (SHA-256 does not match {MANIFEST}); "
-            "load it again or re-export"
-        )
-    import onnx
-
+    data = artifact.file_bytes(name)
     try:
         model = onnx.load_model_from_string(data)
     except Exception as exc:  # protobuf DecodeError, RecursionError, ...: an unparsable graph
         raise ArtifactError(
             f"{path}: not a valid ONNX model ({type(exc).__name__}: {str(exc)[:100]}); re-export the artifact"
         ) from None
-    external = _external_tensors(model)
-    if external:
-        raise ArtifactError(
-            f"{path}: tensors {external[:3]} keep their data in external files, which the manifest does not "
-            f"hash; refusing to load them. Re-export the artifact (export embeds every weight)"
-        )
+    kind = artifact_kind(artifact.config)
+    graph_rules.check_graph(
+        model,
+        allowed=allowed_control_flow(kind, graph),
+        max_trip=artifact.max_len,
+        where=str(path),
+        what=f"a {kind} artifact's {graph} graph",
+    )
     return data
+
+
+def verified_graph_bytes(artifact: Artifact, graph: str) -> bytes:
+    """The bytes of one graph as verified at open (hash-checked against the manifest), parsed
+    by onnx and checked by `graph_rules` (no external data, standard operators only, bounded
+    control flow). Pass these bytes -- not the path -- to the engine. Raises ArtifactError.
+    Not real-time."""
+    return _checked_graph(artifact, graph)

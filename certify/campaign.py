@@ -511,13 +511,13 @@ ADVICE = (
 def artifact_hash(path: str | os.PathLike[str]) -> str:
     """sha256 of the artifact: of manifest.json for an artifact directory (it holds the sha256 of
     every other file, verified by runtime.load), else of the file itself."""
+    from tickformer.safe_files import MAX_MANIFEST_BYTES, Directory, read_path
+
     p = Path(path)
-    target = p / "manifest.json" if p.is_dir() else p
-    h = hashlib.sha256()
-    with open(target, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    if p.is_dir():  # read like the loader reads it: no links followed, a regular file, size first
+        with Directory(p) as directory:
+            return hashlib.sha256(directory.read("manifest.json", max_bytes=MAX_MANIFEST_BYTES)).hexdigest()
+    return hashlib.sha256(read_path(p)).hexdigest()
 
 
 def _read(path: str) -> str | None:
@@ -767,14 +767,15 @@ def position_check(
 # ----------------------------------------------------------------------------- artifacts
 
 
-def open_session(artifact: str, backend: str, threads: int = 1) -> Any:
-    """Load the artifact (hash-verified) with contracts off: the campaign times the bare step."""
+def open_session(artifact: str, backend: str, threads: int = 1, trust: Any = None) -> Any:
+    """Load the artifact (hash-verified; signed by `trust` if given) with contracts off: the
+    campaign times the bare step."""
     from tickformer.runtime import load  # at call time: the runtime's backends import lazily
 
     options: dict[str, Any] = (
         {"threads": threads} if backend == "ort" else {}
     )  # GPU backends take other options
-    return load(artifact, backend=backend, contracts="off", **options)
+    return load(artifact, backend=backend, contracts="off", trust=trust, **options)
 
 
 def prepare(session: Any, *, n_inputs: int, seed: int) -> np.ndarray:
@@ -798,10 +799,11 @@ def certify_artifact(
     evt_config: Any,
     threads: int = 1,
     progress: Any = None,
+    trust: Any = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """Open, measure, analyze. Returns (report, durations_ns). What `tickformer certify` and the
-    demo run."""
-    session = open_session(artifact, backend, threads)
+    """Open (`trust`: the key the artifact must be signed with), measure, analyze. Returns
+    (report, durations_ns). What `tickformer certify` and the demo run."""
+    session = open_session(artifact, backend, threads, trust)
     try:
         inputs = prepare(session, n_inputs=campaign.n_inputs, seed=campaign.seed)
         report, durations = certify_session(

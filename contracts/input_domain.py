@@ -45,8 +45,11 @@ BOUND = "x finite and lo <= x <= hi elementwise (lo <= hi, both finite)"
 SMALL = 64
 
 
+FLOAT32_MAX = 3.4028234663852886e38  # np.finfo(np.float32).max: inputs are float32
+
+
 def check_domain(lo: float, hi: float) -> tuple[float, float]:
-    """Validate a declared domain: finite lo <= hi. Returns (float(lo), float(hi)).
+    """Validate a declared domain: finite float32 bounds, lo <= hi. Returns (float(lo), float(hi)).
 
     Not on the hot path (call once, at load/construction)."""
     try:
@@ -60,6 +63,11 @@ def check_domain(lo: float, hi: float) -> tuple[float, float]:
         )
     if lo_f > hi_f:
         raise ConfigError(f"input domain [{lo_f}, {hi_f}] is empty (lo > hi); swap the bounds")
+    if max(abs(lo_f), abs(hi_f)) > FLOAT32_MAX:
+        raise ConfigError(
+            f"input domain [{lo_f:g}, {hi_f:g}] must be float32 numbers (|bound| <= {FLOAT32_MAX:.4g}): the "
+            "inputs are float32; declare the real range of your signals, e.g. --domain=-10:10"
+        )
     return lo_f, hi_f
 
 

@@ -1,7 +1,9 @@
 """The `tickformer` command line: one subcommand per module in `tickformer.commands`.
 
 Each subcommand module defines `register(subparsers)` (adds its parser and sets `func`).
-A user error (`TickformerError`) prints one line and exits non-zero; `--debug` shows the traceback.
+A user error (`TickformerError`) prints one line and exits non-zero; so does an OSError no
+command turned into one (a path, a permission, a full disk: the environment, not a bug);
+`--debug` shows the traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ COMMANDS = (
     "info",
     "train",
     "export",
+    "keygen",
+    "sign",
     "inspect",
     "run",
     "build",
@@ -60,6 +64,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"tickformer {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # an environment error no command mapped (a path, a permission, a full disk)
+        if args.debug:
+            raise
+        where = f" ({str(exc.filename)[:200]})" if exc.filename else ""
+        print(
+            f"tickformer {args.command}: error: {exc.strerror or exc}{where}; check the path, its permissions "
+            "and the free space, then run again",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print(f"tickformer {args.command}: interrupted", file=sys.stderr)

@@ -14,18 +14,44 @@ TensorRT engines, certificates, reports).
 
 A failure or an interruption (any BaseException) leaves the previous file or directory in place
 and removes the temporary one; what is left after a kill -9 is at most a hidden `.NAME.tmp-*`
-sibling, which no reader accepts (it has no manifest, or a name readers skip).
+sibling, which no reader accepts (it has no manifest, or a name readers skip). An OSError (disk
+full, a file-size limit, permissions, a name too long) is raised as `tickformer.errors.WriteError`
+(a TickformerError and an OSError) whose one-line message names the target, the cause, says that
+the previous version is intact, and how to fix it.
 
 Not real-time code.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable, Mapping
+
+from tickformer.errors import WriteError
+
+
+def write_error(target: Path, exc: OSError) -> WriteError:
+    """The one-line WriteError for an OSError met while writing `target` atomically."""
+    cause = exc.strerror or str(exc) or type(exc).__name__
+    fix = {
+        errno.ENOSPC: "free disk space and run again",
+        errno.EDQUOT: "free space within your disk quota and run again",
+        errno.EFBIG: "raise the file-size limit (ulimit -f) or write elsewhere",
+        errno.EACCES: "choose a writable location",
+        errno.EPERM: "choose a writable location",
+        errno.EROFS: "choose a writable location",
+        errno.ENAMETOOLONG: "choose a shorter name",
+    }.get(exc.errno if exc.errno is not None else -1, "check the path and run again")
+    error = WriteError(
+        f"cannot write {str(target)[:200]}: {cause}; nothing was replaced (the previous version, if any, is "
+        f"intact): {fix}"
+    )
+    error.target, error.cause_errno = target, exc.errno  # not .errno/.filename: they change str(error)
+    return error
 
 
 def write_synced(path: Path, data: bytes) -> None:
@@ -55,19 +81,24 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     """Replace `path` by a file holding `data`, all or nothing (module docstring). `mode`: the
     new file's permissions (mkstemp would leave 0600; reports and engines are meant to be read)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise write_error(path, exc) from exc
+    try:
+        os.fchmod(fd, mode)  # before any byte is written: a private key is never readable by others
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
+            raise write_error(path, exc) from exc
         raise
     fsync_dir(path.parent)
 
@@ -86,8 +117,11 @@ def replace_dir(
     beforehand whether an existing `target` may be replaced. Returns `target`."""
     target = Path(target)
     write = write_synced if writer is None else writer
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name[:64]}.tmp-", dir=target.parent))
+    except OSError as exc:
+        raise write_error(target, exc) from exc
     old: Path | None = None
     order = [name for name in files if name != last] + ([last] if last is not None and last in files else [])
     try:
@@ -95,14 +129,16 @@ def replace_dir(
             write(tmp / name, files[name])
         fsync_dir(tmp)
         if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name[:64]}.old-", dir=target.parent))
             os.replace(target, old / "previous")  # move the previous directory aside
         os.replace(tmp, target)
         fsync_dir(target.parent)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if old is not None and (old / "previous").exists() and not target.exists():
             os.replace(old / "previous", target)  # put the previous directory back
+        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
+            raise write_error(target, exc) from exc
         raise
     finally:
         if old is not None:

@@ -49,3 +49,28 @@ class ExportError(TickformerError):
 
 class BackendError(TickformerError):
     """A backend failed while running a graph; the session's position and cache are unchanged."""
+
+
+class FileRefused(TickformerError):
+    """A file was refused before it was read: missing, a link, not a regular file, too large,
+    of the wrong size or unreadable (`tickformer.safe_files`). `.name` is the file, `.reason`
+    one of `safe_files.REASONS`. Loaders re-raise it as their own error with the fix."""
+
+    name: str = ""
+    reason: str = ""
+    actual: int = -1  # reason "size": the file's size in bytes
+
+
+class WriteError(TickformerError, OSError):
+    """Writing a file or directory failed (disk full, file-size limit, permissions, a bad path);
+    the previous file or directory at the target is intact (`tickformer.durable`)."""
+
+
+class SessionBusy(TickformerError):
+    """A session method was called while another call of the same session was in flight (from
+    another thread, or re-entered from a signal handler); sessions are single-threaded."""
+
+
+class UntrustedArtifact(ArtifactError):
+    """A trust key was given and the artifact is unsigned, or its signature is invalid or made
+    with another key (`tickformer.signing`)."""

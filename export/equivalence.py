@@ -231,9 +231,17 @@ def check(
             rec.add3("step", outs, ref)
         model_lengths = []
     if rec.failures:
+        overflow = any(" nan " in f or " inf " in f for f in rec.failures)
         raise ExportError(
             "exported graphs disagree with the numpy reference beyond the stated tolerance: "
-            + "; ".join(rec.failures)
+            + "; ".join(rec.failures[:3])
+            + (f" (and {len(rec.failures) - 3} more)" if len(rec.failures) > 3 else "")
+            + (
+                "; the errors are NaN/Inf: the model overflows on inputs of this domain, declare a narrower "
+                "--domain (the real range of your signals)"
+                if overflow
+                else "; report it with the checkpoint, or export with --precision fp32"
+            )
         )
     return {
         "seed": seed,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Literal
+from typing import Any, Iterable, Iterator, Literal
 
 import numpy as np
 
@@ -621,36 +621,59 @@ def role_of(path: Path) -> Role:
     return "full"
 
 
-def graphs_of(path: Path) -> list[Path]:
-    """The ONNX files to check: a bare .onnx file, or every *.onnx in an artifact directory."""
-    from tickformer.errors import ArtifactError
+def graphs_of(path: Path, *, trust: Any = None) -> list[tuple[str, bytes | None, str]]:
+    """The ONNX graphs to check, as (file name, bytes, problem): a bare .onnx file (read once,
+    a regular file, a FIFO never blocks), or every graph an artifact's manifest lists, read
+    through the artifact loader (every hash, `trust`'s signature; `verified_graph_bytes`) --
+    never a glob of *.onnx. An unreadable bare file gives bytes None and the problem, a finding."""
+    from tickformer.artifact.reader import open_artifact, verified_graph_bytes
+    from tickformer.errors import ArtifactError, FileRefused
+    from tickformer.safe_files import read_path
 
-    if path.is_file():
+    try:
+        is_dir = path.is_dir()
+        exists = is_dir or path.exists() or path.is_symlink()
+    except OSError as exc:
+        raise ArtifactError(
+            f"{str(path)[:200]}: {exc.strerror}; pass an exported artifact directory or an .onnx file"
+        ) from None
+    if not exists:
+        raise ArtifactError(f"{path} does not exist; pass an exported artifact directory or an .onnx file")
+    if not is_dir:
+        if trust is not None:
+            raise ArtifactError(
+                f"--trust applies to signed artifacts; {path} is a bare .onnx file, which carries no signature: "
+                "pass the artifact directory"
+            )
         if path.suffix != ".onnx":
             raise ArtifactError(f"{path} is not an .onnx file nor an artifact directory; pass one of those")
-        return [path]
-    if not path.is_dir():
-        raise ArtifactError(f"{path} does not exist; pass an exported artifact directory or an .onnx file")
-    found = sorted(path.glob("*.onnx"))
-    if not found:
-        raise ArtifactError(f"{path} holds no .onnx graphs; run `tickformer export` first")
-    return found
+        try:
+            return [(path.name, read_path(path), "")]  # a user's own file: links followed, never a FIFO
+        except FileRefused as exc:
+            return [(path.name, None, str(exc))]
+    art = open_artifact(path, trust=trust)
+    return [
+        (art.graph_spec(g)["file"], verified_graph_bytes(art, g), "") for g in sorted(art.manifest["graphs"])
+    ]
 
 
-def check_path(path: Path, spec: TargetSpec) -> list[Finding]:
-    """Check every graph of an artifact (or one .onnx file). Loading errors become findings."""
+def check_path(path: Path, spec: TargetSpec, *, trust: Any = None) -> list[Finding]:
+    """Check every graph of an artifact (or one .onnx file). Loading errors of a bare file
+    become findings; an artifact that fails verification raises ArtifactError."""
     import onnx
 
     findings: list[Finding] = []
-    for onnx_path in graphs_of(Path(path)):
+    for name, data, problem in graphs_of(Path(path), trust=trust):
         try:
-            model = onnx.load(str(onnx_path))
+            if data is None:
+                raise ValueError(problem)
+            model = onnx.load_model_from_string(data)
             onnx.checker.check_model(model)
         except Exception as exc:  # a broken file is a finding, not a crash
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            findings.append(Finding("error", onnx_path.name, "onnx-invalid", "file", msg[:300]))
+            findings.append(Finding("error", name, "onnx-invalid", "file", msg[:300]))
             continue
-        findings += check_model(model, spec, role=role_of(onnx_path), graph=onnx_path.name)
+        findings += check_model(model, spec, role=role_of(Path(name)), graph=name)
     return findings
 
 

@@ -28,7 +28,7 @@ import onnxruntime
 
 import tickformer
 from tickformer import sealed, validation
-from tickformer.artifact.format import FORMAT, GRAPH_FILES, MANIFEST, VERSION, WEIGHTS
+from tickformer.artifact.format import FORMAT, GRAPH_FILES, MANIFEST, SIGNATURE, VERSION, WEIGHTS
 from tickformer.contracts.input_domain import check_domain
 from tickformer.durable import replace_dir
 from tickformer.durable import write_synced as _write  # a module name: tests inject faults here
@@ -92,17 +92,31 @@ def _weights_bytes(params: Mapping[str, np.ndarray], config: Config) -> bytes:
     return buffer.getvalue()
 
 
-def write_artifact(out: Path, files: Mapping[str, bytes], manifest: dict[str, Any]) -> Path:
+def write_artifact(
+    out: Path, files: Mapping[str, bytes], manifest: dict[str, Any], *, sign: Any = None
+) -> Path:
     """Write files, then manifest.json (sealed: `tickformer.sealed`), as the directory `out`,
     all or nothing (`tickformer.durable.replace_dir`). A manifest edited or corrupted later is
-    refused at load. An existing `out` is replaced only if it is an artifact (has manifest.json)
-    or empty."""
-    if out.exists() and not (out.is_dir() and ((out / MANIFEST).is_file() or not any(out.iterdir()))):
+    refused at load. sign: an Ed25519 private key (`tickformer.signing.load_private_key`): also
+    write manifest.sig, its signature of the sealed manifest. An existing `out` is replaced only
+    if it is an artifact (has manifest.json) or empty."""
+    try:
+        replaceable = not out.exists() or (
+            out.is_dir() and ((out / MANIFEST).is_file() or not any(out.iterdir()))
+        )
+    except OSError as exc:
+        raise ExportError(f"--out {str(out)[:200]}: {exc.strerror or exc}; choose another --out") from None
+    if not replaceable:
         raise ExportError(
             f"{out} exists and is not an artifact directory; refusing to overwrite it, choose another --out"
         )
-    text = json.dumps(sealed.seal(manifest), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    sealed_manifest = sealed.seal(manifest)
+    text = json.dumps(sealed_manifest, indent=2, sort_keys=True, allow_nan=False) + "\n"
     all_files = {**files, MANIFEST: text.encode()}
+    if sign is not None:
+        from tickformer import signing
+
+        all_files[SIGNATURE] = signing.signature_document(sealed.canonical(sealed_manifest), sign)
     return replace_dir(out, all_files, last=MANIFEST, writer=lambda path, data: _write(path, data))
 
 
@@ -132,13 +146,20 @@ def export_params(
     lengths: list[int] | None = None,
     source: Mapping[str, Any] | None = None,
     precision: str = "fp32",
+    sign: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Build, check, compare and write the artifact from a config and parameters; return its
     manifest. lengths: export-time equivalence lengths (default {1, 2, N/2, N}; the step
     sequence runs max(lengths) positions). precision "fp16" writes the mixed-precision graphs of
     export/fp16.py (fp32 kept for scores, softmax, LayerNorm statistics and the residual stream)
     after the fp32 graphs passed the three-way check, and records the measured fp16 error.
+    sign: a private key file (`tickformer keygen`): the artifact is written signed (manifest.sig).
     Raises ExportError."""
+    private = None
+    if sign is not None:
+        from tickformer import signing
+
+        private = signing.load_private_key(sign)  # before the export's work: a bad key fails fast
     if precision not in ("fp32", "fp16"):
         raise ExportError(f"precision {precision!r} is not one of ('fp32', 'fp16')")
     check_opset(opset)
@@ -198,7 +219,7 @@ def export_params(
         "source": dict(source or {}),
     }
     manifest = sealed.seal(manifest)  # what is written (write_artifact seals again: idempotent)
-    write_artifact(Path(out), files, manifest)
+    write_artifact(Path(out), files, manifest, sign=private)
     return manifest
 
 
@@ -213,6 +234,7 @@ def export_artifact(
     seed: int = 0,
     lengths: list[int] | None = None,
     precision: str = "fp32",
+    sign: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Export a checkpoint (directory or loaded `Checkpoint`) to the artifact directory `out`.
 
@@ -237,5 +259,6 @@ def export_artifact(
         lengths=lengths,
         source=source,
         precision=precision,
+        sign=sign,
     )
     return Path(out)

@@ -17,10 +17,13 @@ meta.input_domain, which export uses) is refused. It is an integrity check, not 
 
 Writing is atomic (`tickformer.durable.replace_dir`): everything goes to a temporary sibling
 directory, is fsynced, and is moved into place with os.replace, so a crash never leaves a
-directory that loads. Loading verifies the
-manifest, the set of files and every SHA-256 *before* parsing any weight, then checks every
-parameter's name, shape, dtype and finiteness against parameter_shapes(config); each failure
-raises CheckpointError naming exactly what is wrong and how to fix it.
+directory that loads. Loading opens the directory and every file once, without following links
+(`tickformer.safe_files`: regular files with one link, sizes checked before reading), verifies
+the manifest (strict JSON: `tickformer.sealed.loads`), the set of files and every SHA-256
+*before* parsing any weight, parses the same bytes it hashed, checks the npz members by name
+and declared size before decompressing them, then checks every parameter's name, shape, dtype
+and finiteness against parameter_shapes(config); each failure raises CheckpointError naming
+exactly what is wrong and how to fix it.
 
 Nothing here is real-time safe (file I/O); load once, before the control loop starts.
 """
@@ -39,7 +42,8 @@ import numpy as np
 
 from tickformer import sealed
 from tickformer.durable import replace_dir
-from tickformer.errors import CheckpointError, ConfigError
+from tickformer.errors import CheckpointError, ConfigError, FileRefused
+from tickformer.safe_files import MAX_FILE_BYTES, MAX_MANIFEST_BYTES, Directory, is_plain_name
 
 from .config import Config
 from .transformer import parameter_shapes
@@ -61,6 +65,9 @@ class Checkpoint:
     params: dict[str, np.ndarray] = field(repr=False)
     meta: dict[str, Any]
     path: Path | None = None
+    files: Mapping[str, bytes] = field(
+        default_factory=dict, repr=False, compare=False
+    )  # extra files, verified
 
 
 sha256_bytes = sealed.sha256_bytes
@@ -87,22 +94,30 @@ def _dump_json(obj: Any, what: str) -> bytes:
     return (text + "\n").encode("utf-8")
 
 
+def _names_problem(config: Config, names: set[str] | Mapping[str, Any], where: str) -> CheckpointError | None:
+    expected = parameter_shapes(config)
+    missing = [name for name in expected if name not in names]
+    extra = sorted(set(names) - set(expected))
+    if not (missing or extra):
+        return None
+    parts = []
+    if missing:
+        parts.append(f"missing parameters {missing}")
+    if extra:
+        parts.append(f"unexpected parameters {[name[:60] for name in extra[:8]]}")
+    return CheckpointError(
+        f"{where}: {'; '.join(parts)} for this config ({config.arch}, {config.inputs}, "
+        f"{config.n_enc_layers}+{config.n_layers} layers); the weights belong to a different config"
+    )
+
+
 def check_params(config: Config, params: Mapping[str, np.ndarray], *, where: str = "params") -> None:
     """Raise CheckpointError unless params has exactly the names, shapes and dtype (float32)
     of parameter_shapes(config), with finite values."""
     expected = parameter_shapes(config)
-    missing = [name for name in expected if name not in params]
-    extra = sorted(set(params) - set(expected))
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"missing parameters {missing}")
-        if extra:
-            parts.append(f"unexpected parameters {extra}")
-        raise CheckpointError(
-            f"{where}: {'; '.join(parts)} for this config ({config.arch}, {config.inputs}, "
-            f"{config.n_enc_layers}+{config.n_layers} layers); the weights belong to a different config"
-        )
+    problem = _names_problem(config, params, where)
+    if problem is not None:
+        raise problem
     for name, shape in expected.items():
         value = params[name]
         if not isinstance(value, np.ndarray):
@@ -190,15 +205,24 @@ def save_checkpoint(
     return replace_dir(target, files, last=MANIFEST)
 
 
-def _read_manifest(root: Path) -> dict[str, Any]:
+def _refused(root: Path, exc: FileRefused, fix: str) -> CheckpointError:
+    return CheckpointError(f"{root}: {exc}; {fix}")
+
+
+def _read_manifest(root: Path, directory: Directory) -> dict[str, Any]:
     manifest_path = root / MANIFEST
-    if not manifest_path.is_file():
+    kind = directory.kind(MANIFEST)
+    if kind == "missing":
         raise CheckpointError(
             f"{root}: no {MANIFEST}; this is not a tickformer checkpoint directory (write one with `tickformer train`)"
         )
     try:
-        manifest = sealed.loads(manifest_path.read_bytes())
-    except ValueError as exc:  # JSONDecodeError is a ValueError; sealed.loads maps deep nesting to one
+        data = directory.read(MANIFEST, max_bytes=MAX_MANIFEST_BYTES)
+    except FileRefused as exc:
+        raise _refused(root, exc, "a checkpoint holds only regular files; retrain or restore it") from None
+    try:
+        manifest = sealed.loads(data)
+    except ValueError as exc:  # JSONDecodeError is a ValueError; so is everything sealed.loads refuses
         raise CheckpointError(
             f"{manifest_path}: not valid JSON ({str(exc)[:120]}); the checkpoint is corrupted, retrain or restore it"
         ) from None
@@ -225,7 +249,10 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         )
     files = manifest.get("files")
     if not isinstance(files, dict) or not all(
-        isinstance(v, dict) and isinstance(v.get("sha256"), str) and isinstance(v.get("bytes"), int)
+        isinstance(v, dict)
+        and isinstance(v.get("sha256"), str)
+        and type(v.get("bytes")) is int
+        and 0 <= v["bytes"] <= MAX_FILE_BYTES
         for v in files.values()
     ):
         raise CheckpointError(f"{manifest_path}: 'files' must map file names to {{sha256, bytes}}")
@@ -237,13 +264,17 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     return manifest
 
 
-def _verified_files(root: Path, listed: dict[str, dict[str, Any]]) -> dict[str, bytes]:
-    """Read every listed file and check its size and SHA-256; report missing and unlisted files."""
-    present = {p.name for p in root.iterdir() if p.name != MANIFEST}
-    missing = sorted(set(listed) - present)
+def _verified_files(root: Path, directory: Directory, listed: dict[str, dict[str, Any]]) -> dict[str, bytes]:
+    """Read every listed file once (tickformer.safe_files: no links, regular, size first) and
+    check its SHA-256; report missing, unlisted and non-regular files by name."""
+    present = {name for name in directory.names if name != MANIFEST}
+    bad_names = sorted(name for name in listed if not is_plain_name(name) or name == MANIFEST)
+    missing = sorted(name for name in set(listed) - present if name not in bad_names)
     unlisted = sorted(present - set(listed))
-    if missing or unlisted:
+    if bad_names or missing or unlisted:
         parts = []
+        if bad_names:
+            parts.append(f"listed names {[n[:60] for n in bad_names[:3]]} are not plain file names")
         if missing:
             parts.append(f"missing files {missing} listed in {MANIFEST}")
         if unlisted:
@@ -254,11 +285,17 @@ def _verified_files(root: Path, listed: dict[str, dict[str, Any]]) -> dict[str, 
         )
     contents: dict[str, bytes] = {}
     for name, entry in sorted(listed.items()):
-        data = (root / name).read_bytes()
-        if len(data) != entry["bytes"]:
-            raise CheckpointError(
-                f"{root / name}: {len(data)} bytes, {MANIFEST} says {entry['bytes']}; the file is truncated or modified"
-            )
+        try:
+            data = directory.read(name, size=entry["bytes"], listed_in=MANIFEST)
+        except FileRefused as exc:
+            if exc.reason == "size":
+                raise CheckpointError(
+                    f"{root / name}: {exc.actual} bytes, {MANIFEST} says {entry['bytes']}; the file is truncated "
+                    "or modified, retrain or restore it"
+                ) from None
+            raise _refused(
+                root, exc, "a checkpoint holds only its own regular files; retrain or restore it"
+            ) from None
         digest = sha256_bytes(data)
         if digest != entry["sha256"]:
             raise CheckpointError(
@@ -271,55 +308,104 @@ def _verified_files(root: Path, listed: dict[str, dict[str, Any]]) -> dict[str, 
 
 def _parse_config(root: Path, data: bytes) -> Config:
     try:
-        raw = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{root / CONFIG_FILE}: not valid JSON ({exc})") from None
+        raw = sealed.loads(data)
+    except ValueError as exc:
+        raise CheckpointError(
+            f"{root / CONFIG_FILE}: not valid JSON ({str(exc)[:120]}); retrain or restore it"
+        ) from None
     if not isinstance(raw, dict):
         raise CheckpointError(f"{root / CONFIG_FILE}: must hold a JSON object of config fields")
     try:
         return Config.from_dict(raw)
-    except (ConfigError, TypeError) as exc:
+    except (ConfigError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{root / CONFIG_FILE}: invalid config: {exc}") from None
 
 
-def _parse_weights(root: Path, data: bytes) -> dict[str, np.ndarray]:
+NPY_HEADER_MAX = 4096  # bytes of .npy header a member may carry beyond its data (np.save writes 128)
+
+
+def check_npz_members(data: bytes, config: Config, *, where: str) -> None:
+    """Before anything is decompressed: `data` is a zip archive whose members are exactly
+    "<name>.npy" for the parameters of `config` (none twice), each declaring (in the zip
+    directory) an uncompressed size of at most its float32 data plus NPY_HEADER_MAX. This bounds
+    the work np.load can be made to do. Raises CheckpointError naming the first bad member."""
+    shapes = parameter_shapes(config)
+    if not data.startswith(b"PK"):
+        raise CheckpointError(
+            f"{where}: not an .npz archive (no zip signature); re-save the weights with np.savez"
+        )
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
+        raise CheckpointError(f"{where}: not a readable .npz archive ({str(exc)[:120]})") from None
+    names = [info.filename[:-4] if info.filename.endswith(".npy") else info.filename for info in infos]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise CheckpointError(f"{where}: members {[n[:60] for n in twice[:3]]} appear twice in the archive")
+    problem = _names_problem(config, set(names), where)
+    if problem is not None:
+        raise problem
+    for name, info in zip(names, infos):
+        limit = int(np.prod(shapes[name], dtype=np.int64)) * PARAM_DTYPE.itemsize + NPY_HEADER_MAX
+        if info.file_size > limit:
+            raise CheckpointError(
+                f"{where}: member {info.filename!r} declares {info.file_size} bytes, more than its parameter's "
+                f"{limit} (shape {tuple(shapes[name])}, float32, with header); the weights are not this config's"
+            )
+
+
+def parse_weights(data: bytes, config: Config, *, where: str) -> dict[str, np.ndarray]:
+    """The parameter dict of a weights.npz, parsed from `data` (members checked first,
+    `check_npz_members`; np.load with allow_pickle=False: no code runs), then `check_params`.
+    Raises CheckpointError naming `where`."""
+    check_npz_members(data, config, where=where)
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise CheckpointError(
-            f"{root / WEIGHTS_FILE}: cannot read weights ({exc}); object arrays are refused"
-        ) from None
+            params = {name: archive[name] for name in archive.files}
+    except Exception as exc:  # an untrusted archive: BadZipFile, EOFError, ValueError, zlib.error...
+        detail = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"{where}: cannot read weights ({detail}); object arrays are refused") from None
+    check_params(config, params, where=where)
+    return params
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     """Load and verify a checkpoint directory (hashes first, then config, then every weight).
+    Every file is read once, without following links (`tickformer.safe_files`), and hashed and
+    parsed from the same bytes; extra files' bytes are kept (`read_extra_file`).
 
     Not real-time safe (file I/O). Raises CheckpointError saying exactly what is wrong.
     """
     root = Path(path)
-    if not root.exists():
-        raise CheckpointError(
-            f"checkpoint {root} does not exist; train one with `tickformer train --task NAME --out {root}`"
-        )
-    if not root.is_dir():
-        raise CheckpointError(
-            f"checkpoint {root} is not a directory; pass the directory `tickformer train --out` wrote"
-        )
-    manifest = _read_manifest(root)
-    contents = _verified_files(root, manifest["files"])
+    try:
+        directory = Directory(root)
+    except FileRefused as exc:
+        if exc.reason == "missing":
+            raise CheckpointError(
+                f"checkpoint {root} does not exist; train one with `tickformer train --task NAME --out {root}`"
+            ) from None
+        if exc.reason == "not a directory":
+            raise CheckpointError(
+                f"checkpoint {root} is not a directory; pass the directory `tickformer train --out` wrote"
+            ) from None
+        fix = "" if exc.reason == "symlink" else "; pass the checkpoint directory itself"
+        raise CheckpointError(f"checkpoint {exc}{fix}") from None
+    with directory:
+        manifest = _read_manifest(root, directory)
+        contents = _verified_files(root, directory, manifest["files"])
     config = _parse_config(root, contents[CONFIG_FILE])
-    params = _parse_weights(root, contents[WEIGHTS_FILE])
-    check_params(config, params, where=str(root / WEIGHTS_FILE))
+    params = parse_weights(contents[WEIGHTS_FILE], config, where=str(root / WEIGHTS_FILE))
     ordered = {name: params[name] for name in parameter_shapes(config)}
-    return Checkpoint(config=config, params=ordered, meta=manifest.get("meta", {}), path=root)
+    extra = {name: data for name, data in contents.items() if name not in (CONFIG_FILE, WEIGHTS_FILE)}
+    return Checkpoint(config=config, params=ordered, meta=manifest.get("meta", {}), path=root, files=extra)
 
 
 def read_extra_file(checkpoint: Checkpoint, name: str) -> bytes:
-    """Bytes of an extra file listed in the manifest (re-verified against its hash)."""
+    """Bytes of an extra file listed in the manifest: the ones verified when the checkpoint was
+    loaded (never re-read from disk)."""
     if checkpoint.path is None:
         raise CheckpointError("this checkpoint was not loaded from disk; it has no files")
-    manifest = _read_manifest(checkpoint.path)
-    if name not in manifest["files"]:
+    if name not in checkpoint.files:
         raise CheckpointError(f"{checkpoint.path}: no file {name!r} listed in {MANIFEST}")
-    return _verified_files(checkpoint.path, manifest["files"])[name]
+    return checkpoint.files[name]

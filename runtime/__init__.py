@@ -29,17 +29,26 @@ def load(
     backend: str = "numpy",
     contracts: str = "off",
     *,
+    trust: str | os.PathLike[str] | None = None,
     budget_ns: int | None = None,
     **options: Any,
 ) -> Session:
-    """Verify the artifact (manifest and every SHA-256) before loading anything, then open it on
-    `backend` (options go to the backend, e.g. ort: threads=1, binding="run"|"iobinding").
+    """Verify the artifact (manifest, signature with `trust`, every SHA-256; every file read once,
+    without following links: tickformer.artifact.reader) before loading anything, then open it
+    on `backend` (options go to the backend, e.g. ort: threads=1, binding="run"|"iobinding").
+    trust: a public key file (NAME.pub of `tickformer keygen`); the artifact must then be signed
+    by it (UntrustedArtifact otherwise). For backends that run the ONNX graphs, the graphs'
+    tensors must equal those export builds from weights.npz (tickformer.export.consistency).
     contracts: "off" | "check" (raise ContractViolation) | "monitor" (count); budget_ns: latency
     budget per step for the monitor. Not real-time (file I/O, graph loading)."""
     if contracts not in CONTRACT_MODES:
         raise ConfigError(f"contracts={contracts!r} is not one of {CONTRACT_MODES}")
-    artifact = open_artifact(path)
+    artifact = open_artifact(path, trust=trust)
     cls = backend_class(backend)  # BackendUnavailable with the extra to install
+    if cls.runs_graphs:
+        from tickformer.export.consistency import check_graph_weights
+
+        check_graph_weights(artifact)
     return Session(artifact, cls(artifact, **options), contracts=contracts, budget_ns=budget_ns)
 
 

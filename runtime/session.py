@@ -14,6 +14,27 @@ position to 0 and nothing else (constant time): stale cache rows are selected ou
 in every step (Where(j < pos, s, -inf)), never cleared. Past max_len the policy is to raise
 `ContextFull` (call reset(), or re-export with a larger --max-len).
 
+State and signals. The state a step reads is `position` and the cache rows 0..position-1; rows
+at position and above are scratch (masked out by every step, and overwritten by the step at
+that position before any step reads them). So the commit is two stores in this order: the
+backend writes the new rows into row `pos` (scratch until the next store), then one attribute
+store advances `position` -- the commit point. A Python signal handler runs between bytecodes
+and may raise anywhere (KeyboardInterrupt from SIGINT, an exception from a SIGALRM handler):
+before the commit point the state is unchanged (at most scratch row `pos` was written); after
+it the step has committed and its output is in `output`. The caller tells which from
+`position`: unchanged -> retry the same input, advanced by one -> the step took effect (tested
+with SIGALRM interrupts at random moments: tests/reliability/test_session_safety.py). No signal
+mask is needed, so the hot path makes no system call for it.
+
+Threads. A Session is single-threaded: one call at a time, from any one thread at a time (a
+control loop owns its session). Concurrent use is detected, not serialized: every method that
+touches the state sets a busy flag on entry and clears it on exit (try/finally); a call that
+finds it set -- from a second thread while one call is in flight, or re-entered from a signal
+handler -- raises `SessionBusy` at once and changes nothing. The check and the set are two
+bytecodes with no call between them, so CPython (with its GIL) never switches threads in
+between; it costs two attribute stores and allocates nothing (no lock, no thread id). On a
+free-threaded build (PEP 703) two threads may both pass it; give each thread its own session.
+
 `step(x)` takes the step graph's input, x [B, 1, d_in] float32 (tokens [B, 1] int64), and returns
 the backend's preallocated output buffer [B, 1, d_out] (tokens [B, 1, V]): the SAME array every
 call, overwritten by the next step -- copy it if you keep it.
@@ -39,6 +60,7 @@ from tickformer.errors import (
     ConfigError,
     ContextFull,
     InputError,
+    SessionBusy,
     SessionClosed,
     TickformerError,
 )
@@ -54,6 +76,14 @@ def _describe(x: object) -> str:
     if isinstance(x, np.ndarray):  # a subclass (np.ma.MaskedArray, np.matrix, ...): refused
         return f"{type(x).__module__}.{type(x).__name__} (an ndarray subclass) {x.dtype} {x.shape}"
     return type(x).__name__
+
+
+def _busy(method: str) -> SessionBusy:
+    return SessionBusy(
+        f"{method}() was called while another call of this session is in flight (from another thread, or "
+        "from a signal handler inside a step); a Session is single-threaded: give each thread its own "
+        "session, or serialize the calls"
+    )
 
 
 def _engine_failure(backend: str, where: str, exc: Exception) -> BackendError:
@@ -101,7 +131,9 @@ class Session:
             self._tok_ge = np.zeros(self.input_shape, np.bool_)  # [B, 1] id >= 0
             self._tok_lt = np.zeros(self.input_shape, np.bool_)  # [B, 1] id < V
         self._closed = False
+        self._busy = False  # set while a call is in flight (module docstring, "Threads")
         self._source_set = False
+        self._output: np.ndarray | None = None  # the last step's output buffer (module docstring)
         self.monitor = None
         if contracts != "off":
             from .monitor import ContractMonitor
@@ -117,20 +149,41 @@ class Session:
         return self._position
 
     @property
+    def in_flight(self) -> bool:
+        """True while a call of this session is running (another thread's; module docstring)."""
+        return self._busy
+
+    @property
+    def output(self) -> np.ndarray | None:
+        """The output buffer of the last step that passed its checks (None before the first): after
+        an interrupt, if `position` advanced, it holds that committed step's output. The same
+        array step() returns, overwritten by the next step."""
+        return self._output
+
+    @property
     def backend_name(self) -> str:
         return self.backend.name
 
     def reset(self) -> None:
         """Start a new sequence: position = 0. Constant time, real-time safe; the cache is not
-        cleared (stale rows are masked by position in every step)."""
+        cleared (stale rows are masked by position in every step). SessionBusy during a step."""
+        if self._busy:
+            raise _busy("reset")
         self._check_open()
         self._position = 0
 
     def close(self) -> None:
-        """Release the backend; later calls raise SessionClosed. Idempotent."""
-        if not self._closed:
-            self._closed = True
-            self.backend.close()
+        """Release the backend; later calls raise SessionClosed. Idempotent. SessionBusy while
+        another thread's call is in flight."""
+        if self._busy:
+            raise _busy("close")
+        self._busy = True
+        try:
+            if not self._closed:
+                self._closed = True
+                self.backend.close()
+        finally:
+            self._busy = False
 
     def __enter__(self) -> "Session":
         return self
@@ -198,37 +251,57 @@ class Session:
         Real-time safe after the first call: the session's part allocates 0 bytes with contracts
         off (module docstring), work independent of the position (static-cache backends). Time
         is measured with perf_counter_ns for the latency contract, only when a monitor is attached
-        (the stamp is an int above 2^30: 32 B)."""
-        monitor = self.monitor
-        start = 0 if monitor is None else time.perf_counter_ns()
-        self._check_open()
-        self._validate_step_input(x)
-        pos = self._position
-        if pos >= self.max_len:
-            raise ContextFull(
-                f"position {pos} is at max_len {self.max_len} of this artifact: the static cache is full; "
-                f"call reset() to start a new sequence, or re-export with a larger --max-len"
-            )
-        if self.config.arch == "encoder-decoder" and not self._source_set:
-            raise InputError("no source sequence: call set_source(src) (or generate(src, ...)) before step()")
+        (the stamp is an int above 2^30: 32 B). Single-threaded: SessionBusy if another call is in
+        flight. Interrupted (a signal handler's exception): `position` says whether it committed
+        (module docstring, "State and signals")."""
+        if self._busy:
+            raise _busy("step")
+        self._busy = True  # no call between the check and this store: atomic under the GIL
         try:
-            y = self.backend.step(x, pos)  # [B, 1, d_out | V]; may raise, state untouched
-        except TickformerError:
-            raise
-        except Exception as exc:  # e.g. numpy FloatingPointError/MemoryError: ours, state untouched
-            raise _engine_failure(self.backend.name, f"at position {pos}", exc) from exc
-        if monitor is not None:
-            # The input was validated above (always on); the monitor checks output and latency.
-            monitor.check_output(y, time.perf_counter_ns() - start)
-        self.backend.commit(pos)
-        self._position = self._next_position[pos]  # pos + 1, without making an int
-        return y
+            monitor = self.monitor
+            start = 0 if monitor is None else time.perf_counter_ns()
+            self._check_open()
+            self._validate_step_input(x)
+            pos = self._position
+            if pos >= self.max_len:
+                raise ContextFull(
+                    f"position {pos} is at max_len {self.max_len} of this artifact: the static cache is full; "
+                    f"call reset() to start a new sequence, or re-export with a larger --max-len"
+                )
+            if self.config.arch == "encoder-decoder" and not self._source_set:
+                raise InputError(
+                    "no source sequence: call set_source(src) (or generate(src, ...)) before step()"
+                )
+            try:
+                y = self.backend.step(x, pos)  # [B, 1, d_out | V]; may raise, state untouched
+            except TickformerError:
+                raise
+            except Exception as exc:  # e.g. numpy FloatingPointError/MemoryError: ours, state untouched
+                raise _engine_failure(self.backend.name, f"at position {pos}", exc) from exc
+            if monitor is not None:
+                # The input was validated above (always on); the monitor checks output and latency.
+                monitor.check_output(y, time.perf_counter_ns() - start)
+            self._output = y
+            self.backend.commit(pos)  # row pos: scratch until the next store (module docstring)
+            self._position = self._next_position[pos]  # the commit point; pos + 1 without making an int
+            return y
+        finally:
+            self._busy = False
 
     # --- not real-time --------------------------------------------------------------------------
     def run(self, seq: np.ndarray) -> np.ndarray:
         """Full pass over a whole sequence (model.onnx / the numpy model): seq [B, T, d_in] float32
         (tokens: [B, T] int64), 1 <= T <= max_len -> new array [B, T, d_out | V]. Does not touch the
         step state. Decoder-only artifacts. Not real-time (allocates)."""
+        if self._busy:
+            raise _busy("run")
+        self._busy = True
+        try:
+            return self._run(seq)
+        finally:
+            self._busy = False
+
+    def _run(self, seq: np.ndarray) -> np.ndarray:
         self._check_open()
         if self.config.arch != "decoder":
             raise InputError(
@@ -264,6 +337,15 @@ class Session:
     def set_source(self, src: np.ndarray) -> None:
         """Encoder-decoder: encode src [B, S] int64 (S <= max_len, padded internally with a
         validity mask), compute the cross-attention K/V once, and reset() to position 0."""
+        if self._busy:
+            raise _busy("set_source")
+        self._busy = True
+        try:
+            self._set_source(src)
+        finally:
+            self._busy = False
+
+    def _set_source(self, src: np.ndarray) -> None:
         self._check_open()
         if self.config.arch != "encoder-decoder":
             raise InputError("set_source() is for encoder-decoder artifacts; this one is decoder-only")

@@ -74,3 +74,14 @@ def out(p: argparse.ArgumentParser, *, help: str, default: Path | None = None) -
 
 def domain(p: argparse.ArgumentParser, *, help: str) -> None:
     p.add_argument("--domain", default=None, metavar="LO:HI", help=help + " (e.g. --domain -1:1)")
+
+
+def trust(p: argparse.ArgumentParser) -> None:
+    """--trust NAME.pub: the artifact must carry a valid signature by that key (tickformer.signing)."""
+    p.add_argument(
+        "--trust",
+        type=Path,
+        default=None,
+        metavar="NAME.pub",
+        help="public key (tickformer keygen): refuse the artifact unless it is signed with it",
+    )

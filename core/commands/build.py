@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tickformer.commands import args as shared
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from tickformer.runtime.backends.tensorrt_engine import HARDWARE_COMPAT, PRECISIONS
@@ -25,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("artifact", type=Path, help="exported artifact directory")
     p.add_argument("--backend", required=True, choices=["tensorrt"], help="engine kind to build")
+    shared.trust(p)
     p.add_argument("--precision", default="fp32", choices=list(PRECISIONS))
     p.add_argument(
         "--workspace",
@@ -88,6 +91,6 @@ def run(args: argparse.Namespace) -> int:
         convert=args.convert,
         graphs=tuple(args.graphs) if args.graphs else None,
     )
-    for record in build_engines(args.artifact, options):
+    for record in build_engines(args.artifact, options, trust=args.trust):
         print(f"built {record.graph}: {record.file} ({record.bytes} bytes, sha256 {record.sha256[:16]}...)")
     return 0

@@ -27,6 +27,7 @@ def register(subparsers: Any) -> None:
     )
     shared.artifact(p)
     shared.backend(p)
+    shared.trust(p)
     p.add_argument("--budget-us", type=float, required=True, help="latency budget per step in microseconds")
     p.add_argument("--samples", type=int, default=100_000, help="timed steps (default 100000)")
     p.add_argument("--warmup", type=int, default=2_000, help="untimed warm-up steps (default 2000)")
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
             campaign=campaign,
             evt_config=evt_config,
             threads=args.threads,
+            trust=args.trust,
         )
     else:
         # auto_refresh=False: no refresh thread competing for the GIL while steps are timed;
@@ -123,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
                 evt_config=evt_config,
                 threads=args.threads,
                 progress=progress,
+                trust=args.trust,
             )
     cert = write_report(args.out, report, durations)
     if not args.quiet:

@@ -12,6 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
+from tickformer.commands import args as shared
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from tickformer.export.trt_support import target_names
@@ -23,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("artifact", type=Path, help="exported artifact directory, or one .onnx file")
+    shared.trust(p)
     p.add_argument(
         "--target",
         required=True,
@@ -38,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from tickformer.export.trt_support import check_path, count, target
 
     spec = target(args.target)
-    findings = check_path(args.artifact, spec)
+    findings = check_path(args.artifact, spec, trust=args.trust)
     errors, warnings, notes = (count(findings, s) for s in ("error", "warning", "note"))
     if args.json:
         doc = {

@@ -45,6 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="fp16: mixed-precision graphs (fp32 scores/softmax/LayerNorm statistics), error measured and recorded",
     )
     shared.seed(p, help="seed of the export-time equivalence inputs")
+    p.add_argument(
+        "--sign",
+        type=Path,
+        default=None,
+        metavar="NAME",
+        help="private key (tickformer keygen): write the artifact signed",
+    )
     p.set_defaults(func=run)
 
 
@@ -63,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         domain=domain,
         seed=args.seed,
         precision=args.precision,
+        sign=args.sign,
     )
     art = open_artifact(out)
     worst = max(p["max_abs"] for p in art.manifest["equivalence"]["pairs"].values())
@@ -71,6 +79,6 @@ def run(args: argparse.Namespace) -> int:
         f"exported {out}: graphs {', '.join(sorted(art.manifest['graphs']))}; max_len {art.max_len}, "
         f"batch {art.batch}, "
         f"opset {art.manifest['opset']}; worst backend disagreement {worst:.3g} (tolerance "
-        f"atol={tol['atol']:.3g}, rtol={tol['rtol']:.3g})"
+        f"atol={tol['atol']:.3g}, rtol={tol['rtol']:.3g})" + ("; signed (manifest.sig)" if args.sign else "")
     )
     return 0

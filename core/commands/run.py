@@ -27,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     shared.artifact(p)
     shared.backend(p)
+    shared.trust(p)
     p.add_argument(
         "--input", type=Path, required=True, help=".npy input sequence (or source tokens, encoder-decoder)"
     )
@@ -68,11 +69,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _read(path: Path, session) -> np.ndarray:
-    from tickformer.errors import InputError
+    import io
+
+    from tickformer.errors import FileRefused, InputError
+    from tickformer.safe_files import read_path
 
     try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+        raw = read_path(path)  # a regular file, read once (a FIFO never blocks)
+    except FileRefused as exc:
+        raise InputError(f"--input {exc}; pass a .npy file saved with np.save") from None
+    if not raw.startswith(b"\x93NUMPY"):
+        raise InputError(f"{path} is not a .npy file (it lacks the NumPy magic bytes); save it with np.save")
+    try:
+        data = np.load(io.BytesIO(raw), allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
         raise InputError(f"cannot read {path} as a .npy array ({exc}); save it with np.save") from None
     if session.tokens:
         if data.dtype.kind not in "iu":
@@ -83,6 +93,28 @@ def _read(path: Path, session) -> np.ndarray:
         raise InputError(f"{path}: input must be floating point, got {data.dtype}")
     data = data.astype(np.float32)
     return data[None] if data.ndim == 2 else data
+
+
+def _check_output(output: Path | None, artifact: Path) -> None:
+    """--output must not be inside the artifact: an artifact holds only the files export wrote,
+    and a file added there makes it fail to load (unlisted file)."""
+    import os
+
+    from tickformer.errors import InputError
+
+    if output is None:
+        return
+    try:
+        inside = os.path.commonpath(
+            [os.path.realpath(artifact), os.path.realpath(output.parent)]
+        ) == os.path.realpath(artifact)
+    except (OSError, ValueError):
+        return
+    if inside:
+        raise InputError(
+            f"--output {output} is inside the artifact {artifact}; write it elsewhere (an artifact holds only "
+            "the files export wrote, and any other file there stops it from loading)"
+        )
 
 
 def _save(path: Path, out: np.ndarray) -> None:
@@ -124,7 +156,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.repeat < 1:
         raise InputError(f"--repeat {args.repeat} must be >= 1")
-    with load(args.artifact, backend=args.backend, contracts=args.contracts, **options) as session:
+    _check_output(args.output, args.artifact)
+    with load(
+        args.artifact, backend=args.backend, contracts=args.contracts, trust=args.trust, **options
+    ) as session:
         data = _read(args.input, session)
         if session.config.arch == "encoder-decoder":
             if args.bos is None and session.special_token("bos") is None:

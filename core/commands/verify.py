@@ -26,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     shared.artifact(p, name="path", help="artifact directory or .onnx file")
     shared.backend(p, help="ort (CPU; default), ort-cuda, ort-trt; artifacts also numpy")
+    shared.trust(p)
     p.add_argument(
         "--examples", type=int, default=50, metavar="N", help="Hypothesis examples per property (default 50)"
     )
@@ -36,13 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _open(open_model, path: Path, backend: str, max_t: int):
+def _open(open_model, path: Path, backend: str, max_t: int, trust: Path | None = None):
     """open_model, naming the fix when a bare file is no graph onnxruntime can load (the loader's
     message says what failed, not what to pass instead)."""
     from tickformer.errors import ArtifactError
 
     try:
-        return open_model(path, backend, max_t)
+        return open_model(path, backend, max_t, trust=trust)
     except ArtifactError as exc:
         if path.is_dir() or "cannot load" not in str(exc):
             raise
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--examples {args.examples} must be >= 1")
     domain = parse_domain(args.domain) if args.domain is not None else None
     console = Console()
-    model = _open(open_model, args.path, args.backend, args.max_t)
+    model = _open(open_model, args.path, args.backend, args.max_t, args.trust)
     start = time.monotonic()
     try:
         with console.status(f"verifying {args.path} ..."):

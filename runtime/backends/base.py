@@ -30,6 +30,7 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     static_cache: ClassVar[bool] = True  # False: the step's cost grows with the position
+    runs_graphs: ClassVar[bool] = True  # runs the artifact's ONNX graphs (their weights are checked at load)
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         if options:

@@ -54,6 +54,7 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     static_cache = True
+    runs_graphs = False  # computes from weights.npz, never runs the .onnx graphs
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         super().__init__(artifact, **options)

@@ -44,10 +44,11 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from tickformer import sealed, validation
-from tickformer.artifact.format import MANIFEST, TIMING_CACHE
-from tickformer.artifact.reader import open_artifact, read_manifest
+from tickformer.artifact.format import MANIFEST, SIGNATURE, TIMING_CACHE
+from tickformer.artifact.reader import open_artifact, read_manifest, verified_graph_bytes
 from tickformer.durable import atomic_write
-from tickformer.errors import ArtifactError, BackendUnavailable, ConfigError, ExportError
+from tickformer.errors import ArtifactError, BackendUnavailable, ConfigError, ExportError, FileRefused
+from tickformer.safe_files import Directory, read_path
 
 from .cuda import DeviceInfo, device_info, dims_tuple, require_cudart, require_tensorrt
 
@@ -197,6 +198,10 @@ def update_manifest(root: Path, mutate: Callable[[dict[str, Any]], None]) -> dic
     mutate(manifest)
     manifest = sealed.seal(manifest)
     atomic_write(root / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+    try:  # a signature of the previous manifest can only fail now: the artifact reads as unsigned
+        os.unlink(Path(root) / SIGNATURE)
+    except FileNotFoundError:
+        pass
     return manifest
 
 
@@ -281,17 +286,27 @@ class EngineRecord:
     bytes: int
 
 
-def build_engines(root: str | os.PathLike[str], options: BuildOptions) -> list[EngineRecord]:
+def build_engines(
+    root: str | os.PathLike[str], options: BuildOptions, *, trust: str | os.PathLike[str] | None = None
+) -> list[EngineRecord]:
     """Build every graph of the artifact at `root` into an engine and record it (module docstring).
+    trust: a public key the artifact must be signed with. The build rewrites the manifest, so a
+    signature is removed (sign the artifact again afterwards).
 
     Raises BackendUnavailable (one line, names what is missing) without TensorRT, cuda-python
     or a GPU; ArtifactError for a bad artifact; ExportError when TensorRT rejects a graph."""
-    art = open_artifact(root)  # verifies every hash before anything is read
+    from tickformer.export.consistency import check_graph_weights
+
+    art = open_artifact(root, trust=trust)  # verifies every hash before anything is read
+    check_graph_weights(art)
     trt, cudart = require_tensorrt(), require_cudart()
     here = device_info(trt, cudart)
     major = parse_version(here.tensorrt)[0]
     cache_path = Path(options.timing_cache) if options.timing_cache is not None else art.root / TIMING_CACHE
-    timing = cache_path.read_bytes() if cache_path.is_file() else b""
+    try:  # an unhashed cache, never trusted: anything but a regular file starts an empty one
+        timing = read_path(cache_path, follow_symlinks=False)
+    except FileRefused:
+        timing = b""
     names = list(options.graphs) if options.graphs is not None else sorted(art.manifest["graphs"])
     records: list[EngineRecord] = []
     entries: dict[str, dict[str, Any]] = {}
@@ -324,10 +339,8 @@ def _build_all(
 ) -> None:
     for graph in names:
         spec = art.graph_spec(graph)
-        onnx_bytes = art.graph_path(graph).read_bytes()
+        onnx_bytes = verified_graph_bytes(art, graph)  # the bytes verified at open, never re-read by path
         onnx_sha = hashlib.sha256(onnx_bytes).hexdigest()
-        if onnx_sha != art.manifest["files"][spec["file"]]["sha256"]:
-            raise ArtifactError(f"{spec['file']} changed after the artifact was opened; run the build again")
         plan = precision_plan(major, graph_has_fp16(onnx_bytes), options.precision, options.convert)
         if plan.convert_graph:
             import onnx
@@ -419,7 +432,11 @@ def engine_bytes(root: Path, manifest: dict[str, Any], entry: dict[str, Any], he
         raise ArtifactError(
             f"engine {entry['file']} is not listed with its hash in manifest.json; rebuild it"
         )
-    data = (root / entry["file"]).read_bytes()
+    try:  # one read without following links, size first (tickformer.safe_files)
+        with Directory(root) as directory:
+            data = directory.read(entry["file"], size=listed["bytes"], listed_in=MANIFEST)
+    except FileRefused as exc:
+        raise ArtifactError(f"engine {exc}; rebuild it") from None
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ArtifactError(f"engine {entry['file']} does not match its manifest sha256; rebuild it")
     return data

@@ -108,6 +108,8 @@ def _files(root: Path) -> dict[str, str]:
     (root / "garbage.npy").write_bytes(b"this is not a numpy file")
     (root / "garbage.onnx").write_bytes(b"\x08\x07garbage")
     (root / "afile").write_text("x")
+    (root / "foreign.bin").write_bytes(b"\x89PNG\r\n\x1a\n not numpy at all")
+    _attack_fixtures(root, art, ckpt)
     return {
         k: str(v)
         for k, v in {
@@ -119,8 +121,63 @@ def _files(root: Path) -> dict[str, str]:
             "KEEP": keep,
             "TMP": root,
             "FILE": root / "afile",
+            "FIFO_MANIFEST_ART": root / "fifo_manifest_art",
+            "DEEP_ART": root / "deep_art",
+            "EXTRA_FIFO_ART": root / "extra_fifo_art",
+            "HUGE_DOMAIN_ART": root / "huge_domain_art",
+            "LINKED_CKPT": root / "linked_ckpt",
+            "SIGNED_ART": root / "signed_art",
+            "TAMPERED_SIGNED_ART": root / "tampered_signed_art",
+            "OTHER_SIGNED_ART": root / "other_signed_art",
+            "KEY": root / "key",
+            "PUB": root / "key.pub",
+            "LONG": "x" * 300,
         }.items()
     }
+
+
+def _reseal(path: Path, mutate) -> None:
+    """Rewrite a manifest with `mutate` applied and its self-hash recomputed (what anyone who can
+    write the directory can do: the hash is no signature)."""
+    from tickformer import sealed
+
+    manifest = json.loads(path.read_text())
+    mutate(manifest)
+    path.write_text(json.dumps(sealed.seal(manifest)))
+
+
+def _attack_fixtures(root: Path, art: Path, ckpt: Path) -> None:
+    """Artifacts and checkpoints an attacker with write access to the directory could leave."""
+    from tickformer import signing
+    from tickformer.artifact.signer import sign_artifact
+
+    fifo = root / "fifo_manifest_art"
+    shutil.copytree(art, fifo)
+    (fifo / "manifest.json").unlink()
+    os.mkfifo(fifo / "manifest.json")  # reading it without O_NONBLOCK would hang
+    deep = root / "deep_art"
+    shutil.copytree(art, deep)
+    (deep / "manifest.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    extra = root / "extra_fifo_art"
+    shutil.copytree(art, extra)
+    os.mkfifo(extra / "extra.onnx")
+    huge = root / "huge_domain_art"
+    shutil.copytree(art, huge)
+    _reseal(huge / "manifest.json", lambda m: m.update(input_domain=[-1e308, 1e308]))
+    linked = root / "linked_ckpt"
+    shutil.copytree(ckpt, linked)
+    os.mkfifo(root / "fifo")
+    (linked / "config.json").unlink()
+    os.symlink(root / "fifo", linked / "config.json")
+    signing.generate_key(root / "key")
+    signing.generate_key(root / "other")
+    for name, key in (("signed_art", "key"), ("tampered_signed_art", "key"), ("other_signed_art", "other")):
+        shutil.copytree(art, root / name)
+        sign_artifact(root / name, root / key)
+    _reseal(
+        root / "tampered_signed_art" / "manifest.json",
+        lambda m: m.update(output_bound=m["output_bound"] * 1e3),
+    )
 
 
 # (subcommand, argv after the subcommand, words the one-line message must contain)
@@ -180,6 +237,34 @@ CASES = [
     ("demo", ["--out", "{TMP}/d1", "--ticks", "0"], "--ticks 0"),
     ("demo", ["--out", "{TMP}/d2", "--candidates", "1"], "--candidates 1"),
     ("demo", ["--out", "{FILE}/sub"], "afile"),
+    # issue 20: attacks on the files a command loads, and the signing commands
+    ("inspect", ["{TMP}/{LONG}"], "file name too long"),
+    ("export", ["{CKPT}", "--out", "{TMP}/{LONG}"], "too long"),
+    ("run", ["{ART}", "--input", "{TMP}/ok.npy", "--output", "{TMP}/{LONG}.npy"], "too long"),
+    ("inspect", ["{FIFO_MANIFEST_ART}"], "FIFO"),
+    ("verify", ["{FIFO_MANIFEST_ART}"], "FIFO"),
+    ("verify", ["{DEEP_ART}"], "nested deeper"),
+    ("check", ["{EXTRA_FIFO_ART}", "--target", "trt-10.3"], "extra.onnx"),
+    ("run", ["{ART}", "--input", "{TMP}/foreign.bin"], "not a .npy file"),
+    ("run", ["{ART}", "--input", "{TMP}/ok.npy", "--output", "{ART}/out.npy"], "inside the artifact"),
+    ("certify", ["{HUGE_DOMAIN_ART}", "--budget-us", "100", "--out", "{TMP}/c6"], "float32"),
+    ("export", ["{CKPT}", "--out", "{TMP}/e10", "--domain=-1e308:1e308"], "float32"),
+    ("export", ["{LINKED_CKPT}", "--out", "{TMP}/e11"], "symbolic link"),
+    ("keygen", ["--out", "{KEY}"], "refusing to overwrite"),
+    ("keygen", ["--out", "{TMP}/no/such/dir/k"], "no such file"),
+    ("sign", ["{SIGNED_ART}", "--key", "{PUB}"], "not an unencrypted PEM private key"),
+    ("sign", ["{BAD_ART}", "--key", "{KEY}"], "SHA-256"),
+    ("inspect", ["{ART}", "--trust", "{PUB}"], "not signed"),
+    ("inspect", ["{ART}", "--trust", "{FILE}"], "PEM"),
+    (
+        "run",
+        ["{TAMPERED_SIGNED_ART}", "--input", "{TMP}/ok.npy", "--trust", "{PUB}"],
+        "signature does not match",
+    ),
+    ("verify", ["{OTHER_SIGNED_ART}", "--trust", "{PUB}"], "not by the trusted key"),
+    ("check", ["{ART}", "--target", "trt-10.3", "--trust", "{PUB}"], "not signed"),
+    ("certify", ["{ART}", "--budget-us", "100", "--out", "{TMP}/c7", "--trust", "{PUB}"], "not signed"),
+    ("build", ["{ART}", "--backend", "tensorrt", "--trust", "{PUB}"], "not signed"),
 ]
 
 # Cases that expose a bug in a file this test does not own: strict xfail, the reason is the fix.
@@ -197,7 +282,7 @@ SYNTAX_CASES = [
 
 
 def _fill(argv, files):
-    return [re.sub(r"\{(\w+)\}", lambda m: files[m.group(1)], a) for a in argv]
+    return [re.sub(r"\{(\w+)\}", lambda m: str(files[m.group(1)]), a) for a in argv]
 
 
 def _run(argv, env=None):

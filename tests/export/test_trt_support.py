@@ -211,13 +211,15 @@ def test_cli_exit_codes_and_one_line_per_finding(tmp_path, capsys):
     assert any("[static-shape]" in line for line in out)
     assert out[-1].startswith("check trt-11: FAIL")
 
-    art = tmp_path / "art"
+    art = (
+        tmp_path / "art"
+    )  # .onnx files without a manifest: not an artifact (check reads only through the loader)
     art.mkdir()
     onnx.save(clean_block(), art / "model.onnx")
     onnx.save(m, art / "step.onnx")
     assert main(["check", str(art), "--target", "trt-10"]) == 1
-    out = capsys.readouterr().out
-    assert "step.onnx: error" in out and "model.onnx: error" not in out
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no manifest.json" in err[0]
 
 
 def test_cli_missing_path_is_one_line_error(tmp_path, capsys):
@@ -257,3 +259,18 @@ def test_exported_graphs_are_clean_for_every_target(preset_name):
                 role = "step" if name == "step" else ("encoder" if name == "encoder" else "full")
                 findings = ts.check_model(variant, ts.target(target), role=role, graph=f"{name}.onnx")
                 assert [f.line() for f in findings if f.severity != "note"] == []
+
+
+def test_check_of_an_artifact_lints_each_listed_graph_from_its_verified_bytes(exported, tmp_path, capsys):
+    """`check ART` reads the graphs through the artifact loader (every hash first), one finding
+    list per graph the manifest lists; an unlisted .onnx beside them is refused, not linted."""
+    import shutil
+
+    art = exported["tiny"][0]
+    assert main(["check", str(art), "--target", "trt-10.3"]) == 0
+    assert "ok: 0 error(s)" in capsys.readouterr().out
+    copy = tmp_path / "art"
+    shutil.copytree(art, copy)
+    onnx.save(clean_block(), copy / "extra.onnx")
+    assert main(["check", str(copy), "--target", "trt-10.3"]) == 1
+    assert "unlisted files ['extra.onnx']" in capsys.readouterr().err

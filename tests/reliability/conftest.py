@@ -17,6 +17,7 @@ import datetime as _dt
 import os
 import platform
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,27 @@ def _report_markdown(command: str) -> str:
         unexpected += sum(v for k, v in counts.items() if k.startswith("UNEXPECTED"))
         outs = ", ".join(f"{k} {v}" for k, v in counts.most_common())
         lines.append(f"| {kind} | {n} | {outs} | {rec.seconds[kind]:.1f} |")
+    by_class: dict[str, Counter] = {}
+    for kind, counts in rec.counts.items():
+        group = kind.split(":", 1)[0]
+        by_class.setdefault(group, Counter()).update(
+            {
+                "cases": sum(counts.values()),
+                "kinds": 1,
+                **{"unexpected": sum(v for k, v in counts.items() if k.startswith("UNEXPECTED"))},
+            }
+        )
+    lines += [
+        "",
+        "By class (the prefix of each row above):",
+        "",
+        "| class | rows | cases | unexpected |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {group} | {c['kinds']} | {c['cases']} | {c['unexpected']} |"
+        for group, c in sorted(by_class.items())
+    ]
     lines += [
         "",
         f"Total: {total} cases, {unexpected} ended in an unexpected exception.",

@@ -165,10 +165,12 @@ def test_listed_file_that_is_a_symlink_out_of_the_artifact_is_refused(art_src, t
 
 
 def test_graph_swapped_after_verification_is_not_run(art_src, tokens_src, tmp_path):
+    """The backend runs the bytes verified at open (Artifact.files), never the file by path: a
+    step.onnx swapped after open_artifact (same graph, zero weights) is not what runs."""
     from tickformer.runtime.backends import backend_class
 
     art = ru.fresh_copy(art_src[0], tmp_path / "art")
-    artifact = open_artifact(art)  # hashes verified here
+    artifact = open_artifact(art)  # hashes verified here, bytes kept
     model = onnx.load(str(art / "step.onnx"))
     for tensor in model.graph.initializer:  # same graph, other weights: loads and runs fine
         if tensor.data_type == TensorProto.FLOAT:
@@ -176,8 +178,12 @@ def test_graph_swapped_after_verification_is_not_run(art_src, tokens_src, tmp_pa
                 numpy_helper.from_array(np.zeros_like(numpy_helper.to_array(tensor)), tensor.name)
             )
     (art / "step.onnx").write_bytes(model.SerializeToString())
-    with pytest.raises(ArtifactError, match="step.onnx"):
-        backend_class("ort")(artifact)
+    x = np.full((1, 1, 3), 0.5, np.float32)
+    swapped = backend_class("ort")(artifact).step(x, 0).copy()
+    reference = backend_class("ort")(open_artifact(art_src[0])).step(x, 0).copy()
+    np.testing.assert_array_equal(swapped, reference)
+    with pytest.raises(ArtifactError, match="step.onnx SHA-256"):  # a fresh open sees the swap
+        open_artifact(art)
 
 
 # --- malformed and oversized protobufs -----------------------------------------------------------------

@@ -6,7 +6,6 @@ Loaders only validate and store; nothing here is real-time code.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,10 +48,16 @@ class OnnxModel:
                 f"backend {self.backend} needs {provider}, not available here (available: "
                 f"{ort.get_available_providers()}); use --backend ort"
             )
+        from tickformer.errors import FileRefused
         from tickformer.export.ort_session import make_session
+        from tickformer.safe_files import read_path
 
         try:
-            self.session = make_session(self.path, providers=[provider])
+            data = read_path(self.path)  # a regular file, read once (a FIFO never blocks)
+        except FileRefused as exc:
+            raise ArtifactError(f"{exc}; pass a .onnx file or an artifact directory") from None
+        try:
+            self.session = make_session(data, providers=[provider])
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
             raise ArtifactError(
                 f"{self.path}: onnxruntime cannot load it: {str(exc).splitlines()[0]}"
@@ -109,13 +114,18 @@ class ArtifactModel:
     path: Path
     backend: str = "ort"
     max_t: int = 16
+    trust: Path | None = None
     kind: str = field(default="artifact", init=False)
 
     def __post_init__(self) -> None:
         from tickformer import runtime
 
-        self.session = runtime.load(self.path, backend=self.backend)
-        self.reference = runtime.load(self.path, backend="numpy")
+        self.session = runtime.load(self.path, backend=self.backend, trust=self.trust)
+        try:
+            self.reference = runtime.load(self.path, backend="numpy", trust=self.trust)
+        except BaseException:
+            self.session.close()
+            raise
         cfg = self.session.config
         if cfg.arch != "decoder" or cfg.inputs != "continuous":
             self.close()
@@ -154,23 +164,29 @@ class ArtifactModel:
             s.close()
 
 
-def open_model(path: str | Path, backend: str = "ort", max_t: int = 16) -> OnnxModel | ArtifactModel:
-    """An artifact directory (has manifest.json) or a .onnx file; sequences of 1..max_t
-    positions (fewer if the graph's length is static or the artifact's max_len is smaller)."""
+def open_model(
+    path: str | Path, backend: str = "ort", max_t: int = 16, *, trust: Path | None = None
+) -> OnnxModel | ArtifactModel:
+    """An artifact directory or a .onnx file; sequences of 1..max_t positions (fewer if the
+    graph's length is static or the artifact's max_len is smaller). A directory is read only
+    through the artifact loader (`tickformer.runtime.load`; `trust`: the signing key it must
+    carry); a bare file is read once (no links followed) before onnxruntime parses it."""
     if not isinstance(max_t, int) or max_t < 1:
         raise ConfigError(f"--max-t {max_t!r} must be a positive integer")
     p = Path(path)
-    if p.is_dir():
-        if not (p / "manifest.json").exists():
-            raise ArtifactError(
-                f"{p} is a directory without manifest.json: not a tickformer artifact; pass the "
-                "artifact directory or a .onnx file"
-            )
-        try:
-            json.loads((p / "manifest.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise ArtifactError(f"{p}/manifest.json is unreadable ({exc}); re-export the artifact") from None
-        return ArtifactModel(p, backend, max_t)
-    if not p.exists():
+    try:
+        is_dir = p.is_dir()
+        exists = is_dir or p.exists()
+    except OSError as exc:
+        raise ArtifactError(
+            f"{str(p)[:200]}: {exc.strerror}; pass an artifact directory or a .onnx file"
+        ) from None
+    if is_dir:
+        return ArtifactModel(p, backend, max_t, trust)
+    if not exists:
         raise ArtifactError(f"{p} does not exist; pass an artifact directory or a .onnx file")
+    if trust is not None:
+        raise ConfigError(
+            f"--trust applies to signed artifacts; {p} is a bare .onnx file, which carries no signature"
+        )
     return OnnxModel(p, backend, max_t)
