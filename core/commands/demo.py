@@ -171,7 +171,7 @@ def stage_certify(
     )
     write_report(out / "certify", report, durations)
     st = report["stats"]
-    pw = (report.get("evt") or {}).get("pwcet_ns", {}).get("1e-09")
+    pwcet = report["pwcet"]  # estimated only from an admissible tail fit (certify.campaign.pwcet_result)
     return {
         "verdict": report["verdict"],
         "reasons": report["reasons"],
@@ -180,7 +180,10 @@ def stage_certify(
         "p99_us": st["p99"] / 1e3,
         "p99.9_us": st["p99.9"] / 1e3,
         "max_us": st["max"] / 1e3,
-        "pwcet_1e-9_us": None if pw is None else pw / 1e3,
+        "pwcet_1e-9_us": pwcet["value_ns"] / 1e3
+        if pwcet["estimated"] and pwcet["value_ns"] is not None
+        else None,
+        "pwcet_1e-9": "estimated" if pwcet["estimated"] else pwcet["text"],
         "xi": (report.get("evt") or {}).get("fit", {}).get("xi"),
         "report": str(out / "certify"),
     }
@@ -300,11 +303,16 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
         t.add_row("verify", f"[bold]{ve['status']}[/]: {detail}")
     ce = summary.get("certify")
     if ce:
-        pw = "-" if ce["pwcet_1e-9_us"] is None else f"{ce['pwcet_1e-9_us']:.4g}"
+        if ce["pwcet_1e-9_us"] is not None:
+            pw = f"pWCET(1e-9) {ce['pwcet_1e-9_us']:.4g} us"
+        elif ce.get("pwcet_1e-9", "estimated") != "estimated":
+            pw = f"pWCET(1e-9) {ce['pwcet_1e-9']}"
+        else:
+            pw = "pWCET(1e-9) unbounded"
         t.add_row(
             "certify (ort)",
             f"[bold]{ce['verdict']}[/] at {ce['budget_us']:.0f} us/step: p50 {ce['p50_us']:.1f}, "
-            f"p99 {ce['p99_us']:.1f}, max {ce['max_us']:.1f} us; pWCET(1e-9) {pw} us\n{ce['reasons'][0]}",
+            f"p99 {ce['p99_us']:.1f}, max {ce['max_us']:.1f} us; {pw}\n{ce['reasons'][0]}",
         )
     lo = summary.get("loop")
     if lo:
