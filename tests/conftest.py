@@ -12,7 +12,9 @@ Profiles (HYPOTHESIS_PROFILE=NAME, default `ci`):
 Every run without `--hypothesis-seed` draws one seed and hands it to Hypothesis's own
 `--hypothesis-seed` option, and the report header and the final summary (shown with -q too)
 print it, so a red CI log says how to rerun exactly those examples: `HYPOTHESIS_SEED=N make test`
-(or `pytest --hypothesis-seed=N`).
+(or the same pytest command with `--hypothesis-seed=N`: the same selection of tests, since a test's
+draws can depend on what ran before it in the process); one failing example alone reproduces
+with the `@reproduce_failure(...)` line Hypothesis prints for it.
 Tests with their own `@hypothesis.seed(...)` keep it.
 """
 
@@ -42,8 +44,8 @@ def pytest_report_header(config):
     if seed is None:
         return f"hypothesis profile {PROFILE!r}: fixed examples (derandomized)"
     return (
-        f"hypothesis profile {PROFILE!r}, seed {seed}: rerun these examples with HYPOTHESIS_SEED={seed} "
-        f"(or pytest --hypothesis-seed={seed}); a failing example also prints @reproduce_failure"
+        f"hypothesis profile {PROFILE!r}, seed {seed}: rerun the same selection with HYPOTHESIS_SEED={seed} "
+        f"(or --hypothesis-seed={seed}); a failing example alone: its printed @reproduce_failure"
     )
 
 
