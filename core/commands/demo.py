@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -375,6 +376,24 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _run_record() -> dict[str, Any]:
+    """When and where the demo ran, for demo_summary.json (its numbers are this machine's)."""
+    import datetime as _dt
+    import platform
+    import sys
+
+    import tickformer
+
+    return {
+        "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "tickformer " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["demo"] else "tickformer demo",
+        "tickformer": tickformer.__version__,
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "load_average_before": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -398,8 +417,9 @@ def run(args: argparse.Namespace) -> int:
             f"cannot create --out {out}: {exc.strerror or exc}; choose another --out directory"
         ) from exc
     console = Console()
-    summary: dict[str, Any] = {"config": asdict(cfg), "stage_seconds": {}}
+    summary: dict[str, Any] = {"run": _run_record(), "config": asdict(cfg), "stage_seconds": {}}
     interactive = console.is_terminal
+    wall0 = time.perf_counter()
 
     def timed(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         console.print(f"[bold]== {name}[/]")
@@ -434,6 +454,8 @@ def run(args: argparse.Namespace) -> int:
     timed("certify", certify)
     timed("loop", lambda: stage_loop(ex["artifact"], tr["checkpoint"], cfg, ex["output_bound"]))
     plot_tracking(out / "tracking.png", summary["loop"], cfg)
+    summary["run"]["wall_s"] = round(time.perf_counter() - wall0, 1)
+    summary["run"]["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     slim = json.loads(json.dumps(summary, default=str))
     for name in ("model", "true"):
         slim["loop"][name].pop("theta", None)

@@ -1,0 +1,706 @@
+"""The claims registry: every number README.md and docs/ state in a claims span, and its source.
+
+Three kinds of source (docs/claims.md):
+  run(...)    a cheap computation from the code, re-run by every check (seconds in all);
+  result(...) a key of a committed results file (claims/results/, benchmarks/results/): the check
+              prints the file's date; `python claims/check.py --refresh NAME` re-runs its command;
+  param(...)  a parameter of the code the document restates (a default, a threshold, a count);
+  literal     a definitional number with its reason (a threshold written in prose, a version).
+A claim's `fmt` renders the value as the document writes it; `tol` accepts a re-run within an
+absolute tolerance (for the few cheap re-runs that depend on the platform).
+
+FILES declares every *.md of README.md and docs/: covered (spans checked, no measured-looking
+number outside them unless in LITERALS), generated (checked by its generator, GENERATED), or
+pending (owner and reason; reported, not failed).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+# --- the claim type ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Claim:
+    region: str  # FILE#NAME of the span
+    name: str
+    get: Callable[[], Any]
+    fmt: Callable[[Any], str]
+    where: str | Callable[[], str]  # what a reader re-runs or opens (with its date, for files)
+    tol: float | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.region}:{self.name}"
+
+    @property
+    def source(self) -> str:
+        return self.where() if callable(self.where) else self.where
+
+
+CLAIMS: list[Claim] = []
+
+
+def _fmt(spec: str | Callable[[Any], str]) -> Callable[[Any], str]:
+    return spec if callable(spec) else (lambda v: spec.format(v))
+
+
+def sci(digits: int = 1) -> Callable[[float], str]:
+    """2.86e-06 -> '2.9e-6' (how the docs write scientific notation)."""
+
+    def f(v: float) -> str:
+        mant, exp = f"{v:.{digits}e}".split("e")
+        return f"{mant}e{int(exp)}"
+
+    return f
+
+
+class Span:
+    """The claims of one span: `span.run(name, fn, fmt, command)` etc. register them in order."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+
+    def _add(self, name, get, fmt, source, tol=None):
+        CLAIMS.append(Claim(self.region, name, get, _fmt(fmt), source, tol))
+        return self
+
+    def run(self, name: str, fn: Callable[[], Any], fmt, command: str, tol: float | None = None) -> "Span":
+        return self._add(name, functools.cache(fn), fmt, f"re-run: {command}", tol)
+
+    def result(self, name: str, results: str, key: str, fmt, scale: float = 1.0) -> "Span":
+        rf = RESULTS[results]
+
+        def get():
+            v = dig(rf.load(), key)
+            return (
+                v * scale if scale != 1.0 and isinstance(v, (int, float)) and not isinstance(v, bool) else v
+            )
+
+        return self._add(name, get, fmt, lambda: f"{rf.path}:{key} ({rf.date()})")
+
+    def derived(self, name: str, results: str, fn: Callable[[Any], Any], fmt, what: str) -> "Span":
+        rf = RESULTS[results]
+        return self._add(name, lambda: fn(rf.load()), fmt, lambda: f"{rf.path}: {what} ({rf.date()})")
+
+    def param(self, name: str, fn: Callable[[], Any], fmt, where: str) -> "Span":
+        return self._add(name, fn, fmt, f"code: {where}")
+
+    def literal(self, text: str, why: str) -> "Span":
+        return self._add(f"literal {text}", lambda: text, "{}", f"definitional: {why}")
+
+
+def dig(data: Any, key: str) -> Any:
+    for part in key.split("."):
+        if isinstance(data, list):
+            data = data[int(part)]
+        else:
+            data = data[part] if part in data else data[part.replace("~", ".")]
+    return data
+
+
+# --- results files ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResultsFile:
+    name: str
+    path: str  # relative to the repository root
+    date_key: str
+    refresh: str  # what `--refresh NAME` runs (a function name in this module)
+
+    def load(self) -> Any:
+        return _load_json(self.path)
+
+    def date(self) -> str:
+        try:
+            return str(dig(self.load(), self.date_key))
+        except (KeyError, IndexError, TypeError, OSError, ValueError):
+            return "no date"
+
+
+@functools.cache
+def _load_json(path: str) -> Any:
+    return json.loads((ROOT / path).read_text())
+
+
+RESULTS: dict[str, ResultsFile] = {
+    r.name: r
+    for r in (
+        ResultsFile("demo", "claims/results/demo/demo_summary.json", "run.utc", "refresh_demo"),
+        ResultsFile(
+            "demo-certificate", "claims/results/demo/certificate.json", "conditions.utc", "refresh_demo"
+        ),
+        ResultsFile("certify-50k", "claims/results/certify/c1.json", "conditions.utc", "refresh_demo"),
+        ResultsFile("certify-rt", "claims/results/certify/c3.json", "conditions.utc", "refresh_demo"),
+        ResultsFile(
+            "certify-growing", "claims/results/certify/c_grow.json", "conditions.utc", "refresh_demo"
+        ),
+        ResultsFile("prove", "claims/results/prove.json", "utc", "refresh_prove"),
+        ResultsFile("evt-accuracy", "claims/results/evt_accuracy.json", "utc", "refresh_evt"),
+        ResultsFile("bench", "benchmarks/results/latest.json", "datetime", "refresh_bench"),
+        ResultsFile("bench-memory", "benchmarks/results/memory.json", "date_utc", "refresh_bench"),
+    )
+}
+
+
+# --- cheap re-runs (each a few seconds at most; memoised) -------------------------------------------
+def _module(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def bench_report():
+    return _module("benchmarks/report.py", "_claims_bench_report")
+
+
+@functools.cache
+def bench_cases() -> dict:
+    return bench_report().index_benchmarks(RESULTS["bench"].load())
+
+
+def step_p50(impl: str, label: str) -> float:
+    return bench_report().step_stats(bench_cases(), impl, label)["p50"]
+
+
+def parameter_count(name: str) -> int:
+    from tickformer.model.config import parameter_count, preset
+
+    return parameter_count(preset(name))
+
+
+@functools.cache
+def fp16_errors(name: str) -> dict:
+    from tickformer.export.fp16 import measure_error, to_fp16
+    from tickformer.export.graphs import build_graphs
+    from tickformer.model import init_params, preset
+
+    cfg = preset(name)
+    params = init_params(cfg, 0)
+    graphs = build_graphs(params, cfg, 1, 17)
+    return measure_error(
+        graphs, {k: to_fp16(v) for k, v in graphs.items()}, params, cfg, domain=(-10.0, 10.0)
+    )
+
+
+@functools.cache
+def score_search_reach() -> float:
+    return _module("tests/contracts/test_score_bound.py", "_claims_score_bound").search_reach()
+
+
+@functools.cache
+def step_graph_nodes() -> int:
+    """ONNX Runtime's node count of the control preset's step graph after its optimiser."""
+    import onnx
+    import onnxruntime as ort
+
+    from tickformer.export.graphs import build_step
+    from tickformer.export.ort_session import session_options
+    from tickformer.model import init_params, preset
+
+    cfg = preset("control")
+    model = build_step(init_params(cfg, 0), cfg, 1, 17)
+    with tempfile.TemporaryDirectory() as tmp:
+        options = session_options(1)
+        options.optimized_model_filepath = str(Path(tmp) / "opt.onnx")
+        ort.InferenceSession(
+            model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        return len(onnx.load(options.optimized_model_filepath).graph.node)
+
+
+def decode_tol(name: str) -> float:
+    from tickformer.contracts.decode_equivalence import decode_tolerance
+    from tickformer.model import preset
+
+    return decode_tolerance(preset(name))[0]
+
+
+def fp16_bound(name: str) -> float:
+    return fp16_errors(name)["bound"]
+
+
+def proofs() -> int:
+    from tickformer.verify.proofs.crosshair import PROOFS
+
+    return len(PROOFS)
+
+
+def bound_constant(contract: str, pattern: str) -> str:
+    module = importlib.import_module(f"tickformer.contracts.{contract}")
+    m = re.search(pattern, module.BOUND)
+    if m is None:
+        raise KeyError(f"{pattern!r} not in {contract}.BOUND")
+    return m.group(1)
+
+
+import importlib  # noqa: E402  (after the helpers that use it lazily)
+
+
+def _loops(data: dict, name: str, key: str) -> Any:
+    return dig(data, f"loop.{name}.{key}")
+
+
+def _failed_tests(cert: dict) -> list[dict]:
+    return [t for t in cert["evt"]["tests"] if not t["passed"]]
+
+
+def _test(cert: dict, prefix: str) -> dict:
+    return next(t for t in cert["evt"]["tests"] if t["name"].startswith(prefix))
+
+
+# --- README.md ----------------------------------------------------------------------------------------
+R = "README.md"
+(
+    Span(f"{R}#timings")
+    .literal("2", "the 2-core machine")
+    .result("demo wall", "demo", "run.wall_s", "{:.0f}")
+    .result("demo load", "demo", "run.load_average_before.0", "{:.1f}")
+    .derived("demo date", "demo", lambda d: d["run"]["utc"][:10], "{}", "run.utc (date)")
+)
+(
+    Span(f"{R}#demo")
+    .result("train steps", "demo", "train.steps", "{}")
+    .result("train seconds", "demo", "train.seconds", "{:.1f}")
+    .result("held-out RMSE", "demo", "train.held_out_rmse", "{:.4f}")
+    .result("baseline RMSE", "demo", "train.baseline_rmse", "{:.4f}")
+    .result("export max_len", "demo", "export.max_len", "{}")
+    .result("export disagreement", "demo", "export.worst_backend_disagreement", sci(1))
+    .derived(
+        "verify properties", "demo", lambda d: len(d["verify"]["properties"]), "{}", "len(verify.properties)"
+    )
+    .result("budget", "demo", "certify.budget_us", "{:.0f}")
+    .result("certify p50", "demo", "certify.p50_us", "{:.1f}")
+    .result("certify p99", "demo", "certify.p99_us", "{:.1f}")
+    .result("certify max", "demo", "certify.max_us", "{:.1f}", scale=1e-3)
+    .result("model rms", "demo", "loop.model.tracking.rms_rad", "{:.4f}")
+    .result("model ticks", "demo", "loop.model.deadlines.ticks", "{}")
+    .result("model misses", "demo", "loop.model.deadlines.deadline_misses", "{}")
+    .result("model fallbacks", "demo", "loop.model.deadlines.fallbacks", "{}")
+    .result("true rms", "demo", "loop.true.tracking.rms_rad", "{:.4f}")
+    .result("open rms", "demo", "loop.open_loop.tracking.rms_rad", "{:.3f}")
+)
+(
+    Span(f"{R}#params")
+    .run("paper-base", lambda: parameter_count("paper-base"), "{:,}", "tickformer info --preset paper-base")
+    .run("paper-big", lambda: parameter_count("paper-big"), "{:,}", "tickformer info --preset paper-big")
+)
+(
+    Span(f"{R}#assurance")
+    .param(
+        "assoc factor", lambda: bound_constant("softmax_stability", r"within ([\d.]+) \(ln n"), "{}", "BOUND"
+    )
+    .param("assoc offset", lambda: bound_constant("softmax_stability", r"ln n \+ (\d+)\)"), "{}", "BOUND")
+    .param(
+        "margin",
+        lambda: importlib.import_module("tickformer.contracts.decode_equivalence").PER_LAYER_MARGIN,
+        "{:.0f}",
+        "contracts/decode_equivalence.py PER_LAYER_MARGIN",
+    )
+    .run("control decode tol", lambda: decode_tol("control"), sci(1), "decode_tolerance(preset('control'))")
+    .result("export measures", "demo", "export.worst_backend_disagreement", sci(0))
+    .run("score reach", score_search_reach, "{:.2f}", "tests/contracts/test_score_bound.py search_reach()")
+)
+(
+    Span(f"{R}#prove")
+    .literal("2", "the 2-core machine")
+    .derived(
+        "specs hold",
+        "prove",
+        lambda d: sum(p["status"] != "FAILED" for p in d["proofs"]),
+        "{}",
+        "specs not FAILED",
+    )
+    .run("specs", proofs, "{}", "len(tickformer.verify.proofs.crosshair.PROOFS)")
+    .derived(
+        "twins refuted", "prove", lambda d: sum(p["twin_refuted"] for p in d["proofs"]), "{}", "twins refuted"
+    )
+    .run("twins", proofs, "{}", "len(PROOFS)")
+    .result("prove wall", "prove", "wall_s", "{:.0f}")
+)
+(
+    Span(f"{R}#bench")
+    .literal("10", "the target's factor (benchmarks/report.py targets())")
+    .run(
+        "recompute ratio",
+        lambda: step_p50("ort-recompute", "N") / step_p50("ort", "N"),
+        "{:.0f}",
+        "report.py from latest.json",
+    )
+    .run("ort N p50", lambda: step_p50("ort", "N"), "{:.1f}", "latest.json step/ort at N, p50 (us)")
+    .run(
+        "recompute p50",
+        lambda: step_p50("ort-recompute", "N") / 1e3,
+        "{:.2f}",
+        "latest.json ort-recompute at N (ms)",
+    )
+    .literal("5", "the target's factor")
+    .run(
+        "torch ratio",
+        lambda: bench_cases()["ratio/ort-vs-torch"]["ratio_p50"],
+        "{:.2f}",
+        "latest.json ratio/ort-vs-torch",
+    )
+    .run(
+        "inter ort",
+        lambda: bench_cases()["ratio/ort-vs-torch"]["ort"]["p50"],
+        "{:.1f}",
+        "latest.json interleaved ort p50",
+    )
+    .run(
+        "inter torch",
+        lambda: bench_cases()["ratio/ort-vs-torch"]["torch"]["p50"],
+        "{:.1f}",
+        "latest.json interleaved torch p50",
+    )
+    .run(
+        "block ratio",
+        lambda: step_p50("torch", "N") / step_p50("ort", "N"),
+        "{:.2f}",
+        "latest.json torch/ort at N",
+    )
+    .run(
+        "alloc peak",
+        lambda: RESULTS["bench-memory"].load()["allocations"]["ort"]["peak_bytes_per_call"],
+        "{}",
+        "memory.json allocations.ort.peak_bytes_per_call",
+    )
+    .literal("1", "position 1 (the target's wording)")
+    .literal("10", "the target's 10%")
+    .run(
+        "const time",
+        lambda: 100 * abs(step_p50("ort", "1") - step_p50("ort", "N")) / step_p50("ort", "N"),
+        "{:.1f}",
+        "latest.json ort p50 at 1 vs N",
+    )
+    .run(
+        "no ftz",
+        lambda: (
+            100 * abs(step_p50("ort-no-ftz", "1") - step_p50("ort-no-ftz", "N")) / step_p50("ort-no-ftz", "N")
+        ),
+        "{:.0f}",
+        "latest.json ort-no-ftz p50 at 1 vs N",
+    )
+    .literal("0.5", "the target's factor")
+    .run(
+        "train B16",
+        lambda: (
+            bench_cases()["train/numpy/B16xT64"]["tokens_per_s_p50"]
+            / bench_cases()["train/torch/B16xT64"]["tokens_per_s_p50"]
+        ),
+        "{:.2f}",
+        "latest.json train B16xT64 numpy/torch",
+    )
+    .run(
+        "train B4",
+        lambda: (
+            bench_cases()["train/numpy/B4xT256"]["tokens_per_s_p50"]
+            / bench_cases()["train/torch/B4xT256"]["tokens_per_s_p50"]
+        ),
+        "{:.2f}",
+        "latest.json train B4xT256 numpy/torch",
+    )
+    .literal("2.0", "the target's ratio")
+    .literal("4", "section 4 of the analysis")
+    .run(
+        "tail ratio",
+        lambda: bench_report().step_stats(bench_cases(), "ort", "all")["tail_ratio"],
+        "{:.2f}",
+        "latest.json ort all positions p99.9/p50",
+    )
+    .run(
+        "floor p99.9",
+        lambda: bench_report().step_stats(bench_cases(), "ort-floor-io", "all")["p99.9"],
+        "{:.1f}",
+        "latest.json ort-floor-io p99.9 (us)",
+    )
+    .run(
+        "floor ratio",
+        lambda: bench_report().step_stats(bench_cases(), "ort-floor-io", "all")["tail_ratio"],
+        "{:.0f}",
+        "latest.json ort-floor-io p99.9/p50",
+    )
+)
+Span(f"{R}#nodes").run(
+    "step nodes", step_graph_nodes, "{}", "ORT-optimised node count of build_step(control)"
+)
+
+
+# --- docs/gpu.md ----------------------------------------------------------------------------------------
+G = "docs/gpu.md"
+_FP16 = Span(f"{G}#fp16")
+for _name, _keys in (
+    ("tiny", ("uniform", "step_uniform", "all_lo", "all_hi", "step_all_hi", "alternating")),
+    ("control", ("uniform", "step_uniform", "all_lo", "all_hi", "step_all_hi", "alternating")),
+    ("tiny-seq2seq", ("cross_k", "cross_v", "step_logits")),
+    ("reverse", ("cross_k", "cross_v", "step_logits")),
+):
+    for _k in _keys:
+        _FP16.run(
+            f"{_name} {_k}",
+            lambda n=_name, k=_k: fp16_errors(n)["normwise"][k],
+            "{:.2e}",
+            f"measure_error(... preset({_name!r}) ...)['normwise'][{_k!r}]",
+        )
+    _FP16.run(
+        f"{_name} worst", lambda n=_name: fp16_errors(n)["worst"], "{:.2e}", f"measure_error {_name} worst"
+    )
+    _FP16.run(f"{_name} bound", lambda n=_name: fp16_bound(n), "{:.2e}", f"error_bound for {_name}")
+_FP16.literal("-10", "the domain edge (the all -10 row)").literal("-10", "the domain edge (the all -10 row)")
+_FP16.literal("1", "1+1 layers (tiny-seq2seq)").literal("2", "2+2 layers (reverse)")
+Span(f"{G}#fp16-cmd").run(
+    "onnxruntime", lambda: importlib.import_module("onnxruntime").__version__, "{}", "onnxruntime.__version__"
+)
+(
+    Span(f"{G}#fp16-bound")
+    .literal("2", "u = 2^-11")
+    .param(
+        "u",
+        lambda: importlib.import_module("tickformer.export.fp16").UNIT_ROUNDOFF_FP16,
+        sci(1),
+        "UNIT_ROUNDOFF_FP16",
+    )
+    .literal("2", "the safety factor of error_bound")
+    .run(
+        "roundings L2",
+        lambda: round(fp16_bound("tiny") / (2 * 2.0**-11)),
+        "{}",
+        "error_bound(n_layers=2) / (2 u)",
+    )
+    .run("bound L2", lambda: fp16_bound("tiny"), sci(1), "error_bound(n_layers=2)")
+    .run(
+        "headroom",
+        lambda: fp16_bound("tiny") / fp16_errors("tiny")["worst"],
+        "{:.1f}",
+        "error_bound / worst measured, tiny",
+    )
+)
+(
+    Span(f"{G}#emulated-fp16")
+    .param(
+        "measured",
+        lambda: _module("tests/runtime/test_gpu_backends.py", "_claims_gpu").FP16_EMULATED_MEASURED,
+        sci(1),
+        "tests/runtime/test_gpu_backends.py FP16_EMULATED_MEASURED",
+    )
+    .literal("2", "the stated factor")
+)
+
+
+# --- files: coverage ------------------------------------------------------------------------------------
+FILES: dict[str, tuple[str, str]] = {
+    "README.md": ("covered", ""),
+    "docs/gpu.md": ("covered", ""),
+    "docs/assurance.md": (
+        "generated",
+        "tickformer prove --assurance, re-rendered from claims/results/prove.json",
+    ),
+    "docs/claims.md": ("covered", ""),
+    "docs/architecture.md": ("covered", ""),
+    "docs/benchmarks.md": ("covered", ""),
+    "docs/certify.md": ("pending", "certify owner (this branch): spans being added"),
+    "docs/training.md": (
+        "pending",
+        "the trainer's owner (issue 19, the reverse regression): no committed metrics yet",
+    ),
+    "docs/reliability.md": ("pending", "the security/reliability owner: timings without committed output"),
+    "docs/reliability_report.md": (
+        "generated",
+        "TICKFORMER_RELIABILITY_REPORT=docs/reliability_report.md pytest tests/reliability ... "
+        "(its command and date are in it)",
+    ),
+    "docs/contracts.md": ("pending", "timings and error figures without committed output"),
+    "docs/export_runtime.md": ("pending", "timings and error figures without committed output"),
+    "docs/artifact_format.md": ("pending", "error figures without committed output"),
+}
+
+# Definitional numbers outside spans that look like measurements (versions, thresholds, units).
+LITERALS: dict[str, dict[str, str]] = {
+    "README.md": {},
+    "docs/gpu.md": {
+        "1e-5": "the emulated tests' tolerance (tests/runtime/test_gpu_backends.py)",
+        "-1e9": "an example of the additive mask the fp16-range rule flags",
+        "10.15": "a TensorRT release number",
+        "10": "gpu_check.sh's 10x the manifest tolerance (a threshold)",
+    },
+    "docs/claims.md": {"5.3": "an example of a ratio in the rule's description"},
+    "docs/architecture.md": {},
+    "docs/benchmarks.md": {"2.13": "the torch version compared with", "5": "the 5x target (a threshold)"},
+}
+
+
+# --- generated documents ----------------------------------------------------------------------------------
+def check_assurance(result) -> None:
+    """docs/assurance.md must be what `tickformer prove --assurance` renders from prove.json."""
+    from types import SimpleNamespace
+
+    from tickformer.verify import assurance
+
+    report = RESULTS["prove"].load()
+    outcomes = [
+        SimpleNamespace(
+            proof=SimpleNamespace(spec_name=p["spec"], twin_name=p["twin"]),
+            spec_status=p["status"],
+            twin_refuted=p["twin_refuted"],
+        )
+        for p in report["proofs"]
+    ]
+    rows = assurance.build_table(outcomes, tests_root=ROOT / "tests" / "contracts")
+    want = assurance.to_markdown(rows, "Proof verdicts from this run.")
+    have = (ROOT / "docs" / "assurance.md").read_text()
+    if have != want:
+        result.fail(
+            "docs/assurance.md differs from `tickformer prove --assurance` rendered from claims/results/prove.json "
+            "(regenerate: python claims/check.py --refresh prove)"
+        )
+
+
+GENERATED: list[Callable[[Any], None]] = [check_assurance]
+
+
+# --- evaluation, listing, refresh ---------------------------------------------------------------------------
+def evaluate(result) -> dict[str, tuple[Any, str]]:
+    values: dict[str, tuple[Any, str]] = {}
+    for c in CLAIMS:
+        try:
+            v = c.get()
+            values[c.key] = (v, c.fmt(v))
+        except Exception as exc:  # a missing key, file or module is a failed claim, named
+            values[c.key] = (None, f"<error: {type(exc).__name__}: {exc}>")
+            result.fail(f"{c.region}: claim {c.name!r}: its source failed ({c.source}): {exc}")
+    return values
+
+
+def listing() -> list[str]:
+    out = []
+    for c in CLAIMS:
+        try:
+            text = c.fmt(c.get())
+        except Exception as exc:
+            text = f"<error {exc}>"
+        out.append(f"{c.region:28s} {c.name:24s} {text:>14s}  {c.source}")
+    return out
+
+
+def _run(cmd: list[str], **kw) -> None:
+    print("+ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT, **kw)
+
+
+def _slim_certificate(src: Path, dst: Path) -> None:
+    cert = json.loads(src.read_text())
+    cert.pop("files", None)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text(json.dumps(cert, indent=1) + "\n")
+
+
+def refresh_demo() -> None:
+    """The demo, then the certification campaigns of docs/certify.md on its artifact (minutes)."""
+    tick = [str(Path(PY).with_name("tickformer"))]
+    with tempfile.TemporaryDirectory() as tmp:
+        demo = Path(tmp) / "demo"
+        _run([*tick, "demo", "--out", str(demo)])
+        out = ROOT / "claims" / "results" / "demo"
+        out.mkdir(parents=True, exist_ok=True)
+        summary = json.loads((demo / "demo_summary.json").read_text())
+        (out / "demo_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        _slim_certificate(demo / "certify" / "certificate.json", out / "certificate.json")
+        art = str(demo / "artifact")
+        runs = {
+            "c1": ["--budget-us", "1000", "--samples", "50000"],
+            "c3": ["--budget-us", "1000", "--samples", "20000", "--cpu", "1", "--realtime"],
+        }
+        for name, extra in runs.items():
+            rep = Path(tmp) / name
+            subprocess.run([*tick, "certify", art, *extra, "--quiet", "--out", str(rep)], cwd=ROOT)
+            _slim_certificate(
+                rep / "certificate.json", ROOT / "claims" / "results" / "certify" / f"{name}.json"
+            )
+        tiny = Path(tmp) / "tiny_art"
+        _run(
+            [
+                PY,
+                "-c",
+                f"from tickformer.export.writer import export_params; from tickformer.model import "
+                f"init_params, preset; c = preset('tiny'); export_params(c, init_params(c, 1), {str(tiny)!r})",
+            ]
+        )
+        rep = Path(tmp) / "c_grow"
+        subprocess.run(
+            [
+                *tick,
+                "certify",
+                str(tiny),
+                "--backend",
+                "numpy-growing",
+                "--budget-us",
+                "100000",
+                "--samples",
+                "2000",
+                "--n-boot",
+                "20",
+                "--quiet",
+                "--out",
+                str(rep),
+            ],
+            cwd=ROOT,
+        )
+        _slim_certificate(rep / "certificate.json", ROOT / "claims" / "results" / "certify" / "c_grow.json")
+
+
+def refresh_prove() -> None:
+    tick = str(Path(PY).with_name("tickformer"))
+    _run(
+        [
+            tick,
+            "prove",
+            "--json",
+            "claims/results/prove.json",
+            "--assurance",
+            "--assurance-out",
+            "docs/assurance.md",
+        ]
+    )
+    data = json.loads((ROOT / "claims/results/prove.json").read_text())  # prove --json writes its utc
+    data["command"] = (
+        "tickformer prove --json claims/results/prove.json --assurance --assurance-out docs/assurance.md"
+    )
+    (ROOT / "claims/results/prove.json").write_text(json.dumps(data, indent=2) + "\n")
+
+
+def refresh_evt() -> None:
+    _run([PY, "claims/evt_accuracy.py", "--out", "claims/results/evt_accuracy.json"])
+
+
+def refresh_bench() -> None:
+    _run(["make", "bench"])
+
+
+def refresh(name: str) -> int:
+    names = {r.refresh for r in RESULTS.values()}
+    fn = RESULTS[name].refresh if name in RESULTS else name if name in names else None
+    if fn is None:
+        print(f"unknown results file {name!r}; choose one of {sorted(RESULTS)}")
+        return 2
+    globals()[fn]()
+    shutil.rmtree(ROOT / "claims" / "__pycache__", ignore_errors=True)
+    return 0
+
+
+_ = math  # used by claim lambdas added by other sections
