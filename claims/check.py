@@ -47,7 +47,7 @@ _LINK = re.compile(r"\]\([^)]*\)")
 NUMBER = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?"
     r"|(?<![\w.])\d+\.\d+\.\d+(?:\.\d+)*(?![\w.])"  # a version is one token
-    r"|(?<![\w.^/=#:+\-])[−-]?\d[\d,]*(?:\.\d+)?(?:[eE][−+-]?\d+)?(?=x\b|%|[^\w.]|\.(?!\d)|$)"
+    r"|(?<![\w.^=#:+\-])[−+-]?\d[\d,]*(?:\.\d+)?(?:[eE][−+-]?\d+)?(?=x\b|%|[^\w.]|\.(?!\d)|$)"
 )
 _UNIT_AFTER = re.compile(r"\s?(µs|us|ms|ns|s|min|%|x|KB|MB|GB|rad|Hz)(?!\w)")
 
@@ -69,7 +69,7 @@ def strip(text: str) -> str:
 
 
 def normalize(token: str) -> str:
-    return token.replace(",", "").replace("−", "-").rstrip(".")
+    return token.replace(",", "").replace("−", "-").rstrip(".").lstrip("+")
 
 
 def numbers(text: str) -> list[str]:

@@ -464,6 +464,7 @@ for _name, _keys in (
     _FP16.run(f"{_name} bound", lambda n=_name: fp16_bound(n), "{:.2e}", f"error_bound for {_name}")
 _FP16.literal("-10", "the domain edge (the all -10 row)").literal("-10", "the domain edge (the all -10 row)")
 _FP16.literal("1", "1+1 layers (tiny-seq2seq)").literal("2", "2+2 layers (reverse)")
+_FP16.literal("10", "the domain edge (the all +10 row)").literal("10", "the domain edge (the all +10 row)")
 Span(f"{G}#fp16-cmd").run(
     "onnxruntime", lambda: importlib.import_module("onnxruntime").__version__, "{}", "onnxruntime.__version__"
 )
@@ -503,6 +504,150 @@ Span(f"{G}#fp16-cmd").run(
 )
 
 
+# --- docs/certify.md ----------------------------------------------------------------------------------
+C = "docs/certify.md"
+_ACC = Span(f"{C}#evt-accuracy")
+for _p in ("1e-03", "1e-06", "1e-09"):
+    _ACC.literal(
+        str(float(_p)).replace("0.001", "1e-3").replace("1e-06", "1e-6").replace("1e-09", "1e-9"), "p"
+    )
+    for _d in ("gumbel", "weibull-type", "gpd-heavy"):
+        _ACC.result(f"{_d} {_p} bias", "evt-accuracy", f"accuracy.{_d}.{_p}.bias", "{:+.3f}")
+        _ACC.result(f"{_d} {_p} sd", "evt-accuracy", f"accuracy.{_d}.{_p}.sd", "{:.3f}")
+(
+    _ACC.result("seeds", "evt-accuracy", "accuracy.gumbel.1e-03.n_seeds", "{}").derived(
+        "date", "evt-accuracy", lambda d: d["utc"][:10], "{}", "utc (date)"
+    )
+)
+for _d, _ in (("gumbel", 0), ("weibull-type", 1), ("gpd-heavy", 2)):
+    for _p in (1e-3, 1e-6, 1e-9):
+        _ACC.param(
+            f"tol {_d} {_p}",
+            lambda d=_d, p=_p: _module("tests/certify/test_evt.py", "_claims_test_evt").CASES[d][1][p],
+            "{:g}",
+            f"tests/certify/test_evt.py CASES[{_d!r}] tolerance at {_p:g}",
+        )
+for _p in ("1e-3", "1e-6", "1e-9"):
+    _ACC.literal(_p, "the exceedances the tolerances are stated at")
+(
+    _ACC.literal("1e-9", "the exceedance of the sentence")
+    .derived(
+        "heavy 1e-9 4sd",
+        "evt-accuracy",
+        lambda d: 100 * round(4 * d["accuracy"]["gpd-heavy"]["1e-09"]["sd"], 1),
+        "{:.0f}",
+        "4 sd of the GPD error at 1e-9, rounded to 0.1",
+    )
+    .literal("4", "4 sd")
+    .literal("4", "bias + 4 sd")
+    .literal("0", "Gumbel shape xi = 0 (tests/certify/test_evt.py CASES)")
+    .literal("-1", "Weibull-type shape xi = -1/3 (CASES)")
+    .literal("3", "Weibull-type shape xi = -1/3 (CASES)")
+    .literal("0.2", "GPD shape xi = +0.2 (CASES)")
+)
+(
+    Span(f"{C}#calibration")
+    .result("replicates", "evt-accuracy", "calibration.replicates", "{}")
+    .result("refits", "evt-accuracy", "calibration.n_boot", "{}")
+    .result("ks p", "evt-accuracy", "calibration.ks_uniform_p", "{:.2f}")
+    .result("below", "evt-accuracy", "calibration.fraction_below_0~05", "{:.0f}", scale=100)
+    .literal("0.05", "alpha")
+)
+(
+    Span(f"{C}#campaigns-when")
+    .derived("date", "certify-50k", lambda d: d["conditions"]["utc"][:10], "{}", "conditions.utc (date)")
+    .result("load c1", "certify-50k", "conditions.load_average.0", "{:.1f}")
+    .result("load c3", "certify-rt", "conditions.load_average.0", "{:.1f}")
+    .literal("2", "the 2 cores")
+)
+_CAMP = Span(f"{C}#campaigns")
+for _f in ("certify-50k", "certify-rt"):
+    (
+        _CAMP.result(f"{_f} p50", _f, "stats.p50", "{:.1f}", scale=1e-3)
+        .result(f"{_f} p99", _f, "stats.p99", "{:.0f}", scale=1e-3)
+        .result(f"{_f} p99.9", _f, "stats.p99~9", "{:.0f}", scale=1e-3)
+        .result(f"{_f} max", _f, "stats.max", "{:.0f}", scale=1e-3)
+        .result(f"{_f} over", _f, "over_budget", "{}")
+        .result(f"{_f} exit", _f, "exit_code", "{}")
+    )
+(
+    _CAMP.derived(
+        "ljung c1",
+        "certify-50k",
+        lambda d: _test(d, "independence (Ljung")["p_value"],
+        sci(1),
+        "evt.tests Ljung-Box p",
+    )
+    .derived(
+        "ljung c3",
+        "certify-rt",
+        lambda d: _test(d, "independence (Ljung")["p_value"],
+        "{:.2f}",
+        "Ljung-Box p",
+    )
+    .derived("ks c3", "certify-rt", lambda d: _test(d, "identical")["p_value"], sci(1), "KS halves p")
+    .derived("ks c1", "certify-50k", lambda d: _test(d, "identical")["p_value"], sci(1), "KS halves p")
+    .derived("ad", "certify-50k", lambda d: _test(d, "goodness")["p_value"], "{:.3f}", "Anderson-Darling p")
+    .derived("xi c1", "certify-50k", lambda d: d["evt"]["fit"]["xi"], "{:+.2f}", "evt.fit.xi")
+    .derived("xi c3", "certify-rt", lambda d: d["evt"]["fit"]["xi"], "{:+.2f}", "evt.fit.xi")
+    .literal("1", "the 1 ms budget (column header)")
+)
+(
+    Span(f"{C}#demo")
+    .derived("date", "demo", lambda d: d["run"]["utc"][:10], "{}", "run.utc (date)")
+    .result("load", "demo", "run.load_average_before.0", "{:.1f}")
+    .result("wall", "demo", "run.wall_s", "{:.0f}")
+    .result("train", "demo", "stage_seconds.train", "{:.1f}")
+    .result("export", "demo", "stage_seconds.export", "{:.1f}")
+    .result("verify", "demo", "stage_seconds.verify", "{:.1f}")
+    .result("certify", "demo", "stage_seconds.certify", "{:.1f}")
+    .result("loops", "demo", "stage_seconds.loop", "{:.1f}")
+    .result("rmse", "demo", "train.held_out_rmse", "{:.4f}")
+    .param("ar order", lambda: 8, "{}", "the best AR order named in demo_summary train.baseline")
+    .result("baseline", "demo", "train.baseline_rmse", "{:.4f}")
+    .derived("properties", "demo", lambda d: len(d["verify"]["properties"]), "{}", "len(verify.properties)")
+    .result("examples", "demo", "config.verify_examples", "{}")
+    .result("budget", "demo", "certify.budget_us", "{:.0f}")
+    .result("p50", "demo", "certify.p50_us", "{:.1f}")
+    .result("p99", "demo", "certify.p99_us", "{:.1f}")
+    .result("max", "demo", "certify.max_us", "{:.0f}")
+    .result("model rms", "demo", "loop.model.tracking.rms_rad", "{:.4f}")
+    .result("true rms", "demo", "loop.true.tracking.rms_rad", "{:.4f}")
+    .result("open rms", "demo", "loop.open_loop.tracking.rms_rad", "{:.4f}")
+)
+_DL = Span(f"{C}#demo")
+for _n in ("model", "true"):
+    _DL.result(f"{_n} ticks", "demo", f"loop.{_n}.deadlines.ticks", "{}")
+    for _k in ("deadline_misses", "skipped_periods", "overruns", "fallbacks"):
+        _DL.result(f"{_n} {_k}", "demo", f"loop.{_n}.deadlines.{_k}", "{}")
+(
+    _DL.result("step min", "demo", "loop.model.deadlines.step_min", "{:.2f}", scale=1e-6)
+    .result("step max", "demo", "loop.model.deadlines.step_max", "{:.2f}", scale=1e-6)
+    .result("wake avg", "demo", "loop.model.deadlines.wake_lateness_avg", "{:.2f}", scale=1e-6)
+    .result("wake max", "demo", "loop.model.deadlines.wake_lateness_max", "{:.2f}", scale=1e-6)
+    .result("true wake max", "demo", "loop.true.deadlines.wake_lateness_max", "{:.2f}", scale=1e-6)
+)
+(
+    Span(f"{C}#c-grow")
+    .derived(
+        "first", "certify-growing", lambda d: d["campaign"]["timed_positions"][0], "{}", "timed_positions"
+    )
+    .derived(
+        "last", "certify-growing", lambda d: d["campaign"]["timed_positions"][1], "{}", "timed_positions"
+    )
+    .derived("max_len", "certify-growing", lambda d: d["campaign"]["timed_positions"][1] + 1, "{}", "max_len")
+    .result("p50", "certify-growing", "stats.p50", "{:.0f}", scale=1e-3)
+    .result("max", "certify-growing", "stats.max", "{:.0f}", scale=1e-3)
+    .derived(
+        "runs p",
+        "certify-growing",
+        lambda d: _test(d, "independence (runs)")["p_value"],
+        "{:.3f}",
+        "runs test p",
+    )
+)
+
+
 # --- files: coverage ------------------------------------------------------------------------------------
 FILES: dict[str, tuple[str, str]] = {
     "README.md": ("covered", ""),
@@ -514,7 +659,7 @@ FILES: dict[str, tuple[str, str]] = {
     "docs/claims.md": ("covered", ""),
     "docs/architecture.md": ("covered", ""),
     "docs/benchmarks.md": ("covered", ""),
-    "docs/certify.md": ("pending", "certify owner (this branch): spans being added"),
+    "docs/certify.md": ("covered", ""),
     "docs/training.md": (
         "pending",
         "the trainer's owner (issue 19, the reverse regression): no committed metrics yet",
@@ -542,6 +687,19 @@ LITERALS: dict[str, dict[str, str]] = {
     "docs/claims.md": {"5.3": "an example of a ratio in the rule's description"},
     "docs/architecture.md": {},
     "docs/benchmarks.md": {"2.13": "the torch version compared with", "5": "the 5x target (a threshold)"},
+    "docs/certify.md": {
+        "10": "duty cycle idle share (10%), and the demo's 10 ms tick budget",
+        "95": "RT throttling's 95% and the 95% bootstrap level",
+        "1": "the POT tail fraction (1%)",
+        "1e-9": "the default exceedance",
+        "0.05": "the tests' significance level alpha, and the 0.05 s plant step",
+        "20": "the demo's 20 ms period",
+        "588": "the demo's per-step budget: 10 ms / 17 (DemoConfig.step_budget_ns)",
+        "0.4": "the plant step (model/plant.py)",
+        "0.01": "the cost weight w_omega (DemoConfig)",
+        "8": "the reference period 8 s (DemoConfig.ref_period_s)",
+        "0.42": "asin(u_max / (g/L)) for the plant's u_max and g/L",
+    },
 }
 
 
