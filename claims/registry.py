@@ -205,8 +205,10 @@ def score_search_reach() -> float:
 
 
 @functools.cache
-def step_graph_nodes() -> int:
-    """ONNX Runtime's node count of the control preset's step graph after its optimiser."""
+def step_graph_ops() -> dict[str, int]:
+    """ONNX Runtime's node counts by op type of the control preset's step graph after its optimiser."""
+    from collections import Counter
+
     import onnx
     import onnxruntime as ort
 
@@ -222,7 +224,23 @@ def step_graph_nodes() -> int:
         ort.InferenceSession(
             model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
         )
-        return len(onnx.load(options.optimized_model_filepath).graph.node)
+        return dict(Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node))
+
+
+def step_graph_nodes() -> int:
+    return sum(step_graph_ops().values())
+
+
+@functools.cache
+def control_equivalence() -> dict:
+    """The manifest of an export of the control preset with init_params seed 0 (a few seconds)."""
+    from tickformer.export.writer import export_params
+    from tickformer.model import init_params, preset
+
+    cfg = preset("control")
+    with tempfile.TemporaryDirectory() as tmp:
+        export_params(cfg, init_params(cfg, 0), Path(tmp) / "art")
+        return json.loads((Path(tmp) / "art" / "manifest.json").read_text())
 
 
 def decode_tol(name: str) -> float:
@@ -648,6 +666,243 @@ for _n in ("model", "true"):
 )
 
 
+# --- docs/contracts.md ---------------------------------------------------------------------------------
+K = "docs/contracts.md"
+
+
+@functools.cache
+def softmax_sum_ratio(n: int) -> float:
+    """Worst |sum p - 1| / weight_sum_bound(n) over 200 rows of N(0, 3^2) scores through the operator."""
+    import numpy as np
+
+    from tickformer.contracts.softmax_stability import weight_sum_bound
+
+    weights_of = _module("tests/contracts/test_softmax_stability.py", "_claims_softmax").weights_of
+    rng = np.random.default_rng(n)
+    worst = 0.0
+    for _ in range(200):
+        p = weights_of((rng.standard_normal(n) * 3).astype(np.float32))
+        worst = max(worst, abs(float(p.astype(np.float64).sum()) - 1.0))
+    return worst / weight_sum_bound(n, np.float32)
+
+
+def exp_ulp() -> float:
+    import numpy as np
+
+    x = np.linspace(-87, 88, 2_000_001, dtype=np.float32)
+    y = np.exp(x)
+    return float((np.abs(y.astype(np.float64) - np.exp(x.astype(np.float64))) / np.spacing(y)).max())
+
+
+def assoc_ratio() -> float:
+    import numpy as np
+
+    from tickformer.contracts.softmax_stability import merge_assoc_bound, merge_assoc_gap
+
+    ms = np.random.default_rng(0).uniform(-50, 50, (3000, 3))
+    return max(merge_assoc_gap(*map(float, t)) for t in ms) / merge_assoc_bound(3, np.float64)
+
+
+def bench_median_us(fullname: str) -> float:
+    bench = next(b for b in RESULTS["bench"].load()["benchmarks"] if b["fullname"] == fullname)
+    return bench["stats"]["median"] * 1e6
+
+
+(
+    Span(f"{K}#softmax")
+    .run("numpy", lambda: importlib.import_module("numpy").__version__, "{}", "numpy.__version__")
+    .run("n7", lambda: softmax_sum_ratio(7), "{:.1g}", "softmax_sum_ratio(7) in claims/registry.py", tol=0.2)
+    .literal("7", "n")
+    .run("n1000", lambda: softmax_sum_ratio(1000), "{:.1g}", "softmax_sum_ratio(1000)", tol=0.0015)
+    .literal("1000", "n")
+    .run("n4096", lambda: softmax_sum_ratio(4096), "{:.1g}", "softmax_sum_ratio(4096)", tol=0.0004)
+    .literal("4096", "n")
+)
+(
+    Span(f"{K}#softmax-exp")
+    .literal("2000001", "grid points")
+    .literal("-87", "grid start")
+    .literal("88", "grid end")
+    .run("exp ulp", exp_ulp, "{:.2f}", "exp_ulp() in claims/registry.py", tol=0.5)
+    .literal("3000", "triples")
+    .literal("-50", "range")
+    .literal("50", "range")
+    .run("assoc", assoc_ratio, "{:.2f}", "assoc_ratio() in claims/registry.py")
+)
+Span(f"{K}#score").run(
+    "reach", score_search_reach, "{:.2f}", "tests/contracts/test_score_bound.py search_reach()"
+)
+Span(f"{K}#decode").run(
+    "control", lambda: decode_tol("control"), sci(1), "decode_tolerance(preset('control'))"
+)
+_B = "benchmarks/test_contract_overhead.py::"
+(
+    Span(f"{K}#overhead")
+    .run("off", lambda: bench_median_us(_B + "test_monitor_check_step[off]"), "{:.2f}", "latest.json median")
+    .run("monitor", lambda: bench_median_us(_B + "test_monitor_check_step[monitor]"), "{:.2f}", "latest.json")
+    .run("check", lambda: bench_median_us(_B + "test_monitor_check_step[check]"), "{:.2f}", "latest.json")
+    .run("validate", lambda: bench_median_us(_B + "test_validate_input"), "{:.2f}", "latest.json median")
+    .run(
+        "s off",
+        lambda: bench_median_us(_B + "test_session_step_contract_modes[off]"),
+        "{:.1f}",
+        "latest.json",
+    )
+    .run(
+        "s mon",
+        lambda: bench_median_us(_B + "test_session_step_contract_modes[monitor]"),
+        "{:.1f}",
+        "latest.json",
+    )
+    .run(
+        "s chk",
+        lambda: bench_median_us(_B + "test_session_step_contract_modes[check]"),
+        "{:.1f}",
+        "latest.json",
+    )
+)
+(
+    Span(f"{K}#prove")
+    .derived(
+        "held", "prove", lambda d: sum(p["status"] != "FAILED" for p in d["proofs"]), "{}", "specs not FAILED"
+    )
+    .run("specs", proofs, "{}", "len(PROOFS)")
+    .derived("refuted", "prove", lambda d: sum(p["twin_refuted"] for p in d["proofs"]), "{}", "twins refuted")
+    .run("twins", proofs, "{}", "len(PROOFS)")
+    .result("wall", "prove", "wall_s", "{:.0f}")
+    .derived(
+        "cpu",
+        "prove",
+        lambda d: sum(c["cpu_s"] for p in d["proofs"] for c in p["conditions"] + p["twin_conditions"]),
+        "{:.0f}",
+        "sum of cpu_s over every condition",
+    )
+    .literal("2", "2 cores")
+)
+Span(f"{K}#crosshair").run(
+    "version",
+    lambda: importlib.import_module("importlib.metadata").version("crosshair-tool"),
+    "{}",
+    "crosshair-tool",
+)
+
+
+# --- docs/export_runtime.md ------------------------------------------------------------------------------
+E = "docs/export_runtime.md"
+_EQ = Span(f"{E}#equivalence")
+for _pair in (
+    "model:ort_vs_numpy",
+    "model:reference_vs_numpy",
+    "step:ort_vs_numpy",
+    "step:reference_vs_numpy",
+):
+    for _k in ("max_abs", "max_rel"):
+        _EQ.run(
+            f"{_pair} {_k}",
+            lambda pair=_pair, k=_k: control_equivalence()["equivalence"]["pairs"][pair][k],
+            sci(2),
+            f"manifest equivalence.pairs[{_pair!r}].{_k} of the seeded control export",
+        )
+(
+    _EQ.run("atol", lambda: control_equivalence()["tolerance"]["atol"], sci(2), "manifest tolerance.atol")
+    .run("rtol", lambda: control_equivalence()["tolerance"]["rtol"], sci(2), "manifest tolerance.rtol")
+    .literal("6", "S = 6 sublayers on the path (the tolerance's reason)")
+    .run(
+        "n",
+        lambda: int(re.search(r"n = (\d+)", control_equivalence()["tolerance"]["reason"]).group(1)),
+        "{}",
+        "tolerance reason",
+    )
+)
+(
+    Span(f"{E}#allocs")
+    .result("ort peak", "bench-memory", "allocations.ort.peak_bytes_per_call", "{}")
+    .result("ort calls", "bench-memory", "allocations.ort.calls", "{}")
+    .result("run peak", "bench-memory", "allocations.ort-run.peak_bytes_per_call", "{}")
+)
+_LAT = Span(f"{E}#latency")
+for _impl in ("ort", "ort-no-ftz", "ort-run"):
+    for _label in ("1", "N/2", "N"):
+        _LAT.run(
+            f"{_impl} {_label}",
+            lambda i=_impl, l=_label: step_p50(i, l),
+            "{:.1f}",
+            f"latest.json {_impl} p50 at {_label}",
+        )
+    _LAT.run(
+        f"{_impl} all p50",
+        lambda i=_impl: bench_report().step_stats(bench_cases(), i, "all")["p50"],
+        "{:.1f}",
+        "latest.json",
+    )
+    _LAT.run(
+        f"{_impl} all p99",
+        lambda i=_impl: bench_report().step_stats(bench_cases(), i, "all")["p99"],
+        "{:.1f}",
+        "latest.json",
+    )
+(
+    _LAT.literal("1", "position 1 (the header)")
+    .literal("2", "N/2 (the header)")
+    .literal("1", "position 1 (the sentence)")
+    .run(
+        "no ftz",
+        lambda: (
+            100 * abs(step_p50("ort-no-ftz", "1") - step_p50("ort-no-ftz", "N")) / step_p50("ort-no-ftz", "N")
+        ),
+        "{:.0f}",
+        "latest.json ort-no-ftz p50 at 1 vs N",
+    )
+    .run(
+        "ftz",
+        lambda: 100 * abs(step_p50("ort", "1") - step_p50("ort", "N")) / step_p50("ort", "N"),
+        "{:.1f}",
+        "latest.json ort p50 at 1 vs N",
+    )
+)
+_NODES = Span(f"{E}#nodes").run(
+    "total", step_graph_nodes, "{}", "ORT-optimised node count of build_step(control)"
+)
+for _op in (
+    "Gemm",
+    "Reshape",
+    "Split",
+    "MatMul",
+    "LayerNormalization",
+    "FusedMatMul",
+    "Concat",
+    "Where",
+    "Softmax",
+    "Mul",
+    "Add",
+    "FusedGemm",
+    "Gather",
+    "Less",
+):
+    _NODES.run(_op, lambda op=_op: step_graph_ops().get(op, 0), "{}", f"ORT-optimised {_op} count")
+(
+    Span(f"{E}#binding")
+    .run(
+        "ort", lambda: bench_report().step_stats(bench_cases(), "ort", "all")["p50"], "{:.1f}", "latest.json"
+    )
+    .run(
+        "run",
+        lambda: bench_report().step_stats(bench_cases(), "ort-run", "all")["p50"],
+        "{:.1f}",
+        "latest.json",
+    )
+)
+(
+    Span(f"{E}#numpy")
+    .run("numpy N", lambda: step_p50("numpy", "N"), "{:.1f}", "latest.json numpy p50 at N")
+    .run("numpy 1", lambda: step_p50("numpy", "1"), "{:.1f}", "latest.json numpy p50 at 1")
+    .run("growing 1", lambda: step_p50("numpy-growing", "1"), "{:.1f}", "latest.json numpy-growing p50 at 1")
+    .literal("1", "position 1")
+    .literal("1", "position 1")
+    .run("growing N", lambda: step_p50("numpy-growing", "N"), "{:.1f}", "latest.json numpy-growing p50 at N")
+)
+
+
 # --- files: coverage ------------------------------------------------------------------------------------
 FILES: dict[str, tuple[str, str]] = {
     "README.md": ("covered", ""),
@@ -670,9 +925,9 @@ FILES: dict[str, tuple[str, str]] = {
         "TICKFORMER_RELIABILITY_REPORT=docs/reliability_report.md pytest tests/reliability ... "
         "(its command and date are in it)",
     ),
-    "docs/contracts.md": ("pending", "timings and error figures without committed output"),
-    "docs/export_runtime.md": ("pending", "timings and error figures without committed output"),
-    "docs/artifact_format.md": ("pending", "error figures without committed output"),
+    "docs/contracts.md": ("covered", ""),
+    "docs/export_runtime.md": ("covered", ""),
+    "docs/artifact_format.md": ("covered", ""),
 }
 
 # Definitional numbers outside spans that look like measurements (versions, thresholds, units).
@@ -687,6 +942,21 @@ LITERALS: dict[str, dict[str, str]] = {
     "docs/claims.md": {"5.3": "an example of a ratio in the rule's description"},
     "docs/architecture.md": {},
     "docs/benchmarks.md": {"2.13": "the torch version compared with", "5": "the 5x target (a threshold)"},
+    "docs/contracts.md": {
+        "10": "the CI re-check's 10 s budget per condition (tests/verify/test_prove.py)",
+        "98": "CrossHair's share of z3 Real floats (crosshair/libimpl/builtinslib.py, 0.0.113)",
+        "2": "CrossHair's share of z3 IEEE doubles (same source)",
+        "1e30": "a test's edge logits (tests/contracts/test_softmax_stability.py)",
+        "3.4e38": "a test's edge logits (the fp32 maximum)",
+    },
+    "docs/artifact_format.md": {"0": "0 x inf = NaN, an expression, not a measurement"},
+    "docs/export_runtime.md": {
+        "1.001": "the output bound's rounding factor (export/bounds.py)",
+        "1e6": "the Hypothesis tests' input magnitude (tests/contracts/test_model_outputs.py)",
+        "-87.3": "ln of float32's smallest normal number, where exp turns subnormal",
+        "3e38": "values planted in stale cache rows by the tests",
+        "1e-5": "the tolerance's floor (export/bounds.py)",
+    },
     "docs/certify.md": {
         "10": "duty cycle idle share (10%), and the demo's 10 ms tick budget",
         "95": "RT throttling's 95% and the 95% bootstrap level",
