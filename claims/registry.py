@@ -999,7 +999,23 @@ def check_assurance(result) -> None:
         )
 
 
-GENERATED: list[Callable[[Any], None]] = [check_assurance]
+def check_bench_readme(result) -> None:
+    """benchmarks/README.md must be what benchmarks/report.py renders from benchmarks/results/ (image
+    lines aside: the latency histogram needs the raw samples, which are not committed)."""
+
+    def text_of(md: str) -> list[str]:
+        return [line for line in md.splitlines() if line.strip() and not line.startswith("![")]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        want = bench_report().render(ROOT / "benchmarks" / "results", Path(tmp))
+    if text_of(want) != text_of((ROOT / "benchmarks" / "README.md").read_text()):
+        result.fail(
+            "benchmarks/README.md differs from benchmarks/report.py rendered from benchmarks/results/ "
+            "(regenerate: python benchmarks/report.py)"
+        )
+
+
+GENERATED: list[Callable[[Any], None]] = [check_assurance, check_bench_readme]
 
 
 # --- evaluation, listing, refresh ---------------------------------------------------------------------------
