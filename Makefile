@@ -1,13 +1,14 @@
 # Two commands set up everything on a fresh machine:
 #   make demo   - create .venv, install, run the end-to-end demo
 #   make test   - create .venv if missing, install .[cpu,test], run the whole test suite
+#   make claims - check every number README.md and docs/ state against its source (docs/claims.md)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench prove clean
+.PHONY: demo test bench prove claims clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +29,9 @@ test: $(STAMP)
 
 prove: $(STAMP)
 	$(VENV)/bin/tickformer prove
+
+claims: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) claims/check.py
 
 bench: $(STAMP)
 	$(PIP) install --quiet "torch==2.13.0" || echo "torch comparator unavailable; its benchmarks will be skipped"

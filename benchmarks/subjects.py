@@ -44,17 +44,13 @@ class Stateful:
 
 
 def ort_options():
-    """tickformer's latency options when the runtime provides them, else the same by hand;
-    always one intra-op and one inter-op thread, sequential execution."""
+    """tickformer's latency options (export/ort_session.py) with one intra-op and one inter-op
+    thread, sequential execution."""
     import onnxruntime as ort
 
-    try:
-        from tickformer.export.ort_session import session_options
+    from tickformer.export.ort_session import session_options
 
-        options = session_options()
-    except ImportError:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options = session_options()
     options.intra_op_num_threads = ORT_THREADS
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -245,14 +241,11 @@ def swapped_artifact(art: Path, step_model, out: Path) -> Path:
     data = (out / "step.onnx").read_bytes()
     manifest = copy.deepcopy(manifest)
     manifest["files"]["step.onnx"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
-    try:  # the manifest's self-hash, when this runtime version writes one
-        from tickformer.sealed import MANIFEST_HASH
-        from tickformer.sealed import digest as manifest_digest
+    from tickformer.sealed import MANIFEST_HASH
+    from tickformer.sealed import digest as manifest_digest
 
-        if MANIFEST_HASH in manifest:
-            manifest[MANIFEST_HASH] = manifest_digest(manifest)
-    except ImportError:
-        pass
+    if MANIFEST_HASH in manifest:  # the manifest's self-hash
+        manifest[MANIFEST_HASH] = manifest_digest(manifest)
     tmp = out / "manifest.json.tmp"
     tmp.write_text(json.dumps(manifest, indent=2))
     os.replace(tmp, out / "manifest.json")

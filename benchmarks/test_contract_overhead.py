@@ -36,7 +36,6 @@ def test_validate_input(benchmark):
 
 @pytest.mark.parametrize("mode", ["off", "monitor", "check"])
 def test_session_step_contract_modes(benchmark, artifact_for, control, mode):
-    pytest.importorskip("onnxruntime")
     from tickformer import runtime
 
     config, _ = control

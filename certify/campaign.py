@@ -21,6 +21,10 @@ Verdict, failing closed (MBPTA practice, Cucu-Grosjean et al. ECRTS 2012):
     INCONCLUSIVE  otherwise (too few extremes, failed i.i.d./fit tests, upper bound over budget),
                   with the reasons and the conditions that would make the campaign conclusive.
 
+The pWCET is a result only when the tail fit passed every admissibility test: otherwise the
+certificate's `pwcet` says "not estimated (reason)" (`pwcet_result`), the EVT table and the
+cross-check carry no extrapolated latency, and the summary and plots say the same.
+
 Nothing here is real-time code except `measure`'s inner loop (which only times and stores).
 """
 
@@ -56,6 +60,7 @@ __all__ = [
     "histogram",
     "worst_indices",
     "decide",
+    "pwcet_result",
     "conditions",
     "artifact_hash",
     "analyze",
@@ -468,13 +473,17 @@ def decide(
 ) -> tuple[str, list[str]]:
     """The verdict and its reasons, failing closed (module docstring). Pure."""
     key = f"{exceedance:.0e}"
+    status = pwcet_result(evt, fit_error, exceedance)
+    failed = [] if evt is None else [t for t in evt["tests"] if not t["passed"]]
+    withheld = [f"pWCET {status['text']}"] if not status["estimated"] else []
+    details = [f"admissibility test failed: {t['name']} ({_test_brief(t)})" for t in failed]
     if observed_max_ns > budget_ns:
-        return FAIL, [f"observed max {observed_max_ns:.0f} ns exceeds the budget {budget_ns:.0f} ns"]
-    if evt is None:
-        return INCONCLUSIVE, [f"no EVT estimate: {fit_error or 'tail fit failed'}"]
-    failed = [t for t in evt["tests"] if not t["passed"]]
-    if failed:
-        return INCONCLUSIVE, [f"admissibility test failed: {t['name']} ({_test_brief(t)})" for t in failed]
+        return FAIL, [
+            f"observed max {observed_max_ns:.0f} ns exceeds the budget {budget_ns:.0f} ns",
+            *withheld,
+        ]
+    if evt is None or failed:
+        return INCONCLUSIVE, [*withheld, *details]
     pwcet = evt["pwcet_ns"].get(key)
     if pwcet is None or not math.isfinite(pwcet) or pwcet > budget_ns:
         shown = "unbounded" if pwcet is None or not math.isfinite(pwcet) else f"{pwcet:.0f} ns"
@@ -490,6 +499,24 @@ def decide(
         f"observed max {observed_max_ns:.0f} ns and pWCET {pwcet:.0f} ns (upper bound {upper:.0f} ns) at "
         f"{key}/step are within the budget {budget_ns:.0f} ns; all admissibility tests passed"
     ]
+
+
+def pwcet_result(evt: dict[str, Any] | None, fit_error: str | None, exceedance: float) -> dict[str, Any]:
+    """The certificate's `pwcet` at `exceedance`: {"estimated": True, "value_ns", "upper_ns",
+    "level"} from an admissible fit, else {"estimated": False, "reason", "text": "not estimated
+    (reason)"}; never an extrapolation from an inadmissible fit. Pure."""
+    key = f"{exceedance:.0e}"
+    out: dict[str, Any] = {"exceedance": exceedance}
+    if evt is None:
+        reason = f"no EVT fit: {fit_error or 'tail fit failed'}"
+    elif not all(t["passed"] for t in evt["tests"]) or evt.get("pwcet_ns") is None:
+        failed = [t["name"] for t in evt["tests"] if not t["passed"]]
+        reason = evt.get("pwcet_withheld") or "admissibility failed: " + ", ".join(failed)
+    else:
+        boot = evt.get("bootstrap") or {}
+        value, upper = evt["pwcet_ns"].get(key), (boot.get("pwcet_upper_ns") or {}).get(key)
+        return {**out, "estimated": True, "value_ns": value, "upper_ns": upper, "level": boot.get("level")}
+    return {**out, "estimated": False, "reason": reason, "text": f"not estimated ({reason})"}
 
 
 def _test_brief(t: dict[str, Any]) -> str:
@@ -607,7 +634,7 @@ def analyze(
         )
     except (InputError, ConfigError, ValueError, RuntimeError, FloatingPointError) as exc:
         fit_error = str(exc)
-    cross = _cross_check(x, evt_config, exceedances)
+    cross = _cross_check(x, evt_config, exceedances, primary=evt)
     verdict, reasons = decide(
         observed_max_ns=st["max"],
         budget_ns=float(budget_ns),
@@ -628,6 +655,7 @@ def analyze(
             x, bins=hist_bins, hi_ns=max(2.0 * st["p99.99"], min(float(budget_ns), 10.0 * st["p99.99"]))
         ),
         "worst": worst_indices(x),
+        "pwcet": pwcet_result(evt, fit_error, evt_config.exceedance),
         "evt": evt,
         "evt_error": fit_error,
         "evt_cross_check": cross,
@@ -637,11 +665,19 @@ def analyze(
 
 
 def _cross_check(
-    x: np.ndarray, evt_config: EvtConfig, exceedances: tuple[float, ...]
+    x: np.ndarray, evt_config: EvtConfig, exceedances: tuple[float, ...], primary: dict[str, Any] | None
 ) -> dict[str, Any] | None:
     """The other EVT method's estimates, for information only (not part of the verdict): a large
-    disagreement between POT and block maxima says the tail model is uncertain."""
+    disagreement between POT and block maxima says the tail model is uncertain. Its pWCETs are
+    given only when the primary fit is admissible (they are not tested themselves)."""
     other = "bm" if evt_config.method == "pot" else "pot"
+    if primary is None or primary.get("pwcet_ns") is None:
+        return {
+            "method": other,
+            "pwcet_ns": None,
+            "withheld": "not estimated (the primary tail fit is not admissible)",
+            "used_for_verdict": False,
+        }
     kwargs = EvtConfig(
         method=other,
         run_length=evt_config.run_length,

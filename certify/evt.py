@@ -603,7 +603,12 @@ def assess(
     exceedances: tuple[float, ...] = DEFAULT_EXCEEDANCES,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Admissibility tests on the extremes actually fitted, the pWCET table and bootstrap bounds."""
+    """Admissibility tests on the extremes actually fitted, the pWCET table and bootstrap bounds.
+
+    The pWCET table and the bootstrap's pWCET upper bounds are given only when every test passes;
+    otherwise `pwcet_ns` is None and `pwcet_withheld` says why: an extrapolation from a fit that
+    failed its admissibility tests is not a result (the fit parameters and the tests stay, as
+    evidence)."""
     ext = fit.extremes
     tests = [
         enough_extremes(ext.size, min_extremes),
@@ -615,12 +620,22 @@ def assess(
         tests.append(rate_halves(fit.extremes_at, fit.n, alpha=alpha))
     gof, ci = bootstrap(fit, exceedances, n_boot=n_boot, seed=seed, alpha=alpha)
     tests.append(gof)
-    pwcet = {f"{p:.0e}": _finite_or_none(_safe_quantile(fit, p)) for p in exceedances}
+    admissible = all(t.passed for t in tests)
+    withheld = None
+    if admissible:
+        pwcet: dict[str, float | None] | None = {
+            f"{p:.0e}": _finite_or_none(_safe_quantile(fit, p)) for p in exceedances
+        }
+    else:
+        pwcet = None
+        withheld = "admissibility failed: " + ", ".join(t.name for t in tests if not t.passed)
+        ci = {k: v for k, v in ci.items() if k != "pwcet_upper_ns"}
     return {
         "fit": fit.parameters(),
         "tests": [t.to_dict() for t in tests],
-        "admissible": all(t.passed for t in tests),
+        "admissible": admissible,
         "pwcet_ns": pwcet,
+        "pwcet_withheld": withheld,
         "bootstrap": ci,
         "alpha": alpha,
     }

@@ -3,7 +3,9 @@
 Plots use matplotlib's Agg backend (no display). The empirical exceedance curve is
 P(X > x_(i)) = (n - i) / n over the sorted samples x_(1) <= ... <= x_(n), drawn on a log axis
 with the fitted tail (certify/evt.py) extended to the smallest reported exceedance, the pWCET
-points, and the budget line.
+points, and the budget line. When the certificate's pWCET is not estimated (its tail fit failed
+admissibility, or there is no fit), neither the plots nor the summary show a fitted tail or an
+extrapolated latency: they say "pWCET not estimated (reason)", as the certificate does.
 
 Writes are atomic per file (temp file in the same directory, then os.replace), and
 certificate.json is written last, so a directory with a certificate.json holds a complete report.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +74,10 @@ def plot_histogram(report: dict[str, Any], path: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("step latency (us)")
     ax.set_ylabel("count")
-    ax.set_title(f"{st['n']} steps, max {st['max'] / 1e3:.1f} us, verdict {report['verdict']}")
+    ax.set_title(
+        f"{st['n']} steps, max {st['max'] / 1e3:.1f} us, verdict {report['verdict']}; {pwcet_text(report)}",
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     _savefig(fig, path)
@@ -100,9 +106,19 @@ def plot_exceedance(report: dict[str, Any], durations_ns: np.ndarray, path: Path
     ax.step(x[keep] / 1e3, p_emp[keep], where="post", color="#4C72B0", label="empirical P(step > x)")
     evt = report.get("evt")
     xmax = x[-1]
-    if evt is not None:
+    estimated = _pwcet(report)["estimated"]
+    if not estimated:  # no fitted tail, no extrapolated point: only the data and the reason
+        ax.text(
+            0.02,
+            0.06,
+            "\n".join(textwrap.wrap(pwcet_text(report), 90)),
+            transform=ax.transAxes,
+            fontsize=8,
+            color="#C44E52",
+        )
+    if evt is not None and estimated:
         fit = evt["fit"]
-        pw = {float(k): v for k, v in evt["pwcet_ns"].items() if v is not None}
+        pw = {float(k): v for k, v in (evt["pwcet_ns"] or {}).items() if v is not None}
         if pw:
             xmax = max(xmax, max(pw.values()))
         start = fit["threshold_ns"] if fit["method"] == "pot" else float(np.quantile(x, 0.9))
@@ -161,11 +177,34 @@ def plot_exceedance(report: dict[str, Any], durations_ns: np.ndarray, path: Path
     ax.set_xlim(x[0] / 1e3 * 0.9, max(xmax, right) / 1e3 * 1.1)
     ax.set_xlabel("step latency x (us)")
     ax.set_ylabel("exceedance probability per step")
-    ax.set_title(f"verdict {report['verdict']}")
+    ax.set_title(f"verdict {report['verdict']}; {pwcet_text(report)}"[:110], fontsize=9)
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     _savefig(fig, path)
     plt.close(fig)
+
+
+def _pwcet(report: dict[str, Any]) -> dict[str, Any]:
+    """The report's pWCET result (campaign.pwcet_result), for reports written before it existed too."""
+    if "pwcet" in report:
+        return report["pwcet"]
+    from .campaign import pwcet_result
+
+    return pwcet_result(report.get("evt"), report.get("evt_error"), report["exceedance"])
+
+
+def pwcet_text(report: dict[str, Any]) -> str:
+    """'pWCET(1e-09) = 71.9 us (95% upper 74.0 us)' or 'pWCET(1e-09) not estimated (reason)'."""
+    r = _pwcet(report)
+    key = f"{r['exceedance']:.0e}"
+    if not r["estimated"]:
+        return f"pWCET({key}) {r['text']}"
+    upper = (
+        ""
+        if r.get("upper_ns") is None
+        else f" ({(r.get('level') or 0.95):.0%} upper {_us(r['upper_ns'])} us)"
+    )
+    return f"pWCET({key}) = {_us(r['value_ns'])} us{upper}"
 
 
 def _jsonable(obj: Any) -> Any:
@@ -245,20 +284,21 @@ def summary(report: dict[str, Any], console: Any = None) -> None:
     con.print(t)
     evt = report.get("evt")
     if evt is None:
-        con.print(f"EVT: [yellow]no estimate[/] ({report.get('evt_error')})")
+        con.print(f"[yellow]{pwcet_text(report)}[/]")
     else:
         fit = evt["fit"]
-        e = Table(
-            title=f"pWCET ({fit['method'].upper()}, xi = {fit['xi']:+.3f}: {fit['tail']})",
-            header_style="bold",
-        )
-        e.add_column("exceedance/step")
-        e.add_column("pWCET (us)", justify="right")
-        e.add_column(f"{(evt.get('bootstrap') or {}).get('level', 0.95):.0%} upper (us)", justify="right")
-        upper = (evt.get("bootstrap") or {}).get("pwcet_upper_ns", {})
-        for k, v in evt["pwcet_ns"].items():
-            u = upper.get(k)
-            e.add_row(k, _us(v), _us(u))
+        title = f"pWCET ({fit['method'].upper()}, xi = {fit['xi']:+.3f}: {fit['tail']})"
+        if evt.get("pwcet_ns") is None:  # inadmissible: the reason, never the extrapolation
+            e: Any = Panel(f"[yellow]{_pwcet(report)['text']}[/]", title=title)
+        else:
+            e = Table(title=title, header_style="bold")
+            e.add_column("exceedance/step")
+            e.add_column("pWCET (us)", justify="right")
+            e.add_column(f"{(evt.get('bootstrap') or {}).get('level', 0.95):.0%} upper (us)", justify="right")
+            upper = (evt.get("bootstrap") or {}).get("pwcet_upper_ns", {})
+            for k, v in evt["pwcet_ns"].items():
+                u = upper.get(k)
+                e.add_row(k, _us(v), _us(u))
         tt = Table(title="admissibility (on the fitted extremes)", header_style="bold")
         tt.add_column("test")
         tt.add_column("stat", justify="right")

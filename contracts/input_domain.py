@@ -138,8 +138,11 @@ def describe_violation(x: np.ndarray, lo: float, hi: float) -> str:
             f"input has a non-finite value {float(x[idx])!r} at index {idx}; the model's domain is "
             f"[{lo}, {hi}]: replace NaN/Inf before the step (e.g. hold the last good sample)"
         )
-    lo_gap = lo - x  # [*x.shape] how far below lo
-    hi_gap = x - hi  # [*x.shape] how far above hi
+    # In float64, as check_values compares (Python floats): numpy would subtract a float16 x and
+    # lo/hi rounded to float16, and count a value just above hi as inside.
+    xd = x.astype(np.float64)  # [*x.shape]
+    lo_gap = lo - xd  # [*x.shape] how far below lo
+    hi_gap = xd - hi  # [*x.shape] how far above hi
     gap = np.maximum(lo_gap, hi_gap)  # [*x.shape]
     flat = int(np.argmax(gap))
     idx = tuple(int(i) for i in np.unravel_index(flat, x.shape))

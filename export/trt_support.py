@@ -1,10 +1,13 @@
-"""Offline lint of ONNX graphs against the documented TensorRT ONNX-parser support.
+"""Offline lint of ONNX graphs against TensorRT's documented ONNX support, for named releases.
 
-No TensorRT is needed: the tables below restate, as facts, what NVIDIA documents for each
-target, and `check_model` walks a graph (nodes, subgraphs, local functions, every tensor type)
-and returns one `Finding` per problem. Errors mean "the parser or our static-shape build will
-reject this, or it would silently change the numbers"; warnings mean "it builds, but check";
-notes record what the target does with a construct (e.g. pins a dynamic dim).
+No TensorRT is needed, and its ONNX parser is not run: the tables below are transcribed from
+onnx-tensorrt's docs/operators.md (operator support and restrictions, opset range, data types)
+for each target, and `check_model` walks a graph (nodes, subgraphs, local functions, every
+tensor type) against them, plus static-shape, dtype and fp16-range rules, and returns one
+`Finding` per problem. Errors mean "by the documentation, the parser or our static-shape build
+will reject this, or it would silently change the numbers"; warnings mean "it builds, but
+check"; notes record what the target does with a construct (e.g. pins a dynamic dim). A graph
+that passes can still be refused by the real parser (undocumented limits, a table mistake).
 
 Sources (facts only; nothing copied):
 - onnx/onnx-tensorrt `docs/operators.md`, the release of TensorRT 10.15: opset range 9..24,

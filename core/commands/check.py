@@ -1,9 +1,12 @@
-"""`tickformer check ART --target trt-10.3|trt-10|trt-11`: offline TensorRT-parser lint.
+"""`tickformer check ART --target trt-10.3|trt-10|trt-11`: offline lint for TensorRT.
 
-Checks every exported graph of an artifact (or one bare .onnx file) against the documented
-ONNX-parser support of the target TensorRT release (see `tickformer.export.trt_support` for
-the tables and their sources). Prints one line per finding and a summary; exits 1 when any
-finding is an error, 0 otherwise. Needs neither a GPU nor TensorRT.
+Checks every exported graph of an artifact (or one bare .onnx file) against an operator table
+transcribed from onnx-tensorrt's docs/operators.md for the target release (opset range,
+supported operators and their documented restrictions), plus static-shape, dtype and
+fp16-range checks (see `tickformer.export.trt_support` for the tables and their sources). It
+does not run TensorRT's ONNX parser: a graph that passes can still be refused by it. Prints one
+line per finding and a summary; exits 1 when any finding is an error, 0 otherwise. Needs
+neither a GPU nor TensorRT.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "check",
-        help="lint exported graphs against the TensorRT ONNX parser of a target release (no GPU needed)",
+        help="lint exported graphs against onnx-tensorrt's documented operator table of a release, "
+        "plus shape/dtype/fp16-range checks (no GPU; not the parser itself)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -9,6 +9,7 @@ Exit 0 only if no spec has a counterexample (or failed to run) and every wrong t
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import time
 from pathlib import Path
@@ -93,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
         ok = all(o.ok for o in outcomes)
         if args.json is not None:
             args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(prove.outcomes_to_json(outcomes, wall), indent=2) + "\n")
+            data = prove.outcomes_to_json(outcomes, wall)
+            data["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            args.json.write_text(json.dumps(data, indent=2) + "\n")
     if args.assurance:
         _assurance(console, outcomes, args)
     return 0 if ok else 1

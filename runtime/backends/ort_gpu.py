@@ -11,7 +11,12 @@ base + i * pitch; the pitch is the slice rounded up to 256 bytes, `layout.layer_
 TensorRT EP hands these addresses to TensorRT, which requires 256-byte alignment). x and y live
 in the session's layout [B, 1, d_in] / [B, 1, d_out] and are bound with the graph's
 [B, d_in] / [B, d_out] shape (same memory). A step copies x and pos into their device values
-in place (`update_inplace`, same address), runs `run_with_iobinding`, and copies y back. With
+in place (`update_inplace`, same address), then `synchronize_inputs()`, `run_with_iobinding`,
+`synchronize_outputs()`, and copies y back. ONNX Runtime's run synchronises its stream at its end
+by default (run option `disable_synchronize_execution_providers` = 0) and ORT documents no stream
+for `update_inplace` / `numpy()`, so the two explicit synchronisations are what this code relies
+on: the uploads are complete before the run reads them, and the run (y, k_new, v_new) is
+complete before y is read or `commit` copies the staged rows. With
 `cuda_graph=True` the provider captures the step into a CUDA graph and replays it (CUDA EP: provider option
 `enable_cuda_graph`; TensorRT EP: `trt_cuda_graph_enable`), which requires exactly this: fixed
 device addresses for every input and output, and every node placed on the GPU provider. If the
@@ -19,8 +24,13 @@ session cannot be created with graph capture (e.g. ORT leaves a shape node on th
 backend builds it without, sets `self.cuda_graph = False` and `self.cuda_graph_reason`, and warns.
 
 `commit(pos)` writes k_new into K column pos and v_new into V row pos: on the device with
-fixed-size strided `cudaMemcpy2D`s (`layout.commit_copies`: one per cache, or one per layer
-when a layer slice is padded) when cuda-python is installed (`self.commit_mode == "device"`),
+fixed-size strided `cudaMemcpy2DAsync`s (`layout.commit_copies`: one per cache, or one per layer
+when a layer slice is padded) on a non-blocking stream of this backend's own, which it
+synchronises before returning, when cuda-python is installed (`self.commit_mode == "device"`):
+the copies start after the step's run is complete (its `synchronize_outputs`) and are complete
+before the next run is enqueued, whatever stream ORT uses (a synchronous device-to-device
+`cudaMemcpy2D` would do neither: it does not wait on the host, and the legacy default stream it
+runs on is not ordered against ORT's non-blocking stream);
 else through a host mirror of the cache and one fixed-size `update_inplace` per cache
 (`"host-mirror"`: the same cost at every position, but a full-cache copy). Either way the step
 itself never writes the cache. `cache()` returns the logical [L, B, H, N, dh] (K transposed back).
@@ -42,8 +52,10 @@ compared with the TF32-level bound (same unit roundoff as fp16, 2^-11) in the GP
 
 Real-time: after the constructor's warm-up runs, `step` allocates one small array per call (the
 y copy from `OrtValue.numpy()`), `commit` none on the device path. Not real-time: everything else.
-Sources (facts only): ONNX Runtime Python API (IOBinding, OrtValue), "CUDA Execution Provider"
-and "TensorRT Execution Provider" docs (provider options, CUDA graphs, EP caches).
+Sources (facts only): ONNX Runtime Python API (IOBinding incl. synchronize_inputs/_outputs,
+OrtValue), onnxruntime_run_options_config_keys.h (disable_synchronize_execution_providers), "CUDA
+Execution Provider" and "TensorRT Execution Provider" docs (provider options, CUDA graphs, EP
+caches); CUDA Runtime API "API synchronization behavior" (cudaMemcpy device to device).
 """
 
 from __future__ import annotations
@@ -154,6 +166,14 @@ class OrtCudaBackend(Backend):
             raise BackendError(f"{self.name} cannot bind the step buffers: {exc}") from exc
         self._cudart = self._try_cudart()
         self.commit_mode = "device" if self._cudart is not None else "host-mirror"
+        self._copy_stream: Any = None
+        if self._cudart is not None:  # commit's own stream (module docstring: ordering)
+            from .cuda import cuda_check
+
+            c = self._cudart
+            self._copy_stream = cuda_check(
+                c.cudaStreamCreateWithFlags(c.cudaStreamNonBlocking), "cudaStreamCreateWithFlags"
+            )
         # Device commit: (dst, dpitch, src, spitch, width, height) at position 0; pos adds pos * width.
         self._commit_ops = commit_copies(
             {name: self._vals[name].data_ptr() for name in stacks}, self._pitch, self.cache_shape
@@ -243,7 +263,10 @@ class OrtCudaBackend(Backend):
             return None
 
     def _run_step(self) -> None:
+        """One run of the step graph, complete on return (module docstring: ordering)."""
+        self._io.synchronize_inputs()  # the in-place uploads of x and pos have landed
         self._step.run_with_iobinding(self._io)
+        self._io.synchronize_outputs()  # y, k_new, v_new are written
 
     # --- real-time path -------------------------------------------------------------------------
     def step(self, x: np.ndarray, pos: int) -> np.ndarray:
@@ -265,13 +288,14 @@ class OrtCudaBackend(Backend):
         if self._cudart is not None:
             from .cuda import cuda_check
 
-            c = self._cudart
+            c, stream = self._cudart, self._copy_stream
             kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
             for dst, dpitch, src, spitch, width, height in self._commit_ops:
                 cuda_check(
-                    c.cudaMemcpy2D(dst + pos * width, dpitch, src, spitch, width, height, kind),
-                    "cudaMemcpy2D commit",
+                    c.cudaMemcpy2DAsync(dst + pos * width, dpitch, src, spitch, width, height, kind, stream),
+                    "cudaMemcpy2DAsync commit",
                 )
+            cuda_check(c.cudaStreamSynchronize(stream), "cudaStreamSynchronize commit")
             return
         assert self._mirror is not None
         k_host, v_host = self._mirror
@@ -311,6 +335,11 @@ class OrtCudaBackend(Backend):
         return np.ascontiguousarray(k_t.swapaxes(-1, -2)), np.ascontiguousarray(v)
 
     def close(self) -> None:
+        """Drop the binding, values and sessions, and destroy commit's stream. Idempotent."""
+        stream, self._copy_stream = getattr(self, "_copy_stream", None), None
+        cudart = getattr(self, "_cudart", None)
+        if stream is not None and cudart is not None:
+            cudart.cudaStreamDestroy(stream)
         self._io = None
         self._vals = {}
         self._step = self._aux = None

@@ -341,22 +341,27 @@ class TensorRTBackend(Backend):
         self._sync()
 
     def _h2d(self, ptr: int, arr: np.ndarray) -> None:
+        """Upload on this backend's stream and wait: ordered before the engine run enqueued next
+        (a synchronous cudaMemcpy from pageable memory would run on the legacy default stream,
+        which is not ordered against this non-blocking stream, and may return before the
+        transfer has landed)."""
         arr = np.ascontiguousarray(arr)
+        kind = self._cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
         cuda_check(
-            self._cudart.cudaMemcpy(
-                ptr, arr.ctypes.data, arr.nbytes, self._cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
-            ),
-            "cudaMemcpy",
+            self._cudart.cudaMemcpyAsync(ptr, arr.ctypes.data, arr.nbytes, kind, self._stream),
+            "cudaMemcpyAsync",
         )
+        self._sync()  # arr must outlive the transfer
 
     def _d2h(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Download on this backend's stream (after its earlier work) and wait."""
         out = np.empty(shape, dtype=dtype)
+        kind = self._cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
         cuda_check(
-            self._cudart.cudaMemcpy(
-                out.ctypes.data, ptr, out.nbytes, self._cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
-            ),
-            "cudaMemcpy",
+            self._cudart.cudaMemcpyAsync(out.ctypes.data, ptr, out.nbytes, kind, self._stream),
+            "cudaMemcpyAsync",
         )
+        self._sync()
         return out
 
     def full(self, x: np.ndarray) -> np.ndarray:

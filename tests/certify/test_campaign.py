@@ -231,7 +231,92 @@ def test_verdict_inconclusive_with_too_few_extremes() -> None:
 
 def test_verdict_inconclusive_when_no_fit_possible() -> None:
     r = C.analyze(np.full(5000, 30_000.0), budget_ns=1e6, evt_config=EVT_FAST)
-    assert r["verdict"] == C.INCONCLUSIVE and r["evt"] is None and "no EVT estimate" in r["reasons"][0]
+    assert r["verdict"] == C.INCONCLUSIVE and r["evt"] is None
+    assert r["reasons"][0].startswith("pWCET not estimated (no EVT fit: ")
+    assert r["pwcet"]["estimated"] is False and r["pwcet"]["text"].startswith("not estimated (no EVT fit")
+
+
+# --- an inadmissible fit never shows an extrapolation: certificate, verdict, summary, plots, demo
+def _inadmissible() -> tuple[dict, np.ndarray, float]:
+    """A report whose tail fit fails admissibility (a level shift half-way), and what the fit
+    would have extrapolated at 1e-9 had it been shown."""
+    from tickformer.certify.evt import fit_tail
+
+    x = _exp_samples()
+    x[len(x) // 2 :] += 5_000
+    r = C.analyze(x, budget_ns=10_000_000, evt_config=EVT_FAST)
+    assert not r["evt"]["admissible"]
+    return r, x, fit_tail(x).quantile(1e-9)
+
+
+def test_inadmissible_fit_certificate_says_not_estimated(tmp_path) -> None:
+    r, x, hidden = _inadmissible()
+    pw = r["pwcet"]
+    assert pw["estimated"] is False and "value_ns" not in pw
+    assert pw["text"].startswith("not estimated (admissibility failed: ") and "stationary rate" in pw["text"]
+    assert r["evt"]["pwcet_ns"] is None and r["evt"]["pwcet_withheld"].startswith("admissibility failed")
+    assert "pwcet_upper_ns" not in r["evt"]["bootstrap"]
+    assert r["evt_cross_check"]["pwcet_ns"] is None and "not estimated" in r["evt_cross_check"]["withheld"]
+    assert r["verdict"] == C.INCONCLUSIVE and r["reasons"][0] == f"pWCET {pw['text']}"
+    cert = json.loads(write_report(tmp_path / "rep", r, x).read_text())
+    assert cert["pwcet"] == json.loads(json.dumps(pw))
+    text = json.dumps(cert)
+    assert f"{hidden:.0f}" not in text and f"{hidden / 1e3:.1f}" not in text  # the extrapolation is nowhere
+
+
+def test_inadmissible_fit_summary_says_not_estimated(capsys) -> None:
+    r, _, hidden = _inadmissible()
+    summary(r)
+    out = capsys.readouterr().out
+    assert "not estimated (admissibility failed:" in " ".join(out.split())
+    assert f"{hidden / 1e3:.1f}" not in out and f"{hidden / 1e3:.2e}" not in out
+
+
+def test_inadmissible_fit_plots_show_no_fitted_tail(tmp_path, monkeypatch) -> None:
+    from tickformer.certify import report as R
+
+    r, x, _ = _inadmissible()
+    figures = {}
+    monkeypatch.setattr(R, "_savefig", lambda fig, path: figures.__setitem__(path.name, fig))
+    monkeypatch.setattr(R._pyplot(), "close", lambda fig: None)
+    R.plot_exceedance(r, x, tmp_path / "exceedance.png")
+    R.plot_histogram(r, tmp_path / "latency_hist.png")
+    ax = figures["exceedance.png"].axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert not any("fit" in label or "pWCET" in label or "upper" in label for label in labels), labels
+    texts = " ".join(t.get_text() for t in ax.texts).replace("\n", " ")
+    assert "pWCET(1e-09) not estimated (admissibility failed:" in texts
+    assert "not estimated" in ax.get_title()
+    assert "not estimated" in figures["latency_hist.png"].axes[0].get_title()
+    # an admissible fit draws its tail and points, and says its value
+    ok = C.analyze(_exp_samples(), budget_ns=200_000, evt_config=EVT_FAST)
+    R.plot_exceedance(ok, _exp_samples(), tmp_path / "exceedance.png")
+    ax = figures["exceedance.png"].axes[0]
+    assert any("fit" in line.get_label() for line in ax.get_lines()) and "pWCET(1e-09) = " in ax.get_title()
+
+
+def test_inadmissible_fit_demo_summary_says_not_estimated() -> None:
+    import io
+
+    from rich.console import Console
+
+    from tickformer.commands import demo as D
+
+    r, _, _ = _inadmissible()
+    con = Console(file=io.StringIO(), width=200)
+    ce = {
+        "verdict": r["verdict"],
+        "reasons": r["reasons"],
+        "budget_us": 588.0,
+        "p50_us": 40.0,
+        "p99_us": 50.0,
+        "max_us": 60.0,
+        "pwcet_1e-9_us": None,
+        "pwcet_1e-9": r["pwcet"]["text"],
+    }
+    D.summary_table({"certify": ce}, con)
+    out = " ".join(con.file.getvalue().split())
+    assert "pWCET(1e-9) not estimated (admissibility failed:" in out
 
 
 def _evt(passed: bool = True, pwcet: float | None = 50.0, upper: float | None = 60.0) -> dict:

@@ -39,6 +39,12 @@ def test_demo_runs_every_stage_and_reports(tmp_path, capsys) -> None:
     assert set(s["stage_seconds"]) == {"train", "export", "verify", "certify", "loop"}
     assert s["verify"]["status"] == "pass", s["verify"]  # the exported artifact meets its contracts
     assert s["certify"]["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE")
+    cert = json.loads((out / "certify" / "certificate.json").read_text())
+    if cert["pwcet"]["estimated"]:
+        assert s["certify"]["pwcet_1e-9"] == "estimated"
+    else:  # an inadmissible fit: the reason, never the extrapolation
+        assert s["certify"]["pwcet_1e-9_us"] is None
+        assert s["certify"]["pwcet_1e-9"] == cert["pwcet"]["text"]
     assert (out / "certify" / "certificate.json").exists() and (out / "tracking.png").exists()
     for name in ("model", "true"):
         d = s["loop"][name]["deadlines"]

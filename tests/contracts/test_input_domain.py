@@ -99,7 +99,20 @@ def test_rejects_bad_value_at_every_index(bad, index):
 
 def reference_inside(x: np.ndarray, lo: float, hi: float) -> bool:
     """The contract as the reductions state it."""
-    return x.size == 0 or bool(np.isfinite(x).all() and lo <= x.min() and x.max() <= hi)
+    # float(...): compare as Python floats; `x.max() <= hi` would round hi to x's dtype (NumPy 2
+    # promotion), calling a float16 32.625 inside [0, 32.609375].
+    return x.size == 0 or bool(np.isfinite(x).all() and lo <= float(x.min()) and float(x.max()) <= hi)
+
+
+def test_float16_value_just_above_hi_is_outside_and_counted():
+    """Regression (found by the random CI profile): hi = 32.609375 written into a float16 array
+    rounds up to 32.625, outside the domain; the message counted 0 values outside because its
+    gaps were computed in float16."""
+    x = np.array([32.609375], dtype=np.float16)
+    assert float(x[0]) == 32.625
+    with pytest.raises(InputError, match=r"32\.625 at index \(0,\).*\(1 value\(s\) outside\)"):
+        validate_input(x, 0.0, 32.609375)
+    assert domain_excess(x, 0.0, 32.609375) == 32.625 - 32.609375
 
 
 domains = st.tuples(st.floats(-100, 100, width=32), st.floats(-100, 100, width=32)).map(sorted)

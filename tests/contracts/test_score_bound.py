@@ -54,9 +54,9 @@ edge = st.sampled_from([DOMAIN[0], DOMAIN[1], 0.0])
 inside = st.floats(*DOMAIN, width=32)
 
 
-@settings(max_examples=80)
-@given(st.data(), st.integers(1, 16), st.sampled_from([1.0, 4.0]))
-def test_continuous_scores_never_exceed_bound(data, t, gain):
+def _continuous_case(data, t, gain, best=None):
+    """One example: the scores of a tiny model (gain-scaled Q/K weights) on a drawn input never
+    exceed their bounds; target() steers the search towards large score/bound."""
     cfg, params = scaled_params("tiny", seed=1, gain=gain)
     bounds = score_bounds(cfg, params, DOMAIN)
     x = data.draw(hnp.arrays(np.float32, (1, t, cfg.d_in), elements=st.one_of(edge, inside)))  # [B, T, d_in]
@@ -66,6 +66,46 @@ def test_continuous_scores_never_exceed_bound(data, t, gain):
     for i, (s, b) in enumerate(zip(seen, bounds)):
         target(s / b, label=f"score/bound layer {i} gain {gain}")
         assert s <= b, f"layer {i}: observed |score| {s} > bound {b}"
+        if best is not None:
+            best.append(s / b)
+
+
+continuous_args = (st.data(), st.integers(1, 16), st.sampled_from([1.0, 4.0]))
+
+
+@settings(max_examples=80)
+@given(*continuous_args)
+def test_continuous_scores_never_exceed_bound(data, t, gain):
+    _continuous_case(data, t, gain)
+
+
+# How close the targeted search gets to the bound, with a fixed seed (the CI profile draws new
+# examples every run, so its reach varies: 0.067-0.138 over seeds 0-3): seed 0, 80 examples,
+# Hypothesis 6.170, measured 0.138 (the README's "reaches 0.14 of the bound"). Asserted within a
+# factor 1.15 below it: the bound is about 7x loose on this model, and a bound that became 10x
+# looser, or a search that stopped reaching, fails here.
+REACH_SEED, REACH_EXAMPLES, REACH_MEASURED = 0, 80, 0.138
+
+
+def search_reach(seed: int = REACH_SEED, max_examples: int = REACH_EXAMPLES) -> float:
+    """Largest observed |score| / bound over a seeded targeted search (every layer, both gains)."""
+    import hypothesis
+
+    best: list[float] = []
+
+    @hypothesis.seed(seed)
+    @settings(max_examples=max_examples, database=None, derandomize=False, deadline=None)
+    @given(*continuous_args)
+    def search(data, t, gain):
+        _continuous_case(data, t, gain, best)
+
+    search()
+    return max(best)
+
+
+def test_targeted_search_reaches_the_stated_fraction_of_the_bound():
+    reach = search_reach()
+    assert REACH_MEASURED / 1.15 <= reach <= 1.0, reach
 
 
 @settings(max_examples=40)
@@ -84,15 +124,15 @@ def test_token_model_scores_never_exceed_bound(data, t):
 
 
 def test_bound_is_not_vacuous_on_a_corner():
-    """The bound is a worst case, but not absurdly loose on this model: the search above
-    reports score/bound via target(); here one adversarial corner reaches a known fraction."""
+    """One adversarial corner (every input at the domain's upper edge) reaches a known fraction
+    of the bound: measured 0.031 (layer 0, gain 4); asserted within a factor 1.25 of it."""
     cfg, params = scaled_params("tiny", seed=1, gain=4.0)
     bounds = score_bounds(cfg, params, DOMAIN)
     x = np.full((1, cfg.max_len, cfg.d_in), DOMAIN[1], np.float32)
     with observed_scores() as seen:
         forward(params, cfg, x)
     assert 0.0 < seen[0] <= bounds[0]
-    assert seen[0] / bounds[0] > 1e-3
+    assert 0.031 / 1.25 <= seen[0] / bounds[0] <= 0.031 * 1.25, seen[0] / bounds[0]
 
 
 def test_fp16_decision():

@@ -3,6 +3,7 @@ run fails when a twin survives or a spec cannot be checked."""
 
 from __future__ import annotations
 
+import importlib
 import json
 
 from tickformer.cli import main
@@ -65,4 +66,8 @@ def test_assurance_counts_examples_from_test_sources():
     assert tests["test_softmax_stability.py::test_sum_bound_long_rows"] == "15 (Hypothesis)"
     assert tests["test_softmax_stability.py::test_weights_fp32"] == "60 (Hypothesis)"
     assert rows["deadline"]["proofs"][0]["status"] == "not run"
-    assert "gamma" in rows["softmax_stability"]["bound"] or rows["softmax_stability"]["bound"]
+    # the table's bound column is each contract's one-line BOUND, taken from the contract itself
+    for entry in assurance.CONTRACTS:
+        module = importlib.import_module(f"tickformer.contracts.{entry.name}")
+        assert rows[entry.name]["bound"] == module.BOUND, entry.name
+    assert "(u + gamma_{n-1}) / (1 - gamma_{n-1})" in rows["softmax_stability"]["bound"]

@@ -1,0 +1,1177 @@
+"""The claims registry: every number README.md and docs/ state in a claims span, and its source.
+
+Three kinds of source (docs/claims.md):
+  run(...)    a cheap computation from the code, re-run by every check (seconds in all);
+  result(...) a key of a committed results file (claims/results/, benchmarks/results/): the check
+              prints the file's date; `python claims/check.py --refresh NAME` re-runs its command;
+  param(...)  a parameter of the code the document restates (a default, a threshold, a count);
+  literal     a definitional number with its reason (a threshold written in prose, a version).
+A claim's `fmt` renders the value as the document writes it; `tol` accepts a re-run within an
+absolute tolerance (for the few cheap re-runs that depend on the platform).
+
+FILES declares every *.md of README.md and docs/: covered (spans checked, no measured-looking
+number outside them unless in LITERALS), generated (checked by its generator, GENERATED), or
+pending (owner and reason; reported, not failed).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+# --- the claim type ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Claim:
+    region: str  # FILE#NAME of the span
+    name: str
+    get: Callable[[], Any]
+    fmt: Callable[[Any], str]
+    where: str | Callable[[], str]  # what a reader re-runs or opens (with its date, for files)
+    tol: float | None = None  # absolute tolerance of a re-run
+    rtol: float | None = None  # relative tolerance of a re-run
+
+    @property
+    def key(self) -> str:
+        return f"{self.region}:{self.name}"
+
+    @property
+    def source(self) -> str:
+        return self.where() if callable(self.where) else self.where
+
+
+CLAIMS: list[Claim] = []
+
+
+def _fmt(spec: str | Callable[[Any], str]) -> Callable[[Any], str]:
+    return spec if callable(spec) else (lambda v: spec.format(v))
+
+
+def sci(digits: int = 1) -> Callable[[float], str]:
+    """2.86e-06 -> '2.9e-6' (how the docs write scientific notation)."""
+
+    def f(v: float) -> str:
+        mant, exp = f"{v:.{digits}e}".split("e")
+        return f"{mant}e{int(exp)}"
+
+    return f
+
+
+class Span:
+    """The claims of one span: `span.run(name, fn, fmt, command)` etc. register them in order."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+
+    def _add(self, name, get, fmt, source, tol=None, rtol=None):
+        CLAIMS.append(Claim(self.region, name, get, _fmt(fmt), source, tol, rtol))
+        return self
+
+    def run(
+        self,
+        name: str,
+        fn: Callable[[], Any],
+        fmt,
+        command: str,
+        tol: float | None = None,
+        rtol: float | None = None,
+    ) -> "Span":
+        return self._add(name, functools.cache(fn), fmt, f"re-run: {command}", tol, rtol)
+
+    def result(self, name: str, results: str, key: str, fmt, scale: float = 1.0) -> "Span":
+        rf = RESULTS[results]
+
+        def get():
+            v = dig(rf.load(), key)
+            return (
+                v * scale if scale != 1.0 and isinstance(v, (int, float)) and not isinstance(v, bool) else v
+            )
+
+        return self._add(name, get, fmt, lambda: f"{rf.path}:{key} ({rf.date()})")
+
+    def derived(self, name: str, results: str, fn: Callable[[Any], Any], fmt, what: str) -> "Span":
+        rf = RESULTS[results]
+        return self._add(name, lambda: fn(rf.load()), fmt, lambda: f"{rf.path}: {what} ({rf.date()})")
+
+    def param(self, name: str, fn: Callable[[], Any], fmt, where: str) -> "Span":
+        return self._add(name, fn, fmt, f"code: {where}")
+
+    def literal(self, text: str, why: str) -> "Span":
+        return self._add(f"literal {text}", lambda: text, "{}", f"definitional: {why}")
+
+
+def dig(data: Any, key: str) -> Any:
+    for part in key.split("."):
+        if isinstance(data, list):
+            data = data[int(part)]
+        else:
+            data = data[part] if part in data else data[part.replace("~", ".")]
+    return data
+
+
+# --- results files ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResultsFile:
+    name: str
+    path: str  # relative to the repository root
+    date_key: str
+    refresh: str  # what `--refresh NAME` runs (a function name in this module)
+
+    def load(self) -> Any:
+        return _load_json(self.path)
+
+    def date(self) -> str:
+        try:
+            return str(dig(self.load(), self.date_key))
+        except (KeyError, IndexError, TypeError, OSError, ValueError):
+            return "no date"
+
+
+@functools.cache
+def _load_json(path: str) -> Any:
+    return json.loads((ROOT / path).read_text())
+
+
+RESULTS: dict[str, ResultsFile] = {
+    r.name: r
+    for r in (
+        ResultsFile("demo", "claims/results/demo/demo_summary.json", "run.utc", "refresh_demo"),
+        ResultsFile(
+            "demo-certificate", "claims/results/demo/certificate.json", "conditions.utc", "refresh_demo"
+        ),
+        ResultsFile("certify-50k", "claims/results/certify/c1.json", "conditions.utc", "refresh_demo"),
+        ResultsFile("certify-rt", "claims/results/certify/c3.json", "conditions.utc", "refresh_demo"),
+        ResultsFile(
+            "certify-growing", "claims/results/certify/c_grow.json", "conditions.utc", "refresh_demo"
+        ),
+        ResultsFile("prove", "claims/results/prove.json", "utc", "refresh_prove"),
+        ResultsFile("evt-accuracy", "claims/results/evt_accuracy.json", "utc", "refresh_evt"),
+        ResultsFile("bench", "benchmarks/results/latest.json", "datetime", "refresh_bench"),
+        ResultsFile("bench-memory", "benchmarks/results/memory.json", "date_utc", "refresh_bench"),
+    )
+}
+
+
+# --- cheap re-runs (each a few seconds at most; memoised) -------------------------------------------
+def _module(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def bench_report():
+    return _module("benchmarks/report.py", "_claims_bench_report")
+
+
+@functools.cache
+def bench_cases() -> dict:
+    return bench_report().index_benchmarks(RESULTS["bench"].load())
+
+
+def step_p50(impl: str, label: str) -> float:
+    return bench_report().step_stats(bench_cases(), impl, label)["p50"]
+
+
+def parameter_count(name: str) -> int:
+    from tickformer.model.config import parameter_count, preset
+
+    return parameter_count(preset(name))
+
+
+@functools.cache
+def fp16_errors(name: str) -> dict:
+    from tickformer.export.fp16 import measure_error, to_fp16
+    from tickformer.export.graphs import build_graphs
+    from tickformer.model import init_params, preset
+
+    cfg = preset(name)
+    params = init_params(cfg, 0)
+    graphs = build_graphs(params, cfg, 1, 17)
+    return measure_error(
+        graphs, {k: to_fp16(v) for k, v in graphs.items()}, params, cfg, domain=(-10.0, 10.0)
+    )
+
+
+@functools.cache
+def score_search_reach() -> float:
+    return _module("tests/contracts/test_score_bound.py", "_claims_score_bound").search_reach()
+
+
+@functools.cache
+def step_graph_ops() -> dict[str, int]:
+    """ONNX Runtime's node counts by op type of the control preset's step graph after its optimiser."""
+    from collections import Counter
+
+    import onnx
+    import onnxruntime as ort
+
+    from tickformer.export.graphs import build_step
+    from tickformer.export.ort_session import session_options
+    from tickformer.model import init_params, preset
+
+    cfg = preset("control")
+    model = build_step(init_params(cfg, 0), cfg, 1, 17)
+    with tempfile.TemporaryDirectory() as tmp:
+        options = session_options(1)
+        options.optimized_model_filepath = str(Path(tmp) / "opt.onnx")
+        ort.InferenceSession(
+            model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        return dict(Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node))
+
+
+def step_graph_nodes() -> int:
+    return sum(step_graph_ops().values())
+
+
+@functools.cache
+def control_equivalence() -> dict:
+    """The manifest of an export of the control preset with init_params seed 0 (a few seconds)."""
+    from tickformer.export.writer import export_params
+    from tickformer.model import init_params, preset
+
+    cfg = preset("control")
+    with tempfile.TemporaryDirectory() as tmp:
+        export_params(cfg, init_params(cfg, 0), Path(tmp) / "art")
+        return json.loads((Path(tmp) / "art" / "manifest.json").read_text())
+
+
+def decode_tol(name: str) -> float:
+    from tickformer.contracts.decode_equivalence import decode_tolerance
+    from tickformer.model import preset
+
+    return decode_tolerance(preset(name))[0]
+
+
+def fp16_bound(name: str) -> float:
+    return fp16_errors(name)["bound"]
+
+
+def proofs() -> int:
+    from tickformer.verify.proofs.crosshair import PROOFS
+
+    return len(PROOFS)
+
+
+def bound_constant(contract: str, pattern: str) -> str:
+    module = importlib.import_module(f"tickformer.contracts.{contract}")
+    m = re.search(pattern, module.BOUND)
+    if m is None:
+        raise KeyError(f"{pattern!r} not in {contract}.BOUND")
+    return m.group(1)
+
+
+import importlib  # noqa: E402  (after the helpers that use it lazily)
+
+
+def _loops(data: dict, name: str, key: str) -> Any:
+    return dig(data, f"loop.{name}.{key}")
+
+
+def _failed_tests(cert: dict) -> list[dict]:
+    return [t for t in cert["evt"]["tests"] if not t["passed"]]
+
+
+def _test(cert: dict, prefix: str) -> dict:
+    return next(t for t in cert["evt"]["tests"] if t["name"].startswith(prefix))
+
+
+# --- README.md ----------------------------------------------------------------------------------------
+R = "README.md"
+(
+    Span(f"{R}#timings")
+    .literal("2", "the 2-core machine")
+    .result("demo wall", "demo", "run.wall_s", "{:.0f}")
+    .result("demo load", "demo", "run.load_average_before.0", "{:.1f}")
+    .derived("demo date", "demo", lambda d: d["run"]["utc"][:10], "{}", "run.utc (date)")
+)
+(
+    Span(f"{R}#demo")
+    .result("train steps", "demo", "train.steps", "{}")
+    .result("train seconds", "demo", "train.seconds", "{:.1f}")
+    .result("held-out RMSE", "demo", "train.held_out_rmse", "{:.4f}")
+    .result("baseline RMSE", "demo", "train.baseline_rmse", "{:.4f}")
+    .result("export max_len", "demo", "export.max_len", "{}")
+    .result("export disagreement", "demo", "export.worst_backend_disagreement", sci(1))
+    .derived(
+        "verify properties", "demo", lambda d: len(d["verify"]["properties"]), "{}", "len(verify.properties)"
+    )
+    .result("budget", "demo", "certify.budget_us", "{:.0f}")
+    .result("certify p50", "demo", "certify.p50_us", "{:.1f}")
+    .result("certify p99", "demo", "certify.p99_us", "{:.1f}")
+    .result("certify max", "demo", "certify.max_us", "{:.1f}", scale=1e-3)
+    .result("model rms", "demo", "loop.model.tracking.rms_rad", "{:.4f}")
+    .result("model ticks", "demo", "loop.model.deadlines.ticks", "{}")
+    .result("model misses", "demo", "loop.model.deadlines.deadline_misses", "{}")
+    .result("model fallbacks", "demo", "loop.model.deadlines.fallbacks", "{}")
+    .result("true rms", "demo", "loop.true.tracking.rms_rad", "{:.4f}")
+    .result("open rms", "demo", "loop.open_loop.tracking.rms_rad", "{:.3f}")
+)
+(
+    Span(f"{R}#params")
+    .run("paper-base", lambda: parameter_count("paper-base"), "{:,}", "tickformer info --preset paper-base")
+    .run("paper-big", lambda: parameter_count("paper-big"), "{:,}", "tickformer info --preset paper-big")
+)
+(
+    Span(f"{R}#assurance")
+    .param(
+        "assoc factor", lambda: bound_constant("softmax_stability", r"within ([\d.]+) \(ln n"), "{}", "BOUND"
+    )
+    .param("assoc offset", lambda: bound_constant("softmax_stability", r"ln n \+ (\d+)\)"), "{}", "BOUND")
+    .param(
+        "margin",
+        lambda: importlib.import_module("tickformer.contracts.decode_equivalence").PER_LAYER_MARGIN,
+        "{:.0f}",
+        "contracts/decode_equivalence.py PER_LAYER_MARGIN",
+    )
+    .run("control decode tol", lambda: decode_tol("control"), sci(1), "decode_tolerance(preset('control'))")
+    .result("export measures", "demo", "export.worst_backend_disagreement", sci(0))
+    .run("score reach", score_search_reach, "{:.2f}", "tests/contracts/test_score_bound.py search_reach()")
+)
+(
+    Span(f"{R}#prove")
+    .literal("2", "the 2-core machine")
+    .derived(
+        "specs hold",
+        "prove",
+        lambda d: sum(p["status"] != "FAILED" for p in d["proofs"]),
+        "{}",
+        "specs not FAILED",
+    )
+    .run("specs", proofs, "{}", "len(tickformer.verify.proofs.crosshair.PROOFS)")
+    .derived(
+        "twins refuted", "prove", lambda d: sum(p["twin_refuted"] for p in d["proofs"]), "{}", "twins refuted"
+    )
+    .run("twins", proofs, "{}", "len(PROOFS)")
+    .result("prove wall", "prove", "wall_s", "{:.0f}")
+)
+(
+    Span(f"{R}#bench")
+    .literal("10", "the target's factor (benchmarks/report.py targets())")
+    .run(
+        "recompute ratio",
+        lambda: step_p50("ort-recompute", "N") / step_p50("ort", "N"),
+        "{:.0f}",
+        "report.py from latest.json",
+    )
+    .run("ort N p50", lambda: step_p50("ort", "N"), "{:.1f}", "latest.json step/ort at N, p50 (us)")
+    .run(
+        "recompute p50",
+        lambda: step_p50("ort-recompute", "N") / 1e3,
+        "{:.2f}",
+        "latest.json ort-recompute at N (ms)",
+    )
+    .literal("5", "the target's factor")
+    .run(
+        "torch ratio",
+        lambda: bench_cases()["ratio/ort-vs-torch"]["ratio_p50"],
+        "{:.2f}",
+        "latest.json ratio/ort-vs-torch",
+    )
+    .run(
+        "inter ort",
+        lambda: bench_cases()["ratio/ort-vs-torch"]["ort"]["p50"],
+        "{:.1f}",
+        "latest.json interleaved ort p50",
+    )
+    .run(
+        "inter torch",
+        lambda: bench_cases()["ratio/ort-vs-torch"]["torch"]["p50"],
+        "{:.1f}",
+        "latest.json interleaved torch p50",
+    )
+    .run(
+        "block ratio",
+        lambda: step_p50("torch", "N") / step_p50("ort", "N"),
+        "{:.2f}",
+        "latest.json torch/ort at N",
+    )
+    .run(
+        "alloc peak",
+        lambda: RESULTS["bench-memory"].load()["allocations"]["ort"]["peak_bytes_per_call"],
+        "{}",
+        "memory.json allocations.ort.peak_bytes_per_call",
+    )
+    .literal("1", "position 1 (the target's wording)")
+    .literal("10", "the target's 10%")
+    .run(
+        "const time",
+        lambda: 100 * abs(step_p50("ort", "1") - step_p50("ort", "N")) / step_p50("ort", "N"),
+        "{:.1f}",
+        "latest.json ort p50 at 1 vs N",
+    )
+    .run(
+        "no ftz",
+        lambda: (
+            100 * abs(step_p50("ort-no-ftz", "1") - step_p50("ort-no-ftz", "N")) / step_p50("ort-no-ftz", "N")
+        ),
+        "{:.0f}",
+        "latest.json ort-no-ftz p50 at 1 vs N",
+    )
+    .literal("0.5", "the target's factor")
+    .run(
+        "train B16",
+        lambda: (
+            bench_cases()["train/numpy/B16xT64"]["tokens_per_s_p50"]
+            / bench_cases()["train/torch/B16xT64"]["tokens_per_s_p50"]
+        ),
+        "{:.2f}",
+        "latest.json train B16xT64 numpy/torch",
+    )
+    .run(
+        "train B4",
+        lambda: (
+            bench_cases()["train/numpy/B4xT256"]["tokens_per_s_p50"]
+            / bench_cases()["train/torch/B4xT256"]["tokens_per_s_p50"]
+        ),
+        "{:.2f}",
+        "latest.json train B4xT256 numpy/torch",
+    )
+    .literal("2.0", "the target's ratio")
+    .literal("4", "section 4 of the analysis")
+    .run(
+        "tail ratio",
+        lambda: bench_report().step_stats(bench_cases(), "ort", "all")["tail_ratio"],
+        "{:.2f}",
+        "latest.json ort all positions p99.9/p50",
+    )
+    .run(
+        "floor p99.9",
+        lambda: bench_report().step_stats(bench_cases(), "ort-floor-io", "all")["p99.9"],
+        "{:.1f}",
+        "latest.json ort-floor-io p99.9 (us)",
+    )
+    .run(
+        "floor ratio",
+        lambda: bench_report().step_stats(bench_cases(), "ort-floor-io", "all")["tail_ratio"],
+        "{:.0f}",
+        "latest.json ort-floor-io p99.9/p50",
+    )
+)
+Span(f"{R}#nodes").run(
+    "step nodes", step_graph_nodes, "{}", "ORT-optimised node count of build_step(control)"
+)
+
+
+# --- docs/gpu.md ----------------------------------------------------------------------------------------
+G = "docs/gpu.md"
+_FP16 = Span(f"{G}#fp16")
+for _name, _keys in (
+    ("tiny", ("uniform", "step_uniform", "all_lo", "all_hi", "step_all_hi", "alternating")),
+    ("control", ("uniform", "step_uniform", "all_lo", "all_hi", "step_all_hi", "alternating")),
+    ("tiny-seq2seq", ("cross_k", "cross_v", "step_logits")),
+    ("reverse", ("cross_k", "cross_v", "step_logits")),
+):
+    for _k in _keys:
+        _FP16.run(
+            f"{_name} {_k}",
+            lambda n=_name, k=_k: fp16_errors(n)["normwise"][k],
+            "{:.2e}",
+            f"measure_error(... preset({_name!r}) ...)['normwise'][{_k!r}]",
+        )
+    _FP16.run(
+        f"{_name} worst", lambda n=_name: fp16_errors(n)["worst"], "{:.2e}", f"measure_error {_name} worst"
+    )
+    _FP16.run(f"{_name} bound", lambda n=_name: fp16_bound(n), "{:.2e}", f"error_bound for {_name}")
+_FP16.literal("-10", "the domain edge (the all -10 row)").literal("-10", "the domain edge (the all -10 row)")
+_FP16.literal("1", "1+1 layers (tiny-seq2seq)").literal("2", "2+2 layers (reverse)")
+_FP16.literal("10", "the domain edge (the all +10 row)").literal("10", "the domain edge (the all +10 row)")
+Span(f"{G}#fp16-cmd").run(
+    "onnxruntime", lambda: importlib.import_module("onnxruntime").__version__, "{}", "onnxruntime.__version__"
+)
+(
+    Span(f"{G}#fp16-bound")
+    .literal("2", "u = 2^-11")
+    .param(
+        "u",
+        lambda: importlib.import_module("tickformer.export.fp16").UNIT_ROUNDOFF_FP16,
+        sci(1),
+        "UNIT_ROUNDOFF_FP16",
+    )
+    .literal("2", "the safety factor of error_bound")
+    .run(
+        "roundings L2",
+        lambda: round(fp16_bound("tiny") / (2 * 2.0**-11)),
+        "{}",
+        "error_bound(n_layers=2) / (2 u)",
+    )
+    .run("bound L2", lambda: fp16_bound("tiny"), sci(1), "error_bound(n_layers=2)")
+    .run(
+        "headroom",
+        lambda: fp16_bound("tiny") / fp16_errors("tiny")["worst"],
+        "{:.1f}",
+        "error_bound / worst measured, tiny",
+    )
+)
+(
+    Span(f"{G}#emulated-fp16")
+    .param(
+        "measured",
+        lambda: _module("tests/runtime/test_gpu_backends.py", "_claims_gpu").FP16_EMULATED_MEASURED,
+        sci(1),
+        "tests/runtime/test_gpu_backends.py FP16_EMULATED_MEASURED",
+    )
+    .literal("2", "the stated factor")
+)
+
+
+# --- docs/certify.md ----------------------------------------------------------------------------------
+C = "docs/certify.md"
+_ACC = Span(f"{C}#evt-accuracy")
+for _p in ("1e-03", "1e-06", "1e-09"):
+    _ACC.literal(
+        str(float(_p)).replace("0.001", "1e-3").replace("1e-06", "1e-6").replace("1e-09", "1e-9"), "p"
+    )
+    for _d in ("gumbel", "weibull-type", "gpd-heavy"):
+        _ACC.result(f"{_d} {_p} bias", "evt-accuracy", f"accuracy.{_d}.{_p}.bias", "{:+.3f}")
+        _ACC.result(f"{_d} {_p} sd", "evt-accuracy", f"accuracy.{_d}.{_p}.sd", "{:.3f}")
+(
+    _ACC.result("seeds", "evt-accuracy", "accuracy.gumbel.1e-03.n_seeds", "{}").derived(
+        "date", "evt-accuracy", lambda d: d["utc"][:10], "{}", "utc (date)"
+    )
+)
+for _d, _ in (("gumbel", 0), ("weibull-type", 1), ("gpd-heavy", 2)):
+    for _p in (1e-3, 1e-6, 1e-9):
+        _ACC.param(
+            f"tol {_d} {_p}",
+            lambda d=_d, p=_p: _module("tests/certify/test_evt.py", "_claims_test_evt").CASES[d][1][p],
+            "{:g}",
+            f"tests/certify/test_evt.py CASES[{_d!r}] tolerance at {_p:g}",
+        )
+for _p in ("1e-3", "1e-6", "1e-9"):
+    _ACC.literal(_p, "the exceedances the tolerances are stated at")
+(
+    _ACC.literal("1e-9", "the exceedance of the sentence")
+    .derived(
+        "heavy 1e-9 4sd",
+        "evt-accuracy",
+        lambda d: 100 * round(4 * d["accuracy"]["gpd-heavy"]["1e-09"]["sd"], 1),
+        "{:.0f}",
+        "4 sd of the GPD error at 1e-9, rounded to 0.1",
+    )
+    .literal("4", "4 sd")
+    .literal("4", "bias + 4 sd")
+    .literal("0", "Gumbel shape xi = 0 (tests/certify/test_evt.py CASES)")
+    .literal("-1", "Weibull-type shape xi = -1/3 (CASES)")
+    .literal("3", "Weibull-type shape xi = -1/3 (CASES)")
+    .literal("0.2", "GPD shape xi = +0.2 (CASES)")
+)
+(
+    Span(f"{C}#calibration")
+    .result("replicates", "evt-accuracy", "calibration.replicates", "{}")
+    .result("refits", "evt-accuracy", "calibration.n_boot", "{}")
+    .result("ks p", "evt-accuracy", "calibration.ks_uniform_p", "{:.2f}")
+    .result("below", "evt-accuracy", "calibration.fraction_below_0~05", "{:.0f}", scale=100)
+    .literal("0.05", "alpha")
+)
+(
+    Span(f"{C}#campaigns-when")
+    .derived("date", "certify-50k", lambda d: d["conditions"]["utc"][:10], "{}", "conditions.utc (date)")
+    .result("load c1", "certify-50k", "conditions.load_average.0", "{:.1f}")
+    .result("load c3", "certify-rt", "conditions.load_average.0", "{:.1f}")
+    .literal("2", "the 2 cores")
+)
+_CAMP = Span(f"{C}#campaigns")
+for _f in ("certify-50k", "certify-rt"):
+    (
+        _CAMP.result(f"{_f} p50", _f, "stats.p50", "{:.1f}", scale=1e-3)
+        .result(f"{_f} p99", _f, "stats.p99", "{:.0f}", scale=1e-3)
+        .result(f"{_f} p99.9", _f, "stats.p99~9", "{:.0f}", scale=1e-3)
+        .result(f"{_f} max", _f, "stats.max", "{:.0f}", scale=1e-3)
+        .result(f"{_f} over", _f, "over_budget", "{}")
+        .result(f"{_f} exit", _f, "exit_code", "{}")
+    )
+(
+    _CAMP.derived(
+        "ljung c1",
+        "certify-50k",
+        lambda d: _test(d, "independence (Ljung")["p_value"],
+        sci(1),
+        "evt.tests Ljung-Box p",
+    )
+    .derived(
+        "ljung c3",
+        "certify-rt",
+        lambda d: _test(d, "independence (Ljung")["p_value"],
+        "{:.2f}",
+        "Ljung-Box p",
+    )
+    .derived("ks c3", "certify-rt", lambda d: _test(d, "identical")["p_value"], sci(1), "KS halves p")
+    .derived("ks c1", "certify-50k", lambda d: _test(d, "identical")["p_value"], sci(1), "KS halves p")
+    .derived("ad", "certify-50k", lambda d: _test(d, "goodness")["p_value"], "{:.3f}", "Anderson-Darling p")
+    .derived("xi c1", "certify-50k", lambda d: d["evt"]["fit"]["xi"], "{:+.2f}", "evt.fit.xi")
+    .derived("xi c3", "certify-rt", lambda d: d["evt"]["fit"]["xi"], "{:+.2f}", "evt.fit.xi")
+    .literal("1", "the 1 ms budget (column header)")
+)
+(
+    Span(f"{C}#demo")
+    .derived("date", "demo", lambda d: d["run"]["utc"][:10], "{}", "run.utc (date)")
+    .result("load", "demo", "run.load_average_before.0", "{:.1f}")
+    .result("wall", "demo", "run.wall_s", "{:.0f}")
+    .result("train", "demo", "stage_seconds.train", "{:.1f}")
+    .result("export", "demo", "stage_seconds.export", "{:.1f}")
+    .result("verify", "demo", "stage_seconds.verify", "{:.1f}")
+    .result("certify", "demo", "stage_seconds.certify", "{:.1f}")
+    .result("loops", "demo", "stage_seconds.loop", "{:.1f}")
+    .result("rmse", "demo", "train.held_out_rmse", "{:.4f}")
+    .param("ar order", lambda: 8, "{}", "the best AR order named in demo_summary train.baseline")
+    .result("baseline", "demo", "train.baseline_rmse", "{:.4f}")
+    .derived("properties", "demo", lambda d: len(d["verify"]["properties"]), "{}", "len(verify.properties)")
+    .result("examples", "demo", "config.verify_examples", "{}")
+    .result("budget", "demo", "certify.budget_us", "{:.0f}")
+    .result("p50", "demo", "certify.p50_us", "{:.1f}")
+    .result("p99", "demo", "certify.p99_us", "{:.1f}")
+    .result("max", "demo", "certify.max_us", "{:.0f}")
+    .result("model rms", "demo", "loop.model.tracking.rms_rad", "{:.4f}")
+    .result("true rms", "demo", "loop.true.tracking.rms_rad", "{:.4f}")
+    .result("open rms", "demo", "loop.open_loop.tracking.rms_rad", "{:.4f}")
+)
+_DL = Span(f"{C}#demo")
+for _n in ("model", "true"):
+    _DL.result(f"{_n} ticks", "demo", f"loop.{_n}.deadlines.ticks", "{}")
+    for _k in ("deadline_misses", "skipped_periods", "overruns", "fallbacks"):
+        _DL.result(f"{_n} {_k}", "demo", f"loop.{_n}.deadlines.{_k}", "{}")
+(
+    _DL.result("step min", "demo", "loop.model.deadlines.step_min", "{:.2f}", scale=1e-6)
+    .result("step max", "demo", "loop.model.deadlines.step_max", "{:.2f}", scale=1e-6)
+    .result("wake avg", "demo", "loop.model.deadlines.wake_lateness_avg", "{:.2f}", scale=1e-6)
+    .result("wake max", "demo", "loop.model.deadlines.wake_lateness_max", "{:.2f}", scale=1e-6)
+    .result("true wake max", "demo", "loop.true.deadlines.wake_lateness_max", "{:.2f}", scale=1e-6)
+)
+(
+    Span(f"{C}#c-grow")
+    .derived(
+        "first", "certify-growing", lambda d: d["campaign"]["timed_positions"][0], "{}", "timed_positions"
+    )
+    .derived(
+        "last", "certify-growing", lambda d: d["campaign"]["timed_positions"][1], "{}", "timed_positions"
+    )
+    .derived("max_len", "certify-growing", lambda d: d["campaign"]["timed_positions"][1] + 1, "{}", "max_len")
+    .result("p50", "certify-growing", "stats.p50", "{:.0f}", scale=1e-3)
+    .result("max", "certify-growing", "stats.max", "{:.0f}", scale=1e-3)
+    .derived(
+        "runs p",
+        "certify-growing",
+        lambda d: _test(d, "independence (runs)")["p_value"],
+        "{:.3f}",
+        "runs test p",
+    )
+)
+
+
+# --- docs/contracts.md ---------------------------------------------------------------------------------
+K = "docs/contracts.md"
+
+
+@functools.cache
+def softmax_sum_ratio(n: int) -> float:
+    """Worst |sum p - 1| / weight_sum_bound(n) over 200 rows of N(0, 3^2) scores through the operator."""
+    import numpy as np
+
+    from tickformer.contracts.softmax_stability import weight_sum_bound
+
+    weights_of = _module("tests/contracts/test_softmax_stability.py", "_claims_softmax").weights_of
+    rng = np.random.default_rng(n)
+    worst = 0.0
+    for _ in range(200):
+        p = weights_of((rng.standard_normal(n) * 3).astype(np.float32))
+        worst = max(worst, abs(float(p.astype(np.float64).sum()) - 1.0))
+    return worst / weight_sum_bound(n, np.float32)
+
+
+def exp_ulp() -> float:
+    import numpy as np
+
+    x = np.linspace(-87, 88, 2_000_001, dtype=np.float32)
+    y = np.exp(x)
+    return float((np.abs(y.astype(np.float64) - np.exp(x.astype(np.float64))) / np.spacing(y)).max())
+
+
+def assoc_ratio() -> float:
+    import numpy as np
+
+    from tickformer.contracts.softmax_stability import merge_assoc_bound, merge_assoc_gap
+
+    ms = np.random.default_rng(0).uniform(-50, 50, (3000, 3))
+    return max(merge_assoc_gap(*map(float, t)) for t in ms) / merge_assoc_bound(3, np.float64)
+
+
+def bench_median_us(fullname: str) -> float:
+    bench = next(b for b in RESULTS["bench"].load()["benchmarks"] if b["fullname"] == fullname)
+    return bench["stats"]["median"] * 1e6
+
+
+(
+    Span(f"{K}#softmax")
+    .run("numpy", lambda: importlib.import_module("numpy").__version__, "{}", "numpy.__version__")
+    .run("n7", lambda: softmax_sum_ratio(7), "{:.1g}", "softmax_sum_ratio(7) in claims/registry.py", tol=0.2)
+    .literal("7", "n")
+    .run("n1000", lambda: softmax_sum_ratio(1000), "{:.1g}", "softmax_sum_ratio(1000)", tol=0.0015)
+    .literal("1000", "n")
+    .run("n4096", lambda: softmax_sum_ratio(4096), "{:.1g}", "softmax_sum_ratio(4096)", tol=0.0004)
+    .literal("4096", "n")
+)
+(
+    Span(f"{K}#softmax-exp")
+    .literal("2000001", "grid points")
+    .literal("-87", "grid start")
+    .literal("88", "grid end")
+    .run("exp ulp", exp_ulp, "{:.2f}", "exp_ulp() in claims/registry.py", tol=0.5)
+    .literal("3000", "triples")
+    .literal("-50", "range")
+    .literal("50", "range")
+    .run("assoc", assoc_ratio, "{:.2f}", "assoc_ratio() in claims/registry.py")
+)
+Span(f"{K}#score").run(
+    "reach", score_search_reach, "{:.2f}", "tests/contracts/test_score_bound.py search_reach()"
+)
+Span(f"{K}#decode").run(
+    "control", lambda: decode_tol("control"), sci(1), "decode_tolerance(preset('control'))"
+)
+_B = "benchmarks/test_contract_overhead.py::"
+(
+    Span(f"{K}#overhead")
+    .run("off", lambda: bench_median_us(_B + "test_monitor_check_step[off]"), "{:.2f}", "latest.json median")
+    .run("monitor", lambda: bench_median_us(_B + "test_monitor_check_step[monitor]"), "{:.2f}", "latest.json")
+    .run("check", lambda: bench_median_us(_B + "test_monitor_check_step[check]"), "{:.2f}", "latest.json")
+    .run("validate", lambda: bench_median_us(_B + "test_validate_input"), "{:.2f}", "latest.json median")
+    .run(
+        "s off",
+        lambda: bench_median_us(_B + "test_session_step_contract_modes[off]"),
+        "{:.1f}",
+        "latest.json",
+    )
+    .run(
+        "s mon",
+        lambda: bench_median_us(_B + "test_session_step_contract_modes[monitor]"),
+        "{:.1f}",
+        "latest.json",
+    )
+    .run(
+        "s chk",
+        lambda: bench_median_us(_B + "test_session_step_contract_modes[check]"),
+        "{:.1f}",
+        "latest.json",
+    )
+)
+(
+    Span(f"{K}#prove")
+    .derived(
+        "held", "prove", lambda d: sum(p["status"] != "FAILED" for p in d["proofs"]), "{}", "specs not FAILED"
+    )
+    .run("specs", proofs, "{}", "len(PROOFS)")
+    .derived("refuted", "prove", lambda d: sum(p["twin_refuted"] for p in d["proofs"]), "{}", "twins refuted")
+    .run("twins", proofs, "{}", "len(PROOFS)")
+    .result("wall", "prove", "wall_s", "{:.0f}")
+    .derived(
+        "cpu",
+        "prove",
+        lambda d: sum(c["cpu_s"] for p in d["proofs"] for c in p["conditions"] + p["twin_conditions"]),
+        "{:.0f}",
+        "sum of cpu_s over every condition",
+    )
+    .literal("2", "2 cores")
+)
+Span(f"{K}#crosshair").run(
+    "version",
+    lambda: importlib.import_module("importlib.metadata").version("crosshair-tool"),
+    "{}",
+    "crosshair-tool",
+)
+
+
+# --- docs/export_runtime.md ------------------------------------------------------------------------------
+E = "docs/export_runtime.md"
+_EQ = Span(f"{E}#equivalence")
+for _pair in (
+    "model:ort_vs_numpy",
+    "model:reference_vs_numpy",
+    "step:ort_vs_numpy",
+    "step:reference_vs_numpy",
+):
+    for _k in ("max_abs", "max_rel"):
+        _EQ.run(
+            f"{_pair} {_k}",
+            lambda pair=_pair, k=_k: control_equivalence()["equivalence"]["pairs"][pair][k],
+            sci(2),
+            f"manifest equivalence.pairs[{_pair!r}].{_k} of the seeded control export",
+            rtol=0.5,  # errors of ~1e-6: their last bits follow the BLAS kernels and threading
+        )
+(
+    _EQ.run("atol", lambda: control_equivalence()["tolerance"]["atol"], sci(2), "manifest tolerance.atol")
+    .run("rtol", lambda: control_equivalence()["tolerance"]["rtol"], sci(2), "manifest tolerance.rtol")
+    .literal("6", "S = 6 sublayers on the path (the tolerance's reason)")
+    .run(
+        "n",
+        lambda: int(re.search(r"n = (\d+)", control_equivalence()["tolerance"]["reason"]).group(1)),
+        "{}",
+        "tolerance reason",
+    )
+)
+(
+    Span(f"{E}#allocs")
+    .result("ort peak", "bench-memory", "allocations.ort.peak_bytes_per_call", "{}")
+    .result("ort calls", "bench-memory", "allocations.ort.calls", "{}")
+    .result("run peak", "bench-memory", "allocations.ort-run.peak_bytes_per_call", "{}")
+)
+_LAT = Span(f"{E}#latency")
+for _impl in ("ort", "ort-no-ftz", "ort-run"):
+    for _label in ("1", "N/2", "N"):
+        _LAT.run(
+            f"{_impl} {_label}",
+            lambda i=_impl, l=_label: step_p50(i, l),
+            "{:.1f}",
+            f"latest.json {_impl} p50 at {_label}",
+        )
+    _LAT.run(
+        f"{_impl} all p50",
+        lambda i=_impl: bench_report().step_stats(bench_cases(), i, "all")["p50"],
+        "{:.1f}",
+        "latest.json",
+    )
+    _LAT.run(
+        f"{_impl} all p99",
+        lambda i=_impl: bench_report().step_stats(bench_cases(), i, "all")["p99"],
+        "{:.1f}",
+        "latest.json",
+    )
+(
+    _LAT.literal("1", "position 1 (the header)")
+    .literal("2", "N/2 (the header)")
+    .literal("1", "position 1 (the sentence)")
+    .run(
+        "no ftz",
+        lambda: (
+            100 * abs(step_p50("ort-no-ftz", "1") - step_p50("ort-no-ftz", "N")) / step_p50("ort-no-ftz", "N")
+        ),
+        "{:.0f}",
+        "latest.json ort-no-ftz p50 at 1 vs N",
+    )
+    .run(
+        "ftz",
+        lambda: 100 * abs(step_p50("ort", "1") - step_p50("ort", "N")) / step_p50("ort", "N"),
+        "{:.1f}",
+        "latest.json ort p50 at 1 vs N",
+    )
+)
+_NODES = Span(f"{E}#nodes").run(
+    "total", step_graph_nodes, "{}", "ORT-optimised node count of build_step(control)"
+)
+for _op in (
+    "Gemm",
+    "Reshape",
+    "Split",
+    "MatMul",
+    "LayerNormalization",
+    "FusedMatMul",
+    "Concat",
+    "Where",
+    "Softmax",
+    "Mul",
+    "Add",
+    "FusedGemm",
+    "Gather",
+    "Less",
+):
+    _NODES.run(_op, lambda op=_op: step_graph_ops().get(op, 0), "{}", f"ORT-optimised {_op} count")
+(
+    Span(f"{E}#binding")
+    .run(
+        "ort", lambda: bench_report().step_stats(bench_cases(), "ort", "all")["p50"], "{:.1f}", "latest.json"
+    )
+    .run(
+        "run",
+        lambda: bench_report().step_stats(bench_cases(), "ort-run", "all")["p50"],
+        "{:.1f}",
+        "latest.json",
+    )
+)
+(
+    Span(f"{E}#numpy")
+    .run("numpy N", lambda: step_p50("numpy", "N"), "{:.1f}", "latest.json numpy p50 at N")
+    .run("numpy 1", lambda: step_p50("numpy", "1"), "{:.1f}", "latest.json numpy p50 at 1")
+    .run("growing 1", lambda: step_p50("numpy-growing", "1"), "{:.1f}", "latest.json numpy-growing p50 at 1")
+    .literal("1", "position 1")
+    .literal("1", "position 1")
+    .run("growing N", lambda: step_p50("numpy-growing", "N"), "{:.1f}", "latest.json numpy-growing p50 at N")
+)
+
+
+# --- files: coverage ------------------------------------------------------------------------------------
+FILES: dict[str, tuple[str, str]] = {
+    "README.md": ("covered", ""),
+    "docs/gpu.md": ("covered", ""),
+    "docs/assurance.md": (
+        "generated",
+        "tickformer prove --assurance, re-rendered from claims/results/prove.json",
+    ),
+    "docs/claims.md": ("covered", ""),
+    "docs/architecture.md": ("covered", ""),
+    "docs/benchmarks.md": ("covered", ""),
+    "docs/certify.md": ("covered", ""),
+    "docs/training.md": (
+        "pending",
+        "the trainer's owner (issue 19, the reverse regression): no committed metrics yet",
+    ),
+    "docs/reliability.md": ("pending", "the security/reliability owner: timings without committed output"),
+    "docs/reliability_report.md": (
+        "generated",
+        "TICKFORMER_RELIABILITY_REPORT=docs/reliability_report.md pytest tests/reliability ... "
+        "(its command and date are in it)",
+    ),
+    "docs/contracts.md": ("covered", ""),
+    "docs/export_runtime.md": ("covered", ""),
+    "docs/artifact_format.md": ("covered", ""),
+}
+
+# Definitional numbers outside spans that look like measurements (versions, thresholds, units).
+LITERALS: dict[str, dict[str, str]] = {
+    "README.md": {},
+    "docs/gpu.md": {
+        "1e-5": "the emulated tests' tolerance (tests/runtime/test_gpu_backends.py)",
+        "-1e9": "an example of the additive mask the fp16-range rule flags",
+        "10.15": "a TensorRT release number",
+        "10": "gpu_check.sh's 10x the manifest tolerance (a threshold)",
+    },
+    "docs/claims.md": {"5.3": "an example of a ratio in the rule's description"},
+    "docs/architecture.md": {},
+    "docs/benchmarks.md": {"2.13": "the torch version compared with", "5": "the 5x target (a threshold)"},
+    "docs/contracts.md": {
+        "10": "the CI re-check's 10 s budget per condition (tests/verify/test_prove.py)",
+        "98": "CrossHair's share of z3 Real floats (crosshair/libimpl/builtinslib.py, 0.0.113)",
+        "2": "CrossHair's share of z3 IEEE doubles (same source)",
+        "1e30": "a test's edge logits (tests/contracts/test_softmax_stability.py)",
+        "3.4e38": "a test's edge logits (the fp32 maximum)",
+    },
+    "docs/artifact_format.md": {"0": "0 x inf = NaN, an expression, not a measurement"},
+    "docs/export_runtime.md": {
+        "1.001": "the output bound's rounding factor (export/bounds.py)",
+        "1e6": "the Hypothesis tests' input magnitude (tests/contracts/test_model_outputs.py)",
+        "-87.3": "ln of float32's smallest normal number, where exp turns subnormal",
+        "3e38": "values planted in stale cache rows by the tests",
+        "1e-5": "the tolerance's floor (export/bounds.py)",
+        "50": "the claims check's relative tolerance on the equivalence table (rtol=0.5)",
+    },
+    "docs/certify.md": {
+        "10": "duty cycle idle share (10%), and the demo's 10 ms tick budget",
+        "95": "RT throttling's 95% and the 95% bootstrap level",
+        "1": "the POT tail fraction (1%)",
+        "1e-9": "the default exceedance",
+        "0.05": "the tests' significance level alpha, and the 0.05 s plant step",
+        "20": "the demo's 20 ms period",
+        "588": "the demo's per-step budget: 10 ms / 17 (DemoConfig.step_budget_ns)",
+        "0.4": "the plant step (model/plant.py)",
+        "0.01": "the cost weight w_omega (DemoConfig)",
+        "8": "the reference period 8 s (DemoConfig.ref_period_s)",
+        "0.42": "asin(u_max / (g/L)) for the plant's u_max and g/L",
+    },
+}
+
+
+# --- generated documents ----------------------------------------------------------------------------------
+def check_assurance(result) -> None:
+    """docs/assurance.md must be what `tickformer prove --assurance` renders from prove.json."""
+    from types import SimpleNamespace
+
+    from tickformer.verify import assurance
+
+    report = RESULTS["prove"].load()
+    outcomes = [
+        SimpleNamespace(
+            proof=SimpleNamespace(spec_name=p["spec"], twin_name=p["twin"]),
+            spec_status=p["status"],
+            twin_refuted=p["twin_refuted"],
+        )
+        for p in report["proofs"]
+    ]
+    rows = assurance.build_table(outcomes, tests_root=ROOT / "tests" / "contracts")
+    want = assurance.to_markdown(rows, "Proof verdicts from this run.")
+    have = (ROOT / "docs" / "assurance.md").read_text()
+    if have != want:
+        result.fail(
+            "docs/assurance.md differs from `tickformer prove --assurance` rendered from claims/results/prove.json "
+            "(regenerate: python claims/check.py --refresh prove)"
+        )
+
+
+def check_bench_readme(result) -> None:
+    """benchmarks/README.md must be what benchmarks/report.py renders from benchmarks/results/ (image
+    lines aside: the latency histogram needs the raw samples, which are not committed)."""
+
+    def text_of(md: str) -> list[str]:
+        return [line for line in md.splitlines() if line.strip() and not line.startswith("![")]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        want = bench_report().render(ROOT / "benchmarks" / "results", Path(tmp))
+    if text_of(want) != text_of((ROOT / "benchmarks" / "README.md").read_text()):
+        result.fail(
+            "benchmarks/README.md differs from benchmarks/report.py rendered from benchmarks/results/ "
+            "(regenerate: python benchmarks/report.py)"
+        )
+
+
+GENERATED: list[Callable[[Any], None]] = [check_assurance, check_bench_readme]
+
+
+# --- evaluation, listing, refresh ---------------------------------------------------------------------------
+def evaluate(result) -> dict[str, tuple[Any, str]]:
+    """Every claim's (value, text). BLAS pinned to one thread, as `make test` and the runtime run:
+    the summation order, and so the last bits of the error figures, depend on it."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return _evaluate(result)
+
+
+def _evaluate(result) -> dict[str, tuple[Any, str]]:
+    values: dict[str, tuple[Any, str]] = {}
+    for c in CLAIMS:
+        try:
+            v = c.get()
+            values[c.key] = (v, c.fmt(v))
+        except Exception as exc:  # a missing key, file or module is a failed claim, named
+            values[c.key] = (None, f"<error: {type(exc).__name__}: {exc}>")
+            result.fail(f"{c.region}: claim {c.name!r}: its source failed ({c.source}): {exc}")
+    return values
+
+
+def listing() -> list[str]:
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return _listing()
+
+
+def _listing() -> list[str]:
+    out = []
+    for c in CLAIMS:
+        try:
+            text = c.fmt(c.get())
+        except Exception as exc:
+            text = f"<error {exc}>"
+        out.append(f"{c.region:28s} {c.name:24s} {text:>14s}  {c.source}")
+    return out
+
+
+def _run(cmd: list[str], **kw) -> None:
+    print("+ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT, **kw)
+
+
+def _slim_certificate(src: Path, dst: Path) -> None:
+    cert = json.loads(src.read_text())
+    cert.pop("files", None)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text(json.dumps(cert, indent=1) + "\n")
+
+
+def refresh_demo() -> None:
+    """The demo, then the certification campaigns of docs/certify.md on its artifact (minutes)."""
+    tick = [str(Path(PY).with_name("tickformer"))]
+    with tempfile.TemporaryDirectory() as tmp:
+        demo = Path(tmp) / "demo"
+        _run([*tick, "demo", "--out", str(demo)])
+        out = ROOT / "claims" / "results" / "demo"
+        out.mkdir(parents=True, exist_ok=True)
+        summary = json.loads((demo / "demo_summary.json").read_text())
+        (out / "demo_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        _slim_certificate(demo / "certify" / "certificate.json", out / "certificate.json")
+        art = str(demo / "artifact")
+        runs = {
+            "c1": ["--budget-us", "1000", "--samples", "50000"],
+            "c3": ["--budget-us", "1000", "--samples", "20000", "--cpu", "1", "--realtime"],
+        }
+        for name, extra in runs.items():
+            rep = Path(tmp) / name
+            subprocess.run([*tick, "certify", art, *extra, "--quiet", "--out", str(rep)], cwd=ROOT)
+            _slim_certificate(
+                rep / "certificate.json", ROOT / "claims" / "results" / "certify" / f"{name}.json"
+            )
+        tiny = Path(tmp) / "tiny_art"
+        _run(
+            [
+                PY,
+                "-c",
+                f"from tickformer.export.writer import export_params; from tickformer.model import "
+                f"init_params, preset; c = preset('tiny'); export_params(c, init_params(c, 1), {str(tiny)!r})",
+            ]
+        )
+        rep = Path(tmp) / "c_grow"
+        subprocess.run(
+            [
+                *tick,
+                "certify",
+                str(tiny),
+                "--backend",
+                "numpy-growing",
+                "--budget-us",
+                "100000",
+                "--samples",
+                "2000",
+                "--n-boot",
+                "20",
+                "--quiet",
+                "--out",
+                str(rep),
+            ],
+            cwd=ROOT,
+        )
+        _slim_certificate(rep / "certificate.json", ROOT / "claims" / "results" / "certify" / "c_grow.json")
+
+
+def refresh_prove() -> None:
+    tick = str(Path(PY).with_name("tickformer"))
+    _run(
+        [
+            tick,
+            "prove",
+            "--json",
+            "claims/results/prove.json",
+            "--assurance",
+            "--assurance-out",
+            "docs/assurance.md",
+        ]
+    )
+    data = json.loads((ROOT / "claims/results/prove.json").read_text())  # prove --json writes its utc
+    data["command"] = (
+        "tickformer prove --json claims/results/prove.json --assurance --assurance-out docs/assurance.md"
+    )
+    (ROOT / "claims/results/prove.json").write_text(json.dumps(data, indent=2) + "\n")
+
+
+def refresh_evt() -> None:
+    _run([PY, "claims/evt_accuracy.py", "--out", "claims/results/evt_accuracy.json"])
+
+
+def refresh_bench() -> None:
+    _run(["make", "bench"])
+
+
+def refresh(name: str) -> int:
+    names = {r.refresh for r in RESULTS.values()}
+    fn = RESULTS[name].refresh if name in RESULTS else name if name in names else None
+    if fn is None:
+        print(f"unknown results file {name!r}; choose one of {sorted(RESULTS)}")
+        return 2
+    globals()[fn]()
+    shutil.rmtree(ROOT / "claims" / "__pycache__", ignore_errors=True)
+    return 0
+
+
+_ = math  # used by claim lambdas added by other sections
