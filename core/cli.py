@@ -24,6 +24,7 @@ COMMANDS = (
     "prove",
     "verify",
     "certify",
+    "codegen",
     "demo",
 )
 

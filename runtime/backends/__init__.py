@@ -22,6 +22,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "ort": ("tickformer.runtime.backends.ort", "pip install 'tickformer[cpu]' (onnxruntime)"),
     "ort-cuda": ("tickformer.runtime.backends.ort_gpu", "pip install 'tickformer[gpu]' (onnxruntime-gpu) on a machine with an NVIDIA GPU"),
     "ort-trt": ("tickformer.runtime.backends.ort_gpu", "pip install 'tickformer[gpu]' (onnxruntime-gpu with TensorRT) on a machine with an NVIDIA GPU"),
+    "c": ("tickformer.runtime.backends.c", "a C compiler on PATH (apt-get install gcc); see docs/codegen.md"),
     "tensorrt": ("tickformer.runtime.backends.tensorrt", "pip install 'tickformer[tensorrt]' (tensorrt, cuda-python) on a machine with an NVIDIA GPU"),
 }
 
