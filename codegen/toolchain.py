@@ -49,7 +49,7 @@ GCC_FLAGS = ("-fno-tree-loop-distribute-patterns",)
 SHARED_FLAGS = ("-fPIC", "-shared")
 CANDIDATES = ("cc", "gcc", "clang")
 COMPILE_TIMEOUT_S = 600
-INSTALL_HINT = "install a C compiler (Debian/Ubuntu: apt-get install gcc) or pass cc=PATH"
+INSTALL_HINT = "install one (Debian/Ubuntu: apt-get install gcc), or name one with $CC, cc= (Python) or --cc (CLI)"
 
 
 @dataclass(frozen=True)
