@@ -49,17 +49,17 @@ class StaticCache:
     def state_members(self, plan: Plan) -> list[str]:
         return [
             "float k[TF_LAYERS][TF_BATCH][TF_HEADS][TF_D_HEAD][TF_ROWS]; /* committed keys, transposed: column p = position p */",
-            "float v[TF_LAYERS][TF_BATCH][TF_HEADS][TF_ROWS][TF_D_HEAD]; /* committed values: row p = position p */",
+            "float v[TF_LAYERS][TF_BATCH][TF_ROWS][TF_HEADS][TF_D_HEAD]; /* committed values: row p = position p, heads side by side */",
             "float k_new[TF_LAYERS][TF_BATCH][TF_HEADS][TF_D_HEAD]; /* staged by tf_stage, written by tf_commit */",
             "float v_new[TF_LAYERS][TF_BATCH][TF_HEADS][TF_D_HEAD];",
         ]
 
     def kernels(self, plan: Plan) -> list[str]:
-        return [kernels.attend_static_c(self.rows(plan), plan.dh)]
+        rows = self.rows(plan)
+        return [kernels.values_c(rows, plan.heads, plan.dh), kernels.attention_static_c(rows, plan.heads, plan.dh)]
 
     def matvecs(self, plan: Plan) -> set[tuple[int, int, bool, bool]]:
-        rows = self.rows(plan)
-        return {(plan.dh, rows, False, False), (rows, plan.dh, False, True)}  # scores; values of live rows
+        return {(plan.dh, self.rows(plan), False, False)}  # one head's scores
 
     def sums(self, plan: Plan) -> set[int]:
         return {self.rows(plan)}
@@ -75,7 +75,7 @@ class StaticCache:
             for (hd = 0; hd < TF_HEADS; hd++) {
                 for (d = 0; d < TF_D_HEAD; d++) {
                     s->k[l][b][hd][d][pos] = s->k_new[l][b][hd][d];
-                    s->v[l][b][hd][pos][d] = s->v_new[l][b][hd][d];
+                    s->v[l][b][pos][hd][d] = s->v_new[l][b][hd][d];
                 }
             }
         }
@@ -121,10 +121,11 @@ class AttentionBlock:
     def scratch_members(self, plan: Plan) -> list[str]:
         return [
             "float qkv[3 * TF_D_MODEL]; /* this position's q | k | v */",
-            "float qs[TF_D_HEAD]; /* one head's query times 1/sqrt(dh) */",
+            "float qs[TF_D_MODEL]; /* every head's query times 1/sqrt(dh) */",
             "float att[TF_D_MODEL]; /* heads side by side (merge_heads) */",
+            "float acc[TF_D_MODEL]; /* the heads' weighted sums of cached values */",
             "float ff[TF_D_FF];",
-            "float sc[TF_ROWS]; /* one head's scores, then weights */",
+            "float sc[TF_HEADS * TF_ROWS]; /* every head's scores, then softmax numerators */",
         ]
 
     def matvecs(self, plan: Plan) -> set[tuple[int, int, bool, bool]]:
@@ -149,16 +150,14 @@ static void tf_layer(tf_state *s, int l, int b, int32_t pos)
     int hd, d, i;
     {mv(d, 3 * d, True)}(s->h, tf_w_qkv + l * {d * 3 * d}, tf_b_qkv + l * {3 * d}, s->qkv);
     for (hd = 0; hd < TF_HEADS; hd++) {{
-        const float *q = s->qkv + hd * TF_D_HEAD;
-        const float *kn = s->qkv + TF_D_MODEL + hd * TF_D_HEAD;
-        const float *vn = s->qkv + 2 * TF_D_MODEL + hd * TF_D_HEAD;
         for (d = 0; d < TF_D_HEAD; d++) {{
-            s->qs[d] = q[d] * {scale};
-            s->k_new[l][b][hd][d] = kn[d];
-            s->v_new[l][b][hd][d] = vn[d];
+            s->qs[hd * TF_D_HEAD + d] = s->qkv[hd * TF_D_HEAD + d] * {scale};
+            s->k_new[l][b][hd][d] = s->qkv[TF_D_MODEL + hd * TF_D_HEAD + d];
+            s->v_new[l][b][hd][d] = s->qkv[2 * TF_D_MODEL + hd * TF_D_HEAD + d];
         }}
-        tf_attend(s->qs, &s->k[l][b][hd][0][0], &s->v[l][b][hd][0][0], kn, vn, pos, s->sc, s->att + hd * TF_D_HEAD);
     }}
+    tf_attention(s->qs, &s->k[l][b][0][0][0], &s->v[l][b][0][0][0], s->qkv + TF_D_MODEL, s->qkv + 2 * TF_D_MODEL, pos,
+                 s->sc, s->acc, s->att);
     {mv(d, d, True)}(s->att, tf_w_o + l * {d * d}, tf_b_o + l * {d}, s->t);
     for (i = 0; i < TF_D_MODEL; i++) {{
         s->t[i] = s->h[i] + s->t[i];

@@ -268,69 +268,128 @@ static void tf_relu_{n}(float *restrict x)
 """
 
 
-# --- the attention over one head's static cache --------------------------------------------------
-def attend_static_c(rows: int, dh: int) -> str:
-    """The online-softmax attention of one head (model/attention.py): the cache rows as one
-    piece (chunk_state with stale rows selected out), the own key as a second piece (m = s,
-    l = 1, acc = v), merged and finalised exactly as `merge` and `finalize` do."""
-    lanes_end = rows - rows % 8
+# --- the attention over the static cache, all heads of one layer --------------------------------
+def values_c(rows: int, heads: int, dh: int) -> str:
+    """acc[h][d] = sum_j p[h][j] v[j][h][d] over live rows j < pos, every head in one pass over
+    the rows: 8 independent output vectors per row (d_model 64) instead of 2 per head, and the
+    same order of additions per output (j = 0, 1, ...), UNROLL rows per pass."""
+    d = heads * dh
+    singles = rows % UNROLL
+    single = "" if not singles else f"""
+    for (i = 0; i < {singles}; i++) {{
+        const uint32_t m0 = 0u - (uint32_t)(i < pos);
+        for (hd = 0; hd < {heads}; hd++) {{
+            const float x0 = p[hd * {rows} + i];
+            const float *restrict w0 = v + i * {d} + hd * {dh};
+            float *restrict yh = acc + hd * {dh};
+            for (o = 0; o < {dh}; o++) {{
+                yh[o] = yh[o] + x0 * tf_and_bits(w0[o], m0);
+            }}
+        }}
+    }}"""
+    masks = "\n".join(f"        const uint32_t m{k} = 0u - (uint32_t)(i + {k} < pos);" for k in range(UNROLL))
+    xs = "\n".join(f"            const float x{k} = p[hd * {rows} + i + {k}];" for k in range(UNROLL))
+    ws = "\n".join(f"            const float *restrict w{k} = v + (i + {k}) * {d} + hd * {dh};" for k in range(UNROLL))
+    expr = "yh[o]"
+    for k in range(UNROLL):
+        term = f"x{k} * tf_and_bits(w{k}[o], m{k})"
+        expr = f"({expr} + {term})" if k < UNROLL - 1 else f"{expr} + {term}"
     return f"""\
-/* One head at position pos over the static cache: kt [{dh}][{rows}] (keys, transposed), v [{rows}][{dh}].
-   qs: the query already scaled by 1/sqrt(dh); kn, vn: this position's own key and value.
-   Row j is live iff j < pos; the work is the same for every pos (all {rows} rows are read).
-   sc: scratch [{rows}]. out: [{dh}]. model/attention.py: chunk_state, merge, finalize. */
-static void tf_attend(const float *restrict qs, const float *restrict kt, const float *restrict v,
-                      const float *restrict kn, const float *restrict vn, int32_t pos,
-                      float *restrict sc, float *restrict out)
+/* Values of the live rows for every head: acc [{heads}][{dh}] = sum_j p[h][j] v[j][h][:], rows j >= pos
+   add +0 whatever they hold. p: [{heads}][{rows}] softmax numerators; v: [{rows}][{heads}][{dh}]. */
+static void tf_values(const float *restrict p, const float *restrict v, int32_t pos, float *restrict acc)
 {{
-    float lane[8];
-    float acc[{dh}];
-    float m_c, m_safe, l_c, s_own, m, alpha, beta, l;
-    int j, d, k;
-    /* scores of every cache row (constant work): sc[j] = sum_d qs[d] kt[d][j] */
-    {matvec_name(dh, rows, False)}(qs, kt, sc);
-    /* selection: a stale row's score is -inf whatever the row holds (NaN, inf, old keys) */
-    for (j = 0; j < {rows}; j++) {{
-        tf_bits s;
-        const uint32_t keep = 0u - (uint32_t)(j < pos);
-        s.f = sc[j];
-        s.u = (s.u & keep) | (TF_NEG_INF_BITS & ~keep);
-        sc[j] = s.f;
-    }}
-    /* piece 1, the cache: m_c = max (exact in any order), -inf when no row is live */
-    for (k = 0; k < 8; k++) {{
-        lane[k] = -INFINITY;
-    }}
-    for (j = 0; j < {lanes_end}; j += 8) {{
-        for (k = 0; k < 8; k++) {{
-            lane[k] = sc[j + k] > lane[k] ? sc[j + k] : lane[k];
+    int i, hd, o;
+    for (o = 0; o < {d}; o++) {{
+        acc[o] = 0.0f;
+    }}{single}
+    for (i = {singles}; i < {rows}; i += {UNROLL}) {{
+{masks}
+        for (hd = 0; hd < {heads}; hd++) {{
+{xs}
+{ws}
+            float *restrict yh = acc + hd * {dh};
+            for (o = 0; o < {dh}; o++) {{
+                yh[o] = {expr};
+            }}
         }}
     }}
-    for (j = {lanes_end}; j < {rows}; j++) {{
-        lane[0] = sc[j] > lane[0] ? sc[j] : lane[0];
+}}
+"""
+
+
+def attention_static_c(rows: int, heads: int, dh: int) -> str:
+    """The online-softmax attention of every head of one layer (model/attention.py): per head,
+    the cache rows as one piece (chunk_state with stale rows selected out) and the own key as a
+    second (m = s, l = 1, acc = v), merged and finalised as `merge` and `finalize` do."""
+    lanes_end = rows - rows % 8
+    d = heads * dh
+    return f"""\
+/* All {heads} heads at position pos over the static cache. kt: [{heads}][{dh}][{rows}] keys, transposed;
+   v: [{rows}][{heads}][{dh}] values, row j = position j. qs: [{heads}][{dh}] queries scaled by 1/sqrt(dh);
+   kn, vn: [{heads}][{dh}] this position's own keys and values. Row j is live iff j < pos; the work is the
+   same for every pos (all {rows} rows are read). sc: scratch [{heads}][{rows}]; acc: scratch [{d}];
+   out: [{d}], the heads side by side (merge_heads). */
+static void tf_attention(const float *restrict qs, const float *restrict kt, const float *restrict v,
+                         const float *restrict kn, const float *restrict vn, int32_t pos,
+                         float *restrict sc, float *restrict acc, float *restrict out)
+{{
+    float lane[8];
+    float m_c[{heads}], l_c[{heads}];
+    int hd, j, k, o;
+    for (hd = 0; hd < {heads}; hd++) {{
+        float *restrict sh = sc + hd * {rows};
+        float m_safe;
+        /* scores of every cache row (constant work): sh[j] = sum_d qs[d] kt[d][j] */
+        {matvec_name(dh, rows, False)}(qs + hd * {dh}, kt + hd * {dh * rows}, sh);
+        /* selection: a stale row's score is -inf whatever the row holds (NaN, inf, old keys) */
+        for (j = 0; j < {rows}; j++) {{
+            tf_bits sb;
+            const uint32_t keep = 0u - (uint32_t)(j < pos);
+            sb.f = sh[j];
+            sb.u = (sb.u & keep) | (TF_NEG_INF_BITS & ~keep);
+            sh[j] = sb.f;
+        }}
+        /* piece 1, the cache: m_c = max (exact in any order), -inf when no row is live */
+        for (k = 0; k < 8; k++) {{
+            lane[k] = -INFINITY;
+        }}
+        for (j = 0; j < {lanes_end}; j += 8) {{
+            for (k = 0; k < 8; k++) {{
+                lane[k] = sh[j + k] > lane[k] ? sh[j + k] : lane[k];
+            }}
+        }}
+        for (j = {lanes_end}; j < {rows}; j++) {{
+            lane[0] = sh[j] > lane[0] ? sh[j] : lane[0];
+        }}
+        m_c[hd] = lane[0];
+        for (k = 1; k < 8; k++) {{
+            m_c[hd] = lane[k] > m_c[hd] ? lane[k] : m_c[hd];
+        }}
+        m_safe = m_c[hd] == -INFINITY ? 0.0f : m_c[hd]; /* no live row: s - 0 stays -inf, exp gives 0 */
+        for (j = 0; j < {rows}; j++) {{
+            sh[j] = tf_expneg(sh[j] - m_safe); /* every argument <= 0 */
+        }}
+        l_c[hd] = tf_sum_{rows}(sh);
     }}
-    m_c = lane[0];
-    for (k = 1; k < 8; k++) {{
-        m_c = lane[k] > m_c ? lane[k] : m_c;
-    }}
-    m_safe = m_c == -INFINITY ? 0.0f : m_c; /* no live row: s - 0 stays -inf, exp gives 0 */
-    for (j = 0; j < {rows}; j++) {{
-        sc[j] = tf_expneg(sc[j] - m_safe); /* every argument <= 0 */
-    }}
-    l_c = tf_sum_{rows}(sc);
-    /* acc = sum_j p_j v_j over live rows (stale rows add +0) */
-    {matvec_name(rows, dh, False, True)}(sc, v, pos, acc);
+    /* acc = sum_j p_j v_j over live rows, all heads in one pass (stale rows add +0) */
+    tf_values(sc, v, pos, acc);
     /* piece 2, the own key: m = s_own, l = 1, acc = vn; merge; finalize (l >= 1: no 0/0) */
-    s_own = qs[0] * kn[0];
-    for (d = 1; d < {dh}; d++) {{
-        s_own = s_own + qs[d] * kn[d];
-    }}
-    m = s_own > m_c ? s_own : m_c;
-    alpha = tf_expneg(m_c - m);
-    beta = tf_expneg(s_own - m);
-    l = alpha * l_c + beta * 1.0f;
-    for (d = 0; d < {dh}; d++) {{
-        out[d] = (alpha * acc[d] + beta * vn[d]) / l;
+    for (hd = 0; hd < {heads}; hd++) {{
+        const float *q = qs + hd * {dh};
+        const float *kh = kn + hd * {dh};
+        float s_own = q[0] * kh[0];
+        float m, alpha, beta, l;
+        for (o = 1; o < {dh}; o++) {{
+            s_own = s_own + q[o] * kh[o];
+        }}
+        m = s_own > m_c[hd] ? s_own : m_c[hd];
+        alpha = tf_expneg(m_c[hd] - m);
+        beta = tf_expneg(s_own - m);
+        l = alpha * l_c[hd] + beta * 1.0f;
+        for (o = hd * {dh}; o < (hd + 1) * {dh}; o++) {{
+            out[o] = (alpha * acc[o] + beta * vn[o]) / l;
+        }}
     }}
 }}
 """

@@ -11,8 +11,10 @@ report this artifact's manifest hash. Options: cc= (compiler), cflags= (replacin
 defaults), cache_dir=, library=.
 
 State: one `tf_state` of the library's own size (tf_layout(0)) in a numpy buffer allocated
-here, 64-byte aligned; `cache()` returns views of its K (stored transposed, [L, B, H, dh, N],
-as HostCache does) and V arrays, so tests can plant values in the C cache directly.
+here, 64-byte aligned; `cache()` returns the logical [L, B, H, N, dh] pair as views of its K
+(stored transposed, [L, B, H, dh, N], as HostCache does: the score loop runs along positions)
+and V (stored [L, B, N, H, dh]: row p is position p's value projection, all heads side by side,
+so one pass over the rows accumulates every head), so tests can plant values in the C cache.
 
 Real-time (tests/runtime/test_c_backend.py, with tracemalloc): `step` copies x into the input
 buffer (np.copyto, 0 B) and calls `tf_stage(state, x, pos, y)`; `commit` calls `tf_commit`.
@@ -86,7 +88,8 @@ class CBackend(Backend):
         self._state = _aligned(layout[0])
         layers, b, heads, n, dh = self.cache_shape
         self._k_t = np.ndarray((layers, b, heads, dh, n), np.float32, buffer=self._state, offset=layout[1])  # [L, B, H, dh, N]
-        self._v = np.ndarray(self.cache_shape, np.float32, buffer=self._state, offset=layout[2])  # [L, B, H, N, dh]
+        v_rows = np.ndarray((layers, b, n, heads, dh), np.float32, buffer=self._state, offset=layout[2])  # [L, B, N, H, dh]
+        self._v = v_rows.transpose(0, 1, 3, 2, 4)  # [L, B, H, N, dh] view
         if cfg.inputs == "tokens":
             self._x = np.zeros((batch, 1), np.int64)  # [B, 1]
         else:
