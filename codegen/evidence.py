@@ -9,6 +9,8 @@ worst case of an entry point is its frame plus the worst callee chain; the graph
 acyclic (no recursion), and a callee without a frame size (an external function) is listed.
 Symbols: `nm` of tf_model.o must show no writable data (no D/d/B/b/C symbols: the library
 keeps no state) and undefined references only from ALLOWED_UNDEFINED.
+Bytes: `bytes_per_step`, what one step must read -- the numerator of the memory-bandwidth
+floor that benchmarks/test_c_step.py measures.
 
 Not real-time code.
 """
@@ -20,6 +22,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 ENTRY_POINTS = ("tf_step", "tf_stage", "tf_commit", "tf_reset")
 ALLOWED_UNDEFINED = frozenset({"sqrtf"})  # only when sqrtf is not inlined (-O0, or with math errno)
@@ -112,3 +118,16 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
+
+
+def bytes_per_step(plan: "Plan") -> dict[str, int]:
+    """Bytes one step must read (batch row by batch row, as the C step does): every weight of
+    every layer, the input and output projections, one row of the positional table (and of the
+    embedding), and every row of the K and V caches (static cache: all max_len rows, live or
+    not). Scratch activations are a few KB and stay in L1; they are not counted."""
+    cfg, d, f, n = plan.config, plan.d, plan.config.d_ff, plan.config.max_len
+    layer = d * 3 * d + 3 * d + d * d + d + f * d + f + d * f + d + 4 * d  # QKV, W_o, FFN, 2 LayerNorms
+    io = (d + d * plan.d_out) if plan.tokens else (plan.d_in * d + d + d * plan.d_out + plan.d_out)
+    weights = 4 * (cfg.n_layers * layer + io + d)  # + one PE row
+    cache = 4 * 2 * cfg.n_layers * plan.heads * n * plan.dh
+    return {"weights": weights * plan.batch, "cache": cache * plan.batch, "total": (weights + cache) * plan.batch}
