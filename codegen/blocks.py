@@ -135,6 +135,17 @@ class AttentionBlock:
     def layer_norms(self, plan: Plan) -> set[int]:
         return {plan.d}
 
+    def layer_norm_bound(self, plan: Plan) -> float:
+        """max over every LayerNorm of max|g| sqrt(D) + max|b|, with 1e-5 relative margin for
+        the roundings of the normalisation (kernels._ln_assertion)."""
+        d, worst = plan.d, 0.0
+        for i in range(plan.config.n_layers):
+            for j in (1, 2):
+                g = float(np.abs(plan.param(f"dec.{i}.ln{j}.g", (d,))).max())
+                b = float(np.abs(plan.param(f"dec.{i}.ln{j}.b", (d,))).max())
+                worst = max(worst, g * float(np.sqrt(d)) + b)
+        return worst * (1 + 1e-5)
+
     def relus(self, plan: Plan) -> set[int]:
         return {plan.config.d_ff}
 

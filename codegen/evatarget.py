@@ -1,10 +1,14 @@
 """tf_eva.c: the entry point for Frama-C's EVA (abstract interpretation) over the C step.
 
-`tf_eva_main` calls tf_stage once for EVERY input in the declared domain (each value an
-interval [TF_DOMAIN_LO, TF_DOMAIN_HI]; token ids [0, V)), every position [0, max_len), and a
-cache whose rows hold any float of magnitude <= the bound on what the step itself can write
-there (`cache_bound`): so one analysis covers every state a sequence can reach. EVA then
-reports every operation that may be undefined (out-of-bounds index, invalid shift, NaN, ...).
+`tf_eva_main` calls tf_step once for EVERY input in the declared domain (each value an
+interval [TF_DOMAIN_LO, TF_DOMAIN_HI]; token ids [0, V)), every position [0, max_len] (max_len:
+the full-context refusal), and a cache whose rows hold any float of magnitude <= the bound on
+what the step itself can write there (`cache_bound`): one analysis covers every state a
+sequence can reach. EVA then reports every operation that may be undefined or produce a NaN
+(out-of-bounds index, invalid shift, signed overflow, NaN; -warn-special-float nan: the -inf of
+the selection is intended). Its one assumption is the LayerNorm bound, an ACSL assertion in
+tf_layer_norm_* (codegen/kernels.py `_ln_assertion`) that it reports as "unknown"; tf_expneg is
+used through its ACSL contract, which `make expcheck` proves for all 2^32 float32.
 
 cache_bound: a committed key or value is a column of h W + b with h a LayerNorm output;
 |(x_i - mean) / sd| <= sqrt(D) (the squares of a normalised vector sum to at most D), so
@@ -76,7 +80,7 @@ int tf_eva_main(void)
     float y[TF_BATCH * TF_D_OUT];
     float *k = &s.k[0][0][0][0][0];
     float *v = &s.v[0][0][0][0][0];
-    int i;
+    int i, status;
     for (i = 0; i < (int)(sizeof(s.k) / sizeof(float)); i++) {{
         k[i] = Frama_C_float_interval(-TF_EVA_CACHE_BOUND, TF_EVA_CACHE_BOUND);
         v[i] = Frama_C_float_interval(-TF_EVA_CACHE_BOUND, TF_EVA_CACHE_BOUND);
@@ -84,7 +88,12 @@ int tf_eva_main(void)
     for (i = 0; i < TF_BATCH * TF_D_IN; i++) {{
 {inputs}
     }}
-    return tf_stage(&s, x, Frama_C_interval(0, TF_MAX_LEN - 1), y);
+    s.pos = Frama_C_interval(0, TF_MAX_LEN); /* every position, and a full context */
+    status = tf_step(&s, x, y);              /* check, stage, output check, commit */
+    tf_reset(&s);
+    (void)tf_layout(Frama_C_interval(-1, 6));
+    (void)tf_artifact_sha256();
+    return status;
 }}
 #endif
 """

@@ -53,7 +53,20 @@ def exp_c() -> str:
    and for x < -86.5 (true value < 2.7e-38), NaN for NaN (it reaches the output check).
    Cody-Waite: n = round(x log2 e) by the 1.5 * 2^23 trick (no float -> int conversion, so no
    undefined behaviour for any input), r = (x - n C1) - n C2, e^r = 1 + r + r^2 P(r), times 2^n
-   built from bits. Branch-free: loops calling it vectorise. */
+   built from bits. Branch-free: loops calling it vectorise. x > 0 (never an argument here) is
+   taken as 0, so the contract below holds for every float; `make expcheck` checks it for all
+   2^32 of them, and Frama-C's EVA uses it in place of the bit-level body. */
+/*@ assigns \\result \\from x;
+    behavior number:
+      assumes !\\is_NaN(x);
+      ensures \\is_finite(\\result) && 0.0 <= \\result <= 1.0;
+      ensures \\is_minus_infinity(x) ==> \\result == 0.0;
+    behavior nan:
+      assumes \\is_NaN(x);
+      ensures \\is_NaN(\\result);
+    complete behaviors;
+    disjoint behaviors;
+*/
 static inline float tf_expneg(float x)
 {{
     tf_bits xb, lo, t, scale, y;
@@ -61,6 +74,7 @@ static inline float tf_expneg(float x)
     const uint32_t under = 0u - (uint32_t)(x < {f32(EXP_ZERO_BELOW)});
     float xc, n, r, z, poly;
     xb.f = x;
+    xb.u &= 0u - (uint32_t)!(x > 0.0f); /* x > 0 -> +0 */
     lo.f = {f32(EXP_CLAMP)};
     xb.u = (xb.u & ~clamp) | (lo.u & clamp); /* max(x, -87) by selection; NaN and -inf handled below */
     xc = xb.f;
@@ -147,8 +161,28 @@ static void {name}({args})
 
 
 def and_bits_c() -> str:
-    """`tf_and_bits(v, m)`: v's bits ANDed with m (all ones: v; zero: +0)."""
+    """The selections on bits (`tf_and_bits`, `tf_live_or_neg_inf`) and, for Frama-C only
+    (TF_FRAMA_C), the same selections written as `?:`, which EVA's value domains track exactly
+    (a union reinterpretation of masked bits is 'any float' to them). For masks that are all
+    ones or all zeros -- the only ones the step makes -- the two are the same function;
+    tests/codegen/test_frama_c.py runs both builds and compares the outputs bit for bit."""
     return """\
+#if defined(TF_FRAMA_C)
+static inline float tf_and_bits(float v, uint32_t m)
+{
+    return m != 0u ? v : 0.0f;
+}
+
+static inline float tf_live_or_neg_inf(float s, uint32_t keep)
+{
+    return keep != 0u ? s : -INFINITY;
+}
+
+static inline float tf_relu1(float v)
+{
+    return v < 0.0f ? 0.0f : v;
+}
+#else
 /* v if m is all ones, +0 if m is zero, whatever v holds (inf, NaN): selection on the bits,
    so a stale cache row never meets a multiplication (0 * inf = NaN) */
 static inline float tf_and_bits(float v, uint32_t m)
@@ -158,6 +192,25 @@ static inline float tf_and_bits(float v, uint32_t m)
     b.u &= m;
     return b.f;
 }
+
+/* s if keep is all ones, -inf if keep is zero (a stale row's score) */
+static inline float tf_live_or_neg_inf(float s, uint32_t keep)
+{
+    tf_bits b;
+    b.f = s;
+    b.u = (b.u & keep) | (TF_NEG_INF_BITS & ~keep);
+    return b.f;
+}
+
+/* np.maximum(v, 0): NaN stays NaN, -0 stays -0 */
+static inline float tf_relu1(float v)
+{
+    tf_bits b;
+    b.f = v;
+    b.u &= 0u - (uint32_t)!(v < 0.0f);
+    return b.f;
+}
+#endif
 """
 
 
@@ -226,7 +279,7 @@ static float tf_sum_{n}(const float *restrict a)
 
 
 # --- LayerNorm ---------------------------------------------------------------------------------
-def layer_norm_c(n: int, eps: float) -> str:
+def layer_norm_c(n: int, eps: float, bound: float | None = None) -> str:
     """model/layers.py layer_norm, operation for operation: mean = sum / n; var = sum((x - mean)^2)
     / n; y = g * (x - mean) / sqrt(var + eps) + b (left to right, as numpy evaluates it)."""
     return f"""\
@@ -245,10 +298,21 @@ static void tf_layer_norm_{n}(const float *restrict x, const float *restrict g, 
     var = tf_sum_{n}(sq) / {f32(float(n))};
     sd = sqrtf(var + {f32(eps)});
     for (i = 0; i < {n}; i++) {{
-        y[i] = g[i] * (x[i] - mean) / sd + b[i];
+        y[i] = g[i] * (x[i] - mean) / sd + b[i];{_ln_assertion(bound)}
     }}
 }}
 """
+
+
+def _ln_assertion(bound: float | None) -> str:
+    """ACSL: the LayerNorm output bound |y_i| <= max|g| sqrt(n) + max|b| (sum_i z_i^2 =
+    n var / (var + eps) < n for z = (x - mean) / sd). True for every finite input; an interval
+    domain cannot derive it (it needs the relation between x and mean), so Frama-C's EVA
+    reports it as unknown and then assumes it -- the one assumption of that analysis."""
+    if bound is None:
+        return ""
+    return f"""
+        /*@ assert tf_ln_bound: -{f32(bound)} <= y[i] <= {f32(bound)}; */"""
 
 
 def relu_c(n: int) -> str:
@@ -259,10 +323,7 @@ static void tf_relu_{n}(float *restrict x)
 {{
     int i;
     for (i = 0; i < {n}; i++) {{
-        tf_bits v;
-        v.f = x[i];
-        v.u &= 0u - (uint32_t)!(x[i] < 0.0f);
-        x[i] = v.f;
+        x[i] = tf_relu1(x[i]);
     }}
 }}
 """
@@ -344,11 +405,7 @@ static void tf_attention(const float *restrict qs, const float *restrict kt, con
         {matvec_name(dh, rows, False)}(qs + hd * {dh}, kt + hd * {dh * rows}, sh);
         /* selection: a stale row's score is -inf whatever the row holds (NaN, inf, old keys) */
         for (j = 0; j < {rows}; j++) {{
-            tf_bits sb;
-            const uint32_t keep = 0u - (uint32_t)(j < pos);
-            sb.f = sh[j];
-            sb.u = (sb.u & keep) | (TF_NEG_INF_BITS & ~keep);
-            sh[j] = sb.f;
+            sh[j] = tf_live_or_neg_inf(sh[j], 0u - (uint32_t)(j < pos));
         }}
         /* piece 1, the cache: m_c = max (exact in any order), -inf when no row is live */
         for (k = 0; k < 8; k++) {{
@@ -366,7 +423,7 @@ static void tf_attention(const float *restrict qs, const float *restrict kt, con
         for (k = 1; k < 8; k++) {{
             m_c[hd] = lane[k] > m_c[hd] ? lane[k] : m_c[hd];
         }}
-        m_safe = m_c[hd] == -INFINITY ? 0.0f : m_c[hd]; /* no live row: s - 0 stays -inf, exp gives 0 */
+        m_safe = m_c[hd] > -INFINITY ? m_c[hd] : 0.0f; /* no live row: s - 0 stays -inf, exp gives 0 */
         for (j = 0; j < {rows}; j++) {{
             sh[j] = tf_expneg(sh[j] - m_safe); /* every argument <= 0 */
         }}
@@ -383,10 +440,18 @@ static void tf_attention(const float *restrict qs, const float *restrict kt, con
         for (o = 1; o < {dh}; o++) {{
             s_own = s_own + q[o] * kh[o];
         }}
-        m = s_own > m_c[hd] ? s_own : m_c[hd];
-        alpha = tf_expneg(m_c[hd] - m);
-        beta = tf_expneg(s_own - m);
+        if (s_own >= m_c[hd]) {{ /* merge: the side holding the max gets factor exp(0) = 1 exactly */
+            m = s_own;
+            alpha = tf_expneg(m_c[hd] - m);
+            beta = 1.0f;
+        }} else {{
+            m = m_c[hd];
+            alpha = 1.0f;
+            beta = tf_expneg(s_own - m);
+        }}
         l = alpha * l_c[hd] + beta * 1.0f;
+        l = l < 1.0f ? 1.0f : l; /* no-op: the max's own term is exactly 1 and sums of terms >= 0 never fall below a term
+                                    (contracts/softmax_stability.py S6); stated so a checker needs no relation */
         for (o = hd * {dh}; o < (hd + 1) * {dh}; o++) {{
             out[o] = (alpha * acc[o] + beta * vn[o]) / l;
         }}

@@ -281,7 +281,7 @@ typedef union {{
         *(kernels.matvec_c(*shape) for shape in sorted(matvecs)),
         *(kernels.pairwise_leaf_c(n) for n in sorted(leaves)),
         *sum_texts,
-        *(kernels.layer_norm_c(n, plan.config.ln_eps) for n in sorted(block.layer_norms(plan))),
+        *(kernels.layer_norm_c(n, plan.config.ln_eps, block.layer_norm_bound(plan)) for n in sorted(block.layer_norms(plan))),
         *(kernels.relu_c(n) for n in sorted(block.relus(plan))),
         *cache.kernels(plan),
         block.layer_c(plan),
