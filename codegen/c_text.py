@@ -56,14 +56,19 @@ def f32_down(value: float) -> str:
     return f32(float(down(value)))
 
 
-def array(name: str, values: np.ndarray, *, comment: str = "") -> str:
+def array(name: str, values: np.ndarray, *, comment: str = "", shapes_only_variant: bool = False) -> str:
     """`static const float name[n] = {...};` for a float32 array of any shape (flattened,
-    C order), with its logical shape in a comment."""
+    C order), with its logical shape in a comment. shapes_only_variant: also a declaration
+    without the values under TF_WEIGHT_SHAPES_ONLY, for static analysers that need no values
+    (cppcheck's parser takes minutes over 10^5 initialisers; no check of ours depends on them)."""
     flat = np.ascontiguousarray(values, dtype=np.float32).ravel()
     shape = "x".join(str(s) for s in values.shape) or "scalar"
     head = f"/* {comment} [{shape}] */\n" if comment else f"/* [{shape}] */\n"
     body = ",\n".join("    " + ", ".join(f32(float(v)) for v in flat[i : i + PER_LINE]) for i in range(0, flat.size, PER_LINE))
-    return f"{head}static const float {name}[{flat.size}] = {{\n{body}\n}};\n"
+    if not shapes_only_variant:
+        return f"{head}static const float {name}[{flat.size}] = {{\n{body}\n}};\n"
+    return (f"{head}#if defined(TF_WEIGHT_SHAPES_ONLY)\nstatic const float {name}[{flat.size}];\n#else\n"
+            f"static const float {name}[{flat.size}] = {{\n{body}\n}};\n#endif\n")
 
 
 def lines(parts: Iterable[str]) -> str:

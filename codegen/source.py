@@ -245,7 +245,7 @@ def source(plan: Plan, generator: str) -> str:
         text, used = kernels.sum_c(n)
         sum_texts.append(text)
         leaves |= used
-    weights = "\n".join(c_text.array(w.name, w.values, comment=w.comment) for w in _weights(plan))
+    weights = "\n".join(c_text.array(w.name, w.values, comment=w.comment, shapes_only_variant=True) for w in _weights(plan))
     fields = ", ".join(("(int32_t)sizeof(tf_state)", *(f"(int32_t)offsetof(tf_state, {f})" for f in LAYOUT_FIELDS[1:])))
     parts = [
         f"""\

@@ -255,7 +255,9 @@ MAKEFILE = r"""# Makefile -- build and check the C step of artifact {sha} (gener
 #   make            static library libtf_model.a and the test program tf_test
 #   make shared     libtf_model.so (what tickformer's `c` backend loads)
 #   make test       strict build, golden/stale-row/refusal checks, sanitizers, stack report,
-#                   cppcheck (skipped with a message if not installed: apt-get install cppcheck),
+#                   cppcheck (skipped with a message if not installed: apt-get install cppcheck;
+#                   it reads the weights as declarations, -DTF_WEIGHT_SHAPES_ONLY: no check
+#                   depends on their values, and its parser takes minutes over 10^5 of them),
 #                   a sampled exp check
 #   make expcheck   the exhaustive exp check (all 2^32 float32: ~1 minute)
 #   make frama-c    Frama-C EVA on the step (if frama-c is installed: apt-get install frama-c-base):
@@ -313,7 +315,7 @@ stack: tf_model.o
 
 cppcheck:
 	@if command -v $(CPPCHECK) >/dev/null 2>&1; then \
-		$(CPPCHECK) --std=c99 --enable=warning,style,performance,portability --error-exitcode=1 --quiet \
+		$(CPPCHECK) --std=c99 --enable=warning,style,performance,portability --error-exitcode=1 --quiet -DTF_WEIGHT_SHAPES_ONLY \
 			--inline-suppr --suppress=missingIncludeSystem tf_model.c tf_test.c && echo "cppcheck: no findings"; \
 	else echo "cppcheck: SKIPPED (not installed: apt-get install cppcheck)"; fi
 
