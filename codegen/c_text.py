@@ -60,7 +60,7 @@ def array(name: str, values: np.ndarray, *, comment: str = "", shapes_only_varia
     """`static const float name[n] = {...};` for a float32 array of any shape (flattened,
     C order), with its logical shape in a comment. shapes_only_variant: also a declaration
     without the values under TF_WEIGHT_SHAPES_ONLY, for static analysers that need no values
-    (cppcheck's parser takes minutes over 10^5 initialisers; no check of ours depends on them)."""
+    (cppcheck's parser is slow over 10^5 initialisers; no check of ours depends on them)."""
     flat = np.ascontiguousarray(values, dtype=np.float32).ravel()
     shape = "x".join(str(s) for s in values.shape) or "scalar"
     head = f"/* {comment} [{shape}] */\n" if comment else f"/* [{shape}] */\n"

@@ -257,9 +257,9 @@ MAKEFILE = r"""# Makefile -- build and check the C step of artifact {sha} (gener
 #   make test       strict build, golden/stale-row/refusal checks, sanitizers, stack report,
 #                   cppcheck (skipped with a message if not installed: apt-get install cppcheck;
 #                   it reads the weights as declarations, -DTF_WEIGHT_SHAPES_ONLY: no check
-#                   depends on their values, and its parser takes minutes over 10^5 of them),
+#                   depends on their values, and its parser is slow over 10^5 of them),
 #                   a sampled exp check
-#   make expcheck   the exhaustive exp check (all 2^32 float32: ~1 minute)
+#   make expcheck   the exhaustive exp check (all 2^32 float32)
 #   make frama-c    Frama-C EVA on the step (if frama-c is installed: apt-get install frama-c-base):
 #                   no alarm for every input in the domain, position and reachable cache
 # Variables: CC, OPT (default -O2), ARCH (e.g. -march=native; default: the compiler's baseline).

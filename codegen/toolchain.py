@@ -5,7 +5,7 @@
 
 Compiler: the `cc=` argument, else $CC, else the first of cc, gcc, clang on PATH; none is a
 BackendUnavailable naming the package to install. Flags (DEFAULT_FLAGS): -O2 (GCC's -O3
-vectorises the attention's outer loops and is 2-3x slower on this step: docs/codegen.md),
+vectorises the attention's outer loops with shuffles and is slower on this step: docs/codegen.md),
 -march=native (the library is built on the machine that runs it), -ffp-contract=off (no fused
 multiply-add: the reference rounds every product), -fno-math-errno (sqrtf becomes one
 instruction; its argument var + eps is > 0), and with GCC -fno-tree-loop-distribute-patterns
@@ -151,7 +151,7 @@ def _cached(target: Path, key: str) -> bool:
 
 def load_library(path: "str | os.PathLike[str]", plan: Plan) -> ctypes.PyDLL:
     """ctypes handle of a library built for `plan` (checked: artifact hash and state layout).
-    PyDLL: calls keep the GIL -- a step of microseconds gains nothing from releasing it, and a
+    PyDLL: calls keep the GIL -- a step this short gains nothing from releasing it, and a
     release/reacquire is a chance for another thread to run in the middle of a tick."""
     path = Path(path)
     if not path.is_file():

@@ -2,7 +2,7 @@
 relies on (0 -> 1, -inf -> 0), NaN -> NaN, 0 below the domain.
 
 The bound is proven by the exhaustive check over all 1,118,633,985 float32 of [-86.5, 0]
-(`tf_expcheck 1`, test_exhaustive_exp_check, marked slow: ~1 min; it also checks every
+(`tf_expcheck 1`, test_exhaustive_exp_check, marked slow; it also checks every
 other float32: 0 below -86.5 and for -inf, 1 above 0, NaN for NaN); the cheap tests here sample
 it (every 997th float32, and a million random ones against float64 exp from Python).
 """
@@ -86,7 +86,7 @@ def test_sampled_exp_check_program(tmp_path, arts, c_compiler, make_tool):
 
 @pytest.mark.slow
 def test_exhaustive_exp_check(tmp_path, arts, c_compiler, make_tool):
-    """Every one of the 2^32 float32: the proof of the documented bound and of the ACSL contract (~1 min)."""
+    """Every one of the 2^32 float32: the proof of the documented bound and of the ACSL contract."""
     from _cgutil import run_make
 
     for name, data in generate(arts["tiny"]).items():

@@ -5,8 +5,8 @@ content a sequence can reach, with one stated assumption (the LayerNorm bound, t
 EVA analyses the TF_FRAMA_C build, where the three bitwise selections are written as `?:`
 (codegen/kernels.py and_bits_c); the test below checks that build gives bitwise the outputs of
 the one that runs. Skipped, naming the package, where frama-c is not installed (the
-repository's make test installs frama-c-base with apt-get where it can). The tiny model takes
-seconds; the control preset about four minutes (docs/codegen.md).
+repository's make test installs frama-c-base with apt-get where it can). Tiny models only:
+the control preset's analysis is measured in docs/codegen.md.
 """
 
 from __future__ import annotations
