@@ -59,7 +59,7 @@ def _aligned(nbytes: int) -> np.ndarray:
 
 def _ref(array: np.ndarray) -> Any:
     """A ctypes pointer argument to array's data, made once (ctypes.byref: passed as is)."""
-    return ctypes.byref((ctypes.c_char * array.nbytes).from_buffer(array))
+    return ctypes.byref((ctypes.c_char * array.nbytes).from_buffer(array.data))
 
 
 class CBackend(Backend):
@@ -95,7 +95,7 @@ class CBackend(Backend):
         else:
             self._x = np.zeros((batch, 1, cfg.d_in), np.float32)  # [B, 1, d_in]
         self._y = np.zeros(self.step_output_shape, np.float32)  # [B, 1, d_out | V]
-        self._refs = (_ref(self._state), _ref(self._x), _ref(self._y))  # kept alive with the buffers
+        self._refs: tuple[Any, ...] = (_ref(self._state), _ref(self._x), _ref(self._y))  # kept alive with the buffers
         self._stage_fn = self._lib.tf_stage
         self._stage_fn.restype = ctypes.c_int
         self._commit_fn = self._lib.tf_commit
