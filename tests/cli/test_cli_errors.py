@@ -142,6 +142,9 @@ CASES = [
     ("demo", ["--out", "{TMP}/d1", "--ticks", "0"], "--ticks 0"),
     ("demo", ["--out", "{TMP}/d2", "--candidates", "1"], "--candidates 1"),
     ("demo", ["--out", "{FILE}/sub"], "afile"),
+    ("codegen", ["{TMP}/nowhere", "--out", "{TMP}/g1"], "nowhere"),
+    ("codegen", ["{ART}", "--out", "{KEEP}"], "not a tickformer codegen output"),
+    ("codegen", ["{BAD_ART}", "--out", "{TMP}/g2"], "SHA-256"),
 ]
 
 # Cases that expose a bug in a file this test does not own: strict xfail, the reason is the fix.

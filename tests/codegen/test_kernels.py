@@ -20,6 +20,7 @@ from tickformer.model.layers import layer_norm
 HEAD = """#include <math.h>
 #include <stdint.h>
 typedef union { float f; uint32_t u; } tf_bits;
+#define TF_NEG_INF_BITS 0xFF800000u
 """
 
 
