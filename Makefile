@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml | $(PY)
 	# Type stubs for the TensorRT code (mypy runs in the tests). --no-deps: the stubs declare
 	# `tensorrt` as a dependency, whose PyPI package downloads binaries from an unreachable host.
 	$(PIP) install --quiet --no-deps "tensorrt-stubs==10.13.0.35.1"
+	# cppcheck and Frama-C (frama-c-base) for the static checks of the generated C step
+	# (tests/codegen): Debian packages, installed with apt-get where that works (CI: a fresh
+	# Debian machine, as root); elsewhere those tests are skipped with a message naming them.
+	@command -v cppcheck >/dev/null 2>&1 && command -v frama-c >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && apt-get install -y -qq cppcheck frama-c-base >/dev/null; } || echo "cppcheck / frama-c-base could not be installed (apt-get install cppcheck frama-c-base): their tests will be skipped"
 	touch $(STAMP)
 
 demo: $(STAMP)

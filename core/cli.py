@@ -28,6 +28,7 @@ COMMANDS = (
     "prove",
     "verify",
     "certify",
+    "codegen",
     "demo",
 )
 

@@ -32,6 +32,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "tickformer.runtime.backends.tensorrt",
         "pip install 'tickformer[tensorrt]' (tensorrt, cuda-python) on a machine with an NVIDIA GPU",
     ),
+    "c": ("tickformer.runtime.backends.c", "a C compiler on PATH (apt-get install gcc); see docs/codegen.md"),
 }
 
 

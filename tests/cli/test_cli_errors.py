@@ -265,6 +265,9 @@ CASES = [
     ("check", ["{ART}", "--target", "trt-10.3", "--trust", "{PUB}"], "not signed"),
     ("certify", ["{ART}", "--budget-us", "100", "--out", "{TMP}/c7", "--trust", "{PUB}"], "not signed"),
     ("build", ["{ART}", "--backend", "tensorrt", "--trust", "{PUB}"], "not signed"),
+    ("codegen", ["{TMP}/nowhere", "--out", "{TMP}/g1"], "nowhere"),
+    ("codegen", ["{ART}", "--out", "{KEEP}"], "not a tickformer codegen output"),
+    ("codegen", ["{BAD_ART}", "--out", "{TMP}/g2"], "SHA-256"),
 ]
 
 # Cases that expose a bug in a file this test does not own: strict xfail, the reason is the fix.

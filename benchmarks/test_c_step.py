@@ -1,0 +1,253 @@
+"""The generated C step (backend "c", docs/codegen.md) beside the ORT step, in one run.
+
+Model: preset `control` (the other suites' model), batch 1, one thread, flush-to-zero
+(conftest.py). Three measurements, all in the same process and minutes:
+
+1. `test_c_vs_ort_interleaved`: Session.step on backend "c" and on backend "ort" (its
+   defaults), one whole sequence of max_len steps of each in turn for ROUNDS rounds, so a slow
+   spell of this shared machine lands on both alike; every step timed alone
+   (perf_counter_ns). Stats at positions 1, N/2, N (windows of 4 steps, as test_step_latency).
+2. `test_c_step_without_python`: the same code's tf_step timed in C (clock_gettime around
+   each call, CLOCK_MONOTONIC), no Python at all -- what the step costs on a real-time core;
+   built with the backend's flags, and once with -O3 instead of -O2 (the backend's choice).
+3. `test_bandwidth_floor`: the memory-bandwidth floor of one step on this machine: a buffer of
+   exactly the step's bytes (codegen.evidence.bytes_per_step: weights + the whole K/V cache)
+   read end to end with 64 float accumulators (8 AVX vectors), each pass timed in C; the
+   floor is the p50 pass time (bytes / measured read bandwidth at that working-set size).
+
+Targets (judged in docs/codegen.md from the JSON this writes, results/c_step.json): the C
+step's p50 >= 5x faster than the ORT step's at max_len; its p99.9/p50 no worse than ORT's;
+its p50 within 2x of the floor.
+Run: python -m pytest benchmarks/test_c_step.py -q --benchmark-json=benchmarks/results/c_step_bench.json
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import harness
+import numpy as np
+import pytest
+import subjects
+
+ROUNDS = 150
+WINDOW = 4
+C_REPS = 400
+FLOOR_PASSES = 20_000
+
+STEP_BENCH_C = r"""#define _POSIX_C_SOURCE 199309L
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include "tf_model.h"
+static tf_state s;
+static long long ns(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return (long long)t.tv_sec * 1000000000LL + t.tv_nsec; }
+int main(int argc, char **argv) {
+    int reps = atoi(argv[1]), r, p, i;
+    long long *d = malloc(sizeof(long long) * (size_t)reps * TF_MAX_LEN);
+    tf_input x[TF_BATCH * TF_D_IN];
+    float y[TF_BATCH * TF_D_OUT];
+    FILE *f;
+    for (i = 0; i < TF_BATCH * TF_D_IN; i++) { x[i] = (tf_input)(TF_TOKENS ? 1 : 0.25); }
+    for (r = -5; r < reps; r++) {
+        tf_reset(&s); (void)tf_step(&s, x, y); tf_reset(&s);  /* prime, as harness.timed_sequence */
+        for (p = 0; p < TF_MAX_LEN; p++) {
+            long long t0 = ns();
+            if (tf_step(&s, x, y) != TF_OK) { return 1; }
+            if (r >= 0) { d[(size_t)r * TF_MAX_LEN + p] = ns() - t0; }
+        }
+    }
+    f = fopen(argv[2], "wb"); fwrite(d, sizeof(long long), (size_t)reps * TF_MAX_LEN, f); fclose(f);
+    return 0;
+}
+"""
+
+FLOOR_C = r"""#define _POSIX_C_SOURCE 199309L
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static long long ns(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return (long long)t.tv_sec * 1000000000LL + t.tv_nsec; }
+int main(int argc, char **argv) {
+    size_t bytes = (size_t)atol(argv[1]), n = bytes / 4 / 64 * 64, i;
+    int passes = atoi(argv[2]), r, j;
+    float *a = malloc(n * 4), acc[64] = {0}, total = 0.0f;
+    long long *d = malloc(sizeof(long long) * (size_t)passes);
+    FILE *f;
+    for (i = 0; i < n; i++) { a[i] = (float)(i % 7); }
+    for (r = -200; r < passes; r++) {
+        long long t0 = ns();
+        for (i = 0; i < n; i += 64) { for (j = 0; j < 64; j++) { acc[j] += a[i + j]; } }
+        if (r >= 0) { d[r] = ns() - t0; }
+    }
+    for (j = 0; j < 64; j++) { total += acc[j]; }
+    f = fopen(argv[3], "wb"); fwrite(d, sizeof(long long), (size_t)passes, f); fclose(f);
+    printf("%g\n", (double)total);
+    return 0;
+}
+"""
+
+RESULTS: dict = {}
+
+
+def windows(n: int) -> dict[str, tuple[int, int]]:
+    half = n // 2
+    return {"1": (0, WINDOW), "N/2": (half - WINDOW // 2, half + WINDOW // 2), "N": (n - WINDOW, n)}
+
+
+@pytest.fixture(scope="module")
+def artifact(control, artifact_for):
+    config, _ = control
+    return artifact_for(config)[0]
+
+
+@pytest.fixture(scope="module")
+def compiler():
+    from tickformer.codegen.toolchain import find_compiler
+    from tickformer.errors import BackendUnavailable
+
+    try:
+        return find_compiler()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def write_results():
+    yield
+    if RESULTS:
+        harness.write_json("c_step", RESULTS)
+
+
+@pytest.fixture(scope="module")
+def x_step(control):
+    config, _ = control
+    return np.random.default_rng(7).standard_normal((1, 1, config.d_in)).astype(np.float32)  # [1, 1, d_in]
+
+
+def test_c_vs_ort_interleaved(benchmark, artifact, compiler, x_step):
+    from tickformer import runtime
+
+    c_session = runtime.load(artifact, backend="c")
+    c = subjects.session_subject("c", c_session, x_step)
+    ort = subjects.session_subject("ort", subjects.open_session(artifact, "ort"), x_step)
+    n = c_session.max_len
+    out = {"c": np.zeros((ROUNDS, n), np.int64), "ort": np.zeros((ROUNDS, n), np.int64)}
+    done = [0]
+
+    def one_round() -> None:
+        i = done[0]
+        harness.timed_sequence(c.reset, c.step, out["c"][i])
+        harness.timed_sequence(ort.reset, ort.step, out["ort"][i])
+        done[0] += 1
+
+    try:
+        for _ in range(3):  # warm-up rounds, discarded
+            harness.timed_sequence(c.reset, c.step, out["c"][0])
+            harness.timed_sequence(ort.reset, ort.step, out["ort"][0])
+        with harness.quiet_gc():
+            benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    finally:
+        c.close()
+        ort.close()
+    stats = {
+        name: {label: harness.summarize(samples[: done[0], lo:hi]) for label, (lo, hi) in windows(n).items()}
+        for name, samples in out.items()
+    }
+    for name, samples in out.items():
+        harness.save_samples(f"c_step/session-{name}@N", samples[: done[0], n - WINDOW :].ravel())
+    at_n = {name: s["N"] for name, s in stats.items()}
+    RESULTS["session"] = {
+        "rounds": done[0],
+        "window": WINDOW,
+        "stats": stats,
+        "ratio_p50_at_N": at_n["ort"]["p50"] / at_n["c"]["p50"],
+        "tail_ratio_at_N": {name: s["tail_ratio"] for name, s in at_n.items()},
+        "c_library": c_session.backend.library_path,
+        "flush_to_zero": harness.flush_to_zero(),
+    }
+    benchmark.extra_info.update({"case": "ratio/c-vs-ort", "unit": "us", **RESULTS["session"]})
+
+
+def _compile(compiler, flags, sources, out, cwd):
+    subprocess.run(
+        [compiler.path, *flags, *sources, "-o", str(out)], cwd=cwd, check=True, capture_output=True, text=True
+    )
+
+
+def test_c_step_without_python(benchmark, artifact, compiler, tmp_path):
+    from tickformer.codegen import model_sources, plan_for
+    from tickformer.codegen.toolchain import DEFAULT_FLAGS, GCC_FLAGS
+    from tickformer.runtime import open_artifact
+
+    plan = plan_for(open_artifact(artifact))
+    for name, data in model_sources(plan).items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "bench.c").write_text(STEP_BENCH_C)
+    flags = list(DEFAULT_FLAGS) + (list(GCC_FLAGS) if compiler.kind == "gcc" else [])
+    o3 = [f if f != "-O2" else "-O3" for f in flags]  # the backend's choice of -O2, checked
+    _compile(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
+    _compile(compiler, o3, ["bench.c", "tf_model.c"], tmp_path / "bench_o3", tmp_path)
+    n = plan.config.max_len
+
+    def measure(program: str, reps: int) -> np.ndarray:
+        path = tmp_path / f"{program}.bin"
+        subprocess.run([str(tmp_path / program), str(reps), str(path)], check=True)
+        return np.fromfile(path, dtype=np.int64).reshape(reps, n)
+
+    out = {}
+    benchmark.pedantic(lambda: out.update(samples=measure("bench", C_REPS)), rounds=1, iterations=1)
+    samples = out["samples"]
+    stats = {label: harness.summarize(samples[:, lo:hi]) for label, (lo, hi) in windows(n).items()}
+    harness.save_samples("c_step/in-c@N", samples[:, n - WINDOW :].ravel())
+    o3_samples = measure("bench_o3", C_REPS // 4)
+    RESULTS["in_c"] = {
+        "reps": C_REPS,
+        "flags": flags,
+        "stats": stats,
+        "all_positions": harness.summarize(samples),
+        "o3": {
+            "flags": o3,
+            "reps": C_REPS // 4,
+            "stats_at_N": harness.summarize(o3_samples[:, n - WINDOW :]),
+        },
+    }
+    benchmark.extra_info.update({"case": "c-step/in-c", "unit": "us", **RESULTS["in_c"]})
+
+
+def test_bandwidth_floor(benchmark, artifact, compiler, tmp_path):
+    from tickformer.codegen import plan_for
+    from tickformer.codegen.evidence import bytes_per_step
+    from tickformer.runtime import open_artifact
+
+    step_bytes = bytes_per_step(plan_for(open_artifact(artifact)))
+    (tmp_path / "floor.c").write_text(FLOOR_C)
+    _compile(
+        compiler,
+        ["-std=c99", "-O3", "-march=native", "-Wall", "-Werror"],
+        ["floor.c"],
+        tmp_path / "floor",
+        tmp_path,
+    )
+    samples_path = tmp_path / "floor.bin"
+
+    def run() -> None:
+        subprocess.run(
+            [str(tmp_path / "floor"), str(step_bytes["total"]), str(FLOOR_PASSES), str(samples_path)],
+            check=True,
+            capture_output=True,
+        )
+
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    stats = harness.summarize(np.fromfile(samples_path, dtype=np.int64))
+    floor = {
+        "bytes_per_step": step_bytes,
+        "passes": FLOOR_PASSES,
+        "pass_us": stats,
+        "read_GBps_at_p50": step_bytes["total"] / (stats["p50"] * 1e-6) / 1e9,
+    }
+    for key, label in (("in_c", "in_c_p50_over_floor"), ("session", "session_p50_over_floor")):
+        if key in RESULTS:
+            subject = RESULTS[key]["stats"]["N"] if key == "in_c" else RESULTS[key]["stats"]["c"]["N"]
+            floor[label] = subject["p50"] / stats["p50"]
+    RESULTS["floor"] = floor
+    benchmark.extra_info.update({"case": "c-step/bandwidth-floor", "unit": "us", **floor})

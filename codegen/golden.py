@@ -1,0 +1,111 @@
+"""Golden vectors: the numpy reference's step outputs, as a C header the test program checks.
+
+The reference is the `numpy` backend (runtime/backends/numpy.py: the model's own functions and
+the one online-softmax operator) run through a `Session`, so the golden outputs are what a
+Python user of the artifact gets. Two sequences: every position 0..max_len-1 (inputs uniform
+in the declared domain, the first two pinned at its edges; token ids across the vocabulary,
+both ends included), then -- after a reset -- a shorter second sequence, which checks that
+stale rows of the first one never leak into the second.
+
+Bounds the test program applies (docs/codegen.md, "Equivalence"):
+    per element   |c - r| <= atol + rtol |r|, the artifact's own tolerance (manifest.json
+                  `tolerance`, derived at export for every backend of this artifact);
+    normwise      max |c - r| <= NORMWISE_U * u * max |r| over each sequence, u = 2^-24.
+
+Not real-time code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import c_text
+from .plan import Plan
+
+NORMWISE_U = 64  # in units of u = 2^-24: measured <= 10 on every test model (docs/codegen.md)
+UNIT_ROUNDOFF = 2.0**-24
+SECOND_SEQUENCE = 8  # positions of the sequence after the reset
+
+
+@dataclass(frozen=True)
+class Golden:
+    inputs: np.ndarray  # [T, B, d_in] float32 or [T, B, 1] int64, T = max_len + second
+    outputs: np.ndarray  # [T, B, d_out] float32 (the reference's)
+    first: int  # positions of the first sequence (max_len); a reset precedes position `first`
+    atol: float
+    rtol: float
+
+
+def reference_inputs(plan: Plan, seed: int = 0) -> tuple[np.ndarray, int]:
+    """[T, B, 1, d_in] float32 / [T, B, 1] int64 step inputs and the length of the first sequence."""
+    cfg, b, n = plan.config, plan.batch, plan.config.max_len
+    second = min(SECOND_SEQUENCE, n)
+    rng = np.random.default_rng(seed)
+    if plan.tokens:
+        seq = rng.integers(0, cfg.vocab_size, size=(n + second, b, 1), dtype=np.int64)  # [T, B, 1]
+        seq[0], seq[1] = 0, cfg.vocab_size - 1
+        return seq, n
+    lo, hi = c_text.up(plan.domain[0]), c_text.down(plan.domain[1])  # the float32 domain's edges
+    seq = rng.uniform(lo, hi, size=(n + second, b, 1, cfg.d_in)).astype(np.float32)  # [T, B, 1, d_in]
+    seq = np.clip(seq, lo, hi)  # a float32 rounding of a uniform draw may leave [lo, hi]
+    seq[0], seq[min(1, n - 1)] = lo, hi
+    return seq, n
+
+
+def compute(plan: Plan, artifact_path: str, seed: int = 0) -> Golden:
+    """The numpy reference model's full pass (model.transformer.forward) over each golden
+    sequence: the outputs a correct step reproduces position by position within the artifact's
+    tolerance. Not real-time (seconds)."""
+    from tickformer.artifact import open_artifact
+    from tickformer.model.transformer import forward
+
+    art = open_artifact(artifact_path)
+    params = art.params()
+    xs, first = reference_inputs(plan, seed)  # [T, B, 1(, d_in)]
+    seqs = [xs[:first], xs[first:]]
+    outputs = []
+    for seq in seqs:
+        x = np.moveaxis(seq[:, :, 0], 0, 1)  # [B, t(, d_in)]
+        outputs.append(
+            np.moveaxis(forward(params, art.config, np.ascontiguousarray(x)), 1, 0)
+        )  # [t, B, d_out]
+    ys = np.concatenate(outputs)  # [T, B, d_out]
+    tol = art.tolerance
+    inputs = xs if plan.tokens else xs[:, :, 0, :]  # [T, B, 1] / [T, B, d_in]
+    return Golden(
+        inputs=inputs,
+        outputs=ys.astype(np.float32),
+        first=first,
+        atol=float(tol["atol"]),
+        rtol=float(tol["rtol"]),
+    )
+
+
+def header(golden: Golden, plan: Plan) -> str:
+    """tf_golden.h: inputs, reference outputs and the bounds, for tf_test.c."""
+    t = golden.inputs.shape[0]
+    if plan.tokens:
+        ids = ", ".join(str(int(v)) for v in golden.inputs.ravel())
+        inputs = f"/* [{t}][{plan.batch}] token ids */\nstatic const tf_input tf_golden_x[{golden.inputs.size}] = {{{ids}}};\n"
+    else:
+        inputs = c_text.array("tf_golden_x", golden.inputs, comment="inputs").replace(
+            "static const float", "static const tf_input"
+        )
+    return f"""\
+/* tf_golden.h -- reference outputs of the numpy model (full pass) for tf_test.c (generated; do not edit).
+   Sequence 1: positions 0..{golden.first - 1}; tf_reset; sequence 2: positions 0..{t - golden.first - 1}. */
+#ifndef TF_GOLDEN_H
+#define TF_GOLDEN_H
+
+#define TF_GOLDEN_STEPS {t}
+#define TF_GOLDEN_FIRST {golden.first}
+#define TF_GOLDEN_ATOL {c_text.f32_up(golden.atol)} /* manifest tolerance: |c - r| <= atol + rtol |r| */
+#define TF_GOLDEN_RTOL {c_text.f32_up(golden.rtol)}
+#define TF_GOLDEN_NORMWISE {c_text.f32(NORMWISE_U * UNIT_ROUNDOFF)} /* {NORMWISE_U} u: max |c - r| <= this * max |r| */
+
+{inputs}
+{c_text.array("tf_golden_y", golden.outputs, comment="reference outputs")}
+#endif
+"""

@@ -1,0 +1,494 @@
+"""C99 text of the step's kernels, each specialised to constant shapes by the generator.
+
+Why the loops look the way they do (every choice keeps results bitwise independent of the
+optimisation level and the vector width, and lets GCC/Clang vectorise without -ffast-math):
+
+- No reduction is ever left to the compiler. A loop that sums into one float cannot be
+  vectorised without reassociation (which only -ffast-math permits, and which would make the
+  result depend on the vector width). So every product with a contraction runs *output-major*
+  -- `y[o] += x[i] * w[i][o]`, vectorised over o, summed in order i = 0, 1, ... for each o --
+  and the three true reductions (max, sum of weights, LayerNorm moments) use explicit lanes
+  whose order is fixed in the source.
+- The LayerNorm and softmax sums follow numpy's pairwise summation exactly (numpy
+  `pairwise_sum`: 8 lanes up to 128 values, halves above, rounded to multiples of 8), so the
+  moments equal the reference's bit for bit when the inputs do.
+- Selection, never arithmetic masks: stale cache rows become -inf by a bitwise blend of the
+  score, and their value contributions by a bitwise AND with an all-ones / all-zeros mask --
+  0 * inf = NaN cannot leak from a stale row, whatever it holds. Blends are written on the
+  bits (a union, defined in C99 TC3 6.5.2.3) because GCC under its default -ftrapping-math
+  does not if-convert a float `?:` whose arm is arithmetic, and would not vectorise the loop.
+- exp is our own (`tf_expneg`): Cody-Waite reduction by ln 2 and a degree-6 polynomial
+  (the Cephes expf coefficients), evaluated without fused multiply-add. Proven by exhaustive
+  check over every float32 in its domain (codegen/expcheck.py): error < 1 ULP (docs/codegen.md).
+- The build uses -ffp-contract=off (GCC's default under -std=c99; Clang also gets the STDC
+  pragma): a fused multiply-add rounds once where the reference rounds twice, and contraction
+  would make results depend on -march.
+
+Not real-time code (text generation).
+"""
+
+from __future__ import annotations
+
+from .c_text import f32
+
+# --- exp ---------------------------------------------------------------------------------------
+# Cephes expf (S. L. Moshier, Cephes Math Library): ln 2 split C1 + C2 with C1 = 355/512 (exact
+# products n*C1 for |n| < 2^15), and the polynomial e^r ~ 1 + r + r^2 P(r) on |r| <= ln2 / 2.
+EXP_POLY = (
+    1.9875691500e-4,
+    1.3981999507e-3,
+    8.3334519073e-3,
+    4.1665795894e-2,
+    1.6666665459e-1,
+    5.0000001201e-1,
+)
+EXP_LN2_HI = 0.693359375
+EXP_LN2_LO = -2.12194440e-4
+EXP_LOG2E = 1.44269504088896341
+EXP_CLAMP = -87.0  # arguments below are clamped (so 2^n stays a normal float) ...
+EXP_ZERO_BELOW = -86.5  # ... and results for x < -86.5 are 0 (exp(-86.5) = 2.7e-38 < 2^-125)
+EXP_MAX_ULP = 0.982  # exhaustive check, every float32 in [-86.5, 0] (docs/codegen.md)
+
+
+def exp_c() -> str:
+    """`tf_expneg(x)`: e^x for x <= 0 (the softmax's only arguments after max subtraction)."""
+    p = [f32(c) for c in EXP_POLY]
+    return f"""\
+/* e^x for x <= 0, without libm. Exhaustively checked over every float32 x in [-86.5, 0]
+   against double-precision exp: error < 1 ULP (max {EXP_MAX_ULP}; `make expcheck`).
+   Exactly 1 for x = 0 (the running max's own weight), exactly 0 for x = -inf (a stale row)
+   and for x < -86.5 (true value < 2.7e-38), NaN for NaN (it reaches the output check).
+   Cody-Waite: n = round(x log2 e) by the 1.5 * 2^23 trick (no float -> int conversion, so no
+   undefined behaviour for any input), r = (x - n C1) - n C2, e^r = 1 + r + r^2 P(r), times 2^n
+   built from bits. Branch-free: loops calling it vectorise. x > 0 (never an argument here) is
+   taken as 0, so the contract below holds for every float; `make expcheck` checks it for all
+   2^32 of them, and Frama-C's EVA uses it in place of the bit-level body. */
+/*@ assigns \\result \\from x;
+    behavior number:
+      assumes !\\is_NaN(x);
+      ensures \\is_finite(\\result) && 0.0 <= \\result <= 1.0;
+      ensures \\is_minus_infinity(x) ==> \\result == 0.0;
+    behavior nan:
+      assumes \\is_NaN(x);
+      ensures \\is_NaN(\\result);
+    complete behaviors;
+    disjoint behaviors;
+*/
+static inline float tf_expneg(float x)
+{{
+    tf_bits xb, lo, t, scale, y;
+    const uint32_t clamp = 0u - (uint32_t)(x < {f32(EXP_CLAMP)});
+    const uint32_t under = 0u - (uint32_t)(x < {f32(EXP_ZERO_BELOW)});
+    float xc, n, r, z, poly;
+    xb.f = x;
+    xb.u &= 0u - (uint32_t)!(x > 0.0f); /* x > 0 -> +0 */
+    lo.f = {f32(EXP_CLAMP)};
+    xb.u = (xb.u & ~clamp) | (lo.u & clamp); /* max(x, -87) by selection; NaN and -inf handled below */
+    xc = xb.f;
+    t.f = xc * {f32(EXP_LOG2E)} + 0x1.8p+23f; /* 1.5 * 2^23 + n: n sits in the low mantissa bits */
+    n = t.f - 0x1.8p+23f;
+    r = xc - n * {f32(EXP_LN2_HI)};
+    r = r - n * {f32(EXP_LN2_LO)};
+    z = r * r;
+    poly = {p[0]};
+    poly = poly * r + {p[1]};
+    poly = poly * r + {p[2]};
+    poly = poly * r + {p[3]};
+    poly = poly * r + {p[4]};
+    poly = poly * r + {p[5]};
+    scale.u = (t.u - 0x4B400000u + 127u) << 23; /* 2^n, n in [-126, 0] after the clamp */
+    y.f = (poly * z + r + 1.0f) * scale.f;
+    y.u &= ~under; /* x < -86.5 and x = -inf: +0 */
+    return y.f;
+}}
+"""
+
+
+# --- products ---------------------------------------------------------------------------------
+UNROLL = 4  # input rows per pass over y: y = (((y + x0 w0) + x1 w1) + x2 w2) + x3 w3, the same
+# rounding as four separate passes (C evaluates + left to right), a quarter of the loads and stores of y
+
+
+def matvec_name(n_in: int, n_out: int, bias: bool, masked: bool = False) -> str:
+    return f"tf_mv_{n_in}x{n_out}" + ("" if bias else "_nb") + ("_live" if masked else "")
+
+
+def matvec_c(n_in: int, n_out: int, bias: bool, masked: bool = False) -> str:
+    """y[o] = sum_i x[i] w[i * n_out + o] (+ b[o]) for w [n_in][n_out], summed in order
+    i = 0..n_in-1 for each o (numpy: x @ w + b), vectorised over o, UNROLL rows per pass.
+    masked: row i contributes only if i < pos -- its w row is ANDed to +0 bits otherwise, so a
+    row holding inf or NaN adds +0 (the value half of the attention over a static cache)."""
+    name = matvec_name(n_in, n_out, bias, masked)
+    args = (
+        "const float *restrict x, const float *restrict w, "
+        + ("const float *restrict b, " if bias else "")
+        + ("int32_t pos, " if masked else "")
+        + "float *restrict y"
+    )
+
+    def term(row: str, xv: str, k: int) -> str:
+        ref = f"w{k}[o]"
+        return f"{xv} * tf_and_bits({ref}, m{k})" if masked else f"{xv} * {ref}"
+
+    def masks(rows: list[str]) -> str:
+        return (
+            "".join(
+                f"\n        const uint32_t m{k} = 0u - (uint32_t)({row} < pos);" for k, row in enumerate(rows)
+            )
+            if masked
+            else ""
+        )
+
+    singles = 1 + (n_in - 1) % UNROLL  # rows 1.. handled one at a time, the rest UNROLL at a time
+    first = "x[0] * tf_and_bits(w[o], m_first)" if masked else "x[0] * w[o]"
+    body = [
+        f"""/* [{n_in}] x [{n_in}][{n_out}] -> [{n_out}]{" + bias" if bias else ""}{", rows >= pos selected out" if masked else ""}: output-major, order i = 0..{n_in - 1} per output */
+static void {name}({args})
+{{
+    int i, o;{chr(10) + "    const uint32_t m_first = 0u - (uint32_t)(0 < pos);" if masked else ""}
+    for (o = 0; o < {n_out}; o++) {{
+        y[o] = {first};
+    }}"""
+    ]
+    if singles > 1:
+        body.append(f"""    for (i = 1; i < {singles}; i++) {{
+        const float x0 = x[i];
+        const float *restrict w0 = w + i * {n_out};{masks(["i"])}
+        for (o = 0; o < {n_out}; o++) {{
+            y[o] = y[o] + {term("i", "x0", 0)};
+        }}
+    }}""")
+    if singles < n_in:
+        loads = "\n".join(f"        const float x{k} = x[i + {k}];" for k in range(UNROLL))
+        rows = "\n".join(
+            f"        const float *restrict w{k} = w + (i + {k}) * {n_out};" for k in range(UNROLL)
+        )
+        expr = "y[o]"
+        for k in range(UNROLL):
+            expr = (
+                f"({expr} + {term(f'i + {k}', f'x{k}', k)})"
+                if k < UNROLL - 1
+                else f"{expr} + {term(f'i + {k}', f'x{k}', k)}"
+            )
+        body.append(f"""    for (i = {singles}; i < {n_in}; i += {UNROLL}) {{
+{loads}
+{rows}{masks([f"i + {k}" for k in range(UNROLL)])}
+        for (o = 0; o < {n_out}; o++) {{
+            y[o] = {expr};
+        }}
+    }}""")
+    if bias:
+        body.append(f"""    for (o = 0; o < {n_out}; o++) {{
+        y[o] = y[o] + b[o];
+    }}""")
+    body.append("}\n")
+    return "\n".join(body)
+
+
+def and_bits_c() -> str:
+    """The selections on bits (`tf_and_bits`, `tf_live_or_neg_inf`) and, for Frama-C only
+    (TF_FRAMA_C), the same selections written as `?:`, which EVA's value domains track exactly
+    (a union reinterpretation of masked bits is 'any float' to them). For masks that are all
+    ones or all zeros -- the only ones the step makes -- the two are the same function;
+    tests/codegen/test_frama_c.py runs both builds and compares the outputs bit for bit."""
+    return """\
+#if defined(TF_FRAMA_C)
+static inline float tf_and_bits(float v, uint32_t m)
+{
+    return m != 0u ? v : 0.0f;
+}
+
+static inline float tf_live_or_neg_inf(float s, uint32_t keep)
+{
+    return keep != 0u ? s : -INFINITY;
+}
+
+static inline float tf_relu1(float v)
+{
+    return v < 0.0f ? 0.0f : v;
+}
+#else
+/* v if m is all ones, +0 if m is zero, whatever v holds (inf, NaN): selection on the bits,
+   so a stale cache row never meets a multiplication (0 * inf = NaN) */
+static inline float tf_and_bits(float v, uint32_t m)
+{
+    tf_bits b;
+    b.f = v;
+    b.u &= m;
+    return b.f;
+}
+
+/* s if keep is all ones, -inf if keep is zero (a stale row's score) */
+static inline float tf_live_or_neg_inf(float s, uint32_t keep)
+{
+    tf_bits b;
+    b.f = s;
+    b.u = (b.u & keep) | (TF_NEG_INF_BITS & ~keep);
+    return b.f;
+}
+
+/* np.maximum(v, 0): NaN stays NaN, -0 stays -0 */
+static inline float tf_relu1(float v)
+{
+    tf_bits b;
+    b.f = v;
+    b.u &= 0u - (uint32_t)!(v < 0.0f);
+    return b.f;
+}
+#endif
+"""
+
+
+# --- numpy's pairwise summation ------------------------------------------------------------------
+def pairwise_expr(n: int, base: str, offset: int = 0) -> tuple[str, set[int]]:
+    """C expression summing base[offset .. offset+n-1] in numpy's pairwise order, and the leaf
+    lengths it calls (each a `tf_pw_<len>` function)."""
+    if n <= 128:
+        return f"tf_pw_{n}({base} + {offset})", {n}
+    half = n // 2
+    half -= half % 8
+    left, lset = pairwise_expr(half, base, offset)
+    right, rset = pairwise_expr(n - half, base, offset + half)
+    return f"({left} + {right})", lset | rset
+
+
+def pairwise_leaf_c(n: int) -> str:
+    """numpy pairwise_sum for n <= 128 values: sequential below 8, else 8 lanes combined as
+    ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest in order."""
+    if n < 8:
+        return f"""\
+static float tf_pw_{n}(const float *restrict a)
+{{
+    float res = -0.0f;
+    int i;
+    for (i = 0; i < {n}; i++) {{
+        res = res + a[i];
+    }}
+    return res;
+}}
+"""
+    body_end = n - n % 8
+    return f"""\
+static float tf_pw_{n}(const float *restrict a)
+{{
+    float r[8];
+    float res;
+    int i, k;
+    for (k = 0; k < 8; k++) {{
+        r[k] = a[k];
+    }}
+    for (i = 8; i < {body_end}; i += 8) {{
+        for (k = 0; k < 8; k++) {{
+            r[k] = r[k] + a[i + k];
+        }}
+    }}
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (i = {body_end}; i < {n}; i++) {{
+        res = res + a[i];
+    }}
+    return res;
+}}
+"""
+
+
+def sum_c(n: int) -> tuple[str, set[int]]:
+    """`tf_sum_<n>(a)`: numpy's np.sum of n contiguous float32 (0 + pairwise_sum)."""
+    expr, leaves = pairwise_expr(n, "a")
+    return (
+        f"""\
+/* numpy's sum of {n} float32: 0 + pairwise_sum (the same order, so the same bits) */
+static float tf_sum_{n}(const float *restrict a)
+{{
+    return 0.0f + {expr};
+}}
+""",
+        leaves,
+    )
+
+
+# --- LayerNorm ---------------------------------------------------------------------------------
+def layer_norm_c(n: int, eps: float, bound: float | None = None) -> str:
+    """model/layers.py layer_norm, operation for operation: mean = sum / n; var = sum((x - mean)^2)
+    / n; y = g * (x - mean) / sqrt(var + eps) + b (left to right, as numpy evaluates it)."""
+    return f"""\
+/* LayerNorm over {n} values (Ba et al. 2016; model/layers.py layer_norm, same operation order).
+   sq: scratch [{n}]. sqrtf is IEEE 754 correctly rounded, so identical on every conforming target. */
+static void tf_layer_norm_{n}(const float *restrict x, const float *restrict g, const float *restrict b,
+                              float *restrict y, float *restrict sq)
+{{
+    int i;
+    float mean, var, sd;
+    mean = tf_sum_{n}(x) / {f32(float(n))};
+    for (i = 0; i < {n}; i++) {{
+        const float c = x[i] - mean;
+        sq[i] = c * c;
+    }}
+    var = tf_sum_{n}(sq) / {f32(float(n))};
+    sd = sqrtf(var + {f32(eps)});
+    for (i = 0; i < {n}; i++) {{
+        y[i] = g[i] * (x[i] - mean) / sd + b[i];{_ln_assertion(bound)}
+    }}
+}}
+"""
+
+
+def _ln_assertion(bound: float | None) -> str:
+    """ACSL: the LayerNorm output bound |y_i| <= max|g| sqrt(n) + max|b| (sum_i z_i^2 =
+    n var / (var + eps) < n for z = (x - mean) / sd). True for every finite input; an interval
+    domain cannot derive it (it needs the relation between x and mean), so Frama-C's EVA
+    reports it as unknown and then assumes it -- the one assumption of that analysis."""
+    if bound is None:
+        return ""
+    return f"""
+        /*@ assert tf_ln_bound: -{f32(bound)} <= y[i] <= {f32(bound)}; */"""
+
+
+def relu_c(n: int) -> str:
+    """np.maximum(x, 0) in place, by selection on the bits (NaN and -0 pass through as in numpy)."""
+    return f"""\
+/* ReLU in place: np.maximum(x, 0) (NaN stays NaN, -0 stays -0), by selection */
+static void tf_relu_{n}(float *restrict x)
+{{
+    int i;
+    for (i = 0; i < {n}; i++) {{
+        x[i] = tf_relu1(x[i]);
+    }}
+}}
+"""
+
+
+# --- the attention over the static cache, all heads of one layer --------------------------------
+def values_c(rows: int, heads: int, dh: int) -> str:
+    """acc[h][d] = sum_j p[h][j] v[j][h][d] over live rows j < pos, every head in one pass over
+    the rows: 8 independent output vectors per row (d_model 64) instead of 2 per head, and the
+    same order of additions per output (j = 0, 1, ...), UNROLL rows per pass."""
+    d = heads * dh
+    singles = rows % UNROLL
+    single = (
+        ""
+        if not singles
+        else f"""
+    for (i = 0; i < {singles}; i++) {{
+        const uint32_t m0 = 0u - (uint32_t)(i < pos);
+        for (hd = 0; hd < {heads}; hd++) {{
+            const float x0 = p[hd * {rows} + i];
+            const float *restrict w0 = v + i * {d} + hd * {dh};
+            float *restrict yh = acc + hd * {dh};
+            for (o = 0; o < {dh}; o++) {{
+                yh[o] = yh[o] + x0 * tf_and_bits(w0[o], m0);
+            }}
+        }}
+    }}"""
+    )
+    masks = "\n".join(f"        const uint32_t m{k} = 0u - (uint32_t)(i + {k} < pos);" for k in range(UNROLL))
+    xs = "\n".join(f"            const float x{k} = p[hd * {rows} + i + {k}];" for k in range(UNROLL))
+    ws = "\n".join(
+        f"            const float *restrict w{k} = v + (i + {k}) * {d} + hd * {dh};" for k in range(UNROLL)
+    )
+    expr = "yh[o]"
+    for k in range(UNROLL):
+        term = f"x{k} * tf_and_bits(w{k}[o], m{k})"
+        expr = f"({expr} + {term})" if k < UNROLL - 1 else f"{expr} + {term}"
+    return f"""\
+/* Values of the live rows for every head: acc [{heads}][{dh}] = sum_j p[h][j] v[j][h][:], rows j >= pos
+   add +0 whatever they hold. p: [{heads}][{rows}] softmax numerators; v: [{rows}][{heads}][{dh}]. */
+static void tf_values(const float *restrict p, const float *restrict v, int32_t pos, float *restrict acc)
+{{
+    int i, hd, o;
+    for (o = 0; o < {d}; o++) {{
+        acc[o] = 0.0f;
+    }}{single}
+    for (i = {singles}; i < {rows}; i += {UNROLL}) {{
+{masks}
+        for (hd = 0; hd < {heads}; hd++) {{
+{xs}
+{ws}
+            float *restrict yh = acc + hd * {dh};
+            for (o = 0; o < {dh}; o++) {{
+                yh[o] = {expr};
+            }}
+        }}
+    }}
+}}
+"""
+
+
+def attention_static_c(rows: int, heads: int, dh: int) -> str:
+    """The online-softmax attention of every head of one layer (model/attention.py): per head,
+    the cache rows as one piece (chunk_state with stale rows selected out) and the own key as a
+    second (m = s, l = 1, acc = v), merged and finalised as `merge` and `finalize` do."""
+    lanes_end = rows - rows % 8
+    d = heads * dh
+    return f"""\
+/* All {heads} heads at position pos over the static cache. kt: [{heads}][{dh}][{rows}] keys, transposed;
+   v: [{rows}][{heads}][{dh}] values, row j = position j. qs: [{heads}][{dh}] queries scaled by 1/sqrt(dh);
+   kn, vn: [{heads}][{dh}] this position's own keys and values. Row j is live iff j < pos; the work is the
+   same for every pos (all {rows} rows are read). sc: scratch [{heads}][{rows}]; acc: scratch [{d}];
+   out: [{d}], the heads side by side (merge_heads). */
+static void tf_attention(const float *restrict qs, const float *restrict kt, const float *restrict v,
+                         const float *restrict kn, const float *restrict vn, int32_t pos,
+                         float *restrict sc, float *restrict acc, float *restrict out)
+{{
+    float lane[8];
+    float m_c[{heads}], l_c[{heads}];
+    int hd, j, k, o;
+    for (hd = 0; hd < {heads}; hd++) {{
+        float *restrict sh = sc + hd * {rows};
+        float m_safe;
+        /* scores of every cache row (constant work): sh[j] = sum_d qs[d] kt[d][j] */
+        {matvec_name(dh, rows, False)}(qs + hd * {dh}, kt + hd * {dh * rows}, sh);
+        /* selection: a stale row's score is -inf whatever the row holds (NaN, inf, old keys) */
+        for (j = 0; j < {rows}; j++) {{
+            sh[j] = tf_live_or_neg_inf(sh[j], 0u - (uint32_t)(j < pos));
+        }}
+        /* piece 1, the cache: m_c = max (exact in any order), -inf when no row is live */
+        for (k = 0; k < 8; k++) {{
+            lane[k] = -INFINITY;
+        }}
+        for (j = 0; j < {lanes_end}; j += 8) {{
+            for (k = 0; k < 8; k++) {{
+                lane[k] = sh[j + k] > lane[k] ? sh[j + k] : lane[k];
+            }}
+        }}
+        for (j = {lanes_end}; j < {rows}; j++) {{
+            lane[0] = sh[j] > lane[0] ? sh[j] : lane[0];
+        }}
+        m_c[hd] = lane[0];
+        for (k = 1; k < 8; k++) {{
+            m_c[hd] = lane[k] > m_c[hd] ? lane[k] : m_c[hd];
+        }}
+        m_safe = m_c[hd] > -INFINITY ? m_c[hd] : 0.0f; /* no live row: s - 0 stays -inf, exp gives 0 */
+        for (j = 0; j < {rows}; j++) {{
+            sh[j] = tf_expneg(sh[j] - m_safe); /* every argument <= 0 */
+        }}
+        l_c[hd] = tf_sum_{rows}(sh);
+    }}
+    /* acc = sum_j p_j v_j over live rows, all heads in one pass (stale rows add +0) */
+    tf_values(sc, v, pos, acc);
+    /* piece 2, the own key: m = s_own, l = 1, acc = vn; merge; finalize (l >= 1: no 0/0) */
+    for (hd = 0; hd < {heads}; hd++) {{
+        const float *q = qs + hd * {dh};
+        const float *kh = kn + hd * {dh};
+        float s_own = q[0] * kh[0];
+        float m, alpha, beta, l;
+        for (o = 1; o < {dh}; o++) {{
+            s_own = s_own + q[o] * kh[o];
+        }}
+        if (s_own >= m_c[hd]) {{ /* merge: the side holding the max gets factor exp(0) = 1 exactly */
+            m = s_own;
+            alpha = tf_expneg(m_c[hd] - m);
+            beta = 1.0f;
+        }} else {{
+            m = m_c[hd];
+            alpha = 1.0f;
+            beta = tf_expneg(s_own - m);
+        }}
+        l = alpha * l_c[hd] + beta * 1.0f;
+        l = l < 1.0f ? 1.0f : l; /* no-op: the max's own term is exactly 1 and sums of terms >= 0 never fall below a term
+                                    (contracts/softmax_stability.py S6); stated so a checker needs no relation */
+        for (o = hd * {dh}; o < (hd + 1) * {dh}; o++) {{
+            out[o] = (alpha * acc[o] + beta * vn[o]) / l;
+        }}
+    }}
+}}
+"""

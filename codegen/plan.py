@@ -1,0 +1,182 @@
+"""What the generator reads from an artifact: the plan of the C step, and what it refuses.
+
+A `Plan` is everything the emitted C depends on -- the model's shapes, the batch, the declared
+input domain and output bound, the weights, and two kinds that select the emitters:
+
+    cache_kind   how past keys are kept: "static" (N = max_len rows, row p holds position p;
+                 rows >= pos are stale and selected out). A ring cache (slot = pos mod W for a
+                 sliding window) is a second kind behind the same hooks (codegen/blocks.py).
+    block_kind   what one layer computes: "attention" (post-LN self-attention + FFN). A
+                 diagonal state-space block is a second kind behind the same hooks.
+
+Refusals (each an ArtifactError that names the thing and what to use instead): an
+architecture or input kind without an emitter (encoder-decoder for now), a config field this
+generator does not know (a future field -- a window, a block type -- changes the step's
+meaning, so guessing would emit a wrong step), a manifest key it does not know, and weights
+whose names or shapes differ from the documented scheme (docs/artifact_format.md).
+
+Not real-time code (reads the artifact once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tickformer.artifact import Artifact
+from tickformer.errors import ArtifactError
+from tickformer.model.config import Config
+
+# Config fields whose meaning this generator implements (model/config.py at the time of writing).
+# A field outside this set is refused: the step it implies is not the one emitted here.
+KNOWN_CONFIG_FIELDS = frozenset(
+    {
+        "arch",
+        "inputs",
+        "d_model",
+        "n_heads",
+        "d_ff",
+        "n_layers",
+        "n_enc_layers",
+        "vocab_size",
+        "d_in",
+        "d_out",
+        "max_len",
+        "dropout",
+        "ln_eps",
+    }
+)
+# Manifest keys of format version 2 (docs/artifact_format.md). Same rule.
+KNOWN_MANIFEST_KEYS = frozenset(
+    {
+        "format",
+        "version",
+        "config",
+        "batch",
+        "max_len",
+        "opset",
+        "precision",
+        "fp16",
+        "score_bounds",
+        "input_domain",
+        "output_bound",
+        "graphs",
+        "files",
+        "tolerance",
+        "equivalence",
+        "versions",
+        "created_utc",
+        "source",
+        "manifest_sha256",
+    }
+)
+SUPPORTED = "decoder-only artifacts with continuous or token inputs"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The generator's view of one artifact (see the module docstring)."""
+
+    config: Config
+    batch: int
+    domain: tuple[float, float]
+    output_bound: float | None
+    artifact_sha256: str
+    params: dict[str, np.ndarray] = field(repr=False)
+    cache_kind: str = "static"
+    block_kind: str = "attention"
+
+    # --- shapes (llama2.c names) ------------------------------------------------------------
+    @property
+    def d(self) -> int:
+        return self.config.d_model
+
+    @property
+    def heads(self) -> int:
+        return self.config.n_heads
+
+    @property
+    def dh(self) -> int:
+        return self.config.d_head
+
+    @property
+    def rows(self) -> int:
+        """Cache rows N (the static cache: max_len)."""
+        return self.config.max_len
+
+    @property
+    def tokens(self) -> bool:
+        return self.config.inputs == "tokens"
+
+    @property
+    def d_in(self) -> int:
+        return 1 if self.tokens else self.config.d_in  # tokens: one int64 id per batch row
+
+    @property
+    def d_out(self) -> int:
+        return self.config.vocab_size if self.tokens else self.config.d_out
+
+    def param(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """The float32 parameter `name`, checked against `shape` (ArtifactError otherwise)."""
+        value = self.params.get(name)
+        if value is None:
+            raise ArtifactError(
+                f"weights.npz has no parameter {name!r}, which the C step needs; re-export the artifact "
+                "with this tickformer"
+            )
+        if value.shape != shape or value.dtype != np.float32:
+            raise ArtifactError(
+                f"parameter {name!r} is {value.dtype} {value.shape}, the C step needs float32 {shape}; "
+                "re-export the artifact"
+            )
+        return value
+
+
+def plan_for(artifact: Artifact) -> Plan:
+    """Check that codegen supports `artifact` and read what the C step needs. Raises
+    ArtifactError naming the unsupported kind or field. Not real-time (reads weights.npz)."""
+    manifest = artifact.manifest
+    unknown_keys = sorted(set(manifest) - KNOWN_MANIFEST_KEYS)
+    if unknown_keys:
+        raise ArtifactError(
+            f"{artifact.root}: manifest keys {unknown_keys} are not known to tickformer codegen (it "
+            f"supports {SUPPORTED}); "
+            f"the C step cannot honour them: use backend 'ort' or 'numpy' for this artifact"
+        )
+    raw = manifest.get("config", {})
+    unknown = sorted(set(raw) - KNOWN_CONFIG_FIELDS)
+    if unknown:
+        raise ArtifactError(
+            f"{artifact.root}: config fields {unknown} are not supported by tickformer codegen (it "
+            f"supports {SUPPORTED} "
+            f"with fields {sorted(KNOWN_CONFIG_FIELDS)}); use backend 'ort' or 'numpy' for this artifact"
+        )
+    cfg = artifact.config
+    if cfg.arch != "decoder":
+        raise ArtifactError(
+            f"{artifact.root}: codegen does not support arch {cfg.arch!r} yet (it supports {SUPPORTED}); "
+            f"use backend 'ort' or 'numpy' for encoder-decoder artifacts"
+        )
+    if cfg.max_len != artifact.max_len:
+        raise ArtifactError(
+            f"{artifact.root}: config max_len {cfg.max_len} differs from the manifest's max_len "
+            f"{artifact.max_len}; re-export the artifact"
+        )
+    sha = manifest.get("manifest_sha256")
+    if not isinstance(sha, str) or len(sha) != 64:
+        raise ArtifactError(f"{artifact.root}: manifest has no manifest_sha256; re-export the artifact")
+    return Plan(
+        config=cfg,
+        batch=artifact.batch,
+        domain=artifact.input_domain,
+        output_bound=_output_bound(manifest),
+        artifact_sha256=sha,
+        params=artifact.params(),
+    )
+
+
+def _output_bound(manifest: dict[str, Any]) -> float | None:
+    bound = manifest.get("output_bound")
+    return None if bound is None else float(bound)

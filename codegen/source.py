@@ -1,0 +1,387 @@
+"""The generated translation unit: `tf_model.h` (API, shapes, state struct) and `tf_model.c`.
+
+The C API (the contract is in docs/codegen.md; the Python `c` backend uses stage/commit):
+
+    int  tf_stage(tf_state *s, const tf_input x[], int32_t pos, float y[]);
+         checks pos and x (finite, in the declared domain; token ids in [0, V)), runs the step,
+         writes y, stages this position's K/V rows, checks y (finite, |y| <= the artifact's
+         output bound). Never writes the committed state: on any status != TF_OK the cache is
+         exactly as before.
+    void tf_commit(tf_state *s, int32_t pos);   staged rows -> cache row of pos
+    int  tf_step(tf_state *s, const tf_input x[], float y[]);
+         the whole tick for callers without Python: refuses when the context is full,
+         stages, commits and advances s->pos only if everything succeeded.
+    void tf_reset(tf_state *s);
+Memory: the weights are `static const` arrays in this file; everything that changes (the KV
+cache, the staged rows, the scratch activations, the position) is one `tf_state` struct of
+compile-time size that the caller places -- `static tf_state state;` in a firmware image, a
+buffer of `tf_layout(0)` bytes in the Python backend. The library itself holds no writable
+data at all (tests/codegen/test_static_evidence.py checks the object file), so any number of
+independent states can run the same code. No malloc, no recursion, no VLAs, constant loop
+bounds; the only library function called is sqrtf.
+
+Not real-time code (text generation).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import c_text, kernels
+from .blocks import BLOCK_KINDS, CACHE_KINDS, Weight
+from .plan import Plan
+
+STATUS = (
+    ("TF_OK", 0, "the step ran; y holds the output (stage: rows staged)"),
+    ("TF_E_POSITION", 1, "pos outside 0..TF_MAX_LEN-1"),
+    ("TF_E_NONFINITE", 2, "an input value is NaN or infinite"),
+    ("TF_E_DOMAIN", 3, "an input value is outside the declared domain [TF_DOMAIN_LO, TF_DOMAIN_HI]"),
+    ("TF_E_TOKEN", 4, "a token id is outside 0..TF_D_OUT-1"),
+    (
+        "TF_E_OUTPUT",
+        5,
+        "an output is NaN, infinite or beyond the artifact's output bound (nothing staged is committed)",
+    ),
+    ("TF_E_FULL", 6, "tf_step: the context is full (position TF_MAX_LEN); call tf_reset"),
+)
+LAYOUT_FIELDS = ("size", "k", "v", "k_new", "v_new", "pos")  # tf_layout(i): byte offset (0: sizeof)
+
+
+def header(plan: Plan, generator: str) -> str:
+    cfg = plan.config
+    cache = CACHE_KINDS[plan.cache_kind]
+    block = BLOCK_KINDS[plan.block_kind]
+    status = "\n".join(f"    {name} = {code}, /* {text} */" for name, code, text in STATUS)
+    members = "\n".join("    " + m for m in cache.state_members(plan))
+    scratch = "\n".join(
+        "    " + m
+        for m in [
+            "float h[TF_D_MODEL]; /* residual stream of the batch row being computed */",
+            "float t[TF_D_MODEL];",
+            f"float sq[{max(plan.d, 1)}]; /* LayerNorm scratch */",
+            *block.scratch_members(plan),
+            f"float out[{plan.d_out}];",
+        ]
+    )
+    in_type = "int64_t" if plan.tokens else "float"
+    lo, hi = plan.domain
+    return f"""\
+/* tf_model.h -- the step of one tickformer artifact as C99 (generated; do not edit).
+   Artifact manifest_sha256 {plan.artifact_sha256}
+   Generator {generator}; regenerate with `tickformer codegen ART --out DIR`.
+   Contract, numbers and how they were measured: docs/codegen.md in the tickformer repository. */
+#ifndef TF_MODEL_H
+#define TF_MODEL_H
+
+#include <stdint.h>
+
+#define TF_BATCH {plan.batch}
+#define TF_TOKENS {1 if plan.tokens else 0} /* 1: inputs are int64 token ids, outputs logits */
+#define TF_D_IN {plan.d_in} /* inputs per batch row */
+#define TF_D_OUT {plan.d_out} /* outputs per batch row */
+#define TF_MAX_LEN {cfg.max_len}
+#define TF_ROWS {cache.rows(plan)} /* cache rows ({plan.cache_kind} cache) */
+#define TF_LAYERS {cfg.n_layers}
+#define TF_HEADS {cfg.n_heads}
+#define TF_D_HEAD {plan.dh}
+#define TF_D_MODEL {plan.d}
+#define TF_D_FF {cfg.d_ff}
+#define TF_DOMAIN_LO {c_text.f32_up(lo)} /* declared input domain (float32 inside [{lo!r}, {hi!r}]) */
+#define TF_DOMAIN_HI {c_text.f32_down(hi)}
+
+typedef {in_type} tf_input;
+
+enum tf_status {{
+{status}
+}};
+
+/* Everything that changes. Place it in static storage (or any memory of tf_layout(0) bytes).
+   tf_reset makes ANY memory a valid initial state: nothing but `pos` is read before it is
+   written, except cache rows, which are selected out until this sequence commits them. */
+typedef struct tf_state {{
+    int32_t pos; /* tf_step's next position */
+    int32_t reserved[15]; /* keeps the arrays 64-byte aligned when the state is */
+{members}
+    /* scratch: overwritten by every tf_stage, never read before written */
+{scratch}
+}} tf_state;
+
+void tf_reset(tf_state *s);
+int tf_stage(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, float y[TF_BATCH * TF_D_OUT]);
+void tf_commit(tf_state *s, int32_t pos);
+int tf_step(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], float y[TF_BATCH * TF_D_OUT]);
+const char *tf_artifact_sha256(void);
+int32_t tf_layout(int32_t field); /* 0: sizeof(tf_state); 1..5: byte offset of k, v, k_new, v_new, pos */
+
+#endif
+"""
+
+
+def _weights(plan: Plan) -> list[Weight]:
+    from tickformer.model.layers import positional_encoding
+
+    cfg = plan.config
+    out = [
+        Weight(
+            "tf_pe",
+            positional_encoding(cfg.max_len, cfg.d_model),
+            "sinusoidal positions (model/layers.py positional_encoding)",
+        )
+    ]
+    if plan.tokens:
+        e = plan.param("tok_embed", (cfg.vocab_size, cfg.d_model))
+        out.append(Weight("tf_embed", e, "tok_embed"))
+        out.append(
+            Weight(
+                "tf_embed_t", np.ascontiguousarray(e.T), "tok_embed transposed (the tied output projection)"
+            )
+        )
+    else:
+        out += [
+            Weight("tf_w_in", plan.param("in_proj.w", (cfg.d_in, cfg.d_model)), "in_proj.w"),
+            Weight("tf_b_in", plan.param("in_proj.b", (cfg.d_model,)), "in_proj.b"),
+            Weight("tf_w_out", plan.param("out_proj.w", (cfg.d_model, cfg.d_out)), "out_proj.w"),
+            Weight("tf_b_out", plan.param("out_proj.b", (cfg.d_out,)), "out_proj.b"),
+        ]
+    return out + BLOCK_KINDS[plan.block_kind].weights(plan)
+
+
+def _embed_c(plan: Plan) -> str:
+    d = plan.d
+    if plan.tokens:
+        sqrt_d = c_text.f32(float(np.float32(np.sqrt(d))))
+        return f"""\
+/* E[id] * sqrt(D) + PE[pos] (model/transformer.py embed) */
+static void tf_embed_row(const tf_input *x, int32_t pos, float *restrict h)
+{{
+    int i;
+    const float *e = tf_embed + (int32_t)x[0] * TF_D_MODEL; /* 0 <= x[0] < V: checked */
+    for (i = 0; i < TF_D_MODEL; i++) {{
+        h[i] = e[i] * {sqrt_d} + tf_pe[pos * TF_D_MODEL + i];
+    }}
+}}
+"""
+    return f"""\
+/* (x W_in + b_in) + PE[pos] (model/transformer.py embed) */
+static void tf_embed_row(const tf_input *x, int32_t pos, float *restrict h)
+{{
+    int i;
+    {kernels.matvec_name(plan.d_in, d, True)}(x, tf_w_in, tf_b_in, h);
+    for (i = 0; i < TF_D_MODEL; i++) {{
+        h[i] = h[i] + tf_pe[pos * TF_D_MODEL + i];
+    }}
+}}
+"""
+
+
+def _project_c(plan: Plan) -> str:
+    if plan.tokens:
+        return f"""\
+/* logits = h E^T (tied output projection) */
+static void tf_project_row(const float *restrict h, float *restrict y)
+{{
+    {kernels.matvec_name(plan.d, plan.d_out, False)}(h, tf_embed_t, y);
+}}
+"""
+    return f"""\
+/* y = h W_out + b_out */
+static void tf_project_row(const float *restrict h, float *restrict y)
+{{
+    {kernels.matvec_name(plan.d, plan.d_out, True)}(h, tf_w_out, tf_b_out, y);
+}}
+"""
+
+
+def _check_input_c(plan: Plan) -> str:
+    if plan.tokens:
+        return """\
+/* every token id in 0..V-1 */
+static int tf_check_input(const tf_input x[TF_BATCH * TF_D_IN])
+{
+    int i;
+    for (i = 0; i < TF_BATCH * TF_D_IN; i++) {
+        if (x[i] < 0 || x[i] >= TF_D_OUT) {
+            return TF_E_TOKEN;
+        }
+    }
+    return TF_OK;
+}
+"""
+    return """\
+/* every input finite and inside the declared domain (contracts/input_domain.py); NaN fails
+   every comparison, so the finiteness test comes first to name it */
+static int tf_check_input(const tf_input x[TF_BATCH * TF_D_IN])
+{
+    int i;
+    for (i = 0; i < TF_BATCH * TF_D_IN; i++) {
+        const float v = x[i];
+        if (!(v >= -FLT_MAX && v <= FLT_MAX)) {
+            return TF_E_NONFINITE;
+        }
+        if (v < TF_DOMAIN_LO || v > TF_DOMAIN_HI) {
+            return TF_E_DOMAIN;
+        }
+    }
+    return TF_OK;
+}
+"""
+
+
+def _check_output_c(plan: Plan) -> str:
+    if plan.output_bound is None:
+        what, test = "finite", "!((v < 0.0f ? -v : v) <= FLT_MAX)"
+    else:
+        what = f"finite and |y| <= {plan.output_bound!r} (the artifact's output bound, valid for any finite input)"
+        test = f"!((v < 0.0f ? -v : v) <= {c_text.f32_up(plan.output_bound)})"
+    return f"""\
+/* every output {what}; NaN fails the comparison */
+static int tf_check_output(const float y[TF_BATCH * TF_D_OUT])
+{{
+    int i;
+    for (i = 0; i < TF_BATCH * TF_D_OUT; i++) {{
+        const float v = y[i];
+        if ({test}) {{
+            return TF_E_OUTPUT;
+        }}
+    }}
+    return TF_OK;
+}}
+"""
+
+
+def source(plan: Plan, generator: str) -> str:
+    cache = CACHE_KINDS[plan.cache_kind]
+    block = BLOCK_KINDS[plan.block_kind]
+    matvecs = set(block.matvecs(plan)) | set(cache.matvecs(plan))
+    matvecs.add((plan.d, plan.d_out, not plan.tokens, False))
+    if not plan.tokens:
+        matvecs.add((plan.d_in, plan.d, True, False))
+    sums = set(cache.sums(plan)) | set(block.layer_norms(plan))
+    sum_texts, leaves = [], set()
+    for n in sorted(sums):
+        text, used = kernels.sum_c(n)
+        sum_texts.append(text)
+        leaves |= used
+    weights = "\n".join(
+        c_text.array(w.name, w.values, comment=w.comment, shapes_only_variant=True) for w in _weights(plan)
+    )
+    fields = ", ".join(
+        ("(int32_t)sizeof(tf_state)", *(f"(int32_t)offsetof(tf_state, {f})" for f in LAYOUT_FIELDS[1:]))
+    )
+    parts = [
+        f"""\
+/* tf_model.c -- the step of one tickformer artifact as C99 (generated; do not edit).
+   Artifact manifest_sha256 {plan.artifact_sha256}; generator {generator}.
+   Build: cc -std=c99 -O2 -ffp-contract=off -c tf_model.c (see the Makefile beside it).
+   No malloc, no recursion, no VLAs, constant loop bounds; no writable static data; the only
+   library function called is sqrtf. Equivalence to the numpy reference, static checks and
+   timings: docs/codegen.md in the tickformer repository. */
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+
+#include "tf_model.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+typedef union {{
+    float f;
+    uint32_t u;
+}} tf_bits; /* reading the member not last written reinterprets the bits (C99 TC3 6.5.2.3) */
+
+#define TF_NEG_INF_BITS 0xFF800000u /* -inf */
+
+/* ---- weights (hexadecimal constants: exactly the artifact's float32 values) ---- */
+""",
+        weights,
+        "/* ---- kernels ---- */\n",
+        kernels.exp_c(),
+        kernels.and_bits_c(),
+        *(kernels.matvec_c(*shape) for shape in sorted(matvecs)),
+        *(kernels.pairwise_leaf_c(n) for n in sorted(leaves)),
+        *sum_texts,
+        *(
+            kernels.layer_norm_c(n, plan.config.ln_eps, block.layer_norm_bound(plan))
+            for n in sorted(block.layer_norms(plan))
+        ),
+        *(kernels.relu_c(n) for n in sorted(block.relus(plan))),
+        *cache.kernels(plan),
+        block.layer_c(plan),
+        _embed_c(plan),
+        _project_c(plan),
+        _check_input_c(plan),
+        _check_output_c(plan),
+        f"""\
+/* ---- the API (tf_model.h) ---- */
+
+/* Runs the step at position pos on x; writes y; stages this position's K/V rows.
+   Never writes the committed state. Bounded work, the same at every pos. */
+int tf_stage(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, float y[TF_BATCH * TF_D_OUT])
+{{
+    int status, b, l, o;
+    if (pos < 0 || pos >= TF_MAX_LEN) {{
+        return TF_E_POSITION;
+    }}
+    status = tf_check_input(x);
+    if (status != TF_OK) {{
+        return status;
+    }}
+    for (b = 0; b < TF_BATCH; b++) {{
+        tf_embed_row(x + b * TF_D_IN, pos, s->h);
+        for (l = 0; l < TF_LAYERS; l++) {{
+            tf_layer(s, l, b, pos);
+        }}
+        tf_project_row(s->h, s->out);
+        for (o = 0; o < TF_D_OUT; o++) {{
+            y[b * TF_D_OUT + o] = s->out[o];
+        }}
+    }}
+    return tf_check_output(y);
+}}
+
+/* Copies the rows tf_stage staged into the cache row of pos. Call only after tf_stage(s, x,
+   pos, y) returned TF_OK (and the caller accepted y). */
+void tf_commit(tf_state *s, int32_t pos)
+{{
+{cache.commit_c(plan)}}}
+
+/* One whole tick: refuses a full context, stages, commits and advances only on success. */
+int tf_step(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], float y[TF_BATCH * TF_D_OUT])
+{{
+    int status;
+    if (s->pos >= TF_MAX_LEN) {{
+        return TF_E_FULL;
+    }}
+    status = tf_stage(s, x, s->pos, y);
+    if (status != TF_OK) {{
+        return status;
+    }}
+    tf_commit(s, s->pos);
+    s->pos = s->pos + 1;
+    return TF_OK;
+}}
+
+/* Starts a new sequence. Constant time. Valid on a state of any content. */
+void tf_reset(tf_state *s)
+{{
+{cache.reset_c(plan)}    s->pos = 0;
+}}
+
+const char *tf_artifact_sha256(void)
+{{
+    return "{plan.artifact_sha256}";
+}}
+
+int32_t tf_layout(int32_t field)
+{{
+    static const int32_t offsets[{len(LAYOUT_FIELDS)}] = {{{fields}}};
+    if (field < 0 || field >= {len(LAYOUT_FIELDS)}) {{
+        return -1;
+    }}
+    return offsets[field];
+}}
+""",
+    ]
+    return "\n".join(parts)

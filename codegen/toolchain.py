@@ -1,0 +1,206 @@
+"""Compiling the generated step into a shared library, once per artifact, compiler and flags.
+
+    path = build_library(plan)              # cached: ~/.cache/tickformer/codegen/<key>/libtf_model.so
+    lib = load_library(path, plan)          # ctypes, checked against the artifact
+
+Compiler: the `cc=` argument, else $CC, else the first of cc, gcc, clang on PATH; none is a
+BackendUnavailable naming the package to install. Flags (DEFAULT_FLAGS): -O2 (GCC's -O3
+vectorises the attention's outer loops with shuffles and is slower on this step: docs/codegen.md),
+-march=native (the library is built on the machine that runs it), -ffp-contract=off (no fused
+multiply-add: the reference rounds every product), -fno-math-errno (sqrtf becomes one
+instruction; its argument var + eps is > 0), and with GCC -fno-tree-loop-distribute-patterns
+(no memset/memmove calls). Never -ffast-math: it breaks the -inf selection and the NaN checks.
+
+Cache: the key is the SHA-256 of the artifact's manifest_sha256, the generator's id (a digest
+of codegen/*.py), the compiler's path and `--version` line, and the flags. A build happens in
+a temporary directory; the sources, the library and `build.json` (written last) reach the
+cache directory through durable.replace_dir, so a crash mid-build never leaves a directory
+that holds a library without its build.json, and a library is only loaded from a directory
+whose build.json names the same key.
+
+Trust: loading a shared library runs its code. The cache directory is the user's own
+(TICKFORMER_CODEGEN_CACHE or cache_dir= to move it); a prebuilt `library=` is checked to be
+built for this artifact (tf_artifact_sha256) and this state layout, which detects mix-ups,
+not tampering. Not real-time code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from tickformer.durable import replace_dir
+from tickformer.errors import ArtifactError, BackendError, BackendUnavailable, ConfigError
+
+from .plan import Plan
+
+LIBRARY = "libtf_model.so"
+BUILD_RECORD = "build.json"
+DEFAULT_FLAGS = ("-std=c99", "-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno")
+GCC_FLAGS = ("-fno-tree-loop-distribute-patterns",)
+SHARED_FLAGS = ("-fPIC", "-shared")
+CANDIDATES = ("cc", "gcc", "clang")
+COMPILE_TIMEOUT_S = 600
+INSTALL_HINT = (
+    "install one (Debian/Ubuntu: apt-get install gcc), or name one with $CC, cc= (Python) or --cc (CLI)"
+)
+
+
+@dataclass(frozen=True)
+class Compiler:
+    path: str
+    version: str  # first line of `--version`
+    kind: str  # "gcc", "clang" or "other"
+
+
+def find_compiler(cc: str | None = None) -> Compiler:
+    """The compiler to use (module docstring). Raises BackendUnavailable when there is none."""
+    if cc is not None and (not isinstance(cc, str) or not cc):
+        raise ConfigError(f"cc={cc!r} must be the name or path of a C compiler, e.g. cc='gcc'")
+    names = [cc] if cc is not None else ([os.environ["CC"]] if os.environ.get("CC") else list(CANDIDATES))
+    for name in names:
+        path = shutil.which(name)
+        if path is None:
+            continue
+        try:
+            out = subprocess.run(
+                [path, "--version"], capture_output=True, text=True, timeout=30, check=True
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        first = out.splitlines()[0].strip() if out.strip() else name
+        text = out.lower()
+        kind = (
+            "clang"
+            if "clang" in text
+            else ("gcc" if ("gcc" in text or "free software foundation" in text) else "other")
+        )
+        return Compiler(path=path, version=first, kind=kind)
+    tried = ", ".join(names) if cc is not None or os.environ.get("CC") else "$CC, " + ", ".join(CANDIDATES)
+    raise BackendUnavailable(f"backend 'c' needs a C compiler and found none (tried {tried}): {INSTALL_HINT}")
+
+
+def compile_flags(compiler: Compiler, cflags: Sequence[str] | None = None) -> tuple[str, ...]:
+    """DEFAULT_FLAGS (plus GCC's own) or the caller's `cflags`, then -fPIC -shared."""
+    if cflags is None:
+        base = DEFAULT_FLAGS + (GCC_FLAGS if compiler.kind == "gcc" else ())
+    else:
+        if isinstance(cflags, str) or not all(isinstance(f, str) for f in cflags):
+            raise ConfigError(f"cflags={cflags!r} must be a list of strings, e.g. ['-O2', '-march=native']")
+        base = tuple(cflags)
+    if any(f in ("-ffast-math", "-Ofast", "-ffinite-math-only") for f in base):
+        raise ConfigError(
+            f"cflags {list(base)} enable fast math, which breaks the -inf selection and the NaN checks "
+            "of the step; remove it"
+        )
+    return base + SHARED_FLAGS
+
+
+def cache_root(cache_dir: "str | os.PathLike[str] | None" = None) -> Path:
+    if cache_dir is not None:
+        return Path(cache_dir)
+    env = os.environ.get("TICKFORMER_CODEGEN_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tickformer" / "codegen"
+
+
+def cache_key(plan: Plan, generator: str, compiler: Compiler, flags: Sequence[str]) -> str:
+    record = {
+        "artifact": plan.artifact_sha256,
+        "generator": generator,
+        "compiler": [compiler.path, compiler.version],
+        "flags": list(flags),
+    }
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def build_library(
+    plan: Plan,
+    *,
+    cc: str | None = None,
+    cflags: Sequence[str] | None = None,
+    cache_dir: "str | os.PathLike[str] | None" = None,
+) -> Path:
+    """The path of the compiled library for `plan`, building it on a cache miss."""
+    from . import generator_id, model_sources
+
+    compiler = find_compiler(cc)
+    flags = compile_flags(compiler, cflags)
+    gen = generator_id()
+    key = cache_key(plan, gen, compiler, flags)
+    target = cache_root(cache_dir) / key
+    if _cached(target, key):
+        return target / LIBRARY
+    sources = model_sources(plan)
+    with tempfile.TemporaryDirectory(prefix="tickformer-codegen-") as tmp:
+        work = Path(tmp)
+        for name, data in sources.items():
+            (work / name).write_bytes(data)
+        cmd = [compiler.path, *flags, "tf_model.c", "-o", LIBRARY]
+        try:
+            done = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise BackendError(
+                f"{compiler.path} did not finish compiling the generated step within {COMPILE_TIMEOUT_S} s"
+            ) from None
+        if done.returncode != 0:
+            detail = (done.stderr or done.stdout).strip().splitlines()
+            raise BackendError(
+                f"{compiler.path} failed to compile the generated step ({' '.join(cmd[1:])}): "
+                f"{detail[0] if detail else 'no output'}"
+            )
+        library = (work / LIBRARY).read_bytes()
+    record = {
+        "key": key,
+        "artifact": plan.artifact_sha256,
+        "generator": gen,
+        "compiler": compiler.path,
+        "compiler_version": compiler.version,
+        "flags": list(flags),
+    }
+    files = {**sources, LIBRARY: library, BUILD_RECORD: json.dumps(record, indent=2, sort_keys=True).encode()}
+    replace_dir(target, files, last=BUILD_RECORD)
+    return target / LIBRARY
+
+
+def _cached(target: Path, key: str) -> bool:
+    try:
+        record = json.loads((target / BUILD_RECORD).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("key") == key and (target / LIBRARY).is_file()
+
+
+def load_library(path: "str | os.PathLike[str]", plan: Plan) -> ctypes.PyDLL:
+    """ctypes handle of a library built for `plan` (checked: artifact hash and state layout).
+    PyDLL: calls keep the GIL -- a step this short gains nothing from releasing it, and a
+    release/reacquire is a chance for another thread to run in the middle of a tick."""
+    path = Path(path)
+    if not path.is_file():
+        raise ArtifactError(
+            f"{path}: no such library; build it with `make shared` in a `tickformer codegen` output, or omit library="
+        )
+    try:
+        lib = ctypes.PyDLL(str(path.resolve()))
+        sha_fn, layout_fn = lib.tf_artifact_sha256, lib.tf_layout
+    except (OSError, AttributeError) as exc:
+        raise BackendError(f"{path} is not a library generated by tickformer codegen ({exc})") from None
+    sha_fn.restype, sha_fn.argtypes = ctypes.c_char_p, []
+    layout_fn.restype, layout_fn.argtypes = ctypes.c_int32, [ctypes.c_int32]
+    built_for = (sha_fn() or b"").decode(errors="replace")
+    if built_for != plan.artifact_sha256:
+        raise ArtifactError(
+            f"{path} was generated for artifact {built_for[:12]}..., not this one "
+            f"({plan.artifact_sha256[:12]}...); regenerate it with `tickformer codegen`"
+        )
+    return lib

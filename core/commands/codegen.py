@@ -1,0 +1,64 @@
+"""`tickformer codegen ART --out DIR`: the artifact's step as dependency-free C99.
+
+Writes DIR/ (atomically): tf_model.h, tf_model.c (the step, commit and reset; weights as
+static const arrays), tf_golden.h + tf_test.c (the numpy reference's outputs, checked without
+Python), tf_expcheck.c, tf_eva.c and a Makefile (`make`, `make shared`, `make test`).
+`--test` runs `make -C DIR test` afterwards and fails if it does. See docs/codegen.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+from typing import Any
+
+from tickformer.errors import BackendError, BackendUnavailable
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "codegen",
+        help="generate the artifact's step as dependency-free C99 (library, test program, Makefile)",
+        description="Generate the step of a decoder-only artifact as a C99 translation unit with static "
+        "weights and caller-placed state, golden vectors from the numpy reference, a standalone test program "
+        "and a Makefile (docs/codegen.md).",
+    )
+    p.add_argument("artifact", help="exported artifact directory (tickformer export ... --out ART)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output directory (replaced atomically if it holds a previous codegen output)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace --out even if it is not a previous codegen output"
+    )
+    p.add_argument(
+        "--test", action="store_true", help="run `make -C OUT test` afterwards (needs make and a C compiler)"
+    )
+    p.add_argument("--cc", default=None, help="C compiler for --test (default: $CC or cc)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tickformer.codegen import write
+
+    out = write(args.artifact, args.out, force=args.force)
+    print(
+        f"wrote {out}: tf_model.h tf_model.c (the step), tf_test.c tf_golden.h (checks), Makefile; run "
+        f"`make -C {out} test`"
+    )
+    if not args.test:
+        return 0
+    make = shutil.which("make")
+    if make is None:
+        raise BackendUnavailable("--test needs `make`: apt-get install make")
+    from tickformer.codegen.toolchain import find_compiler
+
+    cc = find_compiler(args.cc)  # BackendUnavailable naming the package when there is none
+    done = subprocess.run([make, "-C", str(out), "test", f"CC={cc.path}"], capture_output=True, text=True)
+    print(done.stdout, end="")
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        raise BackendError(f"make test failed in {out}: {lines[-1] if lines else 'no output'}")
+    return 0

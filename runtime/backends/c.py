@@ -1,0 +1,177 @@
+"""C backend: the artifact's step as generated C99 (tickformer.codegen), called through ctypes.
+
+    session = tickformer.runtime.load("ART", backend="c")                 # generate + compile once
+    session = tickformer.runtime.load("ART", backend="c", library="DIR/libtf_model.so")  # prebuilt
+
+Loading (not real-time): codegen.plan_for refuses what the generator does not support
+(encoder-decoder artifacts, unknown config fields); the library comes from the build cache
+(codegen/toolchain.py: keyed by the artifact's hash, the generator, the compiler and the
+flags; built with the system C compiler on a miss, atomically) or from `library=`, and must
+report this artifact's manifest hash. Options: cc= (compiler), cflags= (replacing the
+defaults), cache_dir=, library=.
+
+State: one `tf_state` of the library's own size (tf_layout(0)) in a numpy buffer allocated
+here, 64-byte aligned; `cache()` returns the logical [L, B, H, N, dh] pair as views of its K
+(stored transposed, [L, B, H, dh, N], as HostCache does: the score loop runs along positions)
+and V (stored [L, B, N, H, dh]: row p is position p's value projection, all heads side by side,
+so one pass over the rows accumulates every head), so tests can plant values in the C cache.
+
+Real-time (tests/runtime/test_c_backend.py, with tracemalloc): `step` copies x into the input
+buffer (np.copyto, 0 B) and calls `tf_stage(state, x, pos, y)`; `commit` calls `tf_commit`.
+No Python object is allocated, not even transiently: the pointer arguments are
+`ctypes.byref` objects made once (ctypes passes them as they are), `pos` is a plain int
+(ctypes converts it to a C int directly), argtypes are deliberately left unset (with them,
+ctypes builds a converted argument object per call), and the returned status is a small int
+(0 is cached). The library is a ctypes.PyDLL: the call keeps the GIL. The C step itself
+refuses bad input and non-finite or out-of-bound output with a status; this backend turns any
+status but 0 into a BackendError, and the cache is then unchanged (tf_stage never writes it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from tickformer.artifact import Artifact
+from tickformer.errors import BackendError, ConfigError
+
+from .base import Backend
+
+STATUS_TEXT = {
+    1: "position outside 0..max_len-1",
+    2: "an input value is NaN or infinite",
+    3: "an input value is outside the declared domain",
+    4: "a token id is outside the vocabulary",
+    5: "an output is NaN, infinite or beyond the artifact's output bound",
+}
+ALIGN = 64
+
+
+def _aligned(nbytes: int) -> np.ndarray:
+    """A zeroed uint8 buffer of nbytes starting on an ALIGN-byte boundary."""
+    raw = np.zeros(nbytes + ALIGN, dtype=np.uint8)
+    start = (-raw.ctypes.data) % ALIGN
+    return raw[start : start + nbytes]
+
+
+def _ref(array: np.ndarray) -> Any:
+    """A ctypes pointer argument to array's data, made once (ctypes.byref: passed as is)."""
+    return ctypes.byref((ctypes.c_char * array.nbytes).from_buffer(array.data))
+
+
+class CBackend(Backend):
+    """The generated C step (see the module docstring)."""
+
+    name = "c"
+    static_cache = True
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        *,
+        cc: str | None = None,
+        cflags: Sequence[str] | None = None,
+        cache_dir: "str | os.PathLike[str] | None" = None,
+        library: "str | os.PathLike[str] | None" = None,
+    ) -> None:
+        super().__init__(artifact)
+        from tickformer.codegen import toolchain
+        from tickformer.codegen.plan import plan_for
+
+        if library is not None and (cc is not None or cflags is not None):
+            raise ConfigError(
+                "library= loads a prebuilt library; cc= and cflags= only apply when the backend builds it"
+            )
+        self._plan = plan_for(artifact)  # ArtifactError for what codegen does not support
+        path = (
+            toolchain.build_library(self._plan, cc=cc, cflags=cflags, cache_dir=cache_dir)
+            if library is None
+            else library
+        )
+        self.library_path = str(path)
+        self._lib = toolchain.load_library(path, self._plan)
+        cfg, batch = self.config, artifact.batch
+        layout = [int(self._lib.tf_layout(i)) for i in range(6)]  # size, k, v, k_new, v_new, pos
+        cache_bytes = int(np.prod(self.cache_shape)) * 4
+        if layout[0] <= 0 or layout[2] - layout[1] != cache_bytes or layout[3] - layout[2] != cache_bytes:
+            raise BackendError(
+                f"{path}: its state layout {layout} does not match this artifact's cache "
+                f"{self.cache_shape}; regenerate it"
+            )
+        self._state = _aligned(layout[0])
+        layers, b, heads, n, dh = self.cache_shape
+        self._k_t = np.ndarray(
+            (layers, b, heads, dh, n), np.float32, buffer=self._state, offset=layout[1]
+        )  # [L, B, H, dh, N]
+        v_rows = np.ndarray(
+            (layers, b, n, heads, dh), np.float32, buffer=self._state, offset=layout[2]
+        )  # [L, B, N, H, dh]
+        self._v = v_rows.transpose(0, 1, 3, 2, 4)  # [L, B, H, N, dh] view
+        if cfg.inputs == "tokens":
+            self._x = np.zeros((batch, 1), np.int64)  # [B, 1]
+        else:
+            self._x = np.zeros((batch, 1, cfg.d_in), np.float32)  # [B, 1, d_in]
+        self._y = np.zeros(self.step_output_shape, np.float32)  # [B, 1, d_out | V]
+        self._refs: tuple[Any, ...] = (
+            _ref(self._state),
+            _ref(self._x),
+            _ref(self._y),
+        )  # kept alive with the buffers
+        self._stage_fn = self._lib.tf_stage
+        self._stage_fn.restype = ctypes.c_int
+        self._commit_fn = self._lib.tf_commit
+        self._commit_fn.restype = None
+        self._reset_fn = self._lib.tf_reset
+        self._reset_fn.restype = None
+        self._reset_fn(self._refs[0])
+
+    # --- real-time path ------------------------------------------------------------------------
+    def step(self, x: np.ndarray, pos: int) -> np.ndarray:
+        """Real-time safe: one copy into the input buffer and one C call; 0 bytes allocated."""
+        np.copyto(self._x, x)
+        sref, xref, yref = self._refs
+        status = self._stage_fn(sref, xref, pos, yref)
+        if status:
+            raise BackendError(
+                f"the C step refused position {pos}: {STATUS_TEXT.get(status, f'status {status}')}; the "
+                "cache is unchanged"
+            )
+        return self._y
+
+    def commit(self, pos: int) -> None:
+        """Real-time safe: tf_commit copies the staged rows into cache row pos (0 bytes)."""
+        self._commit_fn(self._refs[0], pos)
+
+    # --- not real-time ---------------------------------------------------------------------------
+    def full(self, x: np.ndarray) -> np.ndarray:
+        """The full pass as max_len-bounded steps on a private state (this session's is untouched)."""
+        t = x.shape[1]
+        state = _aligned(self._state.nbytes)
+        xin = np.zeros_like(self._x)
+        out = np.zeros((x.shape[0], t, self._y.shape[-1]), np.float32)  # [B, T, d_out | V]
+        y = np.zeros_like(self._y)
+        refs = (_ref(state), _ref(xin), _ref(y))
+        self._reset_fn(refs[0])
+        for pos in range(t):
+            np.copyto(xin, x[:, pos : pos + 1])
+            status = self._stage_fn(refs[0], refs[1], pos, refs[2])
+            if status:
+                raise BackendError(
+                    f"the C step refused position {pos} of the full pass: {STATUS_TEXT.get(status, f'status {status}')}"
+                )
+            self._commit_fn(refs[0], pos)
+            out[:, pos] = y[:, 0]
+        return out
+
+    def cache(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._k_t.swapaxes(-1, -2), self._v
+
+    def close(self) -> None:
+        """The library stays mapped (ctypes cannot unload it safely); the state is released."""
+        self._refs = ()
+
+
+BACKENDS = {"c": CBackend}

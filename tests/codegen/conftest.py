@@ -1,0 +1,69 @@
+"""Artifacts and build helpers shared by the codegen tests: tiny configs exported once per
+session, a private build cache, and helpers that compile generated C (skipped, with the
+package to install, when this machine has no C compiler)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # for `import _cgutil` (importlib import mode)
+
+from tickformer.export.artifact import export_params
+from tickformer.model import init_params, preset
+
+TINY_TOKENS = preset("tiny").replace(inputs="tokens", d_in=0, d_out=0, vocab_size=11)
+# d_head 4 (not a power of 4: 1/sqrt(dh) inexact), 3 layers, max_len 13 (not a multiple of 8)
+ODD = preset("tiny").replace(d_model=12, n_heads=3, d_ff=20, n_layers=3, max_len=13, d_in=2, d_out=3)
+
+
+def _export(tmp_path_factory, config, name, seed, **kwargs):
+    out = tmp_path_factory.mktemp(name) / "art"
+    export_params(config, init_params(config, seed), out, **kwargs)
+    return out
+
+
+@pytest.fixture(scope="session")
+def c_compiler():
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None or shutil.which(cc) is None:
+        pytest.skip("no C compiler on this machine: apt-get install gcc")
+    return shutil.which(cc)
+
+
+@pytest.fixture(scope="session")
+def make_tool():
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("no make on this machine: apt-get install make")
+    return make
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """Every test builds into a cache of its own session, never the user's ~/.cache."""
+    old = os.environ.get("TICKFORMER_CODEGEN_CACHE")
+    os.environ["TICKFORMER_CODEGEN_CACHE"] = str(tmp_path_factory.mktemp("codegen-cache"))
+    yield
+    if old is None:
+        os.environ.pop("TICKFORMER_CODEGEN_CACHE", None)
+    else:
+        os.environ["TICKFORMER_CODEGEN_CACHE"] = old
+
+
+@pytest.fixture(scope="session")
+def arts(tmp_path_factory):
+    """name -> artifact directory: continuous (d_in 3 -> d_out 2), tokens (V = 11), batch 2,
+    odd shapes, a narrow domain, and an encoder-decoder (which codegen refuses)."""
+    return {
+        "tiny": _export(tmp_path_factory, preset("tiny"), "tiny", 1),
+        "tokens": _export(tmp_path_factory, TINY_TOKENS, "tokens", 2),
+        "batch2": _export(tmp_path_factory, preset("tiny"), "batch2", 3, batch=2),
+        "odd": _export(tmp_path_factory, ODD, "odd", 4),
+        "narrow": _export(tmp_path_factory, preset("tiny"), "narrow", 5, domain=(-0.1, 0.3)),
+        "seq2seq": _export(tmp_path_factory, preset("tiny-seq2seq"), "seq2seq", 6),
+    }

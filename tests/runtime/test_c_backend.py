@@ -1,0 +1,286 @@
+"""The `c` backend (runtime/backends/c.py): the generated C step behind the Session interface.
+
+Equivalence with the numpy reference at every position (the artifact's tolerance per
+element, and 64 u normwise); stale cache rows planted with inf/NaN change nothing; zero
+Python allocations per step, even transiently; Session semantics (a refused step leaves the
+position and the cache exactly as they were); the build cache; prebuilt libraries; the
+errors for a missing compiler and for an artifact kind codegen does not support.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from tickformer import runtime
+from tickformer.codegen import plan_for, write
+from tickformer.codegen.golden import NORMWISE_U, UNIT_ROUNDOFF
+from tickformer.codegen.toolchain import BUILD_RECORD, LIBRARY, build_library, cache_root
+from tickformer.errors import ArtifactError, BackendError, BackendUnavailable, ConfigError
+from tickformer.export.artifact import export_params
+from tickformer.model import init_params, preset
+from tickformer.runtime import open_artifact
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_cache(tmp_path_factory):
+    old = os.environ.get("TICKFORMER_CODEGEN_CACHE")
+    os.environ["TICKFORMER_CODEGEN_CACHE"] = str(tmp_path_factory.mktemp("c-backend-cache"))
+    yield
+    if old is None:
+        os.environ.pop("TICKFORMER_CODEGEN_CACHE", None)
+    else:
+        os.environ["TICKFORMER_CODEGEN_CACHE"] = old
+
+
+@pytest.fixture(scope="module")
+def compiler():
+    from tickformer.codegen.toolchain import find_compiler
+
+    try:
+        return find_compiler()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def control_art(tmp_path_factory):
+    """The benchmark's model: preset `control` (d_model 64, 4 heads, 2 layers, max_len 256)."""
+    out = tmp_path_factory.mktemp("control") / "art"
+    export_params(preset("control"), init_params(preset("control"), 0), out, lengths=[1, 2])
+    return out
+
+
+@pytest.fixture(scope="module")
+def batch2_art(tmp_path_factory):
+    out = tmp_path_factory.mktemp("batch2") / "art"
+    export_params(preset("tiny"), init_params(preset("tiny"), 7), out, batch=2)
+    return out
+
+
+def inputs(session, seed=0):
+    rng = np.random.default_rng(seed)
+    b, n, cfg = session.batch, session.max_len, session.config
+    if session.tokens:
+        seq = rng.integers(0, cfg.vocab_size, size=(n, b, 1), dtype=np.int64)
+    else:
+        lo, hi = session.domain
+        seq = rng.uniform(lo, hi, size=(n, b, 1, cfg.d_in)).astype(np.float32).clip(np.float32(lo) if np.float32(lo) >= lo else np.nextafter(np.float32(lo), np.float32(1)), np.float32(hi) if np.float32(hi) <= hi else np.nextafter(np.float32(hi), np.float32(-1)))
+    return [np.ascontiguousarray(x) for x in seq]
+
+
+def run_steps(session, xs):
+    return np.stack([session.step(x).copy() for x in xs])
+
+
+@pytest.mark.parametrize("art", ["tiny_art", "tokens_art", "batch2_art", "control_art"])
+def test_equals_the_numpy_reference_at_every_position(request, art, compiler):
+    path = request.getfixturevalue(art)
+    if isinstance(path, tuple):
+        path = path[0]
+    ref, c = runtime.load(path, backend="numpy"), runtime.load(path, backend="c")
+    xs = inputs(ref)
+    r, y = run_steps(ref, xs).astype(np.float64), run_steps(c, xs).astype(np.float64)
+    tol = ref.artifact.tolerance
+    assert (np.abs(y - r) <= tol["atol"] + tol["rtol"] * np.abs(r)).all()
+    assert np.abs(y - r).max() <= NORMWISE_U * UNIT_ROUNDOFF * np.abs(r).max()
+
+
+def test_full_pass_equals_the_reference(tiny_art, compiler):
+    path, _ = tiny_art
+    seq = np.random.default_rng(1).uniform(-10, 10, size=(1, 16, 3)).astype(np.float32)
+    c, ref = runtime.load(path, backend="c"), runtime.load(path, backend="numpy")
+    c.step(seq[:, :1].copy())  # the session's own state must not matter to run()
+    np.testing.assert_allclose(c.run(seq), ref.run(seq), atol=ref.artifact.tolerance["atol"], rtol=ref.artifact.tolerance["rtol"])
+    assert c.position == 1
+
+
+def test_stale_rows_planted_with_inf_and_nan_change_nothing(tiny_art, compiler):
+    path, _ = tiny_art
+    clean, planted = runtime.load(path, backend="c"), runtime.load(path, backend="c")
+    xs = inputs(clean, seed=2)
+    k, v = planted.backend.cache()
+    k[...] = np.inf
+    v[...] = np.nan  # every row is stale at position 0
+    for pos, x in enumerate(xs):
+        k, v = planted.backend.cache()
+        k[:, :, :, pos:] = np.where(np.arange(k.shape[3] - pos)[:, None] % 2, np.inf, -np.inf)
+        v[:, :, :, pos:] = np.nan
+        assert planted.step(x).tobytes() == clean.step(x).tobytes(), pos
+
+
+def test_reset_reuses_the_cache_without_clearing_it(tiny_art, compiler):
+    path, _ = tiny_art
+    a, b = runtime.load(path, backend="c"), runtime.load(path, backend="c")
+    xs = inputs(a, seed=3)
+    run_steps(a, inputs(a, seed=4))
+    a.reset()
+    assert run_steps(a, xs).tobytes() == run_steps(b, xs).tobytes()
+
+
+def test_sessions_do_not_share_state(tokens_art, compiler):
+    path, _ = tokens_art
+    a, b, ref_a, ref_b = (runtime.load(path, backend="c") for _ in range(4))
+    xa, xb = inputs(a, seed=5), inputs(a, seed=6)
+    ya, yb = run_steps(ref_a, xa), run_steps(ref_b, xb)
+    for t in range(len(xa)):  # interleaved in one process, one library
+        assert a.step(xa[t]).tobytes() == ya[t].tobytes()
+        assert b.step(xb[t]).tobytes() == yb[t].tobytes()
+
+
+def test_refused_output_leaves_position_and_cache_unchanged(tiny_art, tmp_path, compiler):
+    """An output beyond the bound: the C step says so, the session raises, nothing moved."""
+    import dataclasses
+
+    path, _ = tiny_art
+    plan = dataclasses.replace(plan_for(open_artifact(path)), output_bound=1e-6)
+    session = runtime.load(path, backend="c", library=build_library(plan, cache_dir=tmp_path))
+    k, v = session.backend.cache()
+    before = (k.copy(), v.copy())
+    with pytest.raises(BackendError, match="beyond the artifact's output bound; the cache is unchanged"):
+        session.step(np.zeros((1, 1, 3), np.float32))
+    assert session.position == 0
+    assert k.tobytes() == before[0].tobytes() and v.tobytes() == before[1].tobytes()
+
+
+def _peak_rise(session, xs, steps):
+    n = session.max_len
+    plan = [(xs[i % n], i % n == 0) for i in range(steps)]
+    step, reset = session.step, session.reset
+    get, reset_peak = tracemalloc.get_traced_memory, tracemalloc.reset_peak
+
+    def loop(items):
+        it = iter(items)
+        base = get()[0]
+        base = get()[0]
+        reset_peak()
+        for x, first in it:
+            if first:
+                reset()
+            step(x)
+        return get()[1] - base
+
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        loop(plan[: 2 * n])  # warm-up: first calls, interpreter free lists
+        rise = loop(plan)  # any allocation inside any step raises the peak, even one freed again
+        before = tracemalloc.take_snapshot()
+        loop(plan)
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+    ignore = [tracemalloc.Filter(False, tracemalloc.__file__)]
+    net = sum(d.count_diff for d in after.filter_traces(ignore).compare_to(before.filter_traces(ignore), "traceback"))
+    return rise, net
+
+
+@pytest.mark.parametrize("art", ["tiny_art", "tokens_art"])
+def test_zero_python_allocations_per_step(request, art, compiler):
+    """Session.step over the c backend allocates nothing traced, not even within a step."""
+    path, _ = request.getfixturevalue(art)
+    session = runtime.load(path, backend="c")
+    rise, net = _peak_rise(session, inputs(session), 5_000)
+    assert rise == 0 and net == 0
+
+
+def test_allocation_probe_sees_argtypes(tiny_art, compiler):
+    """The control: with argtypes set, ctypes converts every argument into a new object per
+    call -- the probe sees it (which is why the backend leaves argtypes unset)."""
+    import ctypes
+
+    path, _ = tiny_art
+    session = runtime.load(path, backend="c")
+    fn = session.backend._lib.tf_stage
+    try:
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
+        session.backend._refs = tuple(ctypes.c_void_p(ctypes.addressof(r._obj)) for r in session.backend._refs)
+        rise, _ = _peak_rise(session, inputs(session), 300)
+    finally:
+        fn.argtypes = None
+    assert rise > 0
+
+
+def test_cache_hit_does_not_compile(tiny_art, compiler, monkeypatch):
+    path, _ = tiny_art
+    first = runtime.load(path, backend="c").backend.library_path
+    import subprocess
+
+    def refuse(cmd, *a, **k):
+        if "tf_model.c" in cmd:
+            raise AssertionError("compiled on a cache hit")
+        return subprocess_run(cmd, *a, **k)
+
+    subprocess_run = subprocess.run
+    monkeypatch.setattr("tickformer.codegen.toolchain.subprocess.run", refuse)
+    assert runtime.load(path, backend="c").backend.library_path == first
+
+
+def test_cache_key_follows_the_flags(tiny_art, tmp_path, compiler):
+    path, _ = tiny_art
+    a = runtime.load(path, backend="c", cache_dir=tmp_path).backend.library_path
+    b = runtime.load(path, backend="c", cache_dir=tmp_path, cflags=["-std=c99", "-O1", "-ffp-contract=off"]).backend.library_path
+    assert a != b and sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == sorted({os.path.basename(os.path.dirname(a)), os.path.basename(os.path.dirname(b))})
+
+
+def test_an_incomplete_cache_entry_is_rebuilt(tiny_art, tmp_path, compiler):
+    """A directory without build.json (what a crash could leave if writes were not atomic)
+    is never loaded: the build replaces it. (The damage is done to a library no process has
+    loaded: truncating a mapped library in place would crash its users -- which is why the
+    cache is only ever written through replace_dir, new files renamed into place.)"""
+    path, _ = tiny_art
+    lib = str(build_library(plan_for(open_artifact(path)), cache_dir=tmp_path))  # built, never loaded
+    entry = os.path.dirname(lib)
+    os.unlink(os.path.join(entry, BUILD_RECORD))
+    with open(lib, "wb") as handle:
+        handle.write(b"half a library")
+    session = runtime.load(path, backend="c", cache_dir=tmp_path)
+    assert session.step(np.zeros((1, 1, 3), np.float32)).shape == (1, 1, 2)
+    assert os.path.isfile(os.path.join(entry, BUILD_RECORD))
+
+
+def test_fast_math_is_refused(tiny_art, compiler):
+    path, _ = tiny_art
+    with pytest.raises(ConfigError, match="fast math"):
+        runtime.load(path, backend="c", cflags=["-O2", "-ffast-math"])
+
+
+def test_prebuilt_library_from_make_shared(tiny_art, tokens_art, tmp_path, compiler):
+    import subprocess
+
+    path, _ = tiny_art
+    out = write(path, tmp_path / "c")
+    subprocess.run(["make", "-s", "-C", str(out), "shared", f"CC={compiler.path}"], check=True)
+    pre, built = runtime.load(path, backend="c", library=out / LIBRARY), runtime.load(path, backend="c")
+    xs = inputs(pre, seed=8)
+    assert run_steps(pre, xs).tobytes() == run_steps(built, xs).tobytes()  # portable -O2 build == -march=native build
+    with pytest.raises(ArtifactError, match="was generated for artifact"):
+        runtime.load(tokens_art[0], backend="c", library=out / LIBRARY)
+
+
+def test_missing_compiler_is_one_line_naming_the_package(tiny_art, monkeypatch, tmp_path):
+    path, _ = tiny_art
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
+    monkeypatch.delenv("CC", raising=False)
+    with pytest.raises(BackendUnavailable) as info:
+        runtime.load(path, backend="c", cache_dir=tmp_path)
+    message = str(info.value)
+    assert "\n" not in message and "apt-get install gcc" in message
+
+
+def test_encoder_decoder_is_refused(seq2seq_art):
+    path, _ = seq2seq_art
+    with pytest.raises(ArtifactError, match="codegen does not support arch 'encoder-decoder'"):
+        runtime.load(path, backend="c")
+
+
+def test_default_cache_location(monkeypatch, tmp_path):
+    monkeypatch.delenv("TICKFORMER_CODEGEN_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_root() == tmp_path / "tickformer" / "codegen"
