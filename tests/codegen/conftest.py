@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # for `import _cgutil` (importlib import mode)
 
-from tickformer.export.artifact import export_params
+from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 
 TINY_TOKENS = preset("tiny").replace(inputs="tokens", d_in=0, d_out=0, vocab_size=11)

@@ -21,7 +21,7 @@ from tickformer.codegen import plan_for, write
 from tickformer.codegen.golden import NORMWISE_U, UNIT_ROUNDOFF
 from tickformer.codegen.toolchain import BUILD_RECORD, LIBRARY, build_library, cache_root
 from tickformer.errors import ArtifactError, BackendError, BackendUnavailable, ConfigError
-from tickformer.export.artifact import export_params
+from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 from tickformer.runtime import open_artifact
 
