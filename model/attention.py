@@ -80,7 +80,7 @@ def _exp_in_place(s: np.ndarray, allowed: np.ndarray | None) -> tuple[np.ndarray
     temporary is a trip through memory (benchmarks/ANALYSIS.md section 5).
     """
     if allowed is not None:
-        np.copyto(s, -np.inf, where=~np.broadcast_to(allowed, s.shape))  # selection, never addition
+        np.copyto(s, -np.inf, where=~allowed)  # selection, never addition; `where` broadcasts
     m = s.max(axis=-1, keepdims=True)  # [..., Tq, 1]
     s -= _safe_max(m)  # every exponent argument <= 0; -inf - 0 stays -inf
     np.exp(s, out=s)

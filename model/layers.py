@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import attention, normalise_weights
+from .attention import attention
 
 
 def _flat(a: np.ndarray) -> np.ndarray:
@@ -38,7 +38,7 @@ def _flat(a: np.ndarray) -> np.ndarray:
 
 def _add(y: np.ndarray, b: np.ndarray) -> np.ndarray:
     """y + b, in place in y (a new array the caller owns) unless that would narrow the dtype."""
-    return np.add(y, b, out=y) if np.result_type(y, b) == y.dtype else y + b
+    return np.add(y, b, out=y) if b.dtype == y.dtype or np.result_type(y, b) == y.dtype else y + b
 
 
 def matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -98,7 +98,7 @@ def layer_norm_forward(x: np.ndarray, *, g: np.ndarray, b: np.ndarray, eps: floa
     var = sq.mean(axis=-1, keepdims=True)  # [..., 1]
     rstd = 1.0 / np.sqrt(var + eps)  # [..., 1]
     xhat *= rstd
-    y = np.multiply(g, xhat, out=sq) if np.result_type(g, xhat) == sq.dtype else g * xhat  # [..., D]
+    y = np.multiply(g, xhat, out=sq) if g.dtype == sq.dtype or np.result_type(g, xhat) == sq.dtype else g * xhat  # [..., D]
     return _add(y, b), LayerNormCache(xhat, rstd, g)
 
 
@@ -216,8 +216,9 @@ class AttentionCache(NamedTuple):
     q: np.ndarray  # [B, H, Tq, dh]
     k: np.ndarray  # [B, H, Tk, dh]
     v: np.ndarray  # [B, H, Tk, dh]
-    p: np.ndarray  # [B, H, Tq, Tk] unnormalised weights exp(s - m) (the backward normalises in place)
+    p: np.ndarray  # [B, H, Tq, Tk] unnormalised weights exp(s - m)
     l: np.ndarray  # [B, H, Tq]     their row sums
+    heads: np.ndarray  # [B, H, Tq, dh] the operator's output O
     out: LinearCache
 
 
@@ -244,7 +245,7 @@ def mha_forward(
     q, k, v = split_heads(ql, n_heads), split_heads(kl, n_heads), split_heads(vl, n_heads)  # [B, H, T, dh]
     heads, p, l = attention(q, k, v, mask=mask, with_weights=True)  # [B, H, Tq, dh], [B, H, Tq, Tk], [B, H, Tq]
     y, co = linear_forward(merge_heads(heads).astype(x_q.dtype, copy=False), w=w_o, b=b_o)  # [B, Tq, D]
-    return y, AttentionCache(cq, ck, cv, q, k, v, p, l, co)
+    return y, AttentionCache(cq, ck, cv, q, k, v, p, l, heads, co)
 
 
 def multi_head_attention(
@@ -281,19 +282,22 @@ def multi_head_attention(
 def mha_backward(dy: np.ndarray, cache: AttentionCache) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """-> dx_q [B, Tq, D], dx_kv [B, Tk, D], gradients of the eight projections.
 
-    Consumes the cache: the weights P are formed in place in its p.
+    Softmax backward dS = P * (dP - rowsum(dP * P)) with P = p / l, computed without forming P
+    (FlashAttention-2's backward, Dao 2023): rowsum(dP * P) = dO . O per query row, and the
+    1/l of P is applied to the [Tq, dh] gradient dO instead of to the [Tq, Tk] weights. That
+    leaves two elementwise passes over the [B, H, Tq, Tk] array (where forming P and the rowsum
+    took five); equal to the plain formula in exact arithmetic, not bit for bit. dS is exactly
+    zero at keys not selected (p = 0) and on rows with no selected key (1/l taken as 0 there).
     """
     dmerged, g_o = linear_backward(dy, cache.out)  # [B, Tq, D]
-    q, k, v = cache.q, cache.k, cache.v
-    probs = normalise_weights(cache.p, cache.l).astype(q.dtype, copy=False)  # [B, H, Tq, Tk] P = p / l
-    dheads = split_heads(dmerged, q.shape[1])  # [B, H, Tq, dh]
-    dprobs = dheads @ np.swapaxes(v, -1, -2)  # [B, H, Tq, Tk]
-    dv = np.swapaxes(probs, -1, -2) @ dheads  # [B, H, Tk, dh]
-    # Softmax backward dS = P * (dP - rowsum(dP * P)), in place in dprobs; exactly zero at keys
-    # not selected (P = 0) and on rows with no selected key.
-    dscores = dprobs
-    dscores -= (dprobs * probs).sum(axis=-1, keepdims=True)  # [B, H, Tq, 1]
-    dscores *= probs
+    q, k, v, p = cache.q, cache.k, cache.v, cache.p
+    rinv = np.divide(1.0, cache.l, out=np.zeros_like(cache.l), where=cache.l > 0)[..., None]  # [B, H, Tq, 1]
+    dheads = split_heads(dmerged, q.shape[1]) * rinv.astype(dmerged.dtype, copy=False)  # [B, H, Tq, dh] dO / l
+    dv = np.swapaxes(p, -1, -2) @ dheads  # [B, H, Tk, dh] = P^T dO
+    rowsum = (dheads * cache.heads).sum(axis=-1, keepdims=True)  # [B, H, Tq, 1] = rowsum(dP * P) / l
+    dscores = dheads @ np.swapaxes(v, -1, -2)  # [B, H, Tq, Tk] dP / l
+    dscores -= rowsum
+    dscores *= p  # [B, H, Tq, Tk] = P * (dP - rowsum(dP * P))
     scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
     dq = dscores @ k  # [B, H, Tq, dh]
     dq *= scale
