@@ -190,8 +190,11 @@ class AttentionParts(NamedTuple):
 def _one_piece(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> AttentionParts:
     p = scaled_scores(q, k)  # [..., Tq, Tk], a new array: p once exponentiated below
     m, l = _exp_in_place(p, mask)  # [..., Tq]
-    state = SoftmaxState(m, l, p @ v.astype(p.dtype, copy=False))  # acc [..., Tq, dv]
-    return AttentionParts(finalize(state), p, l)
+    out = p @ v.astype(p.dtype, copy=False)  # [..., Tq, dv] acc, a new array: the output once divided
+    has_keys = l > 0  # [..., Tq]
+    out /= np.where(has_keys, l, np.ones_like(l))[..., None]  # finalize's arithmetic, in place
+    np.copyto(out, 0, where=~has_keys[..., None])  # exactly zero where no key is selected
+    return AttentionParts(out, p, l)
 
 
 def normalise_weights(p: np.ndarray, l: np.ndarray) -> np.ndarray:

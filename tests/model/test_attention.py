@@ -48,3 +48,18 @@ def test_chunk_argument_is_checked() -> None:
             attention(q, k, v, chunk=bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="one piece"):
         attention(q, k, v, chunk=2, with_weights=True)  # type: ignore[call-overload]
+
+
+def test_one_piece_is_finalize_of_chunk_state_bit_for_bit() -> None:
+    """The in-place one-piece path does the state arithmetic of chunk_state + finalize (the
+    runtime's path), masked keys holding huge values included."""
+    from tickformer.model.attention import finalize, scaled_scores
+
+    q, k, v, mask = _case(np.float32)
+    v = v.copy()
+    v[..., -1, :] = -3e38  # a key that only some rows may see
+    allowed = np.broadcast_to(mask, q.shape[:-1] + (k.shape[-2],))
+    expected = finalize(chunk_state(scaled_scores(q, k), allowed, v))
+    got = attention(q, k, v, mask=mask)
+    np.testing.assert_array_equal(got, expected)
+    assert not np.signbit(got[~allowed.any(axis=-1)]).any()  # +0, not -0, on fully masked rows
