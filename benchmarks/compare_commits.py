@@ -12,9 +12,12 @@ flush-to-zero set in the timing thread after the session exists (this tree's
 runtime/denormals.py: every commit is timed the same way). It prints ORT's node count after
 optimisation and the p50 of 3000 calls. Commits are visited round-robin, `--rounds` times, and the
 median over rounds is reported (the machine's load drifts). About a second per commit and round.
-`--train` instead times that tree's numpy training step (loss_and_grads + clip + Adam, control
-preset, one BLAS thread) at B16xT64 and B4xT256: median of 10 steps after 2 warm-up steps,
-about 1.5 s per commit and round. Not part of `make bench`.
+`--train` instead times that tree's numpy training step (loss_and_grads + clip + Adam, one BLAS
+thread): the control preset at B16xT64 and B4xT256 (median of 10 steps after 2 warm-up steps)
+and the reverse task's own batches (median of 20 steps), about 2.5 s per commit and round; it
+also prints each commit's speed-up over the first commit named, as the median over rounds of
+the per-round ratio (each round times every commit back to back, so load drift cancels in the
+ratio better than in the medians). Not part of `make bench`.
 """
 
 from __future__ import annotations
@@ -72,7 +75,9 @@ from threadpoolctl import threadpool_limits
 spec = importlib.util.spec_from_file_location("train_step", sys.argv[3])
 train_step = importlib.util.module_from_spec(spec); spec.loader.exec_module(train_step)
 with threadpool_limits(1):
-    print(json.dumps({f"B{b}xT{t}": train_step.train_step_ms(b, t) for b, t in train_step.SHAPES}))
+    out = {f"B{b}xT{t}": train_step.train_step_ms(b, t) for b, t in train_step.SHAPES}
+    out["reverse B64xT9"] = train_step.reverse_step_ms()
+    print(json.dumps(out))
 """
 
 SHIM = """import os
@@ -124,10 +129,16 @@ def main() -> None:
             return sorted(r[key] for r in results[commit])[len(results[commit]) // 2]
 
         if args.train:
-            print(f"numpy training step (loss, gradients, clip, Adam), control preset, one thread, {args.rounds} rounds (median ms):")
+            print(f"numpy training step (loss, gradients, clip, Adam), one thread, {args.rounds} rounds (median ms):")
             for commit in args.commits:
                 cells = "  ".join(f"{shape} {median(commit, shape):6.2f} ms" for shape in results[commit][0])
                 print(f"  {cells}  {trees[commit][1][:90]}")
+            base = args.commits[0]
+            print(f"speed-up over {base} (median over rounds of the per-round ratio {base} ms / commit ms):")
+            for commit in args.commits[1:]:
+                ratios = {shape: sorted(b[shape] / r[shape] for b, r in zip(results[base], results[commit])) for shape in results[commit][0]}
+                cells = "  ".join(f"{shape} {v[len(v) // 2]:.3f}x [{v[0]:.3f}-{v[-1]:.3f}]" for shape, v in ratios.items())
+                print(f"  {cells}  {commit}")
             return
         print(f"bare step.onnx, control preset, pos = max_len // 2, {args.rounds} rounds (median p50 of 3000 calls):")
         for commit in args.commits:

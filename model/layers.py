@@ -287,12 +287,12 @@ def mha_backward(dy: np.ndarray, cache: AttentionCache) -> tuple[np.ndarray, np.
     1/l of P is applied to the [Tq, dh] gradient dO instead of to the [Tq, Tk] weights. That
     leaves two elementwise passes over the [B, H, Tq, Tk] array (where forming P and the rowsum
     took five); equal to the plain formula in exact arithmetic, not bit for bit. dS is exactly
-    zero at keys not selected (p = 0) and on rows with no selected key (1/l taken as 0 there).
+    zero at keys not selected (p = 0) and on rows with no selected key (p all 0).
     """
     dmerged, g_o = linear_backward(dy, cache.out)  # [B, Tq, D]
     q, k, v, p = cache.q, cache.k, cache.v, cache.p
-    rinv = np.divide(1.0, cache.l, out=np.zeros_like(cache.l), where=cache.l > 0)[..., None]  # [B, H, Tq, 1]
-    dheads = split_heads(dmerged, q.shape[1]) * rinv.astype(dmerged.dtype, copy=False)  # [B, H, Tq, dh] dO / l
+    l = np.where(cache.l > 0, cache.l, np.ones_like(cache.l))[..., None]  # [B, H, Tq, 1]; 1 where no key (p = 0 there)
+    dheads = split_heads(dmerged, q.shape[1]) / l  # [B, H, Tq, dh] dO / l
     dv = np.swapaxes(p, -1, -2) @ dheads  # [B, H, Tk, dh] = P^T dO
     rowsum = (dheads * cache.heads).sum(axis=-1, keepdims=True)  # [B, H, Tq, 1] = rowsum(dP * P) / l
     dscores = dheads @ np.swapaxes(v, -1, -2)  # [B, H, Tq, Tk] dP / l
