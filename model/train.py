@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tickformer.errors import ConfigError
+from tickformer.validation import nonneg_int, positive_int, positive_real, real
 
 from .checkpoint import save_checkpoint
 from .config import Config
@@ -52,17 +52,12 @@ class TrainSettings:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "warmup"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name}={value!r} must be a positive integer")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed={self.seed!r} must be a non-negative integer")
-        if not self.lr_scale > 0 or not self.clip > 0:
-            raise ConfigError(f"lr_scale={self.lr_scale} and clip={self.clip} must be > 0")
-        if not 0 <= self.label_smoothing < 1:
-            raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
-        if not 0 <= self.ema_decay < 1:
-            raise ConfigError(f"ema_decay={self.ema_decay} must be in [0, 1) (0 turns averaging off)")
+            positive_int(getattr(self, name), name)
+        nonneg_int(self.seed, "seed")
+        positive_real(self.lr_scale, "lr_scale")
+        positive_real(self.clip, "clip")
+        real(self.label_smoothing, "label_smoothing", min_value=0.0, max_value=1.0, exclude_max=True)
+        real(self.ema_decay, "ema_decay", min_value=0.0, max_value=1.0, exclude_max=True, hint="0 turns averaging off")
 
     @classmethod
     def for_task(cls, task: Task, *, steps: int | None = None, seed: int = 0) -> "TrainSettings":
