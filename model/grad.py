@@ -18,14 +18,14 @@ positions whose weight is nonzero.
 
 Checked against central finite differences in float64 for every parameter tensor
 (tests/model/test_grad.py). Gradient formulas: layer norm as in Ba et al. 2016; softmax
-backward dS = P * (dP - rowsum(dP * P)) with P = p / l from the attention operator, exactly
-zero at masked keys (P = 0) and on fully masked rows.
+backward dS = P * (dP - rowsum(dP * P)), P = p / l from the attention operator, in
+FlashAttention-2's form (model/layers.py, mha_backward); exactly zero at masked keys (p = 0)
+and on fully masked rows.
 
-Roundoff (measured, tests/model/test_train.py and docs/training.md): training amplifies
-last-bit differences into different runs. The same code and seed gave held-out exact match
-0.997 on one machine and 0.986 on another (the BLAS kernels differ), and computing `x @ w` as
-one 2-D product instead of one per batch row moves every run. The recipes are therefore judged
-on margins that hold across such perturbations, not on one trajectory.
+Roundoff: training amplifies last-bit differences into different runs. The same code and seed
+ends differently on machines whose BLAS kernels differ, and computing `x @ w` as one 2-D
+product instead of one per batch row moves every run; the recipes are therefore judged by
+margins that hold over such perturbations, not by one trajectory (docs/training.md).
 
 Nothing here is real-time safe: training allocates freely. This file imports numpy only.
 """

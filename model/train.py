@@ -6,9 +6,12 @@ for parameter initialisation, the held-out data, training batches and dropout ma
 operation is deterministic numpy on one machine, so the same seed gives the same loss curve bit
 for bit (tests/model/test_train.py checks it on a few steps).
 
-Weight averaging (optional, `ema_decay` > 0): the returned and saved weights are an
-exponential moving average of the iterates (Polyak & Juditsky 1992), accumulated in float64;
-it removes most of the final-iterate noise that made held-out metrics vary between seeds.
+Weight averaging (`ema_decay` > 0; both built-in tasks use 0.995): the returned and saved
+weights are an exponential moving average of the iterates (Polyak & Juditsky 1992),
+accumulated in float64. It removes the final-iterate noise that made held-out metrics vary
+between seeds and flip under last-bit roundoff changes (a different BLAS kernel, one 2-D
+product instead of per-batch products): such a change reorders every later step, so a recipe
+is only as good as its margin over the spread of outcomes it may land on.
 
 Outputs (when `out` is given): a checkpoint directory (model.checkpoint) whose meta holds the
 task, its normalisation statistics and the metrics, with two extra hashed files:

@@ -53,11 +53,18 @@ def params64(config: Config, seed: int) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.2])
-@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("name", [*CONFIGS, "encoder-decoder-tokens, one source all padding"])
 def test_gradients_match_finite_differences(name: str, dropout: float) -> None:
-    config = CONFIGS[name]
+    """Every parameter tensor; the last case has a batch row whose source is all padding, so
+    every encoder and cross-attention query row of it selects no key (zero output, zero
+    gradient through it: the operator's fully masked rows)."""
+    empty_source = name.endswith("all padding")
+    config = CONFIGS["encoder-decoder-tokens" if empty_source else name]
     rng = np.random.default_rng(0)
     batch = make_batch(config, rng)
+    if empty_source:
+        assert batch.src_valid is not None
+        batch.src_valid[1] = False
     params = params64(config, seed=1)
 
     def loss_at(p: dict[str, np.ndarray]) -> float:
