@@ -17,7 +17,16 @@ thread): the control preset at B16xT64 and B4xT256 (median of 10 steps after 2 w
 and the reverse task's own batches (median of 20 steps), about 2.5 s per commit and round; it
 also prints each commit's speed-up over the first commit named, as the median over rounds of
 the per-round ratio (each round times every commit back to back, so load drift cancels in the
-ratio better than in the medians). Not part of `make bench`.
+ratio better than in the medians).
+`--reverse STEPS` trains the reverse task for STEPS steps (seed `--seed`, the task's defaults
+otherwise) with each tree's own `train_steps`, one BLAS thread, and prints the held-out exact
+match, the mean loss of the last 50 steps, a hash of the loss curve and of the weights, and the
+first step whose loss differs from the first commit's: whether two trainers compute the same
+thing bit for bit, and what it does to the outcome. `--final-iterate` evaluates the last iterate
+even where the tree's recipe averages the weights. A commit written `C:per-batch` runs C with
+its 2-D products over [..., n] rows replaced by numpy's per-batch `x @ w` (the arithmetic before
+92e54b2): a roundoff-only perturbation. About 80 s per commit at 2000 steps. Not part of
+`make bench`.
 """
 
 from __future__ import annotations
@@ -80,6 +89,34 @@ with threadpool_limits(1):
     print(json.dumps(out))
 """
 
+CHILD_REVERSE = r"""
+import dataclasses, hashlib, json, sys
+import numpy as np
+from threadpoolctl import threadpool_limits
+from tickformer.model import grad, layers, transformer
+steps, seed, variant, final = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7] == "1"
+if variant == "per-batch":
+    if hasattr(grad, "_matmul_rows"):  # 92e54b2 .. fd9aada
+        grad._matmul_rows = lambda x, w: x @ w
+    elif hasattr(layers, "matmul"):  # the one forward
+        layers.matmul = transformer.matmul = lambda x, w: x @ w
+    else:
+        raise SystemExit("this tree has no 2-D row product to replace (it already multiplies per batch)")
+from tickformer.model.config import preset
+from tickformer.model.tasks import get_task
+from tickformer.model.train import TrainSettings, train_steps
+task, config = get_task("reverse"), preset("reverse")
+settings = TrainSettings.for_task(task, steps=steps, seed=seed)
+if final:
+    settings = dataclasses.replace(settings, ema_decay=0.0)
+with threadpool_limits(1):
+    params, losses, data, _, cpu = train_steps(task, config, settings)
+    held = task.evaluate(params, config, data)
+digest = lambda b: hashlib.sha256(b).hexdigest()[:12]
+print(json.dumps({"losses": losses, "exact": held["exact_match"], "loss50": float(np.mean(losses[-50:])), "cpu_s": cpu,
+                  "loss_sha": digest(np.asarray(losses).tobytes()), "params_sha": digest(b"".join(params[k].tobytes() for k in sorted(params)))}))
+"""
+
 SHIM = """import os
 _root = {root!r}
 __path__ = [os.path.join(_root, "core"), _root]  # tickformer -> core/, tickformer.<x> -> <x>/ (pyproject package-dir)
@@ -99,10 +136,12 @@ def extract(commit: str, into: Path) -> str:
     return subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%h %s", commit], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def measure(tree: Path, train: bool = False) -> dict:
+def measure(tree: Path, train: bool = False, reverse: tuple[int, int, str, bool] | None = None) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree / "_shim"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", CHILD_TRAIN if train else CHILD, str(tree), str(REPO / "runtime" / "denormals.py"),
-                          str(REPO / "benchmarks" / "train_step.py")],
+    child = CHILD_REVERSE if reverse else CHILD_TRAIN if train else CHILD
+    extra = [str(reverse[0]), str(reverse[1]), reverse[2], "1" if reverse[3] else "0"] if reverse else []
+    out = subprocess.run([sys.executable, "-c", child, str(tree), str(REPO / "runtime" / "denormals.py"),
+                          str(REPO / "benchmarks" / "train_step.py"), *extra],
                          capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
     if out.returncode != 0:
         raise SystemExit(f"measuring {tree} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
@@ -114,7 +153,13 @@ def main() -> None:
     parser.add_argument("commits", nargs="*", default=HISTORY)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--train", action="store_true", help="time the numpy training step instead of the bare step graph")
+    parser.add_argument("--reverse", type=int, metavar="STEPS", help="train the reverse task STEPS steps with each tree's trainer and compare")
+    parser.add_argument("--seed", type=int, default=0, help="seed for --reverse")
+    parser.add_argument("--final-iterate", action="store_true", help="--reverse: evaluate the last iterate, not the recipe's averaged weights")
     args = parser.parse_args()
+    if args.reverse:
+        compare_reverse(args.commits, args.reverse, args.seed, args.final_iterate)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         trees = {}
         for commit in args.commits:
@@ -143,6 +188,26 @@ def main() -> None:
         print(f"bare step.onnx, control preset, pos = max_len // 2, {args.rounds} rounds (median p50 of 3000 calls):")
         for commit in args.commits:
             print(f"  {results[commit][0]['nodes']:4d} ORT nodes  {median(commit, 'p50_us'):6.1f} us  {trees[commit][1][:100]}")
+
+def compare_reverse(specs: list[str], steps: int, seed: int, final: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        subjects: dict[str, str] = {}
+        rows = []
+        for spec in specs:
+            commit, _, variant = spec.partition(":")
+            tree = Path(tmp) / commit.replace("/", "_")
+            if commit not in subjects:
+                subjects[commit] = extract(commit, tree)
+            rows.append((spec, subjects[commit], measure(tree, reverse=(steps, seed, variant, final))))
+    base = rows[0][2]["losses"]
+    what = "last iterate" if final else "each tree's recipe"
+    print(f"reverse task, {steps} steps, seed {seed}, one thread ({what}):")
+    for spec, subject, r in rows:
+        differ = next((i + 1 for i, (a, b) in enumerate(zip(base, r["losses"])) if a != b), None)
+        same = "same losses as the first" if differ is None else f"losses differ from step {differ}"
+        print(f"  exact match {r['exact']:.3f}  loss(last 50) {r['loss50']:.4f}  losses {r['loss_sha']}  weights {r['params_sha']}  "
+              f"{same}  CPU {r['cpu_s']:.0f} s  {spec}: {subject[:60]}")
+
 
 if __name__ == "__main__":
     main()
