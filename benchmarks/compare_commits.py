@@ -17,7 +17,9 @@ thread): the control preset at B16xT64 and B4xT256 (median of 10 steps after 2 w
 and the reverse task's own batches (median of 20 steps), about 2.5 s per commit and round; it
 also prints each commit's speed-up over the first commit named, as the median over rounds of
 the per-round ratio (each round times every commit back to back, so load drift cancels in the
-ratio better than in the medians).
+ratio better than in the medians). Each tree's step runs as its trainer runs it (with
+`train.keep_freed_memory()`, glibc keeping freed memory mapped, where the tree has it);
+`--steady-malloc` gives every tree that setting, so the numbers compare the code alone.
 `--outcome TASK --steps N` trains TASK (reverse or pendulum; seed `--seed`, the task's own
 settings unless `--max-len/--batch/--warmup/--ema` override them) with each tree's own
 `train_steps`, one BLAS thread, and prints the held-out metric (reverse: exact match; pendulum:
@@ -87,6 +89,10 @@ import importlib.util, json, sys
 from threadpoolctl import threadpool_limits
 spec = importlib.util.spec_from_file_location("train_step", sys.argv[3])
 train_step = importlib.util.module_from_spec(spec); spec.loader.exec_module(train_step)
+if sys.argv[4] == "1":  # --steady-malloc: every tree with train.keep_freed_memory()'s setting
+    import ctypes
+    mallopt = ctypes.CDLL("libc.so.6").mallopt
+    assert mallopt(-3, 32 * 2**20) and mallopt(-1, 2**30)
 with threadpool_limits(1):
     out = {f"B{b}xT{t}": train_step.train_step_ms(b, t) for b, t in train_step.SHAPES}
     out["reverse B64xT9"] = train_step.reverse_step_ms()
@@ -165,10 +171,10 @@ def extract(commit: str, into: Path) -> str:
     return subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%h %s", commit], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def measure(tree: Path, train: bool = False, outcome: dict | None = None) -> dict:
+def measure(tree: Path, train: bool = False, outcome: dict | None = None, steady_malloc: bool = False) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree / "_shim"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     child = CHILD_OUTCOME if outcome else CHILD_TRAIN if train else CHILD
-    extra = [json.dumps(outcome)] if outcome else []
+    extra = [json.dumps(outcome)] if outcome else ["1" if steady_malloc else "0"] if train else []
     out = subprocess.run([sys.executable, "-c", child, str(tree), str(REPO / "runtime" / "denormals.py"),
                           str(REPO / "benchmarks" / "train_step.py"), *extra],
                          capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
@@ -182,6 +188,7 @@ def main() -> None:
     parser.add_argument("commits", nargs="*", default=HISTORY)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--train", action="store_true", help="time the numpy training step instead of the bare step graph")
+    parser.add_argument("--steady-malloc", action="store_true", help="--train: give every tree keep_freed_memory()'s malloc setting (compares the code alone)")
     parser.add_argument("--outcome", choices=("reverse", "pendulum"), help="train this task with each tree's trainer and compare outcomes")
     parser.add_argument("--steps", type=int, help="--outcome: training steps (default: the task's)")
     parser.add_argument("--seed", type=int, default=0, help="--outcome: seed")
@@ -204,7 +211,7 @@ def main() -> None:
         results: dict[str, list[dict]] = {c: [] for c in args.commits}
         for _ in range(args.rounds):
             for commit in args.commits:
-                results[commit].append(measure(trees[commit][0], args.train))
+                results[commit].append(measure(trees[commit][0], args.train, steady_malloc=args.steady_malloc))
 
         def median(commit: str, key: str) -> float:
             return sorted(r[key] for r in results[commit])[len(results[commit]) // 2]

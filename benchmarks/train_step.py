@@ -3,7 +3,8 @@
 child running an older commit's tickformer: it uses only APIs every commit has). Two models: the
 control preset on random continuous data (`train_step_ms`, the benchmark's shapes) and the
 reverse preset on the reverse task's own batches (`reverse_step_ms`, batch 64 of 9 tokens: the
-encoder-decoder path, cross-attention and padding masks). Not real-time."""
+encoder-decoder path, cross-attention and padding masks). Each step runs as that tree's trainer
+runs it: with `train.keep_freed_memory()` where the tree has it. Not real-time."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ SHAPES = ((16, 64), (4, 256))  # (batch, T): the benchmark's two training shapes
 
 
 def _median_step_ms(config, batches, steps: int, warmup: int) -> float:
-    from tickformer.model import grad, init_params, optim
+    from tickformer.model import grad, init_params, optim, train
+
+    if hasattr(train, "keep_freed_memory"):  # the trainer's own allocator setting, where it has one
+        train.keep_freed_memory()
 
     params = init_params(config, 0)
     opt = optim.Adam(beta1=0.9, beta2=0.98, eps=1e-9)

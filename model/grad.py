@@ -64,12 +64,14 @@ def forward_train(
 def backward(dout: np.ndarray, tape: Tape) -> Grads:
     """Gradients of every parameter given d(loss)/d(outputs) [B, T, V|d_out].
 
-    Walks the tape's records last to first and consumes them (each record's memory is freed as
-    soon as its backward has run; a tape is walked once)."""
+    Walks the tape's records last to first, then empties the tape (a tape is walked once). The
+    records are released together at the end, not one by one as they are walked: freeing the
+    caches early shrinks the heap mid-step and the allocator hands those pages back to the
+    system, to fault them in again on the next step (see train.keep_freed_memory)."""
     flow = Flow(dh=dout)
-    records = tape.records
-    while records:
-        records.pop().backward(flow)
+    for record in reversed(tape.records):
+        record.backward(flow)
+    tape.records.clear()
     return {name: np.asarray(flow.grads[name], dtype=p.dtype) for name, p in tape.params.items()}
 
 

@@ -38,7 +38,7 @@ from .grad import loss_and_grads
 from .optim import Adam, clip_by_global_norm, noam_lr
 from .tasks import Task, greedy_decode  # greedy_decode: the reverse task's decoder, re-exported
 
-__all__ = ["TrainResult", "TrainSettings", "greedy_decode", "seeded_generators", "single_threaded_blas", "train", "train_steps"]
+__all__ = ["TrainResult", "TrainSettings", "greedy_decode", "keep_freed_memory", "seeded_generators", "single_threaded_blas", "train", "train_steps"]
 from .transformer import init_params
 
 
@@ -101,6 +101,30 @@ def single_threaded_blas() -> contextlib.AbstractContextManager[Any]:
     return threadpool_limits(limits=1, user_api="blas")
 
 
+def keep_freed_memory() -> bool:
+    """Keep the memory training frees mapped for reuse (glibc malloc), instead of returning it
+    to the system and faulting it in again on the next step.
+
+    numpy allocates a fresh array for nearly every operation of a training step. By default
+    glibc serves large blocks with fresh mmaps and trims the top of the heap once enough of it is
+    free, so every step page-faults the same memory in again; on a virtual machine each fault is
+    a trip through the hypervisor (docs/training.md has the measured fault counts and times).
+    Raising the mmap threshold to its maximum (32 MiB on 64-bit) and the trim threshold to 1 GiB
+    keeps the pages: the process holds on to its peak working set until it exits.
+
+    Process-wide and not undone (glibc has no getter to restore its adaptive default; the
+    setting only changes when memory goes back to the system). Returns False, changing
+    nothing, where there is no glibc."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    return bool(mallopt(m_mmap_threshold, 32 * 2**20)) and bool(mallopt(m_trim_threshold, 2**30))
+
+
 def _progress(enabled: bool):  # pragma: no cover - display only
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -134,6 +158,7 @@ def train_steps(
     opt = Adam(beta1=0.9, beta2=0.98, eps=1e-9)
     ema = {name: value.astype(np.float64) for name, value in params.items()} if settings.ema_decay else None
     losses: list[float] = []
+    keep_freed_memory()
     start = time.perf_counter_ns()
     cpu_start = time.process_time_ns()
     with single_threaded_blas(), _progress(progress) as bar:
