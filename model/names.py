@@ -35,7 +35,15 @@ API (pure Python, no numpy; the exporter and the runtime backends can use it as 
     input_group(config), output_group(config)            TOK_EMBED's group or in_proj / out_proj
     parameter_names(config)   every name, in the order of `transformer.parameter_shapes` (the
                               order of the ONNX initializers)
+    parameter_groups(config)  every Group once, in that order
     leaf(name)                "dec.0.ln1.g" -> "g"
+
+Switching a site over: where runtime/backends/numpy.py builds a layer's weights from
+f"dec.{i}" and ("ln1", "ln2", "ln3"), `layer = decoder_layer(i, cross=...)` gives
+`layer.self_attn.take(p)`, `layer.cross_attn.take(p)` (None-checked), `layer.ffn.take(p)` and
+the norms in order `layer.self_attn_norm`, `layer.cross_attn_norm`, `layer.ffn_norm`; where
+export/graphs.py passes prefixes ("dec.0.self_attn", "ln2"), `layer.self_attn.prefix` and
+`layer.ffn_norm.prefix` are the same strings and `group["w_q"]` the initializer name.
 
 Not real-time code: build the names once, at load, and keep the dicts `take` returns.
 """
