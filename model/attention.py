@@ -12,19 +12,23 @@ and two states merge associatively and commutatively:
 
     m = max(m_a, m_b);  l = e^(m_a-m) l_a + e^(m_b-m) l_b;  acc = e^(m_a-m) acc_a + e^(m_b-m) acc_b
 
-Full, causal, padded, chunked and KV-cached attention are all settings of this one engine.
+Full, causal, padded, chunked and KV-cached attention are all settings of this one engine, and
+so is training: `attention(..., with_weights=True)` is one piece of it that also hands back the
+unnormalised weights p and the normalizer l, from which the backward pass forms P = p / l.
 Masks act by *selection* (np.where(allowed, s, -inf)), never by adding a large negative number
 (-1e10 overflows in fp16, and 0 * -inf is NaN). Every exponent argument is <= 0, so exp never
 overflows. A query row with no selected key returns exactly zeros, never NaN.
 
-This file imports numpy and nothing else.
+This file imports numpy and, for its one argument check, tickformer.validation (pure Python).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple, overload
 
 import numpy as np
+
+from tickformer.validation import optional_positive_int
 
 
 class SoftmaxState(NamedTuple):
@@ -66,18 +70,32 @@ def _safe_max(m: np.ndarray) -> np.ndarray:
     return np.where(m == -np.inf, np.zeros_like(m), m)
 
 
+def _exp_in_place(s: np.ndarray, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The arithmetic every entry point shares: select, max, safe max, subtract, exp, sum.
+
+    In place: the scores s [..., Tq, Tk] (finite, an array the caller owns and gives up) become
+    p = exp(s - m), exactly 0 at keys `allowed` does not select. Returns (m, l) [..., Tq]: the
+    running max (-inf where no key is selected) and the normalizer sum(p) (0 there). Working in
+    the one array matters: training runs this on [B, H, T, T] arrays, where every full-size
+    temporary is a trip through memory (benchmarks/ANALYSIS.md section 5).
+    """
+    if allowed is not None:
+        np.copyto(s, -np.inf, where=~allowed)  # selection, never addition; `where` broadcasts
+    m = s.max(axis=-1, keepdims=True)  # [..., Tq, 1]
+    s -= _safe_max(m)  # every exponent argument <= 0; -inf - 0 stays -inf
+    np.exp(s, out=s)
+    return m[..., 0], s.sum(axis=-1)  # [..., Tq], [..., Tq]
+
+
 def chunk_state(scores: np.ndarray, allowed: np.ndarray | None, v: np.ndarray) -> SoftmaxState:
     """Summarise one piece of keys.
 
-    scores [..., Tq, c] (finite), allowed bool broadcastable to scores (None = all), v [..., c, dv].
+    scores [..., Tq, c] (finite; not modified), allowed bool broadcastable to scores (None = all),
+    v [..., c, dv].
     """
-    if allowed is not None:
-        scores = np.where(allowed, scores, -np.inf)  # selection, never addition
-    m = scores.max(axis=-1)  # [..., Tq]
-    p = np.exp(scores - _safe_max(m)[..., None])  # [..., Tq, c], every argument <= 0
-    l = p.sum(axis=-1)  # [..., Tq]
-    acc = p @ v.astype(p.dtype, copy=False)  # [..., Tq, c] @ [..., c, dv] -> [..., Tq, dv]
-    return SoftmaxState(m, l, acc)
+    p = np.array(scores, copy=True)  # [..., Tq, c], ours to overwrite
+    m, l = _exp_in_place(p, allowed)  # [..., Tq]
+    return SoftmaxState(m, l, p @ v.astype(p.dtype, copy=False))  # acc [..., Tq, dv]
 
 
 def merge(a: SoftmaxState, b: SoftmaxState) -> SoftmaxState:
@@ -108,8 +126,13 @@ def _check_operands(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarra
         raise ValueError(f"k has {k.shape[-2]} keys but v has {v.shape[-2]} values: they must match")
     if mask is not None and mask.dtype != np.bool_:
         raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}; masks select, they are not added")
-    if chunk is not None and (not isinstance(chunk, (int, np.integer)) or isinstance(chunk, bool) or chunk < 1):
-        raise ValueError(f"chunk={chunk!r} must be a positive integer (keys per piece) or None")
+    optional_positive_int(chunk, "chunk", hint="keys per piece, or None for all keys at once")
+
+
+@overload
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, mask: np.ndarray | None = ..., chunk: int | None = ..., with_weights: Literal[False] = ...) -> np.ndarray: ...
+@overload
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, mask: np.ndarray | None = ..., chunk: None = ..., with_weights: Literal[True]) -> "AttentionParts": ...
 
 
 def attention(
@@ -119,7 +142,8 @@ def attention(
     *,
     mask: np.ndarray | None = None,
     chunk: int | None = None,
-) -> np.ndarray:
+    with_weights: bool = False,
+) -> "np.ndarray | AttentionParts":
     """Scaled dot-product attention through the online-softmax operator.
 
     q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv]; mask bool broadcastable to [..., Tq, Tk]
@@ -128,17 +152,22 @@ def attention(
     a few units of roundoff per merge (see contracts.softmax_stability for the stated bound).
     A row with no selected key returns exactly zeros.
 
+    with_weights=True (all keys as one piece; training) returns `AttentionParts(out, p, l)`:
+    the same output, bit for bit, with the unnormalised weights p and the normalizer l it was
+    computed from, which the backward pass turns into P = p / l (`normalise_weights`).
+
     Not real-time safe: allocates its temporaries (the runtime's step uses preallocated buffers).
     """
     _check_operands(q, k, v, mask, chunk)
-    scores = scaled_scores(q, k)  # [..., Tq, Tk]
     tk = k.shape[-2]
-    allowed = None if mask is None else np.broadcast_to(mask, scores.shape)
+    if with_weights and chunk is not None:
+        raise ValueError(f"with_weights=True needs all keys in one piece; got chunk={chunk} (pass chunk=None)")
     if chunk is None or chunk >= tk:
-        return finalize(chunk_state(scores, allowed, v))
-    batch_shape = scores.shape[:-1]
-    dtype = scores.dtype
-    state = empty_state(batch_shape, v.shape[-1], dtype)
+        parts = _one_piece(q, k, v, mask)
+        return parts if with_weights else parts.out
+    scores = scaled_scores(q, k)  # [..., Tq, Tk]
+    allowed = None if mask is None else np.broadcast_to(mask, scores.shape)
+    state = empty_state(scores.shape[:-1], v.shape[-1], scores.dtype)
     for start in range(0, tk, chunk):
         stop = min(start + chunk, tk)
         piece = chunk_state(
@@ -150,23 +179,40 @@ def attention(
     return finalize(state)
 
 
+class AttentionParts(NamedTuple):
+    """One pass of the operator over all keys, with what its output was computed from."""
+
+    out: np.ndarray  # [..., Tq, dv]  finalize(state): acc / l, zeros where no key is selected
+    p: np.ndarray  # [..., Tq, Tk]    exp(s - m), exactly 0 at keys not selected
+    l: np.ndarray  # [..., Tq]        sum of p over the keys; 0 where no key is selected
+
+
+def _one_piece(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> AttentionParts:
+    p = scaled_scores(q, k)  # [..., Tq, Tk], a new array: p once exponentiated below
+    m, l = _exp_in_place(p, mask)  # [..., Tq]
+    out = p @ v.astype(p.dtype, copy=False)  # [..., Tq, dv] acc, a new array: the output once divided
+    has_keys = l > 0  # [..., Tq]
+    out /= np.where(has_keys, l, np.ones_like(l))[..., None]  # finalize's arithmetic, in place
+    np.copyto(out, 0, where=~has_keys[..., None])  # exactly zero where no key is selected
+    return AttentionParts(out, p, l)
+
+
+def normalise_weights(p: np.ndarray, l: np.ndarray) -> np.ndarray:
+    """P = p / l in place in p [..., Tq, Tk] (l [..., Tq]); rows with no selected key (l == 0,
+    p all zeros) stay all zeros. Returns p."""
+    denom = np.where(l > 0, l, np.ones_like(l))[..., None]  # [..., Tq, 1]
+    p /= denom
+    return p
+
+
 def attention_weights(q: np.ndarray, k: np.ndarray, *, mask: np.ndarray | None = None) -> np.ndarray:
     """The softmax weights P [..., Tq, Tk] that `attention` applies (rows with no selected key
-    are all zero). Used by training's forward and backward pass and by tests; the same state
-    arithmetic (select, safe max, exp, sum, divide), done in place in the one scores array it
-    creates: training calls it on [B, H, T, T] arrays, where each full-size temporary is a trip
-    through memory (model/grad.py, benchmarks/ANALYSIS.md section 5)."""
+    are all zero): the operator's select, safe max, exp and sum (`_exp_in_place`), then
+    `normalise_weights`, in the one scores array it creates. For tests and analysis; training
+    takes p and l from `attention(..., with_weights=True)` instead of computing the scores twice."""
     s = scaled_scores(q, k)  # [..., Tq, Tk], a new array we own
-    if mask is not None:
-        np.copyto(s, -np.inf, where=~np.broadcast_to(mask, s.shape))  # selection, never addition
-    m = s.max(axis=-1, keepdims=True)  # [..., Tq, 1]
-    m[m == -np.inf] = 0  # _safe_max: no key selected, s - 0 stays -inf and exp gives 0, not NaN
-    s -= m  # every exponent argument <= 0
-    np.exp(s, out=s)
-    l = s.sum(axis=-1, keepdims=True)  # [..., Tq, 1], >= 1 where a key is selected
-    l[l == 0] = 1  # no key selected: the row is all zeros and stays so
-    s /= l
-    return s
+    _, l = _exp_in_place(s, mask)  # [..., Tq]
+    return normalise_weights(s, l)
 
 
 def causal_mask(tq: int, tk: int | None = None, *, offset: int = 0) -> np.ndarray:

@@ -5,7 +5,8 @@
 reversed digits, target = reversed digits + EOS. Held-out: 1000 distinct sequences drawn
 before training and never used as training examples (colliding training draws are redrawn).
 Metric: exact match of greedy decoding (full recompute per step) over the held-out set;
-target >= 0.99.
+target >= 0.99. Both tasks evaluate (and save) the exponential moving average of the weights:
+held-out metrics of the final iterate flip with roundoff.
 
 `pendulum` (decoder-only, continuous): trajectories of the damped, driven pendulum
 (`model.plant`) under random piecewise-constant torques, each as long as the model's max_len
@@ -343,7 +344,10 @@ TASKS: dict[str, Task] = {
         batch_size=64,
         warmup=200,
         lr_scale=1.0,
-        ema_decay=0.0,
+        # The final iterate is noisy (held-out exact match 0.47-1.0 between neighbouring steps,
+        # and at step 2000 it moves across the 0.99 target under last-bit roundoff changes);
+        # the average of the iterates is not (docs/training.md has the measurements).
+        ema_decay=0.995,
         prepare=reverse_prepare,
         batch=reverse_batch,
         evaluate=reverse_evaluate,

@@ -6,9 +6,12 @@ for parameter initialisation, the held-out data, training batches and dropout ma
 operation is deterministic numpy on one machine, so the same seed gives the same loss curve bit
 for bit (tests/model/test_train.py checks it on a few steps).
 
-Weight averaging (optional, `ema_decay` > 0): the returned and saved weights are an
-exponential moving average of the iterates (Polyak & Juditsky 1992), accumulated in float64;
-it removes most of the final-iterate noise that made held-out metrics vary between seeds.
+Weight averaging (`ema_decay` > 0; both built-in tasks use 0.995): the returned and saved
+weights are an exponential moving average of the iterates (Polyak & Juditsky 1992),
+accumulated in float64. It removes the final-iterate noise that made held-out metrics vary
+between seeds and flip under last-bit roundoff changes (a different BLAS kernel, one 2-D
+product instead of per-batch products): such a change reorders every later step, so a recipe
+is only as good as its margin over the spread of outcomes it may land on.
 
 Outputs (when `out` is given): a checkpoint directory (model.checkpoint) whose meta holds the
 task, its normalisation statistics and the metrics, with two extra hashed files:
@@ -27,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tickformer.errors import ConfigError
+from tickformer.validation import nonneg_int, positive_int, positive_real, real
 
 from .checkpoint import save_checkpoint
 from .config import Config
@@ -35,7 +38,7 @@ from .grad import loss_and_grads
 from .optim import Adam, clip_by_global_norm, noam_lr
 from .tasks import Task, greedy_decode  # greedy_decode: the reverse task's decoder, re-exported
 
-__all__ = ["TrainResult", "TrainSettings", "greedy_decode", "seeded_generators", "single_threaded_blas", "train", "train_steps"]
+__all__ = ["TrainResult", "TrainSettings", "greedy_decode", "keep_freed_memory", "seeded_generators", "single_threaded_blas", "train", "train_steps"]
 from .transformer import init_params
 
 
@@ -52,17 +55,12 @@ class TrainSettings:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "warmup"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name}={value!r} must be a positive integer")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed={self.seed!r} must be a non-negative integer")
-        if not self.lr_scale > 0 or not self.clip > 0:
-            raise ConfigError(f"lr_scale={self.lr_scale} and clip={self.clip} must be > 0")
-        if not 0 <= self.label_smoothing < 1:
-            raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
-        if not 0 <= self.ema_decay < 1:
-            raise ConfigError(f"ema_decay={self.ema_decay} must be in [0, 1) (0 turns averaging off)")
+            positive_int(getattr(self, name), name)
+        nonneg_int(self.seed, "seed")
+        positive_real(self.lr_scale, "lr_scale")
+        positive_real(self.clip, "clip")
+        real(self.label_smoothing, "label_smoothing", min_value=0.0, max_value=1.0, exclude_max=True)
+        real(self.ema_decay, "ema_decay", min_value=0.0, max_value=1.0, exclude_max=True, hint="0 turns averaging off")
 
     @classmethod
     def for_task(cls, task: Task, *, steps: int | None = None, seed: int = 0) -> "TrainSettings":
@@ -103,6 +101,30 @@ def single_threaded_blas() -> contextlib.AbstractContextManager[Any]:
     return threadpool_limits(limits=1, user_api="blas")
 
 
+def keep_freed_memory() -> bool:
+    """Keep the memory training frees mapped for reuse (glibc malloc), instead of returning it
+    to the system and faulting it in again on the next step.
+
+    numpy allocates a fresh array for nearly every operation of a training step. By default
+    glibc serves large blocks with fresh mmaps and trims the top of the heap once enough of it is
+    free, so every step page-faults the same memory in again; on a virtual machine each fault is
+    a trip through the hypervisor (docs/training.md has the measured fault counts and times).
+    Raising the mmap threshold to its maximum (32 MiB on 64-bit) and the trim threshold to 1 GiB
+    keeps the pages: the process holds on to its peak working set until it exits.
+
+    Process-wide and not undone (glibc has no getter to restore its adaptive default; the
+    setting only changes when memory goes back to the system). Returns False, changing
+    nothing, where there is no glibc."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    return bool(mallopt(m_mmap_threshold, 32 * 2**20)) and bool(mallopt(m_trim_threshold, 2**30))
+
+
 def _progress(enabled: bool):  # pragma: no cover - display only
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -136,6 +158,7 @@ def train_steps(
     opt = Adam(beta1=0.9, beta2=0.98, eps=1e-9)
     ema = {name: value.astype(np.float64) for name, value in params.items()} if settings.ema_decay else None
     losses: list[float] = []
+    keep_freed_memory()
     start = time.perf_counter_ns()
     cpu_start = time.process_time_ns()
     with single_threaded_blas(), _progress(progress) as bar:

@@ -1,90 +1,108 @@
 """The numpy reference Transformer: decoder-only (causal) and encoder-decoder, post-LN.
 
-Parameters are a flat dict of named float32 arrays; the names are reused verbatim as ONNX
-initializer names by the exporter. Naming scheme (prefix `enc.{i}.` / `dec.{i}.`):
+There is one forward pass. Inference calls it without a tape; training calls it with a `Tape`,
+and then every block also appends a typed record of what its backward pass needs (each record
+class sits next to the block that makes it and carries its own `backward`), and dropout is
+applied at the tape's rate. With dropout 0 the training forward is the inference forward, bit for
+bit: the same functions (model/layers.py) run in the same order. Attention always goes through
+the one online-softmax operator (model/attention.py); the records keep its unnormalised weights
+p and normalizer l, from which the backward pass forms P = p / l.
 
-    tok_embed                      [V, D]   tokens: shared source/target embedding, tied output
-    in_proj.w, in_proj.b           [d_in, D], [D]      continuous inputs
-    out_proj.w, out_proj.b         [D, d_out], [d_out] continuous outputs
-    {layer}.self_attn.{w_q,b_q,w_k,b_k,w_v,b_v,w_o,b_o}
-    {layer}.cross_attn.{...}       encoder-decoder decoder layers only
-    {layer}.ffn.{w1,b1,w2,b2}
-    {layer}.ln1.{g,b}, ln2, (ln3)  post-LN: x = LN(x + sublayer(x))
+Parameters are a flat dict of named float32 arrays; the names (model/names.py, the one place
+that composes them) are reused verbatim as ONNX initializer names by the exporter and as
+checkpoint keys.
 
-Source: Vaswani et al. 2017, "Attention Is All You Need" (sections 3.1-3.5); inference here,
-dropout is identity. This file imports numpy and nothing else.
+Source: Vaswani et al. 2017, "Attention Is All You Need" (sections 3.1-3.5, dropout 5.4);
+the forward/backward pairing follows llm.c's train_gpt2.c. Not real-time safe: every pass
+allocates (the runtime's step is the real-time path). Imports numpy and the model's own modules.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Protocol
+
 import numpy as np
 
+from . import names
 from .attention import causal_mask
 from .config import Config
-from .layers import feed_forward, layer_norm, linear, multi_head_attention, positional_encoding
+from .layers import (
+    AttentionCache,
+    FeedForwardCache,
+    LayerNormCache,
+    LinearCache,
+    dropout_backward,
+    dropout_forward,
+    ffn_backward,
+    ffn_forward,
+    layer_norm_backward,
+    layer_norm_forward,
+    linear_backward,
+    linear_forward,
+    matmul,
+    mha_backward,
+    mha_forward,
+    positional_encoding,
+)
+from .names import ATTN_NAMES, FFN_NAMES  # re-exported: importers of these names predate names.py
 
-ATTN_NAMES = ("w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o")
-FFN_NAMES = ("w1", "b1", "w2", "b2")
+Params = dict[str, np.ndarray]
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return a.reshape(-1, a.shape[-1])  # [..., n] -> [N, n]
+
+__all__ = [
+    "ATTN_NAMES", "FFN_NAMES", "Flow", "Tape",
+    "decode", "embed", "encode", "forward", "init_params", "parameter_shapes", "project_out", "source_mask", "sublayer_params",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters
+# ---------------------------------------------------------------------------------------------
+
+
+def _group_shapes(group: names.Group, config: Config) -> dict[str, tuple[int, ...]]:
+    d, f = config.d_model, config.d_ff
+    if group == names.EMBEDDING:
+        return {names.TOK_EMBED: (config.vocab_size, d)}
+    if group == names.IN_PROJ:
+        return {"w": (config.d_in, d), "b": (d,)}
+    if group == names.OUT_PROJ:
+        return {"w": (d, config.d_out), "b": (config.d_out,)}
+    if group.leaves == ATTN_NAMES:
+        return {leaf: (d, d) if leaf.startswith("w") else (d,) for leaf in ATTN_NAMES}
+    if group.leaves == FFN_NAMES:
+        return {"w1": (d, f), "b1": (f,), "w2": (f, d), "b2": (d,)}
+    if group.leaves == names.NORM_NAMES:
+        return {"g": (d,), "b": (d,)}
+    raise AssertionError(f"no shapes for {group}")  # pragma: no cover - names.py makes only these
 
 
 def parameter_shapes(config: Config) -> dict[str, tuple[int, ...]]:
     """Every parameter's name and shape, in a fixed order (the order of the ONNX initializers)."""
-    d, f = config.d_model, config.d_ff
     shapes: dict[str, tuple[int, ...]] = {}
-    if config.inputs == "tokens":
-        shapes["tok_embed"] = (config.vocab_size, d)
-    else:
-        shapes["in_proj.w"] = (config.d_in, d)
-        shapes["in_proj.b"] = (d,)
-        shapes["out_proj.w"] = (d, config.d_out)
-        shapes["out_proj.b"] = (config.d_out,)
-
-    def attn(prefix: str) -> None:
-        for name in ("q", "k", "v", "o"):
-            shapes[f"{prefix}.w_{name}"] = (d, d)
-            shapes[f"{prefix}.b_{name}"] = (d,)
-
-    def ffn(prefix: str) -> None:
-        shapes[f"{prefix}.w1"] = (d, f)
-        shapes[f"{prefix}.b1"] = (f,)
-        shapes[f"{prefix}.w2"] = (f, d)
-        shapes[f"{prefix}.b2"] = (d,)
-
-    def norm(prefix: str) -> None:
-        shapes[f"{prefix}.g"] = (d,)
-        shapes[f"{prefix}.b"] = (d,)
-
-    for i in range(config.n_enc_layers):
-        attn(f"enc.{i}.self_attn")
-        norm(f"enc.{i}.ln1")
-        ffn(f"enc.{i}.ffn")
-        norm(f"enc.{i}.ln2")
-    cross = config.arch == "encoder-decoder"
-    for i in range(config.n_layers):
-        attn(f"dec.{i}.self_attn")
-        norm(f"dec.{i}.ln1")
-        if cross:
-            attn(f"dec.{i}.cross_attn")
-            norm(f"dec.{i}.ln2")
-        ffn(f"dec.{i}.ffn")
-        norm(f"dec.{i}.ln3" if cross else f"dec.{i}.ln2")
+    for group in names.parameter_groups(config):
+        for leaf, shape in _group_shapes(group, config).items():
+            shapes[group[leaf]] = shape
     return shapes
 
 
-def init_params(config: Config, seed: int = 0) -> dict[str, np.ndarray]:
+def init_params(config: Config, seed: int = 0) -> Params:
     """Seeded initialisation: Xavier-uniform matrices (Glorot & Bengio 2010), zero biases,
     unit LayerNorm gains, embedding N(0, D^-1/2) so that the sqrt(D)-scaled embedding has unit
     variance. Float32."""
     rng = np.random.default_rng(seed)
-    params: dict[str, np.ndarray] = {}
+    params: Params = {}
     for name, shape in parameter_shapes(config).items():
-        leaf = name.rsplit(".", 1)[-1]
-        if name == "tok_embed":
+        if name == names.TOK_EMBED:
             value = rng.normal(0.0, config.d_model**-0.5, size=shape)
         elif len(shape) == 2:
             limit = np.sqrt(6.0 / (shape[0] + shape[1]))
             value = rng.uniform(-limit, limit, size=shape)
-        elif leaf == "g":
+        elif names.leaf(name) == "g":
             value = np.ones(shape)
         else:
             value = np.zeros(shape)
@@ -92,58 +110,261 @@ def init_params(config: Config, seed: int = 0) -> dict[str, np.ndarray]:
     return params
 
 
-def sublayer_params(params: dict[str, np.ndarray], prefix: str, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    return {name: params[f"{prefix}.{name}"] for name in names}
+def sublayer_params(params: Params, prefix: str, leaves: tuple[str, ...]) -> Params:
+    """{leaf: params[prefix.leaf]}; the same as names.Group(prefix, leaves).take(params)."""
+    return names.Group(prefix, leaves).take(params)
 
 
-def embed(params: dict[str, np.ndarray], config: Config, x: np.ndarray, *, start: int = 0) -> np.ndarray:
+# ---------------------------------------------------------------------------------------------
+# The tape: what a training forward keeps, and the state its backward pass carries
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Flow:
+    """The backward pass in progress: the gradient of the residual stream at the current record,
+    the gradient reaching the encoder output from every cross-attention, and the parameter
+    gradients so far."""
+
+    dh: np.ndarray
+    grads: Params = field(default_factory=dict)
+    dmemory: np.ndarray | None = None
+
+    def add(self, group: names.Group, local: dict[str, np.ndarray]) -> None:
+        for leaf, value in local.items():
+            key = group[leaf]
+            self.grads[key] = self.grads[key] + value if key in self.grads else value
+
+
+class Record(Protocol):
+    def backward(self, flow: Flow) -> None: ...
+
+
+@dataclass
+class Tape:
+    """A training forward's memory: the parameters it ran with, its dropout (rate and the
+    Generator its masks come from; none if rate is 0 or rng is None) and, in forward order,
+    one record per block. `model.grad.backward` walks the records in reverse and consumes them."""
+
+    params: Params
+    dropout: float = 0.0
+    rng: np.random.Generator | None = None
+    records: list[Record] = field(default_factory=list)
+
+    def drop(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        return dropout_forward(x, rate=self.dropout, rng=self.rng)
+
+
+@dataclass(frozen=True)
+class DropoutRecord:
+    gain: np.ndarray  # [...] 1/(1-rate) where kept, 0 where dropped
+
+    def backward(self, flow: Flow) -> None:
+        flow.dh = dropout_backward(flow.dh, self.gain)
+
+
+def _dropout(x: np.ndarray, tape: Tape | None) -> np.ndarray:
+    """Dropout on a stream that is not a residual branch (the embeddings); identity without a tape."""
+    if tape is None:
+        return x
+    y, gain = tape.drop(x)
+    if gain is not None:
+        tape.records.append(DropoutRecord(gain))
+    return y
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding in, projection out
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TokenEmbedRecord:
+    tokens: np.ndarray  # [B, T] int
+    scale: np.floating  # sqrt(D) in the table's dtype
+    table: np.ndarray  # [V, D], for the gradient's shape and dtype
+
+    def backward(self, flow: Flow) -> None:
+        """Scatter-add of the rows' gradients into their tokens' rows: rows sorted by token and
+        summed per run (np.add.reduceat), ~6x faster than np.add.at here; deterministic."""
+        tokens = self.tokens.reshape(-1)  # [N]
+        order = np.argsort(tokens, kind="stable")  # [N]
+        ordered = tokens[order]  # [N], runs of equal tokens
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # [U] first row of each run
+        d_table = np.zeros_like(self.table)  # [V, D]
+        d_table[ordered[starts]] = np.add.reduceat(_flat(flow.dh)[order] * self.scale, starts, axis=0)  # [U, D]
+        flow.add(names.EMBEDDING, {names.TOK_EMBED: d_table})
+
+
+@dataclass(frozen=True)
+class InputProjRecord:
+    cache: LinearCache
+
+    def backward(self, flow: Flow) -> None:
+        _, local = linear_backward(flow.dh, self.cache)  # the inputs need no gradient
+        flow.add(names.IN_PROJ, local)
+
+
+def embed(params: Params, config: Config, x: np.ndarray, *, start: int = 0, tape: Tape | None = None) -> np.ndarray:
     """Input embedding plus sinusoidal positions start..start+T-1.
 
     tokens: x int [B, T] -> E[x] * sqrt(D) + PE; continuous: x [B, T, d_in] -> x W_in + b_in + PE.
     """
     t = x.shape[1]
     pe = positional_encoding(start + t, config.d_model)[start:]  # [T, D]
+    record: Record
     if config.inputs == "tokens":
-        h = params["tok_embed"][x] * np.float32(np.sqrt(config.d_model))  # [B, T] -> [B, T, D]
+        table = params[names.TOK_EMBED]  # [V, D]
+        scale = table.dtype.type(np.sqrt(config.d_model))
+        h = table[x] * scale  # [B, T] -> [B, T, D]
+        record = TokenEmbedRecord(x, scale, table)
     else:
-        h = linear(x, w=params["in_proj.w"], b=params["in_proj.b"])  # [B, T, d_in] -> [B, T, D]
-    return h + pe.astype(h.dtype)  # [B, T, D]
+        h, cache = linear_forward(x, **names.IN_PROJ.take(params))  # [B, T, d_in] -> [B, T, D]
+        record = InputProjRecord(cache)
+    h += pe.astype(h.dtype)  # [B, T, D], h is a new array
+    if tape is not None:
+        tape.records.append(record)
+    return h
 
 
-def project_out(params: dict[str, np.ndarray], config: Config, h: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class TiedOutputRecord:
+    h: np.ndarray  # [B, T, D]
+    table: np.ndarray  # [V, D]
+
+    def backward(self, flow: Flow) -> None:
+        flow.add(names.EMBEDDING, {names.TOK_EMBED: _flat(flow.dh).T @ _flat(self.h)})  # [V, N] @ [N, D]
+        flow.dh = matmul(flow.dh, self.table)  # [B, T, V] -> [B, T, D]
+
+
+@dataclass(frozen=True)
+class OutputProjRecord:
+    cache: LinearCache
+
+    def backward(self, flow: Flow) -> None:
+        flow.dh, local = linear_backward(flow.dh, self.cache)  # [B, T, D]
+        flow.add(names.OUT_PROJ, local)
+
+
+def project_out(params: Params, config: Config, h: np.ndarray, *, tape: Tape | None = None) -> np.ndarray:
     """tokens: logits = h E^T (tied); continuous: y = h W_out + b_out."""
+    record: Record
     if config.inputs == "tokens":
-        return h @ params["tok_embed"].T  # [B, T, D] -> [B, T, V]
-    return linear(h, w=params["out_proj.w"], b=params["out_proj.b"])  # [B, T, D] -> [B, T, d_out]
+        table = params[names.TOK_EMBED]  # [V, D]
+        out = matmul(h, table.T)  # [B, T, D] -> [B, T, V]
+        record = TiedOutputRecord(h, table)
+    else:
+        out, cache = linear_forward(h, **names.OUT_PROJ.take(params))  # [B, T, D] -> [B, T, d_out]
+        record = OutputProjRecord(cache)
+    if tape is not None:
+        tape.records.append(record)
+    return out
 
 
-def encoder_layer(x: np.ndarray, params: dict[str, np.ndarray], prefix: str, config: Config, *, mask: np.ndarray | None) -> np.ndarray:
-    attn = multi_head_attention(x, x, **sublayer_params(params, f"{prefix}.self_attn", ATTN_NAMES), n_heads=config.n_heads, mask=mask)  # [B, S, D]
-    x = layer_norm(x + attn, **sublayer_params(params, f"{prefix}.ln1", ("g", "b")), eps=config.ln_eps)  # [B, S, D]
-    ff = feed_forward(x, **sublayer_params(params, f"{prefix}.ffn", FFN_NAMES))  # [B, S, D]
-    return layer_norm(x + ff, **sublayer_params(params, f"{prefix}.ln2", ("g", "b")), eps=config.ln_eps)  # [B, S, D]
+# ---------------------------------------------------------------------------------------------
+# Residual sub-layers (post-LN: x = LN(x + Dropout(sublayer(x))))
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttentionRecord:
+    attn: names.Group
+    norm: names.Group
+    cross: bool  # keys and values from the encoder output: their gradient goes to flow.dmemory
+    mha: AttentionCache
+    gain: np.ndarray | None  # dropout on the sub-layer output
+    ln: LayerNormCache
+
+    def backward(self, flow: Flow) -> None:
+        dsum, local = layer_norm_backward(flow.dh, self.ln)  # [B, Tq, D]
+        flow.add(self.norm, local)
+        dx, dkv, local = mha_backward(dropout_backward(dsum, self.gain), self.mha)
+        flow.add(self.attn, local)
+        dx += dsum  # the residual path
+        if self.cross:
+            flow.dmemory = dkv if flow.dmemory is None else flow.dmemory + dkv
+        else:
+            dx += dkv  # self-attention: keys and values are x too
+        flow.dh = dx
+
+
+def attention_sublayer(
+    x: np.ndarray,
+    kv: np.ndarray,
+    params: Params,
+    attn: names.Group,
+    norm: names.Group,
+    config: Config,
+    *,
+    mask: np.ndarray | None,
+    tape: Tape | None = None,
+) -> np.ndarray:
+    """x [B, Tq, D] -> LN(x + Dropout(MHA(x, kv))) [B, Tq, D]; kv is x itself for
+    self-attention, the encoder output [B, S, D] for cross-attention."""
+    a, c_attn = mha_forward(x, kv, **attn.take(params), n_heads=config.n_heads, mask=mask)  # [B, Tq, D]
+    a, gain = (a, None) if tape is None else tape.drop(a)
+    a += x  # a is a new array (projection or dropout output)
+    y, c_ln = layer_norm_forward(a, **norm.take(params), eps=config.ln_eps)  # [B, Tq, D]
+    if tape is not None:
+        tape.records.append(AttentionRecord(attn, norm, kv is not x, c_attn, gain, c_ln))
+    return y
+
+
+@dataclass(frozen=True)
+class FeedForwardRecord:
+    ffn: names.Group
+    norm: names.Group
+    cache: FeedForwardCache
+    gain: np.ndarray | None
+    ln: LayerNormCache
+
+    def backward(self, flow: Flow) -> None:
+        dsum, local = layer_norm_backward(flow.dh, self.ln)  # [B, T, D]
+        flow.add(self.norm, local)
+        dx, local = ffn_backward(dropout_backward(dsum, self.gain), self.cache)
+        flow.add(self.ffn, local)
+        dx += dsum  # the residual path
+        flow.dh = dx
+
+
+def ffn_sublayer(x: np.ndarray, params: Params, ffn: names.Group, norm: names.Group, config: Config, *, tape: Tape | None = None) -> np.ndarray:
+    """x [B, T, D] -> LN(x + Dropout(FFN(x))) [B, T, D]."""
+    f, c_ffn = ffn_forward(x, **ffn.take(params))  # [B, T, D]
+    f, gain = (f, None) if tape is None else tape.drop(f)
+    f += x  # f is a new array
+    y, c_ln = layer_norm_forward(f, **norm.take(params), eps=config.ln_eps)  # [B, T, D]
+    if tape is not None:
+        tape.records.append(FeedForwardRecord(ffn, norm, c_ffn, gain, c_ln))
+    return y
+
+
+# ---------------------------------------------------------------------------------------------
+# Layers and stacks
+# ---------------------------------------------------------------------------------------------
+
+
+def encoder_layer(x: np.ndarray, params: Params, layer: names.Layer, config: Config, *, mask: np.ndarray | None, tape: Tape | None = None) -> np.ndarray:
+    x = attention_sublayer(x, x, params, layer.self_attn, layer.self_attn_norm, config, mask=mask, tape=tape)  # [B, S, D]
+    return ffn_sublayer(x, params, layer.ffn, layer.ffn_norm, config, tape=tape)  # [B, S, D]
 
 
 def decoder_layer(
     x: np.ndarray,
-    params: dict[str, np.ndarray],
-    prefix: str,
+    params: Params,
+    layer: names.Layer,
     config: Config,
     *,
     self_mask: np.ndarray | None,
     memory: np.ndarray | None = None,
     memory_mask: np.ndarray | None = None,
+    tape: Tape | None = None,
 ) -> np.ndarray:
-    eps = config.ln_eps
-    attn = multi_head_attention(x, x, **sublayer_params(params, f"{prefix}.self_attn", ATTN_NAMES), n_heads=config.n_heads, mask=self_mask)  # [B, T, D]
-    x = layer_norm(x + attn, **sublayer_params(params, f"{prefix}.ln1", ("g", "b")), eps=eps)  # [B, T, D]
-    last_norm = "ln2"
-    if memory is not None:
-        cross = multi_head_attention(x, memory, **sublayer_params(params, f"{prefix}.cross_attn", ATTN_NAMES), n_heads=config.n_heads, mask=memory_mask)  # [B, T, D]
-        x = layer_norm(x + cross, **sublayer_params(params, f"{prefix}.ln2", ("g", "b")), eps=eps)  # [B, T, D]
-        last_norm = "ln3"
-    ff = feed_forward(x, **sublayer_params(params, f"{prefix}.ffn", FFN_NAMES))  # [B, T, D]
-    return layer_norm(x + ff, **sublayer_params(params, f"{prefix}.{last_norm}", ("g", "b")), eps=eps)  # [B, T, D]
+    x = attention_sublayer(x, x, params, layer.self_attn, layer.self_attn_norm, config, mask=self_mask, tape=tape)  # [B, T, D]
+    if layer.cross_attn is not None and layer.cross_attn_norm is not None:
+        if memory is None:
+            raise ValueError("decode() of an encoder-decoder model needs memory=encode(params, config, src)")
+        x = attention_sublayer(x, memory, params, layer.cross_attn, layer.cross_attn_norm, config, mask=memory_mask, tape=tape)  # [B, T, D]
+    return ffn_sublayer(x, params, layer.ffn, layer.ffn_norm, config, tape=tape)  # [B, T, D]
 
 
 def source_mask(src_valid: np.ndarray | None, tq: int) -> np.ndarray | None:
@@ -153,52 +374,70 @@ def source_mask(src_valid: np.ndarray | None, tq: int) -> np.ndarray | None:
     return src_valid[:, None, None, :] & np.ones((1, 1, tq, 1), dtype=bool)  # [B, 1, Tq, S]
 
 
-def encode(params: dict[str, np.ndarray], config: Config, src: np.ndarray, *, src_valid: np.ndarray | None = None) -> np.ndarray:
+def encode(params: Params, config: Config, src: np.ndarray, *, src_valid: np.ndarray | None = None, tape: Tape | None = None) -> np.ndarray:
     """Encoder stack: src int [B, S] -> memory [B, S, D]. Padded source keys are masked out."""
     if config.arch != "encoder-decoder":
         raise ValueError("encode() is for encoder-decoder models; this config is decoder-only")
-    h = embed(params, config, src)  # [B, S, D]
+    h = _dropout(embed(params, config, src, tape=tape), tape)  # [B, S, D]
     mask = source_mask(src_valid, src.shape[1])
-    for i in range(config.n_enc_layers):
-        h = encoder_layer(h, params, f"enc.{i}", config, mask=mask)
+    for layer in names.encoder_layers(config):
+        h = encoder_layer(h, params, layer, config, mask=mask, tape=tape)
     return h
 
 
+@dataclass(frozen=True)
+class MemoryRecord:
+    """The encoder output: the decoder's backward pass ends here and the encoder's starts from
+    the gradient every cross-attention sent to the memory."""
+
+    def backward(self, flow: Flow) -> None:
+        if flow.dmemory is None:  # pragma: no cover - forward records cross-attention after this
+            raise AssertionError("no cross-attention gradient reached the encoder output")
+        flow.dh, flow.dmemory = flow.dmemory, None
+
+
 def decode(
-    params: dict[str, np.ndarray],
+    params: Params,
     config: Config,
     x: np.ndarray,
     *,
     memory: np.ndarray | None = None,
     src_valid: np.ndarray | None = None,
+    tape: Tape | None = None,
 ) -> np.ndarray:
     """Causal decoder stack plus output projection: x [B, T] tokens or [B, T, d_in] -> [B, T, V|d_out]."""
     t = x.shape[1]
     if t > config.max_len:
         raise ValueError(f"sequence length {t} exceeds max_len {config.max_len} of this model")
-    h = embed(params, config, x)  # [B, T, D]
+    h = _dropout(embed(params, config, x, tape=tape), tape)  # [B, T, D]
     self_mask = causal_mask(t)  # [T, T], position t never sees t+1..
     memory_mask = source_mask(src_valid, t) if memory is not None else None
-    for i in range(config.n_layers):
-        h = decoder_layer(h, params, f"dec.{i}", config, self_mask=self_mask, memory=memory, memory_mask=memory_mask)
-    return project_out(params, config, h)
+    for layer in names.decoder_layers(config):
+        h = decoder_layer(h, params, layer, config, self_mask=self_mask, memory=memory, memory_mask=memory_mask, tape=tape)
+    return project_out(params, config, h, tape=tape)
 
 
 def forward(
-    params: dict[str, np.ndarray],
+    params: Params,
     config: Config,
     x: np.ndarray,
     *,
     src: np.ndarray | None = None,
     src_valid: np.ndarray | None = None,
+    tape: Tape | None = None,
 ) -> np.ndarray:
     """Full-sequence pass. Decoder-only: forward(params, cfg, x). Encoder-decoder:
-    forward(params, cfg, tgt_in, src=src) (teacher forcing). Returns [B, T, V] or [B, T, d_out]."""
+    forward(params, cfg, tgt_in, src=src) (teacher forcing). Returns [B, T, V] or [B, T, d_out].
+
+    With a tape (training, `model.grad.forward_train`), dropout is applied at the tape's rate
+    and every block records what its backward pass needs; without one, dropout is identity."""
     if config.arch == "encoder-decoder":
         if src is None:
             raise ValueError("encoder-decoder forward needs src=... (source tokens [B, S])")
-        memory = encode(params, config, src, src_valid=src_valid)  # [B, S, D]
-        return decode(params, config, x, memory=memory, src_valid=src_valid)
+        memory = encode(params, config, src, src_valid=src_valid, tape=tape)  # [B, S, D]
+        if tape is not None:
+            tape.records.append(MemoryRecord())
+        return decode(params, config, x, memory=memory, src_valid=src_valid, tape=tape)
     if src is not None:
         raise ValueError("src given to a decoder-only model; it takes one input sequence")
-    return decode(params, config, x)
+    return decode(params, config, x, tape=tape)

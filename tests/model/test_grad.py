@@ -17,7 +17,7 @@ import pytest
 
 from tickformer.model import Config, forward, init_params
 from tickformer.model.attention import _safe_max, attention_weights, causal_mask, padding_mask, scaled_scores
-from tickformer.model.grad import Batch, cross_entropy, forward_train, loss_and_grads, mse
+from tickformer.model.grad import Batch, backward, cross_entropy, forward_train, loss_and_grads, mse
 
 CONFIGS = {
     "decoder-continuous": Config(arch="decoder", inputs="continuous", d_model=8, n_heads=2, d_ff=12, n_layers=2, d_in=3, d_out=2, max_len=8, dropout=0.0),
@@ -53,11 +53,18 @@ def params64(config: Config, seed: int) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.2])
-@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("name", [*CONFIGS, "encoder-decoder-tokens, one source all padding"])
 def test_gradients_match_finite_differences(name: str, dropout: float) -> None:
-    config = CONFIGS[name]
+    """Every parameter tensor; the last case has a batch row whose source is all padding, so
+    every encoder and cross-attention query row of it selects no key (zero output, zero
+    gradient through it: the operator's fully masked rows)."""
+    empty_source = name.endswith("all padding")
+    config = CONFIGS["encoder-decoder-tokens" if empty_source else name]
     rng = np.random.default_rng(0)
     batch = make_batch(config, rng)
+    if empty_source:
+        assert batch.src_valid is not None
+        batch.src_valid[1] = False
     params = params64(config, seed=1)
 
     def loss_at(p: dict[str, np.ndarray]) -> float:
@@ -96,16 +103,36 @@ def test_every_parameter_gets_a_nonzero_gradient(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_training_forward_without_dropout_equals_inference_forward(name: str) -> None:
+    """One forward: with dropout off, the training forward (which keeps a tape) returns the
+    inference forward's output bit for bit, source padding included."""
     config = CONFIGS[name].replace(dropout=0.1)  # rng=None / dropout=0 disables it
     batch = make_batch(config, np.random.default_rng(0))
     x = batch.x if config.inputs == "tokens" else batch.x.astype(np.float32)
     params = init_params(config, seed=2)
     expected = forward(params, config, x, src=batch.src, src_valid=batch.src_valid)
     for kwargs in ({"rng": None}, {"rng": np.random.default_rng(0), "dropout": 0.0}):
-        got, _ = forward_train(params, config, x, src=batch.src, src_valid=batch.src_valid, **kwargs)
+        got, tape = forward_train(params, config, x, src=batch.src, src_valid=batch.src_valid, **kwargs)
         assert got.dtype == np.float32
-        # float32: the two paths differ only in summation order inside attention/layer norm.
-        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(got, expected)
+        assert tape.records  # the same pass, with records kept
+
+
+def test_the_tape_is_typed_records_walked_once() -> None:
+    """The backward walks typed records (each with its own backward), no string kinds; walking
+    consumes them."""
+    config = CONFIGS["encoder-decoder-tokens"]
+    batch = make_batch(config, np.random.default_rng(0))
+    params = init_params(config, seed=2)
+    out, tape = forward_train(params, config, batch.x, src=batch.src, src_valid=batch.src_valid)
+    kinds = [type(r).__name__ for r in tape.records]
+    n_enc, n_dec = config.n_enc_layers, config.n_layers
+    assert kinds == (
+        ["TokenEmbedRecord"] + ["AttentionRecord", "FeedForwardRecord"] * n_enc + ["MemoryRecord", "TokenEmbedRecord"]
+        + ["AttentionRecord", "AttentionRecord", "FeedForwardRecord"] * n_dec + ["TiedOutputRecord"]
+    )
+    assert all(callable(r.backward) and not isinstance(r, (str, tuple)) for r in tape.records)
+    grads = backward(np.ones_like(out), tape)
+    assert set(grads) == set(params) and tape.records == []
 
 
 def test_dropout_is_seeded_and_changes_output() -> None:
