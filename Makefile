@@ -1,6 +1,6 @@
 # Two commands set up everything on a fresh machine:
 #   make demo   - create .venv, install, run the end-to-end demo
-#   make test   - create .venv if missing, install .[cpu,test], run the whole test suite
+#   make test   - create .venv if missing, install .[cpu,test], check format and lint (ruff), run the whole test suite
 #   make claims - check every number README.md and docs/ state against its source (docs/claims.md)
 PYTHON ?= python3
 VENV   := .venv
@@ -29,6 +29,7 @@ demo: $(STAMP)
 	$(VENV)/bin/tickformer demo --out reports/demo
 
 test: $(STAMP)
+	$(VENV)/bin/ruff format --check --quiet . && $(VENV)/bin/ruff check --quiet .
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
 prove: $(STAMP)

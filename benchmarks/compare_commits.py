@@ -48,7 +48,13 @@ from io import BytesIO
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-HISTORY = ["5ef73ef", "684fbb1", "f4d7e80", "51561fc", "HEAD"]  # format 1; format 2; + bias folding; + K transposed; now
+HISTORY = [
+    "5ef73ef",
+    "684fbb1",
+    "f4d7e80",
+    "51561fc",
+    "HEAD",
+]  # format 1; format 2; + bias folding; + K transposed; now
 
 CHILD = r"""
 import importlib.util, json, os, sys, tempfile, time
@@ -168,18 +174,39 @@ def extract(commit: str, into: Path) -> str:
     shim = into / "_shim" / "tickformer"
     shim.mkdir(parents=True)
     (shim / "__init__.py").write_text(SHIM.format(root=str(into)))
-    return subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%h %s", commit], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(REPO), "log", "-1", "--format=%h %s", commit],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
-def measure(tree: Path, train: bool = False, outcome: dict | None = None, steady_malloc: bool = False) -> dict:
+def measure(
+    tree: Path, train: bool = False, outcome: dict | None = None, steady_malloc: bool = False
+) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree / "_shim"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     child = CHILD_OUTCOME if outcome else CHILD_TRAIN if train else CHILD
     extra = [json.dumps(outcome)] if outcome else ["1" if steady_malloc else "0"] if train else []
-    out = subprocess.run([sys.executable, "-c", child, str(tree), str(REPO / "runtime" / "denormals.py"),
-                          str(REPO / "benchmarks" / "train_step.py"), *extra],
-                         capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            child,
+            str(tree),
+            str(REPO / "runtime" / "denormals.py"),
+            str(REPO / "benchmarks" / "train_step.py"),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+    )
     if out.returncode != 0:
-        raise SystemExit(f"measuring {tree} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
+        raise SystemExit(
+            f"measuring {tree} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}"
+        )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -187,20 +214,46 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("commits", nargs="*", default=HISTORY)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--train", action="store_true", help="time the numpy training step instead of the bare step graph")
-    parser.add_argument("--steady-malloc", action="store_true", help="--train: give every tree keep_freed_memory()'s malloc setting (compares the code alone)")
-    parser.add_argument("--outcome", choices=("reverse", "pendulum"), help="train this task with each tree's trainer and compare outcomes")
+    parser.add_argument(
+        "--train", action="store_true", help="time the numpy training step instead of the bare step graph"
+    )
+    parser.add_argument(
+        "--steady-malloc",
+        action="store_true",
+        help="--train: give every tree keep_freed_memory()'s malloc setting (compares the code alone)",
+    )
+    parser.add_argument(
+        "--outcome",
+        choices=("reverse", "pendulum"),
+        help="train this task with each tree's trainer and compare outcomes",
+    )
     parser.add_argument("--steps", type=int, help="--outcome: training steps (default: the task's)")
     parser.add_argument("--seed", type=int, default=0, help="--outcome: seed")
-    parser.add_argument("--max-len", type=int, help="--outcome: the preset's max_len replaced (pendulum: the trajectory length)")
+    parser.add_argument(
+        "--max-len",
+        type=int,
+        help="--outcome: the preset's max_len replaced (pendulum: the trajectory length)",
+    )
     parser.add_argument("--batch", type=int, help="--outcome: batch size instead of the task's")
     parser.add_argument("--warmup", type=int, help="--outcome: warmup steps instead of the task's")
     parser.add_argument("--ema", type=float, help="--outcome: weight-averaging decay instead of the task's")
-    parser.add_argument("--final-iterate", action="store_true", help="--outcome: evaluate the last iterate, not averaged weights")
+    parser.add_argument(
+        "--final-iterate",
+        action="store_true",
+        help="--outcome: evaluate the last iterate, not averaged weights",
+    )
     args = parser.parse_args()
     if args.outcome:
-        run = {"task": args.outcome, "steps": args.steps, "seed": args.seed, "max_len": args.max_len, "batch": args.batch,
-               "warmup": args.warmup, "ema": args.ema, "final": args.final_iterate}
+        run = {
+            "task": args.outcome,
+            "steps": args.steps,
+            "seed": args.seed,
+            "max_len": args.max_len,
+            "batch": args.batch,
+            "warmup": args.warmup,
+            "ema": args.ema,
+            "final": args.final_iterate,
+        }
         compare_outcomes(args.commits, run)
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -211,26 +264,41 @@ def main() -> None:
         results: dict[str, list[dict]] = {c: [] for c in args.commits}
         for _ in range(args.rounds):
             for commit in args.commits:
-                results[commit].append(measure(trees[commit][0], args.train, steady_malloc=args.steady_malloc))
+                results[commit].append(
+                    measure(trees[commit][0], args.train, steady_malloc=args.steady_malloc)
+                )
 
         def median(commit: str, key: str) -> float:
             return sorted(r[key] for r in results[commit])[len(results[commit]) // 2]
 
         if args.train:
-            print(f"numpy training step (loss, gradients, clip, Adam), one thread, {args.rounds} rounds (median ms):")
+            print(
+                f"numpy training step (loss, gradients, clip, Adam), one thread, {args.rounds} rounds (median ms):"
+            )
             for commit in args.commits:
                 cells = "  ".join(f"{shape} {median(commit, shape):6.2f} ms" for shape in results[commit][0])
                 print(f"  {cells}  {trees[commit][1][:90]}")
             base = args.commits[0]
             print(f"speed-up over {base} (median over rounds of the per-round ratio {base} ms / commit ms):")
             for commit in args.commits[1:]:
-                ratios = {shape: sorted(b[shape] / r[shape] for b, r in zip(results[base], results[commit])) for shape in results[commit][0]}
-                cells = "  ".join(f"{shape} {v[len(v) // 2]:.3f}x [{v[0]:.3f}-{v[-1]:.3f}]" for shape, v in ratios.items())
+                ratios = {
+                    shape: sorted(b[shape] / r[shape] for b, r in zip(results[base], results[commit]))
+                    for shape in results[commit][0]
+                }
+                cells = "  ".join(
+                    f"{shape} {v[len(v) // 2]:.3f}x [{v[0]:.3f}-{v[-1]:.3f}]" for shape, v in ratios.items()
+                )
                 print(f"  {cells}  {commit}")
             return
-        print(f"bare step.onnx, control preset, pos = max_len // 2, {args.rounds} rounds (median p50 of 3000 calls):")
+        print(
+            f"bare step.onnx, control preset, pos = max_len // 2, {args.rounds} rounds (median p50 of 3000 calls):"
+        )
         for commit in args.commits:
-            print(f"  {results[commit][0]['nodes']:4d} ORT nodes  {median(commit, 'p50_us'):6.1f} us  {trees[commit][1][:100]}")
+            print(
+                f"  {results[commit][0]['nodes']:4d} ORT nodes  {median(commit, 'p50_us'):6.1f} us  "
+                f"{trees[commit][1][:100]}"
+            )
+
 
 def compare_outcomes(specs: list[str], run: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -245,12 +313,18 @@ def compare_outcomes(specs: list[str], run: dict) -> None:
     base = rows[0][2]["losses"]
     metric = "exact match" if run["task"] == "reverse" else "RMSE ratio"
     what = "last iterate" if run["final"] else "each tree's recipe"
-    print(f"{run['task']}, seed {run['seed']}, one thread, evaluated: {what}; settings of the first: {rows[0][2]['settings']}")
+    print(
+        f"{run['task']}, seed {run['seed']}, one thread, evaluated: {what}; settings of the first: "
+        f"{rows[0][2]['settings']}"
+    )
     for spec, subject, r in rows:
         differ = next((i + 1 for i, (a, b) in enumerate(zip(base, r["losses"])) if a != b), None)
         same = "losses = first's" if differ is None else f"losses differ from step {differ}"
-        print(f"  {metric} {r['metric']:.3f}  loss(last 50) {r['loss50']:.4f}  losses {r['loss_sha']}  weights {r['params_sha']}  "
-              f"{same}  ema {r['settings']['ema_decay']}  CPU {r['cpu_s']:.0f} s  {spec}: {subject[:50]}")
+        print(
+            f"  {metric} {r['metric']:.3f}  loss(last 50) {r['loss50']:.4f}  losses {r['loss_sha']}  "
+            f"weights {r['params_sha']}  "
+            f"{same}  ema {r['settings']['ema_decay']}  CPU {r['cpu_s']:.0f} s  {spec}: {subject[:50]}"
+        )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,10 @@ def train_step_ms(batch: int, t: int, steps: int = 10, warmup: int = 2) -> float
 
     config = preset("control")
     rng = np.random.default_rng(0)
-    b = grad.Batch(x=rng.standard_normal((batch, t, config.d_in)).astype(np.float32),
-                   target=rng.standard_normal((batch, t, config.d_out)).astype(np.float32))
+    b = grad.Batch(
+        x=rng.standard_normal((batch, t, config.d_in)).astype(np.float32),
+        target=rng.standard_normal((batch, t, config.d_out)).astype(np.float32),
+    )
     return _median_step_ms(config, [b], steps, warmup)
 
 

@@ -930,7 +930,10 @@ FILES: dict[str, tuple[str, str]] = {
         "the trainer's owner (issue 19, the reverse regression): no committed metrics yet",
     ),
     "docs/reliability.md": ("pending", "the security/reliability owner: timings without committed output"),
-    "docs/codegen.md": ("pending", "the codegen owner: its figures come from benchmarks/results/c_step*.json, not yet registered"),
+    "docs/codegen.md": (
+        "pending",
+        "the codegen owner: its figures come from benchmarks/results/c_step*.json, not yet registered",
+    ),
     "docs/reliability_report.md": (
         "generated",
         "TICKFORMER_RELIABILITY_REPORT=docs/reliability_report.md pytest tests/reliability ... "

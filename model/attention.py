@@ -117,22 +117,44 @@ def finalize(state: SoftmaxState) -> np.ndarray:
     return np.where(has_keys[..., None], state.acc / denom[..., None], np.zeros_like(state.acc))
 
 
-def _check_operands(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, chunk: int | None) -> None:
+def _check_operands(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, chunk: int | None
+) -> None:
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
-        raise ValueError(f"attention needs q, k, v with at least 2 dims [..., T, d]; got {q.shape}, {k.shape}, {v.shape}")
+        raise ValueError(
+            f"attention needs q, k, v with at least 2 dims [..., T, d]; got {q.shape}, {k.shape}, {v.shape}"
+        )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q width {q.shape[-1]} != k width {k.shape[-1]}: queries and keys must share d")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k has {k.shape[-2]} keys but v has {v.shape[-2]} values: they must match")
     if mask is not None and mask.dtype != np.bool_:
-        raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}; masks select, they are not added")
+        raise ValueError(
+            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; masks select, they are not added"
+        )
     optional_positive_int(chunk, "chunk", hint="keys per piece, or None for all keys at once")
 
 
 @overload
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, mask: np.ndarray | None = ..., chunk: int | None = ..., with_weights: Literal[False] = ...) -> np.ndarray: ...
+def attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    mask: np.ndarray | None = ...,
+    chunk: int | None = ...,
+    with_weights: Literal[False] = ...,
+) -> np.ndarray: ...
 @overload
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, mask: np.ndarray | None = ..., chunk: None = ..., with_weights: Literal[True]) -> "AttentionParts": ...
+def attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    mask: np.ndarray | None = ...,
+    chunk: None = ...,
+    with_weights: Literal[True],
+) -> "AttentionParts": ...
 
 
 def attention(
@@ -161,7 +183,9 @@ def attention(
     _check_operands(q, k, v, mask, chunk)
     tk = k.shape[-2]
     if with_weights and chunk is not None:
-        raise ValueError(f"with_weights=True needs all keys in one piece; got chunk={chunk} (pass chunk=None)")
+        raise ValueError(
+            f"with_weights=True needs all keys in one piece; got chunk={chunk} (pass chunk=None)"
+        )
     if chunk is None or chunk >= tk:
         parts = _one_piece(q, k, v, mask)
         return parts if with_weights else parts.out

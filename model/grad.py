@@ -88,7 +88,9 @@ def _weights(weight: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype)
     return w, total
 
 
-def cross_entropy(logits: np.ndarray, target: np.ndarray, *, weight: np.ndarray | None = None, smoothing: float = 0.1) -> tuple[float, np.ndarray]:
+def cross_entropy(
+    logits: np.ndarray, target: np.ndarray, *, weight: np.ndarray | None = None, smoothing: float = 0.1
+) -> tuple[float, np.ndarray]:
     """Label-smoothed cross entropy averaged over weighted positions.
 
     logits [B, T, V], target int [B, T], weight [B, T] (0 = ignore) -> (loss, dlogits [B, T, V]).
@@ -142,7 +144,9 @@ def loss_and_grads(
 ) -> tuple[float, Grads]:
     """Training loss (label-smoothed CE for tokens, MSE for continuous) and its gradient for
     every parameter. Dropout masks come from `rng` (None: no dropout)."""
-    out, tape = forward_train(params, config, batch.x, src=batch.src, src_valid=batch.src_valid, rng=rng, dropout=dropout)
+    out, tape = forward_train(
+        params, config, batch.x, src=batch.src, src_valid=batch.src_valid, rng=rng, dropout=dropout
+    )
     if config.inputs == "tokens":
         loss, dout = cross_entropy(out, batch.target, weight=batch.weight, smoothing=label_smoothing)
     else:

@@ -90,7 +90,9 @@ class LayerNormCache(NamedTuple):
     g: np.ndarray  # [D]
 
 
-def layer_norm_forward(x: np.ndarray, *, g: np.ndarray, b: np.ndarray, eps: float) -> tuple[np.ndarray, LayerNormCache]:
+def layer_norm_forward(
+    x: np.ndarray, *, g: np.ndarray, b: np.ndarray, eps: float
+) -> tuple[np.ndarray, LayerNormCache]:
     """y = g (x - mean) / sqrt(var + eps) + b over the last axis (biased variance, as in Ba et al.)."""
     mean = x.mean(axis=-1, keepdims=True)  # [..., 1]
     xhat = x - mean  # [..., D], centred now, normalised below
@@ -98,7 +100,11 @@ def layer_norm_forward(x: np.ndarray, *, g: np.ndarray, b: np.ndarray, eps: floa
     var = sq.mean(axis=-1, keepdims=True)  # [..., 1]
     rstd = 1.0 / np.sqrt(var + eps)  # [..., 1]
     xhat *= rstd
-    y = np.multiply(g, xhat, out=sq) if g.dtype == sq.dtype or np.result_type(g, xhat) == sq.dtype else g * xhat  # [..., D]
+    y = (
+        np.multiply(g, xhat, out=sq)
+        if g.dtype == sq.dtype or np.result_type(g, xhat) == sq.dtype
+        else g * xhat
+    )  # [..., D]
     return _add(y, b), LayerNormCache(xhat, rstd, g)
 
 
@@ -127,7 +133,9 @@ def layer_norm_backward(dy: np.ndarray, cache: LayerNormCache) -> tuple[np.ndarr
 # ---------------------------------------------------------------------------------------------
 
 
-def dropout_forward(x: np.ndarray, *, rate: float, rng: np.random.Generator | None) -> tuple[np.ndarray, np.ndarray | None]:
+def dropout_forward(
+    x: np.ndarray, *, rate: float, rng: np.random.Generator | None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Inverted dropout: keep with probability 1-rate and scale by 1/(1-rate). Draws nothing
     and returns x itself (cache None) when rate is 0 or rng is None."""
     if rate <= 0.0 or rng is None:
@@ -158,7 +166,9 @@ class FeedForwardCache(NamedTuple):
     second: LinearCache
 
 
-def ffn_forward(x: np.ndarray, *, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> tuple[np.ndarray, FeedForwardCache]:
+def ffn_forward(
+    x: np.ndarray, *, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray
+) -> tuple[np.ndarray, FeedForwardCache]:
     h, c1 = linear_forward(x, w=w1, b=b1)  # [..., D] -> [..., F]
     active = h > 0  # [..., F] bool
     r = np.maximum(h, 0, out=h)  # [..., F], h is not needed again
@@ -166,7 +176,9 @@ def ffn_forward(x: np.ndarray, *, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray
     return y, FeedForwardCache(c1, active, c2)
 
 
-def feed_forward(x: np.ndarray, *, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
+def feed_forward(
+    x: np.ndarray, *, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray
+) -> np.ndarray:
     return ffn_forward(x, w1=w1, b1=b1, w2=w2, b2=b2)[0]  # [..., D] -> [..., F] -> [..., D]
 
 
@@ -238,12 +250,15 @@ def mha_forward(
     mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, AttentionCache]:
     """Concat(head_1..head_h) W^O with head_i = Attention(x_q W_i^Q, x_kv W_i^K, x_kv W_i^V),
-    the attention through the one online-softmax operator (all keys as one piece, with its weights). x_q [B, Tq, D], x_kv [B, Tk, D]; mask bool broadcastable to [B, H, Tq, Tk]."""
+    the attention through the one online-softmax operator (all keys as one piece, with its
+    weights). x_q [B, Tq, D], x_kv [B, Tk, D]; mask bool broadcastable to [B, H, Tq, Tk]."""
     ql, cq = linear_forward(x_q, w=w_q, b=b_q)  # [B, Tq, D]
     kl, ck = linear_forward(x_kv, w=w_k, b=b_k)  # [B, Tk, D]
     vl, cv = linear_forward(x_kv, w=w_v, b=b_v)  # [B, Tk, D]
     q, k, v = split_heads(ql, n_heads), split_heads(kl, n_heads), split_heads(vl, n_heads)  # [B, H, T, dh]
-    heads, p, l = attention(q, k, v, mask=mask, with_weights=True)  # [B, H, Tq, dh], [B, H, Tq, Tk], [B, H, Tq]
+    heads, p, l = attention(
+        q, k, v, mask=mask, with_weights=True
+    )  # [B, H, Tq, dh], [B, H, Tq, Tk], [B, H, Tq]
     y, co = linear_forward(merge_heads(heads).astype(x_q.dtype, copy=False), w=w_o, b=b_o)  # [B, Tq, D]
     return y, AttentionCache(cq, ck, cv, q, k, v, p, l, heads, co)
 
@@ -279,7 +294,9 @@ def multi_head_attention(
     return linear(merge_heads(heads).astype(x_q.dtype, copy=False), w=w_o, b=b_o)  # [B, Tq, D]
 
 
-def mha_backward(dy: np.ndarray, cache: AttentionCache) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+def mha_backward(
+    dy: np.ndarray, cache: AttentionCache
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """-> dx_q [B, Tq, D], dx_kv [B, Tk, D], gradients of the eight projections.
 
     Softmax backward dS = P * (dP - rowsum(dP * P)) with P = p / l, computed without forming P
@@ -291,7 +308,9 @@ def mha_backward(dy: np.ndarray, cache: AttentionCache) -> tuple[np.ndarray, np.
     """
     dmerged, g_o = linear_backward(dy, cache.out)  # [B, Tq, D]
     q, k, v, p = cache.q, cache.k, cache.v, cache.p
-    l = np.where(cache.l > 0, cache.l, np.ones_like(cache.l))[..., None]  # [B, H, Tq, 1]; 1 where no key (p = 0 there)
+    l = np.where(cache.l > 0, cache.l, np.ones_like(cache.l))[
+        ..., None
+    ]  # [B, H, Tq, 1]; 1 where no key (p = 0 there)
     dheads = split_heads(dmerged, q.shape[1]) / l  # [B, H, Tq, dh] dO / l
     dv = np.swapaxes(p, -1, -2) @ dheads  # [B, H, Tk, dh] = P^T dO
     rowsum = (dheads * cache.heads).sum(axis=-1, keepdims=True)  # [B, H, Tq, 1] = rowsum(dP * P) / l

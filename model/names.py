@@ -103,7 +103,11 @@ class Layer:
 
     def groups(self) -> tuple[Group, ...]:
         """In parameter order: self-attention, its norm, [cross-attention, its norm], ffn, its norm."""
-        cross = () if self.cross_attn is None or self.cross_attn_norm is None else (self.cross_attn, self.cross_attn_norm)
+        cross = (
+            ()
+            if self.cross_attn is None or self.cross_attn_norm is None
+            else (self.cross_attn, self.cross_attn_norm)
+        )
         return (self.self_attn, self.self_attn_norm, *cross, self.ffn, self.ffn_norm)
 
 

@@ -64,7 +64,14 @@ class Adam:
 
     def __post_init__(self) -> None:
         for name in ("beta1", "beta2"):
-            real(getattr(self, name), name, min_value=0.0, max_value=1.0, exclude_max=True, hint="Adam's moment decay")
+            real(
+                getattr(self, name),
+                name,
+                min_value=0.0,
+                max_value=1.0,
+                exclude_max=True,
+                hint="Adam's moment decay",
+            )
         positive_real(self.eps, "eps", hint="Adam's denominator floor")
 
     def step(self, params: dict[str, np.ndarray], grads: dict[str, np.ndarray], lr: float) -> None:

@@ -37,7 +37,8 @@ from tickformer.errors import ConfigError
 
 from .config import PRESETS, Config
 from .grad import Batch
-from .plant import DEFAULT as PLANT, PendulumParams, generate_trajectories
+from .plant import DEFAULT as PLANT
+from .plant import PendulumParams, generate_trajectories
 from .transformer import decode, encode, forward
 
 Params = dict[str, np.ndarray]
@@ -52,7 +53,9 @@ MIN_DIGITS, MAX_DIGITS = 3, 8
 REVERSE_HELD_OUT = 1000
 
 
-def random_digit_sequences(rng: np.random.Generator, n: int, *, min_len: int = MIN_DIGITS, max_len: int = MAX_DIGITS) -> list[tuple[int, ...]]:
+def random_digit_sequences(
+    rng: np.random.Generator, n: int, *, min_len: int = MIN_DIGITS, max_len: int = MAX_DIGITS
+) -> list[tuple[int, ...]]:
     lengths = rng.integers(min_len, max_len + 1, size=n)
     return [tuple(int(d) for d in rng.integers(0, 10, size=int(length))) for length in lengths]
 
@@ -77,7 +80,9 @@ def encode_reverse(seqs: list[tuple[int, ...]], width: int = MAX_DIGITS + 1) -> 
     return Batch(x=x, target=target, weight=(target != PAD).astype(np.float32), src=src, src_valid=src != PAD)
 
 
-def greedy_decode(params: Params, config: Config, src: np.ndarray, src_valid: np.ndarray, *, max_steps: int) -> np.ndarray:
+def greedy_decode(
+    params: Params, config: Config, src: np.ndarray, src_valid: np.ndarray, *, max_steps: int
+) -> np.ndarray:
     """Greedy decoding from BOS, full recompute of the decoder each step (numpy reference).
 
     src int [B, S] -> generated tokens int [B, max_steps] (after BOS; PAD after each row's EOS).
@@ -137,7 +142,9 @@ def reverse_prepare(config: Config, rng: np.random.Generator) -> ReverseData:
 def reverse_batch(data: ReverseData, rng: np.random.Generator, batch_size: int) -> Batch:
     seqs: list[tuple[int, ...]] = []
     while len(seqs) < batch_size:
-        seqs.extend(s for s in random_digit_sequences(rng, batch_size - len(seqs)) if s not in data.held_out_set)
+        seqs.extend(
+            s for s in random_digit_sequences(rng, batch_size - len(seqs)) if s not in data.held_out_set
+        )
     return encode_reverse(seqs)
 
 
@@ -214,7 +221,9 @@ def _norm_stats(states: np.ndarray, controls: np.ndarray) -> dict[str, list[floa
     }
 
 
-def pendulum_prepare(config: Config, rng: np.random.Generator, *, n_train: int | None = None, n_test: int | None = None) -> PendulumData:
+def pendulum_prepare(
+    config: Config, rng: np.random.Generator, *, n_train: int | None = None, n_test: int | None = None
+) -> PendulumData:
     """Training and held-out trajectories of config.max_len periods each (default counts:
     128,000 training and 12,800 held-out transitions)."""
     if config.arch != "decoder" or config.inputs != "continuous" or config.d_in != 3 or config.d_out != 2:
@@ -232,7 +241,9 @@ def pendulum_prepare(config: Config, rng: np.random.Generator, *, n_train: int |
     return PendulumData(train_s, train_u, test_s, test_u, _norm_stats(train_s, train_u), PLANT)
 
 
-def pendulum_arrays(states: np.ndarray, controls: np.ndarray, norm: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def pendulum_arrays(
+    states: np.ndarray, controls: np.ndarray, norm: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
     """Trajectories -> (x [N, T, 3], standardised target state change [N, T, 2]) float32."""
     x = pendulum_features(states[:, :-1], controls, norm)  # [N, T, 3]
     delta = states[:, 1:] - states[:, :-1]  # [N, T, 2]
@@ -292,7 +303,9 @@ def pendulum_evaluate(params: Params, config: Config, data: PendulumData) -> dic
         "rmse_units": "standardised state (theta, omega each divided by its training std)",
         "model_rmse": model_rmse,
         "baseline_rmse": baselines[best],
-        "baseline": f"least-squares linear autoregressive, order {best[2:]} (best of {list(BASELINE_ORDERS)} on held-out)",
+        "baseline": (
+            f"least-squares linear autoregressive, order {best[2:]} (best of {list(BASELINE_ORDERS)} on held-out)"
+        ),
         "baseline_rmse_by_order": baselines,
         "model_rmse_raw": {"theta_rad": float(raw_model[0]), "omega_rad_s": float(raw_model[1])},
         "baseline_rmse_raw": {"theta_rad": float(raw_base[0]), "omega_rad_s": float(raw_base[1])},
@@ -355,7 +368,9 @@ TASKS: dict[str, Task] = {
     ),
     "pendulum": Task(
         name="pendulum",
-        description="decoder-only continuous: predict the damped driven pendulum's next state from its (state, action) history",
+        description=(
+            "decoder-only continuous: predict the damped driven pendulum's next state from its (state, action) history"
+        ),
         preset="control",
         steps=2000,
         batch_size=8,

@@ -38,7 +38,16 @@ from .grad import loss_and_grads
 from .optim import Adam, clip_by_global_norm, noam_lr
 from .tasks import Task, greedy_decode  # greedy_decode: the reverse task's decoder, re-exported
 
-__all__ = ["TrainResult", "TrainSettings", "greedy_decode", "keep_freed_memory", "seeded_generators", "single_threaded_blas", "train", "train_steps"]
+__all__ = [
+    "TrainResult",
+    "TrainSettings",
+    "greedy_decode",
+    "keep_freed_memory",
+    "seeded_generators",
+    "single_threaded_blas",
+    "train",
+    "train_steps",
+]
 from .transformer import init_params
 
 
@@ -60,7 +69,14 @@ class TrainSettings:
         positive_real(self.lr_scale, "lr_scale")
         positive_real(self.clip, "clip")
         real(self.label_smoothing, "label_smoothing", min_value=0.0, max_value=1.0, exclude_max=True)
-        real(self.ema_decay, "ema_decay", min_value=0.0, max_value=1.0, exclude_max=True, hint="0 turns averaging off")
+        real(
+            self.ema_decay,
+            "ema_decay",
+            min_value=0.0,
+            max_value=1.0,
+            exclude_max=True,
+            hint="0 turns averaging off",
+        )
 
     @classmethod
     def for_task(cls, task: Task, *, steps: int | None = None, seed: int = 0) -> "TrainSettings":
@@ -127,7 +143,14 @@ def keep_freed_memory() -> bool:
 
 def _progress(enabled: bool):  # pragma: no cover - display only
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(
         TextColumn("[bold]{task.description}"),
@@ -165,11 +188,17 @@ def train_steps(
         job = bar.add_task(f"train {task.name}", total=settings.steps, loss=float("nan"))
         for step in range(1, settings.steps + 1):
             batch = task.batch(data, rngs["batches"], settings.batch_size)
-            loss, grads = loss_and_grads(params, config, batch, rng=rngs["dropout"], label_smoothing=settings.label_smoothing)
+            loss, grads = loss_and_grads(
+                params, config, batch, rng=rngs["dropout"], label_smoothing=settings.label_smoothing
+            )
             if not np.isfinite(loss):
                 raise FloatingPointError(f"loss is {loss} at step {step}; lower --lr-scale or raise warmup")
             grads, _ = clip_by_global_norm(grads, settings.clip)
-            opt.step(params, grads, noam_lr(step, d_model=config.d_model, warmup=settings.warmup, scale=settings.lr_scale))
+            opt.step(
+                params,
+                grads,
+                noam_lr(step, d_model=config.d_model, warmup=settings.warmup, scale=settings.lr_scale),
+            )
             if ema is not None:
                 for name, value in params.items():
                     ema[name] *= settings.ema_decay
@@ -211,7 +240,13 @@ def train(
     }
     path = None
     if out is not None:
-        meta = {"task": task.name, "preset": preset_name, "seed": settings.seed, "steps": settings.steps, "metrics": held_out}
+        meta = {
+            "task": task.name,
+            "preset": preset_name,
+            "seed": settings.seed,
+            "steps": settings.steps,
+            "metrics": held_out,
+        }
         meta.update(task.meta(data))
         extra = {
             "metrics.json": (json.dumps(metrics, indent=2, sort_keys=True) + "\n").encode(),

@@ -53,9 +53,21 @@ Params = dict[str, np.ndarray]
 def _flat(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1, a.shape[-1])  # [..., n] -> [N, n]
 
+
 __all__ = [
-    "ATTN_NAMES", "FFN_NAMES", "Flow", "Tape",
-    "decode", "embed", "encode", "forward", "init_params", "parameter_shapes", "project_out", "source_mask", "sublayer_params",
+    "ATTN_NAMES",
+    "FFN_NAMES",
+    "Flow",
+    "Tape",
+    "decode",
+    "embed",
+    "encode",
+    "forward",
+    "init_params",
+    "parameter_shapes",
+    "project_out",
+    "source_mask",
+    "sublayer_params",
 ]
 
 
@@ -192,7 +204,9 @@ class TokenEmbedRecord:
         ordered = tokens[order]  # [N], runs of equal tokens
         starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # [U] first row of each run
         d_table = np.zeros_like(self.table)  # [V, D]
-        d_table[ordered[starts]] = np.add.reduceat(_flat(flow.dh)[order] * self.scale, starts, axis=0)  # [U, D]
+        d_table[ordered[starts]] = np.add.reduceat(
+            _flat(flow.dh)[order] * self.scale, starts, axis=0
+        )  # [U, D]
         flow.add(names.EMBEDDING, {names.TOK_EMBED: d_table})
 
 
@@ -205,7 +219,9 @@ class InputProjRecord:
         flow.add(names.IN_PROJ, local)
 
 
-def embed(params: Params, config: Config, x: np.ndarray, *, start: int = 0, tape: Tape | None = None) -> np.ndarray:
+def embed(
+    params: Params, config: Config, x: np.ndarray, *, start: int = 0, tape: Tape | None = None
+) -> np.ndarray:
     """Input embedding plus sinusoidal positions start..start+T-1.
 
     tokens: x int [B, T] -> E[x] * sqrt(D) + PE; continuous: x [B, T, d_in] -> x W_in + b_in + PE.
@@ -327,7 +343,15 @@ class FeedForwardRecord:
         flow.dh = dx
 
 
-def ffn_sublayer(x: np.ndarray, params: Params, ffn: names.Group, norm: names.Group, config: Config, *, tape: Tape | None = None) -> np.ndarray:
+def ffn_sublayer(
+    x: np.ndarray,
+    params: Params,
+    ffn: names.Group,
+    norm: names.Group,
+    config: Config,
+    *,
+    tape: Tape | None = None,
+) -> np.ndarray:
     """x [B, T, D] -> LN(x + Dropout(FFN(x))) [B, T, D]."""
     f, c_ffn = ffn_forward(x, **ffn.take(params))  # [B, T, D]
     f, gain = (f, None) if tape is None else tape.drop(f)
@@ -343,8 +367,18 @@ def ffn_sublayer(x: np.ndarray, params: Params, ffn: names.Group, norm: names.Gr
 # ---------------------------------------------------------------------------------------------
 
 
-def encoder_layer(x: np.ndarray, params: Params, layer: names.Layer, config: Config, *, mask: np.ndarray | None, tape: Tape | None = None) -> np.ndarray:
-    x = attention_sublayer(x, x, params, layer.self_attn, layer.self_attn_norm, config, mask=mask, tape=tape)  # [B, S, D]
+def encoder_layer(
+    x: np.ndarray,
+    params: Params,
+    layer: names.Layer,
+    config: Config,
+    *,
+    mask: np.ndarray | None,
+    tape: Tape | None = None,
+) -> np.ndarray:
+    x = attention_sublayer(
+        x, x, params, layer.self_attn, layer.self_attn_norm, config, mask=mask, tape=tape
+    )  # [B, S, D]
     return ffn_sublayer(x, params, layer.ffn, layer.ffn_norm, config, tape=tape)  # [B, S, D]
 
 
@@ -359,11 +393,15 @@ def decoder_layer(
     memory_mask: np.ndarray | None = None,
     tape: Tape | None = None,
 ) -> np.ndarray:
-    x = attention_sublayer(x, x, params, layer.self_attn, layer.self_attn_norm, config, mask=self_mask, tape=tape)  # [B, T, D]
+    x = attention_sublayer(
+        x, x, params, layer.self_attn, layer.self_attn_norm, config, mask=self_mask, tape=tape
+    )  # [B, T, D]
     if layer.cross_attn is not None and layer.cross_attn_norm is not None:
         if memory is None:
             raise ValueError("decode() of an encoder-decoder model needs memory=encode(params, config, src)")
-        x = attention_sublayer(x, memory, params, layer.cross_attn, layer.cross_attn_norm, config, mask=memory_mask, tape=tape)  # [B, T, D]
+        x = attention_sublayer(
+            x, memory, params, layer.cross_attn, layer.cross_attn_norm, config, mask=memory_mask, tape=tape
+        )  # [B, T, D]
     return ffn_sublayer(x, params, layer.ffn, layer.ffn_norm, config, tape=tape)  # [B, T, D]
 
 
@@ -374,7 +412,14 @@ def source_mask(src_valid: np.ndarray | None, tq: int) -> np.ndarray | None:
     return src_valid[:, None, None, :] & np.ones((1, 1, tq, 1), dtype=bool)  # [B, 1, Tq, S]
 
 
-def encode(params: Params, config: Config, src: np.ndarray, *, src_valid: np.ndarray | None = None, tape: Tape | None = None) -> np.ndarray:
+def encode(
+    params: Params,
+    config: Config,
+    src: np.ndarray,
+    *,
+    src_valid: np.ndarray | None = None,
+    tape: Tape | None = None,
+) -> np.ndarray:
     """Encoder stack: src int [B, S] -> memory [B, S, D]. Padded source keys are masked out."""
     if config.arch != "encoder-decoder":
         raise ValueError("encode() is for encoder-decoder models; this config is decoder-only")
@@ -413,7 +458,9 @@ def decode(
     self_mask = causal_mask(t)  # [T, T], position t never sees t+1..
     memory_mask = source_mask(src_valid, t) if memory is not None else None
     for layer in names.decoder_layers(config):
-        h = decoder_layer(h, params, layer, config, self_mask=self_mask, memory=memory, memory_mask=memory_mask, tape=tape)
+        h = decoder_layer(
+            h, params, layer, config, self_mask=self_mask, memory=memory, memory_mask=memory_mask, tape=tape
+        )
     return project_out(params, config, h, tape=tape)
 
 

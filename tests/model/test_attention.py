@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tickformer.model.attention import attention, attention_weights, causal_mask, chunk_state, normalise_weights, padding_mask
+from tickformer.model.attention import (
+    attention,
+    attention_weights,
+    causal_mask,
+    chunk_state,
+    normalise_weights,
+    padding_mask,
+)
 
 
 def _case(dtype: type):

@@ -25,13 +25,16 @@ def saved(tmp_path: Path) -> tuple[Path, dict]:
     config = preset("tiny")
     params = init_params(config, seed=3)
     meta = {"task": "pendulum", "norm": {"mean": np.arange(3.0), "std": [1.0, 2.0, 3.0]}, "step": np.int64(7)}
-    path = save_checkpoint(tmp_path / "ckpt", config, params, meta, extra_files={"metrics.json": b'{"rmse": 0.1}\n'})
+    path = save_checkpoint(
+        tmp_path / "ckpt", config, params, meta, extra_files={"metrics.json": b'{"rmse": 0.1}\n'}
+    )
     return path, params
 
 
 def _rewrite_manifest(path: Path, edit) -> None:
     """Edit checkpoint.json and recompute its self-hash, so the checks behind it run."""
-    from tickformer.sealed import MANIFEST_HASH, digest as manifest_digest
+    from tickformer.sealed import MANIFEST_HASH
+    from tickformer.sealed import digest as manifest_digest
 
     manifest = json.loads((path / MANIFEST).read_text())
     edit(manifest)
@@ -170,7 +173,10 @@ def test_missing_file(saved):
 def test_renamed_file(saved):
     path, _ = saved
     (path / "weights.npz").rename(path / "weights-old.npz")
-    with pytest.raises(CheckpointError, match=r"missing files \['weights.npz'\].*unlisted files \['weights-old.npz'\] \(renamed\?\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"missing files \['weights.npz'\].*unlisted files \['weights-old.npz'\] \(renamed\?\)",
+    ):
         load_checkpoint(path)
 
 
@@ -208,7 +214,12 @@ def _replace_file(path: Path, name: str, data: bytes) -> None:
     import hashlib
 
     (path / name).write_bytes(data)
-    _rewrite_manifest(path, lambda m: m["files"].__setitem__(name, {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}))
+    _rewrite_manifest(
+        path,
+        lambda m: m["files"].__setitem__(
+            name, {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+        ),
+    )
 
 
 def _npz(arrays: dict) -> bytes:
@@ -224,7 +235,9 @@ def test_wrong_shape(saved):
     arrays = dict(params)
     arrays["dec.0.ffn.w1"] = np.zeros((16, 33), np.float32)
     _replace_file(path, "weights.npz", _npz(arrays))
-    with pytest.raises(CheckpointError, match=r"'dec.0.ffn.w1' has shape \(16, 33\), config expects \(16, 32\)"):
+    with pytest.raises(
+        CheckpointError, match=r"'dec.0.ffn.w1' has shape \(16, 33\), config expects \(16, 32\)"
+    ):
         load_checkpoint(path)
 
 
@@ -242,7 +255,10 @@ def test_missing_and_renamed_parameter(saved):
     arrays = dict(params)
     arrays["dec.0.self_attn.W_Q"] = arrays.pop("dec.0.self_attn.w_q")
     _replace_file(path, "weights.npz", _npz(arrays))
-    with pytest.raises(CheckpointError, match=r"missing parameters \['dec.0.self_attn.w_q'\]; unexpected parameters \['dec.0.self_attn.W_Q'\]"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"missing parameters \['dec.0.self_attn.w_q'\]; unexpected parameters \['dec.0.self_attn.W_Q'\]",
+    ):
         load_checkpoint(path)
 
 

@@ -20,9 +20,41 @@ from tickformer.model.attention import _safe_max, attention_weights, causal_mask
 from tickformer.model.grad import Batch, backward, cross_entropy, forward_train, loss_and_grads, mse
 
 CONFIGS = {
-    "decoder-continuous": Config(arch="decoder", inputs="continuous", d_model=8, n_heads=2, d_ff=12, n_layers=2, d_in=3, d_out=2, max_len=8, dropout=0.0),
-    "decoder-tokens": Config(arch="decoder", inputs="tokens", d_model=8, n_heads=2, d_ff=12, n_layers=2, vocab_size=7, max_len=8, dropout=0.0),
-    "encoder-decoder-tokens": Config(arch="encoder-decoder", inputs="tokens", d_model=8, n_heads=2, d_ff=12, n_layers=2, n_enc_layers=2, vocab_size=7, max_len=8, dropout=0.0),
+    "decoder-continuous": Config(
+        arch="decoder",
+        inputs="continuous",
+        d_model=8,
+        n_heads=2,
+        d_ff=12,
+        n_layers=2,
+        d_in=3,
+        d_out=2,
+        max_len=8,
+        dropout=0.0,
+    ),
+    "decoder-tokens": Config(
+        arch="decoder",
+        inputs="tokens",
+        d_model=8,
+        n_heads=2,
+        d_ff=12,
+        n_layers=2,
+        vocab_size=7,
+        max_len=8,
+        dropout=0.0,
+    ),
+    "encoder-decoder-tokens": Config(
+        arch="encoder-decoder",
+        inputs="tokens",
+        d_model=8,
+        n_heads=2,
+        d_ff=12,
+        n_layers=2,
+        n_enc_layers=2,
+        vocab_size=7,
+        max_len=8,
+        dropout=0.0,
+    ),
 }
 
 
@@ -127,8 +159,11 @@ def test_the_tape_is_typed_records_walked_once() -> None:
     kinds = [type(r).__name__ for r in tape.records]
     n_enc, n_dec = config.n_enc_layers, config.n_layers
     assert kinds == (
-        ["TokenEmbedRecord"] + ["AttentionRecord", "FeedForwardRecord"] * n_enc + ["MemoryRecord", "TokenEmbedRecord"]
-        + ["AttentionRecord", "AttentionRecord", "FeedForwardRecord"] * n_dec + ["TiedOutputRecord"]
+        ["TokenEmbedRecord"]
+        + ["AttentionRecord", "FeedForwardRecord"] * n_enc
+        + ["MemoryRecord", "TokenEmbedRecord"]
+        + ["AttentionRecord", "AttentionRecord", "FeedForwardRecord"] * n_dec
+        + ["TiedOutputRecord"]
     )
     assert all(callable(r.backward) and not isinstance(r, (str, tuple)) for r in tape.records)
     grads = backward(np.ones_like(out), tape)

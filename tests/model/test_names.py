@@ -12,7 +12,9 @@ from tickformer.model.transformer import parameter_shapes
 
 def _names_as_spelled_before(config) -> list[str]:
     """The scheme as the f-strings at each site spelled it (the reference this test pins)."""
-    out = ["tok_embed"] if config.inputs == "tokens" else ["in_proj.w", "in_proj.b", "out_proj.w", "out_proj.b"]
+    out = (
+        ["tok_embed"] if config.inputs == "tokens" else ["in_proj.w", "in_proj.b", "out_proj.w", "out_proj.b"]
+    )
     attn = [f"{w}_{x}" for x in "qkvo" for w in "wb"]
     ffn = ["w1", "b1", "w2", "b2"]
     for i in range(config.n_enc_layers):
@@ -44,7 +46,12 @@ def test_group_and_layer_api() -> None:
     assert layer.ffn_norm["b"] == "dec.1.ln3.b"
     plain = names.decoder_layer(0, cross=False)
     assert plain.cross_attn is None and plain.ffn_norm["g"] == "dec.0.ln2.g"
-    assert names.encoder_layer(0).ffn.names() == ("enc.0.ffn.w1", "enc.0.ffn.b1", "enc.0.ffn.w2", "enc.0.ffn.b2")
+    assert names.encoder_layer(0).ffn.names() == (
+        "enc.0.ffn.w1",
+        "enc.0.ffn.b1",
+        "enc.0.ffn.w2",
+        "enc.0.ffn.b2",
+    )
     assert names.EMBEDDING[names.TOK_EMBED] == "tok_embed" and names.IN_PROJ["w"] == "in_proj.w"
     assert names.leaf("dec.0.ln1.g") == "g"
     params = {"enc.0.ln1.g": 1, "enc.0.ln1.b": 2}

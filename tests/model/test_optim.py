@@ -17,7 +17,9 @@ def test_schedule_matches_the_paper() -> None:
     assert noam_lr(1, d_model=512, warmup=4000) == pytest.approx(512**-0.5 * 4000**-1.5, rel=1e-12)
     assert noam_lr(2000, d_model=512, warmup=4000) == pytest.approx(peak / 2, rel=1e-12)  # linear
     assert noam_lr(16000, d_model=512, warmup=4000) == pytest.approx(peak / 2, rel=1e-12)  # 1/sqrt
-    assert noam_lr(100, d_model=64, warmup=10, scale=2.0) == pytest.approx(2 * 64**-0.5 * 100**-0.5, rel=1e-12)
+    assert noam_lr(100, d_model=64, warmup=10, scale=2.0) == pytest.approx(
+        2 * 64**-0.5 * 100**-0.5, rel=1e-12
+    )
     lrs = [noam_lr(s, d_model=512, warmup=4000) for s in range(1, 20000, 97)]
     assert max(lrs) <= peak * (1 + 1e-12)
 

@@ -85,7 +85,12 @@ def test_permuting_keys_and_values_leaves_output_unchanged(operands, data) -> No
     np.testing.assert_allclose(out_perm, out, rtol=0, atol=bound)
     # Same with a mask permuted along with the keys.
     mask = random_mask(rng, q.shape[:2] + (k.shape[1],))
-    np.testing.assert_allclose(attention(q, k[:, perm], v[:, perm], mask=mask[..., perm]), attention(q, k, v, mask=mask), rtol=0, atol=bound)
+    np.testing.assert_allclose(
+        attention(q, k[:, perm], v[:, perm], mask=mask[..., perm]),
+        attention(q, k, v, mask=mask),
+        rtol=0,
+        atol=bound,
+    )
 
 
 def test_multi_head_attention_without_positions_is_order_blind() -> None:
@@ -114,7 +119,9 @@ def test_masked_keys_get_exactly_zero_weight(operands, chunk) -> None:
     hidden = ~mask.any(axis=1)  # keys no query may see  [B, Tk]
     k2[hidden] = 1e6
     v2[hidden] = -1e6
-    np.testing.assert_array_equal(attention(q, k2, v2, mask=mask, chunk=chunk), attention(q, k, v, mask=mask, chunk=chunk))
+    np.testing.assert_array_equal(
+        attention(q, k2, v2, mask=mask, chunk=chunk), attention(q, k, v, mask=mask, chunk=chunk)
+    )
 
 
 def test_fully_masked_rows_are_exactly_zero_never_nan() -> None:
@@ -176,7 +183,17 @@ def test_scaled_scores_of_unit_variance_q_k_have_unit_variance() -> None:
 
 CAUSAL_CONFIGS = {
     "decoder-continuous": preset("tiny"),
-    "decoder-tokens": Config(arch="decoder", inputs="tokens", d_model=16, n_heads=2, d_ff=32, n_layers=2, vocab_size=9, max_len=12, dropout=0.0),
+    "decoder-tokens": Config(
+        arch="decoder",
+        inputs="tokens",
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_layers=2,
+        vocab_size=9,
+        max_len=12,
+        dropout=0.0,
+    ),
     "encoder-decoder": preset("tiny-seq2seq"),
 }
 
@@ -212,9 +229,14 @@ def test_paper_parameter_counts(name, count) -> None:
     config = preset(name)
     assert parameter_count(config) == count
     assert sum(math.prod(shape) for shape in parameter_shapes(config).values()) == count
-    assert (config.d_model, config.n_heads, config.d_ff, config.n_layers, config.n_enc_layers, config.vocab_size) == (
-        (512, 8, 2048, 6, 6, 37000) if name == "paper-base" else (1024, 16, 4096, 6, 6, 37000)
-    )
+    assert (
+        config.d_model,
+        config.n_heads,
+        config.d_ff,
+        config.n_layers,
+        config.n_enc_layers,
+        config.vocab_size,
+    ) == ((512, 8, 2048, 6, 6, 37000) if name == "paper-base" else (1024, 16, 4096, 6, 6, 37000))
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-seq2seq", "control", "reverse"])

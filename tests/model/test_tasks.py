@@ -27,8 +27,30 @@ from tickformer.model.tasks import (
     reverse_prepare,
 )
 
-SMALL_REVERSE = Config(arch="encoder-decoder", inputs="tokens", d_model=16, n_heads=2, d_ff=32, n_layers=1, n_enc_layers=1, vocab_size=13, max_len=9, dropout=0.0)
-SMALL_CONTROL = Config(arch="decoder", inputs="continuous", d_model=16, n_heads=2, d_ff=32, n_layers=1, d_in=3, d_out=2, max_len=64, dropout=0.0)
+SMALL_REVERSE = Config(
+    arch="encoder-decoder",
+    inputs="tokens",
+    d_model=16,
+    n_heads=2,
+    d_ff=32,
+    n_layers=1,
+    n_enc_layers=1,
+    vocab_size=13,
+    max_len=9,
+    dropout=0.0,
+)
+SMALL_CONTROL = Config(
+    arch="decoder",
+    inputs="continuous",
+    d_model=16,
+    n_heads=2,
+    d_ff=32,
+    n_layers=1,
+    d_in=3,
+    d_out=2,
+    max_len=64,
+    dropout=0.0,
+)
 
 
 def test_reverse_layout() -> None:
@@ -70,7 +92,13 @@ def test_greedy_decode_matches_stepwise_argmax_of_forward() -> None:
     for i in range(2):
         tokens = [BOS]
         for t in range(5):
-            logits = forward(params, SMALL_REVERSE, np.array([tokens]), src=batch.src[i : i + 1], src_valid=batch.src_valid[i : i + 1])
+            logits = forward(
+                params,
+                SMALL_REVERSE,
+                np.array([tokens]),
+                src=batch.src[i : i + 1],
+                src_valid=batch.src_valid[i : i + 1],
+            )
             nxt = int(logits[0, -1].argmax())
             assert out[i, t] == nxt
             if nxt == EOS:
@@ -95,7 +123,9 @@ def test_pendulum_features_round_trip() -> None:
     # the exact target decodes back to the plant's next state
     nxt = pendulum_next_state(data.test_states[:, :-1], y.astype(np.float64), data.norm)
     np.testing.assert_allclose(nxt, data.test_states[:, 1:], atol=1e-5)
-    np.testing.assert_allclose(nxt[:, 5], pendulum_step(data.test_states[:, 5], data.test_controls[:, 5], data.plant), atol=1e-5)
+    np.testing.assert_allclose(
+        nxt[:, 5], pendulum_step(data.test_states[:, 5], data.test_controls[:, 5], data.plant), atol=1e-5
+    )
 
 
 def test_linear_ar_baseline_is_the_least_squares_fit() -> None:

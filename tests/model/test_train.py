@@ -17,8 +17,30 @@ from tickformer.model.checkpoint import load_checkpoint, read_extra_file
 from tickformer.model.tasks import get_task
 from tickformer.model.train import TrainSettings, seeded_generators, train, train_steps
 
-SMALL_REVERSE = Config(arch="encoder-decoder", inputs="tokens", d_model=16, n_heads=2, d_ff=32, n_layers=1, n_enc_layers=1, vocab_size=13, max_len=9, dropout=0.1)
-SMALL_CONTROL = Config(arch="decoder", inputs="continuous", d_model=16, n_heads=2, d_ff=32, n_layers=1, d_in=3, d_out=2, max_len=64, dropout=0.1)
+SMALL_REVERSE = Config(
+    arch="encoder-decoder",
+    inputs="tokens",
+    d_model=16,
+    n_heads=2,
+    d_ff=32,
+    n_layers=1,
+    n_enc_layers=1,
+    vocab_size=13,
+    max_len=9,
+    dropout=0.1,
+)
+SMALL_CONTROL = Config(
+    arch="decoder",
+    inputs="continuous",
+    d_model=16,
+    n_heads=2,
+    d_ff=32,
+    n_layers=1,
+    d_in=3,
+    d_out=2,
+    max_len=64,
+    dropout=0.1,
+)
 
 
 @pytest.mark.parametrize("task_name, config", [("reverse", SMALL_REVERSE), ("pendulum", SMALL_CONTROL)])
@@ -100,7 +122,8 @@ if sys.argv[1] == "1":
 config = preset("control")
 params = init_params(config, 0)
 rng = np.random.default_rng(0)
-batch = grad.Batch(x=rng.standard_normal((4, 256, 3)).astype(np.float32), target=rng.standard_normal((4, 256, 2)).astype(np.float32))
+x = rng.standard_normal((4, 256, 3)).astype(np.float32)
+batch = grad.Batch(x=x, target=rng.standard_normal((4, 256, 2)).astype(np.float32))
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 with single_threaded_blas():
     for _ in range(3):
@@ -112,13 +135,21 @@ print((faults() - before) / 5)
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc setting; page-fault counts from getrusage")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="glibc malloc setting; page-fault counts from getrusage"
+)
 def test_training_steps_reuse_their_memory() -> None:
     """With keep_freed_memory() a training step faults (almost) no page in; without it the same
     step re-faults its temporaries every time (the check can fail: the control does)."""
+
     def faults_per_step(keep: bool) -> float:
-        out = subprocess.run([sys.executable, "-c", _FAULTS_CHILD, "1" if keep else "0"], capture_output=True, text=True, check=True,
-                             env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"))
+        out = subprocess.run(
+            [sys.executable, "-c", _FAULTS_CHILD, "1" if keep else "0"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+        )
         return float(out.stdout.strip().splitlines()[-1])
 
     kept, default = faults_per_step(True), faults_per_step(False)
@@ -143,7 +174,9 @@ def _mutant(name: str):
 
     real = transformer.mha_backward
     if name == "rowsum":
-        return lambda dy, cache: real(dy, cache._replace(heads=np.zeros_like(cache.heads)))  # rowsum = dO . O = 0
+        return lambda dy, cache: real(
+            dy, cache._replace(heads=np.zeros_like(cache.heads))
+        )  # rowsum = dO . O = 0
 
     def no_residual(dy, cache):
         dx, dkv, grads = real(dy, cache)

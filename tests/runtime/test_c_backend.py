@@ -69,7 +69,14 @@ def inputs(session, seed=0):
         seq = rng.integers(0, cfg.vocab_size, size=(n, b, 1), dtype=np.int64)
     else:
         lo, hi = session.domain
-        seq = rng.uniform(lo, hi, size=(n, b, 1, cfg.d_in)).astype(np.float32).clip(np.float32(lo) if np.float32(lo) >= lo else np.nextafter(np.float32(lo), np.float32(1)), np.float32(hi) if np.float32(hi) <= hi else np.nextafter(np.float32(hi), np.float32(-1)))
+        seq = (
+            rng.uniform(lo, hi, size=(n, b, 1, cfg.d_in))
+            .astype(np.float32)
+            .clip(
+                np.float32(lo) if np.float32(lo) >= lo else np.nextafter(np.float32(lo), np.float32(1)),
+                np.float32(hi) if np.float32(hi) <= hi else np.nextafter(np.float32(hi), np.float32(-1)),
+            )
+        )
     return [np.ascontiguousarray(x) for x in seq]
 
 
@@ -95,7 +102,9 @@ def test_full_pass_equals_the_reference(tiny_art, compiler):
     seq = np.random.default_rng(1).uniform(-10, 10, size=(1, 16, 3)).astype(np.float32)
     c, ref = runtime.load(path, backend="c"), runtime.load(path, backend="numpy")
     c.step(seq[:, :1].copy())  # the session's own state must not matter to run()
-    np.testing.assert_allclose(c.run(seq), ref.run(seq), atol=ref.artifact.tolerance["atol"], rtol=ref.artifact.tolerance["rtol"])
+    np.testing.assert_allclose(
+        c.run(seq), ref.run(seq), atol=ref.artifact.tolerance["atol"], rtol=ref.artifact.tolerance["rtol"]
+    )
     assert c.position == 1
 
 
@@ -177,7 +186,10 @@ def _peak_rise(session, xs, steps):
         tracemalloc.stop()
         gc.enable()
     ignore = [tracemalloc.Filter(False, tracemalloc.__file__)]
-    net = sum(d.count_diff for d in after.filter_traces(ignore).compare_to(before.filter_traces(ignore), "traceback"))
+    net = sum(
+        d.count_diff
+        for d in after.filter_traces(ignore).compare_to(before.filter_traces(ignore), "traceback")
+    )
     return rise, net
 
 
@@ -200,7 +212,9 @@ def test_allocation_probe_sees_argtypes(tiny_art, compiler):
     fn = session.backend._lib.tf_stage
     try:
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
-        session.backend._refs = tuple(ctypes.c_void_p(ctypes.addressof(r._obj)) for r in session.backend._refs)
+        session.backend._refs = tuple(
+            ctypes.c_void_p(ctypes.addressof(r._obj)) for r in session.backend._refs
+        )
         rise, _ = _peak_rise(session, inputs(session), 300)
     finally:
         fn.argtypes = None
@@ -225,8 +239,12 @@ def test_cache_hit_does_not_compile(tiny_art, compiler, monkeypatch):
 def test_cache_key_follows_the_flags(tiny_art, tmp_path, compiler):
     path, _ = tiny_art
     a = runtime.load(path, backend="c", cache_dir=tmp_path).backend.library_path
-    b = runtime.load(path, backend="c", cache_dir=tmp_path, cflags=["-std=c99", "-O1", "-ffp-contract=off"]).backend.library_path
-    assert a != b and sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == sorted({os.path.basename(os.path.dirname(a)), os.path.basename(os.path.dirname(b))})
+    b = runtime.load(
+        path, backend="c", cache_dir=tmp_path, cflags=["-std=c99", "-O1", "-ffp-contract=off"]
+    ).backend.library_path
+    assert a != b and sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == sorted(
+        {os.path.basename(os.path.dirname(a)), os.path.basename(os.path.dirname(b))}
+    )
 
 
 def test_an_incomplete_cache_entry_is_rebuilt(tiny_art, tmp_path, compiler):
@@ -259,7 +277,9 @@ def test_prebuilt_library_from_make_shared(tiny_art, tokens_art, tmp_path, compi
     subprocess.run(["make", "-s", "-C", str(out), "shared", f"CC={compiler.path}"], check=True)
     pre, built = runtime.load(path, backend="c", library=out / LIBRARY), runtime.load(path, backend="c")
     xs = inputs(pre, seed=8)
-    assert run_steps(pre, xs).tobytes() == run_steps(built, xs).tobytes()  # portable -O2 build == -march=native build
+    assert (
+        run_steps(pre, xs).tobytes() == run_steps(built, xs).tobytes()
+    )  # portable -O2 build == -march=native build
     with pytest.raises(ArtifactError, match="was generated for artifact"):
         runtime.load(tokens_art[0], backend="c", library=out / LIBRARY)
 
