@@ -309,7 +309,7 @@ static float tf_sum_{n}(const float *restrict a)
 # --- LayerNorm ---------------------------------------------------------------------------------
 def layer_norm_c(n: int, eps: float, bound: float | None = None) -> str:
     """model/layers.py layer_norm, operation for operation: mean = sum / n; var = sum((x - mean)^2)
-    / n; y = g * (x - mean) / sqrt(var + eps) + b (left to right, as numpy evaluates it)."""
+    / n; rstd = 1 / sqrt(var + eps); y = g * ((x - mean) * rstd) + b (as numpy evaluates it)."""
     return f"""\
 /* LayerNorm over {n} values (Ba et al. 2016; model/layers.py layer_norm, same operation order).
    sq: scratch [{n}]. sqrtf is IEEE 754 correctly rounded, so identical on every conforming target. */
@@ -317,16 +317,16 @@ static void tf_layer_norm_{n}(const float *restrict x, const float *restrict g, 
                               float *restrict y, float *restrict sq)
 {{
     int i;
-    float mean, var, sd;
+    float mean, var, rstd;
     mean = tf_sum_{n}(x) / {f32(float(n))};
     for (i = 0; i < {n}; i++) {{
         const float c = x[i] - mean;
         sq[i] = c * c;
     }}
     var = tf_sum_{n}(sq) / {f32(float(n))};
-    sd = sqrtf(var + {f32(eps)});
+    rstd = 1.0f / sqrtf(var + {f32(eps)});
     for (i = 0; i < {n}; i++) {{
-        y[i] = g[i] * (x[i] - mean) / sd + b[i];{_ln_assertion(bound)}
+        y[i] = g[i] * ((x[i] - mean) * rstd) + b[i];{_ln_assertion(bound)}
     }}
 }}
 """
@@ -334,7 +334,7 @@ static void tf_layer_norm_{n}(const float *restrict x, const float *restrict g, 
 
 def _ln_assertion(bound: float | None) -> str:
     """ACSL: the LayerNorm output bound |y_i| <= max|g| sqrt(n) + max|b| (sum_i z_i^2 =
-    n var / (var + eps) < n for z = (x - mean) / sd). True for every finite input; an interval
+    n var / (var + eps) < n for z = (x - mean) rstd). True for every finite input; an interval
     domain cannot derive it (it needs the relation between x and mean), so Frama-C's EVA
     reports it as unknown and then assumes it -- the one assumption of that analysis."""
     if bound is None:
