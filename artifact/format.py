@@ -52,6 +52,31 @@ CONTROL_FLOW: dict[str, dict[str, frozenset[str]]] = {
 IO = dict[str, tuple[str, list[int | str]]]
 
 
+def k_cache(i: int) -> str:
+    """Step graph I/O names of layer i (the one spelling: graphs, backends, feeds use these)."""
+    return f"k_cache.{i}"
+
+
+def v_cache(i: int) -> str:
+    return f"v_cache.{i}"
+
+
+def k_new(i: int) -> str:
+    return f"k_new.{i}"
+
+
+def v_new(i: int) -> str:
+    return f"v_new.{i}"
+
+
+def cross_k(i: int) -> str:
+    return f"cross_k.{i}"
+
+
+def cross_v(i: int) -> str:
+    return f"cross_v.{i}"
+
+
 def artifact_kind(config: Config) -> str:
     """The artifact kind the manifest declares (its config's architecture); keys CONTROL_FLOW."""
     return config.arch
@@ -97,11 +122,11 @@ def step_signature(config: Config, batch: int) -> dict[str, IO]:
         config.max_len,
     ]  # [B, H, dh, N]: K stored transposed
     for i in range(config.n_layers):
-        inputs[f"k_cache.{i}"], inputs[f"v_cache.{i}"] = ("float32", k_layer), ("float32", list(layer))
-        outputs[f"k_new.{i}"] = outputs[f"v_new.{i}"] = ("float32", list(row))
+        inputs[k_cache(i)], inputs[v_cache(i)] = ("float32", k_layer), ("float32", list(layer))
+        outputs[k_new(i)] = outputs[v_new(i)] = ("float32", list(row))
     if config.arch == "encoder-decoder":
         for i in range(config.n_layers):
-            inputs[f"cross_k.{i}"] = inputs[f"cross_v.{i}"] = ("float32", list(layer))
+            inputs[cross_k(i)] = inputs[cross_v(i)] = ("float32", list(layer))
         inputs["src_valid"] = ("bool", [batch, config.max_len])
     return {"inputs": inputs, "outputs": outputs}
 
@@ -132,21 +157,21 @@ def step_feeds(
     config: Config,
     x: np.ndarray,
     pos: int,
-    k_cache: np.ndarray,
-    v_cache: np.ndarray,
+    k_stack: np.ndarray,
+    v_stack: np.ndarray,
     cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Feeds for step.onnx from the host layout: x [B, 1, d_in] (tokens [B, 1]), stacked caches
-    [L, B, H, N, dh] (layer slices; K transposed to [B, H, dh, N], a copy unless k_cache is
+    k_stack, v_stack [L, B, H, N, dh] (layer slices; K transposed to [B, H, dh, N], a copy unless k_stack is
     already a transposed view such as runtime HostCache.k), cross = (cross_k, cross_v,
     src_valid) or None. Not real-time (test and export helper)."""
     in_name = io_names(config)[0]
     feeds = {in_name: x.reshape(x.shape[0], *x.shape[2:]), "pos": np.array([pos], dtype=np.int64)}
     for i in range(config.n_layers):
-        feeds[f"k_cache.{i}"] = np.ascontiguousarray(k_cache[i].swapaxes(-1, -2))  # [B, H, dh, N]
-        feeds[f"v_cache.{i}"] = v_cache[i]
+        feeds[k_cache(i)] = np.ascontiguousarray(k_stack[i].swapaxes(-1, -2))  # [B, H, dh, N]
+        feeds[v_cache(i)] = v_stack[i]
         if cross is not None:
-            feeds[f"cross_k.{i}"], feeds[f"cross_v.{i}"] = cross[0][i], cross[1][i]
+            feeds[cross_k(i)], feeds[cross_v(i)] = cross[0][i], cross[1][i]
     if cross is not None:
         feeds["src_valid"] = cross[2]
     return feeds

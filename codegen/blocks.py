@@ -23,6 +23,8 @@ from typing import Callable
 
 import numpy as np
 
+from tickformer.model import names
+
 from . import kernels
 from .c_text import f32
 from .plan import Plan
@@ -100,11 +102,22 @@ class AttentionBlock:
     def weights(self, plan: Plan) -> list[Weight]:
         d, f, n = plan.d, plan.config.d_ff, plan.config.n_layers
 
+        layers = names.decoder_layers(plan.config)
+
         def stack(fn: Callable[[int], np.ndarray]) -> np.ndarray:
             return np.stack([fn(i) for i in range(n)])
 
         def attn(i: int, w: str) -> np.ndarray:
-            return plan.param(f"dec.{i}.self_attn.{w}", (d, d) if w.startswith("w") else (d,))
+            return plan.param(layers[i].self_attn[w], (d, d) if w.startswith("w") else (d,))
+
+        def ln1(i: int, leaf: str) -> np.ndarray:
+            return plan.param(layers[i].self_attn_norm[leaf], (d,))
+
+        def ffn(i: int, leaf: str, shape: tuple[int, ...]) -> np.ndarray:
+            return plan.param(layers[i].ffn[leaf], shape)
+
+        def ln2(i: int, leaf: str) -> np.ndarray:
+            return plan.param(layers[i].ffn_norm[leaf], (d,))
 
         qkv = stack(
             lambda i: np.concatenate([attn(i, "w_q"), attn(i, "w_k"), attn(i, "w_v")], axis=1)
@@ -115,14 +128,14 @@ class AttentionBlock:
             Weight("tf_b_qkv", b_qkv, "dec.i.self_attn.b_q | b_k | b_v"),
             Weight("tf_w_o", stack(lambda i: attn(i, "w_o")), "dec.i.self_attn.w_o"),
             Weight("tf_b_o", stack(lambda i: attn(i, "b_o")), "dec.i.self_attn.b_o"),
-            Weight("tf_ln1_g", stack(lambda i: plan.param(f"dec.{i}.ln1.g", (d,))), "dec.i.ln1.g"),
-            Weight("tf_ln1_b", stack(lambda i: plan.param(f"dec.{i}.ln1.b", (d,))), "dec.i.ln1.b"),
-            Weight("tf_w1", stack(lambda i: plan.param(f"dec.{i}.ffn.w1", (d, f))), "dec.i.ffn.w1"),
-            Weight("tf_b1", stack(lambda i: plan.param(f"dec.{i}.ffn.b1", (f,))), "dec.i.ffn.b1"),
-            Weight("tf_w2", stack(lambda i: plan.param(f"dec.{i}.ffn.w2", (f, d))), "dec.i.ffn.w2"),
-            Weight("tf_b2", stack(lambda i: plan.param(f"dec.{i}.ffn.b2", (d,))), "dec.i.ffn.b2"),
-            Weight("tf_ln2_g", stack(lambda i: plan.param(f"dec.{i}.ln2.g", (d,))), "dec.i.ln2.g"),
-            Weight("tf_ln2_b", stack(lambda i: plan.param(f"dec.{i}.ln2.b", (d,))), "dec.i.ln2.b"),
+            Weight("tf_ln1_g", stack(lambda i: ln1(i, "g")), "dec.i.ln1.g"),
+            Weight("tf_ln1_b", stack(lambda i: ln1(i, "b")), "dec.i.ln1.b"),
+            Weight("tf_w1", stack(lambda i: ffn(i, "w1", (d, f))), "dec.i.ffn.w1"),
+            Weight("tf_b1", stack(lambda i: ffn(i, "b1", (f,))), "dec.i.ffn.b1"),
+            Weight("tf_w2", stack(lambda i: ffn(i, "w2", (f, d))), "dec.i.ffn.w2"),
+            Weight("tf_b2", stack(lambda i: ffn(i, "b2", (d,))), "dec.i.ffn.b2"),
+            Weight("tf_ln2_g", stack(lambda i: ln2(i, "g")), "dec.i.ln2.g"),
+            Weight("tf_ln2_b", stack(lambda i: ln2(i, "b")), "dec.i.ln2.b"),
         ]
 
     def scratch_members(self, plan: Plan) -> list[str]:
@@ -146,10 +159,10 @@ class AttentionBlock:
         """max over every LayerNorm of max|g| sqrt(D) + max|b|, with 1e-5 relative margin for
         the roundings of the normalisation (kernels._ln_assertion)."""
         d, worst = plan.d, 0.0
-        for i in range(plan.config.n_layers):
-            for j in (1, 2):
-                g = float(np.abs(plan.param(f"dec.{i}.ln{j}.g", (d,))).max())
-                b = float(np.abs(plan.param(f"dec.{i}.ln{j}.b", (d,))).max())
+        for layer in names.decoder_layers(plan.config):
+            for norm in (layer.self_attn_norm, layer.ffn_norm):
+                g = float(np.abs(plan.param(norm["g"], (d,))).max())
+                b = float(np.abs(plan.param(norm["b"], (d,))).max())
                 worst = max(worst, g * float(np.sqrt(d)) + b)
         return worst * (1 + 1e-5)
 

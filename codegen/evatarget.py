@@ -22,24 +22,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from tickformer.model import names
+
 from .c_text import f32_up
 from .plan import Plan
 
 
 def cache_bound(plan: Plan) -> float:
     """Bound on |k|, |v| of any committed row (see the module docstring)."""
-    d, n = plan.d, plan.config.n_layers
+    d = plan.d
+    layers = names.decoder_layers(plan.config)
     bound = 0.0
-    for i in range(n):
+    for i, layer in enumerate(layers):
         if i == 0:
             hmax = _embed_bound(plan)
-        else:  # layer i reads the output of layer i - 1's second LayerNorm
-            g = np.abs(plan.param(f"dec.{i - 1}.ln2.g", (d,))).astype(np.float64)
-            b = np.abs(plan.param(f"dec.{i - 1}.ln2.b", (d,))).astype(np.float64)
+        else:  # layer i reads the output of layer i - 1's last LayerNorm
+            norm = layers[i - 1].ffn_norm
+            g = np.abs(plan.param(norm["g"], (d,))).astype(np.float64)
+            b = np.abs(plan.param(norm["b"], (d,))).astype(np.float64)
             hmax = float(np.max(g * np.sqrt(d) + b))
         for w in ("k", "v"):
-            wm = np.abs(plan.param(f"dec.{i}.self_attn.w_{w}", (d, d))).astype(np.float64)
-            bm = np.abs(plan.param(f"dec.{i}.self_attn.b_{w}", (d,))).astype(np.float64)
+            wm = np.abs(plan.param(layer.self_attn[f"w_{w}"], (d, d))).astype(np.float64)
+            bm = np.abs(plan.param(layer.self_attn[f"b_{w}"], (d,))).astype(np.float64)
             bound = max(bound, float(np.max(wm.sum(axis=0) * hmax + bm)))
     return bound * (1 + 1e-5) + 1e-30
 
@@ -47,12 +51,12 @@ def cache_bound(plan: Plan) -> float:
 def _embed_bound(plan: Plan) -> float:
     """Bound on |h| entering layer 0: the embedding plus |PE| <= 1."""
     if plan.tokens:
-        e = np.abs(plan.param("tok_embed", (plan.config.vocab_size, plan.d))).astype(np.float64)
+        e = np.abs(plan.param(names.TOK_EMBED, (plan.config.vocab_size, plan.d))).astype(np.float64)
         return float(e.max()) * float(np.sqrt(plan.d)) + 1.0
     lo, hi = plan.domain
     xmax = max(abs(lo), abs(hi))
-    w = np.abs(plan.param("in_proj.w", (plan.config.d_in, plan.d))).astype(np.float64)
-    b = np.abs(plan.param("in_proj.b", (plan.d,))).astype(np.float64)
+    w = np.abs(plan.param(names.IN_PROJ["w"], (plan.config.d_in, plan.d))).astype(np.float64)
+    b = np.abs(plan.param(names.IN_PROJ["b"], (plan.d,))).astype(np.float64)
     return float(np.max(w.sum(axis=0) * xmax + b)) + 1.0
 
 

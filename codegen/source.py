@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tickformer.model import names
+
 from . import c_text, kernels
 from .blocks import BLOCK_KINDS, CACHE_KINDS, Weight
 from .plan import Plan
@@ -129,7 +131,7 @@ def _weights(plan: Plan) -> list[Weight]:
         )
     ]
     if plan.tokens:
-        e = plan.param("tok_embed", (cfg.vocab_size, cfg.d_model))
+        e = plan.param(names.TOK_EMBED, (cfg.vocab_size, cfg.d_model))
         out.append(Weight("tf_embed", e, "tok_embed"))
         out.append(
             Weight(
@@ -138,10 +140,10 @@ def _weights(plan: Plan) -> list[Weight]:
         )
     else:
         out += [
-            Weight("tf_w_in", plan.param("in_proj.w", (cfg.d_in, cfg.d_model)), "in_proj.w"),
-            Weight("tf_b_in", plan.param("in_proj.b", (cfg.d_model,)), "in_proj.b"),
-            Weight("tf_w_out", plan.param("out_proj.w", (cfg.d_model, cfg.d_out)), "out_proj.w"),
-            Weight("tf_b_out", plan.param("out_proj.b", (cfg.d_out,)), "out_proj.b"),
+            Weight("tf_w_in", plan.param(names.IN_PROJ["w"], (cfg.d_in, cfg.d_model)), "in_proj.w"),
+            Weight("tf_b_in", plan.param(names.IN_PROJ["b"], (cfg.d_model,)), "in_proj.b"),
+            Weight("tf_w_out", plan.param(names.OUT_PROJ["w"], (cfg.d_model, cfg.d_out)), "out_proj.w"),
+            Weight("tf_b_out", plan.param(names.OUT_PROJ["b"], (cfg.d_out,)), "out_proj.b"),
         ]
     return out + BLOCK_KINDS[plan.block_kind].weights(plan)
 

@@ -17,6 +17,8 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
+from tickformer.model.names import Group
+
 from .builder import GraphBuilder
 
 Params = Mapping[str, np.ndarray]
@@ -34,26 +36,27 @@ def param(g: GraphBuilder, params: Params, name: str) -> str:
     return g.const(params[name].astype(np.float32), name)
 
 
-def linear(g: GraphBuilder, params: Params, x: str, prefix_w: str, prefix_b: str) -> str:
-    xw = g.op("MatMul", x, param(g, params, prefix_w))  # [..., n_in] @ [n_in, n_out]
-    return g.op("Add", xw, param(g, params, prefix_b))  # [..., n_out]
+def linear(g: GraphBuilder, params: Params, x: str, group: Group, w: str = "w", b: str = "b") -> str:
+    """x W + b with the group's weights `w` and `b` (leaf names)."""
+    xw = g.op("MatMul", x, param(g, params, group[w]))  # [..., n_in] @ [n_in, n_out]
+    return g.op("Add", xw, param(g, params, group[b]))  # [..., n_out]
 
 
-def layer_norm(g: GraphBuilder, params: Params, x: str, prefix: str, eps: float) -> str:
+def layer_norm(g: GraphBuilder, params: Params, x: str, norm: Group, eps: float) -> str:
     """LayerNormalization (opset 17) over the last axis, biased variance, as in Ba et al."""
     return g.op(
         "LayerNormalization",
         x,
-        param(g, params, f"{prefix}.g"),
-        param(g, params, f"{prefix}.b"),
+        param(g, params, norm["g"]),
+        param(g, params, norm["b"]),
         axis=-1,
         epsilon=float(eps),
     )
 
 
-def feed_forward(g: GraphBuilder, params: Params, x: str, prefix: str) -> str:
-    h = g.op("Relu", linear(g, params, x, f"{prefix}.w1", f"{prefix}.b1"))  # [..., D] -> [..., F]
-    return linear(g, params, h, f"{prefix}.w2", f"{prefix}.b2")  # [..., F] -> [..., D]
+def feed_forward(g: GraphBuilder, params: Params, x: str, ffn: Group) -> str:
+    h = g.op("Relu", linear(g, params, x, ffn, "w1", "b1"))  # [..., D] -> [..., F]
+    return linear(g, params, h, ffn, "w2", "b2")  # [..., F] -> [..., D]
 
 
 def split_heads(g: GraphBuilder, x: str, batch: int, n_heads: int, d_head: int) -> str:
@@ -67,12 +70,10 @@ def merge_heads(g: GraphBuilder, x: str, batch: int, d_model: int) -> str:
 
 
 def project_heads(
-    g: GraphBuilder, params: Params, x: str, prefix: str, which: str, batch: int, n_heads: int, d_head: int
+    g: GraphBuilder, params: Params, x: str, attn: Group, which: str, batch: int, n_heads: int, d_head: int
 ) -> str:
     """x W_which + b_which split into heads: [B, T, D] -> [B, H, T, dh]."""
-    return split_heads(
-        g, linear(g, params, x, f"{prefix}.w_{which}", f"{prefix}.b_{which}"), batch, n_heads, d_head
-    )
+    return split_heads(g, linear(g, params, x, attn, f"w_{which}", f"b_{which}"), batch, n_heads, d_head)
 
 
 def scaled_query(g: GraphBuilder, q: str, d_head: int) -> str:
@@ -127,7 +128,7 @@ def qkv_step(
     params: Params,
     h: str,
     shift: np.ndarray,
-    prefix: str,
+    attn: Group,
     batch: int,
     n_heads: int,
     d_head: int,
@@ -144,18 +145,18 @@ def qkv_step(
     scale = 1.0 / np.sqrt(d_head)
     w = np.concatenate(
         [
-            params[f"{prefix}.w_q"].astype(np.float64) * scale,
-            params[f"{prefix}.w_k"],
-            params[f"{prefix}.w_v"],
+            params[attn["w_q"]].astype(np.float64) * scale,
+            params[attn["w_k"]],
+            params[attn["w_v"]],
         ],
         axis=1,
     )
     bias = (
         np.concatenate(
             [
-                params[f"{prefix}.b_q"].astype(np.float64) * scale,
-                params[f"{prefix}.b_k"],
-                params[f"{prefix}.b_v"],
+                params[attn["b_q"]].astype(np.float64) * scale,
+                params[attn["b_k"]],
+                params[attn["b_v"]],
             ]
         )
         - shift @ w
@@ -163,8 +164,8 @@ def qkv_step(
     qkv = g.op(
         "Gemm",
         h,
-        g.const(w.astype(np.float32), f"{prefix}.w_qkv_step"),
-        g.const(bias.astype(np.float32), f"{prefix}.b_qkv_step"),
+        g.const(w.astype(np.float32), attn.derived("w_qkv_step")),
+        g.const(bias.astype(np.float32), attn.derived("b_qkv_step")),
     )
     heads = g.op(
         "Reshape", qkv, g.ints([batch, 3 * n_heads, 1, d_head])
@@ -196,7 +197,5 @@ def attend_step(
     return g.op("Add", g.op("MatMul", p_cache, v_cache), g.op("Mul", p_own, v_own))  # [B, H, 1, dh]
 
 
-def out_proj(g: GraphBuilder, params: Params, heads: str, prefix: str, batch: int, d_model: int) -> str:
-    return linear(
-        g, params, merge_heads(g, heads, batch, d_model), f"{prefix}.w_o", f"{prefix}.b_o"
-    )  # [B, T, D]
+def out_proj(g: GraphBuilder, params: Params, heads: str, attn: Group, batch: int, d_model: int) -> str:
+    return linear(g, params, merge_heads(g, heads, batch, d_model), attn, "w_o", "b_o")  # [B, T, D]

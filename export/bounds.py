@@ -34,6 +34,7 @@ from typing import Mapping
 
 import numpy as np
 
+from tickformer.model import names
 from tickformer.model.config import Config
 
 U_FP32 = 2.0**-24
@@ -42,16 +43,15 @@ ROUNDING_SLACK = 1e-3
 
 def output_bound(params: Mapping[str, np.ndarray], config: Config) -> float:
     """max |output| over all finite inputs (see the module docstring for the derivation)."""
-    last = config.n_layers - 1
-    norm = f"dec.{last}.ln3" if config.arch == "encoder-decoder" else f"dec.{last}.ln2"
-    g = np.abs(params[f"{norm}.g"].astype(np.float64))  # [D]
-    b = np.abs(params[f"{norm}.b"].astype(np.float64))  # [D]
+    norm = names.decoder_layers(config)[-1].ffn_norm  # the last thing before the output projection
+    g = np.abs(params[norm["g"]].astype(np.float64))  # [D]
+    b = np.abs(params[norm["b"]].astype(np.float64))  # [D]
     c = g * math.sqrt(config.d_model - 1) + b  # [D] bound on |h_i|
     if config.inputs == "tokens":
-        per_out = np.abs(params["tok_embed"].astype(np.float64)) @ c  # [V, D] @ [D] -> [V]
+        per_out = np.abs(params[names.TOK_EMBED].astype(np.float64)) @ c  # [V, D] @ [D] -> [V]
     else:
-        w = np.abs(params["out_proj.w"].astype(np.float64))  # [D, d_out]
-        per_out = c @ w + np.abs(params["out_proj.b"].astype(np.float64))  # [d_out]
+        w = np.abs(params[names.OUT_PROJ["w"]].astype(np.float64))  # [D, d_out]
+        per_out = c @ w + np.abs(params[names.OUT_PROJ["b"]].astype(np.float64))  # [d_out]
     return float(per_out.max() * (1.0 + ROUNDING_SLACK))
 
 

@@ -25,6 +25,7 @@ from onnx.reference import ReferenceEvaluator
 
 from tickformer.artifact.format import cache_shape, io_names, step_feeds, step_outputs
 from tickformer.errors import ExportError
+from tickformer.model import names
 from tickformer.model.config import Config
 from tickformer.model.layers import linear, split_heads
 from tickformer.model.transformer import encode, forward
@@ -159,19 +160,12 @@ def _cross_kv(
     params: Mapping[str, np.ndarray], config: Config, src: np.ndarray, valid: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     memory = encode(dict(params), config, src, src_valid=valid)  # [B, N, D]
+    cross = [layer.cross_attn for layer in names.decoder_layers(config) if layer.cross_attn is not None]
     ks = [
-        split_heads(
-            linear(memory, w=params[f"dec.{i}.cross_attn.w_k"], b=params[f"dec.{i}.cross_attn.b_k"]),
-            config.n_heads,
-        )
-        for i in range(config.n_layers)
+        split_heads(linear(memory, w=params[ca["w_k"]], b=params[ca["b_k"]]), config.n_heads) for ca in cross
     ]
     vs = [
-        split_heads(
-            linear(memory, w=params[f"dec.{i}.cross_attn.w_v"], b=params[f"dec.{i}.cross_attn.b_v"]),
-            config.n_heads,
-        )
-        for i in range(config.n_layers)
+        split_heads(linear(memory, w=params[ca["w_v"]], b=params[ca["b_v"]]), config.n_heads) for ca in cross
     ]
     return np.stack(ks), np.stack(vs)  # [L, B, H, N, dh] x2
 

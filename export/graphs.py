@@ -31,7 +31,9 @@ from typing import NamedTuple
 import numpy as np
 import onnx
 
+from tickformer.artifact import format as fmt
 from tickformer.artifact.format import cache_shape, io_names, out_width, step_signature
+from tickformer.model import names
 from tickformer.model.attention import causal_mask
 from tickformer.model.config import Config
 from tickformer.model.layers import positional_encoding
@@ -44,40 +46,46 @@ from .builder import GraphBuilder
 def _embed(g: GraphBuilder, params: Params, config: Config, x: str, pe_rows: str) -> str:
     """Token or continuous embedding plus the given positional rows [T, D] -> [B, T, D]."""
     if config.inputs == "tokens":
-        e = g.op("Gather", b.param(g, params, "tok_embed"), x, axis=0)  # [B, T] -> [B, T, D]
+        e = g.op("Gather", b.param(g, params, names.TOK_EMBED), x, axis=0)  # [B, T] -> [B, T, D]
         h = g.op("Mul", e, g.scalar(np.sqrt(config.d_model)))
     else:
-        h = b.linear(g, params, x, "in_proj.w", "in_proj.b")  # [B, T, d_in] -> [B, T, D]
+        h = b.linear(g, params, x, names.IN_PROJ)  # [B, T, d_in] -> [B, T, D]
     return g.op("Add", h, pe_rows)  # [B, T, D]
 
 
 def _project_out(g: GraphBuilder, params: Params, config: Config, h: str) -> str:
     if config.inputs == "tokens":
-        et = g.op("Transpose", b.param(g, params, "tok_embed"), perm=[1, 0])  # [V, D] -> [D, V]
+        et = g.op("Transpose", b.param(g, params, names.TOK_EMBED), perm=[1, 0])  # [V, D] -> [D, V]
         return g.op("MatMul", h, et)  # [B, T, V] (tied)
-    return b.linear(g, params, h, "out_proj.w", "out_proj.b")  # [B, T, d_out]
+    return b.linear(g, params, h, names.OUT_PROJ)  # [B, T, d_out]
 
 
 def _pe(g: GraphBuilder, config: Config) -> str:
     return g.const(positional_encoding(config.max_len, config.d_model), "pe")  # [N, D]
 
 
-def _ffn_block(g: GraphBuilder, params: Params, config: Config, h: str, prefix: str, norm: str) -> str:
-    ff = b.feed_forward(g, params, h, f"{prefix}.ffn")
-    return b.layer_norm(g, params, g.op("Add", h, ff), f"{prefix}.{norm}", config.ln_eps)
+def _ffn_block(g: GraphBuilder, params: Params, config: Config, h: str, layer: names.Layer) -> str:
+    ff = b.feed_forward(g, params, h, layer.ffn)
+    return b.layer_norm(g, params, g.op("Add", h, ff), layer.ffn_norm, config.ln_eps)
 
 
 def _self_attn_full(
-    g: GraphBuilder, params: Params, config: Config, h: str, prefix: str, batch: int, allowed: str | None
+    g: GraphBuilder,
+    params: Params,
+    config: Config,
+    h: str,
+    layer: names.Layer,
+    batch: int,
+    allowed: str | None,
 ) -> str:
     """Post-LN self-attention sublayer over the whole sequence."""
     nh, dh = config.n_heads, config.d_head
     q, k, v = (
-        b.project_heads(g, params, h, prefix + ".self_attn", w, batch, nh, dh) for w in "qkv"
+        b.project_heads(g, params, h, layer.self_attn, w, batch, nh, dh) for w in "qkv"
     )  # [B, H, T, dh]
     heads = b.attend(g, q, k, v, allowed, dh)  # [B, H, T, dh]
-    attn = b.out_proj(g, params, heads, prefix + ".self_attn", batch, config.d_model)  # [B, T, D]
-    return b.layer_norm(g, params, g.op("Add", h, attn), f"{prefix}.ln1", config.ln_eps)
+    attn = b.out_proj(g, params, heads, layer.self_attn, batch, config.d_model)  # [B, T, D]
+    return b.layer_norm(g, params, g.op("Add", h, attn), layer.self_attn_norm, config.ln_eps)
 
 
 def build_model(params: Params, config: Config, batch: int, opset: int) -> onnx.ModelProto:
@@ -96,9 +104,9 @@ def build_model(params: Params, config: Config, batch: int, opset: int) -> onnx.
     causal = g.const(causal_mask(config.max_len), "causal")  # [N, N] bool, j <= i
     allowed = g.op("Slice", causal, g.ints([0, 0]), g.op("Concat", t, t, axis=0), g.ints([0, 1]))  # [T, T]
     h = _embed(g, params, config, x, pe)  # [B, T, D]
-    for i in range(config.n_layers):
-        h = _self_attn_full(g, params, config, h, f"dec.{i}", batch, allowed)
-        h = _ffn_block(g, params, config, h, f"dec.{i}", "ln2")
+    for layer in names.decoder_layers(config):
+        h = _self_attn_full(g, params, config, h, layer, batch, allowed)
+        h = _ffn_block(g, params, config, h, layer)
     y = _project_out(g, params, config, h)
     g.output(y, out_name, "float32", [batch, "T", out_width(config)])
     return g.model()
@@ -127,15 +135,15 @@ def _residual(g: GraphBuilder, params: Params, h: _Shifted, a: str, w: str) -> s
 
 
 def _norm(
-    g: GraphBuilder, params: Params, config: Config, r: str, prefix: str, shift: np.ndarray
+    g: GraphBuilder, params: Params, config: Config, r: str, norm: names.Group, shift: np.ndarray
 ) -> _Shifted:
     """LayerNorm whose beta also adds `shift` (the bias of the next residual projection)."""
-    beta = _f64(params, f"{prefix}.b") + shift
+    beta = _f64(params, norm["b"]) + shift
     name = g.op(
         "LayerNormalization",
         r,
-        b.param(g, params, f"{prefix}.g"),
-        g.const(beta.astype(np.float32), f"{prefix}.b_step"),
+        b.param(g, params, norm["g"]),
+        g.const(beta.astype(np.float32), norm.derived("b_step")),
         axis=-1,
         epsilon=float(config.ln_eps),
     )
@@ -148,18 +156,18 @@ def _step_embed(
     """x [B, d_in] (tokens [B]) at position pos -> [B, D] (+ shift, added to the positional table)."""
     pe = positional_encoding(config.max_len, config.d_model).astype(np.float64) + shift  # [N, D]
     if config.inputs == "tokens":
-        e = g.op("Gather", b.param(g, params, "tok_embed"), x, axis=0)  # [B, D]
+        e = g.op("Gather", b.param(g, params, names.TOK_EMBED), x, axis=0)  # [B, D]
         h = g.op("Mul", e, g.scalar(np.sqrt(config.d_model)))
         return _Shifted(
             g.op("Add", h, g.op("Gather", g.const(pe.astype(np.float32), "pe_step"), pos, axis=0)), shift
         )
     # The input bias goes into the positional table too: one Gemm x W_in + (b_in + pe[pos] + shift).
-    table = (pe + _f64(params, "in_proj.b")).astype(np.float32)
+    table = (pe + _f64(params, names.IN_PROJ["b"])).astype(np.float32)
     return _Shifted(
         g.op(
             "Gemm",
             x,
-            b.param(g, params, "in_proj.w"),
+            b.param(g, params, names.IN_PROJ["w"]),
             g.op("Gather", g.const(table, "pe_plus_in_bias_step"), pos, axis=0),
         ),
         shift,
@@ -190,61 +198,45 @@ def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.M
     def merged(heads: str) -> str:
         return g.op("Reshape", heads, g.ints([batch, d]))  # [B, H, 1, dh] -> [B, D] (head-major)
 
-    h = _step_embed(g, params, config, in_name, "pos", _f64(params, "dec.0.self_attn.b_o"))
-    for i in range(config.n_layers):
-        prefix = f"dec.{i}"
-        sa, ffn = f"{prefix}.self_attn", f"{prefix}.ffn"
+    layers = names.decoder_layers(config)
+    h = _step_embed(g, params, config, in_name, "pos", _f64(params, layers[0].self_attn["b_o"]))
+    for i, layer in enumerate(layers):
+        sa, ffn = layer.self_attn, layer.ffn
         q, k_new, v_new = b.qkv_step(
-            g, params, h.name, h.shift, sa, batch, nh, dh, (f"q_{i}", f"k_new.{i}", f"v_new.{i}")
+            g, params, h.name, h.shift, sa, batch, nh, dh, (f"q_{i}", fmt.k_new(i), fmt.v_new(i))
         )
-        heads = b.attend_step(g, q, f"k_cache.{i}", f"v_cache.{i}", k_new, v_new, live, n)  # [B, H, 1, dh]
-        r = _residual(g, params, h, merged(heads), f"{sa}.w_o")  # h + attn W_o + b_o
-        if cross:
-            ca = f"{prefix}.cross_attn"
-            h = _norm(g, params, config, r, f"{prefix}.ln1", _f64(params, f"{ca}.b_o"))
+        heads = b.attend_step(g, q, fmt.k_cache(i), fmt.v_cache(i), k_new, v_new, live, n)  # [B, H, 1, dh]
+        r = _residual(g, params, h, merged(heads), sa["w_o"])  # h + attn W_o + b_o
+        if layer.cross_attn is not None and layer.cross_attn_norm is not None:
+            ca = layer.cross_attn
+            h = _norm(g, params, config, r, layer.self_attn_norm, _f64(params, ca["b_o"]))
             cq = g.op(
-                "Gemm",
-                h.name,
-                b.param(g, params, f"{ca}.w_q"),
-                _bias_for(g, params, h, f"{ca}.w_q", f"{ca}.b_q"),
+                "Gemm", h.name, b.param(g, params, ca["w_q"]), _bias_for(g, params, h, ca["w_q"], ca["b_q"])
             )
-            heads = b.attend(
-                g,
-                g.op("Reshape", cq, g.ints([batch, nh, 1, dh])),
-                f"cross_k.{i}",
-                f"cross_v.{i}",
-                src_allowed,
-                dh,
-            )
-            r = _residual(g, params, h, merged(heads), f"{ca}.w_o")
-        h = _norm(g, params, config, r, f"{prefix}.{'ln2' if cross else 'ln1'}", _f64(params, f"{ffn}.b2"))
+            q_heads = g.op("Reshape", cq, g.ints([batch, nh, 1, dh]))
+            heads = b.attend(g, q_heads, fmt.cross_k(i), fmt.cross_v(i), src_allowed, dh)
+            r = _residual(g, params, h, merged(heads), ca["w_o"])
+            norm_before_ffn = layer.cross_attn_norm
+        else:
+            norm_before_ffn = layer.self_attn_norm
+        h = _norm(g, params, config, r, norm_before_ffn, _f64(params, ffn["b2"]))
         hidden = g.op(
             "Relu",
             g.op(
-                "Gemm",
-                h.name,
-                b.param(g, params, f"{ffn}.w1"),
-                _bias_for(g, params, h, f"{ffn}.w1", f"{ffn}.b1"),
+                "Gemm", h.name, b.param(g, params, ffn["w1"]), _bias_for(g, params, h, ffn["w1"], ffn["b1"])
             ),
         )
-        r = _residual(g, params, h, hidden, f"{ffn}.w2")  # h + relu(.) W_2 + b_2
-        last = i == config.n_layers - 1
-        h = _norm(
-            g,
-            params,
-            config,
-            r,
-            f"{prefix}.{'ln3' if cross else 'ln2'}",
-            np.zeros(d) if last else _f64(params, f"dec.{i + 1}.self_attn.b_o"),
-        )
+        r = _residual(g, params, h, hidden, ffn["w2"])  # h + relu(.) W_2 + b_2
+        last = i == len(layers) - 1
+        next_shift = np.zeros(d) if last else _f64(params, layers[i + 1].self_attn["b_o"])
+        h = _norm(g, params, config, r, layer.ffn_norm, next_shift)
     if config.inputs == "tokens":
         y = g.op(
-            "Gemm", h.name, b.param(g, params, "tok_embed"), transB=1
+            "Gemm", h.name, b.param(g, params, names.TOK_EMBED), transB=1
         )  # [B, V] (tied; the last shift is 0)
     else:
-        y = g.op(
-            "Gemm", h.name, b.param(g, params, "out_proj.w"), b.param(g, params, "out_proj.b")
-        )  # [B, d_out]
+        out = names.OUT_PROJ
+        y = g.op("Gemm", h.name, b.param(g, params, out["w"]), b.param(g, params, out["b"]))  # [B, d_out]
     for name, (dtype, shape) in sig["outputs"].items():
         g.output(y if name == out_name else name, name, dtype, shape)
     return g.model()
@@ -264,15 +256,16 @@ def build_encoder(params: Params, config: Config, batch: int, opset: int) -> onn
     src_valid = g.input("src_valid", "bool", [batch, n])
     allowed = g.op("Reshape", src_valid, g.ints([batch, 1, 1, n]))  # [B, 1, 1, N] over keys
     h = _embed(g, params, config, src, _pe(g, config))  # [B, N, D]
-    for i in range(config.n_enc_layers):
-        h = _self_attn_full(g, params, config, h, f"enc.{i}", batch, allowed)
-        h = _ffn_block(g, params, config, h, f"enc.{i}", "ln2")
+    for enc_layer in names.encoder_layers(config):
+        h = _self_attn_full(g, params, config, h, enc_layer, batch, allowed)
+        h = _ffn_block(g, params, config, h, enc_layer)
     ks: list[str] = []
     vs: list[str] = []
-    for i in range(config.n_layers):
+    for dec_layer in names.decoder_layers(config):
+        assert dec_layer.cross_attn is not None  # encoder-decoder: every decoder layer has one
         for which, out in (("k", ks), ("v", vs)):
             kv = b.project_heads(
-                g, params, h, f"dec.{i}.cross_attn", which, batch, config.n_heads, config.d_head
+                g, params, h, dec_layer.cross_attn, which, batch, config.n_heads, config.d_head
             )  # [B, H, N, dh]
             out.append(g.op("Unsqueeze", kv, g.ints([0])))  # [1, B, H, N, dh]
     g.output(_stack(g, ks), "cross_k", "float32", cache_shape(config, batch))

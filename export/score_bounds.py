@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tickformer.contracts.score_bound import FP16_MAX, fp16_safe, inflated_score, rounding_inflation
+from tickformer.model import names
 from tickformer.model.config import Config
 from tickformer.model.layers import positional_encoding
 
@@ -21,7 +22,7 @@ __all__ = ["FP16_MAX", "LayerScoreBound", "fp16_scores_safe", "score_bound_repor
 
 @dataclass(frozen=True)
 class LayerScoreBound:
-    layer: str  # parameter prefix, e.g. "dec.0.self_attn"
+    layer: str  # the attention group's prefix, e.g. "dec.0.self_attn"
     q_norm: float  # bound on |q_h|_2 over heads
     k_norm: float  # bound on |k_h|_2 over heads
     score: float  # bound on |q . k| / sqrt(dh)
@@ -64,15 +65,15 @@ def embedding_output_bound(
     """Bound on |embed(x)_t|_2 for the first layer's input."""
     pe = max_position_norm(config)
     if config.inputs == "tokens":
-        rows = np.linalg.norm(params["tok_embed"].astype(np.float64), axis=-1)  # [V]
+        rows = np.linalg.norm(params[names.TOK_EMBED].astype(np.float64), axis=-1)  # [V]
         return float(rows.max()) * float(np.sqrt(config.d_model)) + pe
     if input_domain is None:
         raise ValueError("continuous models need the declared input domain (lo, hi) to bound their scores")
     lo, hi = input_domain
     x_norm = float(np.sqrt(config.d_in)) * max(abs(lo), abs(hi))
     return (
-        spectral_norm(params["in_proj.w"]) * x_norm
-        + float(np.linalg.norm(params["in_proj.b"].astype(np.float64)))
+        spectral_norm(params[names.IN_PROJ["w"]]) * x_norm
+        + float(np.linalg.norm(params[names.IN_PROJ["b"]].astype(np.float64)))
         + pe
     )
 
@@ -89,13 +90,13 @@ def projection_norm_bounds(w: np.ndarray, b: np.ndarray, n_heads: int, x_norm: f
 
 
 def attention_bound(
-    prefix: str, params: dict[str, np.ndarray], config: Config, xq_norm: float, xk_norm: float
+    attn: names.Group, params: dict[str, np.ndarray], config: Config, xq_norm: float, xk_norm: float
 ) -> LayerScoreBound:
-    qs = projection_norm_bounds(params[f"{prefix}.w_q"], params[f"{prefix}.b_q"], config.n_heads, xq_norm)
-    ks = projection_norm_bounds(params[f"{prefix}.w_k"], params[f"{prefix}.b_k"], config.n_heads, xk_norm)
+    qs = projection_norm_bounds(params[attn["w_q"]], params[attn["b_q"]], config.n_heads, xq_norm)
+    ks = projection_norm_bounds(params[attn["w_k"]], params[attn["b_k"]], config.n_heads, xk_norm)
     inflate = rounding_inflation(config.d_model)
     score = inflated_score(qs, ks, config.d_head, config.d_model)
-    return LayerScoreBound(prefix, max(qs) * inflate, max(ks) * inflate, score)
+    return LayerScoreBound(attn.prefix, max(qs) * inflate, max(ks) * inflate, score)
 
 
 def score_bound_report(
@@ -106,22 +107,21 @@ def score_bound_report(
     out: list[LayerScoreBound] = []
     x0 = embedding_output_bound(config, params, input_domain)
 
-    def ln(prefix: str) -> float:
-        return layer_norm_output_bound(params[f"{prefix}.g"], params[f"{prefix}.b"])
+    def ln(norm: names.Group) -> float:
+        return layer_norm_output_bound(params[norm["g"]], params[norm["b"]])
 
     x = x0
-    for i in range(config.n_enc_layers):
-        out.append(attention_bound(f"enc.{i}.self_attn", params, config, x, x))
-        x = ln(f"enc.{i}.ln2")
+    for layer in names.encoder_layers(config):
+        out.append(attention_bound(layer.self_attn, params, config, x, x))
+        x = ln(layer.ffn_norm)
     memory = x if config.n_enc_layers else None
-    cross = config.arch == "encoder-decoder"
     x = x0
-    for i in range(config.n_layers):
-        out.append(attention_bound(f"dec.{i}.self_attn", params, config, x, x))
-        if cross:
+    for layer in names.decoder_layers(config):
+        out.append(attention_bound(layer.self_attn, params, config, x, x))
+        if layer.cross_attn is not None:
             assert memory is not None
-            out.append(attention_bound(f"dec.{i}.cross_attn", params, config, ln(f"dec.{i}.ln1"), memory))
-        x = ln(f"dec.{i}.ln3" if cross else f"dec.{i}.ln2")
+            out.append(attention_bound(layer.cross_attn, params, config, ln(layer.self_attn_norm), memory))
+        x = ln(layer.ffn_norm)
     return out
 
 

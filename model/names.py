@@ -27,6 +27,8 @@ API (pure Python, no numpy; the exporter and the runtime backends can use it as 
         group.names()         -> ("dec.0.ffn.w1", "dec.0.ffn.b1", ...), in leaf order
         group.take(params)    -> {"w1": params["dec.0.ffn.w1"], ...}: keyword weights for a
                                  layer function, ffn(x, **group.take(params))
+        group.derived("s")    -> "dec.0.ffn.s": an exporter constant derived from the group
+                                 (folded biases, fused QKV), never a parameter
     Layer                     one layer's groups: self_attn, self_attn_norm, cross_attn (or None),
                               cross_attn_norm (or None), ffn, ffn_norm; layer.groups() in
                               parameter order
@@ -82,6 +84,13 @@ class Group:
     def take(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Keyword weights {leaf: params[prefix.leaf]} for a layer function."""
         return {leaf: params[self[leaf]] for leaf in self.leaves}
+
+    def derived(self, suffix: str) -> str:
+        """The name of a constant the exporter derives from this group's weights (a folded bias,
+        fused projections): `prefix.suffix`. Never a parameter name: `suffix` is not a leaf."""
+        if suffix in self.leaves:
+            raise ValueError(f"{suffix!r} is a weight of {self.prefix!r}, not a derived constant")
+        return f"{self.prefix}.{suffix}" if self.prefix else suffix
 
 
 IN_PROJ = Group("in_proj", LINEAR_NAMES)

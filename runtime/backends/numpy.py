@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tickformer.artifact.reader import Artifact
+from tickformer.model import names
 from tickformer.model.attention import (
     SoftmaxState,
     attention,
@@ -43,7 +44,7 @@ from tickformer.model.layers import (
     positional_encoding,
     split_heads,
 )
-from tickformer.model.transformer import ATTN_NAMES, FFN_NAMES, encode, forward, project_out, sublayer_params
+from tickformer.model.transformer import encode, forward, project_out
 
 from .base import Backend
 from .layout import HostCache
@@ -70,24 +71,27 @@ class NumpyBackend(Backend):
         self._cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _layer_weights(self, i: int) -> dict[str, Any]:
-        p, prefix = self.params, f"dec.{i}"
-        cross = self.config.arch == "encoder-decoder"
+        p, layer = self.params, names.decoder_layers(self.config)[i]
+        cross = layer.cross_attn is not None and layer.cross_attn_norm is not None
+        norms = (
+            (layer.self_attn_norm, layer.cross_attn_norm, layer.ffn_norm)
+            if cross
+            else (layer.self_attn_norm, layer.ffn_norm)
+        )
         return {
-            "self": sublayer_params(p, f"{prefix}.self_attn", ATTN_NAMES),
-            "cross": sublayer_params(p, f"{prefix}.cross_attn", ATTN_NAMES) if cross else None,
-            "ffn": sublayer_params(p, f"{prefix}.ffn", FFN_NAMES),
-            "ln": [
-                sublayer_params(p, f"{prefix}.ln{j}", ("g", "b")) for j in ((1, 2, 3) if cross else (1, 2))
-            ],
+            "self": layer.self_attn.take(p),
+            "cross": layer.cross_attn.take(p) if layer.cross_attn is not None else None,
+            "ffn": layer.ffn.take(p),
+            "ln": [norm.take(p) for norm in norms if norm is not None],
         }
 
     # --- real-time path ------------------------------------------------------------------------
     def _embed(self, x: np.ndarray, pos: int) -> np.ndarray:
         cfg, p = self.config, self.params
         if cfg.inputs == "tokens":
-            h = p["tok_embed"][x] * np.float32(np.sqrt(cfg.d_model))  # [B, 1] -> [B, 1, D]
+            h = p[names.TOK_EMBED][x] * np.float32(np.sqrt(cfg.d_model))  # [B, 1] -> [B, 1, D]
         else:
-            h = linear(x, w=p["in_proj.w"], b=p["in_proj.b"])  # [B, 1, d_in] -> [B, 1, D]
+            h = linear(x, **names.IN_PROJ.take(p))  # [B, 1, d_in] -> [B, 1, D]
         return h + self._pe[pos]  # [B, 1, D]
 
     def _cache_piece(self, q: np.ndarray, layer: int, pos: int) -> SoftmaxState:
