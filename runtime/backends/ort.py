@@ -34,6 +34,7 @@ import numpy as np
 import onnxruntime as ort
 
 from tickformer import validation
+from tickformer.artifact import format as fmt
 from tickformer.artifact.format import io_names, step_signature
 from tickformer.artifact.reader import Artifact, verified_graph_bytes
 from tickformer.errors import ArtifactError, BackendError
@@ -116,14 +117,14 @@ class OrtBackend(Backend):
         for i in range(cfg.n_layers):
             views.update(
                 {
-                    f"k_cache.{i}": self._host.k_t[i],
-                    f"v_cache.{i}": self._host.v[i],
-                    f"k_new.{i}": self._host.k_new[i],
-                    f"v_new.{i}": self._host.v_new[i],
+                    fmt.k_cache(i): self._host.k_t[i],
+                    fmt.v_cache(i): self._host.v[i],
+                    fmt.k_new(i): self._host.k_new[i],
+                    fmt.v_new(i): self._host.v_new[i],
                 }
             )
             if self._cross is not None:
-                views.update({f"cross_k.{i}": self._cross[0][i], f"cross_v.{i}": self._cross[1][i]})
+                views.update({fmt.cross_k(i): self._cross[0][i], fmt.cross_v(i): self._cross[1][i]})
         if self._cross is not None:
             views["src_valid"] = self._cross[2]
         self._in_views = {name: _view(views[name], shape, name) for name, (_, shape) in sig["inputs"].items()}
