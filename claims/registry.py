@@ -160,6 +160,7 @@ RESULTS: dict[str, ResultsFile] = {
         ResultsFile("prove", "claims/results/prove.json", "utc", "refresh_prove"),
         ResultsFile("evt-accuracy", "claims/results/evt_accuracy.json", "utc", "refresh_evt"),
         ResultsFile("bench", "benchmarks/results/latest.json", "datetime", "refresh_bench"),
+        ResultsFile("recut-session", "benchmarks/results/recut_session.json", "utc", "refresh_recut_session"),
         ResultsFile("bench-memory", "benchmarks/results/memory.json", "date_utc", "refresh_bench"),
     )
 }
@@ -291,6 +292,18 @@ def _failed_tests(cert: dict) -> list[dict]:
 def _test(cert: dict, prefix: str) -> dict:
     return next(t for t in cert["evt"]["tests"] if t["name"].startswith(prefix))
 
+
+# --- docs/benchmarks.md -------------------------------------------------------------------------------
+(
+    Span("docs/benchmarks.md#recut")
+    .result("before p50", "recut-session", "commits.a09c6da.p50_us", "{:.1f}")
+    .result("after p50", "recut-session", "commits.HEAD.p50_us", "{:.1f}")
+    .result("ratio", "recut-session", "commits.HEAD.ratio_to_first", "{:.2f}")
+    .result("ratio low", "recut-session", "commits.HEAD.ratio_range.0", "{:.2f}")
+    .result("ratio high", "recut-session", "commits.HEAD.ratio_range.1", "{:.2f}")
+    .derived("date", "recut-session", lambda d: d["utc"][:10], "{}", "utc (date)")
+    .result("load", "recut-session", "load_avg", "{:.1f}")
+)
 
 # --- README.md ----------------------------------------------------------------------------------------
 R = "README.md"
@@ -1161,6 +1174,24 @@ def refresh_prove() -> None:
 
 def refresh_evt() -> None:
     _run([PY, "claims/evt_accuracy.py", "--out", "claims/results/evt_accuracy.json"])
+
+
+def refresh_recut_session() -> None:
+    subprocess.run(
+        [
+            PY,
+            "benchmarks/compare_commits.py",
+            "--session",
+            "--rounds",
+            "11",
+            "a09c6da",
+            "HEAD",
+            "--json",
+            "benchmarks/results/recut_session.json",
+        ],
+        cwd=ROOT,
+        check=True,
+    )
 
 
 def refresh_bench() -> None:
