@@ -631,6 +631,9 @@ class Flags:
     causal: bool | None = None
     step: Path | None = None
     skip: tuple[str, ...] = ()
+    require_domain: bool = (
+        True  # False (inspect, check): a missing domain or vocabulary is noted, not an error
+    )
 
 
 class _Groups:
@@ -745,6 +748,10 @@ def _resolve_inputs(
                 r["lo"], r["hi"] = base.lo, base.hi
             elif flags.domain is not None:
                 r["lo"], r["hi"] = (flags.domain[0],), (flags.domain[1],)
+            elif not flags.require_domain:
+                notes.append(
+                    f"input {t.name}: no domain declared (verify needs --domain or the spec's domain)"
+                )
             else:
                 raise ConfigError(
                     f"input {t.shown()} declares no input domain; pass --domain LO:HI (e.g. --domain -1:1) "
@@ -766,6 +773,10 @@ def _resolve_inputs(
                 notes.append(
                     f"input {t.name}: ids in [0, {io.vocab_hints[t.name] - 1}] (the embedding table it indexes "
                     f"has {io.vocab_hints[t.name]} rows)"
+                )
+            elif not flags.require_domain:
+                notes.append(
+                    f"input {t.name}: no vocabulary inferred (verify needs --vocab or the spec's vocab)"
                 )
             else:
                 raise ConfigError(

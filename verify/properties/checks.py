@@ -134,7 +134,7 @@ def check_stale_cache(model: Any) -> Callable[[tuple[Any, Any]], Problem | None]
             want = model.steps(new, stream(ex))
         if not np.array_equal(got, want):
             return "after reset(), outputs depend on the previous sequence's stale cache rows", {
-                **{f"before.{k}": v for k, v in _named(model, before).items()},
+                **{("before" if k == "x" else f"before.{k}"): v for k, v in _named(model, before).items()},
                 **_named(model, ex),
                 "y_after_reset": got,
                 "y_fresh": want,
