@@ -284,7 +284,7 @@ def _check_keys(where: str, key: str, value: Any, known: dict[str, Any]) -> None
     unknown = sorted(set(value) - set(known))
     if unknown:
         raise _spec_error(
-            where, key, f"unknown key {unknown[0]!r}; the known keys are {sorted(known)} (docs/verify.md)"
+            where, key, f"unknown key {unknown[0]!r}; use one of {sorted(known)} (docs/verify.md)"
         )
 
 
@@ -302,9 +302,7 @@ def _check_box(where: str, key: str, value: Any) -> None:
             if not (math.isfinite(lo) and math.isfinite(hi)):
                 raise _spec_error(where, key, f"[{lo}, {hi}] must be finite numbers")
             if lo > hi:
-                raise _spec_error(
-                    where, key, f"[{lo}, {hi}] is empty (LO > HI); write [LO, HI] with LO <= HI"
-                )
+                raise _spec_error(where, key, f"[{lo}, {hi}] is empty (LO > HI); swap the bounds")
         return
     raise _spec_error(
         where,
@@ -357,7 +355,7 @@ def check_spec(doc: Any, where: str = "spec") -> dict[str, Any]:
         raise _spec_error(
             where,
             "version",
-            f"{doc.get('version')!r} is not a spec version this tickformer reads; write version = 1",
+            f"{doc.get('version')!r} is not a spec version this tickformer reads; set version = 1",
         )
     if "causal" in doc and not isinstance(doc["causal"], (bool, str)):
         raise _spec_error(
@@ -425,7 +423,7 @@ def load_spec(path: str | Path) -> tuple[dict[str, Any], Path]:
 
     p = Path(path)
     if p.suffix not in (".toml", ".json"):
-        raise ConfigError(f"--spec {p}: write the spec as .toml or .json (docs/verify.md)")
+        raise ConfigError(f"--spec {p}: use a .toml or .json spec file (docs/verify.md)")
     try:
         data = read_path(p, max_bytes=MAX_SPEC_BYTES)
     except FileRefused as exc:
@@ -433,7 +431,7 @@ def load_spec(path: str | Path) -> tuple[dict[str, Any], Path]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not UTF-8 text; save the spec as UTF-8") from None
+        raise ConfigError(f"{p}: not UTF-8 text; save it as UTF-8") from None
     if p.suffix == ".toml":
         try:
             import tomllib
@@ -447,7 +445,9 @@ def load_spec(path: str | Path) -> tuple[dict[str, Any], Path]:
         try:
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{p}: not valid TOML ({exc}); fix the line it names") from None
+            raise ConfigError(
+                f"{p}: not valid TOML ({exc}); correct the line it names (the spec must be TOML)"
+            ) from None
     else:
         from tickformer.sealed import loads
 
@@ -455,7 +455,7 @@ def load_spec(path: str | Path) -> tuple[dict[str, Any], Path]:
             doc = loads(data)
         except (ValueError, TypeError) as exc:
             raise ConfigError(
-                f"{p}: not valid JSON ({str(exc)[:200]}); fix it (docs/verify.md has an example)"
+                f"{p}: not valid JSON ({str(exc)[:200]}); the spec must be strict JSON (docs/verify.md has an example)"
             ) from None
     return check_spec(doc, str(p)), p.parent
 
@@ -871,7 +871,7 @@ def resolve(
         for name in names:
             if name not in have:
                 raise ConfigError(
-                    f"{where}: {section}.{name} is not a graph {section[:-1]}; the graph has {have}"
+                    f"{where}: {section}.{name} is not a graph {section[:-1]}; use one of {have}"
                 )
     resolved = _resolve_inputs(full.inputs, full, declared_in, doc, flags, groups, where, notes, step=False)
     _assign_groups(resolved, groups, where)
@@ -963,7 +963,7 @@ def resolve(
             known_keys[key] = key
         else:
             raise ConfigError(
-                f"{where}: axes.{key} is not a dynamic dimension of the graph's inputs; they are {sorted(dynamic)}"
+                f"{where}: axes.{key} is not a dynamic dimension of the graph's inputs; use one of {sorted(dynamic)}"
             )
     ranges: dict[str, tuple[int, int]] = {}
     for g in dict.fromkeys(all_groups):
@@ -995,7 +995,7 @@ def resolve(
             causal = sym_groups[causal]
         if causal not in time_groups:
             raise ConfigError(
-                f"{where}: causal = {causal!r} is not a time axis of the graph; its time axes are {time_groups}"
+                f"{where}: causal = {causal!r} is not a time axis of the graph; use one of {time_groups} or false"
             )
         causal_group = causal
     else:
@@ -1036,11 +1036,11 @@ def _pairs(step: GraphIO, declared: dict[str, str] | None, where: str) -> list[t
         for past, present in declared.items():
             if past not in ins:
                 raise ConfigError(
-                    f"{where}: cache.pairs: {past!r} is not an input of the step graph; it has {sorted(ins)}"
+                    f"{where}: cache.pairs: {past!r} is not an input of the step graph; use one of {sorted(ins)}"
                 )
             if present not in outs:
                 raise ConfigError(
-                    f"{where}: cache.pairs: {present!r} is not an output of the step graph; it has {sorted(outs)}"
+                    f"{where}: cache.pairs: {present!r} is not an output of the step graph; use one of {sorted(outs)}"
                 )
         return list(declared.items())
     pairs = []
@@ -1088,7 +1088,9 @@ def _resolve_step(
     declared = cache_doc.get("inputs", {})
     for name in declared:
         if step.input(name) is None or name in past_names:
-            raise ConfigError(f"{where}: cache.inputs.{name} is not a (non-cache) input of the step graph")
+            raise ConfigError(
+                f"{where}: cache.inputs.{name} is not a (non-cache) input of the step graph; remove it"
+            )
     for t in others:
         if t.name not in by_name and t.name not in declared and "position" not in t.name.lower():
             raise ConfigError(

@@ -107,7 +107,7 @@ def _certifier(args: argparse.Namespace) -> Any:
         if given:
             raise ConfigError(
                 f"{', '.join(given)} describe bare ONNX models; {args.artifact} is an artifact directory, whose "
-                "manifest declares everything: drop them"
+                "manifest declares everything: remove them"
             )
         return functools.partial(certify_artifact, trust=args.trust)
     if args.trust is not None:

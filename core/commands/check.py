@@ -59,7 +59,7 @@ def _step_findings(args: argparse.Namespace, spec) -> list:
     if args.artifact.is_dir():
         raise ConfigError(
             f"--step and --spec describe bare ONNX models; {args.artifact} is an artifact directory, whose manifest "
-            "lists its graphs: drop them"
+            "lists its graphs: remove them"
         )
     from tickformer.artifact.foreign import Flags, open_signature, read_graph
     from tickformer.export.trt_support import Finding, check_model

@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
         raise ConfigError(
             f"{', '.join(given)} describe bare ONNX models; {args.artifact} is an artifact directory, whose manifest "
-            "declares everything: drop them"
+            "declares everything: remove them"
         )
 
     art = open_artifact(args.artifact, trust=args.trust)  # verifies every hash (and the signature) first

@@ -125,12 +125,12 @@ def run(args: argparse.Namespace) -> int:
     if not bare and (args.spec is not None or args.step is not None):
         raise ConfigError(
             f"--spec and --step describe bare ONNX models; {args.path} is an artifact directory, whose manifest "
-            "declares everything: drop them"
+            "declares everything: remove them"
         )
     if not bare and (args.vocab is not None or args.output_bound is not None or args.not_causal):
         raise ConfigError(
             f"--vocab, --output-bound and --not-causal describe bare ONNX models; {args.path} is an artifact "
-            "directory, whose manifest declares them: drop them"
+            "directory, whose manifest declares them: remove them"
         )
     model = _open(open_model, args.path, args.backend, args.max_t, args.trust, **kwargs)
     start = time.monotonic()

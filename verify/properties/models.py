@@ -337,7 +337,7 @@ def open_model(
         if spec is not None or (flags is not None and getattr(flags, "step", None) is not None):
             raise ConfigError(
                 f"--spec and --step describe bare ONNX models; {p} is an artifact directory, whose manifest "
-                "declares everything: drop them"
+                "declares everything: remove them"
             )
         return open_artifact_model(p, backend, max_t, trust)
     if not exists:

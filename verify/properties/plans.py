@@ -169,9 +169,11 @@ def _margin_summary(
                 tolerance_used=state["tol"],
             )
             if result.status == "pass":
+                graph = state["where"].split(":")[0] if ":" in state["where"] else keys[0]
+                formula = tols.get(graph, tols[keys[0]]).formula()
                 result.message = (
                     f"{label}: worst normwise gap {state['gap']:.3g} ({state['where']}) = {state['margin']:.3g} of "
-                    f"the tolerance {state['tol']:.3g} ({tols[keys[0]].formula()})"
+                    f"the tolerance {state['tol']:.3g} ({formula})"
                 )
 
     return summary

@@ -3,12 +3,13 @@ floating-point sums differently: ONNX Runtime with all graph optimizations vs no
 vs `onnx.reference`, and a KV-cache pair's steps vs its full pass.
 
 Statement. For outputs a, b of the same graph on the same inputs,
-    ||a - b||_inf <= tol * max(||a||_inf, ||b||_inf),   tol = factor * (2 R n + 4 E) u
+    ||a - b||_inf <= tol * max(||a||_inf, ||b||_inf, tiny / u),   tol = factor * (2 R n + 4 E) u
 with u the unit roundoff of the output dtype (2^-24 for float32), n the longest reduction in the
 graph (the inner dimension of a MatMul/Gemm, the reduced extent of a Reduce*/Softmax/LayerNorm/
 CumSum, a Conv's C_in/group x kernel volume, the cache length of an attention step), R the number
-of reduction nodes and E the number of transcendental elementwise nodes (Exp, Log, Tanh, Erf,
-Sigmoid, Pow, ...; correctly rounded ones like Sqrt and Div do not count).
+of reduction nodes, E the number of transcendental elementwise nodes (Exp, Log, Tanh, Erf,
+Sigmoid, Pow, ...; correctly rounded ones like Sqrt and Div do not count), and tiny the smallest
+normal number of the dtype (2^-126 for float32).
 
 Reason. A sum or dot product of n terms computed in any order has error at most
 gamma_{n-1} sum|x_i| ~ n u sum|x_i| (Higham, Accuracy and Stability of Numerical Algorithms, 2nd
@@ -18,7 +19,10 @@ reference's numpy kernels reassociate such sums. A transcendental function evalu
 implementations (MLAS's vectorized approximations vs the C library) differs by a few ulps: 4 u
 is taken per node. First-order errors of successive nodes add. This is a stated bound, not a
 proof: it assumes sum|x_i| is of the order of the output's norm (no heavy cancellation) and that
-each node is well conditioned (errors are not amplified from one reduction to the next).
+each node is well conditioned (errors are not amplified from one reduction to the next). The
+floor tiny / u: ONNX Runtime's CPU kernels flush subnormal numbers to zero and onnx.reference
+does not, so outputs of subnormal size differ by 100 % (seen: inputs of 2e-43 give outputs 0 vs
+1.2e-43); below that scale the comparison is absolute, at tol * tiny / u.
 `factor` (spec `tolerance_factor`, default 1) scales it for models where that fails. Every
 comparison reports its measured margin (the worst ||a - b|| / (tol scale) seen): how far from
 the bound the model actually was.
@@ -161,7 +165,9 @@ def _constant(graph: Any, name: str) -> float | None:
 
 def profile(model: Any, input_shapes: dict[str, tuple[int, ...]]) -> Profile:
     """The Profile of an onnx.ModelProto with its inputs fixed at `input_shapes` (shape
-    inference on a copy); a reduction whose extent inference cannot tell counts in R only."""
+    inference on a copy). A reduction whose extent inference cannot tell: a MatMul's weight
+    gives its inner dimension; otherwise n is at least the longest axis of any input (the
+    sequence or cache length an attention reduces over)."""
     import onnx
     from onnx import shape_inference
 
@@ -183,7 +189,7 @@ def profile(model: Any, input_shapes: dict[str, tuple[int, ...]]) -> Profile:
             shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
     for init in m.graph.initializer:
         shapes[init.name] = list(init.dims)
-    n, r, e = 1, 0, 0
+    n, r, e, unknown = 1, 0, 0, 0
     for node in m.graph.node:
         op = node.op_type
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -219,8 +225,18 @@ def profile(model: Any, input_shapes: dict[str, tuple[int, ...]]) -> Profile:
                 extent = _prod([dims[int(x)] for x in axes]) if axes is not None else _prod(dims)
             else:
                 extent = max(dims) if dims else None
-        if extent is not None:
+        if extent is None and op in ("MatMul", "Gemm", "FusedMatMul") and len(node.input) > 1:
+            w = _shape(shapes, node.input[1])  # a weight: its rows are the inner dimension
+            if w and len(w) >= 2 and w[-2] is not None and op != "Gemm":
+                extent = int(w[-2])  # type: ignore[arg-type]
+            elif w and len(w) == 2 and op == "Gemm" and all(v is not None for v in w):
+                extent = int(w[1] if attrs.get("transB", 0) else w[0])  # type: ignore[arg-type]
+        if extent is None:
+            unknown += 1
+        else:
             n = max(n, extent)
+    if unknown:  # inference lost track of some shapes: take the longest input axis as well
+        n = max(n, *(int(v) for dims in input_shapes.values() for v in dims), 1)
     return Profile(n, max(r, 1), e)
 
 
@@ -231,8 +247,10 @@ def tolerance(prof: Profile, dtype: str = "float32", factor: float = 1.0) -> Tol
 
 
 def normwise_gap(a: np.ndarray, b: np.ndarray) -> float:
-    """||a - b||_inf / max(||a||_inf, ||b||_inf) (0 when both are zero; inf on a NaN/inf
-    mismatch; NaN at the same places in both counts as agreement)."""
+    """||a - b||_inf / max(||a||_inf, ||b||_inf, floor) (0 when both are zero; inf on a NaN/inf
+    mismatch; NaN at the same places in both counts as agreement). floor = smallest normal / u
+    of the dtype: below that scale the gap is the flushing of subnormal numbers to zero (ONNX
+    Runtime's kernels do it, onnx.reference does not), not a reassociated sum."""
     a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a64.shape != b64.shape:
         return float("inf")
@@ -245,7 +263,9 @@ def normwise_gap(a: np.ndarray, b: np.ndarray) -> float:
         diff = np.abs(a64[ok] - b64[ok])
     if not np.isfinite(diff).all():
         return float("inf")
-    scale = max(float(np.abs(a64[ok]).max()), float(np.abs(b64[ok]).max()))
+    dtype = np.result_type(np.asarray(a).dtype, np.asarray(b).dtype)
+    floor = float(np.finfo(dtype).tiny / UNIT_ROUNDOFF.get(dtype.name, 2.0**-24)) if dtype.kind == "f" else 0.0
+    scale = max(float(np.abs(a64[ok]).max()), float(np.abs(b64[ok]).max()), floor)
     worst = float(diff.max())
     if worst == 0.0:
         return 0.0
