@@ -836,7 +836,11 @@ def _assign_groups(
 
 def _group_of(t: Tensor, axis: int, r: dict[str, Any], groups: _Groups, where: str) -> str | None:
     dim = t.dims[axis]
-    if isinstance(dim, int):
+    if isinstance(dim, int):  # a static batch or time axis still belongs to its role's group
+        if axis == r.get("time_axis"):
+            return groups.name(("role", "time"))
+        if axis == r.get("batch_axis"):
+            return groups.name(("role", "batch"))
         return None
     if isinstance(dim, str):
         return groups.name(("sym", dim))
@@ -916,12 +920,21 @@ def resolve(
             ta = next((a for a, gg in enumerate(g) if gg is not None and gg in time_groups and a != ba), None)
             if ta is None and time_groups and t.rank >= 2:
                 cand = [t.rank - 2] if is_cache else [1]
+                static_t = next((i.dims[i.time_axis] for i in inputs if i.time_axis is not None), None)
                 ta = next(
-                    (a for a in cand if a != ba and not isinstance(t.dims[a], int) and g[a] is None), None
+                    (
+                        a
+                        for a in cand
+                        if a != ba
+                        and g[a] is None
+                        and (not isinstance(t.dims[a], int) or t.dims[a] == static_t)
+                    ),
+                    None,
                 )
                 if ta is not None:
                     notes.append(
-                        f"output {t.name}: time axis {ta} assumed (unnamed dynamic axis); declare it if not"
+                        f"output {t.name}: time axis {ta} assumed (an unnamed axis of the time length); declare "
+                        "it if not"
                     )
         groups_out = list(g)
         if ta is not None and groups_out[ta] is None and time_groups:
@@ -948,7 +961,10 @@ def resolve(
         )
     # Size ranges.
     all_groups = [g for sig in (*inputs, *outputs) for g in sig.groups if g is not None]
-    dynamic = frozenset(g for i in inputs for g in i.groups if g is not None)
+    dynamic = frozenset(
+        g for i in inputs for g, d in zip(i.groups, i.dims) if g is not None and not isinstance(d, int)
+    )
+    static = {g: d for i in inputs for g, d in zip(i.groups, i.dims) if g is not None and isinstance(d, int)}
     axes_doc = doc.get("axes", {})
     known_keys: dict[str, str] = {}
     for key in axes_doc:
@@ -968,6 +984,8 @@ def resolve(
     ranges: dict[str, tuple[int, int]] = {}
     for g in dict.fromkeys(all_groups):
         if g not in dynamic:
+            if g in static:
+                ranges[g] = (static[g], static[g])
             continue
         if g in known_keys:
             lo, hi = axes_doc[known_keys[g]]
@@ -1017,7 +1035,7 @@ def resolve(
         inputs=tuple(inputs),
         outputs=tuple(outputs),
         ranges=ranges,
-        dynamic=frozenset(ranges),
+        dynamic=frozenset(g for g in ranges if g in dynamic),
         causal_group=causal_group,
         cache=step_sig,
         skip=skip,

@@ -39,7 +39,9 @@ _SHAPE_WORDS = re.compile(
     r"shape|dimension|broadcast|reshape|rank|size of|invalid dim|incompatible|mismatch|axis",
     re.IGNORECASE,
 )
-_INDEX_WORDS = re.compile(r"out of (bounds|range)|indices|index .* (invalid|outside)", re.IGNORECASE)
+_INDEX_WORDS = re.compile(
+    r"out of (data )?(bounds|range)|indices element|index .* (invalid|outside)", re.IGNORECASE
+)
 _NUMERIC_WORDS = re.compile(r"division by zero|overflow|nan|floating", re.IGNORECASE)
 
 

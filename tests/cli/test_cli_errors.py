@@ -273,6 +273,7 @@ CASES = [
     ("codegen", ["{BAD_ART}", "--out", "{TMP}/g2"], "SHA-256"),
 ]
 
+
 def _foreign_fixtures(root: Path) -> None:
     """A bare ONNX model (x [B, T, 3] -> y) and a spec file with an unknown key (issue 17)."""
     import onnx
@@ -294,7 +295,11 @@ CASES += [  # issue 17: bare ONNX models (verify exits 2 on a user error: 1 is a
     ("verify", ["{ART}", "--spec", "{BAD_SPEC}"], "bare ONNX"),
     ("verify", ["{ONNX}", "--domain", "-1:1", "--output-bound", "-1"], "--output-bound"),
     ("inspect", ["{ONNX}", "--spec", "{BAD_SPEC}"], "unknown key"),
-    ("certify", ["{ONNX}", "--domain=-1:1", "--mode", "step", "--budget-us", "100", "--out", "{TMP}/c8"], "--step"),
+    (
+        "certify",
+        ["{ONNX}", "--domain=-1:1", "--mode", "step", "--budget-us", "100", "--out", "{TMP}/c8"],
+        "--step",
+    ),
     ("certify", ["{ART}", "--step", "{ONNX}", "--budget-us", "100", "--out", "{TMP}/c9"], "bare ONNX"),
     ("check", ["{ONNX}", "--target", "trt-10.3", "--spec", "{BAD_SPEC}"], "unknown key"),
 ]

@@ -70,7 +70,13 @@ def _export(module, args, path: Path, inputs, outputs, axes) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer warnings
         torch.onnx.export(
-            module, args, str(path), input_names=inputs, output_names=outputs, dynamic_axes=axes, dynamo=False,
+            module,
+            args,
+            str(path),
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=axes,
+            dynamo=False,
             opset_version=17,
         )
     return path

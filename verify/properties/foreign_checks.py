@@ -144,14 +144,19 @@ def sweep_axes(model: Any, seed: int) -> tuple[dict[str, list[int]], list[dict[s
         try:
             outs = model.full(feeds)
         except EngineError as exc:
+            if exc.kind != "shape":  # not a shape contract: runs_in_domain reports it
+                return None
             return exc.kind, str(exc)
         problem = _shape_problem(model, outs, sizes)
         return ("shape", problem) if problem else None
 
     def sweep(base: dict[str, int]) -> tuple[dict[str, list[int]], list[dict[str, Any]]]:
-        accepted: dict[str, list[int]] = {g: [] for g in sig.ranges}
+        accepted: dict[str, list[int]] = {g: [r[0]] for g, r in sig.ranges.items() if g not in sig.dynamic}
+        accepted.update({g: [] for g in sig.dynamic})
         failures: list[dict[str, Any]] = []
         for g, (lo, hi) in sig.ranges.items():
+            if g not in sig.dynamic:
+                continue
             for s in _trial_sizes(lo, hi):
                 sizes = {**base, g: s}
                 bad = trial(sizes)
@@ -162,6 +167,12 @@ def sweep_axes(model: Any, seed: int) -> tuple[dict[str, list[int]], list[dict[s
         return accepted, failures
 
     accepted, failures = sweep(base)
+    if not sig.dynamic:  # a static graph: its one shape
+        bad = trial(base)
+        if bad is not None:
+            failures.append(
+                {"group": "static shape", "size": None, "sizes": base, "kind": bad[0], "error": bad[1]}
+            )
     for _ in range(len(sig.ranges)):
         moved = {g: (v[0] if v else base[g]) for g, v in accepted.items()}
         if moved == base or not any(accepted.values()):
@@ -169,7 +180,7 @@ def sweep_axes(model: Any, seed: int) -> tuple[dict[str, list[int]], list[dict[s
         base = moved
         accepted, failures = sweep(base)
     corner = {g: r[1] for g, r in sig.ranges.items()}
-    if len(sig.ranges) > 1 and corner != base:
+    if len(sig.dynamic) > 1 and corner != base:
         bad = trial(corner)
         if bad is not None:
             failures.append(
@@ -195,6 +206,9 @@ def sweep_axes(model: Any, seed: int) -> tuple[dict[str, list[int]], list[dict[s
                 stepper.decode(feeds, k, k + 1)
                 ok_lengths.append(k)
             except EngineError as exc:
+                if exc.kind != "shape":
+                    ok_lengths.append(k)  # not a shape contract: runs_in_domain reports it
+                    continue
                 failures.append(
                     {
                         "group": "cache length",
@@ -222,6 +236,10 @@ def sweep_message(model: Any, accepted: dict[str, list[int]], failures: list[dic
                 f"shape contract violated: the step graph fails after a cache of length "
                 f"{_sizes_text([f['size'] for f in fs])} (its past inputs' time axis is declared dynamic): "
                 f"{first['error']}"
+            )
+        elif g == "static shape":
+            lines.append(
+                f"shape contract violated at the graph's static shape {first['sizes']}: {first['error']}"
             )
         elif first["size"] is None:
             lines.append(

@@ -264,7 +264,9 @@ def normwise_gap(a: np.ndarray, b: np.ndarray) -> float:
     if not np.isfinite(diff).all():
         return float("inf")
     dtype = np.result_type(np.asarray(a).dtype, np.asarray(b).dtype)
-    floor = float(np.finfo(dtype).tiny / UNIT_ROUNDOFF.get(dtype.name, 2.0**-24)) if dtype.kind == "f" else 0.0
+    floor = (
+        float(np.finfo(dtype).tiny / UNIT_ROUNDOFF.get(dtype.name, 2.0**-24)) if dtype.kind == "f" else 0.0
+    )
     scale = max(float(np.abs(a64[ok]).max()), float(np.abs(b64[ok]).max()), floor)
     worst = float(diff.max())
     if worst == 0.0:
