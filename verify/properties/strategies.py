@@ -13,8 +13,8 @@ Built from public strategies only, so shrinking works. A float array is drawn by
                  Hypothesis's "nasty" constants (0.5, 1.1, 1.5, 1.9, 1/3, 1e-5, 1 - 1e-5,
                  2 + 1e-5, machine epsilons, the smallest normal and subnormal numbers), each
                  rounded to the input's dtype and kept if inside the domain. Hypothesis's own
-                 bounded float32 floats never draw 1/3 (not a float32 number) and rarely 0.5,
-                 which is why this branch exists.
+                 bounded float32 floats rarely draw float32(1/3) (its constant 1/3 is not a
+                 float32 number) or 0.5, which is why this branch exists.
     tiny         a few ulps around an edge or a fraction (spreads too small for uniform draws)
 
 A box domain (one interval per feature, the last axis) draws each feature's column from its own
