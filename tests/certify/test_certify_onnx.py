@@ -39,17 +39,28 @@ def test_step_mode_feeds_the_cache_back(pair):
     camp, model = report["campaign"], report["conditions"]["model"]
     assert camp["static_cache"] is False and camp["max_len"] == 8 and camp["timed_positions"] == [7, 7]
     assert camp["position_check"]["sweep"] is not None  # a growing cache: every position swept first
-    assert model["mode"] == "step" and model["step_sha256"] and model["timed_input"] == {
-        "name": "input_ids",
-        "shape": [1, 1],
-    }
+    assert (
+        model["mode"] == "step"
+        and model["step_sha256"]
+        and model["timed_input"]
+        == {
+            "name": "input_ids",
+            "shape": [1, 1],
+        }
+    )
     assert report["over_budget"] == 0 and report["verdict"] != "FAIL"  # a 1 s budget
 
 
 def test_full_mode_at_a_fixed_shape(tmp_path):
     path = masked_model(tmp_path / "m.onnx")
     report, _ = certify_onnx(
-        path, backend="ort", budget_ns=1.0, campaign=FAST, evt_config=EVT, flags=Flags(domain=(-1.0, 1.0)), max_len=4
+        path,
+        backend="ort",
+        budget_ns=1.0,
+        campaign=FAST,
+        evt_config=EVT,
+        flags=Flags(domain=(-1.0, 1.0)),
+        max_len=4,
     )
     assert report["verdict"] == "FAIL"  # a 1 ns budget
     assert report["conditions"]["model"]["mode"] == "full"
@@ -65,7 +76,12 @@ def test_session_steps_like_the_stepper(pair):
     full, step = pair
     sig, data, step_data = open_signature(full, flags=Flags(step=step))
     session = ForeignSession(
-        sig, Graph(data, name="full"), Graph(step_data, name="step"), mode="step", sizes={"batch": 1, "seq": 5}, max_len=5
+        sig,
+        Graph(data, name="full"),
+        Graph(step_data, name="step"),
+        mode="step",
+        sizes={"batch": 1, "seq": 5},
+        max_len=5,
     )
     ids = session.make_inputs(5, 0)  # [5, 1, 1]
     got = [session.step(ids[t]).copy() for t in range(5)]  # 5 x [1, 1, V]

@@ -65,7 +65,9 @@ def test_flags_fill_in_what_the_spec_leaves_out(tmp_path):
 
 def test_box_domain_per_feature(tmp_path):
     path = signal_model(tmp_path / "s.onnx")
-    spec = write(tmp_path, "s.json", json.dumps({"version": 1, "inputs": {"x": {"domain": [[0, 1], [-5, 5], [2, 3]]}}}))
+    spec = write(
+        tmp_path, "s.json", json.dumps({"version": 1, "inputs": {"x": {"domain": [[0, 1], [-5, 5], [2, 3]]}}})
+    )
     sig, _, _ = open_signature(path, spec=spec)
     assert sig.input("x").lo == (0.0, -5.0, 2.0) and sig.input("x").hi == (1.0, 5.0, 3.0)
     bad = write(tmp_path, "b.json", json.dumps({"version": 1, "inputs": {"x": {"domain": [[0, 1], [2, 3]]}}}))
@@ -130,8 +132,13 @@ def test_an_unnamed_dynamic_feature_axis_needs_a_range(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "T", None])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "T", None])
     p = tmp_path / "u.onnx"
-    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Tanh", ["x"], ["y"])], "g", [x], [y]),
-                                opset_imports=[helper.make_opsetid("", 17)]), p)
+    onnx.save(
+        helper.make_model(
+            helper.make_graph([helper.make_node("Tanh", ["x"], ["y"])], "g", [x], [y]),
+            opset_imports=[helper.make_opsetid("", 17)],
+        ),
+        p,
+    )
     with pytest.raises(ConfigError, match=r"no size range; declare one in a spec file \(\[axes\] \"x\[2\]\""):
         open_signature(p, flags=Flags(domain=(0.0, 1.0)))
     spec = write(tmp_path, "u.toml", 'version = 1\n[axes]\n"x[2]" = [3, 3]\n')
@@ -152,7 +159,9 @@ def test_ids_without_an_embedding_need_a_vocabulary(tmp_path):
     ids = helper.make_tensor_value_info("tokens", TensorProto.INT64, ["B", "T"])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "T"])
     p = tmp_path / "i.onnx"
-    graph = helper.make_graph([helper.make_node("Cast", ["tokens"], ["y"], to=TensorProto.FLOAT)], "g", [ids], [y])
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["tokens"], ["y"], to=TensorProto.FLOAT)], "g", [ids], [y]
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), p)
     with pytest.raises(ConfigError, match="--vocab LO:HI"):
         open_signature(p)
@@ -171,7 +180,13 @@ def test_schema_accepts_the_signature_spec_and_matches_the_docs():
         "axes": {"T": [1, 8]},
         "inputs": {"x": {"role": "signal", "domain": [[0, 1]], "batch_axis": 0, "time_axis": 1}},
         "outputs": {"y": {"bound": 2, "time_axis": False}},
-        "cache": {"step": "s.onnx", "prefill": "full", "time_axis": 2, "pairs": {"p": "q"}, "inputs": {"m": {"span": "total"}}},
+        "cache": {
+            "step": "s.onnx",
+            "prefill": "full",
+            "time_axis": 2,
+            "pairs": {"p": "q"},
+            "inputs": {"m": {"span": "total"}},
+        },
     }
     assert check_spec(full_doc) is full_doc
     text = DOCS.read_text()
@@ -190,8 +205,13 @@ def test_position_inputs_are_filled_not_drawn(tmp_path):
         helper.make_node("Add", ["a", "b"], ["y"]),
     ]
     p = tmp_path / "p.onnx"
-    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [ids, pos], [y], [emb, pe]),
-                                opset_imports=[helper.make_opsetid("", 17)]), p)
+    onnx.save(
+        helper.make_model(
+            helper.make_graph(nodes, "g", [ids, pos], [y], [emb, pe]),
+            opset_imports=[helper.make_opsetid("", 17)],
+        ),
+        p,
+    )
     sig, _, _ = open_signature(p)
     assert sig.input("position_ids").role == "position" and sig.input("input_ids").vocab == (0, 5)
     from tickformer.verify.properties import verify_model

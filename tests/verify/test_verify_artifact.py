@@ -132,7 +132,15 @@ def token_artifact(tmp_path_factory):
     from tickformer.model.transformer import init_params
 
     cfg = Config(
-        arch="decoder", inputs="tokens", d_model=16, n_heads=2, d_ff=32, n_layers=2, vocab_size=7, max_len=12, dropout=0.0
+        arch="decoder",
+        inputs="tokens",
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_layers=2,
+        vocab_size=7,
+        max_len=12,
+        dropout=0.0,
     )
     out = tmp_path_factory.mktemp("tok") / "tok"
     export_params(cfg, init_params(cfg, 3), out, lengths=[1, 4])
@@ -193,7 +201,12 @@ def test_token_runtime_that_accepts_an_unknown_id_is_caught(token_artifact, tmp_
     model.session._step_tokens_valid = lambda x: True  # a runtime that forgot the vocabulary check
     strategy = st.tuples(model.examples((1, 6)), st.integers(0, 5), model.bad_values())
     r = run_property(
-        "rejected_step_is_harmless", strategy, check_rejected_step(model), examples=20, seed_value=0, out_dir=tmp_path
+        "rejected_step_is_harmless",
+        strategy,
+        check_rejected_step(model),
+        examples=20,
+        seed_value=0,
+        out_dir=tmp_path,
     )
     model.close()
     assert r.status == "fail"
@@ -231,7 +244,12 @@ def test_encoder_decoder_step_that_drifts_is_caught(seq2seq_artifact, tmp_path):
     real = model.session.backend.step
     model.session.backend.step = lambda x, pos: real(x, pos) + np.float32(1e-2) * (pos > 0)
     r = run_property(
-        "step_equals_full", model.examples((1, 5)), check_step_full(model), examples=20, seed_value=0, out_dir=tmp_path
+        "step_equals_full",
+        model.examples((1, 5)),
+        check_step_full(model),
+        examples=20,
+        seed_value=0,
+        out_dir=tmp_path,
     )
     model.close()
     assert r.status == "fail" and np.load(r.counterexample)["tgt"].shape[1] == 2

@@ -33,7 +33,10 @@ EXPECTED_PAIR = {
 def run(path, examples=25, **flags):
     model = ForeignModel(path, flags=Flags(**flags))
     try:
-        return model, {r.name: r for r in verify_model(model, examples=examples, seed_value=0, out_dir=path.parent / "out")}
+        return model, {
+            r.name: r
+            for r in verify_model(model, examples=examples, seed_value=0, out_dir=path.parent / "out")
+        }
     finally:
         model.close()
 
@@ -81,7 +84,9 @@ def test_off_by_one_cache_position_is_caught(pairs):
     sf = results["step_equals_full"]
     assert sf.status == "fail" and "differs from the full pass" in sf.message, sf
     data = np.load(sf.counterexample)
-    assert data["input_ids"].shape[1] == 2 and int(data["prefill"]) == 1  # shrunk: one step after one position
+    assert (
+        data["input_ids"].shape[1] == 2 and int(data["prefill"]) == 1
+    )  # shrunk: one step after one position
     others = {n: r.status for n, r in results.items() if n != "step_equals_full"}
     assert "fail" not in others.values()  # each graph alone is fine: only the pairing is wrong
 
@@ -89,7 +94,10 @@ def test_off_by_one_cache_position_is_caught(pairs):
 def test_full_graph_that_sees_the_future_is_caught(pairs):
     full, step = pairs["leak_future"]
     _, results = run(full, step=step)
-    assert results["causality"].status == "fail" and "logits at position 0 changed" in results["causality"].message
+    assert (
+        results["causality"].status == "fail"
+        and "logits at position 0 changed" in results["causality"].message
+    )
     assert results["step_equals_full"].status == "fail"  # the (causal) steps disagree with it too
 
 
@@ -100,11 +108,11 @@ def test_pair_from_an_empty_cache_via_a_spec_file(pairs, tmp_path):
     spec = step.parent / "spec.toml"
     spec.write_text(
         "version = 1\n"
-        "[inputs.input_ids]\nrole = \"ids\"\nvocab = [0, 10]\n"
-        "[inputs.attention_mask]\nrole = \"mask\"\nvalid = 1\npattern = \"right\"\n"
+        '[inputs.input_ids]\nrole = "ids"\nvocab = [0, 10]\n'
+        '[inputs.attention_mask]\nrole = "mask"\nvalid = 1\npattern = "right"\n'
         "[outputs.logits]\nbound = 1000.0\n"
         "[axes]\nseq = [1, 6]\n"
-        f"[cache]\nstep = \"{step.name}\"\nprefill = \"empty\"\n"
+        f'[cache]\nstep = "{step.name}"\nprefill = "empty"\n'
     )
     out = tmp_path / "out"
     assert main(["verify", str(full), "--spec", str(spec), "--examples", "15", "--out", str(out)]) == 0
@@ -132,7 +140,9 @@ def test_inspect_json_is_a_spec_verify_reads_back(pairs, tmp_path, capsys):
     assert main(["inspect", str(full), "--spec", str(spec)]) == 0
     text = capsys.readouterr().out
     assert "past_key_values.0.key <- present.0.key" in text and "ids in [0, 10]" in text
-    assert main(["verify", str(full), "--spec", str(spec), "--examples", "5", "--out", str(tmp_path / "o")]) == 0
+    assert (
+        main(["verify", str(full), "--spec", str(spec), "--examples", "5", "--out", str(tmp_path / "o")]) == 0
+    )
 
 
 def test_check_lints_the_step_graph_too(pairs, capsys):

@@ -26,7 +26,10 @@ from tickformer.verify.properties.models import ForeignModel  # noqa: E402
 def run(path, examples=20, **flags):
     model = ForeignModel(path, flags=Flags(**flags))
     try:
-        return model, {r.name: r for r in verify_model(model, examples=examples, seed_value=0, out_dir=path.parent / "out")}
+        return model, {
+            r.name: r
+            for r in verify_model(model, examples=examples, seed_value=0, out_dir=path.parent / "out")
+        }
     finally:
         model.close()
 
@@ -66,7 +69,10 @@ def test_torch_gpt_off_by_one_step_is_caught(gpt):
 
 def test_torch_baked_length_is_a_shape_contract_violation(tmp_path, capsys):
     path = tm.export_baked(tmp_path / "baked.onnx")
-    assert main(["verify", str(path), "--domain", "-1:1", "--examples", "15", "--out", str(tmp_path / "out")]) == 1
+    assert (
+        main(["verify", str(path), "--domain", "-1:1", "--examples", "15", "--out", str(tmp_path / "out")])
+        == 1
+    )
     out = capsys.readouterr().out
     assert "dynamic_axes violated" in out and "finite_outputs violated" not in out
     _, results = run(path, domain=(-1.0, 1.0))

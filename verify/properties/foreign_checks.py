@@ -35,7 +35,7 @@ from hypothesis import assume, target
 
 from tickformer.runtime.foreign import EngineError, fixed_feeds, take
 
-from .tolerance import normwise_gap
+from .tolerance import input_scale, normwise_gap
 
 Arrays = dict[str, np.ndarray]
 Problem = tuple[str, Arrays]
@@ -481,7 +481,7 @@ def check_step_full(
                 )
             if valid is not None and o.time_axis is not None and o.batch_axis is not None:
                 got, want = _at_valid(got, o, valid), _at_valid(want, o, valid)
-            gap = normwise_gap(got, want)
+            gap = normwise_gap(got, want, input_scale(feeds))
             _track(state, gap, tol, name)
             if gap > tol:
                 return (
@@ -496,7 +496,7 @@ def check_step_full(
         if stepper.cache.prefill == "full":
             for past, present in stepper.cache.pairs:
                 got, want = cache[past], full[present]
-                gap = normwise_gap(got, want)
+                gap = normwise_gap(got, want, input_scale(feeds))
                 _track(state, gap, tol, present)
                 if gap > tol:
                     return (
@@ -524,7 +524,7 @@ def check_agree(
         for name, ya in a.items():
             if np.dtype(ya.dtype).kind not in FLOAT_KINDS:
                 continue
-            gap = normwise_gap(ya, b[name])
+            gap = normwise_gap(ya, b[name], input_scale(feeds))
             _track(state, gap, tols[graph], f"{graph}:{name}")
             if gap > tols[graph]:
                 return (

@@ -3,13 +3,13 @@ floating-point sums differently: ONNX Runtime with all graph optimizations vs no
 vs `onnx.reference`, and a KV-cache pair's steps vs its full pass.
 
 Statement. For outputs a, b of the same graph on the same inputs,
-    ||a - b||_inf <= tol * max(||a||_inf, ||b||_inf, tiny / u),   tol = factor * (2 R n + 4 E) u
+    ||a - b||_inf <= tol * max(||a||_inf, ||b||_inf, ||x||_inf, tiny / u),   tol = factor * (2 R n + 4 E) u
 with u the unit roundoff of the output dtype (2^-24 for float32), n the longest reduction in the
 graph (the inner dimension of a MatMul/Gemm, the reduced extent of a Reduce*/Softmax/LayerNorm/
 CumSum, a Conv's C_in/group x kernel volume, the cache length of an attention step), R the number
 of reduction nodes, E the number of transcendental elementwise nodes (Exp, Log, Tanh, Erf,
-Sigmoid, Pow, ...; correctly rounded ones like Sqrt and Div do not count), and tiny the smallest
-normal number of the dtype (2^-126 for float32).
+Sigmoid, Pow, ...; correctly rounded ones like Sqrt and Div do not count), x the float inputs
+and tiny the smallest normal number of the dtype (2^-126 for float32).
 
 Reason. A sum or dot product of n terms computed in any order has error at most
 gamma_{n-1} sum|x_i| ~ n u sum|x_i| (Higham, Accuracy and Stability of Numerical Algorithms, 2nd
@@ -18,7 +18,9 @@ ed., section 3.1 and 4.2), so two orders differ by at most 2 n u sum|x_i|: ONNX 
 reference's numpy kernels reassociate such sums. A transcendental function evaluated by two
 implementations (MLAS's vectorized approximations vs the C library) differs by a few ulps: 4 u
 is taken per node. First-order errors of successive nodes add. This is a stated bound, not a
-proof: it assumes sum|x_i| is of the order of the output's norm (no heavy cancellation) and that
+proof: it assumes sum|x_i| is of the order of the larger of the outputs' and the inputs' norms
+(the inputs' norm is in the scale because outputs may cancel: x - mean_t(x) of a constant x is
+0 in one evaluation and a few ulps of x in the other, seen with onnx.reference) and that
 each node is well conditioned (errors are not amplified from one reduction to the next). The
 floor tiny / u: ONNX Runtime's CPU kernels flush subnormal numbers to zero and onnx.reference
 does not, so outputs of subnormal size differ by 100 % (seen: inputs of 2e-43 give outputs 0 vs
@@ -117,7 +119,7 @@ class Tolerance:
         p = self.profile
         return (
             f"tol = {self.factor:g} x (2 x R {p.reductions} x n {p.n} + 4 x E {p.transcendentals}) x u {self.u:.3g} "
-            f"= {self.rel:.3g} (normwise, relative to max ||y||_inf)"
+            f"= {self.rel:.3g} (normwise, relative to max(||y||_inf, ||x||_inf))"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -246,11 +248,24 @@ def tolerance(prof: Profile, dtype: str = "float32", factor: float = 1.0) -> Tol
     return Tolerance(rel, prof, factor, u)
 
 
-def normwise_gap(a: np.ndarray, b: np.ndarray) -> float:
-    """||a - b||_inf / max(||a||_inf, ||b||_inf, floor) (0 when both are zero; inf on a NaN/inf
-    mismatch; NaN at the same places in both counts as agreement). floor = smallest normal / u
-    of the dtype: below that scale the gap is the flushing of subnormal numbers to zero (ONNX
-    Runtime's kernels do it, onnx.reference does not), not a reassociated sum."""
+def input_scale(feeds: dict[str, np.ndarray]) -> float:
+    """max |x| over the float inputs (0 without any): part of the scale of a comparison."""
+    scale = 0.0
+    for v in feeds.values():
+        v = np.asarray(v)
+        if v.dtype.kind == "f" and v.size:
+            finite = np.abs(v[np.isfinite(v)])
+            if finite.size:
+                scale = max(scale, float(finite.max()))
+    return scale
+
+
+def normwise_gap(a: np.ndarray, b: np.ndarray, scale: float = 0.0) -> float:
+    """||a - b||_inf / max(||a||_inf, ||b||_inf, scale, floor) (0 when both are zero; inf on a
+    NaN/inf mismatch; NaN at the same places in both counts as agreement). scale: the inputs'
+    magnitude (input_scale), for outputs that cancel (x - mean(x) is tiny while its summands are
+    not). floor = smallest normal / u of the dtype: below that scale the gap is the flushing of
+    subnormal numbers to zero (ONNX Runtime's kernels do it, onnx.reference does not)."""
     a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a64.shape != b64.shape:
         return float("inf")
@@ -267,7 +282,7 @@ def normwise_gap(a: np.ndarray, b: np.ndarray) -> float:
     floor = (
         float(np.finfo(dtype).tiny / UNIT_ROUNDOFF.get(dtype.name, 2.0**-24)) if dtype.kind == "f" else 0.0
     )
-    scale = max(float(np.abs(a64[ok]).max()), float(np.abs(b64[ok]).max()), floor)
+    scale = max(float(np.abs(a64[ok]).max()), float(np.abs(b64[ok]).max()), scale, floor)
     worst = float(diff.max())
     if worst == 0.0:
         return 0.0
