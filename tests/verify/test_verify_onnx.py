@@ -258,3 +258,30 @@ def test_engine_errors_are_classified_not_reported_as_wrong_outputs(tmp_path):
     assert runs["status"] == "fail" and "engine error (index)" in runs["message"], runs
     assert runs["details"]["engine_error"] == "index"
     assert prop(report, "finite_outputs")["status"] in ("pass", "skip")
+
+
+def test_shape_error_found_only_by_hypothesis_is_a_dynamic_axes_violation(tmp_path):
+    """Combinations of sizes the sweep does not try (B = 2 with 3 <= T <= 15) raise a shape error:
+    runs_in_domain finds and shrinks it, and dynamic_axes reports it as a shape-contract violation."""
+    from tickformer.runtime.foreign import engine_error
+
+    path = signal_model(tmp_path / "causal.onnx", "causal")
+    model = ForeignModel(path, flags=Flags(domain=(-1.0, 1.0)))
+    real = model.full
+
+    def full(feeds):
+        b, t = feeds["x"].shape[:2]
+        if b == 2 and 3 <= t <= 15:
+            raise engine_error(
+                str(path), RuntimeError("Reshape: the input tensor cannot be reshaped to the requested shape")
+            )
+        return real(feeds)
+
+    model.full = full
+    results = {r.name: r for r in verify_model(model, examples=60, seed_value=0, out_dir=tmp_path)}
+    runs, axes = results["runs_in_domain"], results["dynamic_axes"]
+    assert runs.status == "fail" and runs.details["engine_error"] == "shape"
+    assert runs.message.startswith("shape contract violated: engine error (shape)")
+    assert np.load(runs.counterexample)["x"].shape[:2] == (2, 3)  # shrunk to the smallest such sizes
+    assert axes.status == "fail" and "found by runs_in_domain" in axes.message
+    assert results["finite_outputs"].status == "pass" and results["finite_outputs"].details["rejected"] > 0
