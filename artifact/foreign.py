@@ -38,7 +38,6 @@ real-time code.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -804,9 +803,7 @@ def _resolve_inputs(
     return out
 
 
-def _assign_groups(
-    resolved: list[tuple[Tensor, dict[str, Any]]], groups: _Groups, where: str, *, time_key: str = "time"
-) -> None:
+def _assign_groups(resolved: list[tuple[Tensor, dict[str, Any]]], groups: _Groups, where: str) -> None:
     for t, r in resolved:
         for axis, dim in enumerate(t.dims):
             if isinstance(dim, str):
@@ -826,7 +823,7 @@ def _assign_groups(
         if ta is None or t.dims[ta] is not None:
             continue
         if len(named_time) == 1:
-            groups.union(("sym", named_time[0]), ("role", time_key))  # type: ignore[arg-type]
+            groups.union(("sym", named_time[0]), ("role", "time"))  # type: ignore[arg-type]
         elif len(named_time) > 1:
             raise ConfigError(
                 f"{where}: input {t.name}'s time axis {ta} is unnamed and the graph names several time axes "
@@ -1191,8 +1188,3 @@ def open_signature(
         step_io = graph_io(step_model, str(step_path))
     sig = resolve(Path(path), full, doc, flags, step=step_io, step_path=step_path)
     return sig, data, step_data
-
-
-def spec_text(sig: Signature, fmt: str = "json") -> str:
-    """The signature as a spec file's text (JSON; the same keys work in TOML)."""
-    return json.dumps(sig.spec(), indent=2) + "\n"

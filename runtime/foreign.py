@@ -225,11 +225,6 @@ def fixed_feeds(sig: Signature, sizes: dict[str, int], seed: int = 0) -> dict[st
     return feeds
 
 
-def base_sizes(sig: Signature, *, at: str = "min") -> dict[str, int]:
-    """Every size group at the low (or high) end of its range."""
-    return {g: (r[0] if at == "min" else r[1]) for g, r in sig.ranges.items()}
-
-
 # ----------------------------------------------------------------------------- KV-cache pairs
 
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import numpy as np
 from hypothesis import strategies as st
 
 from tickformer.contracts.input_domain import check_domain
@@ -108,15 +107,6 @@ def seq2seq_plan(model: Any, ctx: Context) -> Plan:
 
 
 # ----------------------------------------------------------------------------- bare ONNX
-
-
-def sizes_of(sig: Any, feeds: dict[str, np.ndarray]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for i in sig.inputs:
-        for a, g in enumerate(i.groups):
-            if g is not None and i.name in feeds:
-                out.setdefault(g, int(feeds[i.name].shape[a]))
-    return out
 
 
 def _max_shapes(model: Any) -> dict[str, tuple[int, ...]]:
