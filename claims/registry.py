@@ -159,6 +159,7 @@ RESULTS: dict[str, ResultsFile] = {
         ),
         ResultsFile("prove", "claims/results/prove.json", "utc", "refresh_prove"),
         ResultsFile("evt-accuracy", "claims/results/evt_accuracy.json", "utc", "refresh_evt"),
+        ResultsFile("verify-margins", "claims/results/verify_margins.json", "utc", "refresh_verify"),
         ResultsFile("bench", "benchmarks/results/latest.json", "datetime", "refresh_bench"),
         ResultsFile("recut-session", "benchmarks/results/recut_session.json", "utc", "refresh_recut_session"),
         ResultsFile("bench-memory", "benchmarks/results/memory.json", "date_utc", "refresh_bench"),
@@ -926,6 +927,24 @@ for _op in (
 )
 
 
+# --- docs/verify.md: the normwise tolerance's measured margins (claims/verify_margins.py) -------------------
+def _smallest_caught(data: dict) -> float:
+    return min(
+        m["step_equals_full"]["margin"]
+        for m in data["models"].values()
+        if m.get("step_equals_full", {}).get("status") == "fail" and "margin" in m["step_equals_full"]
+    )
+
+
+(
+    Span("docs/verify.md#margins")
+    .result("step_equals_full margin", "verify-margins", "worst_margin.step_equals_full", "{:.2g}")
+    .result("optimizations_agree margin", "verify-margins", "worst_margin.optimizations_agree", "{:.2g}")
+    .result("onnx_reference margin", "verify-margins", "worst_margin.onnx_reference", "{:.2g}")
+    .derived("smallest caught", "verify-margins", _smallest_caught, "{:.0f}", "min margin of a caught bug")
+)
+
+
 # --- files: coverage ------------------------------------------------------------------------------------
 FILES: dict[str, tuple[str, str]] = {
     "README.md": ("covered", ""),
@@ -955,6 +974,7 @@ FILES: dict[str, tuple[str, str]] = {
     "docs/contracts.md": ("covered", ""),
     "docs/export_runtime.md": ("covered", ""),
     "docs/artifact_format.md": ("covered", ""),
+    "docs/verify.md": ("covered", ""),
 }
 
 # Definitional numbers outside spans that look like measurements (versions, thresholds, units).
@@ -977,6 +997,7 @@ LITERALS: dict[str, dict[str, str]] = {
         "3.4e38": "a test's edge logits (the fp32 maximum)",
     },
     "docs/artifact_format.md": {"0": "0 x inf = NaN, an expression, not a measurement"},
+    "docs/verify.md": {"3.11": "a Python version (tomllib)"},
     "docs/export_runtime.md": {
         "1.001": "the output bound's rounding factor (export/bounds.py)",
         "1e6": "the Hypothesis tests' input magnitude (tests/contracts/test_model_outputs.py)",
@@ -1192,6 +1213,10 @@ def refresh_recut_session() -> None:
         cwd=ROOT,
         check=True,
     )
+
+
+def refresh_verify() -> None:
+    _run([PY, "claims/verify_margins.py", "--out", "claims/results/verify_margins.json"])
 
 
 def refresh_bench() -> None:
