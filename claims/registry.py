@@ -964,7 +964,7 @@ FILES: dict[str, tuple[str, str]] = {
     "docs/reliability.md": ("pending", "the security/reliability owner: timings without committed output"),
     "docs/codegen.md": (
         "pending",
-        "the codegen owner: its figures come from benchmarks/results/c_step*.json, not yet registered",
+        "issue 19 (branch claims): speed registered, evidence figures in progress",
     ),
     "docs/reliability_report.md": (
         "generated",
@@ -1235,3 +1235,163 @@ def refresh(name: str) -> int:
 
 
 _ = math  # used by claim lambdas added by other sections
+
+
+# ==========================================================================================================
+# Issue 19 (branch claims): docs/codegen.md, docs/training.md, docs/reliability.md. One block, appended, so
+# that the branches appending their own spans merge without touching each other's lines.
+# ==========================================================================================================
+RESULTS.update(
+    {
+        r.name: r
+        for r in (
+            ResultsFile("c-step", "benchmarks/results/c_step_bench.json", "datetime", "refresh_c_step"),
+        )
+    }
+)
+
+
+def refresh_c_step() -> None:
+    _run(
+        [
+            PY,
+            "-m",
+            "pytest",
+            "benchmarks/test_c_step.py",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-json=benchmarks/results/c_step_bench.json",
+        ]
+    )
+
+
+def _c_case(data: dict, case: str) -> dict:
+    """The extra_info of the c_step_bench.json benchmark whose case is `case`."""
+    return next(b["extra_info"] for b in data["benchmarks"] if b["extra_info"].get("case") == case)
+
+
+def _c_get(case: str, key: str) -> Callable[[dict], Any]:
+    return lambda d: dig(_c_case(d, case), key)
+
+
+_CS = "c-step"
+_INTER, _IN_C, _FLOOR = "ratio/c-vs-ort", "c-step/in-c", "c-step/bandwidth-floor"
+
+
+def _c_val(case: str, key: str) -> Any:
+    return dig(_c_case(RESULTS[_CS].load(), case), key)
+
+
+def _session_path_us() -> float:
+    """What Session.step adds to the C step at N: p50 through Session minus p50 timed in C."""
+    return _c_val(_INTER, "stats.c.N.p50") - _c_val(_IN_C, "stats.N.p50")
+
+
+D = "docs/codegen.md"
+(
+    Span(f"{D}#speed-when")
+    .derived(
+        "load", _CS, lambda d: d["machine_info"]["tickformer"]["load_average_start"][0], "{:.2f}", "load"
+    )
+    .derived("date", _CS, lambda d: d["machine_info"]["tickformer"]["date_utc"][:16], "{}", "date_utc")
+)
+_SP = Span(f"{D}#speed").result("window", _CS, "benchmarks.0.extra_info.window", "{}")
+_SP.literal("1", "position 1 (header)").literal("2", "N/2 (header)")
+for _s in ("c", "ort"):
+    for _pos in ("1", "N/2", "N"):
+        _SP.derived(f"{_s} p50 {_pos}", _CS, _c_get(_INTER, f"stats.{_s}.{_pos}.p50"), "{:.1f}", "p50 (us)")
+    _SP.derived(f"{_s} p99", _CS, _c_get(_INTER, f"stats.{_s}.N.p99"), "{:.1f}", "p99 at N (us)")
+    _SP.derived(f"{_s} p99.9", _CS, _c_get(_INTER, f"stats.{_s}.N.p99~9"), "{:.1f}", "p99.9 at N (us)")
+    _SP.derived(f"{_s} tail", _CS, _c_get(_INTER, f"tail_ratio_at_N.{_s}"), "{:.2f}", "p99.9/p50 at N")
+    _SP.derived(f"{_s} n", _CS, _c_get(_INTER, f"stats.{_s}.N.n"), "{}", "n at N")
+(
+    _SP.derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N (us)")
+    .derived("in-c p99", _CS, _c_get(_IN_C, "stats.N.p99"), "{:.1f}", "in C p99 at N (us)")
+    .derived("in-c p99.9", _CS, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N (us)")
+    .derived("in-c tail", _CS, _c_get(_IN_C, "stats.N.tail_ratio"), "{:.2f}", "in C p99.9/p50 at N")
+    .derived("in-c n", _CS, _c_get(_IN_C, "stats.N.n"), "{}", "in C n at N")
+    .derived("o3 p50", _CS, _c_get(_IN_C, "o3.stats_at_N.p50"), "{:.1f}", "-O3 p50 at N (us)")
+    .derived("o3 n", _CS, _c_get(_IN_C, "o3.stats_at_N.n"), "{}", "-O3 n at N")
+    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
+    .derived("floor n", _CS, _c_get(_FLOOR, "passes"), "{}", "floor passes")
+)
+Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}", "interleaved rounds")
+(
+    Span(f"{D}#floor")
+    .derived("total", _CS, _c_get(_FLOOR, "bytes_per_step.total"), "{:,}", "bytes_per_step.total")
+    .derived("weights", _CS, _c_get(_FLOOR, "bytes_per_step.weights"), "{:,}", "bytes_per_step.weights")
+    .derived("cache", _CS, _c_get(_FLOOR, "bytes_per_step.cache"), "{:,}", "bytes_per_step.cache")
+    .param("rows", lambda: parameter_max_len("control"), "{}", "preset('control').max_len")
+    .literal("512", "the L2 size of the machine (benchmarks/README.md)")
+    .literal("64", "the floor kernel's 64 accumulators (benchmarks/test_c_step.py)")
+    .literal("8", "8 AVX vectors of 8 floats")
+    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
+    .derived("GB/s", _CS, _c_get(_FLOOR, "read_GBps_at_p50"), "{:.1f}", "read_GBps_at_p50")
+)
+(
+    Span(f"{D}#targets")
+    .literal("5", "the target's 5x")
+    .derived("ratio", _CS, _c_get(_INTER, "ratio_p50_at_N"), "{:.2f}", "ratio_p50_at_N")
+    .derived("c p50", _CS, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
+    .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
+    .derived(
+        "in-c ratio",
+        _CS,
+        lambda d: dig(_c_case(d, _INTER), "stats.ort.N.p50") / dig(_c_case(d, _IN_C), "stats.N.p50"),
+        "{:.1f}",
+        "ort p50 at N / in-C p50 at N",
+    )
+    .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+    .derived("c tail", _CS, _c_get(_INTER, "tail_ratio_at_N.c"), "{:.2f}", "c p99.9/p50 at N")
+    .derived("ort tail", _CS, _c_get(_INTER, "tail_ratio_at_N.ort"), "{:.2f}", "ort p99.9/p50 at N")
+    .derived("c p99.9", _CS, _c_get(_INTER, "stats.c.N.p99~9"), "{:.1f}", "c p99.9 at N")
+    .literal("2", "the target's 2x")
+    .derived("in-c/floor", _CS, _c_get(_FLOOR, "in_c_p50_over_floor"), "{:.2f}", "in_c_p50_over_floor")
+    .derived("in-c p50 b", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
+    .derived(
+        "session/floor", _CS, _c_get(_FLOOR, "session_p50_over_floor"), "{:.2f}", "session_p50_over_floor"
+    )
+    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .derived("c p50 b", _CS, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
+    .derived("in-c p50 c", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+)
+(
+    Span(f"{D}#why-not-5x")
+    .literal("5", "the target's 5x")
+    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .derived(
+        "floor+path",
+        _CS,
+        lambda d: _c_val(_FLOOR, "pass_us.p50") + _session_path_us(),
+        "{:.1f}",
+        "floor + path",
+    )
+    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
+    .derived("path b", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .literal("5", "the target's 5x")
+    .derived(
+        "ort needed",
+        _CS,
+        lambda d: 5 * (_c_val(_FLOOR, "pass_us.p50") + _session_path_us()),
+        "{:.0f}",
+        "5 x (floor + path)",
+    )
+    .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
+    .run("quiet ort", lambda: step_p50("ort", "N"), "{:.1f}", "benchmarks/results/latest.json ort p50 at N")
+    .literal("5", "the target's 5x")
+    .run("quiet step", lambda: step_p50("ort", "N") / 5, "{:.1f}", "latest.json ort p50 at N / 5")
+    .derived("in-c/floor", _CS, _c_get(_FLOOR, "in_c_p50_over_floor"), "{:.2f}", "in_c_p50_over_floor")
+)
+(
+    Span(f"{D}#tails")
+    .derived("in-c p99.9", _CS, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N")
+    .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+)
+
+
+def parameter_max_len(name: str) -> int:
+    from tickformer.model import preset
+
+    return preset(name).max_len
