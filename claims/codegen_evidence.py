@@ -175,6 +175,23 @@ def plan_figures(art: Path) -> dict:
     }
 
 
+def save(out: Path, data: dict, command: str) -> None:
+    """Write what is measured so far (after each stage: a long stage cut short keeps the others)."""
+    gcc, _, _ = _sh(["gcc", "--version"])
+    data.update(
+        utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        commit=subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),
+        command=command,
+        gcc=gcc.splitlines()[0],
+        load_average_after=[round(x, 2) for x in os.getloadavg()],
+    )
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -186,6 +203,11 @@ def main() -> int:
     from tickformer.export.writer import export_params
     from tickformer.model import init_params, preset
 
+    command = (
+        "python claims/codegen_evidence.py --out claims/results/codegen_evidence.json"
+        + (" --expcheck" if args.expcheck else "")
+        + (" --frama-c" if args.frama_c else "")
+    )
     data: dict = {"load_average_before": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory() as tmp:
         art, c_dir, native = Path(tmp) / "control-art", Path(tmp) / "control-c", Path(tmp) / "control-native"
@@ -208,25 +230,15 @@ def main() -> int:
         data["cppcheck"] = {"no_findings": "cppcheck: no findings" in out, "wall_s": wall, "cpu_s": cpu}
         data["first_load"] = first_load(art)
         data["plan"] = plan_figures(art)
+        save(args.out, data, command)
         if args.expcheck:
             out, wall, cpu = _sh(["make", "-C", str(c_dir), "expcheck"])
             data["expcheck"] = {**exp_line(out), "wall_s": wall, "cpu_s": cpu}
+            save(args.out, data, command)
         if args.frama_c:
             out, wall, cpu = _sh(["make", "-C", str(c_dir), "frama-c"])
             data["frama_c"] = {**frama_c(out, wall, cpu), "output_range": eva_output_range(c_dir)}
-    gcc, _, _ = _sh(["gcc", "--version"])
-    data.update(
-        utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        commit=subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip(),
-        command="python claims/codegen_evidence.py --out claims/results/codegen_evidence.json"
-        + (" --expcheck" if args.expcheck else "")
-        + (" --frama-c" if args.frama_c else ""),
-        gcc=gcc.splitlines()[0],
-        load_average_after=[round(x, 2) for x in os.getloadavg()],
-    )
-    args.out.write_text(json.dumps(data, indent=2) + "\n")
+            save(args.out, data, command)
     return 0
 
 
