@@ -1414,6 +1414,7 @@ _CE = "codegen-evidence"
 (Span(f"{D}#memory").result("data", _CE, "stack.size.data", "{}").result("bss", _CE, "stack.size.bss", "{}"))
 (
     Span(f"{D}#exp")
+    .literal("1", "the 1-ULP bound the check asserts (tf_expcheck: max error < 1.0)")
     .result("values", _CE, "expcheck.values", "{:,}")
     .result("max ulp", _CE, "expcheck.max_ulp", "{:.4f}")
     .result("at x", _CE, "expcheck.at_x", "{:.4f}")
@@ -1462,6 +1463,7 @@ Span(f"{D}#exp-numpy").run("numpy exp ulp", exp_ulp, "{:.2f}", "exp_ulp() in cla
     .literal("8", "the 8-step sequence after a reset (codegen/golden.py)")
     .result("max abs", _CE, "codegen_test.golden.max_abs", sci(2))
     .result("normwise", _CE, "codegen_test.golden.normwise_u", "{:.2f}")
+    .literal("1.5", "the re-run's tolerance factor (rtol=0.5 below)")
     .run(
         "ort max abs",
         lambda: control_equivalence()["equivalence"]["pairs"]["step:ort_vs_numpy"]["max_abs"],
