@@ -957,15 +957,9 @@ FILES: dict[str, tuple[str, str]] = {
     "docs/architecture.md": ("covered", ""),
     "docs/benchmarks.md": ("covered", ""),
     "docs/certify.md": ("covered", ""),
-    "docs/training.md": (
-        "pending",
-        "the trainer's owner (issue 19, the reverse regression): no committed metrics yet",
-    ),
-    "docs/reliability.md": ("pending", "the security/reliability owner: timings without committed output"),
-    "docs/codegen.md": (
-        "pending",
-        "the codegen owner: its figures come from benchmarks/results/c_step*.json, not yet registered",
-    ),
+    "docs/training.md": ("covered", ""),
+    "docs/reliability.md": ("covered", ""),
+    "docs/codegen.md": ("covered", ""),
     "docs/reliability_report.md": (
         "generated",
         "TICKFORMER_RELIABILITY_REPORT=docs/reliability_report.md pytest tests/reliability ... "
@@ -1235,3 +1229,575 @@ def refresh(name: str) -> int:
 
 
 _ = math  # used by claim lambdas added by other sections
+
+
+# ==========================================================================================================
+# Issue 19 (branch claims): docs/codegen.md, docs/training.md, docs/reliability.md. One block, appended, so
+# that the branches appending their own spans merge without touching each other's lines.
+# ==========================================================================================================
+RESULTS.update(
+    {
+        r.name: r
+        for r in (
+            ResultsFile("c-step", "benchmarks/results/c_step_bench.json", "datetime", "refresh_c_step"),
+        )
+    }
+)
+
+
+def refresh_c_step() -> None:
+    _run(
+        [
+            PY,
+            "-m",
+            "pytest",
+            "benchmarks/test_c_step.py",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-json=benchmarks/results/c_step_bench.json",
+        ]
+    )
+
+
+def _c_case(data: dict, case: str) -> dict:
+    """The extra_info of the c_step_bench.json benchmark whose case is `case`."""
+    return next(b["extra_info"] for b in data["benchmarks"] if b["extra_info"].get("case") == case)
+
+
+def _c_get(case: str, key: str) -> Callable[[dict], Any]:
+    return lambda d: dig(_c_case(d, case), key)
+
+
+_CS = "c-step"
+_INTER, _IN_C, _FLOOR = "ratio/c-vs-ort", "c-step/in-c", "c-step/bandwidth-floor"
+
+
+def _c_val(case: str, key: str) -> Any:
+    return dig(_c_case(RESULTS[_CS].load(), case), key)
+
+
+def _session_path_us() -> float:
+    """What Session.step adds to the C step at N: p50 through Session minus p50 timed in C."""
+    return _c_val(_INTER, "stats.c.N.p50") - _c_val(_IN_C, "stats.N.p50")
+
+
+D = "docs/codegen.md"
+(
+    Span(f"{D}#speed-when")
+    .derived(
+        "load", _CS, lambda d: d["machine_info"]["tickformer"]["load_average_start"][0], "{:.2f}", "load"
+    )
+    .derived("date", _CS, lambda d: d["machine_info"]["tickformer"]["date_utc"][:16], "{}", "date_utc")
+)
+_SP = Span(f"{D}#speed").result("window", _CS, "benchmarks.0.extra_info.window", "{}")
+_SP.literal("1", "position 1 (header)").literal("2", "N/2 (header)")
+for _s in ("c", "ort"):
+    for _pos in ("1", "N/2", "N"):
+        _SP.derived(f"{_s} p50 {_pos}", _CS, _c_get(_INTER, f"stats.{_s}.{_pos}.p50"), "{:.1f}", "p50 (us)")
+    _SP.derived(f"{_s} p99", _CS, _c_get(_INTER, f"stats.{_s}.N.p99"), "{:.1f}", "p99 at N (us)")
+    _SP.derived(f"{_s} p99.9", _CS, _c_get(_INTER, f"stats.{_s}.N.p99~9"), "{:.1f}", "p99.9 at N (us)")
+    _SP.derived(f"{_s} tail", _CS, _c_get(_INTER, f"tail_ratio_at_N.{_s}"), "{:.2f}", "p99.9/p50 at N")
+    _SP.derived(f"{_s} n", _CS, _c_get(_INTER, f"stats.{_s}.N.n"), "{}", "n at N")
+(
+    _SP.derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N (us)")
+    .derived("in-c p99", _CS, _c_get(_IN_C, "stats.N.p99"), "{:.1f}", "in C p99 at N (us)")
+    .derived("in-c p99.9", _CS, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N (us)")
+    .derived("in-c tail", _CS, _c_get(_IN_C, "stats.N.tail_ratio"), "{:.2f}", "in C p99.9/p50 at N")
+    .derived("in-c n", _CS, _c_get(_IN_C, "stats.N.n"), "{}", "in C n at N")
+    .derived("o3 p50", _CS, _c_get(_IN_C, "o3.stats_at_N.p50"), "{:.1f}", "-O3 p50 at N (us)")
+    .derived("o3 n", _CS, _c_get(_IN_C, "o3.stats_at_N.n"), "{}", "-O3 n at N")
+    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
+    .derived("floor n", _CS, _c_get(_FLOOR, "passes"), "{}", "floor passes")
+)
+Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}", "interleaved rounds")
+(
+    Span(f"{D}#floor")
+    .derived("total", _CS, _c_get(_FLOOR, "bytes_per_step.total"), "{:,}", "bytes_per_step.total")
+    .derived("weights", _CS, _c_get(_FLOOR, "bytes_per_step.weights"), "{:,}", "bytes_per_step.weights")
+    .derived("cache", _CS, _c_get(_FLOOR, "bytes_per_step.cache"), "{:,}", "bytes_per_step.cache")
+    .param("rows", lambda: parameter_max_len("control"), "{}", "preset('control').max_len")
+    .literal("512", "the L2 size of the machine (benchmarks/README.md)")
+    .literal("64", "the floor kernel's 64 accumulators (benchmarks/test_c_step.py)")
+    .literal("8", "8 AVX vectors of 8 floats")
+    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
+    .derived("GB/s", _CS, _c_get(_FLOOR, "read_GBps_at_p50"), "{:.1f}", "read_GBps_at_p50")
+)
+(
+    Span(f"{D}#targets")
+    .literal("5", "the target's 5x")
+    .derived("ratio", _CS, _c_get(_INTER, "ratio_p50_at_N"), "{:.2f}", "ratio_p50_at_N")
+    .derived("c p50", _CS, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
+    .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
+    .derived(
+        "in-c ratio",
+        _CS,
+        lambda d: dig(_c_case(d, _INTER), "stats.ort.N.p50") / dig(_c_case(d, _IN_C), "stats.N.p50"),
+        "{:.1f}",
+        "ort p50 at N / in-C p50 at N",
+    )
+    .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+    .derived("c tail", _CS, _c_get(_INTER, "tail_ratio_at_N.c"), "{:.2f}", "c p99.9/p50 at N")
+    .derived("ort tail", _CS, _c_get(_INTER, "tail_ratio_at_N.ort"), "{:.2f}", "ort p99.9/p50 at N")
+    .derived("c p99.9", _CS, _c_get(_INTER, "stats.c.N.p99~9"), "{:.1f}", "c p99.9 at N")
+    .literal("2", "the target's 2x")
+    .derived("in-c/floor", _CS, _c_get(_FLOOR, "in_c_p50_over_floor"), "{:.2f}", "in_c_p50_over_floor")
+    .derived("in-c p50 b", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
+    .derived(
+        "session/floor", _CS, _c_get(_FLOOR, "session_p50_over_floor"), "{:.2f}", "session_p50_over_floor"
+    )
+    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .derived("c p50 b", _CS, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
+    .derived("in-c p50 c", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+)
+(
+    Span(f"{D}#why-not-5x")
+    .literal("5", "the target's 5x")
+    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .derived(
+        "floor+path",
+        _CS,
+        lambda d: _c_val(_FLOOR, "pass_us.p50") + _session_path_us(),
+        "{:.1f}",
+        "floor + path",
+    )
+    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
+    .derived("path b", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .literal("5", "the target's 5x")
+    .derived(
+        "ort needed",
+        _CS,
+        lambda d: 5 * (_c_val(_FLOOR, "pass_us.p50") + _session_path_us()),
+        "{:.0f}",
+        "5 x (floor + path)",
+    )
+    .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
+    .run("quiet ort", lambda: step_p50("ort", "N"), "{:.1f}", "benchmarks/results/latest.json ort p50 at N")
+    .literal("5", "the target's 5x")
+    .run("quiet step", lambda: step_p50("ort", "N") / 5, "{:.1f}", "latest.json ort p50 at N / 5")
+    .derived("in-c/floor", _CS, _c_get(_FLOOR, "in_c_p50_over_floor"), "{:.2f}", "in_c_p50_over_floor")
+)
+(
+    Span(f"{D}#tails")
+    .derived("in-c p99.9", _CS, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N")
+    .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+)
+
+
+def parameter_max_len(name: str) -> int:
+    from tickformer.model import preset
+
+    return preset(name).max_len
+
+
+# docs/codegen.md: the evidence figures (claims/codegen_evidence.py on the control artifact)
+RESULTS["codegen-evidence"] = ResultsFile(
+    "codegen-evidence", "claims/results/codegen_evidence.json", "utc", "refresh_codegen_evidence"
+)
+
+
+def refresh_codegen_evidence() -> None:
+    _run(
+        [
+            PY,
+            "claims/codegen_evidence.py",
+            "--out",
+            "claims/results/codegen_evidence.json",
+            "--expcheck",
+            "--frama-c",
+        ]
+    )
+
+
+_CE = "codegen-evidence"
+(Span(f"{D}#memory").result("data", _CE, "stack.size.data", "{}").result("bss", _CE, "stack.size.bss", "{}"))
+(
+    Span(f"{D}#exp")
+    .literal("1", "the 1-ULP bound the check asserts (tf_expcheck: max error < 1.0)")
+    .result("values", _CE, "expcheck.values", "{:,}")
+    .result("max ulp", _CE, "expcheck.max_ulp", "{:.4f}")
+    .result("at x", _CE, "expcheck.at_x", "{:.4f}")
+    .result("others", _CE, "expcheck.others", "{:,}")
+    .result("wrong", _CE, "expcheck.wrong", "{}")
+)
+Span(f"{D}#exp-small").run("exp(-86.5)", lambda: math.exp(-86.5), "{:.1e}", "math.exp(-86.5)")
+(
+    Span(f"{D}#exp-time")
+    .result("wall", _CE, "expcheck.wall_s", "{:.0f}")
+    .result("cpu", _CE, "expcheck.cpu_s", "{:.0f}")
+    .literal("2", "the 2-core VM")
+)
+Span(f"{D}#exp-numpy").run("numpy exp ulp", exp_ulp, "{:.2f}", "exp_ulp() in claims/registry.py", tol=0.5)
+(
+    Span(f"{D}#normwise")
+    .param(
+        "64 u",
+        lambda: importlib.import_module("tickformer.codegen.golden").NORMWISE_U,
+        "{}",
+        "codegen/golden.py NORMWISE_U",
+    )
+    .run(
+        "relative",
+        lambda: importlib.import_module("tickformer.codegen.golden").NORMWISE_U * 2.0**-24,
+        sci(1),
+        "NORMWISE_U * 2^-24",
+    )
+)
+(
+    Span(f"{D}#margin")
+    .derived(
+        "margin",
+        _CE,
+        lambda d: d["codegen_test"]["golden"]["bound_u"] / d["codegen_test"]["golden"]["normwise_u"],
+        "{:.1f}",
+        "golden bound_u / normwise_u",
+    )
+    .result("bound", _CE, "codegen_test.golden.bound_u", "{:.0f}")
+    .result("normwise", _CE, "codegen_test.golden.normwise_u", "{:.2f}")
+)
+(
+    Span(f"{D}#golden")
+    .result("steps", _CE, "codegen_test.golden.steps", "{}")
+    .param("max_len", lambda: parameter_max_len("control"), "{}", "preset('control').max_len")
+    .literal("8", "the 8-step sequence after a reset (codegen/golden.py)")
+    .result("max abs", _CE, "codegen_test.golden.max_abs", sci(2))
+    .result("normwise", _CE, "codegen_test.golden.normwise_u", "{:.2f}")
+    .literal("1.5", "the re-run's tolerance factor (rtol=0.5 below)")
+    .run(
+        "ort max abs",
+        lambda: control_equivalence()["equivalence"]["pairs"]["step:ort_vs_numpy"]["max_abs"],
+        sci(2),
+        "manifest equivalence.pairs['step:ort_vs_numpy'].max_abs of the seeded control export",
+        rtol=0.5,
+    )
+    .run(
+        "ort max rel",
+        lambda: control_equivalence()["equivalence"]["pairs"]["step:ort_vs_numpy"]["max_rel"],
+        sci(2),
+        "manifest equivalence.pairs['step:ort_vs_numpy'].max_rel",
+        rtol=0.5,
+    )
+)
+(
+    Span(f"{D}#stack")
+    .result("tf_step", _CE, "stack.worst.tf_step", "{}")
+    .result("frame tf_step", _CE, "stack.chain_frames.tf_step.0", "{}")
+    .result("frame tf_stage", _CE, "stack.chain_frames.tf_step.1", "{}")
+    .result("frame ln", _CE, "stack.chain_frames.tf_step.2", "{}")
+    .result("frame pw", _CE, "stack.chain_frames.tf_step.3", "{}")
+    .result("native", _CE, "stack_native.worst.tf_step", "{}")
+)
+(
+    Span(f"{D}#size")
+    .result("data", _CE, "stack.size.data", "{}")
+    .result("bss", _CE, "stack.size.bss", "{}")
+    .result("text", _CE, "stack.size.text", "{:,}")
+)
+Span(f"{D}#cppcheck").result("cpu", _CE, "cppcheck.cpu_s", "{:.1f}")
+(
+    Span(f"{D}#eva")
+    .result("alarms", _CE, "frama_c.alarms", "{}")
+    .result("pre valid", _CE, "frama_c.preconditions_valid", "{}")
+    .result("pre total", _CE, "frama_c.preconditions_total", "{}")
+    .result("assert unknown", _CE, "frama_c.assertions_unknown", "{}")
+    .result("functions", _CE, "frama_c.functions_analyzed", "{}")
+    .result("of", _CE, "frama_c.functions_total", "{}")
+    .result("lo", _CE, "frama_c.output_range.0", "{:.2f}")
+    .result("hi", _CE, "frama_c.output_range.1", "{:.2f}")
+    .result("bound", _CE, "plan.output_bound", "{:.2f}")
+    .result("wall", _CE, "frama_c.wall_s", "{:.0f}")
+    .result("cpu", _CE, "frama_c.cpu_s", "{:.0f}")
+)
+Span(f"{D}#unroll").result("unroll", _CE, "plan.eva_unroll", "{}")
+(
+    Span(f"{D}#first-load")
+    .result("first", _CE, "first_load.first_s", "{:.2f}")
+    .result("cached", _CE, "first_load.cached_s", "{:.0f}", scale=1e3)
+    .result("load", _CE, "load_average_before.0", "{:.2f}")
+)
+LITERALS["docs/codegen.md"] = {
+    "512": "the machine's L2 per core, 512 KB (benchmarks/README.md)",
+    "32": "the machine's L3, 32 MB",
+    "2.10": "the cppcheck version",
+}
+
+
+# docs/training.md: `tickformer train` per task and seed (claims/training_runs.py)
+RESULTS["training"] = ResultsFile("training", "claims/results/training.json", "utc", "refresh_training")
+
+
+def refresh_training() -> None:
+    _run([PY, "claims/training_runs.py", "--out", "claims/results/training.json"])
+
+
+def _run_of(d: dict, spec: str) -> dict:
+    return d["runs"][spec]["metrics"]
+
+
+def _tr(spec: str, key: str) -> Callable[[dict], Any]:
+    return lambda d: dig(_run_of(d, spec), key)
+
+
+def smoothed_target_entropy(eps: float, v: int) -> float:
+    """Entropy (nats) of the label-smoothed target (1 - eps) one-hot + eps / V (model/grad.py)."""
+    hit, miss = 1 - eps + eps / v, eps / v
+    return -(hit * math.log(hit) + (v - 1) * miss * math.log(miss))
+
+
+def _reverse_floor() -> float:
+    from tickformer.model import preset
+    from tickformer.model.train import TrainSettings
+
+    eps = TrainSettings.__dataclass_fields__["label_smoothing"].default
+    return smoothed_target_entropy(eps, preset("reverse").vocab_size)
+
+
+_TRR, _TRS = "training", ("reverse:0", "reverse:1", "reverse:2")
+T = "docs/training.md"
+_RUNS = Span(f"{T}#runs")
+for _spec in _TRS:
+    _seed = _spec.split(":")[1]
+    _RUNS.derived(f"{_spec} exact", _TRR, _tr(_spec, "held_out.exact_match"), "{:.4f}", "exact_match")
+    if _seed == "0":
+        (
+            _RUNS.derived(
+                "sequences right",
+                _TRR,
+                lambda d: round(_run_of(d, "reverse:0")["held_out"]["exact_match"] * 1000),
+                "{}",
+                "exact_match x held_out_sequences",
+            )
+            .derived("sequences", _TRR, _tr(_spec, "held_out.held_out_sequences"), "{}", "held_out_sequences")
+            .derived(
+                "token acc", _TRR, _tr(_spec, "held_out.token_accuracy_teacher_forced"), "{:.4f}", "token acc"
+            )
+        )
+    _RUNS.derived(f"{_spec} loss", _TRR, _tr(_spec, "final_loss_mean_last_50"), "{:.4f}", "final loss")
+    if _seed == "0":
+        _RUNS.literal("0.99", "the reverse target (exact_match >= 0.99)")
+    _RUNS.derived(f"{_spec} wall", _TRR, _tr(_spec, "train_seconds"), "{:.1f}", "train_seconds")
+    _RUNS.derived(f"{_spec} cpu", _TRR, _tr(_spec, "train_cpu_seconds"), "{:.1f}", "train_cpu_seconds")
+_P0 = "pendulum:0"
+(
+    _RUNS.derived("pend rmse", _TRR, _tr(_P0, "held_out.model_rmse"), "{:.4g}", "model_rmse")
+    .derived("pend base", _TRR, _tr(_P0, "held_out.baseline_rmse"), "{:.4g}", "baseline_rmse")
+    .derived("pend ratio", _TRR, _tr(_P0, "held_out.ratio"), "{:.3f}", "ratio")
+    .derived("pend loss", _TRR, _tr(_P0, "final_loss_mean_last_50"), "{:.4g}", "final loss")
+    .literal("0.5", "the pendulum target (ratio <= 0.5)")
+    .derived("pend wall", _TRR, _tr(_P0, "train_seconds"), "{:.1f}", "train_seconds")
+    .derived("pend cpu", _TRR, _tr(_P0, "train_cpu_seconds"), "{:.1f}", "train_cpu_seconds")
+)
+(
+    Span(f"{T}#runs-when")
+    .derived("date", _TRR, lambda d: d["utc"][:10], "{}", "utc (date)")
+    .derived(
+        "load lo",
+        _TRR,
+        lambda d: min(r["load_average_before"][0] for r in d["runs"].values()),
+        "{:.2f}",
+        "min load_average_before",
+    )
+    .derived(
+        "load hi",
+        _TRR,
+        lambda d: max(r["load_average_before"][0] for r in d["runs"].values()),
+        "{:.2f}",
+        "max load_average_before",
+    )
+)
+for _region in ("floor", "floor-tasks"):
+    (
+        Span(f"{T}#{_region}")
+        .run("entropy", _reverse_floor, "{:.3f}", "smoothed_target_entropy(0.1, 13) in claims/registry.py")
+        .param(
+            "V",
+            lambda: importlib.import_module("tickformer.model").preset("reverse").vocab_size,
+            "{}",
+            "vocab",
+        )
+    )
+(
+    Span(f"{T}#floor-tasks")
+    .derived(
+        "end lo", _TRR, lambda d: min(_run_of(d, s)["final_loss_mean_last_50"] for s in _TRS), "{:.3f}", "min"
+    )
+    .derived(
+        "end hi", _TRR, lambda d: max(_run_of(d, s)["final_loss_mean_last_50"] for s in _TRS), "{:.3f}", "max"
+    )
+)
+Span(f"{T}#ema").param(
+    "decay",
+    lambda: importlib.import_module("tickformer.model.tasks").TASKS["reverse"].ema_decay,
+    "{}",
+    "model/tasks.py reverse ema_decay",
+)
+
+
+def _baseline_order(d: dict) -> str:
+    return re.search(r"order (\d+)", _run_of(d, _P0)["held_out"]["baseline"]).group(1)
+
+
+_PA = Span(f"{T}#pendulum-analysis")
+for _order in ("1", "2", "4", "8"):
+    _PA.literal(_order, f"AR({_order})")
+    _PA.derived(
+        f"AR{_order}",
+        _TRR,
+        lambda d, o=_order: next(
+            v
+            for k, v in _run_of(d, _P0)["held_out"]["baseline_rmse_by_order"].items()
+            if re.sub(r"\D", "", k) == o
+        ),
+        "{:.4f}",
+        f"baseline_rmse_by_order AR({_order})",
+    )
+(
+    _PA.derived(
+        "trajectories", _TRR, _tr(_P0, "held_out.held_out_trajectories"), "{}", "held_out_trajectories"
+    )
+    .derived("model theta", _TRR, _tr(_P0, "held_out.model_rmse_raw.theta_rad"), "{:.4f}", "model_rmse_raw")
+    .derived("model omega", _TRR, _tr(_P0, "held_out.model_rmse_raw.omega_rad_s"), "{:.4f}", "model_rmse_raw")
+    .derived("best order", _TRR, _baseline_order, "{}", "the best order named in held_out.baseline")
+    .derived(
+        "base theta", _TRR, _tr(_P0, "held_out.baseline_rmse_raw.theta_rad"), "{:.4f}", "baseline_rmse_raw"
+    )
+    .derived(
+        "base omega", _TRR, _tr(_P0, "held_out.baseline_rmse_raw.omega_rad_s"), "{:.4f}", "baseline_rmse_raw"
+    )
+)
+
+
+@functools.cache
+def per_batch_vs_2d() -> tuple[float, float]:
+    """docs/training.md's command: the share of entries where x @ w (3-D, BLAS per batch row) and the
+    2-D product over all rows differ, and the largest difference relative to max |x @ w|."""
+    import numpy as np
+
+    r = np.random.default_rng(0)
+    x = r.standard_normal((64, 9, 64), dtype=np.float32)
+    w = r.standard_normal((64, 64), dtype=np.float32)
+    d = x @ w - (x.reshape(-1, 64) @ w).reshape(x.shape)
+    return float(np.mean(d != 0)), float(np.abs(d).max() / np.abs(x @ w).max())
+
+
+(
+    Span(f"{T}#matmul")
+    .run("share", lambda: 100 * per_batch_vs_2d()[0], "{:.0f}", "the python -c command next to it", tol=10)
+    .run("rel", lambda: per_batch_vs_2d()[1], sci(1), "the same command", rtol=0.5)
+)
+(
+    Span(f"{T}#fix")
+    .derived(
+        "exact", _TRR, lambda d: min(_run_of(d, s)["held_out"]["exact_match"] for s in _TRS), "{:.3f}", "min"
+    )
+    .literal("0", "seed 0")
+    .literal("1", "seed 1")
+    .literal("2", "seed 2")
+)
+
+
+def _train_test(name: str) -> Any:
+    return getattr(_module("tests/model/test_train.py", "_claims_test_train"), name)
+
+
+(
+    Span(f"{T}#limits")
+    .param("reverse", lambda: _train_test("REVERSE_LIMIT"), "{}", "tests/model/test_train.py REVERSE_LIMIT")
+    .literal("0.98", "the test's weight-averaging decay (TrainSettings(..., ema_decay=0.98))")
+    .param(
+        "pendulum", lambda: _train_test("PENDULUM_LIMIT"), "{}", "tests/model/test_train.py PENDULUM_LIMIT"
+    )
+)
+LITERALS["docs/training.md"] = {
+    "0.99": "the reverse task's target exact_match >= 0.99 (model/tasks.py), quoted from its message",
+    "0.995": "the weight-averaging decay of both tasks (model/tasks.py TASKS)",
+    "9.81": "the plant's g/L (model/plant.py PendulumParams)",
+    "0.3": "the plant's damping b (model/plant.py)",
+    "4": "the plant's |u| <= 4 rad/s^2 (model/plant.py)",
+    "0.4": "the control period dt (model/plant.py PendulumParams.dt)",
+    "0.05": "the finer control period the note compares with (a setting, not a measurement)",
+    "0.25": "an intermediate control period the note compares with (a setting)",
+    "0.98": "Adam's beta2 (model/optim.py)",
+    "1e-9": "Adam's eps (model/optim.py)",
+    "1e-6": "the gradient check's tolerance (tests/model/test_grad.py)",
+}
+
+
+# docs/reliability.md: the counts of the committed report (docs/reliability_report.md, generated by a real
+# run: its command and date are in it), re-read from the report's tables.
+_REL_REPORT = "docs/reliability_report.md"
+
+
+@functools.cache
+def reliability_report() -> dict:
+    """The report's case rows (label -> cases, outcomes), its class table, total and test count."""
+    text = (ROOT / _REL_REPORT).read_text()
+    rows: dict[str, dict] = {}
+    classes: dict[str, int] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[1].isdigit() and ":" in cells[0]:
+            outcomes = {}
+            for part in cells[2].split(", "):
+                name, _, n = part.rpartition(" ")
+                if n.isdigit():  # "one line, exit 1 3" splits into a fragment without a count
+                    outcomes[name] = int(n)
+            rows[cells[0]] = {"cases": int(cells[1]), "outcomes": outcomes}
+        elif len(cells) == 4 and all(c.isdigit() for c in cells[1:]):
+            classes[cells[0]] = int(cells[2])
+    total = re.search(r"Total: (\d+) cases, (\d+) ended in an unexpected exception", text)
+    passed = re.search(r"in this run: (\d+) passed", text)
+    return {
+        "rows": rows,
+        "classes": classes,
+        "total": int(total.group(1)),
+        "unexpected": int(total.group(2)),
+        "passed": int(passed.group(1)),
+        "run": re.search(r"^Run: (\S+),", text, re.M).group(1),
+    }
+
+
+def _rel_rows(prefix: str) -> list[dict]:
+    return [r for label, r in reliability_report()["rows"].items() if label.startswith(prefix)]
+
+
+def _rel_outcome(prefix: str, outcome: str) -> int:
+    return sum(r["outcomes"].get(outcome, 0) for r in _rel_rows(prefix))
+
+
+def _rel(name: str, fn: Callable[[], Any], what: str) -> tuple:
+    return (name, fn, "{:,}", f"{_REL_REPORT}: {what} (the report states its run's date)")
+
+
+_THREADS = "threads: two threads stepping one session concurrently"
+_SIGALRM = "signal: SIGALRM raising KeyboardInterrupt"
+_SWAP = "attack: weights.npz swapped with a FIFO link by a racing thread"
+_FLIPS = "artifact: one bit flipped in manifest.json"
+_RL = Span("docs/reliability.md#results")
+for _args in (
+    ("passed", lambda: reliability_report()["passed"], "Test results: N passed"),
+    ("total", lambda: reliability_report()["total"], "Total: N cases"),
+    ("classes", lambda: len(reliability_report()["classes"]), "rows of the class table"),
+    ("attack", lambda: reliability_report()["classes"]["attack"], "class attack"),
+    ("signing", lambda: reliability_report()["classes"]["signing"], "class signing"),
+    ("threads", lambda: reliability_report()["classes"]["threads"], "class threads"),
+    ("signal", lambda: reliability_report()["classes"]["signal"], "class signal"),
+    ("swap loads", lambda: _rel_outcome(_SWAP, "success"), "racing swap, success"),
+    ("swap refusals", lambda: _rel_outcome(_SWAP, "ArtifactError"), "racing swap, ArtifactError"),
+    ("busy", lambda: _rel_outcome(_THREADS, "SessionBusy"), "two threads, SessionBusy"),
+    ("ran", lambda: _rel_outcome(_THREADS, "success"), "two threads, success"),
+    ("sigalrm", lambda: sum(r["cases"] for r in _rel_rows(_SIGALRM)), "SIGALRM rows, cases"),
+    ("before", lambda: _rel_outcome(_SIGALRM, "interrupted before commit"), "SIGALRM, before commit"),
+    ("after", lambda: _rel_outcome(_SIGALRM, "interrupted after commit"), "SIGALRM, after commit"),
+    ("not", lambda: _rel_outcome(_SIGALRM, "not interrupted"), "SIGALRM, not interrupted"),
+    ("forced", lambda: sum(r["cases"] for r in _rel_rows("signal: KeyboardInterrupt inside")), "forced"),
+    ("flips loaded", lambda: _rel_outcome(_FLIPS, "success"), "manifest bit flips, success"),
+    ("flips", lambda: sum(r["cases"] for r in _rel_rows(_FLIPS)), "manifest bit flips, cases"),
+):
+    _RL.run(*_rel(*_args))
+_RL.literal("20", "issue 20")
+LITERALS["docs/reliability.md"] = {
+    "5": "the attack tests' bound on a refusal's time (< 5 s, tests/reliability/test_attacks.py)",
+    "1e308": "the hostile domain bound the CLI tests pass (+-1e308)",
+}
