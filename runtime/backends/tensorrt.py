@@ -24,7 +24,8 @@ staged K/V rows into cache position pos (windowed: row ring_slot(pos, W), layout
 with fixed-size strided `cudaMemcpy2DAsync`s, device to device (`commit_copies`): K into column
 pos of [dh, N] (rows of one float), V into row pos of [N, dh] (rows of dh floats); one copy per
 stack when the pitches equal the slices (all layers at once), else one per layer. The step
-never writes the cache, so a failed step leaves it unchanged. `cache()` returns the logical layout, K transposed back on the host.
+never writes the cache, so a failed step leaves it unchanged. `cache()` returns the logical
+layout, K transposed back on the host.
 
 Engines are taken from the manifest only: before deserializing, the TensorRT version, GPU and
 compute capability recorded at build time must match this machine, and the engine's bytes must
