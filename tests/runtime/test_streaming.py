@@ -272,3 +272,21 @@ def test_control_loop_slides_a_windowed_session_instead_of_resetting(window_art,
             assert stats.resets == 0 and session.position == ticks
         else:
             assert stats.resets == 2
+
+
+def test_codegen_refuses_windowed_artifacts_by_name(window_art):
+    from tickformer.codegen.plan import plan_for
+
+    with pytest.raises(ArtifactError, match="windowed artifacts .* not generated yet"):
+        plan_for(runtime.open_artifact(window_art[0]))
+
+
+def test_trt_lint_is_clean_on_the_windowed_graphs(window_art):
+    """`tickformer check --target trt-10.3`: Range, Mod, GreaterOrEqual, And, Gather on int64 are
+    all in the parser's table; no error and no warning."""
+    from pathlib import Path
+
+    from tickformer.export import trt_support as ts
+
+    findings = ts.check_path(Path(window_art[0]), ts.target("trt-10.3"))
+    assert [f for f in findings if f.severity in ("error", "warning")] == []
