@@ -217,6 +217,7 @@ def test_on_full_raise_on_a_windowed_artifact_stops_at_max_len(window_art):
     with pytest.raises(ContextFull, match="reset"):
         session.step(np.ascontiguousarray(seq[:, :1]))
     assert session.position == session.max_len
+    assert session.ring_position == R.ring_position(session.max_len, 4)
 
 
 def test_slide_needs_a_windowed_artifact(tiny_art):
