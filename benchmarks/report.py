@@ -384,6 +384,8 @@ def streaming_section(streaming: dict | None) -> str:
             f"{int(k):.0e}".replace("e+0", "e"),
             us(v["stats"]["p50"]),
             us(v["stats"]["p99"]),
+            us(v.get("young_stats", {}).get("p50")),
+            ratio(v.get("old_over_young_p50")),
             f"{v['rss_bytes'] / 2**20:.1f} MiB",
         ]
         for k, v in sorted(st["checkpoints"].items(), key=lambda kv: int(kv[0]))
@@ -392,7 +394,17 @@ def streaming_section(streaming: dict | None) -> str:
         f"_From results/streaming.json ({streaming.get('date_utc', '?')}): preset `control` with window "
         f"{st['window']} (ring cache of {st['window']} rows, max_len {st['max_len']}), ORT, one stream never "
         f"reset, {st['check_steps']} timed steps of the stream at each point._",
-        table(["step of the stream", "p50", "p99", "process RSS"], rows),
+        table(
+            [
+                "step of the stream",
+                "p50",
+                "p99",
+                "young stream p50 (same moment)",
+                "old / young",
+                "process RSS",
+            ],
+            rows,
+        ),
         f"p50 at the last point / the first: {st['p50_ratio_last_over_first']:.3f}; "
         f"RSS last / first: {st['rss_ratio_last_over_first']:.4f}.",
     ]
