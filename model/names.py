@@ -178,3 +178,36 @@ def parameter_names(config: "Config") -> tuple[str, ...]:
 def leaf(name: str) -> str:
     """The last component of a parameter name: "dec.0.ln1.g" -> "g"."""
     return name.rsplit(".", 1)[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The recurrent (state-space) block: new names only, nothing above changes (model/ssm.py)
+# ---------------------------------------------------------------------------------------------
+#
+#   dec.{i}.ssm.{w_delta,b_delta,w_b,b_b,w_c,b_c,a_log,d_skip,w_o,b_o}   dec.{i}.ln1.{g,b}
+#   dec.{i}.ffn.{w1,b1,w2,b2}                                             dec.{i}.ln2.{g,b}
+#
+# An SSM layer of a decoder-only model is the attention layer with its self-attention sub-layer
+# replaced: the same norms (ln1 after the mixer, ln2 after the FFN) and the same FFN names, so
+# only the mixer's group is new. `ssm` cannot collide with `self_attn` / `cross_attn` and no
+# leaf of SSM_NAMES is a leaf of ATTN_NAMES, FFN_NAMES or NORM_NAMES (tests/model/test_ssm_names.py).
+# Shapes (D = d_model, N = d_state): w_delta [D, D], b_delta [D], w_b, w_c [D, N], b_b, b_c [N],
+# a_log [D, N], d_skip [D], w_o [D, D], b_o [D] (model/ssm.py, ssm_shapes).
+
+SSM_NAMES = ("w_delta", "b_delta", "w_b", "b_b", "w_c", "b_c", "a_log", "d_skip", "w_o", "b_o")
+
+
+def ssm_group(i: int) -> Group:
+    """The state-space mixer of decoder layer i: Group("dec.{i}.ssm", SSM_NAMES)."""
+    return Group(f"dec.{i}.ssm", SSM_NAMES)
+
+
+def ssm_layer_groups(i: int) -> tuple[Group, ...]:
+    """Decoder layer i of an SSM stack, in parameter order: mixer, its norm, ffn, its norm."""
+    prefix = f"dec.{i}"
+    return (
+        ssm_group(i),
+        Group(f"{prefix}.ln1", NORM_NAMES),
+        Group(f"{prefix}.ffn", FFN_NAMES),
+        Group(f"{prefix}.ln2", NORM_NAMES),
+    )
