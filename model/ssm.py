@@ -420,6 +420,36 @@ def scan_error_bound(a: np.ndarray, b: np.ndarray, dtype: type = np.float32) -> 
     return h_hat * k.reshape((1, t_len) + (1,) * (a.ndim - 2))  # [B, T, ...]
 
 
+def ssm_parallel_recurrent_bound(
+    *, steps: int, x_max: np.ndarray | float, dtype: type = np.float32, **weights: np.ndarray
+) -> np.ndarray:
+    """A bound on |ssm_forward(x) - ssm_recurrent(x)| per output channel, both in `dtype`, for
+    |x| <= x_max, h0 = 0 and T = steps. -> [D] (float64).
+
+    Three sources, to first order in u (docs/ssm.md):
+      the scan's reassociation: gamma_{3T + 6 ceil(log2 T)} U (scan_roundings; h_hat <= U);
+      the projections: one [B*T, D] product against T [B, D] products round differently
+        (BLAS kernels depend on the shape), each within gamma_{D+1} of exact: u_t differs by
+        2 gamma_{D+1} U, s = delta a by a relative 2 gamma_{D+1} Z (Z = sup |z|, since
+        sigmoid(z) <= softplus(z)), which moves h by at most 2 (that relative change) U;
+      the readout: C_t by 2 gamma_{D+1} |C|, each dot product by gamma of its length.
+    """
+    u = float(np.finfo(dtype).eps) / 2
+    d, n = weights["w_b"].shape
+    levels = max(1, math.ceil(math.log2(max(steps, 1))))
+    g_proj = gamma(d + 1, u)
+    r = np.broadcast_to(np.abs(np.asarray(x_max, dtype=np.float64)), (d,))  # [D]
+    ex = ssm_bounds(x_max=r, **weights)
+    z_abs = _abs_proj(weights["w_delta"], weights["b_delta"], r)  # [D] sup |z|
+    rel_s = 2 * g_proj * z_abs  # [D]
+    state_err = (gamma(3 * steps + 6 * levels, u) + 2 * g_proj + 2 * rel_s[:, None]) * ex.state  # [D, N]
+    core_err = (
+        state_err @ ex.gamma_c + 2 * g_proj * (ex.state @ ex.gamma_c) + 2 * gamma(n + 2, u) * ex.core
+    )  # [D]
+    w_o = np.abs(weights["w_o"].astype(np.float64))  # [D, D]
+    return w_o.T @ core_err + 2 * gamma(d + 1, u) * ex.out  # [D]
+
+
 # ---------------------------------------------------------------------------------------------
 # BIBO: the state and the output stay bounded for bounded inputs
 # ---------------------------------------------------------------------------------------------
@@ -492,9 +522,14 @@ def ssm_lambda_max(
     spread = np.abs(w_delta.astype(np.float64)).T @ r  # [D]
     b64 = b_delta.astype(np.float64)  # [D]
     z_lo = b64 - spread - gamma(d + 1, u) * (np.abs(b64) + spread)  # [D] smallest computed z
-    delta_lo = np.logaddexp(0.0, z_lo) * (1 - eps_f)  # [D]
-    a_lo = np.exp(a_log.astype(np.float64)) * (1 - eps_f)  # [D, N]
-    return np.exp(-delta_lo[:, None] * a_lo * (1 - u))  # [D, N]
+    tiny = float(np.finfo(dtype).smallest_normal)  # below it relative error bounds fail: use 0
+
+    def lowered(v: np.ndarray) -> np.ndarray:
+        return np.where(v >= tiny, v, 0.0)  # [...]
+
+    delta_lo = lowered(np.logaddexp(0.0, z_lo) * (1 - eps_f))  # [D]
+    a_lo = lowered(np.exp(a_log.astype(np.float64)) * (1 - eps_f))  # [D, N]
+    return np.exp(-lowered(delta_lo[:, None] * a_lo * (1 - u)))  # [D, N]
 
 
 def ssm_float_state_bound(
