@@ -189,8 +189,9 @@ def leaf(name: str) -> str:
 #
 # An SSM layer of a decoder-only model is the attention layer with its self-attention sub-layer
 # replaced: the same norms (ln1 after the mixer, ln2 after the FFN) and the same FFN names, so
-# only the mixer's group is new. `ssm` cannot collide with `self_attn` / `cross_attn` and no
-# leaf of SSM_NAMES is a leaf of ATTN_NAMES, FFN_NAMES or NORM_NAMES (tests/model/test_ssm_names.py).
+# only the mixer's group is new. The prefix `ssm` differs from `self_attn` / `cross_attn`, so no
+# full name collides; the one leaf pair SSM_NAMES shares with ATTN_NAMES is w_o, b_o, the output
+# projection in both (tests/model/test_ssm_names.py).
 # Shapes (D = d_model, N = d_state): w_delta [D, D], b_delta [D], w_b, w_c [D, N], b_b, b_c [N],
 # a_log [D, N], d_skip [D], w_o [D, D], b_o [D] (model/ssm.py, ssm_shapes).
 
