@@ -39,12 +39,13 @@ parameter value and input (Delta > 0 and a > 0 in exact arithmetic; in floating 
 underflow to 0, making lam exactly 1 and 1 - lam exactly 0, still a convex combination).
 
 Parallel form (training) and recurrence (inference): `linear_scan` solves h_t = a_t h_{t-1} + b_t
-for all t by odd-even recursive doubling (log-depth, O(T) work; Blelloch 1990's scan over the
-associative pairs (a, b) o (a', b') = (a a', a' b + b')). It never forms cumulative products to
-divide by, so there is no 0/0 when products of small lam underflow: an underflowed product is 0
-and its term's true weight is below the underflow threshold anyway. `ssm_step` is the
-recurrence; unrolled over T (`ssm_recurrent`) it equals `ssm_forward` within
-`scan_error_bound` (docs/ssm.md: gamma_k u-hat with k linear in T).
+for all t as a two-level blocked scan over the associative pairs (a, b) o (a', b') =
+(a a', a' b + b') (Blelloch 1990's reduce-then-scan: in-block recurrences and products for all
+blocks at once, the block ends by log-depth odd-even recursive doubling, one fix-up pass). It never
+forms cumulative products to divide by, so there is no 0/0 when products of small lam underflow:
+an underflowed product is 0 and its term's true weight is below the underflow threshold anyway.
+`ssm_step` is the recurrence; unrolled over T (`ssm_recurrent`) it equals `ssm_forward` within
+`ssm_parallel_recurrent_bound` (docs/ssm.md: gamma_k with k linear in T).
 
 BIBO (`ssm_bounds`): for |x_t[d]| <= r[d] and |h_0| <= H0, every state satisfies
 |h_t[d, n]| <= max(H0, r[d] beta[n]) with beta = |b_b| + |W_b|^T r, for every t, Delta and a;
@@ -148,7 +149,15 @@ def softplus(z: np.ndarray) -> np.ndarray:
 def softplus_grad_from_value(delta: np.ndarray) -> np.ndarray:
     """sigmoid(z) from delta = softplus(z): 1 - e^-delta (e^-softplus(z) = 1 / (1 + e^z)).
     In [0, 1]; no overflow for either sign of z."""
-    return -np.expm1(-delta)  # [...]
+    return one_minus_exp_neg(delta)  # [...]
+
+
+def one_minus_exp_neg(s: np.ndarray) -> np.ndarray:
+    """1 - e^-s for s >= 0, to a few ulps relative for every s (no cancellation near s = 0):
+    2 tanh(s/2) / (1 + tanh(s/2)), an identity. Not -expm1(-s): ONNX has no Expm1 operator, while
+    Tanh, Add and Div exist in every backend (and numpy's float32 tanh is ~4x faster than expm1)."""
+    t = np.tanh(s * s.dtype.type(0.5))  # [...] in [0, 1]
+    return (t + t) / (1 + t)  # [...] in [0, 1]
 
 
 class Coefficients(NamedTuple):
@@ -160,7 +169,7 @@ class Coefficients(NamedTuple):
     delta: np.ndarray  # [..., D]    softplus(z)
     a: np.ndarray  # [D, N]          exp(a_log)
     lam: np.ndarray  # [..., D, N]   exp(-delta a)
-    keep: np.ndarray  # [..., D, N]  1 - lam, as -expm1(-delta a) (exact near lam = 1)
+    keep: np.ndarray  # [..., D, N]  1 - lam, as one_minus_exp_neg(delta a) (accurate near lam = 1)
     u: np.ndarray  # [..., D, N]     x[d] B[n]
     bt: np.ndarray  # [..., N]       B_t
     ct: np.ndarray  # [..., N]       C_t
@@ -185,7 +194,7 @@ def coefficients(
     a = np.exp(a_log)  # [D, N]
     s = delta[..., :, None] * a  # [..., D, 1] * [D, N] -> [..., D, N]  s = delta a >= 0
     lam = np.exp(-s)  # [..., D, N] in [0, 1]
-    keep = -np.expm1(-s)  # [..., D, N] in [0, 1]
+    keep = one_minus_exp_neg(s)  # [..., D, N] in [0, 1]
     bt, cb = linear_forward(x, w=w_b, b=b_b)  # [..., D] -> [..., N]
     ct, cc = linear_forward(x, w=w_c, b=b_c)  # [..., D] -> [..., N]
     u = x[..., :, None] * bt[..., None, :]  # [..., D, 1] * [..., 1, N] -> [..., D, N]
@@ -201,25 +210,56 @@ def readout(h: np.ndarray, ct: np.ndarray, x: np.ndarray, d_skip: np.ndarray) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# The parallel form: a log-depth scan over (a_t, b_t) pairs
+# The parallel form: a blocked scan over (a_t, b_t) pairs
 # ---------------------------------------------------------------------------------------------
 
 
-def linear_scan(a: np.ndarray, b: np.ndarray, h0: np.ndarray | None = None) -> np.ndarray:
+def linear_scan(
+    a: np.ndarray, b: np.ndarray, h0: np.ndarray | None = None, *, block: int | None = None
+) -> np.ndarray:
     """h_t = a_t h_{t-1} + b_t for t = 0..T-1 along axis 1, h_{-1} = h0 (zeros if None).
 
-    a, b [B, T, ...], h0 [B, ...] -> h [B, T, ...]. Odd-even recursive doubling: pair (2i, 2i+1)
-    combines to (a_{2i+1} a_{2i}, a_{2i+1} b_{2i} + b_{2i+1}), the half-length problem gives h
-    at odd t, and one more step per even t fills those in. ceil(log2 T) levels, ~3T products and
-    ~2T sums in all; no division anywhere (underflowing products become 0, never 0/0).
+    a, b [B, T, ...], h0 [B, ...] -> h [B, T, ...]. A two-level scan over the associative pairs
+    (a, b) o (a', b') = (a a', a' b + b') (reduce-then-scan, Blelloch 1990): time is cut into
+    blocks of `block` steps (default ceil(sqrt(T))); every block runs its own recurrence and
+    the cumulative product P of its a, all blocks at once (`block` vectorised steps); the states
+    at the block ends are then the scan of the pairs (P_end, h_end) over blocks (`_scan`, log
+    depth); a last pass adds P_t carry_{k-1} to every position of block k. Depth
+    O(sqrt(T) + log T), ~5T products and sums in all. No division anywhere: a product of small
+    a that underflows is 0, never 0/0 (the term it multiplies is below the underflow threshold).
     """
     if h0 is not None:
         b = b.copy()  # [B, T, ...]
         b[:, 0] += a[:, 0] * h0  # [B, ...] fold the initial state into the first step
-    return _scan(a, b)
+    bsz, t = a.shape[:2]
+    rest = a.shape[2:]
+    size = max(1, math.ceil(math.sqrt(t))) if block is None else block
+    nb = -(-t // size)  # blocks
+    if nb * size > t:  # pad the last block with the identity pair (1, 0)
+        a = np.concatenate([a, np.ones((bsz, nb * size - t, *rest), dtype=a.dtype)], axis=1)  # [B, nb L, ...]
+        b = np.concatenate(
+            [b, np.zeros((bsz, nb * size - t, *rest), dtype=b.dtype)], axis=1
+        )  # [B, nb L, ...]
+    a_blk = a.reshape(bsz, nb, size, *rest)  # [B, nb, L, ...]
+    b_blk = b.reshape(bsz, nb, size, *rest)  # [B, nb, L, ...]
+    h = np.empty(b_blk.shape, dtype=np.result_type(a, b))  # [B, nb, L, ...] in-block states
+    prod = np.empty(a_blk.shape, dtype=a.dtype)  # [B, nb, L, ...] in-block products of a
+    h[:, :, 0] = b_blk[:, :, 0]
+    prod[:, :, 0] = a_blk[:, :, 0]
+    for i in range(1, size):
+        np.multiply(a_blk[:, :, i], h[:, :, i - 1], out=h[:, :, i])  # [B, nb, ...]
+        h[:, :, i] += b_blk[:, :, i]
+        np.multiply(a_blk[:, :, i], prod[:, :, i - 1], out=prod[:, :, i])  # [B, nb, ...]
+    if nb > 1:
+        carry = _scan(prod[:, :, -1], h[:, :, -1])  # [B, nb, ...] the true state at each block end
+        h[:, 1:] += prod[:, 1:] * carry[:, :-1, None]  # [B, nb-1, L, ...]
+    return h.reshape(bsz, nb * size, *rest)[:, :t]  # [B, T, ...]
 
 
 def _scan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The scan by odd-even recursive doubling (log depth): pair (2i, 2i+1) combines to
+    (a_{2i+1} a_{2i}, a_{2i+1} b_{2i} + b_{2i+1}); the half-length problem gives h at odd t; one
+    more step per even t fills those in. a, b [B, T, ...] -> h [B, T, ...], h_{-1} = 0."""
     t = a.shape[1]
     if t == 1:
         return b.copy()  # [B, 1, ...]
@@ -402,11 +442,12 @@ def gamma(k: int | float, u: float) -> float:
 
 
 def scan_roundings(t: int, steps: int) -> int:
-    """How many roundings a term of h_t can carry, summed over the two forms: the recurrence
-    2(t + 1) (a product and a sum per step), the scan (t + 1) in the coefficient products plus
-    6 per level (two each going up, coming down and on an odd tail), ceil(log2 T) levels."""
+    """How many roundings a term of h_t can carry, summed over the two forms (docs/ssm.md):
+    the recurrence 2(t + 1) (a product and a sum per step); the blocked scan 2(t + 1) in its
+    in-block recurrences, products and fix-up, plus 6 per level of the carry scan (two each going
+    up, coming down and on an odd tail) and 4 for the fix-up; ceil(log2 T) levels at most."""
     levels = max(1, math.ceil(math.log2(max(steps, 1))))
-    return 2 * (t + 1) + (t + 1) + 6 * levels
+    return 4 * (t + 1) + 6 * levels + 4
 
 
 def scan_error_bound(a: np.ndarray, b: np.ndarray, dtype: type = np.float32) -> np.ndarray:
@@ -427,7 +468,7 @@ def ssm_parallel_recurrent_bound(
     |x| <= x_max, h0 = 0 and T = steps. -> [D] (float64).
 
     Three sources, to first order in u (docs/ssm.md):
-      the scan's reassociation: gamma_{3T + 6 ceil(log2 T)} U (scan_roundings; h_hat <= U);
+      the scan's reassociation: gamma_{4T + 6 ceil(log2 T) + 4} U (scan_roundings; h_hat <= U);
       the projections: one [B*T, D] product against T [B, D] products round differently
         (BLAS kernels depend on the shape), each within gamma_{D+1} of exact: u_t differs by
         2 gamma_{D+1} U, s = delta a by a relative 2 gamma_{D+1} Z (Z = sup |z|, since
@@ -436,13 +477,14 @@ def ssm_parallel_recurrent_bound(
     """
     u = float(np.finfo(dtype).eps) / 2
     d, n = weights["w_b"].shape
-    levels = max(1, math.ceil(math.log2(max(steps, 1))))
     g_proj = gamma(d + 1, u)
     r = np.broadcast_to(np.abs(np.asarray(x_max, dtype=np.float64)), (d,))  # [D]
     ex = ssm_bounds(x_max=r, **weights)
     z_abs = _abs_proj(weights["w_delta"], weights["b_delta"], r)  # [D] sup |z|
     rel_s = 2 * g_proj * z_abs  # [D]
-    state_err = (gamma(3 * steps + 6 * levels, u) + 2 * g_proj + 2 * rel_s[:, None]) * ex.state  # [D, N]
+    state_err = (
+        gamma(scan_roundings(steps - 1, steps), u) + 2 * g_proj + 2 * rel_s[:, None]
+    ) * ex.state  # [D, N]
     core_err = (
         state_err @ ex.gamma_c + 2 * g_proj * (ex.state @ ex.gamma_c) + 2 * gamma(n + 2, u) * ex.core
     )  # [D]
@@ -454,7 +496,7 @@ def ssm_parallel_recurrent_bound(
 # BIBO: the state and the output stay bounded for bounded inputs
 # ---------------------------------------------------------------------------------------------
 
-# Relative error assumed of one exp / expm1 / logaddexp evaluation, in units of u (4 ulp = 8 u):
+# Relative error assumed of one exp / logaddexp / one_minus_exp_neg evaluation, in units of u:
 # measured on this machine (numpy 2.4.6) by tests/model/test_ssm_bounds.py, stated in docs/ssm.md.
 ELEMENTARY_ERROR_U = 8.0
 
