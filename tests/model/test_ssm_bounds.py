@@ -57,7 +57,7 @@ def float_states(w: dict, x: np.ndarray, h0: np.ndarray | None = None) -> np.nda
     return ssm.recurrence(co.lam, co.keep * co.u, h0)
 
 
-def test_elementary_functions_are_within_the_assumed_error():
+def test_elementary_functions_are_within_the_assumed_error(capsys):
     """The float bound assumes exp, one_minus_exp_neg (1 - lam) and logaddexp (softplus) within
     ELEMENTARY_ERROR_U u of exact
     (relative, where the result is a normal number); measured here on 4M+ arguments each."""
@@ -80,6 +80,11 @@ def test_elementary_functions_are_within_the_assumed_error():
         "one_minus_exp_neg": rel(ssm.one_minus_exp_neg(s), -np.expm1(-s.astype(np.float64))),
         "logaddexp": rel(np.logaddexp(np.float32(0), z), np.logaddexp(0.0, z.astype(np.float64))),
     }
+    with capsys.disabled():
+        shown = ", ".join(f"{k} {v:.2f} u" for k, v in errors.items())
+        print(
+            f"\nfloat32 elementary functions, worst relative error: {shown} (assumed <= {ssm.ELEMENTARY_ERROR_U:g} u)"
+        )
     assert all(e <= ssm.ELEMENTARY_ERROR_U for e in errors.values()), errors
 
 
