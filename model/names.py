@@ -151,6 +151,13 @@ def encoder_layers(config: "Config") -> tuple[Layer, ...]:
 
 @lru_cache(maxsize=64)
 def decoder_layers(config: "Config") -> tuple[Layer, ...]:
+    """The attention layers of a decoder. An SSM stack has none: its layers are `ssm_layers`,
+    and code written for attention layers fails here, clearly, instead of binding wrong names."""
+    if getattr(config, "block", "attention") != "attention":
+        raise ValueError(
+            f"this model's decoder layers are {config.block!r} blocks, not attention; "
+            "use names.ssm_layers(config) (this code path handles attention models only)"
+        )
     cross = config.arch == "encoder-decoder"
     return tuple(decoder_layer(i, cross=cross) for i in range(config.n_layers))
 
@@ -167,6 +174,8 @@ def output_group(config: "Config") -> Group:
 def parameter_groups(config: "Config") -> tuple[Group, ...]:
     """Every group once, in parameter order (the tied embedding is not repeated)."""
     io = (EMBEDDING,) if config.inputs == "tokens" else (IN_PROJ, OUT_PROJ)
+    if getattr(config, "block", "attention") == "ssm":
+        return io + tuple(group for groups in ssm_layers(config) for group in groups)
     layers = encoder_layers(config) + decoder_layers(config)
     return io + tuple(group for layer in layers for group in layer.groups())
 
@@ -203,7 +212,7 @@ def ssm_group(i: int) -> Group:
     return Group(f"dec.{i}.ssm", SSM_NAMES)
 
 
-def ssm_layer_groups(i: int) -> tuple[Group, ...]:
+def ssm_layer_groups(i: int) -> tuple[Group, Group, Group, Group]:
     """Decoder layer i of an SSM stack, in parameter order: mixer, its norm, ffn, its norm."""
     prefix = f"dec.{i}"
     return (
@@ -212,3 +221,8 @@ def ssm_layer_groups(i: int) -> tuple[Group, ...]:
         Group(f"{prefix}.ffn", FFN_NAMES),
         Group(f"{prefix}.ln2", NORM_NAMES),
     )
+
+
+def ssm_layers(config: "Config") -> tuple[tuple[Group, Group, Group, Group], ...]:
+    """Every layer of an SSM stack: (mixer, its norm, ffn, its norm) per decoder layer."""
+    return tuple(ssm_layer_groups(i) for i in range(config.n_layers))  # type: ignore[misc]

@@ -133,7 +133,8 @@ def ssm_init(
         "w_o": rng.uniform(-limit_o, limit_o, size=(d, d)),
         "b_o": np.zeros(d),
     }
-    return {leaf: np.array(value[leaf], dtype=dtype) for leaf in ssm_shapes(d, n)}
+    # order="C": a copy of the broadcast a_log with the default order "K" is column-major
+    return {leaf: np.array(value[leaf], dtype=dtype, order="C") for leaf in ssm_shapes(d, n)}
 
 
 # ---------------------------------------------------------------------------------------------

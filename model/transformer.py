@@ -45,6 +45,7 @@ from .layers import (
     mha_forward,
     positional_encoding,
 )
+from .ssm import SsmCache, ssm_backward, ssm_forward, ssm_init, ssm_shapes
 from .names import ATTN_NAMES, FFN_NAMES  # re-exported: importers of these names predate names.py
 
 Params = dict[str, np.ndarray]
@@ -90,6 +91,8 @@ def _group_shapes(group: names.Group, config: Config) -> dict[str, tuple[int, ..
         return {"w1": (d, f), "b1": (f,), "w2": (f, d), "b2": (d,)}
     if group.leaves == names.NORM_NAMES:
         return {"g": (d,), "b": (d,)}
+    if group.leaves == names.SSM_NAMES:
+        return dict(ssm_shapes(d, config.d_state))
     raise AssertionError(f"no shapes for {group}")  # pragma: no cover - names.py makes only these
 
 
@@ -105,11 +108,16 @@ def parameter_shapes(config: Config) -> dict[str, tuple[int, ...]]:
 def init_params(config: Config, seed: int = 0) -> Params:
     """Seeded initialisation: Xavier-uniform matrices (Glorot & Bengio 2010), zero biases,
     unit LayerNorm gains, embedding N(0, D^-1/2) so that the sqrt(D)-scaled embedding has unit
-    variance. Float32."""
+    variance. Float32. An SSM mixer gets model/ssm.py's Mamba / S4D-Real initialisation, drawn
+    after every other parameter (so the attention models' draws are unchanged)."""
     rng = np.random.default_rng(seed)
     params: Params = {}
+    mixers = [groups[0] for groups in names.ssm_layers(config)] if config.block == "ssm" else []
+    mixer_names = {name for group in mixers for name in group.names()}
     for name, shape in parameter_shapes(config).items():
-        if name == names.TOK_EMBED:
+        if name in mixer_names:
+            params[name] = np.zeros(shape, dtype=np.float32)  # placeholder keeping the order
+        elif name == names.TOK_EMBED:
             value = rng.normal(0.0, config.d_model**-0.5, size=shape)
         elif len(shape) == 2:
             limit = np.sqrt(6.0 / (shape[0] + shape[1]))
@@ -118,7 +126,11 @@ def init_params(config: Config, seed: int = 0) -> Params:
             value = np.ones(shape)
         else:
             value = np.zeros(shape)
-        params[name] = value.astype(np.float32)
+        if name not in mixer_names:
+            params[name] = value.astype(np.float32)
+    for group in mixers:
+        for leaf, value in ssm_init(config.d_model, config.d_state, rng).items():
+            params[group[leaf]] = value
     return params
 
 
@@ -222,12 +234,12 @@ class InputProjRecord:
 def embed(
     params: Params, config: Config, x: np.ndarray, *, start: int = 0, tape: Tape | None = None
 ) -> np.ndarray:
-    """Input embedding plus sinusoidal positions start..start+T-1.
+    """Input embedding plus sinusoidal positions start..start+T-1 (none for an SSM block: the
+    recurrence is order-aware by itself, and a position-free step has no max_len).
 
     tokens: x int [B, T] -> E[x] * sqrt(D) + PE; continuous: x [B, T, d_in] -> x W_in + b_in + PE.
     """
     t = x.shape[1]
-    pe = positional_encoding(start + t, config.d_model)[start:]  # [T, D]
     record: Record
     if config.inputs == "tokens":
         table = params[names.TOK_EMBED]  # [V, D]
@@ -237,7 +249,9 @@ def embed(
     else:
         h, cache = linear_forward(x, **names.IN_PROJ.take(params))  # [B, T, d_in] -> [B, T, D]
         record = InputProjRecord(cache)
-    h += pe.astype(h.dtype)  # [B, T, D], h is a new array
+    if config.block != "ssm":
+        pe = positional_encoding(start + t, config.d_model)[start:]  # [T, D]
+        h += pe.astype(h.dtype)  # [B, T, D], h is a new array
     if tape is not None:
         tape.records.append(record)
     return h
@@ -362,6 +376,43 @@ def ffn_sublayer(
     return y
 
 
+@dataclass(frozen=True)
+class SsmRecord:
+    mixer: names.Group
+    norm: names.Group
+    cache: SsmCache
+    gain: np.ndarray | None
+    ln: LayerNormCache
+
+    def backward(self, flow: Flow) -> None:
+        dsum, local = layer_norm_backward(flow.dh, self.ln)  # [B, T, D]
+        flow.add(self.norm, local)
+        dx, local = ssm_backward(dropout_backward(dsum, self.gain), self.cache)
+        flow.add(self.mixer, local)
+        dx += dsum  # the residual path
+        flow.dh = dx
+
+
+def ssm_sublayer(
+    x: np.ndarray,
+    params: Params,
+    mixer: names.Group,
+    norm: names.Group,
+    config: Config,
+    *,
+    tape: Tape | None = None,
+) -> np.ndarray:
+    """x [B, T, D] -> LN(x + Dropout(SSM(x))) [B, T, D]: the state-space mixer where
+    self-attention sits (model/ssm.py), the parallel (scan) form."""
+    m, c_ssm = ssm_forward(x, **mixer.take(params))  # [B, T, D]
+    m, gain = (m, None) if tape is None else tape.drop(m)
+    m += x  # m is a new array (projection or dropout output)
+    y, c_ln = layer_norm_forward(m, **norm.take(params), eps=config.ln_eps)  # [B, T, D]
+    if tape is not None:
+        tape.records.append(SsmRecord(mixer, norm, c_ssm, gain, c_ln))
+    return y
+
+
 # ---------------------------------------------------------------------------------------------
 # Layers and stacks
 # ---------------------------------------------------------------------------------------------
@@ -452,6 +503,12 @@ def decode(
 ) -> np.ndarray:
     """Causal decoder stack plus output projection: x [B, T] tokens or [B, T, d_in] -> [B, T, V|d_out]."""
     t = x.shape[1]
+    if config.block == "ssm":  # no positions, no cache: any length
+        h = _dropout(embed(params, config, x, tape=tape), tape)  # [B, T, D]
+        for mixer, mixer_norm, ffn, ffn_norm in names.ssm_layers(config):
+            h = ssm_sublayer(h, params, mixer, mixer_norm, config, tape=tape)  # [B, T, D]
+            h = ffn_sublayer(h, params, ffn, ffn_norm, config, tape=tape)  # [B, T, D]
+        return project_out(params, config, h, tape=tape)
     if t > config.max_len:
         raise ValueError(f"sequence length {t} exceeds max_len {config.max_len} of this model")
     h = _dropout(embed(params, config, x, tape=tape), tape)  # [B, T, D]

@@ -42,3 +42,4 @@ def test_shapes_and_init_follow_the_names():
     dt = ssm.softplus(params["b_delta"].astype(np.float64))  # Mamba: initial steps in [1e-3, 1e-1]
     assert np.all((dt >= ssm.DT_MIN * (1 - 1e-5)) & (dt <= ssm.DT_MAX * (1 + 1e-5)))
     np.testing.assert_array_equal(params["d_skip"], 1.0)
+    assert all(v.flags["C_CONTIGUOUS"] for v in params.values())  # a broadcast copy is not, by default
