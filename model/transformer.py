@@ -45,8 +45,8 @@ from .layers import (
     mha_forward,
     positional_encoding,
 )
-from .ssm import SsmCache, ssm_backward, ssm_forward, ssm_init, ssm_shapes
 from .names import ATTN_NAMES, FFN_NAMES  # re-exported: importers of these names predate names.py
+from .ssm import SsmCache, ssm_backward, ssm_forward, ssm_init, ssm_shapes
 
 Params = dict[str, np.ndarray]
 
