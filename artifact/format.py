@@ -111,7 +111,10 @@ def ssm_step_signature(config: Config, batch: int) -> dict[str, IO]:
             in_name: ("int64", [batch]) if config.inputs == "tokens" else ("float32", [batch, config.d_in]),
             SSM_STATE: ("float32", state),
         },
-        "outputs": {out_name: ("float32", [batch, out_width(config)]), SSM_STATE_NEW: ("float32", list(state))},
+        "outputs": {
+            out_name: ("float32", [batch, out_width(config)]),
+            SSM_STATE_NEW: ("float32", list(state)),
+        },
     }
 
 

@@ -29,7 +29,9 @@ from tickformer.model.ssm import ssm_bounds, ssm_float_state_bound
 from .bounds import ROUNDING_SLACK
 
 
-def mixer_input_radii(params: Mapping[str, np.ndarray], config: Config, domain: tuple[float, float]) -> list[np.ndarray]:
+def mixer_input_radii(
+    params: Mapping[str, np.ndarray], config: Config, domain: tuple[float, float]
+) -> list[np.ndarray]:
     """r_l [D] for every layer l (module docstring), float64."""
     d = config.d_model
     if config.inputs == "tokens":
@@ -47,7 +49,9 @@ def mixer_input_radii(params: Mapping[str, np.ndarray], config: Config, domain: 
     return radii
 
 
-def state_bound(params: Mapping[str, np.ndarray], config: Config, domain: tuple[float, float]) -> dict[str, Any]:
+def state_bound(
+    params: Mapping[str, np.ndarray], config: Config, domain: tuple[float, float]
+) -> dict[str, Any]:
     """The manifest's "state_bound" entry: {"layers": [S_l], "uniform_float": [bool], ...}."""
     layers, uniform, exact, radius = [], [], [], []
     for (mixer, *_), r in zip(names.ssm_layers(config), mixer_input_radii(params, config, domain)):

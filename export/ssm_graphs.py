@@ -62,7 +62,9 @@ def _gemm(g: GraphBuilder, params: Params, x: str, w: str, bias: str) -> str:
     return g.op("Gemm", x, b.param(g, params, w), b.param(g, params, bias))  # [B, n_in] -> [B, n_out]
 
 
-def _mixer(g: GraphBuilder, params: Params, config: Config, h: str, h_prev: str, mixer: names.Group) -> tuple[str, str]:
+def _mixer(
+    g: GraphBuilder, params: Params, config: Config, h: str, h_prev: str, mixer: names.Group
+) -> tuple[str, str]:
     """One SSM mixer step: h [B, D], h_prev [B, D, N] -> (out [B, D] before the residual, h_new [B, D, N])."""
     z = _gemm(g, params, h, mixer["w_delta"], mixer["b_delta"])  # [B, D]
     delta = g.op("Softplus", z)  # [B, D] > 0
@@ -134,11 +136,17 @@ def build_ssm_model(params: Params, config: Config, batch: int, opset: int) -> o
     g = GraphBuilder("tickformer_ssm_model", opset)
     in_name, out_name = io_names(config)
     tokens = config.inputs == "tokens"
-    x = g.input(in_name, "int64", [batch, "T"]) if tokens else g.input(in_name, "float32", [batch, "T", config.d_in])
+    x = (
+        g.input(in_name, "int64", [batch, "T"])
+        if tokens
+        else g.input(in_name, "float32", [batch, "T", config.d_in])
+    )
     body = _BodyBuilder("tickformer_ssm_body", opset)
     state_shape = fmt.ssm_state_shape(config, batch)
     state_in = body.input("state_in", "float32", state_shape)
-    x_t = body.input("x_t", "int64", [batch]) if tokens else body.input("x_t", "float32", [batch, config.d_in])
+    x_t = (
+        body.input("x_t", "int64", [batch]) if tokens else body.input("x_t", "float32", [batch, config.d_in])
+    )
     y_t, state_new = _step_body(body, params, config, batch, x_t, state_in)
     body.output(state_new, "state_out", "float32", state_shape)
     body.output(y_t, "y_t", "float32", [batch, out_width(config)])
@@ -254,4 +262,3 @@ def check_ssm(
         "inputs": len(inputs),
         "pairs": rec.pairs,
     }
-
