@@ -15,6 +15,12 @@ A plan is a generator of `Property` (run by the runner with Hypothesis) and fini
                        (source padding), step_equals_full (vs the numpy teacher-forced pass),
                        stale_cache_isolation, numpy_vs_backend, rejected_step_is_harmless
 
+    "ssm"              our state-space artifacts (ssm_plan): decoder_plan with the stale-cache
+                       property read as state isolation after reset(), plus state_bounded (every
+                       layer's state within the manifest's BIBO bound after every step, random and
+                       constant corner inputs) and no_context_full (a stream of max_len + 1..max_len
+                       + 8 steps never raises ContextFull and equals the full pass)
+
 The artifact kinds to come reuse these: "windowed" is decoder_plan plus a window property
 (outputs at t bitwise independent of inputs before t - W + 1; steps past max_len never raise
 ContextFull: the ring wraps) and step_equals_full against the windowed full pass; "recurrent" is
@@ -27,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
 from hypothesis import strategies as st
 
 from tickformer.contracts.input_domain import check_domain
@@ -35,10 +42,12 @@ from . import foreign_checks as fc
 from .checks import (
     check_causal,
     check_finite,
+    check_no_context_full,
     check_numpy_vs_backend,
     check_rejected_step,
     check_source_padding,
     check_stale_cache,
+    check_state_bounded,
     check_step_full,
 )
 from .results import Property, PropertyResult
@@ -84,6 +93,39 @@ def decoder_plan(model: Any, ctx: Context) -> Plan:
     yield Property("numpy_vs_backend", xs, check_numpy_vs_backend(model), engine="fail")
     rejected = st.tuples(xs, st.integers(0, hi_t - 1), model.bad_values())  # the artifact's own domain
     yield Property("rejected_step_is_harmless", rejected, check_rejected_step(model), engine="fail")
+
+
+def ssm_plan(model: Any, ctx: Context) -> Plan:
+    """decoder_plan (its stale_cache_isolation is state isolation after reset() here), then the
+    state-space properties."""
+    for item in decoder_plan(model, ctx):
+        if isinstance(item, Property) and item.name == "stale_cache_isolation":
+            item.name = "state_isolation_after_reset"
+        yield item
+    if model.tokens:
+        dom = model.domain
+    else:
+        dom = check_domain(*(ctx.domain if ctx.domain is not None else model.domain))
+    lo, hi = dom
+    hi_t = model.t_range[1]
+    if model.tokens:
+        corners = st.sampled_from([0, model.config.vocab_size - 1])
+    else:
+        corners = st.sampled_from([lo, hi])
+    constant = st.tuples(corners, st.integers(1, hi_t)).map(
+        lambda c: np.full(
+            (model.batch, c[1]) if model.tokens else (model.batch, c[1], model.features), c[0], model.dtype
+        )
+    )  # a constant corner input drives the state to its bound (docs/ssm.md)
+    yield Property(
+        "state_bounded",
+        st.one_of(model.examples(model.t_range, dom), constant),
+        check_state_bounded(model),
+        engine="fail",
+    )
+    n = model.session.max_len
+    longer = model.sequences((n + 1, n + 8), dom)
+    yield Property("no_context_full", longer, check_no_context_full(model), engine="fail")
 
 
 def seq2seq_plan(model: Any, ctx: Context) -> Plan:
@@ -344,4 +386,5 @@ PLANS: dict[str, Callable[[Any, Context], Plan]] = {
     "onnx": foreign_plan,
     "decoder": decoder_plan,
     "encoder-decoder": seq2seq_plan,
+    "ssm": ssm_plan,
 }
