@@ -962,6 +962,11 @@ FILES: dict[str, tuple[str, str]] = {
         "the trainer's owner (issue 19, the reverse regression): no committed metrics yet",
     ),
     "docs/reliability.md": ("pending", "the security/reliability owner: timings without committed output"),
+    "docs/ssm.md": (
+        "pending",
+        "the ssm owner (issue 15): bench numbers come from benchmarks/results/ssm_bench.json (command beside "
+        "them), not yet registered as claims",
+    ),
     "docs/codegen.md": (
         "pending",
         "the codegen owner: its figures come from benchmarks/results/c_step*.json, not yet registered",
