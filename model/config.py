@@ -36,8 +36,12 @@ class Config:
     inputs: "tokens" (embedding scaled by sqrt(d_model), output tied to the embedding) or
         "continuous" (linear in from d_in, linear out to d_out) for control signals.
     n_layers: decoder layers; n_enc_layers: encoder layers (encoder-decoder only, else 0).
-    max_len: longest sequence the positional table and KV cache are sized for (an SSM
-        block has neither: there it is only the training sequence length).
+    max_len: longest sequence the positional table and KV cache are sized for (with a window: the
+        training sequence length; the stream itself is unbounded).
+    window: None (every self-attention layer sees all earlier positions) or W, 1 <= W <= max_len:
+        sliding-window attention, each position attends to the last W positions (itself
+        included), with a learned relative-position bias per layer and head instead of the
+        sinusoidal table (docs/streaming.md). Decoder-only.
     block: the sequence mixer of every decoder layer: "attention" (the paper's) or "ssm" (the
         selective diagonal state-space mixer of model/ssm.py, decoder-only, no positional
         encoding).
@@ -57,6 +61,7 @@ class Config:
     max_len: int = 256
     dropout: float = 0.1
     ln_eps: float = 1e-5
+    window: int | None = None
     block: Block = "attention"
     d_state: int = 0
 
@@ -106,24 +111,52 @@ class Config:
                 "d_state",
                 hint=f"an SSM block needs >= 1 state per channel, e.g. {DEFAULT_D_STATE}",
             )
+            if self.window is not None:
+                fail(
+                    "window is for attention blocks; an ssm block's state is fixed already: leave window unset"
+                )
         elif self.d_state != 0:
             fail(f"d_state={self.d_state} given for an attention block; set it to 0 (or block='ssm')")
         validation.real(self.dropout, "dropout", min_value=0.0, max_value=1.0, exclude_max=True)
         validation.positive_real(self.ln_eps, "ln_eps")
+        if self.window is not None:
+            validation.integer(
+                self.window,
+                "window",
+                min_value=1,
+                max_value=self.max_len,
+                hint=f"a window of 1..max_len positions (max_len {self.max_len} is the training sequence "
+                f"length, which must hold a full window), e.g. window={min(32, self.max_len)}",
+            )
+            if self.arch != "decoder":
+                fail(
+                    "window is for decoder-only models (unbounded streams); an encoder-decoder decodes "
+                    "bounded sequences: leave window unset"
+                )
 
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
 
+    @property
+    def windowed(self) -> bool:
+        return self.window is not None
+
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        """The fields as a dict; `window` only when set and `block`/`d_state` only for an ssm
+        block, so a model without them is written exactly as before they existed (and a reader
+        that predates them refuses such a model, at its unknown field, instead of running it as
+        something else)."""
+        out = dataclasses.asdict(self)
+        if self.window is None:
+            del out["window"]
         for name, default in _OPTIONAL_DEFAULTS.items():
-            if data[name] == default:
-                del data[name]
-        return data
+            if out[name] == default:
+                del out[name]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Config":
@@ -244,4 +277,6 @@ def parameter_count(config: Config) -> int:
     total += config.n_enc_layers * (attention + ffn + 2 * norm)
     cross = config.arch == "encoder-decoder"
     total += config.n_layers * (attention * (2 if cross else 1) + ffn + norm * (3 if cross else 2))
+    if config.window is not None:
+        total += config.n_layers * config.n_heads * config.window  # relative-position bias tables
     return total

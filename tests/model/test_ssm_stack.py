@@ -30,6 +30,7 @@ SSM = Config(
         ({"d_state": 0}, "d_state=0 must be a positive integer"),
         ({"d_state": -2}, "d_state=-2 must be a positive integer"),
         ({"block": "attention"}, "d_state=4 given for an attention block; set it to 0"),
+        ({"window": 4}, "window is for attention blocks"),
         ({"arch": "encoder-decoder", "n_enc_layers": 1, "inputs": "tokens", "vocab_size": 5, "d_in": 0, "d_out": 0},
          "block 'ssm' is for decoder-only models"),
     ],

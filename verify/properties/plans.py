@@ -14,17 +14,16 @@ A plan is a generator of `Property` (run by the runner with Hypothesis) and fini
                        causality (skipped: no full-pass graph, see its reason), padding_mask
                        (source padding), step_equals_full (vs the numpy teacher-forced pass),
                        stale_cache_isolation, numpy_vs_backend, rejected_step_is_harmless
-
     "ssm"              our state-space artifacts (ssm_plan): decoder_plan with the stale-cache
                        property read as state isolation after reset(), plus state_bounded (every
                        layer's state within the manifest's BIBO bound after every step, random and
                        constant corner inputs) and no_context_full (a stream of max_len + 1..max_len
                        + 8 steps never raises ContextFull and equals the full pass)
+    "windowed"         our sliding-window artifacts (windowed_plan): decoder_plan (its
+                       step_equals_full against the windowed full pass, across wrap-around),
+                       window_isolation, slides_past_max_len
 
-The artifact kinds to come reuse these: "windowed" is decoder_plan plus a window property
-(outputs at t bitwise independent of inputs before t - W + 1; steps past max_len never raise
-ContextFull: the ring wraps) and step_equals_full against the windowed full pass; "recurrent" is
-decoder_plan with the stale-cache property read as state isolation after reset(). Not real-time.
+Not real-time.
 """
 
 from __future__ import annotations
@@ -45,10 +44,12 @@ from .checks import (
     check_no_context_full,
     check_numpy_vs_backend,
     check_rejected_step,
+    check_slides_past_max_len,
     check_source_padding,
     check_stale_cache,
     check_state_bounded,
     check_step_full,
+    check_window_isolation,
 )
 from .results import Property, PropertyResult
 from .strategies import feed_dicts, id_arrays, size_dicts
@@ -126,6 +127,24 @@ def ssm_plan(model: Any, ctx: Context) -> Plan:
     n = model.session.max_len
     longer = model.sequences((n + 1, n + 8), dom)
     yield Property("no_context_full", longer, check_no_context_full(model), engine="fail")
+
+
+def windowed_plan(model: Any, ctx: Context) -> Plan:
+    yield from decoder_plan(model, ctx)
+    dom = (
+        model.domain
+        if model.tokens
+        else check_domain(*(ctx.domain if ctx.domain is not None else model.domain))
+    )
+    r = model.receptive
+    pairs = st.integers(r + 1, r + 8).flatmap(
+        lambda t: st.tuples(model.sequences((t, t), dom), model.sequences((t, t), dom))
+    )
+    yield Property("window_isolation", pairs, check_window_isolation(model), engine="fail")
+    n = 2 * model.session.max_len + model.window
+    yield Property(
+        "slides_past_max_len", model.sequences((n, n), dom), check_slides_past_max_len(model), engine="fail"
+    )
 
 
 def seq2seq_plan(model: Any, ctx: Context) -> Plan:
@@ -387,4 +406,5 @@ PLANS: dict[str, Callable[[Any, Context], Plan]] = {
     "decoder": decoder_plan,
     "encoder-decoder": seq2seq_plan,
     "ssm": ssm_plan,
+    "windowed": windowed_plan,
 }
