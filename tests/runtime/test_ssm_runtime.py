@@ -189,3 +189,17 @@ def test_the_allocation_probe_sees_a_position_increment(ssm_art):
         return y
 
     assert _peak_rise(old_step, xs, 600) > 0
+
+
+def test_cli_run_steps_an_ssm_artifact_past_max_len(ssm_art, tmp_path, capsys):
+    from tickformer.cli import main
+
+    path, params, _ = ssm_art
+    seq = inputs(SSM, 3 * SSM.max_len)
+    np.save(tmp_path / "in.npy", seq)
+    assert main(["run", str(path), "--backend", "ort", "--input", str(tmp_path / "in.npy"),
+                 "--output", str(tmp_path / "out.npy"), "--contracts", "check"]) == 0  # fmt: skip
+    out = np.load(tmp_path / "out.npy")
+    tol = ssm_tolerance(SSM.replace(max_len=seq.shape[1]))["atol"]
+    np.testing.assert_allclose(out, forward(params, SSM, seq), atol=tol, rtol=tol)
+    assert "state_bound" in capsys.readouterr().out
