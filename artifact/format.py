@@ -20,6 +20,9 @@ graph input name, a cache shape or a file name.
     step_signature           step.onnx's inputs and outputs (names, dtypes, static shapes)
     expected_io              every graph's I/O, as the manifest records it
     step_feeds, step_outputs the host layout <-> step.onnx conversion (tests, export checks)
+    SSM_STATE, SSM_STATE_NEW, ssm_state_shape, ssm_step_signature
+                             the "ssm" kind (Config.block "ssm", docs/ssm.md): one fixed-size
+                             state tensor [B, L, D, N] in and out of step.onnx, no KV cache
 
 Pure functions of the model config (numpy only); no file I/O.
 """
@@ -51,6 +54,12 @@ SIGNATURE = "manifest.sig"  # beside the manifest, not listed in it (it signs th
 CONTROL_FLOW: dict[str, dict[str, frozenset[str]]] = {
     "decoder": {},
     "encoder-decoder": {},
+    # The state-space kind's full-sequence graph is one Scan over the time axis of its input
+    # x [B, T, d_in] whose body is the step (export/ssm_graphs.py): the recurrence runs T times,
+    # and T is the length of the graph input (a scan input that is a graph input, so
+    # graph_rules accepts its trip count); an unrolled recurrence would fix T at export. The
+    # step graph stays straight-line.
+    "ssm": {"model": frozenset({"Scan"})},
     "windowed": {},
 }
 
@@ -101,9 +110,38 @@ def cache_rows(config: Config) -> int:
 
 
 def artifact_kind(config: Config) -> str:
-    """The artifact kind the manifest declares: its config's architecture, or "windowed" for a
-    decoder with a sliding window (ring caches); keys CONTROL_FLOW and verify's plans."""
+    """The artifact kind the manifest declares: its config's architecture, "windowed" for a
+    decoder with a sliding window (ring caches), or "ssm" for a state-space stack; keys
+    CONTROL_FLOW and verify's plans."""
+    if config.block == "ssm":
+        return "ssm"
     return "windowed" if config.window is not None else config.arch
+
+
+SSM_STATE = "state"  # step.onnx input of the ssm kind: every layer's state, [B, L, D, N]
+SSM_STATE_NEW = "state_new"  # step.onnx output: the state after this position, same shape
+
+
+def ssm_state_shape(config: Config, batch: int) -> list[int]:
+    """[B, L, D, N]: the whole recurrent state of one batch, fixed whatever the stream length."""
+    return [batch, config.n_layers, config.d_model, config.d_state]
+
+
+def ssm_step_signature(config: Config, batch: int) -> dict[str, IO]:
+    """step.onnx of the ssm kind: x [B, d_in] (tokens [B]), state [B, L, D, N] -> y [B, d_out]
+    (logits [B, V]), state_new [B, L, D, N]. No position input: the step is position-free."""
+    in_name, out_name = io_names(config)
+    state: list[int | str] = list(ssm_state_shape(config, batch))
+    return {
+        "inputs": {
+            in_name: ("int64", [batch]) if config.inputs == "tokens" else ("float32", [batch, config.d_in]),
+            SSM_STATE: ("float32", state),
+        },
+        "outputs": {
+            out_name: ("float32", [batch, out_width(config)]),
+            SSM_STATE_NEW: ("float32", list(state)),
+        },
+    }
 
 
 def allowed_control_flow(kind: str, graph: str) -> frozenset[str]:
@@ -135,7 +173,10 @@ def step_signature(config: Config, batch: int) -> dict[str, IO]:
     (+ cross_k.i, cross_v.i [B, H, N, dh], src_valid [B, N] for encoder-decoder). N = cache_rows:
     max_len, or W for a ring cache, where pos is any p >= 0 (the graph reads slots by
     contracts.ring_buffer.slot_read(p, s, W), which depends on p only through p mod W and p >= W:
-    the session feeds ring_position(p) < 3W) and the new rows belong in row p mod W."""
+    the session feeds ring_position(p) < 3W) and the new rows belong in row p mod W.
+    The ssm kind's step is `ssm_step_signature`."""
+    if config.block == "ssm":
+        return ssm_step_signature(config, batch)
     in_name, out_name = io_names(config)
     layer = cache_shape(config, batch)[1:]  # [B, H, N, dh]
     row = cache_shape(config, batch, rows=1)[1:]  # [B, H, 1, dh]

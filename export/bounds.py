@@ -43,7 +43,10 @@ ROUNDING_SLACK = 1e-3
 
 def output_bound(params: Mapping[str, np.ndarray], config: Config) -> float:
     """max |output| over all finite inputs (see the module docstring for the derivation)."""
-    norm = names.decoder_layers(config)[-1].ffn_norm  # the last thing before the output projection
+    if config.block == "ssm":  # the same post-LN argument: an ssm stack also ends in its FFN's norm
+        norm = names.ssm_layers(config)[-1][3]
+    else:
+        norm = names.decoder_layers(config)[-1].ffn_norm  # the last thing before the output projection
     g = np.abs(params[norm["g"]].astype(np.float64))  # [D]
     b = np.abs(params[norm["b"]].astype(np.float64))  # [D]
     c = g * math.sqrt(config.d_model - 1) + b  # [D] bound on |h_i|

@@ -343,6 +343,10 @@ def build_encoder(params: Params, config: Config, batch: int, opset: int) -> onn
 
 def build_graphs(params: Params, config: Config, batch: int, opset: int) -> dict[str, onnx.ModelProto]:
     """Every graph of the artifact, by name: decoder -> model, step; encoder-decoder -> encoder, step."""
+    if config.block == "ssm":  # the "ssm" kind: its own module
+        from .ssm_graphs import build_ssm_graphs
+
+        return build_ssm_graphs(params, config, batch, opset)
     if config.arch == "decoder":
         return {
             "model": build_model(params, config, batch, opset),

@@ -133,6 +133,34 @@ def _score_bounds(
     return {"layers": layers, "fp16_scores_safe": all(layer["fp16_safe"] for layer in layers)}
 
 
+def _ssm_parts(
+    params: Mapping[str, np.ndarray],
+    cfg: Config,
+    batch: int,
+    opset: int,
+    lo_hi: tuple[float, float],
+    seed: int,
+    lengths: list[int] | None,
+    precision: str,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, onnx.ModelProto], dict[str, Any], dict[str, Any]]:
+    """The ssm kind's graphs, checks and manifest fields (export/ssm_graphs.py, export/ssm_bounds.py):
+    (kind fields, score bounds, graphs, tolerance, equivalence)."""
+    from .ssm_bounds import state_bound
+    from .ssm_graphs import build_ssm_graphs, check_ssm, ssm_tolerance
+
+    if precision != "fp32":
+        raise ExportError(
+            f"--precision {precision} is not available for ssm artifacts (the fp16 policy covers attention graphs); "
+            "export with --precision fp32"
+        )
+    graphs = build_ssm_graphs(params, cfg, batch, opset)
+    tolerance = ssm_tolerance(cfg)
+    equiv = check_ssm(graphs, params, cfg, batch, lo_hi, tolerance, seed, lengths)
+    kind_fields = {"kind": "ssm", "state_bound": state_bound(params, cfg, lo_hi)}
+    score_bounds = {"layers": [], "fp16_scores_safe": None, "reason": "an ssm model has no attention scores"}
+    return kind_fields, score_bounds, graphs, tolerance, equiv
+
+
 def export_params(
     config: Config,
     params: Mapping[str, np.ndarray],
@@ -165,10 +193,16 @@ def export_params(
     check_opset(opset)
     cfg = export_config(config, max_len, batch)
     lo_hi = input_domain(cfg, domain)
-    score_bounds = _score_bounds(params, cfg, lo_hi)
-    graphs = build_graphs(params, cfg, batch, opset)
-    tolerance = fp32_tolerance(cfg)
-    equiv = equivalence.check(graphs, params, cfg, batch, lo_hi, tolerance, seed, lengths)
+    if cfg.block == "ssm":
+        kind_fields, score_bounds, graphs, tolerance, equiv = _ssm_parts(
+            params, cfg, batch, opset, lo_hi, seed, lengths, precision
+        )
+    else:
+        kind_fields = {}
+        score_bounds = _score_bounds(params, cfg, lo_hi)
+        graphs = build_graphs(params, cfg, batch, opset)
+        tolerance = fp32_tolerance(cfg)
+        equiv = equivalence.check(graphs, params, cfg, batch, lo_hi, tolerance, seed, lengths)
     fp16_record = None
     if precision == "fp16":
         from tickformer.export.fp16 import measure_error, to_fp16
@@ -217,6 +251,7 @@ def export_params(
         "versions": _versions(),
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "source": dict(source or {}),
+        **kind_fields,
     }
     manifest = sealed.seal(manifest)  # what is written (write_artifact seals again: idempotent)
     write_artifact(Path(out), files, manifest, sign=private)

@@ -17,9 +17,15 @@ from tickformer.errors import ConfigError
 
 Arch = Literal["decoder", "encoder-decoder"]
 InputKind = Literal["tokens", "continuous"]
+Block = Literal["attention", "ssm"]
 
 ARCHS = ("decoder", "encoder-decoder")
 INPUT_KINDS = ("tokens", "continuous")
+BLOCKS = ("attention", "ssm")
+DEFAULT_D_STATE = 16  # the state size `--block ssm` uses unless told (Mamba's default N)
+# Fields added after the format was fixed: left out of to_dict at their default, so the
+# config.json of every model that does not use them stays byte-identical.
+_OPTIONAL_DEFAULTS = {"block": "attention", "d_state": 0}
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,10 @@ class Config:
         sliding-window attention, each position attends to the last W positions (itself
         included), with a learned relative-position bias per layer and head instead of the
         sinusoidal table (docs/streaming.md). Decoder-only.
+    block: the sequence mixer of every decoder layer: "attention" (the paper's) or "ssm" (the
+        selective diagonal state-space mixer of model/ssm.py, decoder-only, no positional
+        encoding).
+    d_state: states per channel of the SSM mixer (N); 0 for attention.
     """
 
     arch: Arch = "decoder"
@@ -52,6 +62,8 @@ class Config:
     dropout: float = 0.1
     ln_eps: float = 1e-5
     window: int | None = None
+    block: Block = "attention"
+    d_state: int = 0
 
     def __post_init__(self) -> None:
         def fail(msg: str) -> None:
@@ -89,6 +101,22 @@ class Config:
                 )
             if self.vocab_size:
                 fail("vocab_size is for token models; leave it 0 for continuous inputs")
+        if self.block not in BLOCKS:
+            fail(f"block {self.block!r} is not one of {BLOCKS}")
+        if self.block == "ssm":
+            if self.arch != "decoder":
+                fail("block 'ssm' is for decoder-only models; use arch='decoder' (or block='attention')")
+            validation.positive_int(
+                self.d_state,
+                "d_state",
+                hint=f"an SSM block needs >= 1 state per channel, e.g. {DEFAULT_D_STATE}",
+            )
+            if self.window is not None:
+                fail(
+                    "window is for attention blocks; an ssm block's state is fixed already: leave window unset"
+                )
+        elif self.d_state != 0:
+            fail(f"d_state={self.d_state} given for an attention block; set it to 0 (or block='ssm')")
         validation.real(self.dropout, "dropout", min_value=0.0, max_value=1.0, exclude_max=True)
         validation.positive_real(self.ln_eps, "ln_eps")
         if self.window is not None:
@@ -118,12 +146,16 @@ class Config:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a dict; `window` only when set, so a model without one is written exactly
-        as before windows existed (and a reader that predates them refuses a windowed one, at its
-        unknown field, instead of running it with a full cache)."""
+        """The fields as a dict; `window` only when set and `block`/`d_state` only for an ssm
+        block, so a model without them is written exactly as before they existed (and a reader
+        that predates them refuses such a model, at its unknown field, instead of running it as
+        something else)."""
         out = dataclasses.asdict(self)
         if self.window is None:
             del out["window"]
+        for name, default in _OPTIONAL_DEFAULTS.items():
+            if out[name] == default:
+                del out[name]
         return out
 
     @classmethod
@@ -226,10 +258,15 @@ def preset(name: str) -> Config:
 def parameter_count(config: Config) -> int:
     """Number of trainable scalars, counted from the architecture (tied embedding counted once).
 
+    An SSM block counts its mixer in place of the self-attention (model/ssm.py, ssm_shapes).
     Paper-base gives 63,082,496 and paper-big 214,245,376 (the paper's Table 3 rounds to 65M/213M).
     """
     d, f = config.d_model, config.d_ff
     attention = 4 * (d * d + d)  # W^Q, W^K, W^V, W^O with biases
+    if config.block == "ssm":
+        n = config.d_state
+        # W_delta, b_delta, W_B, b_B, W_C, b_C, a_log, d_skip, W_o, b_o (model/ssm.py)
+        attention = (d * d + d) + 2 * (d * n + n) + d * n + d + (d * d + d)
     ffn = d * f + f + f * d + d
     norm = 2 * d
     total = 0

@@ -159,6 +159,13 @@ def encoder_layers(config: "Config") -> tuple[Layer, ...]:
 
 @lru_cache(maxsize=64)
 def decoder_layers(config: "Config") -> tuple[Layer, ...]:
+    """The attention layers of a decoder. An SSM stack has none: its layers are `ssm_layers`,
+    and code written for attention layers fails here, clearly, instead of binding wrong names."""
+    if getattr(config, "block", "attention") != "attention":
+        raise ValueError(
+            f"this model's decoder layers are {config.block!r} blocks, not attention; "
+            "use names.ssm_layers(config) (this code path handles attention models only)"
+        )
     cross = config.arch == "encoder-decoder"
     windowed = config.window is not None
     return tuple(decoder_layer(i, cross=cross, windowed=windowed) for i in range(config.n_layers))
@@ -176,6 +183,8 @@ def output_group(config: "Config") -> Group:
 def parameter_groups(config: "Config") -> tuple[Group, ...]:
     """Every group once, in parameter order (the tied embedding is not repeated)."""
     io = (EMBEDDING,) if config.inputs == "tokens" else (IN_PROJ, OUT_PROJ)
+    if getattr(config, "block", "attention") == "ssm":
+        return io + tuple(group for groups in ssm_layers(config) for group in groups)
     layers = encoder_layers(config) + decoder_layers(config)
     return io + tuple(group for layer in layers for group in layer.groups())
 
@@ -187,3 +196,42 @@ def parameter_names(config: "Config") -> tuple[str, ...]:
 def leaf(name: str) -> str:
     """The last component of a parameter name: "dec.0.ln1.g" -> "g"."""
     return name.rsplit(".", 1)[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The recurrent (state-space) block: new names only, nothing above changes (model/ssm.py)
+# ---------------------------------------------------------------------------------------------
+#
+#   dec.{i}.ssm.{w_delta,b_delta,w_b,b_b,w_c,b_c,a_log,d_skip,w_o,b_o}   dec.{i}.ln1.{g,b}
+#   dec.{i}.ffn.{w1,b1,w2,b2}                                             dec.{i}.ln2.{g,b}
+#
+# An SSM layer of a decoder-only model is the attention layer with its self-attention sub-layer
+# replaced: the same norms (ln1 after the mixer, ln2 after the FFN) and the same FFN names, so
+# only the mixer's group is new. The prefix `ssm` differs from `self_attn` / `cross_attn`, so no
+# full name collides; the one leaf pair SSM_NAMES shares with ATTN_NAMES is w_o, b_o, the output
+# projection in both (tests/model/test_ssm_names.py).
+# Shapes (D = d_model, N = d_state): w_delta [D, D], b_delta [D], w_b, w_c [D, N], b_b, b_c [N],
+# a_log [D, N], d_skip [D], w_o [D, D], b_o [D] (model/ssm.py, ssm_shapes).
+
+SSM_NAMES = ("w_delta", "b_delta", "w_b", "b_b", "w_c", "b_c", "a_log", "d_skip", "w_o", "b_o")
+
+
+def ssm_group(i: int) -> Group:
+    """The state-space mixer of decoder layer i: Group("dec.{i}.ssm", SSM_NAMES)."""
+    return Group(f"dec.{i}.ssm", SSM_NAMES)
+
+
+def ssm_layer_groups(i: int) -> tuple[Group, Group, Group, Group]:
+    """Decoder layer i of an SSM stack, in parameter order: mixer, its norm, ffn, its norm."""
+    prefix = f"dec.{i}"
+    return (
+        ssm_group(i),
+        Group(f"{prefix}.ln1", NORM_NAMES),
+        Group(f"{prefix}.ffn", FFN_NAMES),
+        Group(f"{prefix}.ln2", NORM_NAMES),
+    )
+
+
+def ssm_layers(config: "Config") -> tuple[tuple[Group, Group, Group, Group], ...]:
+    """Every layer of an SSM stack: (mixer, its norm, ffn, its norm) per decoder layer."""
+    return tuple(ssm_layer_groups(i) for i in range(config.n_layers))  # type: ignore[misc]

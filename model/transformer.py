@@ -57,6 +57,7 @@ from .layers import (
     positional_encoding,
 )
 from .names import ATTN_NAMES, FFN_NAMES  # re-exported: importers of these names predate names.py
+from .ssm import SsmCache, ssm_backward, ssm_forward, ssm_init, ssm_shapes
 
 Params = dict[str, np.ndarray]
 
@@ -101,6 +102,8 @@ def _group_shapes(group: names.Group, config: Config) -> dict[str, tuple[int, ..
         return {"w1": (d, f), "b1": (f,), "w2": (f, d), "b2": (d,)}
     if group.leaves == names.NORM_NAMES:
         return {"g": (d,), "b": (d,)}
+    if group.leaves == names.SSM_NAMES:
+        return dict(ssm_shapes(d, config.d_state))
     if group.leaves == names.POSITION_NAMES and config.window is not None:
         return {"rel_bias": (config.n_heads, config.window)}
     raise AssertionError(f"no shapes for {group}")  # pragma: no cover - names.py makes only these
@@ -119,11 +122,17 @@ def init_params(config: Config, seed: int = 0) -> Params:
     """Seeded initialisation: Xavier-uniform matrices (Glorot & Bengio 2010), zero biases,
     unit LayerNorm gains, embedding N(0, D^-1/2) so that the sqrt(D)-scaled embedding has unit
     variance; relative-position biases [H, W] start as ALiBi's recency ramps (Press et al. 2022:
-    -slope_h * r, slope_h = 2^(-8 (h + 1) / H)), then are learned. Float32."""
+    -slope_h * r, slope_h = 2^(-8 (h + 1) / H)), then are learned. Float32. An SSM mixer gets
+    model/ssm.py's Mamba / S4D-Real initialisation, drawn after every other parameter (so the
+    attention models' draws are unchanged)."""
     rng = np.random.default_rng(seed)
     params: Params = {}
+    mixers = [groups[0] for groups in names.ssm_layers(config)] if config.block == "ssm" else []
+    mixer_names = {name for group in mixers for name in group.names()}
     for name, shape in parameter_shapes(config).items():
-        if names.leaf(name) == names.POSITION_NAMES[0]:
+        if name in mixer_names:
+            params[name] = np.zeros(shape, dtype=np.float32)  # placeholder keeping the order
+        elif names.leaf(name) == names.POSITION_NAMES[0]:
             value = alibi_ramps(*shape)
         elif name == names.TOK_EMBED:
             value = rng.normal(0.0, config.d_model**-0.5, size=shape)
@@ -134,7 +143,11 @@ def init_params(config: Config, seed: int = 0) -> Params:
             value = np.ones(shape)
         else:
             value = np.zeros(shape)
-        params[name] = value.astype(np.float32)
+        if name not in mixer_names:
+            params[name] = value.astype(np.float32)
+    for group in mixers:
+        for leaf, value in ssm_init(config.d_model, config.d_state, rng).items():
+            params[group[leaf]] = value
     return params
 
 
@@ -257,7 +270,8 @@ class InputProjRecord:
 def embed(
     params: Params, config: Config, x: np.ndarray, *, start: int = 0, tape: Tape | None = None
 ) -> np.ndarray:
-    """Input embedding plus sinusoidal positions start..start+T-1 (windowed models: no positions).
+    """Input embedding plus sinusoidal positions start..start+T-1 (windowed models and SSM blocks:
+    no positions; the recurrence is order-aware by itself, and a position-free step has no max_len).
 
     tokens: x int [B, T] -> E[x] * sqrt(D) + PE; continuous: x [B, T, d_in] -> x W_in + b_in + PE.
     """
@@ -271,7 +285,7 @@ def embed(
     else:
         h, cache = linear_forward(x, **names.IN_PROJ.take(params))  # [B, T, d_in] -> [B, T, D]
         record = InputProjRecord(cache)
-    if config.window is None:  # windowed models have no absolute positions (module docstring)
+    if config.window is None and config.block != "ssm":  # windowed / ssm: no absolute positions
         h += positional_encoding(start + t, config.d_model)[start:].astype(h.dtype)  # [B, T, D], h is new
     if tape is not None:
         tape.records.append(record)
@@ -428,6 +442,43 @@ def ffn_sublayer(
     return y
 
 
+@dataclass(frozen=True)
+class SsmRecord:
+    mixer: names.Group
+    norm: names.Group
+    cache: SsmCache
+    gain: np.ndarray | None
+    ln: LayerNormCache
+
+    def backward(self, flow: Flow) -> None:
+        dsum, local = layer_norm_backward(flow.dh, self.ln)  # [B, T, D]
+        flow.add(self.norm, local)
+        dx, local = ssm_backward(dropout_backward(dsum, self.gain), self.cache)
+        flow.add(self.mixer, local)
+        dx += dsum  # the residual path
+        flow.dh = dx
+
+
+def ssm_sublayer(
+    x: np.ndarray,
+    params: Params,
+    mixer: names.Group,
+    norm: names.Group,
+    config: Config,
+    *,
+    tape: Tape | None = None,
+) -> np.ndarray:
+    """x [B, T, D] -> LN(x + Dropout(SSM(x))) [B, T, D]: the state-space mixer where
+    self-attention sits (model/ssm.py), the parallel (scan) form."""
+    m, c_ssm = ssm_forward(x, **mixer.take(params))  # [B, T, D]
+    m, gain = (m, None) if tape is None else tape.drop(m)
+    m += x  # m is a new array (projection or dropout output)
+    y, c_ln = layer_norm_forward(m, **norm.take(params), eps=config.ln_eps)  # [B, T, D]
+    if tape is not None:
+        tape.records.append(SsmRecord(mixer, norm, c_ssm, gain, c_ln))
+    return y
+
+
 # ---------------------------------------------------------------------------------------------
 # Layers and stacks
 # ---------------------------------------------------------------------------------------------
@@ -529,6 +580,12 @@ def decode(
     """Causal decoder stack plus output projection: x [B, T] tokens or [B, T, d_in] -> [B, T, V|d_out].
     Windowed models take any T (no positional table): the window mask and relative bias."""
     t = x.shape[1]
+    if config.block == "ssm":  # no positions, no cache: any length
+        h = _dropout(embed(params, config, x, tape=tape), tape)  # [B, T, D]
+        for mixer, mixer_norm, ffn, ffn_norm in names.ssm_layers(config):
+            h = ssm_sublayer(h, params, mixer, mixer_norm, config, tape=tape)  # [B, T, D]
+            h = ffn_sublayer(h, params, ffn, ffn_norm, config, tape=tape)  # [B, T, D]
+        return project_out(params, config, h, tape=tape)
     if t > config.max_len and config.window is None:
         raise ValueError(f"sequence length {t} exceeds max_len {config.max_len} of this model")
     h = _dropout(embed(params, config, x, tape=tape), tape)  # [B, T, D]

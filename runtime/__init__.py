@@ -48,6 +48,10 @@ def load(
         raise ConfigError(f"contracts={contracts!r} is not one of {CONTRACT_MODES}")
     artifact = open_artifact(path, trust=trust)
     cls = backend_class(backend)  # BackendUnavailable with the extra to install
+    if artifact.config.block == "ssm":  # the fixed-state kind: its own session and backends
+        from .ssm_session import load_ssm
+
+        return load_ssm(artifact, backend, contracts, budget_ns, options)
     if cls.runs_graphs:
         from tickformer.export.consistency import check_graph_weights
 

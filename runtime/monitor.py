@@ -10,6 +10,8 @@ re-implemented:
     input_domain   contracts.input_domain.domain_excess      (x finite, in [lo, hi])
     output_bound   contracts.output_bound.output_excess      (y finite, |y| <= bound if declared)
     latency        contracts.latency.over_budget_ns          (elapsed_ns <= budget_ns if declared)
+    state_bound    contracts.state_bound.state_excess        (ssm artifacts: every layer's state finite and
+                                                              within its BIBO bound; `check_state`)
 
 All state (counts, worst excesses, the step index of the worst case) is allocated at construction
 in fixed-size numpy arrays; `check_input`, `check_output` and `check_step` are real-time safe on
@@ -27,11 +29,12 @@ import numpy as np
 from tickformer.contracts.input_domain import check_domain, describe_violation, domain_excess
 from tickformer.contracts.latency import check_budget, over_budget_ns
 from tickformer.contracts.output_bound import describe_output_violation, output_excess
+from tickformer.contracts.state_bound import describe_state_violation, state_excess
 from tickformer.errors import ConfigError, ContractViolation
 
 MODES = ("off", "check", "monitor")
-CONTRACTS = ("input_domain", "output_bound", "latency")
-_INPUT, _OUTPUT, _LATENCY = 0, 1, 2
+CONTRACTS = ("input_domain", "output_bound", "latency", "state_bound")
+_INPUT, _OUTPUT, _LATENCY, _STATE = 0, 1, 2, 3
 
 
 class ContractMonitor:
@@ -47,6 +50,7 @@ class ContractMonitor:
         "hi",
         "output_bound",
         "budget_ns",
+        "state_bound",
         "_on",
         "_raise",
         "_steps",
@@ -62,6 +66,7 @@ class ContractMonitor:
         input_domain: tuple[float, float],
         output_bound: float | None = None,
         budget_ns: int | None = None,
+        state_bound: Any = None,
     ) -> None:
         if mode not in MODES:
             raise ConfigError(
@@ -74,6 +79,9 @@ class ContractMonitor:
             raise ConfigError(f"output_bound={output_bound!r} must be a positive number or None")
         self.output_bound = None if output_bound is None else float(output_bound)
         self.budget_ns = check_budget(budget_ns)
+        self.state_bound = None if state_bound is None else np.array(state_bound, dtype=np.float64)  # [L]
+        if self.state_bound is not None and not (self.state_bound.ndim == 1 and np.all(self.state_bound > 0)):
+            raise ConfigError(f"state_bound={state_bound!r} must be one positive bound per layer")
         self._on = mode != "off"
         self._raise = mode == "check"
         self._steps = np.zeros(1, dtype=np.int64)  # steps checked
@@ -121,6 +129,18 @@ class ContractMonitor:
                         f"latency: step took {elapsed_ns} ns, over the budget of {self.budget_ns} ns by {late} ns"
                     )
 
+    def check_state(self, state: np.ndarray) -> None:
+        """State contract of an ssm artifact (state [B, L, ...], the state the step wrote), to call
+        after check_output and before the commit: a violation in `check` mode raises and the step
+        does not commit. Real-time safe on the success path. A no-op without a state bound."""
+        if not self._on or self.state_bound is None:
+            return
+        excess = state_excess(state, self.state_bound)
+        if excess > 0.0:
+            self._record(_STATE, excess, self._steps[0] - 1)  # the step check_output just counted
+            if self._raise:
+                raise ContractViolation("state_bound: " + describe_state_violation(state, self.state_bound))
+
     def check_step(self, x: np.ndarray, y: np.ndarray, elapsed_ns: int | None) -> None:
         """All three contracts for one finished step. `off`: returns immediately."""
         if not self._on:
@@ -153,5 +173,6 @@ class ContractMonitor:
             "input_domain": [self.lo, self.hi],
             "output_bound": self.output_bound,
             "budget_ns": self.budget_ns,
+            "state_bound": None if self.state_bound is None else self.state_bound.tolist(),
             "contracts": contracts,
         }

@@ -105,6 +105,12 @@ CONTRACTS: tuple[ContractEntry, ...] = (
         "a rejected step leaves the position and later outputs unchanged (artifacts)",
     ),
     ContractEntry(
+        "state_bound",
+        (("test_state_bound.py", ()),),
+        "ContractMonitor.check_state on the state each ssm step wrote, before the commit (check/monitor)",
+        "ssm artifacts: every layer's state within the manifest's BIBO bound after every step (state_bounded)",
+    ),
+    ContractEntry(
         "ring_buffer",
         (("test_integer_specs.py", ("test_ring",)),),
         "Session (sliding: ring positions, successor table, block counters), HostCache / commit_rows "

@@ -169,18 +169,22 @@ def run(args: argparse.Namespace) -> int:
             out = session.generate(data, args.max_new or session.max_len, bos=args.bos, eos=args.eos)
             times = None
         else:
+            limit = None if session.config.block == "ssm" else session.max_len  # ssm: any T
             if (
                 data.ndim != len(session.input_shape)
                 or data.shape[0] != session.batch
-                or data.shape[1] > session.max_len
+                or (limit is not None and data.shape[1] > limit)
             ):
                 raise InputError(
                     f"{args.input}: shape {data.shape} does not fit this artifact: need "
-                    f"[{session.batch}, T(<= {session.max_len})"
+                    f"[{session.batch}, T"
+                    + ("" if limit is None else f"(<= {limit})")
                     + ("]" if session.tokens else f", {session.config.d_in}]")
                     + (
                         f"; re-export with --max-len {data.shape[1]} or split the sequence"
-                        if data.ndim == len(session.input_shape) and data.shape[1] > session.max_len
+                        if limit is not None
+                        and data.ndim == len(session.input_shape)
+                        and data.shape[1] > limit
                         else "; save it in that shape"
                     )
                 )

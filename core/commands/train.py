@@ -1,4 +1,5 @@
-"""`tickformer train --task NAME --out DIR [--preset P] [--steps N] [--seed S] [--window W]`.
+"""`tickformer train --task NAME --out DIR [--preset P] [--steps N] [--seed S] [--window W]
+[--block attention|ssm] [--d-state N]`.
 
 --window W trains a sliding-window model (decoder-only): every self-attention layer attends to
 the last W positions, with a learned relative-position bias instead of the sinusoidal table; its
@@ -9,6 +10,8 @@ Trains the numpy reference Transformer on a built-in task (reverse, pendulum) wi
 recipe (Adam 0.9/0.98/1e-9, warmup schedule, label smoothing 0.1 for tokens, MSE for
 continuous outputs, global-norm clipping), shows progress (steps, loss, ETA), evaluates on the
 held-out set and writes DIR as a checkpoint directory (atomically) with metrics.json inside.
+`--block ssm` puts the selective state-space mixer (docs/ssm.md) where every self-attention
+sits, with --d-state states per channel (default 16); the rest of the preset is kept.
 Same seed, same loss curve bit for bit.
 """
 
@@ -55,6 +58,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="W",
         help="sliding-window attention over the last W positions (1..max_len; default: none, full causal)",
     )
+    p.add_argument(
+        "--block",
+        default=None,
+        help="sequence mixer of every layer: attention (default, the preset's) or ssm (state-space, docs/ssm.md)",
+    )
+    p.add_argument(
+        "--d-state",
+        type=int,
+        default=None,
+        help="states per channel of the ssm block (default 16; only with --block ssm)",
+    )
     shared.seed(p, help="seed of initialisation, data, batches and dropout")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
@@ -83,6 +97,24 @@ def _summary(metrics: dict) -> list[str]:
         )
     lines.append(f"target {held['target']}: {'met' if held['target_met'] else 'NOT met'}")
     return lines
+
+
+def with_block(config, block: str | None, d_state: int | None):
+    """The preset with --block / --d-state applied; Config's own checks give the errors."""
+    from tickformer.errors import ConfigError
+    from tickformer.model.config import BLOCKS, DEFAULT_D_STATE
+
+    if block is None:
+        if d_state is not None:
+            raise ConfigError("--d-state is for --block ssm; add --block ssm or drop --d-state")
+        return config
+    if block not in BLOCKS:
+        raise ConfigError(f"--block {block!r} is not one of {BLOCKS}")
+    if block == "attention":
+        if d_state is not None:
+            raise ConfigError("--d-state is for --block ssm; drop it for --block attention")
+        return config.replace(block="attention", d_state=0)
+    return config.replace(block="ssm", d_state=DEFAULT_D_STATE if d_state is None else d_state)
 
 
 def with_window(config, text: str):  # type: ignore[no-untyped-def]
@@ -117,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     config = preset(preset_name)
     if args.window is not None:
         config = with_window(config, args.window)
+    config = with_block(config, args.block, args.d_state)
     if args.steps is not None and args.steps < 1:
         raise ConfigError(f"--steps {args.steps} must be >= 1")
     if args.seed < 0:

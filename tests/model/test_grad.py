@@ -82,6 +82,34 @@ CONFIGS = {
         max_len=8,
         dropout=0.0,
     ),
+    # The state-space block in place of self-attention (model/ssm.py): the whole stack.
+    "ssm-continuous": Config(
+        arch="decoder",
+        inputs="continuous",
+        d_model=8,
+        n_heads=2,
+        d_ff=12,
+        n_layers=2,
+        d_in=3,
+        d_out=2,
+        max_len=8,
+        dropout=0.0,
+        block="ssm",
+        d_state=3,
+    ),
+    "ssm-tokens": Config(
+        arch="decoder",
+        inputs="tokens",
+        d_model=8,
+        n_heads=2,
+        d_ff=12,
+        n_layers=1,
+        vocab_size=7,
+        max_len=8,
+        dropout=0.0,
+        block="ssm",
+        d_state=2,
+    ),
 }
 
 

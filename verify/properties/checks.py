@@ -290,3 +290,55 @@ def check_slides_past_max_len(model: Any) -> Callable[[np.ndarray], Problem | No
         return None
 
     return check
+
+
+# ----------------------------------------------------------------------------- ssm artifacts
+
+
+def check_state_bounded(model: Any) -> Callable[[Any], Problem | None]:
+    """ssm: stepping any in-domain sequence from reset(), every layer's state after every step is
+    finite and within the manifest's BIBO bound (contracts.state_bound)."""
+    from tickformer.contracts.state_bound import state_excess
+
+    bound = np.asarray(model.session.artifact.manifest["state_bound"]["layers"], dtype=np.float64)
+
+    def check(example: Any) -> Problem | None:
+        x = np.ascontiguousarray(example, model.dtype)
+        model.session.reset()
+        for t in range(x.shape[1]):
+            model.session.step(np.ascontiguousarray(x[:, t : t + 1]))
+            state = model.session.state()  # [B, L, D, N]
+            excess = state_excess(state, bound)
+            if excess > 0:
+                return (
+                    f"after step {t}, a layer's state exceeds its BIBO bound by {excess:.3g} (bounds {bound.tolist()})",
+                    {**_named(model, example), "state": state.copy()},
+                )
+        return None
+
+    return check
+
+
+def check_no_context_full(model: Any) -> Callable[[Any], Problem | None]:
+    """ssm: a stream longer than max_len steps on with no ContextFull, and the outputs after
+    max_len equal the full pass (the state does not grow; nothing is sized by max_len)."""
+    from tickformer.errors import ContextFull
+
+    rtol, atol = _tolerance(model)
+
+    def check(example: Any) -> Problem | None:
+        x = np.ascontiguousarray(example, model.dtype)
+        model.session.reset()
+        try:
+            stepped = model.steps(model.session, x)
+        except ContextFull as exc:
+            return f"ContextFull at position {model.session.position}: {exc}", _named(model, example)
+        excess = equivalence_excess(stepped, model.full(x), rtol, atol)
+        if excess > 0:
+            return (
+                f"past max_len, stepping differs from the full pass (excess {excess:.3g})",
+                {**_named(model, example), "y_step": stepped},
+            )
+        return None
+
+    return check

@@ -301,9 +301,24 @@ class Seq2SeqArtifact(ArtifactModel):
         return padded, valid
 
 
+class SsmArtifact(ArtifactModel):
+    """kind "ssm": model.onnx (a Scan over the step) and step.onnx over one fixed-size state; no
+    max_len limit, so sequences run up to max_t positions whatever the artifact's max_len. The
+    tolerance is the export's formula at the longest length run (export/ssm_graphs.py)."""
+
+    def __post_init__(self) -> None:
+        from tickformer.export.ssm_graphs import ssm_tolerance
+
+        super().__post_init__()
+        self.kind = "ssm"
+        self.t_range = (1, self.max_t)
+        self.tolerance = ssm_tolerance(self.config.replace(max_len=max(self.session.max_len, self.max_t)))
+
+
 ARTIFACT_KINDS: dict[str, type[ArtifactModel]] = {
     "decoder": DecoderArtifact,
     "encoder-decoder": Seq2SeqArtifact,
+    "ssm": SsmArtifact,
     "windowed": WindowedArtifact,
 }
 

@@ -14,13 +14,16 @@ A plan is a generator of `Property` (run by the runner with Hypothesis) and fini
                        causality (skipped: no full-pass graph, see its reason), padding_mask
                        (source padding), step_equals_full (vs the numpy teacher-forced pass),
                        stale_cache_isolation, numpy_vs_backend, rejected_step_is_harmless
-
+    "ssm"              our state-space artifacts (ssm_plan): decoder_plan with the stale-cache
+                       property read as state isolation after reset(), plus state_bounded (every
+                       layer's state within the manifest's BIBO bound after every step, random and
+                       constant corner inputs) and no_context_full (a stream of max_len + 1..max_len
+                       + 8 steps never raises ContextFull and equals the full pass)
     "windowed"         our sliding-window artifacts (windowed_plan): decoder_plan (its
                        step_equals_full against the windowed full pass, across wrap-around),
                        window_isolation, slides_past_max_len
 
-The kind to come reuses these: "recurrent" is decoder_plan with the stale-cache property read as
-state isolation after reset(). Not real-time.
+Not real-time.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
 from hypothesis import strategies as st
 
 from tickformer.contracts.input_domain import check_domain
@@ -37,11 +41,13 @@ from . import foreign_checks as fc
 from .checks import (
     check_causal,
     check_finite,
+    check_no_context_full,
     check_numpy_vs_backend,
     check_rejected_step,
     check_slides_past_max_len,
     check_source_padding,
     check_stale_cache,
+    check_state_bounded,
     check_step_full,
     check_window_isolation,
 )
@@ -88,6 +94,39 @@ def decoder_plan(model: Any, ctx: Context) -> Plan:
     yield Property("numpy_vs_backend", xs, check_numpy_vs_backend(model), engine="fail")
     rejected = st.tuples(xs, st.integers(0, hi_t - 1), model.bad_values())  # the artifact's own domain
     yield Property("rejected_step_is_harmless", rejected, check_rejected_step(model), engine="fail")
+
+
+def ssm_plan(model: Any, ctx: Context) -> Plan:
+    """decoder_plan (its stale_cache_isolation is state isolation after reset() here), then the
+    state-space properties."""
+    for item in decoder_plan(model, ctx):
+        if isinstance(item, Property) and item.name == "stale_cache_isolation":
+            item.name = "state_isolation_after_reset"
+        yield item
+    if model.tokens:
+        dom = model.domain
+    else:
+        dom = check_domain(*(ctx.domain if ctx.domain is not None else model.domain))
+    lo, hi = dom
+    hi_t = model.t_range[1]
+    if model.tokens:
+        corners = st.sampled_from([0, model.config.vocab_size - 1])
+    else:
+        corners = st.sampled_from([lo, hi])
+    constant = st.tuples(corners, st.integers(1, hi_t)).map(
+        lambda c: np.full(
+            (model.batch, c[1]) if model.tokens else (model.batch, c[1], model.features), c[0], model.dtype
+        )
+    )  # a constant corner input drives the state to its bound (docs/ssm.md)
+    yield Property(
+        "state_bounded",
+        st.one_of(model.examples(model.t_range, dom), constant),
+        check_state_bounded(model),
+        engine="fail",
+    )
+    n = model.session.max_len
+    longer = model.sequences((n + 1, n + 8), dom)
+    yield Property("no_context_full", longer, check_no_context_full(model), engine="fail")
 
 
 def windowed_plan(model: Any, ctx: Context) -> Plan:
@@ -366,5 +405,6 @@ PLANS: dict[str, Callable[[Any, Context], Plan]] = {
     "onnx": foreign_plan,
     "decoder": decoder_plan,
     "encoder-decoder": seq2seq_plan,
+    "ssm": ssm_plan,
     "windowed": windowed_plan,
 }

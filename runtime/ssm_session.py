@@ -1,0 +1,158 @@
+"""The `Session` of an ssm artifact (docs/ssm.md): the same API over a fixed-size state.
+
+    session = tickformer.runtime.load("ART", backend="ort")   # an SsmSession for kind "ssm"
+    y = session.step(x)      # x [B, 1, d_in] -> y [B, 1, d_out], same buffer every call
+    session.reset()          # zero the state: constant time (its size, not the stream's length)
+    ys = session.run(seq)    # full pass, any T >= 1 (the Scan graph / the numpy scan)
+
+What differs from the attention Session (runtime/session.py), and why:
+  * No ContextFull, ever: the state does not grow, and there is no position input; a stream
+    runs as long as the caller steps it. `position` counts the steps since reset().
+  * Commit: the backend double-buffers the state (runtime/backends/ssm.py): the step at
+    position p reads buffer p & 1 and writes the other. The commit point is one store, the
+    position's; before it the state read is untouched (a refused or failed step leaves the
+    session exactly as it was), after it the new state is the one read next.
+  * Allocation-free counting past max_len: the low part of the position walks a list of
+    2^16 ints made at load (ints above 256 are objects; `pos + 1` would allocate); every 2^16
+    steps it wraps to 0 and a Python int counts the wraps (32 B, once per 65,536 steps). The
+    buffer parity is that of the low part (2^16 is even). The wrap is two stores (wraps, then
+    low); an exception landing between them (a signal handler's) reports position + 2^16 for the
+    step that did not commit: the one case where `position` does not tell retry from committed.
+  * Contracts: with a monitor, also the state bound (contracts/state_bound.py, the manifest's
+    "state_bound") on the state the step wrote, before the commit.
+
+Not a subclass of the attention session's step logic: only its validation, busy flag,
+close and output are shared (inherited). Single-threaded, like Session.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from tickformer.artifact.reader import Artifact
+from tickformer.errors import InputError, TickformerError
+
+from .backends.ssm import SsmBackend
+from .session import Session, _busy, _describe, _engine_failure
+
+WRAP = 1 << 16  # low part of the position: a list of this many ints, made once
+
+
+class SsmSession(Session):
+    """Session over an ssm artifact and an SsmBackend. Use `tickformer.runtime.load`."""
+
+    def __init__(
+        self, artifact: Artifact, backend: SsmBackend, *, contracts: str = "off", budget_ns: int | None = None
+    ) -> None:
+        super().__init__(artifact, backend, contracts=contracts, budget_ns=budget_ns)
+        self.ssm_backend = backend
+        self._next_position = list(range(1, WRAP + 1))  # _next_position[p] is p + 1; [WRAP - 1] is WRAP
+        self._wraps = 0
+        if self.monitor is not None:
+            bound = artifact.manifest.get("state_bound", {}).get("layers")
+            self.monitor.state_bound = None if bound is None else np.array(bound, dtype=np.float64)
+        backend.reset()
+
+    @property
+    def position(self) -> int:
+        """Steps since the last reset() (not bounded by max_len)."""
+        return self._wraps * WRAP + self._position
+
+    def state(self) -> np.ndarray:
+        """The committed state [B, L, D, N] (a view into the backend; copy it to keep it)."""
+        return self.ssm_backend.state(self._position)
+
+    def reset(self) -> None:
+        """Zero the state and the position. Constant time, 0 bytes; idempotent (an interrupted
+        reset is completed by calling it again)."""
+        if self._busy:
+            raise _busy("reset")
+        self._check_open()
+        self.ssm_backend.reset()  # buffer 0 := 0 (the one position 0 reads)
+        self._wraps = 0
+        self._position = 0
+
+    def step(self, x: np.ndarray) -> np.ndarray:
+        """Run one position (module docstring). Raises InputError / SessionClosed / BackendError /
+        ContractViolation (mode `check`) and then leaves position and state unchanged. Real-time
+        safe after the first call: the session's part allocates 0 bytes with contracts off (but
+        32 B once per 65,536 steps), the same work at every position."""
+        if self._busy:
+            raise _busy("step")
+        self._busy = True
+        try:
+            monitor = self.monitor
+            start = 0 if monitor is None else time.perf_counter_ns()
+            self._check_open()
+            self._validate_step_input(x)
+            pos = self._position
+            try:
+                y = self.backend.step(x, pos)  # reads state(pos), writes staged_state(pos)
+            except TickformerError:
+                raise
+            except Exception as exc:
+                raise _engine_failure(self.backend.name, f"at step {self.position}", exc) from exc
+            if monitor is not None:
+                monitor.check_output(y, time.perf_counter_ns() - start)
+                monitor.check_state(self.ssm_backend.staged_state(pos))
+            self._output = y
+            nxt = self._next_position[pos]
+            if nxt == WRAP:  # once per 65,536 steps (module docstring)
+                self._wraps += 1
+                nxt = 0
+            self._position = nxt  # the commit point
+            return y
+        finally:
+            self._busy = False
+
+    def _run(self, seq: np.ndarray) -> np.ndarray:
+        """Full pass over any length T >= 1 (no max_len: the Scan runs T steps)."""
+        self._check_open()
+        ndim = 2 if self.tokens else 3
+        if (
+            type(seq) is not np.ndarray
+            or seq.dtype != self.input_dtype
+            or seq.ndim != ndim
+            or seq.shape[0] != self.batch
+            or (not self.tokens and seq.shape[2] != self.config.d_in)
+            or seq.shape[1] < 1
+        ):
+            want = f"[{self.batch}, T]" if self.tokens else f"[{self.batch}, T, {self.config.d_in}]"
+            raise InputError(
+                f"run input must be an ndarray of {self.input_dtype} with shape {want}, T >= 1, got {_describe(seq)}"
+            )
+        self._validate_values(seq)
+        try:
+            return self.backend.full(seq)
+        except TickformerError:
+            raise
+        except Exception as exc:
+            raise _engine_failure(self.backend.name, "in the full pass", exc) from exc
+
+    def set_source(self, src: Any) -> None:
+        raise InputError("set_source() is for encoder-decoder artifacts; this one is an ssm (decoder-only)")
+
+
+def load_ssm(
+    artifact: Artifact, backend: str, contracts: str, budget_ns: int | None, options: dict
+) -> SsmSession:
+    """`runtime.load` for an artifact of kind "ssm": the ssm variant of the named backend, or a
+    clear refusal for the backends that do not run this kind."""
+    from tickformer.errors import BackendUnavailable
+
+    from .backends.ssm import SSM_BACKENDS
+
+    cls = SSM_BACKENDS.get(backend)
+    if cls is None:
+        raise BackendUnavailable(
+            f"backend {backend!r} does not run ssm artifacts (a fixed-state recurrent model, docs/ssm.md); "
+            f"use one of {sorted(SSM_BACKENDS)}"
+        )
+    if cls.runs_graphs:
+        from tickformer.export.consistency import check_graph_weights
+
+        check_graph_weights(artifact)
+    return SsmSession(artifact, cls(artifact, **options), contracts=contracts, budget_ns=budget_ns)
