@@ -77,6 +77,17 @@ def cache_slot_visible(slot: int, position: int) -> bool:
     return causal_allowed(0, slot, position)
 
 
+def cache_row_live(row: int, position: int) -> bool:
+    """M7 as the step reads its static cache: the step at `position` reads cache row `row` iff the
+    row holds a position written since the last reset, i.e. row < position (row `position`
+    itself is the step's own new key, passed beside the cache). Real-time safe: one comparison.
+
+    pre: row >= 0 and position >= 0
+    post: __return__ == (row in range(position))
+    """
+    return row < position
+
+
 def implies(a: bool, b: bool) -> bool:
     return (not a) or b
 
