@@ -26,6 +26,10 @@ settings unless `--max-len/--batch/--warmup/--ema` override them) with each tree
 RMSE ratio to the best linear baseline), the mean loss of the last 50 steps, hashes of the loss
 curve and of the weights, and the first step whose loss differs from the first commit's: whether
 two trainers compute the same thing bit for bit, and what it does to the outcome.
+`--session` times `Session.step` on the ORT backend instead (each tree exports the control preset
+with its own exporter and loads it with its own runtime; p50/p99 of 3000 steps, reset at max_len,
+flush-to-zero on) and prints each commit's per-round ratio to the first: the Python path around
+the graph, what a re-cut of the package must not slow down.
 `--final-iterate` evaluates the last iterate even where the recipe averages the weights. A
 commit written `C:per-batch` runs C with its 2-D products over [..., n] rows replaced by numpy's
 per-batch `x @ w` (the arithmetic before 92e54b2): a roundoff-only perturbation.
@@ -88,6 +92,41 @@ clock = time.perf_counter_ns
 for i in range(samples.size):
     t0 = clock(); run(None, feeds); samples[i] = clock() - t0
 print(json.dumps({"nodes": nodes, "p50_us": float(np.median(samples)) / 1e3}))
+"""
+
+CHILD_SESSION = r"""
+import importlib, importlib.util, json, sys, tempfile, time
+from pathlib import Path
+import numpy as np
+spec = importlib.util.spec_from_file_location("denormals", sys.argv[2])
+denormals = importlib.util.module_from_spec(spec); spec.loader.exec_module(denormals)
+from tickformer import runtime
+from tickformer.model import init_params, preset
+writer = importlib.import_module(
+    "tickformer.export.writer" if (Path(sys.argv[1]) / "export" / "writer.py").exists() else "tickformer.export.artifact"
+)  # the exporter moved in the re-cut
+config = preset("control")
+with tempfile.TemporaryDirectory() as tmp:
+    art = Path(tmp) / "art"
+    writer.export_params(config, init_params(config, 0), art, lengths=[1, 2])
+    session = runtime.load(art, backend="ort")
+    rng = np.random.default_rng(0)
+    xs = [rng.uniform(-1, 1, size=session.input_shape).astype(np.float32) for _ in range(64)]
+    assert denormals.set_flush_to_zero(True), "no flush-to-zero on this platform"
+    step, reset, n = session.step, session.reset, session.max_len
+    for i in range(2 * n):
+        if i % n == 0:
+            reset()
+        step(xs[i % 64])
+    samples = np.empty(3000, dtype=np.int64)
+    clock = time.perf_counter_ns
+    reset()
+    for i in range(samples.size):
+        if session.position == n:
+            reset()
+        x = xs[i % 64]
+        t0 = clock(); step(x); samples[i] = clock() - t0
+    print(json.dumps({"p50_us": float(np.median(samples)) / 1e3, "p99_us": float(np.percentile(samples, 99)) / 1e3}))
 """
 
 CHILD_TRAIN = r"""
@@ -158,12 +197,22 @@ print(json.dumps({"losses": losses, "metric": held["exact_match" if run["task"] 
                   "loss_sha": digest(np.asarray(losses).tobytes()), "params_sha": digest(b"".join(params[k].tobytes() for k in sorted(params)))}))
 """
 
-SHIM = """import os
+SHIM = """import os, sys
+# An editable install of the current checkout adds a meta-path finder that resolves any
+# tickformer.<pkg>.<module> the extracted tree lacks to the *current* code: drop it, so a
+# missing module is an ImportError and never a silent mix of two trees.
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__module__", "")]
 _root = {root!r}
 __path__ = [os.path.join(_root, "core"), _root]  # tickformer -> core/, tickformer.<x> -> <x>/ (pyproject package-dir)
 __file__ = os.path.join(_root, "core", "__init__.py")
 exec(compile(open(__file__).read(), __file__, "exec"))
 """
+
+
+def _utc() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def extract(commit: str, into: Path) -> str:
@@ -183,10 +232,14 @@ def extract(commit: str, into: Path) -> str:
 
 
 def measure(
-    tree: Path, train: bool = False, outcome: dict | None = None, steady_malloc: bool = False
+    tree: Path,
+    train: bool = False,
+    outcome: dict | None = None,
+    steady_malloc: bool = False,
+    session: bool = False,
 ) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree / "_shim"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    child = CHILD_OUTCOME if outcome else CHILD_TRAIN if train else CHILD
+    child = CHILD_OUTCOME if outcome else CHILD_TRAIN if train else CHILD_SESSION if session else CHILD
     extra = [json.dumps(outcome)] if outcome else ["1" if steady_malloc else "0"] if train else []
     out = subprocess.run(
         [
@@ -217,6 +270,12 @@ def main() -> None:
     parser.add_argument(
         "--train", action="store_true", help="time the numpy training step instead of the bare step graph"
     )
+    parser.add_argument(
+        "--session",
+        action="store_true",
+        help="time Session.step on the ORT backend (each tree's exporter and runtime) instead of the bare graph",
+    )
+    parser.add_argument("--json", type=Path, help="--session: also write the results to this JSON file")
     parser.add_argument(
         "--steady-malloc",
         action="store_true",
@@ -265,7 +324,9 @@ def main() -> None:
         for _ in range(args.rounds):
             for commit in args.commits:
                 results[commit].append(
-                    measure(trees[commit][0], args.train, steady_malloc=args.steady_malloc)
+                    measure(
+                        trees[commit][0], args.train, steady_malloc=args.steady_malloc, session=args.session
+                    )
                 )
 
         def median(commit: str, key: str) -> float:
@@ -289,6 +350,29 @@ def main() -> None:
                     f"{shape} {v[len(v) // 2]:.3f}x [{v[0]:.3f}-{v[-1]:.3f}]" for shape, v in ratios.items()
                 )
                 print(f"  {cells}  {commit}")
+            return
+        if args.session:
+            base = args.commits[0]
+            print(
+                f"Session.step, ORT backend, control preset, {args.rounds} rounds (median of the p50 of 3000 steps):"
+            )
+            report = {"utc": _utc(), "load_avg": os.getloadavg()[0], "rounds": args.rounds, "commits": {}}
+            for commit in args.commits:
+                ratios = sorted(b["p50_us"] / r["p50_us"] for b, r in zip(results[base], results[commit]))
+                print(
+                    f"  p50 {median(commit, 'p50_us'):6.1f} us  p99 {median(commit, 'p99_us'):6.1f} us  "
+                    f"{base} / this per round: {ratios[len(ratios) // 2]:.3f} [{ratios[0]:.3f}-{ratios[-1]:.3f}]  "
+                    f"{trees[commit][1][:70]}"
+                )
+                report["commits"][commit] = {
+                    "subject": trees[commit][1],
+                    "p50_us": median(commit, "p50_us"),
+                    "p99_us": median(commit, "p99_us"),
+                    "ratio_to_first": ratios[len(ratios) // 2],
+                    "ratio_range": [ratios[0], ratios[-1]],
+                }
+            if args.json is not None:
+                args.json.write_text(json.dumps(report, indent=2) + "\n")
             return
         print(
             f"bare step.onnx, control preset, pos = max_len // 2, {args.rounds} rounds (median p50 of 3000 calls):"

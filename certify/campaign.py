@@ -65,6 +65,7 @@ __all__ = [
     "artifact_hash",
     "analyze",
     "certify_session",
+    "certify_onnx",
     "estimate_pwcet",
     "PASS",
     "FAIL",
@@ -857,4 +858,97 @@ def certify_artifact(
     finally:
         session.close()
     report["conditions"]["threads"] = threads
+    return report, durations
+
+
+# ----------------------------------------------------------------------------- bare ONNX models
+
+
+ONNX_MODES = ("auto", "full", "step")
+
+
+def certify_onnx(
+    model: str | os.PathLike[str],
+    *,
+    backend: str,
+    budget_ns: float,
+    campaign: Any,
+    evt_config: Any,
+    step: str | os.PathLike[str] | None = None,
+    spec: str | os.PathLike[str] | None = None,
+    flags: Any = None,
+    mode: str = "auto",
+    max_len: int | None = None,
+    threads: int = 1,
+    progress: Any = None,
+) -> tuple[dict[str, Any], np.ndarray]:
+    """The campaign on a bare ONNX model (tickformer.runtime.foreign.ForeignSession): mode "step"
+    times the step graph of a KV-cache pair with its cache fed back (positions 0..max_len-1, the
+    cache growing: only the last eighth is timed, after a sweep of every position); mode "full"
+    times the full graph at one fixed shape (batch at the low end of its range, the time axis at
+    max_len). "auto": step when a step graph is given (--step or the spec's cache.step). The
+    statistics, pWCET and verdict are those of `certify_session`. Returns (report, durations_ns)."""
+    from tickformer.artifact.foreign import Flags, open_signature
+    from tickformer.runtime.foreign import ForeignSession, Graph, provider_of
+
+    validation.one_of(mode, "--mode", ONNX_MODES)
+    flags = flags if flags is not None else Flags()
+    if step is not None:
+        flags.step = Path(step)
+    sig, data, step_data = open_signature(model, spec=spec, flags=flags)
+    if mode == "auto":
+        mode = "step" if step_data is not None else "full"
+    if mode == "step" and step_data is None:
+        raise ConfigError("--mode step times the step graph of a KV-cache pair: pass --step STEP.onnx")
+    provider = provider_of(backend)
+    full = Graph(data, name=str(model), provider=provider, threads=threads)
+    step_graph = (
+        Graph(step_data, name=str(sig.cache.step), provider=provider, threads=threads)
+        if step_data is not None and sig.cache is not None
+        else None
+    )
+    time_groups = sig.time_groups
+    t_group = sig.causal_group or (time_groups[0] if time_groups else None)
+    t_range = sig.ranges.get(t_group) if t_group is not None else None
+    if max_len is None:
+        max_len = t_range[1] if t_range is not None else 1
+    validation.positive_int(
+        max_len, "--max-len", hint="positions per sequence (step) or the sequence length (full)"
+    )
+    if t_range is not None and not t_range[0] <= max_len <= t_range[1] and t_group in sig.dynamic:
+        raise ConfigError(
+            f"--max-len {max_len} is outside the sizes {list(t_range)} declared for {t_group!r}; "
+            f"pass one inside, or widen [axes] {t_group} in the spec"
+        )
+    sizes = {g: r[0] for g, r in sig.ranges.items()}
+    if t_group is not None and t_group in sizes:
+        sizes[t_group] = max_len
+    session = ForeignSession(
+        sig, full, step_graph, mode=mode, sizes=sizes, max_len=max_len, seed=campaign.seed
+    )
+    inputs = session.make_inputs(campaign.n_inputs, campaign.seed)
+    report, durations = certify_session(
+        session,
+        budget_ns=budget_ns,
+        inputs=inputs,
+        max_len=session.max_len,
+        static_cache=session.static_cache,
+        backend=backend,
+        artifact=str(model),
+        campaign=campaign,
+        evt_config=evt_config,
+        progress=progress,
+    )
+    report["conditions"]["threads"] = threads
+    report["conditions"]["model"] = {
+        "kind": "onnx",
+        "mode": mode,
+        "full": str(model),
+        "full_sha256": hashlib.sha256(data).hexdigest(),
+        "step": str(sig.cache.step) if step_data is not None and sig.cache is not None else None,
+        "step_sha256": hashlib.sha256(step_data).hexdigest() if step_data is not None else None,
+        "sizes": sizes,
+        "timed_input": {"name": session.primary.name, "shape": list(session.input_shape())},
+        "fixed_inputs": "the other inputs drawn once from their domain; masks all valid; positions counted",
+    }
     return report, durations

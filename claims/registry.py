@@ -159,7 +159,9 @@ RESULTS: dict[str, ResultsFile] = {
         ),
         ResultsFile("prove", "claims/results/prove.json", "utc", "refresh_prove"),
         ResultsFile("evt-accuracy", "claims/results/evt_accuracy.json", "utc", "refresh_evt"),
+        ResultsFile("verify-margins", "claims/results/verify_margins.json", "utc", "refresh_verify"),
         ResultsFile("bench", "benchmarks/results/latest.json", "datetime", "refresh_bench"),
+        ResultsFile("recut-session", "benchmarks/results/recut_session.json", "utc", "refresh_recut_session"),
         ResultsFile("bench-memory", "benchmarks/results/memory.json", "date_utc", "refresh_bench"),
     )
 }
@@ -291,6 +293,18 @@ def _failed_tests(cert: dict) -> list[dict]:
 def _test(cert: dict, prefix: str) -> dict:
     return next(t for t in cert["evt"]["tests"] if t["name"].startswith(prefix))
 
+
+# --- docs/benchmarks.md -------------------------------------------------------------------------------
+(
+    Span("docs/benchmarks.md#recut")
+    .result("before p50", "recut-session", "commits.a09c6da.p50_us", "{:.1f}")
+    .result("after p50", "recut-session", "commits.HEAD.p50_us", "{:.1f}")
+    .result("ratio", "recut-session", "commits.HEAD.ratio_to_first", "{:.2f}")
+    .result("ratio low", "recut-session", "commits.HEAD.ratio_range.0", "{:.2f}")
+    .result("ratio high", "recut-session", "commits.HEAD.ratio_range.1", "{:.2f}")
+    .derived("date", "recut-session", lambda d: d["utc"][:10], "{}", "utc (date)")
+    .result("load", "recut-session", "load_avg", "{:.1f}")
+)
 
 # --- README.md ----------------------------------------------------------------------------------------
 R = "README.md"
@@ -913,6 +927,24 @@ for _op in (
 )
 
 
+# --- docs/verify.md: the normwise tolerance's measured margins (claims/verify_margins.py) -------------------
+def _smallest_caught(data: dict) -> float:
+    return min(
+        m["step_equals_full"]["margin"]
+        for m in data["models"].values()
+        if m.get("step_equals_full", {}).get("status") == "fail" and "margin" in m["step_equals_full"]
+    )
+
+
+(
+    Span("docs/verify.md#margins")
+    .result("step_equals_full margin", "verify-margins", "worst_margin.step_equals_full", "{:.2g}")
+    .result("optimizations_agree margin", "verify-margins", "worst_margin.optimizations_agree", "{:.2g}")
+    .result("onnx_reference margin", "verify-margins", "worst_margin.onnx_reference", "{:.2g}")
+    .derived("smallest caught", "verify-margins", _smallest_caught, "{:.0f}", "min margin of a caught bug")
+)
+
+
 # --- files: coverage ------------------------------------------------------------------------------------
 FILES: dict[str, tuple[str, str]] = {
     "README.md": ("covered", ""),
@@ -942,6 +974,7 @@ FILES: dict[str, tuple[str, str]] = {
     "docs/contracts.md": ("covered", ""),
     "docs/export_runtime.md": ("covered", ""),
     "docs/artifact_format.md": ("covered", ""),
+    "docs/verify.md": ("covered", ""),
 }
 
 # Definitional numbers outside spans that look like measurements (versions, thresholds, units).
@@ -964,6 +997,7 @@ LITERALS: dict[str, dict[str, str]] = {
         "3.4e38": "a test's edge logits (the fp32 maximum)",
     },
     "docs/artifact_format.md": {"0": "0 x inf = NaN, an expression, not a measurement"},
+    "docs/verify.md": {"3.11": "a Python version (tomllib)"},
     "docs/export_runtime.md": {
         "1.001": "the output bound's rounding factor (export/bounds.py)",
         "1e6": "the Hypothesis tests' input magnitude (tests/contracts/test_model_outputs.py)",
@@ -1161,6 +1195,28 @@ def refresh_prove() -> None:
 
 def refresh_evt() -> None:
     _run([PY, "claims/evt_accuracy.py", "--out", "claims/results/evt_accuracy.json"])
+
+
+def refresh_recut_session() -> None:
+    subprocess.run(
+        [
+            PY,
+            "benchmarks/compare_commits.py",
+            "--session",
+            "--rounds",
+            "11",
+            "a09c6da",
+            "HEAD",
+            "--json",
+            "benchmarks/results/recut_session.json",
+        ],
+        cwd=ROOT,
+        check=True,
+    )
+
+
+def refresh_verify() -> None:
+    _run([PY, "claims/verify_margins.py", "--out", "claims/results/verify_margins.json"])
 
 
 def refresh_bench() -> None:

@@ -1,8 +1,9 @@
 """The `tickformer` command line: one subcommand per module in `tickformer.commands`.
 
 Each subcommand module defines `register(subparsers)` (adds its parser and sets `func`).
-A user error (`TickformerError`) prints one line and exits non-zero; so does an OSError no
-command turned into one (a path, a permission, a full disk: the environment, not a bug);
+A user error (`TickformerError`) prints one line and exits non-zero (1, or the command's own
+`error_exit` default: `verify` exits 2, keeping 1 for a violated property); so does an OSError
+no command turned into one (a path, a permission, a full disk: the environment, not a bug);
 `--debug` shows the traceback.
 """
 
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"tickformer {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+        return int(getattr(args, "error_exit", 1))  # a command may give its user errors their own code
     except OSError as exc:  # an environment error no command mapped (a path, a permission, a full disk)
         if args.debug:
             raise
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             "and the free space, then run again",
             file=sys.stderr,
         )
-        return 1
+        return int(getattr(args, "error_exit", 1))
     except KeyboardInterrupt:
         print(f"tickformer {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -1,5 +1,10 @@
 """`tickformer certify ART --budget-us B --out DIR`: worst-case latency certification of a step.
 
+ART is an artifact directory, or a bare ONNX model: `tickformer certify MODEL.onnx [--step
+STEP.onnx] [--spec FILE] [--domain LO:HI] [--vocab LO:HI] [--mode auto|full|step] [--max-len N]`
+times the step graph of a KV-cache pair with its cache fed back, or the full graph at one fixed
+shape (certify/campaign.py `certify_onnx`), with the same campaign, statistics and verdict.
+
 Loads the artifact on a backend (default ort), runs the measurement campaign
 (tickformer.certify), fits the tail with extreme value theory, writes certificate.json,
 latency_hist.png, exceedance.png and samples_ns.npy into DIR and prints a one-screen summary.
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Any
 
 from tickformer.commands import args as shared
@@ -25,9 +31,33 @@ def register(subparsers: Any) -> None:
         "estimate a probabilistic WCET with extreme value theory, and give a PASS/FAIL/INCONCLUSIVE "
         "verdict (exit 0/1/2).",
     )
-    shared.artifact(p)
+    shared.artifact(p, help="artifact directory (tickformer export --out), or a bare .onnx model")
     shared.backend(p)
     shared.trust(p)
+    p.add_argument(
+        "--step", type=Path, default=None, metavar="STEP.onnx", help="bare ONNX: a KV-cache pair's step graph"
+    )
+    p.add_argument(
+        "--spec", type=Path, default=None, metavar="FILE", help="bare ONNX: property spec (docs/verify.md)"
+    )
+    shared.domain(p, help="bare ONNX: input domain of float inputs")
+    p.add_argument(
+        "--vocab", default=None, metavar="LO:HI", help="bare ONNX: token id range of integer inputs"
+    )
+    p.add_argument(
+        "--mode",
+        choices=("auto", "full", "step"),
+        default="auto",
+        help="bare ONNX: time the step graph with its cache fed back (step), or the full graph at one fixed "
+        "shape (full); auto: step when a step graph is given",
+    )
+    p.add_argument(
+        "--max-len",
+        type=int,
+        default=None,
+        metavar="N",
+        help="bare ONNX: positions per sequence (step) or the sequence length (full); default: the longest allowed",
+    )
     p.add_argument("--budget-us", type=float, required=True, help="latency budget per step in microseconds")
     p.add_argument("--samples", type=int, default=100_000, help="timed steps (default 100000)")
     p.add_argument("--warmup", type=int, default=2_000, help="untimed warm-up steps (default 2000)")
@@ -64,11 +94,45 @@ def _budget_ns(budget_us: float) -> float:
     return budget_us * 1e3
 
 
+def _certifier(args: argparse.Namespace) -> Any:
+    """certify_artifact for an artifact directory, certify_onnx (with the bare-model flags) for a file."""
+    import functools
+
+    from tickformer.certify.campaign import certify_artifact, certify_onnx
+
+    bare_flags = {"--step": args.step, "--spec": args.spec, "--domain": args.domain, "--vocab": args.vocab}
+    bare_flags.update({"--mode": None if args.mode == "auto" else args.mode, "--max-len": args.max_len})
+    if args.artifact.is_dir():
+        given = [k for k, v in bare_flags.items() if v is not None]
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)} describe bare ONNX models; {args.artifact} is an artifact directory, whose "
+                "manifest declares everything: remove them"
+            )
+        return functools.partial(certify_artifact, trust=args.trust)
+    if args.trust is not None:
+        raise ConfigError(
+            f"--trust applies to signed artifacts; {args.artifact} is a bare .onnx file, which carries no signature"
+        )
+    if not args.artifact.exists():
+        from tickformer.errors import ArtifactError
+
+        raise ArtifactError(f"{args.artifact} does not exist; pass an artifact directory or a .onnx file")
+    from tickformer.artifact.foreign import Flags
+    from tickformer.commands.verify import _vocab
+    from tickformer.contracts.input_domain import parse_domain
+
+    flags = Flags(domain=parse_domain(args.domain) if args.domain else None, vocab=_vocab(args.vocab))
+    return functools.partial(
+        certify_onnx, step=args.step, spec=args.spec, flags=flags, mode=args.mode, max_len=args.max_len
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from tickformer.certify.campaign import CampaignConfig, EvtConfig, certify_artifact
+    from tickformer.certify.campaign import CampaignConfig, EvtConfig
     from tickformer.certify.report import summary, write_report
 
     budget_ns = _budget_ns(args.budget_us)
@@ -89,15 +153,15 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     console = Console()
+    certify = _certifier(args)
     if args.quiet:
-        report, durations = certify_artifact(
+        report, durations = certify(
             args.artifact,
             backend=args.backend,
             budget_ns=budget_ns,
             campaign=campaign,
             evt_config=evt_config,
             threads=args.threads,
-            trust=args.trust,
         )
     else:
         # auto_refresh=False: no refresh thread competing for the GIL while steps are timed;
@@ -117,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
                 bar.update(task, completed=done)
                 bar.refresh()
 
-            report, durations = certify_artifact(
+            report, durations = certify(
                 args.artifact,
                 backend=args.backend,
                 budget_ns=budget_ns,
@@ -125,7 +189,6 @@ def run(args: argparse.Namespace) -> int:
                 evt_config=evt_config,
                 threads=args.threads,
                 progress=progress,
-                trust=args.trust,
             )
     cert = write_report(args.out, report, durations)
     if not args.quiet:

@@ -3,7 +3,9 @@
 Checks every exported graph of an artifact (or one bare .onnx file) against an operator table
 transcribed from onnx-tensorrt's docs/operators.md for the target release (opset range,
 supported operators and their documented restrictions), plus static-shape, dtype and
-fp16-range checks (see `tickformer.export.trt_support` for the tables and their sources). It
+fp16-range checks (see `tickformer.export.trt_support` for the tables and their sources). A bare
+model's KV-cache step graph (--step, or the spec's cache.step) is checked too, as a graph of
+dynamic shapes (its past length grows: TensorRT needs an optimization profile for it). It
 does not run TensorRT's ONNX parser: a graph that passes can still be refused by it. Prints one
 line per finding and a summary; exits 1 when any finding is an error, 0 otherwise. Needs
 neither a GPU nor TensorRT.
@@ -31,6 +33,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("artifact", type=Path, help="exported artifact directory, or one .onnx file")
     shared.trust(p)
     p.add_argument(
+        "--step", type=Path, default=None, metavar="STEP.onnx", help="bare ONNX: a KV-cache pair's step graph"
+    )
+    p.add_argument(
+        "--spec", type=Path, default=None, metavar="FILE", help="bare ONNX: property spec (docs/verify.md)"
+    )
+    p.add_argument(
         "--target",
         required=True,
         choices=target_names(),
@@ -41,11 +49,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _step_findings(args: argparse.Namespace, spec) -> list:
+    """A bare model's step graph (--step, or the spec's cache.step), read once through the safe
+    loader and checked as a dynamic-shape graph; the spec file itself is checked on the way."""
+    from tickformer.errors import ConfigError
+
+    if args.step is None and args.spec is None:
+        return []
+    if args.artifact.is_dir():
+        raise ConfigError(
+            f"--step and --spec describe bare ONNX models; {args.artifact} is an artifact directory, whose manifest "
+            "lists its graphs: remove them"
+        )
+    from tickformer.artifact.foreign import Flags, open_signature, read_graph
+    from tickformer.export.trt_support import Finding, check_model
+
+    sig, _, step_data = open_signature(
+        args.artifact, spec=args.spec, flags=Flags(step=args.step, require_domain=False)
+    )
+    if step_data is None or sig.cache is None:
+        return []
+    _, model = read_graph(sig.cache.step)
+    name = Path(sig.cache.step).name
+    note = Finding(
+        "note",
+        name,
+        "step-dynamic",
+        "graph",
+        "a KV-cache step graph: checked with dynamic shapes (its past length grows; a TensorRT engine needs an "
+        "optimization profile covering the cache lengths)",
+    )
+    return [*check_model(model, spec, role="full", graph=name), note]
+
+
 def run(args: argparse.Namespace) -> int:
     from tickformer.export.trt_support import check_path, count, target
 
     spec = target(args.target)
     findings = check_path(args.artifact, spec, trust=args.trust)
+    findings += _step_findings(args, spec)
     errors, warnings, notes = (count(findings, s) for s in ("error", "warning", "note"))
     if args.json:
         doc = {

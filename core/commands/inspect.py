@@ -1,10 +1,17 @@
 """`tickformer inspect ART [--json]`: verify an artifact's hashes and print its manifest as a
-readable summary (model, graphs and their I/O, file sizes, domain, tolerances, measured errors)."""
+readable summary (model, graphs and their I/O, file sizes, domain, tolerances, measured errors).
+
+`tickformer inspect MODEL.onnx [--step STEP.onnx] [--spec FILE] [--domain LO:HI] [--vocab LO:HI]
+[--json]`: a bare ONNX model's signature as `verify` and `certify` see it (every input's role,
+axes and domain, every output, the sizes tried, the KV-cache pairing, and what was inferred);
+`--json` prints it as a spec file that `verify --spec` reads back (docs/verify.md)."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 from tickformer.commands import args as shared
@@ -14,9 +21,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "inspect", help="summarise an exported artifact (hashes verified)", description=__doc__
     )
-    shared.artifact(p)
+    shared.artifact(p, help="artifact directory (tickformer export --out), or a bare .onnx model")
     shared.trust(p)
-    p.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
+    p.add_argument(
+        "--step", type=Path, default=None, metavar="STEP.onnx", help="bare ONNX: a KV-cache pair's step graph"
+    )
+    p.add_argument(
+        "--spec", type=Path, default=None, metavar="FILE", help="bare ONNX: property spec (docs/verify.md)"
+    )
+    shared.domain(p, help="bare ONNX: input domain of float inputs")
+    p.add_argument(
+        "--vocab", default=None, metavar="LO:HI", help="bare ONNX: token id range of integer inputs"
+    )
+    p.add_argument(
+        "--max-t", type=int, default=16, metavar="T", help="bare ONNX: longest sequence (default 16)"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole manifest as JSON (bare ONNX: the signature as a spec file)",
+    )
     p.set_defaults(func=run)
 
 
@@ -77,8 +101,96 @@ def summary(manifest: dict[str, Any]) -> list[str]:
     return lines
 
 
+def foreign_summary(sig: Any, sizes: dict[str, tuple[int, str]]) -> list[str]:
+    """The readable lines of a bare model's signature (pure: signature in, text out)."""
+    lines = [f"bare ONNX model {sig.path} (opset {sig.opset}, producer {sig.producer or '?'})"]
+    for name, (size, digest) in sizes.items():
+        lines.append(f"  {name:<5} {size:>10} B  sha256 {digest[:16]}...")
+    lines.append("inputs")
+    for i in sig.inputs:
+        dims = "[" + ", ".join("?" if d is None else str(d) for d in i.dims) + "]"
+        axes = f"batch axis {i.batch_axis}, time axis {i.time_axis}"
+        what = ""
+        if i.role == "signal":
+            what = f", domain {list(zip(i.lo, i.hi)) if i.lo is not None else 'not declared'}"
+        elif i.role == "ids":
+            what = f", ids in {list(i.vocab) if i.vocab is not None else 'not declared'}"
+        elif i.role == "mask":
+            what = f", {i.valid} = a real position, padding pattern {i.pattern}"
+        lines.append(f"  {i.name:<20} {i.dtype}{dims}  {i.role}: {axes}{what}")
+    lines.append("outputs")
+    for o in sig.outputs:
+        dims = "[" + ", ".join("?" if d is None else str(d) for d in o.dims) + "]"
+        extra = (", bound " + format(o.bound, "g")) if o.bound is not None else ""
+        extra += ", a cache (present) output" if o.cache else ""
+        lines.append(
+            f"  {o.name:<20} {o.dtype}{dims}  batch axis {o.batch_axis}, time axis {o.time_axis}{extra}"
+        )
+    ranges = ", ".join(f"{g} {lo}..{hi}" for g, (lo, hi) in sig.ranges.items()) or "none (static shapes)"
+    lines.append(f"sizes     {ranges}")
+    lines.append(f"causal    {'along ' + repr(sig.causal_group) if sig.causal_group else 'not checked'}")
+    if sig.cache is not None:
+        c = sig.cache
+        lines.append(f"cache     step graph {c.step}, prefill {c.prefill}")
+        for past, present in c.pairs:
+            lines.append(f"  {past} <- {present} (positions along axis {c.time_axis[past]})")
+        for i in c.inputs:
+            lines.append(f"  step input {i.name}: {i.role}, span {i.span}")
+    for note in sig.notes:
+        lines.append(f"inferred  {note}")
+    return lines
+
+
+def _run_foreign(args: argparse.Namespace) -> int:
+    from tickformer.artifact.foreign import Flags, open_signature
+    from tickformer.commands.verify import _vocab
+    from tickformer.contracts.input_domain import parse_domain
+    from tickformer.errors import ConfigError
+
+    if args.trust is not None:
+        raise ConfigError(
+            f"--trust applies to signed artifacts; {args.artifact} is a bare .onnx file, which carries no signature"
+        )
+    flags = Flags(
+        domain=parse_domain(args.domain) if args.domain is not None else None,
+        vocab=_vocab(args.vocab),
+        max_t=args.max_t,
+        step=args.step,
+        require_domain=False,
+    )
+    sig, data, step_data = open_signature(args.artifact, spec=args.spec, flags=flags)
+    if args.json:
+        print(json.dumps(sig.spec(), indent=2))
+        return 0
+    sizes = {"model": (len(data), hashlib.sha256(data).hexdigest())}
+    if step_data is not None:
+        sizes["step"] = (len(step_data), hashlib.sha256(step_data).hexdigest())
+    print("\n".join(foreign_summary(sig, sizes)))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from tickformer.artifact import open_artifact
+
+    if not args.artifact.is_dir() and (args.artifact.suffix == ".onnx" or args.step or args.spec):
+        return _run_foreign(args)
+    given = [
+        f
+        for f, v in (
+            ("--step", args.step),
+            ("--spec", args.spec),
+            ("--domain", args.domain),
+            ("--vocab", args.vocab),
+        )
+        if v is not None
+    ]
+    if given:
+        from tickformer.errors import ConfigError
+
+        raise ConfigError(
+            f"{', '.join(given)} describe bare ONNX models; {args.artifact} is an artifact directory, whose manifest "
+            "declares everything: remove them"
+        )
 
     art = open_artifact(args.artifact, trust=args.trust)  # verifies every hash (and the signature) first
     if args.json:

@@ -1,51 +1,94 @@
 """`tickformer verify PATH`: Hypothesis property tests of an exported model under a real backend.
 
-    tickformer verify PATH [--backend ort] [--examples N] [--seed S] [--domain LO:HI] [--max-t T] [--out DIR]
+    tickformer verify PATH [--step STEP.onnx] [--spec FILE] [--domain LO:HI] [--vocab LO:HI]
+                      [--output-bound B] [--max-t T] [--not-causal] [--skip NAME ...]
+                      [--backend ort] [--examples N] [--seed S] [--out DIR] [--trust KEY.pub]
 
-PATH: one of our artifacts (directory with manifest.json) or a bare .onnx file with one float
-input [B, T, F] and one float output [B, T, G]. Exit 0 if every property holds, 1 otherwise
-(each violation printed with its shrunk counterexample, saved as DIR/<property>.npz);
-DIR/verify.json holds the report either way.
+PATH: one of our artifacts (a directory with manifest.json; every kind) or a bare .onnx file
+(any inputs and outputs; a KV-cache pair with --step; docs/verify.md for the spec file). Exit 0
+if every property holds, 1 if one is violated (each printed with the input that broke it and
+the file of its shrunk counterexample, DIR/<property>.npz), 2 if the verification could not run
+(a usage error: bad arguments, a spec file with an error, a model that does not load).
+DIR/verify.json (schema: docs/verify.md) and DIR/verify.md hold the report either way.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import time
 from pathlib import Path
+from typing import Any
 
 from tickformer.commands import args as shared
 from tickformer.errors import ConfigError
+
+USAGE_EXIT = 2  # tickformer.cli: the exit code of a user error of this command
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "verify",
-        help="property-test an exported model (ours or a bare ONNX [B,T,F]->[B,T,G]) with Hypothesis",
+        help="property-test an exported model (ours, or a bare ONNX model with any signature) with Hypothesis",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     shared.artifact(p, name="path", help="artifact directory or .onnx file")
+    p.add_argument(
+        "--step", type=Path, default=None, metavar="STEP.onnx", help="the step graph of a KV-cache pair"
+    )
+    p.add_argument(
+        "--spec",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="property spec (.toml or .json): docs/verify.md",
+    )
     shared.backend(p, help="ort (CPU; default), ort-cuda, ort-trt; artifacts also numpy")
     shared.trust(p)
     p.add_argument(
         "--examples", type=int, default=50, metavar="N", help="Hypothesis examples per property (default 50)"
     )
     shared.seed(p, help="Hypothesis seed (reproducible)")
-    shared.domain(p, help="input domain (default: the artifact's manifest; required for bare ONNX)")
+    shared.domain(p, help="input domain of every float input (default: the artifact's manifest; the spec)")
+    p.add_argument(
+        "--vocab", default=None, metavar="LO:HI", help="token id range of integer inputs (e.g. 0:999)"
+    )
+    p.add_argument(
+        "--output-bound", type=float, default=None, metavar="B", help="declared bound on every |output|"
+    )
     p.add_argument("--max-t", type=int, default=16, metavar="T", help="longest sequence drawn (default 16)")
+    p.add_argument("--not-causal", action="store_true", help="the model is not causal: skip causality")
+    p.add_argument(
+        "--skip", action="append", default=[], metavar="NAME", help="a property not to run (repeatable)"
+    )
     shared.out(p, default=Path("verify-out"), help="report and counterexamples (default ./verify-out)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, error_exit=USAGE_EXIT)
 
 
-def _open(open_model, path: Path, backend: str, max_t: int, trust: Path | None = None):
-    """open_model, naming the fix when a bare file is no graph onnxruntime can load (the loader's
-    message says what failed, not what to pass instead)."""
+def _vocab(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        lo, hi = (int(v) for v in parts)
+    except ValueError:
+        raise ConfigError(
+            f"--vocab {text!r} must look like LO:HI with integer ids, e.g. --vocab 0:999"
+        ) from None
+    if not 0 <= lo <= hi:
+        raise ConfigError(f"--vocab {text!r}: ids must satisfy 0 <= LO <= HI, e.g. --vocab 0:999")
+    return lo, hi
+
+
+def _open(open_model, path: Path, backend: str, max_t: int, trust: Path | None = None, **kwargs: Any):
+    """open_model, naming the fix when a bare file is no graph onnxruntime can load."""
     from tickformer.errors import ArtifactError
 
     try:
-        return open_model(path, backend, max_t, trust=trust)
+        return open_model(path, backend, max_t, trust=trust, **kwargs)
     except ArtifactError as exc:
-        if path.is_dir() or "cannot load" not in str(exc):
+        if path.is_dir() or "cannot load" not in str(exc) or "pass a valid" in str(exc):
             raise
         raise ArtifactError(f"{exc}; pass a valid .onnx file or an artifact directory") from None
 
@@ -53,72 +96,110 @@ def _open(open_model, path: Path, backend: str, max_t: int, trust: Path | None =
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    from tickformer.artifact.foreign import Flags
     from tickformer.contracts.input_domain import parse_domain
     from tickformer.verify.properties import open_model, verify_model
+    from tickformer.verify.properties.report import build_report, write_report
 
     if args.examples < 1:
         raise ConfigError(f"--examples {args.examples} must be >= 1")
+    if args.output_bound is not None and not (math.isfinite(args.output_bound) and args.output_bound > 0):
+        raise ConfigError(
+            f"--output-bound {args.output_bound!r} must be a positive number, e.g. --output-bound 10"
+        )
     domain = parse_domain(args.domain) if args.domain is not None else None
-    console = Console()
-    model = _open(open_model, args.path, args.backend, args.max_t, args.trust)
+    flags = Flags(
+        domain=domain,
+        vocab=_vocab(args.vocab),
+        output_bound=args.output_bound,
+        max_t=args.max_t,
+        causal=False if args.not_causal else None,
+        step=args.step,
+        skip=tuple(args.skip),
+    )
+    console = Console(highlight=False)
+    bare = not args.path.is_dir()
+    kwargs: dict[str, Any] = {"spec": args.spec, "flags": flags} if bare else {}
+    if not bare and (args.spec is not None or args.step is not None):
+        raise ConfigError(
+            f"--spec and --step describe bare ONNX models; {args.path} is an artifact directory, whose manifest "
+            "declares everything: remove them"
+        )
+    if not bare and (args.vocab is not None or args.output_bound is not None or args.not_causal):
+        raise ConfigError(
+            f"--vocab, --output-bound and --not-causal describe bare ONNX models; {args.path} is an artifact "
+            "directory, whose manifest declares them: remove them"
+        )
+    model = _open(open_model, args.path, args.backend, args.max_t, args.trust, **kwargs)
     start = time.monotonic()
     try:
         with console.status(f"verifying {args.path} ..."):
             results = verify_model(
-                model, examples=args.examples, seed_value=args.seed, domain=domain, out_dir=args.out
+                model,
+                examples=args.examples,
+                seed_value=args.seed,
+                domain=None if bare else domain,
+                out_dir=args.out,
+                skip=args.skip,
             )
         used_domain = domain if domain is not None else model.domain
         info = model.describe()
     finally:
         model.close()
     wall = time.monotonic() - start
-    ok = all(r.status != "fail" for r in results)
-    report = {
-        "model": info,
-        "domain": list(used_domain) if used_domain is not None else None,
+    settings = {
         "examples": args.examples,
         "seed": args.seed,
-        "ok": ok,
-        "wall_s": round(wall, 2),
-        "properties": [r.to_dict() for r in results],
+        "backend": args.backend,
+        "max_t": args.max_t,
+        "domain": list(used_domain) if used_domain is not None else None,
+        "skip": sorted(set(args.skip)),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    tmp = args.out / ".verify.json.tmp"
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(args.out / "verify.json")
+    report = build_report(info, results, settings, wall)
+    json_path, md_path = write_report(args.out, report)
 
-    table = Table(
-        title=f"tickformer verify {args.path} ({info['kind']}, backend {args.backend}, domain {report['domain']})"
-    )
+    table = Table(title=Text(f"tickformer verify {args.path} ({info['kind']}, backend {args.backend})"))
     for col in ("property", "result", "examples", "detail"):
         table.add_column(col, overflow="fold")
     colors = {"pass": "green", "fail": "red", "skip": "yellow"}
     for r in results:
         detail = r.message + (f"\ncounterexample: {r.counterexample}" if r.counterexample else "")
-        table.add_row(r.name, f"[{colors[r.status]}]{r.status}[/{colors[r.status]}]", str(r.examples), detail)
+        table.add_row(
+            Text(r.name), Text(r.status, style=colors[r.status]), Text(str(r.examples)), Text(detail)
+        )
     console.print(table)
     for r in results:
         if r.status == "fail":
-            _print_counterexample(console, r)
+            print_counterexample(console, r, info)
+    counts = report["summary"]
     console.print(
-        f"{'OK' if ok else 'VIOLATED'}: {sum(r.status == 'pass' for r in results)} passed, "
-        f"{sum(r.status == 'fail' for r in results)} failed, {sum(r.status == 'skip' for r in results)} skipped "
-        f"in {wall:.1f} s; report {args.out / 'verify.json'}"
+        Text(
+            f"{report['verdict']}: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped in "
+            f"{wall:.1f} s; report {json_path} and {md_path}"
+        )
     )
-    return 0 if ok else 1
+    return 0 if report["ok"] else 1
 
 
-def _print_counterexample(console, result) -> None:
+def print_counterexample(console: Any, result: Any, info: dict[str, Any]) -> None:
+    """The violation, the model file, and the saved arrays, printed literally (no rich markup:
+    an array like [nan nan] is text, not a markup tag)."""
     import numpy as np
 
-    console.print(f"[red]{result.name} violated[/red]: {result.message}", soft_wrap=True, highlight=False)
-    if result.counterexample:
-        with np.load(result.counterexample) as data:
-            for key in data.files:
-                if key != "meta":
-                    console.print(
-                        f"  {key} {data[key].shape}: {np.array2string(data[key], threshold=24, precision=4)}",
-                        soft_wrap=True,
-                        highlight=False,
-                    )
+    where = info.get("path")
+    console.print(
+        f"{result.name} violated ({where}): {result.message}", markup=False, highlight=False, soft_wrap=True
+    )
+    if not result.counterexample:
+        return
+    console.print(f"  counterexample: {result.counterexample}", markup=False, highlight=False, soft_wrap=True)
+    with np.load(result.counterexample) as data:
+        for key in data.files:
+            if key == "meta":
+                continue
+            text = np.array2string(data[key], threshold=24, precision=4).replace("\n", " ")
+            console.print(
+                f"  {key} {list(data[key].shape)}: {text}", markup=False, highlight=False, soft_wrap=True
+            )

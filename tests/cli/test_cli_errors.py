@@ -110,9 +110,12 @@ def _files(root: Path) -> dict[str, str]:
     (root / "afile").write_text("x")
     (root / "foreign.bin").write_bytes(b"\x89PNG\r\n\x1a\n not numpy at all")
     _attack_fixtures(root, art, ckpt)
+    _foreign_fixtures(root)
     return {
         k: str(v)
         for k, v in {
+            "ONNX": root / "causal.onnx",
+            "BAD_SPEC": root / "bad_spec.toml",
             "CKPT": ckpt,
             "ART": art,
             "BAD_CKPT": bad_ckpt,
@@ -270,6 +273,40 @@ CASES = [
     ("codegen", ["{BAD_ART}", "--out", "{TMP}/g2"], "SHA-256"),
 ]
 
+
+def _foreign_fixtures(root: Path) -> None:
+    """A bare ONNX model (x [B, T, 3] -> y) and a spec file with an unknown key (issue 17)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "T", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "T", 3])
+    axis = numpy_helper.from_array(np.array(1, np.int64), "axis")
+    graph = helper.make_graph([helper.make_node("CumSum", ["x", "axis"], ["y"])], "g", [x], [y], [axis])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), root / "causal.onnx")
+    (root / "bad_spec.toml").write_text("version = 1\n[inputs.x]\nrange = [0, 1]\n")
+
+
+CASES += [  # issue 17: bare ONNX models (verify exits 2 on a user error: 1 is a violated property)
+    ("verify", ["{ONNX}"], "--domain"),
+    ("verify", ["{ONNX}", "--domain", "-1:1", "--vocab", "9"], "--vocab"),
+    ("verify", ["{ONNX}", "--spec", "{BAD_SPEC}"], "unknown key 'range'"),
+    ("verify", ["{ONNX}", "--spec", "{FILE}"], ".toml or .json"),
+    ("verify", ["{ART}", "--spec", "{BAD_SPEC}"], "bare ONNX"),
+    ("verify", ["{ONNX}", "--domain", "-1:1", "--output-bound", "-1"], "--output-bound"),
+    ("inspect", ["{ONNX}", "--spec", "{BAD_SPEC}"], "unknown key"),
+    (
+        "certify",
+        ["{ONNX}", "--domain=-1:1", "--mode", "step", "--budget-us", "100", "--out", "{TMP}/c8"],
+        "--step",
+    ),
+    ("certify", ["{ART}", "--step", "{ONNX}", "--budget-us", "100", "--out", "{TMP}/c9"], "bare ONNX"),
+    ("check", ["{ONNX}", "--target", "trt-10.3", "--spec", "{BAD_SPEC}"], "unknown key"),
+]
+
+# The exit code of a user error: 1, but `verify`'s is 2 (its 1 means a property was violated).
+ERROR_EXIT = {"verify": 2}
+
 # Cases that expose a bug in a file this test does not own: strict xfail, the reason is the fix.
 KNOWN_BUGS: dict[str, str] = {}
 
@@ -386,13 +423,14 @@ def test_user_error_is_one_line_naming_problem_and_fix(results, case):
     sub, _, words = case
     rc, stdout, stderr = results[_case_id(case)]
     lines = [line for line in stderr.splitlines() if line.strip()]
-    ok = rc == 1 and len(lines) == 1 and "Traceback" not in stderr + stdout
+    want = ERROR_EXIT.get(sub, 1)
+    ok = rc == want and len(lines) == 1 and "Traceback" not in stderr + stdout
     _record(
         "cli: user error of a subcommand (child process)",
-        "one line, exit 1" if ok else f"exit {rc}, {len(lines)} stderr lines",
+        "one line, exit 1 (verify: 2)" if ok else f"exit {rc}, {len(lines)} stderr lines",
     )
     assert "Traceback" not in stderr + stdout, stderr[-3000:]
-    assert rc == 1, f"exit {rc}; stderr: {stderr[-1500:]}"
+    assert rc == want, f"exit {rc}; stderr: {stderr[-1500:]}"
     assert len(lines) == 1, f"{len(lines)} stderr lines: {stderr[-1500:]}"
     line = lines[0]
     assert line.startswith(f"tickformer {sub}: error: "), line

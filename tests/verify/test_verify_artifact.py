@@ -120,3 +120,145 @@ def test_runtime_that_accepts_out_of_domain_input_is_caught(artifact, tmp_path):
     )
     model.close()
     assert r.status == "fail" and "was accepted" in r.message
+
+
+# --- every artifact kind (issue 17): token decoder-only and encoder-decoder ------------------------
+
+
+@pytest.fixture(scope="module")
+def token_artifact(tmp_path_factory):
+    from tickformer.export.writer import export_params
+    from tickformer.model.config import Config
+    from tickformer.model.transformer import init_params
+
+    cfg = Config(
+        arch="decoder",
+        inputs="tokens",
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_layers=2,
+        vocab_size=7,
+        max_len=12,
+        dropout=0.0,
+    )
+    out = tmp_path_factory.mktemp("tok") / "tok"
+    export_params(cfg, init_params(cfg, 3), out, lengths=[1, 4])
+    return out
+
+
+@pytest.fixture(scope="module")
+def seq2seq_artifact(tmp_path_factory):
+    from tickformer.export.writer import export_params
+    from tickformer.model.config import preset
+    from tickformer.model.transformer import init_params
+
+    cfg = preset("tiny-seq2seq")
+    out = tmp_path_factory.mktemp("s2s") / "s2s"
+    export_params(cfg, init_params(cfg, 3), out, lengths=[1, 4])
+    return out
+
+
+def test_token_decoder_artifact_passes_every_property(token_artifact, tmp_path):
+    rc = main(["verify", str(token_artifact), "--examples", "15", "--max-t", "6", "--out", str(tmp_path)])
+    report = json.loads((tmp_path / "verify.json").read_text())
+    assert rc == 0, report
+    assert report["model"]["kind"] == "decoder" and report["model"]["inputs"] == "tokens"
+    assert [p["name"] for p in report["properties"]] == [
+        "finite_outputs",
+        "causality",
+        "step_equals_full",
+        "stale_cache_isolation",
+        "numpy_vs_backend",
+        "rejected_step_is_harmless",
+    ]
+    assert all(p["status"] == "pass" for p in report["properties"])
+
+
+def test_encoder_decoder_artifact_passes_every_property(seq2seq_artifact, tmp_path):
+    rc = main(["verify", str(seq2seq_artifact), "--examples", "12", "--max-t", "5", "--out", str(tmp_path)])
+    report = json.loads((tmp_path / "verify.json").read_text())
+    assert rc == 0, report
+    got = {p["name"]: p["status"] for p in report["properties"]}
+    assert got == {
+        "finite_outputs": "pass",
+        "causality": "skip",  # no full-pass graph: the reason names stale_cache_isolation
+        "padding_mask": "pass",
+        "step_equals_full": "pass",
+        "stale_cache_isolation": "pass",
+        "numpy_vs_backend": "pass",
+        "rejected_step_is_harmless": "pass",
+    }
+
+
+def test_token_runtime_that_accepts_an_unknown_id_is_caught(token_artifact, tmp_path):
+    import hypothesis.strategies as st
+
+    from tickformer.verify.properties import check_rejected_step
+    from tickformer.verify.properties.models import DecoderArtifact
+
+    model = DecoderArtifact(token_artifact, "ort", 6)
+    model.session._step_tokens_valid = lambda x: True  # a runtime that forgot the vocabulary check
+    strategy = st.tuples(model.examples((1, 6)), st.integers(0, 5), model.bad_values())
+    r = run_property(
+        "rejected_step_is_harmless",
+        strategy,
+        check_rejected_step(model),
+        examples=20,
+        seed_value=0,
+        out_dir=tmp_path,
+    )
+    model.close()
+    assert r.status == "fail"
+
+
+def test_source_padding_that_leaks_is_caught(seq2seq_artifact, tmp_path):
+    """An encoder that ignores the validity mask: the padded source positions reach the decoder."""
+    import hypothesis.strategies as st
+
+    from tickformer.verify.properties import check_source_padding
+    from tickformer.verify.properties.models import Seq2SeqArtifact
+    from tickformer.verify.properties.strategies import id_arrays
+
+    model = Seq2SeqArtifact(seq2seq_artifact, "ort", 5)
+    backend = model.session.backend
+    real = backend.set_source
+    backend.set_source = lambda src, valid: real(src, np.ones_like(valid))  # every position "real"
+    filler = id_arrays((model.batch, model.session.max_len), 0, model.config.vocab_size - 1)
+    r = run_property(
+        "padding_mask",
+        st.tuples(model.examples((1, 5)), filler),
+        check_source_padding(model),
+        examples=25,
+        seed_value=0,
+        out_dir=tmp_path,
+    )
+    model.close()
+    assert r.status == "fail" and "padded positions" in r.message
+
+
+def test_encoder_decoder_step_that_drifts_is_caught(seq2seq_artifact, tmp_path):
+    from tickformer.verify.properties.models import Seq2SeqArtifact
+
+    model = Seq2SeqArtifact(seq2seq_artifact, "ort", 5)
+    real = model.session.backend.step
+    model.session.backend.step = lambda x, pos: real(x, pos) + np.float32(1e-2) * (pos > 0)
+    r = run_property(
+        "step_equals_full",
+        model.examples((1, 5)),
+        check_step_full(model),
+        examples=20,
+        seed_value=0,
+        out_dir=tmp_path,
+    )
+    model.close()
+    assert r.status == "fail" and np.load(r.counterexample)["tgt"].shape[1] == 2
+
+
+def test_unknown_artifact_kind_is_refused_naming_the_known_ones(artifact, monkeypatch):
+    from tickformer.errors import ArtifactError
+    from tickformer.verify.properties import models
+
+    monkeypatch.setattr(models, "ARTIFACT_KINDS", {"encoder-decoder": models.Seq2SeqArtifact})
+    with pytest.raises(ArtifactError, match=r"does not know artifact kind 'decoder' yet"):
+        models.open_model(artifact)

@@ -1,4 +1,6 @@
-"""The properties `tickformer verify` checks on an exported model under a real backend.
+"""The properties `tickformer verify` checks on one of our artifacts under a real backend (the
+hooks of models.ArtifactModel make them work for every artifact kind); bare ONNX models have
+theirs in foreign_checks.py.
 
 Each `check_*(model)` returns a check: example -> None (holds) or (message, arrays to save).
 Inputs come from `strategies` (inside the declared domain), the runs from `runner`.
@@ -6,17 +8,19 @@ Inputs come from `strategies` (inside the declared domain), the runs from `runne
     finite_outputs          every output value finite (contracts.output_bound / softmax_stability)
     causality               outputs at positions <= t are bitwise unchanged when only inputs after t
                             change (contracts.masking M4; exact, selection masks make it exact)
-  artifacts only (tickformer.runtime sessions):
-    step_equals_full        stepping through the KV cache == model.onnx full pass, within the
+    padding_mask            encoder-decoder: the decoded outputs are bitwise unchanged when the
+                            source's padded positions hold other ids (contracts.masking: padding)
+    step_equals_full        stepping through the KV cache == the full pass (model.onnx; for an
+                            encoder-decoder the numpy model's teacher-forced pass), within the
                             manifest tolerance (contracts.decode_equivalence)
     stale_cache_isolation   after reset(), a session that ran another sequence before gives
                             bitwise the outputs of a newly loaded session (contracts.masking M7)
-    numpy_vs_backend        the backend's full pass == the numpy reference, within the manifest
+    numpy_vs_backend        the backend's outputs == the numpy reference, within the manifest
                             tolerance
-    rejected_step_is_harmless  a step with an input outside the domain (beyond an edge, NaN, inf)
-                            raises a TickformerError, leaves the position unchanged, and the
-                            following steps give bitwise the outputs of a session that never saw
-                            it (contracts.input_domain, contracts.position P2)
+    rejected_step_is_harmless  a step with an input outside the domain (beyond an edge, NaN, inf;
+                            an id outside the vocabulary) raises a TickformerError, leaves the
+                            position unchanged, and the following steps give bitwise the outputs of
+                            a session that never saw it (contracts.input_domain, contracts.position P2)
 
 Not real-time code.
 """
@@ -38,11 +42,19 @@ def _first_bad(y: np.ndarray) -> str:
     return f"output {float(y[idx])!r} at index {idx} (batch, position, feature)"
 
 
-def check_finite(model: Any) -> Callable[[np.ndarray], Problem | None]:
-    def check(x: np.ndarray) -> Problem | None:
-        y = model.full(x)  # [B, T, G]
+def _named(model: Any, example: Any) -> Arrays:
+    named = getattr(model, "named", None)
+    return named(example) if named is not None else {"x": np.asarray(example)}
+
+
+def check_finite(model: Any) -> Callable[[Any], Problem | None]:
+    def check(example: Any) -> Problem | None:
+        y = model.full(example)  # [B, T, G]
         if not np.isfinite(y).all():
-            return f"non-finite {_first_bad(y)} for an input inside the domain", {"x": x, "y": y}
+            return f"non-finite {_first_bad(y)} for an input inside the domain", {
+                **_named(model, example),
+                "y": y,
+            }
         return None
 
     return check
@@ -78,40 +90,52 @@ def _tolerance(model: Any) -> tuple[float, float]:
     return float(tol.get("rtol", 1e-4)), float(tol.get("atol", 1e-4))
 
 
-def check_step_full(model: Any) -> Callable[[np.ndarray], Problem | None]:
+def check_step_full(model: Any) -> Callable[[Any], Problem | None]:
     rtol, atol = _tolerance(model)
+    start = getattr(model, "start", lambda s, e: s.reset())
+    stream = getattr(model, "stream", lambda e: e)
+    full_pass = getattr(model, "full_pass", model.full)
 
-    def check(x: np.ndarray) -> Problem | None:
-        full = model.full(x)  # [B, T, G]
-        model.session.reset()
-        stepped = model.steps(model.session, x)  # [B, T, G]
+    def check(example: Any) -> Problem | None:
+        full = full_pass(example)  # [B, T, G]
+        start(model.session, example)
+        stepped = model.steps(model.session, stream(example))  # [B, T, G]
         excess = equivalence_excess(stepped, full, rtol, atol)
         if excess > 0:
             return (
                 f"step-by-step output differs from the full pass beyond atol={atol:g}, rtol={rtol:g} "
                 f"(excess {excess:.3g})",
-                {"x": x, "y_step": stepped, "y_full": full},
+                {**_named(model, example), "y_step": stepped, "y_full": full},
             )
         return None
 
     return check
 
 
-def check_stale_cache(model: Any) -> Callable[[tuple[np.ndarray, np.ndarray]], Problem | None]:
+def check_stale_cache(model: Any) -> Callable[[tuple[Any, Any]], Problem | None]:
     from tickformer import runtime
 
-    def check(example: tuple[np.ndarray, np.ndarray]) -> Problem | None:
-        before, x = example
+    start = getattr(model, "start", lambda s, e: s.reset())
+    stream = getattr(model, "stream", lambda e: e)
+
+    def fresh() -> Any:
+        if hasattr(model, "fresh"):
+            return model.fresh()
+        return runtime.load(model.path, backend=model.backend)
+
+    def check(example: tuple[Any, Any]) -> Problem | None:
+        before, ex = example
+        start(model.session, ex)
+        model.steps(model.session, stream(before))  # fills the cache with another sequence
         model.session.reset()
-        model.steps(model.session, before)  # fills the cache with another sequence
-        model.session.reset()
-        got = model.steps(model.session, x)  # [B, T, G]
-        with runtime.load(model.path, backend=model.backend) as fresh:  # a cache nobody wrote
-            want = model.steps(fresh, x)
+        got = model.steps(model.session, stream(ex))  # [B, T, G]
+        with fresh() as new:  # a cache nobody wrote
+            start(new, ex)
+            want = model.steps(new, stream(ex))
         if not np.array_equal(got, want):
             return "after reset(), outputs depend on the previous sequence's stale cache rows", {
-                "before": before,
-                "x": x,
+                **{("before" if k == "x" else f"before.{k}"): v for k, v in _named(model, before).items()},
+                **_named(model, ex),
                 "y_after_reset": got,
                 "y_fresh": want,
             }
@@ -120,61 +144,88 @@ def check_stale_cache(model: Any) -> Callable[[tuple[np.ndarray, np.ndarray]], P
     return check
 
 
-def check_numpy_vs_backend(model: Any) -> Callable[[np.ndarray], Problem | None]:
+def check_numpy_vs_backend(model: Any) -> Callable[[Any], Problem | None]:
     rtol, atol = _tolerance(model)
+    reference_out = getattr(
+        model, "reference_out", lambda x: model.reference.run(np.ascontiguousarray(x, np.float32))
+    )
 
-    def check(x: np.ndarray) -> Problem | None:
-        got = model.full(x)
-        want = model.reference.run(np.ascontiguousarray(x, np.float32))
+    def check(example: Any) -> Problem | None:
+        got = model.full(example)
+        want = reference_out(example)
         excess = equivalence_excess(got, want, rtol, atol)
         if excess > 0:
             return (
                 f"{model.backend} differs from the numpy reference beyond atol={atol:g}, rtol={rtol:g} "
                 f"(excess {excess:.3g})",
-                {"x": x, "y_backend": got, "y_numpy": want},
+                {**_named(model, example), "y_backend": got, "y_numpy": want},
             )
         return None
 
     return check
 
 
-def check_rejected_step(model: Any) -> Callable[[tuple[np.ndarray, int, float]], Problem | None]:
+def check_source_padding(model: Any) -> Callable[[tuple[Any, np.ndarray]], Problem | None]:
+    """Encoder-decoder: the source as set_source pads it (zeros) vs the same source with other
+    ids in the padded positions (given to the backend with the same validity mask)."""
+
+    def check(example: tuple[Any, np.ndarray]) -> Problem | None:
+        ex, filler = example
+        src, tgt = ex
+        if src.shape[1] >= model.session.max_len:
+            return None  # nothing is padded
+        plain = model.full(ex)  # [B, T, V]
+        model.session.set_source(np.ascontiguousarray(src, np.int64))
+        padded, valid = model.padded_source(src, filler)
+        model.session.backend.set_source(padded, valid)  # the same source, other ids where it is padded
+        other = model.steps(model.session, tgt)
+        if not np.array_equal(plain, other, equal_nan=True):
+            with np.errstate(invalid="ignore"):
+                worst = float(np.nanmax(np.abs(plain.astype(np.float64) - other.astype(np.float64))))
+            return (
+                f"decoded outputs changed (max |diff| {worst:.3g}) when only the source's padded positions "
+                f"{src.shape[1]}..{model.session.max_len - 1} held other ids",
+                {"src": src, "tgt": tgt, "src_padded": padded, "y": plain, "y_other_padding": other},
+            )
+        return None
+
+    return check
+
+
+def check_rejected_step(model: Any) -> Callable[[tuple[Any, int, Any]], Problem | None]:
     from tickformer.errors import TickformerError
 
     lo, hi = model.domain
+    start = getattr(model, "start", lambda s, e: s.reset())
+    stream = getattr(model, "stream", lambda e: e)
 
-    def check(example: tuple[np.ndarray, int, float]) -> Problem | None:
-        x, cut, bad_value = example
+    def check(example: tuple[Any, int, Any]) -> Problem | None:
+        ex, cut, bad_value = example
+        x = stream(ex)
         cut = min(cut, x.shape[1] - 1)
-        model.session.reset()
+        start(model.session, ex)
         clean = model.steps(model.session, x)  # [B, T, G] reference, never disturbed
-        model.session.reset()
+        start(model.session, ex)
         if cut:
             model.steps(model.session, x[:, :cut])
-        bad = x[:, cut : cut + 1].copy()  # [B, 1, F]
+        bad = x[:, cut : cut + 1].copy()  # [B, 1, F] / [B, 1]
         bad.flat[0] = bad_value
+        saved = {**_named(model, ex), "cut": np.array(cut), "bad": bad}
         try:
             model.session.step(bad)
         except TickformerError:
             pass
         else:
-            return f"a step with input value {bad_value!r} outside the domain [{lo}, {hi}] was accepted", {
-                "x": x,
-                "cut": np.array(cut),
-                "bad": bad,
-            }
+            return (
+                f"a step with input value {bad_value!r} outside the domain [{lo}, {hi}] was accepted",
+                saved,
+            )
         if model.session.position != cut:
-            return f"a rejected step moved the position from {cut} to {model.session.position}", {
-                "x": x,
-                "cut": np.array(cut),
-                "bad": bad,
-            }
+            return f"a rejected step moved the position from {cut} to {model.session.position}", saved
         rest = model.steps(model.session, x[:, cut:])  # [B, T - cut, G]
         if not np.array_equal(rest, clean[:, cut:]):
             return "outputs after a rejected step differ from a session that never saw it", {
-                "x": x,
-                "cut": np.array(cut),
-                "bad": bad,
+                **saved,
                 "y": rest,
                 "y_clean": clean[:, cut:],
             }

@@ -1,115 +1,142 @@
-"""What `tickformer verify` runs: a bare ONNX file ([B, T, F] float -> [B, T, G] float) under a real
-ONNX Runtime session, or one of our artifacts through `tickformer.runtime` sessions.
+"""What `tickformer verify` runs: a bare ONNX model users bring (ForeignModel: the graph and an
+optional KV-cache step graph under real ONNX Runtime sessions), or one of our artifacts through
+`tickformer.runtime` sessions, one class per artifact kind.
+
+    ForeignModel         any number of inputs and outputs, float/int/bool, static or dynamic axes
+                         (signature: tickformer.artifact.foreign; sessions: tickformer.runtime.foreign)
+    DecoderArtifact      kind "decoder": continuous [B, T, d_in] or token [B, T] inputs
+    Seq2SeqArtifact      kind "encoder-decoder": a source [B, S] (padded internally) and the target
+                         decoded one step at a time (there is no full-pass graph)
+    ARTIFACT_KINDS       artifact kind (tickformer.artifact.format.artifact_kind) -> class
+
+Adding a kind (the "windowed" and "recurrent" kinds to come) is a class here with the hooks
+ArtifactModel documents, one line in ARTIFACT_KINDS and its plan in plans.py (PLANS).
 
 Loaders only validate and store; nothing here is real-time code.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
+from hypothesis import strategies as st
 
-from tickformer.errors import ArtifactError, BackendUnavailable, ConfigError
+from tickformer.errors import ArtifactError, ConfigError
 
-FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
-PROVIDERS = {
-    "ort": "CPUExecutionProvider",
-    "ort-cuda": "CUDAExecutionProvider",
-    "ort-trt": "TensorrtExecutionProvider",
-}
+from .strategies import domain_arrays, id_arrays, out_of_domain_values, out_of_vocab_ids, token_arrays
+
+# ----------------------------------------------------------------------------- bare ONNX
 
 
-def _dim(d: Any) -> int | None:
-    return d if isinstance(d, int) and d > 0 else None
+class ForeignModel:
+    """A bare .onnx (plus --step STEP.onnx for a KV-cache pair) under ONNX Runtime; `sig` is its
+    Signature (spec file, flags, inference: tickformer.artifact.foreign)."""
 
+    kind = "onnx"
 
-@dataclass
-class OnnxModel:
-    """A bare ONNX graph with exactly one float input [B, T, F] and one float output [B, T, G]."""
+    def __init__(
+        self,
+        path: str | Path,
+        backend: str = "ort",
+        max_t: int = 16,
+        *,
+        spec: str | Path | None = None,
+        flags: Any = None,
+    ) -> None:
+        from tickformer.artifact.foreign import Flags, open_signature
+        from tickformer.runtime.foreign import Graph, Stepper, provider_of
 
-    path: Path
-    backend: str = "ort"
-    max_t: int = 16
-    kind: str = field(default="onnx", init=False)
-
-    def __post_init__(self) -> None:
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            raise BackendUnavailable("onnxruntime is not installed; pip install 'tickformer[cpu]'") from None
-        if self.backend not in PROVIDERS:
-            raise ConfigError(f"--backend {self.backend!r} is not one of {sorted(PROVIDERS)}")
-        provider = PROVIDERS[self.backend]
-        if provider not in ort.get_available_providers():
-            raise BackendUnavailable(
-                f"backend {self.backend} needs {provider}, not available here (available: "
-                f"{ort.get_available_providers()}); use --backend ort"
-            )
-        from tickformer.errors import FileRefused
-        from tickformer.export.ort_session import make_session
-        from tickformer.safe_files import read_path
-
-        try:
-            data = read_path(self.path)  # a regular file, read once (a FIFO never blocks)
-        except FileRefused as exc:
-            raise ArtifactError(f"{exc}; pass a .onnx file or an artifact directory") from None
-        try:
-            self.session = make_session(data, providers=[provider])
-        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-            raise ArtifactError(
-                f"{self.path}: onnxruntime cannot load it: {str(exc).splitlines()[0]}"
-            ) from None
-        ins, outs = self.session.get_inputs(), self.session.get_outputs()
-        if len(ins) != 1 or len(outs) != 1:
-            raise ArtifactError(
-                f"{self.path}: verify needs exactly one input [B, T, F] and one output [B, T, G]; "
-                f"this graph has inputs {[i.name for i in ins]} and outputs {[o.name for o in outs]}"
-            )
-        i, o = ins[0], outs[0]
-        if i.type not in FLOAT_TYPES or o.type not in FLOAT_TYPES or len(i.shape) != 3 or len(o.shape) != 3:
-            raise ArtifactError(
-                f"{self.path}: input {i.name} {i.type} {i.shape} / output {o.name} {o.type} {o.shape} "
-                "must both be float tensors of rank 3 [B, T, *]"
-            )
-        self.input_name, self.output_name = i.name, o.name
-        self.dtype = FLOAT_TYPES[i.type]
-        b, t, f = (_dim(d) for d in i.shape)
-        if f is None:
-            raise ArtifactError(
-                f"{self.path}: the feature dimension of input {i.name} {i.shape} must be static"
-            )
-        self.batch = b if b is not None else 1
-        self.features = f
-        self.t_range = (t, t) if t is not None else (1, self.max_t)
-        self.domain: tuple[float, float] | None = None
+        flags = flags if flags is not None else Flags()
+        flags.max_t = max_t
+        self.path, self.backend, self.max_t = Path(path), backend, max_t
+        self.provider = provider_of(backend)
+        self.sig, data, step_data = open_signature(path, spec=spec, flags=flags)
+        self._bytes = {"full": data, "step": step_data}
+        self._names = {"full": str(path), "step": str(self.sig.cache.step) if self.sig.cache else ""}
+        self._graphs = {"full": Graph(data, name=str(path), provider=self.provider)}
+        if step_data is not None:
+            self._graphs["step"] = Graph(step_data, name=self._names["step"], provider=self.provider)
+        self._unoptimized: dict[str, Any] = {}
+        self._reference: dict[str, Any] = {}
+        self.stepper = Stepper(self.sig, self._graphs["full"], self._graphs["step"]) if step_data else None
+        self.cache_lengths: list[int] = []
+        self.accepted: dict[str, list[int]] = {
+            g: list(range(lo, hi + 1)) for g, (lo, hi) in self.sig.ranges.items()
+        }
+        self.domain: tuple[float, float] | None = None  # per input, in the signature
         self.tolerance: dict[str, float] | None = None
 
-    def full(self, x: np.ndarray) -> np.ndarray:
-        """x [B, T, F] -> y [B, T, G] through onnxruntime."""
-        return np.asarray(
-            self.session.run([self.output_name], {self.input_name: x.astype(self.dtype, copy=False)})[0]
-        )
+    def graph(self, which: str) -> Any:
+        return self._graphs[which]
+
+    def full(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """{output: array} of the full graph (all optimizations) on feeds."""
+        return self._graphs["full"].run(feeds)
+
+    def unoptimized(self, which: str) -> Any:
+        """The graph in a session with every ONNX Runtime graph optimization off."""
+        from tickformer.runtime.foreign import Graph
+
+        if which not in self._unoptimized:
+            self._unoptimized[which] = Graph(
+                self._bytes[which],
+                name=f"{self._names[which]} (unoptimized)",
+                provider=self.provider,
+                optimization="disable",
+            )
+        return self._unoptimized[which]
+
+    def reference(self, which: str) -> Any:
+        from tickformer.runtime.foreign import Reference
+
+        if which not in self._reference:
+            self._reference[which] = Reference(self._bytes[which], name=self._names[which])
+        return self._reference[which]
+
+    def model_proto(self, which: str) -> Any:
+        import onnx
+
+        return onnx.load_model_from_string(self._bytes[which])
 
     def describe(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "path": str(self.path),
+            "step": str(self.sig.cache.step) if self.sig.cache else None,
             "backend": self.backend,
-            "input": [self.batch, list(self.t_range), self.features],
-            "dtype": np.dtype(self.dtype).name,
+            "signature": self.sig.describe(),
         }
 
     def close(self) -> None:
-        pass
+        self._graphs.clear()
+        self._unoptimized.clear()
+        self._reference.clear()
+
+
+OnnxModel = ForeignModel  # the earlier name
+
+
+# ----------------------------------------------------------------------------- our artifacts
 
 
 @dataclass
 class ArtifactModel:
-    """One of our artifacts (a directory with manifest.json): sessions of `tickformer.runtime`
-    on the chosen backend plus a numpy-backend reference session."""
+    """One of our artifacts (a directory with manifest.json): a session of `tickformer.runtime` on
+    the chosen backend plus a numpy-backend reference session. Subclasses give the hooks:
+
+        examples(t_range)      strategy of examples (an input sequence, or (source, target))
+        stream(example)        the step inputs [B, T, ...] stepped one position at a time
+        start(session, ex)     begin a new sequence on a session (reset, or set the source)
+        full(example)          the backend's outputs [B, T, G] (full graph, or stepped)
+        full_pass(example)     what stepping must equal (the full graph / the numpy full pass)
+        reference_out(ex)      the numpy backend's outputs
+        named(example)         {name: array} of an example, for the saved counterexample
+        bad_values()           strategy of step input values the runtime must refuse
+    """
 
     path: Path
     backend: str = "ort"
@@ -126,37 +153,75 @@ class ArtifactModel:
         except BaseException:
             self.session.close()
             raise
-        cfg = self.session.config
-        if cfg.arch != "decoder" or cfg.inputs != "continuous":
-            self.close()
-            raise ArtifactError(
-                f"{self.path}: verify checks continuous decoder-only artifacts (float [B, T, d_in] input); "
-                f"this one is {cfg.arch} with {cfg.inputs} inputs"
-            )
+        cfg = self.config = self.session.config
         self.batch = self.session.batch
-        self.features = cfg.d_in
-        self.dtype = np.float32
+        self.tokens = cfg.inputs == "tokens"
+        self.features = cfg.d_in if not self.tokens else 1
+        self.dtype = np.int64 if self.tokens else np.float32
         self.t_range = (1, min(self.session.max_len, self.max_t))
-        self.domain = tuple(self.session.domain)
+        self.domain = (0.0, float(cfg.vocab_size - 1)) if self.tokens else tuple(self.session.domain)
         self.tolerance = dict(self.session.artifact.tolerance)
 
-    def full(self, x: np.ndarray) -> np.ndarray:
-        return self.session.run(np.ascontiguousarray(x, np.float32))
+    # --- hooks (decoder-only defaults) ------------------------------------------------------
+    def sequences(
+        self, t_range: tuple[int, int], domain: tuple[float, float] | None = None
+    ) -> st.SearchStrategy:
+        b, f = self.batch, self.features
+        if self.tokens:
+            return token_arrays(self.config.vocab_size, lambda t: (b, t), t_range)
+        dom = domain if domain is not None else self.domain
+        return domain_arrays(dom, lambda t: (b, t, f), t_range, np.float32)  # type: ignore[arg-type]
 
+    def examples(
+        self, t_range: tuple[int, int], domain: tuple[float, float] | None = None
+    ) -> st.SearchStrategy:
+        return self.sequences(t_range, domain)
+
+    def stream(self, example: Any) -> np.ndarray:
+        return example
+
+    def start(self, session: Any, example: Any) -> None:
+        session.reset()
+
+    def full(self, example: Any) -> np.ndarray:
+        return self.session.run(np.ascontiguousarray(example, self.dtype))
+
+    def full_pass(self, example: Any) -> np.ndarray:
+        return self.full(example)
+
+    def reference_out(self, example: Any) -> np.ndarray:
+        return self.reference.run(np.ascontiguousarray(example, self.dtype))
+
+    def named(self, example: Any) -> dict[str, np.ndarray]:
+        return {"x": np.asarray(example)}
+
+    def bad_values(self) -> st.SearchStrategy:
+        return out_of_vocab_ids(self.config.vocab_size) if self.tokens else out_of_domain_values(self.domain)
+
+    # --- shared -------------------------------------------------------------------------------
     def steps(self, session: Any, x: np.ndarray) -> np.ndarray:
-        """Step `session` through x [B, T, d_in] from its current position -> [B, T, d_out]."""
+        """Step `session` through x [B, T, ...] from its current position -> [B, T, G]."""
         out = [
             session.step(np.ascontiguousarray(x[:, t : t + 1])).copy() for t in range(x.shape[1])
         ]  # T x [B, 1, G]
         return np.concatenate(out, axis=1)  # [B, T, G]
+
+    @contextlib.contextmanager
+    def fresh(self) -> Iterator[Any]:
+        """A newly loaded session (a cache nobody wrote)."""
+        from tickformer import runtime
+
+        with runtime.load(self.path, backend=self.backend, trust=self.trust) as s:
+            yield s
 
     def describe(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "path": str(self.path),
             "backend": self.backend,
-            "input": [self.batch, list(self.t_range), self.features],
-            "dtype": "float32",
+            "inputs": "tokens" if self.tokens else "continuous",
+            "input": [self.batch, list(self.t_range)] + ([] if self.tokens else [self.features]),
+            "dtype": np.dtype(self.dtype).name,
         }
 
     def close(self) -> None:
@@ -164,14 +229,101 @@ class ArtifactModel:
             s.close()
 
 
+class DecoderArtifact(ArtifactModel):
+    """kind "decoder": model.onnx full pass and step.onnx over the static KV cache."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.kind = "decoder"
+
+
+class Seq2SeqArtifact(ArtifactModel):
+    """kind "encoder-decoder": an example is (src [B, S], tgt [B, T]) token ids; the source is set
+    with `set_source` (padded to max_len with a validity mask), the target stepped."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.kind = "encoder-decoder"
+        self.params = self.reference.artifact.params()
+
+    def examples(
+        self, t_range: tuple[int, int], domain: tuple[float, float] | None = None
+    ) -> st.SearchStrategy:
+        b, v = self.batch, self.config.vocab_size
+        src = st.integers(1, self.session.max_len).flatmap(lambda s: id_arrays((b, s), 0, v - 1))
+        return st.tuples(src, self.sequences(t_range))
+
+    def stream(self, example: Any) -> np.ndarray:
+        return example[1]
+
+    def start(self, session: Any, example: Any) -> None:
+        session.set_source(np.ascontiguousarray(example[0], np.int64))  # also resets to position 0
+
+    def full(self, example: Any) -> np.ndarray:
+        self.start(self.session, example)
+        return self.steps(self.session, example[1])
+
+    def full_pass(self, example: Any) -> np.ndarray:
+        """The numpy model's full teacher-forced pass (model.transformer.forward) over the source."""
+        from tickformer.model.transformer import forward
+
+        src, tgt = example
+        return forward(self.params, self.config, tgt, src=src)
+
+    def reference_out(self, example: Any) -> np.ndarray:
+        self.start(self.reference, example)
+        return self.steps(self.reference, example[1])
+
+    def named(self, example: Any) -> dict[str, np.ndarray]:
+        return {"src": np.asarray(example[0]), "tgt": np.asarray(example[1])}
+
+    def padded_source(self, src: np.ndarray, filler: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(src padded to max_len with `filler` ids instead of zeros, validity mask) [B, N] each."""
+        n = self.session.max_len
+        padded = np.array(filler[:, :n], dtype=np.int64)  # [B, N]
+        padded[:, : src.shape[1]] = src
+        valid = np.zeros((self.batch, n), dtype=np.bool_)
+        valid[:, : src.shape[1]] = True
+        return padded, valid
+
+
+ARTIFACT_KINDS: dict[str, type[ArtifactModel]] = {
+    "decoder": DecoderArtifact,
+    "encoder-decoder": Seq2SeqArtifact,
+}
+
+
+def open_artifact_model(path: Path, backend: str, max_t: int, trust: Path | None) -> ArtifactModel:
+    """The ArtifactModel class of the artifact's kind (refused with the kinds verify knows)."""
+    from tickformer.artifact import open_artifact
+    from tickformer.artifact.format import artifact_kind
+
+    art = open_artifact(path, trust=trust)  # hashes (and signature) checked before anything runs
+    kind = artifact_kind(art.config)
+    cls = ARTIFACT_KINDS.get(kind)
+    if cls is None:
+        raise ArtifactError(
+            f"{path}: verify does not know artifact kind {kind!r} yet (it knows {sorted(ARTIFACT_KINDS)}); "
+            "use a tickformer with its properties, or verify its graphs as bare ONNX models"
+        )
+    return cls(path, backend, max_t, trust)
+
+
 def open_model(
-    path: str | Path, backend: str = "ort", max_t: int = 16, *, trust: Path | None = None
-) -> OnnxModel | ArtifactModel:
+    path: str | Path,
+    backend: str = "ort",
+    max_t: int = 16,
+    *,
+    trust: Path | None = None,
+    spec: str | Path | None = None,
+    flags: Any = None,
+) -> ForeignModel | ArtifactModel:
     """An artifact directory or a .onnx file; sequences of 1..max_t positions (fewer if the
     graph's length is static or the artifact's max_len is smaller). A directory is read only
-    through the artifact loader (`tickformer.runtime.load`; `trust`: the signing key it must
-    carry); a bare file is read once (no links followed) before onnxruntime parses it."""
-    if not isinstance(max_t, int) or max_t < 1:
+    through the artifact loader (`trust`: the signing key it must carry); a bare file is read
+    once (no links followed) before onnxruntime parses it; `spec` and `flags` (the command
+    line's --step, --domain, --vocab, --output-bound, ...) describe a bare model."""
+    if not isinstance(max_t, int) or isinstance(max_t, bool) or max_t < 1:
         raise ConfigError(f"--max-t {max_t!r} must be a positive integer")
     p = Path(path)
     try:
@@ -182,11 +334,16 @@ def open_model(
             f"{str(p)[:200]}: {exc.strerror}; pass an artifact directory or a .onnx file"
         ) from None
     if is_dir:
-        return ArtifactModel(p, backend, max_t, trust)
+        if spec is not None or (flags is not None and getattr(flags, "step", None) is not None):
+            raise ConfigError(
+                f"--spec and --step describe bare ONNX models; {p} is an artifact directory, whose manifest "
+                "declares everything: remove them"
+            )
+        return open_artifact_model(p, backend, max_t, trust)
     if not exists:
         raise ArtifactError(f"{p} does not exist; pass an artifact directory or a .onnx file")
     if trust is not None:
         raise ConfigError(
             f"--trust applies to signed artifacts; {p} is a bare .onnx file, which carries no signature"
         )
-    return OnnxModel(p, backend, max_t)
+    return ForeignModel(p, backend, max_t, spec=spec, flags=flags)

@@ -1,48 +1,32 @@
 """Running properties with Hypothesis and keeping the shrunk counterexample (`tickformer verify`).
 
-`run_property(name, strategy, check)` runs `check` on up to `examples` draws (shrinking on);
-a check returns None (holds) or (message, arrays); on a violation the *shrunk* counterexample
-(the last failing example Hypothesis replays) is saved as `<property>.npz`. `verify_model`
-runs every property that applies to a model (`checks` has the properties). Not real-time code.
+`run_property(name, strategy, check)` runs `check` on up to `examples` draws (shrinking on,
+targeting on: a check may call `hypothesis.target`); a check returns None (holds) or (message,
+arrays); on a violation the *shrunk* counterexample (the last failing example Hypothesis replays)
+is saved as `<property>.npz` (atomically: tickformer.durable). Engine errors of a bare model
+(`EngineError`) either fail the property with their kind named (engine="fail") or reject the
+example (engine="reject": not evaluable here; if no example is evaluable the property is skipped).
+`verify_model` runs the plan of the model's kind (plans.PLANS). Not real-time code.
 """
 
 from __future__ import annotations
 
+import io
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, reject, seed, settings
 from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable, UnsatisfiedAssumption
 
-from tickformer.contracts.input_domain import check_domain
 from tickformer.errors import ConfigError
 
-from .checks import (
-    Arrays,
-    Problem,
-    check_causal,
-    check_finite,
-    check_numpy_vs_backend,
-    check_rejected_step,
-    check_stale_cache,
-    check_step_full,
-)
-from .strategies import domain_arrays, out_of_domain_values
+from .checks import Arrays, Problem
+from .results import PropertyResult
 
-
-@dataclass
-class PropertyResult:
-    name: str
-    status: str  # "pass" | "fail" | "skip"
-    examples: int  # examples run (including shrinking replays)
-    message: str = ""
-    counterexample: str | None = None  # path of the .npz
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+SKIP_REQUESTED = "skipped on request (--skip or the spec's skip)"
 
 
 class PropertyFailed(AssertionError):
@@ -57,21 +41,34 @@ def run_property(
     examples: int,
     seed_value: int | None,
     out_dir: Path | None,
+    engine: str = "fail",
 ) -> PropertyResult:
     """Run `check` on `examples` draws; on failure keep the shrunk example and save it."""
-    state: dict[str, Any] = {"n": 0, "problem": None}
+    from tickformer.runtime.foreign import EngineError
+
+    state: dict[str, Any] = {"n": 0, "problem": None, "rejected": 0, "kind": None}
 
     def guarded(example: Any) -> None:
         state["n"] += 1
+        kind = None
         try:
             problem = check(example)
+        except UnsatisfiedAssumption:
+            raise
+        except EngineError as exc:
+            if engine == "reject":
+                state["rejected"] += 1
+                reject()
+            kind = exc.kind
+            what = "shape contract violated: " if exc.kind == "shape" else ""
+            problem = (f"{what}engine error ({exc.kind}) on an in-domain input: {exc}", _arrays_of(example))
         except Exception as exc:  # a backend error on an in-domain input is itself a violation
             problem = (
                 f"raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                 _arrays_of(example),
             )
         if problem is not None:
-            state["problem"] = problem
+            state["problem"], state["kind"] = problem, kind
             raise PropertyFailed(problem[0])
 
     test = given(strategy)(guarded)
@@ -86,30 +83,56 @@ def run_property(
     )(test)
     if seed_value is not None:
         test = seed(seed_value)(test)
+    details: dict[str, Any] = {}
     try:
         test()
     except PropertyFailed:
         message, arrays = state["problem"]
         path = save_counterexample(out_dir, name, message, arrays) if out_dir is not None else None
-        return PropertyResult(name, "fail", state["n"], message, path)
-    return PropertyResult(name, "pass", state["n"])
+        if state["kind"] is not None:
+            details["engine_error"] = state["kind"]
+        return PropertyResult(name, "fail", state["n"], message, path, details)
+    except Unsatisfiable:
+        return PropertyResult(
+            name,
+            "skip",
+            state["n"],
+            f"no drawn example could be evaluated ({state['rejected']} raised engine errors: see runs_in_domain)",
+            details={"rejected": state["rejected"]},
+        )
+    if state["rejected"]:
+        details["rejected"] = state["rejected"]
+    return PropertyResult(name, "pass", state["n"], details=details)
 
 
-def _arrays_of(example: Any) -> Arrays:
+def _arrays_of(example: Any, prefix: str = "") -> Arrays:
     if isinstance(example, np.ndarray):
-        return {"x": example}
+        return {prefix or "x": example}
+    if isinstance(example, dict):
+        return {f"{prefix}{k}": np.asarray(v) for k, v in example.items()}
     if isinstance(example, tuple):
-        return {f"arg{i}": np.asarray(v) for i, v in enumerate(example)}
+        out: Arrays = {}
+        for i, v in enumerate(example):
+            out.update(
+                _arrays_of(v, f"{prefix}arg{i}." if isinstance(v, (dict, tuple)) else f"{prefix}arg{i}")
+            )
+        return out
+    if isinstance(example, (int, float)):
+        return {prefix or "value": np.asarray(example)}
     return {}
 
 
 def save_counterexample(out_dir: Path, name: str, message: str, arrays: Arrays) -> str:
+    """DIR/<name>.npz with the arrays and a 'meta' JSON string; written atomically."""
+    from tickformer.durable import atomic_write
+
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.npz"
-    tmp = out_dir / f".{name}.tmp.npz"
-    payload = {**arrays, "meta": np.array(json.dumps({"property": name, "message": message}))}
-    np.savez(tmp, **payload)  # type: ignore[arg-type]
-    tmp.replace(path)
+    payload = {k.replace("/", "_"): np.asarray(v) for k, v in arrays.items()}
+    payload["meta"] = np.array(json.dumps({"property": name, "message": message}))
+    buffer = io.BytesIO()
+    np.savez(buffer, **payload)  # type: ignore[arg-type]
+    atomic_write(path, buffer.getvalue())
     return str(path)
 
 
@@ -120,39 +143,33 @@ def verify_model(
     seed_value: int | None = 0,
     domain: tuple[float, float] | None = None,
     out_dir: Path | None = None,
+    skip: Iterable[str] = (),
 ) -> list[PropertyResult]:
-    """Run every property that applies to `model` (models.OnnxModel or models.ArtifactModel)."""
-    dom = domain if domain is not None else model.domain
-    if dom is None:
-        raise ConfigError(
-            "a bare ONNX model declares no input domain; pass --domain=LO:HI (e.g. --domain=-1:1)"
-        )
-    dom = check_domain(*dom)
-    b, f = model.batch, model.features
-    shape = lambda t: (b, t, f)  # noqa: E731
-    xs = domain_arrays(dom, shape, model.t_range, model.dtype)
-    run = lambda name, strat, check: run_property(
-        name, strat, check, examples=examples, seed_value=seed_value, out_dir=out_dir
-    )  # noqa: E731
-    results = [run("finite_outputs", xs, check_finite(model))]
-    lo_t, hi_t = model.t_range
-    if hi_t >= 2:
-        pairs = st.integers(max(lo_t, 2), hi_t).flatmap(
-            lambda t: st.tuples(
-                domain_arrays(dom, shape, (t, t), model.dtype),
-                domain_arrays(dom, shape, (t, t), model.dtype),
-                st.integers(0, t - 2),
+    """Run every property that applies to `model` (its kind's plan, plans.PLANS); `domain`
+    overrides an artifact's manifest domain (bare models declare theirs in the signature);
+    `skip`: property names not to run."""
+    from .plans import PLANS, Context
+
+    if model.kind not in PLANS:
+        raise ConfigError(f"verify has no plan for models of kind {model.kind!r}; it knows {sorted(PLANS)}")
+    skipped = set(skip) | set(getattr(getattr(model, "sig", None), "skip", ()))
+    ctx = Context(examples=examples, seed_value=seed_value, out_dir=out_dir, domain=domain)
+    for item in PLANS[model.kind](model, ctx):
+        if isinstance(item, PropertyResult):
+            result = item
+        elif item.name in skipped:
+            result = PropertyResult(item.name, "skip", 0, SKIP_REQUESTED)
+        else:
+            result = run_property(
+                item.name,
+                item.strategy,
+                item.check,
+                examples=examples,
+                seed_value=seed_value,
+                out_dir=out_dir,
+                engine=item.engine,
             )
-        )
-        results.append(run("causality", pairs, check_causal(model)))
-    else:
-        results.append(PropertyResult("causality", "skip", 0, "the graph's sequence length is fixed at 1"))
-    if model.kind == "artifact":
-        results.append(run("step_equals_full", xs, check_step_full(model)))
-        results.append(run("stale_cache_isolation", st.tuples(xs, xs), check_stale_cache(model)))
-        results.append(run("numpy_vs_backend", xs, check_numpy_vs_backend(model)))
-        rejected = st.tuples(
-            xs, st.integers(0, model.t_range[1] - 1), out_of_domain_values(model.domain)
-        )  # the artifact's own domain: what the runtime enforces
-        results.append(run("rejected_step_is_harmless", rejected, check_rejected_step(model)))
-    return results
+            if item.summary is not None:
+                item.summary(item.state if item.state is not None else {}, result)
+        ctx.results.append(result)
+    return ctx.results

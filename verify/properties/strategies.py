@@ -1,19 +1,56 @@
 """Hypothesis strategies for model inputs inside (and just outside) a declared domain.
 
-Built from public strategies only, so shrinking works: uniform values, edge-only values (lo, hi,
-0, the midpoint), and ulp-tiny spreads around an edge; outside the domain the nearest values,
-far ones, NaN and +-inf; score rows for the softmax operator (wide, tiny spreads, ties) and
-selection masks. Not real-time code.
+Built from public strategies only, so shrinking works. A float array is drawn by one of:
+
+    hypothesis   st.floats(lo, hi): Hypothesis's own distribution (bounded floats, its "weird"
+                 values where they fall inside: +-0, the bounds, tiny and huge magnitudes)
+    uniform      lo + (hi - lo) k / 2^24, k uniform: evenly over the domain
+    edges        only lo, hi, 0 and the midpoint
+    fractions    (twice the weight of the others) values where models typically break, mixed
+                 with Hypothesis floats: simple
+                 fractions p/q (q <= 12: 1/2, 1/3, 2/3, 1/4, ...) and their negatives, the
+                 same fractions of the way across the domain (lo + (hi - lo) p/q), and
+                 Hypothesis's "nasty" constants (0.5, 1.1, 1.5, 1.9, 1/3, 1e-5, 1 - 1e-5,
+                 2 + 1e-5, machine epsilons, the smallest normal and subnormal numbers), each
+                 rounded to the input's dtype and kept if inside the domain. Hypothesis's own
+                 bounded float32 floats rarely draw float32(1/3) (its constant 1/3 is not a
+                 float32 number) or 0.5, which is why this branch exists.
+    tiny         a few ulps around an edge or a fraction (spreads too small for uniform draws)
+
+A box domain (one interval per feature, the last axis) draws each feature's column from its own
+interval. Integer ids: uniform in the vocabulary or its edges (0, 1, V-2, V-1). Padding masks:
+right-, left- or arbitrarily padded rows with at least one real position each. Outside the
+domain: the nearest values, far ones, NaN and +-inf (out-of-vocabulary ids for tokens). Score
+rows for the softmax operator (wide, tiny spreads, ties) and selection masks. Not real-time code.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+from fractions import Fraction
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+FRACTION_DENOMINATORS = tuple(range(2, 13))
+NASTY = (
+    0.5,
+    1.1,
+    1.5,
+    1.9,
+    1.0 / 3,
+    10e-6,
+    1 - 10e-6,
+    2 + 10e-6,
+    2.0**-23,
+    2.0**-24,
+    2.0**-14,
+    2.0**-126,
+    2.0**-149,
+)
+UNIFORM_STEPS = 1 << 24
 
 
 def _inward(value: float, dtype: type, up: bool) -> float:
@@ -26,36 +63,152 @@ def _inward(value: float, dtype: type, up: bool) -> float:
     return float(v)
 
 
+def _width(dtype: type) -> Literal[16, 32, 64]:
+    return 16 if dtype is np.float16 else 64 if dtype is np.float64 else 32
+
+
+def fractions_in(lo: float, hi: float, dtype: type = np.float32, *, limit: int = 160) -> list[float]:
+    """The 'break points' of the fractions branch inside [lo, hi] (module docstring), simplest
+    first (Hypothesis shrinks a sampled value towards the start of the list), rounded to dtype."""
+    return _break_points(lo, hi, dtype, FRACTION_DENOMINATORS)[:limit]
+
+
+def _break_points(
+    lo: float, hi: float, dtype: type, denominators: Sequence[int], nasty: bool = True
+) -> list[float]:
+    found: dict[float, None] = {}
+
+    def add(v: float) -> None:
+        if math.isfinite(v):
+            r = float(np.asarray(v, dtype=dtype))
+            if lo <= r <= hi:
+                found.setdefault(r, None)
+
+    for v in (0.0, 1.0, -1.0):
+        add(v)
+    simple = sorted(
+        {Fraction(p, q) for q in denominators for p in range(1, 3 * q) if Fraction(p, q).denominator == q},
+        key=lambda f: (f.denominator, f.numerator),
+    )
+    for f in simple:
+        add(float(f))
+        add(-float(f))
+    for f in simple:
+        if f < 1:
+            add(lo + (hi - lo) * float(f))
+    if nasty:
+        for v in NASTY:
+            add(v)
+            add(-v)
+    return list(found)
+
+
+def _tiny(base: float, steps: np.ndarray, lo: float, hi: float, dtype: type) -> np.ndarray:
+    x: np.ndarray = np.full(steps.shape, base, dtype=dtype)
+    up = np.asarray(np.inf, dtype)
+    for _ in range(int(np.abs(steps).max(initial=0))):
+        x = np.where(steps > 0, np.nextafter(x, up), np.where(steps < 0, np.nextafter(x, -up), x))
+        steps = steps - np.sign(steps)
+    return np.clip(x, lo, hi).astype(dtype)
+
+
+def interval_arrays(
+    shape: tuple[int, ...], lo_in: float, hi_in: float, dtype: type = np.float32
+) -> st.SearchStrategy[np.ndarray]:
+    """Arrays of `shape` with every value in [lo, hi], by one of the branches of the docstring."""
+    lo, hi = _inward(lo_in, dtype, up=True), _inward(hi_in, dtype, up=False)
+    if lo > hi:  # an interval narrower than one dtype step
+        lo = hi = float(np.asarray((lo_in + hi_in) / 2, dtype=dtype))
+    edges = sorted({lo, hi, _inward((lo + hi) / 2, dtype, up=True)} | ({0.0} if lo <= 0.0 <= hi else set()))
+    simplest = _break_points(lo, hi, dtype, (2, 3, 4), nasty=False) or edges  # 1/2, 1/3, 2/3, 1/4, 3/4, ...
+    breaks = fractions_in(lo, hi, dtype) or edges
+    floats = st.floats(lo, hi, width=_width(dtype))
+    # Mostly the simplest fractions (where poles sit most often), then the rest, then any float.
+    points = st.one_of(st.sampled_from(simplest), st.sampled_from(simplest), st.sampled_from(breaks), floats)
+    span = hi - lo
+
+    def uniform(k: np.ndarray) -> np.ndarray:
+        return np.clip(lo + span * (k / UNIFORM_STEPS), lo, hi).astype(dtype)
+
+    return st.one_of(
+        hnp.arrays(dtype, shape, elements=floats),
+        st.builds(uniform, hnp.arrays(np.int64, shape, elements=st.integers(0, UNIFORM_STEPS))),
+        hnp.arrays(dtype, shape, elements=st.sampled_from(edges)),
+        hnp.arrays(dtype, shape, elements=points),
+        hnp.arrays(dtype, shape, elements=points),
+        st.builds(
+            lambda base, steps: _tiny(base, steps, lo, hi, dtype),
+            st.sampled_from(sorted(set(edges) | set(breaks[:24]))),
+            hnp.arrays(np.int64, shape, elements=st.integers(-3, 3)),
+        ),
+    )
+
+
+def box_arrays(
+    shape: tuple[int, ...], lo: Sequence[float], hi: Sequence[float], dtype: type = np.float32
+) -> st.SearchStrategy[np.ndarray]:
+    """Arrays of `shape` in a box: one interval for all (len 1) or one per feature (last axis)."""
+    if len(lo) == 1:
+        return interval_arrays(shape, lo[0], hi[0], dtype)
+    if not shape or shape[-1] != len(lo):
+        raise ValueError(
+            f"a box of {len(lo)} intervals needs a last axis of {len(lo)} features, not shape {shape}"
+        )
+    column = (*shape[:-1], 1)
+    cols = [interval_arrays(column, a, b, dtype) for a, b in zip(lo, hi)]
+    return st.tuples(*cols).map(lambda parts: np.concatenate(parts, axis=-1))
+
+
 def domain_arrays(
     domain: tuple[float, float],
     shape_t: Callable[[int], tuple[int, ...]],
     t_range: tuple[int, int],
     dtype: type = np.float32,
 ) -> st.SearchStrategy[np.ndarray]:
-    """Inputs [B, T, F] with T in t_range and every value in the domain: uniform, edge-only, or
-    a few ulps around an edge (tiny spreads). Built from public strategies, so it shrinks."""
-    lo = _inward(domain[0], dtype, up=True)
-    hi = _inward(domain[1], dtype, up=False)
-    edges = sorted({lo, hi, _inward((lo + hi) / 2, dtype, up=True)} | ({0.0} if lo <= 0.0 <= hi else set()))
-    width: Literal[16, 32, 64] = 16 if dtype is np.float16 else 64 if dtype is np.float64 else 32
-    values = st.floats(lo, hi, width=width)
+    """Inputs of shape shape_t(T) with T in t_range and every value in the domain (branches of
+    the module docstring). Built from public strategies, so it shrinks."""
+    return st.integers(*t_range).flatmap(lambda t: interval_arrays(shape_t(t), domain[0], domain[1], dtype))
 
-    def tiny(base: float, steps: np.ndarray) -> np.ndarray:
-        x: np.ndarray = np.full(steps.shape, base, dtype=dtype)  # [B, T, F]
-        for _ in range(int(steps.max(initial=0))):
-            x = np.where(steps > 0, np.nextafter(x, np.asarray(np.inf, dtype)), x)
-            steps = steps - 1
-        return np.clip(x, lo, hi).astype(dtype)
 
-    def for_t(t: int) -> st.SearchStrategy[np.ndarray]:
-        shape = shape_t(t)
-        return st.one_of(
-            hnp.arrays(dtype, shape, elements=values),
-            hnp.arrays(dtype, shape, elements=st.sampled_from(edges)),
-            st.builds(tiny, st.sampled_from(edges), hnp.arrays(np.int64, shape, elements=st.integers(0, 3))),
-        )
+def id_arrays(
+    shape: tuple[int, ...], lo: int, hi: int, dtype: Any = np.int64
+) -> st.SearchStrategy[np.ndarray]:
+    """Integer ids in [lo, hi]: uniform, or only the vocabulary's edges."""
+    edges = sorted({lo, min(lo + 1, hi), max(hi - 1, lo), hi})
+    return st.one_of(
+        hnp.arrays(dtype, shape, elements=st.integers(lo, hi)),
+        hnp.arrays(dtype, shape, elements=st.sampled_from(edges)),
+    )
 
-    return st.integers(*t_range).flatmap(for_t)
+
+def token_arrays(
+    vocab: int, shape_t: Callable[[int], tuple[int, ...]], t_range: tuple[int, int]
+) -> st.SearchStrategy[np.ndarray]:
+    return st.integers(*t_range).flatmap(lambda t: id_arrays(shape_t(t), 0, vocab - 1))
+
+
+def valid_rows(batch: int, length: int, pattern: str = "any") -> st.SearchStrategy[np.ndarray]:
+    """valid [B, T] bool, at least one True per row: right padding (a prefix is real), left
+    padding (a suffix is real) or any pattern."""
+    if pattern in ("right", "left"):
+
+        def build(lengths: list[int]) -> np.ndarray:
+            t = np.arange(length)[None, :]  # [1, T]
+            n = np.asarray(lengths)[:, None]  # [B, 1]
+            return t < n if pattern == "right" else t >= length - n
+
+        return st.lists(st.integers(1, length), min_size=batch, max_size=batch).map(build)
+
+    def force(rows: np.ndarray, keep: list[int]) -> np.ndarray:
+        rows = rows.copy()
+        rows[np.arange(batch), keep] = True  # one real position per row at least
+        return rows
+
+    return st.builds(
+        force,
+        hnp.arrays(np.bool_, (batch, length)),
+        st.lists(st.integers(0, length - 1), min_size=batch, max_size=batch),
+    )
 
 
 def out_of_domain_values(domain: tuple[float, float]) -> st.SearchStrategy[float]:
@@ -76,6 +229,16 @@ def out_of_domain_values(domain: tuple[float, float]) -> st.SearchStrategy[float
         st.sampled_from([math.nan, math.inf, -math.inf, float(above), float(below)]),
         st.floats(float(above), far_above, width=32),
         st.floats(far_below, float(below), width=32),
+    )
+
+
+def out_of_vocab_ids(vocab: int) -> st.SearchStrategy[int]:
+    """int64 ids outside [0, vocab - 1]: the nearest ones, far ones, the int64 extremes."""
+    big = 2**63 - 1
+    return st.one_of(
+        st.sampled_from([-1, vocab, vocab + 1, -big - 1, big]),
+        st.integers(vocab, big),
+        st.integers(-big - 1, -1),
     )
 
 
@@ -117,3 +280,52 @@ def _ulp_steps(row: np.ndarray, steps: np.ndarray) -> np.ndarray:
 
 def masks_for(n: int) -> st.SearchStrategy[np.ndarray]:
     return hnp.arrays(np.bool_, n)
+
+
+# ----------------------------------------------------------------------------- bare models
+
+
+def input_arrays(i: Any, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
+    """One input of a foreign model (tickformer.artifact.foreign.InputSig) at `shape`."""
+    from tickformer.runtime.foreign import mask_values, positions
+
+    dtype = np.dtype(i.dtype).type
+    if i.role == "signal":
+        return box_arrays(shape, i.lo, i.hi, dtype)
+    if i.role == "ids":
+        return id_arrays(shape, i.vocab[0], i.vocab[1], dtype)
+    if i.role == "mask":
+        if i.batch_axis is None or i.time_axis is None:
+            return st.just(mask_values(i, np.ones(shape, bool)))
+        b, t = shape[i.batch_axis], shape[i.time_axis]
+
+        def place(valid: np.ndarray) -> np.ndarray:  # [B, T] -> the mask's own shape
+            view = [1] * len(shape)
+            view[i.batch_axis], view[i.time_axis] = b, t
+            order = sorted([i.batch_axis, i.time_axis])
+            v = valid if order == [i.batch_axis, i.time_axis] else valid.T
+            return mask_values(i, np.broadcast_to(v.reshape(view), shape))
+
+        return valid_rows(b, t, i.pattern).map(place)
+    return st.just(positions(i, shape))
+
+
+def feed_dicts(
+    sig: Any, sizes: st.SearchStrategy[dict[str, int]]
+) -> st.SearchStrategy[dict[str, np.ndarray]]:
+    """Feeds {input: array} of a foreign model, every group at a size drawn from `sizes`."""
+    from tickformer.runtime.foreign import input_shape
+
+    def at(s: dict[str, int]) -> st.SearchStrategy[dict[str, np.ndarray]]:
+        return st.fixed_dictionaries({i.name: input_arrays(i, input_shape(i, s)) for i in sig.inputs})
+
+    return sizes.flatmap(at)
+
+
+def size_dicts(
+    accepted: dict[str, Sequence[int]], **fixed: Sequence[int]
+) -> st.SearchStrategy[dict[str, int]]:
+    """{group: size}, each size drawn from its accepted list (smallest first: shrinks to it);
+    `fixed` replaces a group's list."""
+    choices = {**{g: list(v) for g, v in accepted.items()}, **{g: list(v) for g, v in fixed.items()}}
+    return st.fixed_dictionaries({g: st.sampled_from(sorted(v)) for g, v in choices.items()})

@@ -1,0 +1,197 @@
+"""The `tickformer verify` report a user can hand on: DIR/verify.json (schema in docs/verify.md,
+REPORT_SCHEMA) and a short Markdown summary DIR/verify.md beside it, both written atomically
+(tickformer.durable.atomic_write). Pure builders plus one writer. Not real-time code.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+from pathlib import Path
+from typing import Any, Sequence
+
+FORMAT, VERSION = "tickformer-verify-report", 1
+
+REPORT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "tickformer verify report",
+    "type": "object",
+    "required": ["format", "version", "ok", "verdict", "utc", "model", "settings", "summary", "properties"],
+    "properties": {
+        "format": {"const": FORMAT},
+        "version": {"const": VERSION},
+        "ok": {"type": "boolean", "description": "no property failed"},
+        "verdict": {"enum": ["OK", "VIOLATED"]},
+        "utc": {"type": "string", "description": "when the run ended, ISO 8601"},
+        "wall_s": {"type": "number"},
+        "model": {
+            "type": "object",
+            "description": "kind (onnx, decoder, encoder-decoder), path, backend; a bare model's signature "
+            "(inputs with roles, axes, domains; outputs; sizes tried; KV-cache pairing; inference notes)",
+        },
+        "settings": {
+            "type": "object",
+            "properties": {
+                "examples": {"type": "integer"},
+                "seed": {"type": ["integer", "null"]},
+                "backend": {"type": "string"},
+                "max_t": {"type": "integer"},
+                "domain": {"type": ["array", "null"]},
+                "skip": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+        "versions": {"type": "object", "additionalProperties": {"type": "string"}},
+        "summary": {
+            "type": "object",
+            "properties": {k: {"type": "integer"} for k in ("pass", "fail", "skip")},
+        },
+        "properties": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "status", "examples", "message", "counterexample", "details"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "status": {"enum": ["pass", "fail", "skip"]},
+                    "examples": {
+                        "type": "integer",
+                        "description": "examples run (shrinking included) or trials",
+                    },
+                    "message": {"type": "string"},
+                    "counterexample": {
+                        "type": ["string", "null"],
+                        "description": "the .npz holding the shrunk failing example (and its outputs)",
+                    },
+                    "details": {
+                        "type": "object",
+                        "description": "per property: tolerance (formula, n, R, E, factor, reason), margin "
+                        "(worst gap / tolerance), worst (output_bound), rejected (examples with engine "
+                        "errors), failures and runs (dynamic_axes), engine_error (its kind)",
+                    },
+                },
+            },
+        },
+        "domain": {
+            "type": ["array", "null"],
+            "description": "same as settings.domain (kept for readers of v0)",
+        },
+        "examples": {"type": "integer", "description": "same as settings.examples"},
+        "seed": {"type": ["integer", "null"], "description": "same as settings.seed"},
+    },
+}
+
+
+def _versions() -> dict[str, str]:
+    import tickformer
+
+    out = {"python": platform.python_version(), "tickformer": tickformer.__version__}
+    for mod in ("numpy", "onnx", "onnxruntime", "hypothesis"):
+        try:
+            out[mod] = str(__import__(mod).__version__)
+        except ImportError:
+            out[mod] = "not installed"
+    return out
+
+
+def build_report(
+    model: dict[str, Any], results: Sequence[Any], settings: dict[str, Any], wall_s: float
+) -> dict[str, Any]:
+    """The report document (REPORT_SCHEMA). Pure but for the clock and the version lookup."""
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
+    ok = counts["fail"] == 0
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "ok": ok,
+        "verdict": "OK" if ok else "VIOLATED",
+        "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "wall_s": round(wall_s, 2),
+        "model": model,
+        "settings": settings,
+        "versions": _versions(),
+        "summary": counts,
+        "properties": [r.to_dict() for r in results],
+        "domain": settings.get("domain"),
+        "examples": settings.get("examples"),
+        "seed": settings.get("seed"),
+    }
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """A short summary for a person: verdict, model, one row per property, counterexamples."""
+    m = report["model"]
+    lines = [
+        f"# tickformer verify: {report['verdict']}",
+        "",
+        f"- model: `{m.get('path')}` ({m.get('kind')})"
+        + (f", step graph `{m['step']}`" if m.get("step") else ""),
+        f"- backend {report['settings'].get('backend')}, {report['settings'].get('examples')} examples per property, "
+        f"seed {report['settings'].get('seed')}; {report['utc']}, {report['wall_s']} s",
+        "- {pass} passed, {fail} failed, {skip} skipped".format(**report["summary"]),
+        "",
+    ]
+    sig = m.get("signature")
+    if sig:
+        lines += ["| input | dtype | dims | role | domain / vocabulary |", "|---|---|---|---|---|"]
+        for i in sig["inputs"]:
+            dom = i.get("domain", i.get("vocab", ""))
+            lines.append(
+                f"| {_cell(i['name'])} | {i['dtype']} | {_cell(i['dims'])} | {i['role']} | {_cell(dom)} |"
+            )
+        lines.append("")
+    lines += ["| property | result | examples | detail |", "|---|---|---|---|"]
+    for p in report["properties"]:
+        status = {"pass": "pass", "fail": "**FAIL**", "skip": "skip"}[p["status"]]
+        lines.append(f"| {p['name']} | {status} | {p['examples']} | {_cell(p['message'])} |")
+    failed = [p for p in report["properties"] if p["counterexample"]]
+    if failed:
+        lines += ["", "Counterexamples (shrunk, `numpy.load`):", ""]
+        lines += [f"- {p['name']}: `{p['counterexample']}`" for p in failed]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out_dir: Path, report: dict[str, Any]) -> tuple[Path, Path]:
+    """DIR/verify.json and DIR/verify.md, each written atomically. Returns their paths."""
+    from tickformer.durable import atomic_write
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / "verify.json", out_dir / "verify.md"
+    text = json.dumps(_strict(report), indent=2, default=_plain, allow_nan=False)
+    atomic_write(json_path, (text + "\n").encode())
+    atomic_write(md_path, markdown(report).encode())
+    return json_path, md_path
+
+
+def _strict(value: Any) -> Any:
+    """value with every non-finite float written as a string ("inf", "nan"): strict JSON."""
+    import math
+
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """JSON for numpy scalars and arrays in details (sizes, indices)."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)

@@ -1,0 +1,47 @@
+"""What a property run gives back (PropertyResult) and what a plan asks the runner to run
+(Property). Not real-time code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+STATUSES = ("pass", "fail", "skip")
+
+
+@dataclass
+class PropertyResult:
+    name: str
+    status: str  # "pass" | "fail" | "skip"
+    examples: int  # examples run (including shrinking replays), or trials of a sweep
+    message: str = ""
+    counterexample: str | None = None  # path of the .npz
+    details: dict[str, Any] = field(default_factory=dict)  # tolerance, margin, worst value, rejected, ...
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "examples": self.examples,
+            "message": self.message,
+            "counterexample": self.counterexample,
+            "details": self.details,
+        }
+
+
+@dataclass
+class Property:
+    """A property for the runner: Hypothesis draws from `strategy`, `check` judges each example.
+
+    engine: what an engine error (tickformer.runtime.foreign.EngineError) on an example means:
+    "fail" (the property is about running at all: runs_in_domain), "reject" (the example is not
+    evaluable for this property; counted in details["rejected"], reported by runs_in_domain).
+    state: a dict the check fills (worst value, margin); `summary(state, result)` is called after
+    the run (any status) to add the message and details (and may turn a pass into a skip)."""
+
+    name: str
+    strategy: Any
+    check: Callable[[Any], Any]
+    engine: str = "reject"
+    state: dict[str, Any] | None = None
+    summary: Callable[[dict[str, Any], PropertyResult], None] | None = None
