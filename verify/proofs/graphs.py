@@ -223,7 +223,9 @@ def compress(arr: np.ndarray, keep_last: bool) -> np.ndarray:
     for ax in axes:
         if arr.shape[ax] > 1:
             first = arr.take([0], axis=ax)
-            same = (arr == first) | (np.isnan(arr) & np.isnan(first)) if arr.dtype.kind == "f" else arr == first
+            same = (
+                (arr == first) | (np.isnan(arr) & np.isnan(first)) if arr.dtype.kind == "f" else arr == first
+            )
             if same.all():
                 arr = first
     return arr
@@ -762,7 +764,9 @@ class Interpreter:
                 axes = [int(v) for v in C(args[1], "axes")]
             if axes is not None and len(axes) == 0 and attrs.get("noop_with_empty_axes", 0):
                 return [a]
-            return [_reduce(op, a, _axes(axes if axes else None, len(a.shape)), bool(attrs.get("keepdims", 1)))]
+            return [
+                _reduce(op, a, _axes(axes if axes else None, len(a.shape)), bool(attrs.get("keepdims", 1)))
+            ]
         if op == "LayerNormalization":
             x = S(args[0])
             ax = attrs.get("axis", -1) % len(x.shape)
@@ -793,7 +797,11 @@ class Interpreter:
             if len(args) > 1 and args[1] is not None:
                 axes = [int(v) for v in C(args[1], "axes")]
             if op == "Squeeze":
-                axes = _axes(axes, len(a.shape)) if axes is not None else [i for i, d in enumerate(a.shape) if d == 1]
+                axes = (
+                    _axes(axes, len(a.shape))
+                    if axes is not None
+                    else [i for i, d in enumerate(a.shape) if d == 1]
+                )
                 shape = tuple(d for i, d in enumerate(a.shape) if i not in axes)
             else:
                 nd = len(a.shape) + len(axes)
@@ -806,7 +814,9 @@ class Interpreter:
             target = tuple(int(v) for v in C(args[1], "target shape"))
             shape = tuple(np.broadcast_shapes(a.shape, target))
             nd = len(shape)
-            return [Sym(shape, _pad(a.hard, nd, True), _pad(a.soft, nd, True), _pad(a.const, nd, False), a.dtype)]
+            return [
+                Sym(shape, _pad(a.hard, nd, True), _pad(a.soft, nd, True), _pad(a.const, nd, False), a.dtype)
+            ]
         if op == "Split":
             a = S(args[0])
             ax = attrs.get("axis", 0) % len(a.shape)
@@ -828,7 +838,9 @@ class Interpreter:
             starts = C(args[1], "starts")
             ends = C(args[2], "ends")
             axes = C(args[3], "axes") if len(args) > 3 and args[3] is not None else np.arange(len(starts))
-            steps = C(args[4], "steps") if len(args) > 4 and args[4] is not None else np.ones(len(starts), int)
+            steps = (
+                C(args[4], "steps") if len(args) > 4 and args[4] is not None else np.ones(len(starts), int)
+            )
             for s, e, ax, st in zip(starts, ends, axes, steps):
                 ax = int(ax) % len(a.shape)
                 rng = slice(*slice(int(s), int(e), int(st)).indices(a.shape[ax]))
@@ -946,7 +958,8 @@ def prove_graph(model: Any, spec: GraphSpec, where: str, *, stop_at_first: bool 
     stop_at_first: end at the first state with a counterexample (mutants)."""
     start = time.monotonic()
     proof = GraphProof(spec.graph, where, spec.domain.kind, 0, len(model.graph.node), 0.0)
-    domain_inputs = [getattr(spec.domain, "pos_input")] if hasattr(spec.domain, "pos_input") else []
+    pos_input = getattr(spec.domain, "pos_input", None)
+    domain_inputs = [pos_input] if pos_input is not None else []
     try:
         interp = Interpreter(model, domain_inputs)
     except Unsupported as exc:
@@ -980,7 +993,8 @@ def prove_graph(model: Any, spec: GraphSpec, where: str, *, stop_at_first: bool 
         elif spec.static and shape_change is None and shapes != shapes_first:
             bad = next(k for k in shapes if shapes[k] != shapes_first.get(k))
             shape_change = (
-                f"tensor {bad!r} is {shapes_first.get(bad)} at {states[0].label} but {shapes[bad]} at {state.label}"
+                f"tensor {bad!r} is {shapes_first.get(bad)} at {states[0].label} "
+                f"but {shapes[bad]} at {state.label}"
             )
         w = atoms.words
         for target, t_axis in spec.targets.items():
@@ -1029,7 +1043,9 @@ def prove_graph(model: Any, spec: GraphSpec, where: str, *, stop_at_first: bool 
             if target == spec.primary and own_missing is None:
                 for tap in interp.taps:
                     if not _rows(_union_all(hard), atoms, "own:" + tap).any():
-                        own_missing = f"at {state.label}: {target} does not depend on the step's own new row {tap}"
+                        own_missing = (
+                            f"at {state.label}: {target} does not depend on the step's own new row {tap}"
+                        )
         if stop_at_first and (stale_any or dropped or own_missing or shape_change):
             break
     proof.seconds = time.monotonic() - start
@@ -1073,7 +1089,11 @@ def prove_graph(model: Any, spec: GraphSpec, where: str, *, stop_at_first: bool 
     else:
         own = f" and its own new rows ({', '.join(interp.taps)})" if interp.taps else ""
         proof.claims.append(
-            Claim(every, PROVEN, f"over {span}: {spec.primary} has an unselected path from every live {word}{own}")
+            Claim(
+                every,
+                PROVEN,
+                f"over {span}: {spec.primary} has an unselected path from every live {word}{own}",
+            )
         )
     return proof
 
@@ -1168,10 +1188,14 @@ def prove_model_proto(
             spec = step_spec(model, max_len)
         else:
             if max_len is None:
-                raise Unsupported("a full-pass graph has a symbolic length T: pass --max-len N (the artifact's max_len)")
+                raise Unsupported(
+                    "a full-pass graph has a symbolic length T: pass --max-len N (the artifact's max_len)"
+                )
             spec = model_spec(model, max_len)
     except Unsupported as exc:
-        return GraphProof("?", where, "?", 0, len(model.graph.node), 0.0, [Claim("analysis", FAILED, str(exc))])
+        return GraphProof(
+            "?", where, "?", 0, len(model.graph.node), 0.0, [Claim("analysis", FAILED, str(exc))]
+        )
     return prove_graph(model, spec, where, stop_at_first=stop_at_first)
 
 
@@ -1186,7 +1210,9 @@ def load_onnx(data: bytes, where: str) -> Any:
     try:
         model = onnx.load_model_from_string(data)
     except Exception as exc:
-        raise ArtifactError(f"{where}: not a valid ONNX model ({type(exc).__name__}); pass an exported graph") from None
+        raise ArtifactError(
+            f"{where}: not a valid ONNX model ({type(exc).__name__}); pass an exported graph"
+        ) from None
     graph_rules.check_graph(model, allowed=frozenset(), max_trip=1, where=where, what="a graph to prove")
     return model
 
@@ -1217,4 +1243,48 @@ def prove_file(path: str, *, max_len: int | None = None) -> list[GraphProof]:
         data = read_path(path)
     except FileRefused as exc:
         raise ArtifactError(f"{exc}; pass an artifact directory or an exported .onnx graph") from None
-    return [prove_model_proto(load_onnx(data, str(path)), str(path), max_len=max_len)]
+    model = load_onnx(data, str(path))
+    if "pos" not in {vi.name for vi in model.graph.input} and max_len is None:
+        from tickformer.errors import ConfigError
+
+        raise ConfigError(
+            f"{path} is a full-pass graph (no 'pos' input) with a symbolic length: pass --max-len N "
+            "(its artifact's max_len) to prove it for every T <= N"
+        )
+    return [prove_model_proto(model, str(path), max_len=max_len)]
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+
+def report(proofs: Sequence[GraphProof], wall_s: float) -> dict[str, Any]:
+    """The JSON report of `tickformer prove ART | FILE.onnx`: every graph's claims and the worst
+    status over them (FAILED > proven if finite > proven)."""
+    statuses = [p.status for p in proofs]
+    status = FAILED if FAILED in statuses else IF_FINITE if IF_FINITE in statuses else PROVEN
+    return {
+        "tool": "tickformer.verify.proofs.graphs",
+        "method": "exhaustive over the position domain: concrete position subgraph (onnx.reference), "
+        "abstract per-element dependency sets over the float part",
+        "wall_s": round(wall_s, 3),
+        "status": status,
+        "ok": status != FAILED,
+        "graphs": [p.to_json() for p in proofs],
+    }
+
+
+def report_text(data: dict[str, Any]) -> str:
+    """The report as plain text, one block per graph, one line per claim."""
+    lines = []
+    for g in data["graphs"]:
+        lines.append(
+            f"{g['graph']} ({g['file']}): {g['status']} -- {g['states']} {g['domain']} states, "
+            f"{g['nodes']} nodes, {g['seconds']:.2f} s"
+        )
+        for c in g["claims"]:
+            lines.append(f"  {c['status']:<17} {c['name']}: {c['detail']}")
+    lines.append(
+        f"{data['status'].upper() if data['status'] == FAILED else data['status']}: "
+        f"{len(data['graphs'])} graph(s), {data['wall_s']:.2f} s wall"
+    )
+    return "\n".join(lines)
