@@ -4,6 +4,10 @@ with a target, proofs about an exported artifact's graphs themselves.
     tickformer prove [--per-condition-timeout S] [--total-timeout S] [--jobs N] [--json FILE]
                      [--contract NAME ...] [--assurance [--no-proofs] [--assurance-out FILE]]
     tickformer prove ART | FILE.onnx [--max-len N] [--trust KEY.pub] [--json FILE]
+    tickformer prove --ieee754 [--solver-timeout S] [--json FILE]
+
+--ieee754: the online-softmax merge, finalize and safe max on binary32 with z3's FP theory
+(verify/proofs/ieee754.py); exit 0 only if every claim is proven and every twin refuted.
 
 Without a target: exit 0 only if no spec has a counterexample (or failed to run) and every wrong
 twin was refuted. With a target (verify/proofs/graphs.py: live-set exactness of the step graph for
@@ -56,6 +60,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     shared.trust(p)
     p.add_argument(
+        "--ieee754",
+        action="store_true",
+        help="prove merge / finalize / safe max on binary32 with z3 (FPSort, RNE), wrong twins refuted",
+    )
+    p.add_argument(
+        "--solver-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="--ieee754: z3 seconds per query (default 60)",
+    )
+    p.add_argument(
         "--per-condition-timeout",
         type=float,
         default=3.0,
@@ -104,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     if args.target is not None:
         return _prove_graphs(console, args)
+    if args.ieee754:
+        return _prove_ieee754(console, args)
     if args.max_len is not None or args.exact or args.trust is not None:
         raise ConfigError("--max-len, --exact and --trust need a target: tickformer prove ART | FILE.onnx")
     from tickformer.verify.proofs import crosshair as prove
@@ -170,6 +188,27 @@ def _prove_graphs(console, args: argparse.Namespace) -> int:
     if args.exact and report["status"] == graphs.IF_FINITE:
         return IF_FINITE_EXIT
     return 0
+
+
+def _prove_ieee754(console, args: argparse.Namespace) -> int:
+    from tickformer.verify.proofs import ieee754
+
+    if args.contract or args.assurance:
+        raise ConfigError("--ieee754 runs the binary32 proofs alone: drop --contract / --assurance")
+    if args.solver_timeout <= 0:
+        raise ConfigError(f"--solver-timeout must be > 0 (got {args.solver_timeout})")
+    start = time.monotonic()
+    with console.status("z3: binary32 proofs and wrong twins ..."):
+        results = ieee754.run_all(timeout_ms=int(args.solver_timeout * 1000))
+        m_bits = ieee754.m_bits_fact(timeout_ms=int(args.solver_timeout * 1000))
+    wall = time.monotonic() - start
+    data = ieee754.to_json(results, m_bits, wall)
+    console.print(ieee754.report_text(data), soft_wrap=True, highlight=False, markup=False)
+    if args.json is not None:
+        data["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(args.json, (json.dumps(data, indent=2) + "\n").encode())
+    return 0 if data["ok"] else 1
 
 
 def _print_results(console, outcomes, wall: float) -> None:
