@@ -12,6 +12,10 @@ Protocol of one step (the session's side):
     backend.commit(pos)        # copies the staged K/V rows into cache row pos
 
 so a failure anywhere before `commit` leaves the cache and position exactly as they were.
+Windowed artifacts (format.cache_kind "ring"): the cache has W rows and `pos` is the ring
+position r in [0, 3W) (contracts.ring_buffer.ring_position; the step graph reads the same slots
+for r as for the absolute position); commit writes row ring_slot(r, W). A backend that has no
+ring cache keeps `ring_cache = False` and refuses windowed artifacts at construction.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 
 from tickformer.artifact.format import cache_shape, out_width
 from tickformer.artifact.reader import Artifact
+from tickformer.errors import BackendError
 
 
 class Backend(abc.ABC):
@@ -31,10 +36,16 @@ class Backend(abc.ABC):
     name: ClassVar[str]
     static_cache: ClassVar[bool] = True  # False: the step's cost grows with the position
     runs_graphs: ClassVar[bool] = True  # runs the artifact's ONNX graphs (their weights are checked at load)
+    ring_cache: ClassVar[bool] = False  # runs windowed artifacts (ring KV cache of W rows, module docstring)
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         if options:
             raise TypeError(f"backend {self.name!r} takes no options {sorted(options)}")
+        if artifact.config.window is not None and not self.ring_cache:
+            raise BackendError(
+                f"backend {self.name!r} does not run windowed artifacts (window {artifact.config.window}: a "
+                "ring KV cache); it would run them with a full cache, so it refuses: use backend numpy or ort"
+            )
         self.artifact = artifact
         self.config = artifact.config
 
