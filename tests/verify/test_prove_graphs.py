@@ -244,3 +244,41 @@ def test_mutant_file_through_cli_exits_1(art, tmp_path, capsys):
     report = json.loads(out.read_text())
     assert report["status"] == FAILED and not report["ok"]
     assert "FAILED" in capsys.readouterr().out
+
+
+# -- windowed (ring) artifacts ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def windowed(tmp_path_factory):
+    cfg = preset("tiny").replace(window=4)
+    path = tmp_path_factory.mktemp("prove_win") / "art"
+    export_params(cfg, init_params(cfg, seed=4), path)
+    return path, cfg
+
+
+def test_windowed_step_proven_over_every_ring_state(windowed):
+    path, cfg = windowed
+    proofs = {p.graph: p for p in graphs.prove_artifact(str(path))}
+    step, model = proofs["step"], proofs["model"]
+    assert step.domain == "ring positions" and step.states == 3 * cfg.window
+    assert _claims(step)["reads only live rows"] in (PROVEN, IF_FINITE)
+    assert _claims(step)["reads every live row"] == PROVEN
+    # the full pass: exactly the receptive field L (W - 1) + 1 of every output
+    assert _claims(model)["causal"] in (PROVEN, IF_FINITE)
+    assert _claims(model)["reads every past input"] == PROVEN
+
+
+def test_windowed_mutant_ring_slot_shifted_fails(windowed):
+    m = onnx.load(str(windowed[0] / "step.onnx"))
+    slots = _init(m, "ring_slot").copy()
+    _replace_init(m, "ring_slot", (slots + 1) % slots.size)  # every slot reads its neighbour's verdict
+    proof = prove_model_proto(m, "mutant", window=windowed[1].window)
+    assert proof.status == FAILED
+
+
+def test_windowed_full_pass_with_one_layer_field_fails(windowed):
+    # proving the 2-layer model against a 1-layer receptive field must fail: the prover is exact
+    m = onnx.load(str(windowed[0] / "model.onnx"))
+    proof = prove_model_proto(m, "narrower spec", max_len=16, window=windowed[1].window, layers=1)
+    assert _claims(proof)["causal"] == FAILED

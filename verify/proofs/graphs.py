@@ -127,6 +127,9 @@ class FullLengths(PositionDomain):
     input: str
     shape: tuple[int | str, ...]  # the declared input shape (the symbolic entry is the time axis)
     axis: int = 1
+    window: int | None = None  # windowed: y[t] may read x[t'] iff masking.window_allowed(t, t', R),
+    # R = L (W - 1) + 1 the receptive field of L layers of window W (each layer reaches W - 1 back)
+    layers: int = 1
     kind = "full-pass lengths"
 
     def states(self) -> list[State]:
@@ -138,6 +141,11 @@ class FullLengths(PositionDomain):
 
     def _table(self) -> np.ndarray:
         n = self.max_len
+        if self.window is not None:
+            w = self.layers * (self.window - 1) + 1
+            return np.array(
+                [[masking.window_allowed(t, j, w) for j in range(n)] for t in range(n)], dtype=bool
+            )
         return np.array([[masking.causal_allowed(t, j, 0) for j in range(n)] for t in range(n)], dtype=bool)
 
     def live(self, state: State, source: str, n_t: int, n_rows: int) -> np.ndarray:
@@ -1132,7 +1140,7 @@ def _bounded_work(model: Any, interp: Interpreter, spec: GraphSpec, shape_change
 # --- our artifacts' graphs ---------------------------------------------------------------------------
 
 
-def step_spec(model: Any, max_len: int | None = None) -> GraphSpec:
+def step_spec(model: Any, max_len: int | None = None, window: int | None = None) -> GraphSpec:
     """The spec of a step graph (format.step_signature): pos [1], k_cache.i [B, H, dh, N] (rows on
     axis 3), v_cache.i [B, H, N, dh] (rows on axis 2); targets: every output."""
     from tickformer.artifact import format as fmt
@@ -1150,13 +1158,21 @@ def step_spec(model: Any, max_len: int | None = None) -> GraphSpec:
     n = ins[fmt.v_cache(0)][2]
     if not isinstance(n, int) or n < 1:
         raise Unsupported(f"{fmt.v_cache(0)} has no static row count ({ins[fmt.v_cache(0)]})")
+    if window is None and any(t.name == "ring_slot" for t in model.graph.initializer):
+        window = n  # our windowed step graph (export/graphs.py): a ring of W rows
+    outs = [vi.name for vi in model.graph.output]
+    if window is not None:
+        if window != n:
+            raise Unsupported(f"the ring cache has {n} rows but the window is {window}")
+        # the session feeds the ring position r in [0, 3W) (runtime/session.py, contracts R11)
+        domain: PositionDomain = RingPositions(window, 3 * window)
+        return GraphSpec("step", sources, {o: None for o in outs}, outs[0], domain, static=True)
     if max_len is not None and max_len != n:
         raise Unsupported(f"the cache has {n} rows but max_len is {max_len}")
-    outs = [vi.name for vi in model.graph.output]
     return GraphSpec("step", sources, {o: None for o in outs}, outs[0], StepPositions(n), static=True)
 
 
-def model_spec(model: Any, max_len: int) -> GraphSpec:
+def model_spec(model: Any, max_len: int, window: int | None = None, layers: int = 1) -> GraphSpec:
     """The spec of a full-pass graph: one input [B, T, ...] (tokens [B, T]) with T symbolic, one
     output [B, T, ...]; y[t] against x[t'] along axis 1."""
     ins = [vi for vi in model.graph.input if vi.name not in {t.name for t in model.graph.initializer}]
@@ -1171,27 +1187,33 @@ def model_spec(model: Any, max_len: int) -> GraphSpec:
         raise Unsupported(f"input {ins[0].name} {list(shape)} has no symbolic length on axis 1")
     if not all(isinstance(d, int) and d > 0 for i, d in enumerate(shape) if i != 1):
         raise Unsupported(f"input {ins[0].name} {list(shape)}: only the length may be symbolic")
-    domain = FullLengths(max_len, ins[0].name, shape, 1)
+    domain = FullLengths(max_len, ins[0].name, shape, 1, window, layers)
     return GraphSpec(
         "model", {ins[0].name: 1}, {outs[0].name: 1}, outs[0].name, domain, static=False, source_word="input"
     )
 
 
 def prove_model_proto(
-    model: Any, where: str, *, max_len: int | None = None, stop_at_first: bool = False
+    model: Any,
+    where: str,
+    *,
+    max_len: int | None = None,
+    window: int | None = None,
+    layers: int = 1,
+    stop_at_first: bool = False,
 ) -> GraphProof:
     """Prove one of our graphs, recognised by its inputs: a step graph (pos, k_cache.i, v_cache.i)
     or a full pass (one input with a symbolic length; needs max_len)."""
     names = {vi.name for vi in model.graph.input}
     try:
         if "pos" in names:
-            spec = step_spec(model, max_len)
+            spec = step_spec(model, max_len, window)
         else:
             if max_len is None:
                 raise Unsupported(
                     "a full-pass graph has a symbolic length T: pass --max-len N (the artifact's max_len)"
                 )
-            spec = model_spec(model, max_len)
+            spec = model_spec(model, max_len, window, layers)
     except Unsupported as exc:
         return GraphProof(
             "?", where, "?", 0, len(model.graph.node), 0.0, [Claim("analysis", FAILED, str(exc))]
@@ -1230,7 +1252,10 @@ def prove_artifact(path: str, *, trust: Any = None) -> list[GraphProof]:
             continue
         where = str(art.root / fmt.GRAPH_FILES[graph])
         model = load_onnx(verified_graph_bytes(art, graph), where)
-        proofs.append(prove_model_proto(model, where, max_len=art.max_len))
+        cfg = art.config
+        proofs.append(
+            prove_model_proto(model, where, max_len=art.max_len, window=cfg.window, layers=cfg.n_layers)
+        )
     return proofs
 
 
