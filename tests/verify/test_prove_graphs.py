@@ -12,6 +12,7 @@ import pytest
 from onnx import numpy_helper
 
 from tickformer.cli import main
+from tickformer.contracts import masking
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 from tickformer.verify.proofs import graphs
@@ -318,3 +319,21 @@ def test_stale_rows_holding_non_finite_values_do_not_leak_ort(art, poison):
         dirty = sess.run(None, poisoned)
         for a, b in zip(clean, dirty):
             assert np.isfinite(b).all() and a.tobytes() == b.tobytes(), (pos, poison)
+
+
+# -- the graph's mask is the contract's predicate (call site) ---------------------------------------
+
+
+def test_step_mask_is_built_by_calling_the_contract(monkeypatch):
+    """export/graphs.py builds the static step's live set by calling masking.cache_row_live on graph
+    expressions: swap in the wrong twin (row <= pos) and the rebuilt graph fails the proof."""
+    from tickformer.export import graphs as export_graphs
+
+    cfg = preset("tiny")
+    params = init_params(cfg, seed=5)
+    assert export_graphs.cache_row_live is masking.cache_row_live
+    good = export_graphs.build_step(params, cfg, 1, 17)
+    assert _claims(prove_model_proto(good, "good"))["reads only live rows"] == PROVEN
+    monkeypatch.setattr(export_graphs, "cache_row_live", lambda row, position: row <= position)
+    bad = export_graphs.build_step(params, cfg, 1, 17)
+    assert _claims(prove_model_proto(bad, "twin"))["reads only live rows"] == FAILED
