@@ -90,3 +90,20 @@ def test_cli_ieee754_report(monkeypatch, tmp_path, capsys):
     assert [c["claim"] for c in data["claims"]] == ["safe max", "empty row is 0"]
     assert "2/2 claims proven, 2/2 wrong twins refuted" in capsys.readouterr().out
     assert main(["prove", "--ieee754", "--solver-timeout", "0"]) == 2
+
+
+def test_release_time_float_refuted_by_drift_under_realistic_preconditions():
+    import re
+
+    from tickformer.contracts import deadline
+    from tickformer.verify.proofs import wrong_twins
+
+    v = ieee754.release_drift(timeout_ms=60_000)
+    assert v.status == "counterexample", v
+    vals = {k: int(x) for k, x in re.findall(r"(start_ns|period_ns|tick)=(\d+)", v.counterexample)}
+    for name, (lo, hi) in ieee754.DRIFT_PRE.items():
+        assert lo <= vals[name] <= hi
+    assert vals["tick"] * vals["period_ns"] <= ieee754.DRIFT_MAX_ELAPSED_NS
+    # the counterexample is real: the twin, run in Python, drifts from the proven function
+    args = (vals["start_ns"], vals["period_ns"], vals["tick"])
+    assert wrong_twins.release_time_float(*args) != deadline.release_time(*args)

@@ -699,6 +699,13 @@ def report_text(data: dict[str, Any]) -> str:
             f"  m bitwise commutative: {mb['status']} ({mb['solver_s']:.1f} s; np.maximum's tie rule on +-0, "
             f"harmless: l, acc, finalize are bit-exact) {mb['counterexample']}"
         )
+    drift = data.get("release_time_float")
+    if drift:
+        lines.append(
+            f"  release_time_float (binary64 drift twin of deadline.release_time): {drift['status']} "
+            f"({drift['solver_s']:.1f} s) under start <= 2^54 ns, period 1 us..10 s, tick * period <= 2^54 ns: "
+            f"{drift['counterexample']}"
+        )
     n = len(data["claims"])
     proven = sum(c["status"] == "proven" for c in data["claims"])
     refuted = sum(c["twin_status"] == "refuted" for c in data["claims"])
@@ -707,3 +714,50 @@ def report_text(data: dict[str, Any]) -> str:
         f"{data['wall_s']:.1f} s wall"
     )
     return "\n".join(lines)
+
+
+# --- the float-drift twin of deadline.release_time, refuted on binary64 --------------------------
+
+DRIFT_PRE = {
+    "start_ns": (0, 2**54),  # a CLOCK_MONOTONIC reading: up to ~208 days of uptime
+    "period_ns": (1_000, 10**10),  # 1 us .. 10 s
+    "tick": (0, 2**40),
+}
+DRIFT_MAX_ELAPSED_NS = 2**54  # tick * period: the loop has run at most ~208 days
+
+
+def release_drift(*, timeout_ms: int = 60_000) -> Verdict:
+    """wrong_twins.release_time_float computes int(float(start) + float(tick) * float(period)) in
+    binary64 (RNE; int() truncates). Ask z3 for realistic inputs (DRIFT_PRE, nothing near
+    overflow) where it differs from contracts.deadline.release_time's exact start + tick * period:
+    the drift the twin exists for (a counterexample here refutes it for that reason, unlike
+    CrossHair's, which only reaches an OverflowError at periods near 1.8e308)."""
+    from tickformer.contracts import deadline
+
+    start = time.monotonic()
+    sort = z3.Float64()
+    names = ("start_ns", "period_ns", "tick")
+    ints = {n: z3.BitVec(n, 128) for n in names}
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    for n, (lo, hi) in DRIFT_PRE.items():
+        solver.add(z3.BitVecVal(lo, 128) <= ints[n], ints[n] <= z3.BitVecVal(hi, 128))  # signed
+    fp = {n: z3.fpSignedToFP(RNE, ints[n], sort) for n in names}  # float(int): rounds to nearest
+    got_fp = z3.fpAdd(RNE, fp["start_ns"], z3.fpMul(RNE, fp["tick"], fp["period_ns"]))
+    got = z3.fpToSBV(z3.RTZ(), got_fp, z3.BitVecSort(128))  # int(): truncation
+    exact = ints["start_ns"] + ints["tick"] * ints["period_ns"]  # no overflow in 128 bits
+    solver.add(ints["tick"] * ints["period_ns"] <= z3.BitVecVal(DRIFT_MAX_ELAPSED_NS, 128))
+    solver.add(got != exact)
+    res = solver.check()
+    seconds = round(time.monotonic() - start, 3)
+    if res != z3.sat:
+        return Verdict("unknown" if res != z3.unsat else "proven", 1, seconds, str(solver.reason_unknown()))
+    model = solver.model()
+    vals = {n: model.eval(ints[n]).as_signed_long() for n in names}
+    twin_value = model.eval(got).as_signed_long()
+    exact_value = deadline.release_time(vals["start_ns"], vals["period_ns"], vals["tick"])
+    text = (
+        f"start_ns={vals['start_ns']}, period_ns={vals['period_ns']}, tick={vals['tick']} -> twin "
+        f"{twin_value}, release_time {exact_value} (drift {twin_value - exact_value} ns)"
+    )
+    return Verdict("counterexample", 1, seconds, text)

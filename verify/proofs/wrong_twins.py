@@ -259,7 +259,10 @@ def step_position_advance_on_failure(position: int, n_tokens: int, max_len: int,
 
 
 def release_time_float(start_ns: int, period_ns: int, tick: int) -> int:
-    """Accumulates in floating point: drifts once start + tick * period passes 2**53 ns."""
+    """Accumulates in floating point: drifts once start + tick * period passes 2**53 ns (~104 days
+    of uptime). Refuted for that reason by z3 on binary64 (verify/proofs/ieee754.release_drift:
+    e.g. 119 days of uptime, a 7 s period, 43453 ticks: 2 ns early); CrossHair alone only reaches
+    an OverflowError at periods near 1.8e308."""
     return int(float(start_ns) + float(tick) * float(period_ns))
 
 
