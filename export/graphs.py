@@ -16,8 +16,9 @@ at small d_model (benchmarks/ANALYSIS.md): activations are 2-D [B, D] (a 3-D Mat
 becomes Reshape-Gemm-Reshape), the three projections are one Gemm, every layer's cache is its
 own input, read in place (a stacked [L, ...] input costs a copy of each layer's cache per step),
 and K is stored transposed [dh, N] so the score product reads it as it lies. It attends over the
-cache -- whose stale rows (key_index >= pos) are selected out with weight exactly 0 whatever
-finite values they hold -- and the new key itself, in one Softmax (blocks.attend_step). Hosts
+cache -- whose stale rows (key_index >= pos) are selected out of the scores (weight exactly 0)
+and of V (so whatever they hold, inf and NaN included, cannot leak) -- and the new key itself,
+in one Softmax (blocks.attend_step). Hosts
 keep the caches stacked over layers and bind layer i's slice (runtime/backends/layout.py).
 Every shape of `step` and `encoder` is static (TensorRT: min = opt = max).
 
