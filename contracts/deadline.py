@@ -33,11 +33,20 @@ BOUND = (
 def release_time(start_ns: int, period_ns: int, tick: int) -> int:
     """Absolute release time of tick `tick`: start + tick * period.
 
+    Specified by the recurrence it must satisfy (cyclictest's next += period, without the
+    accumulation): tick 0 is released at start, each later tick exactly one period after the one
+    before.
+
     pre: period_ns > 0
     pre: tick >= 0
-    post: __return__ - start_ns == tick * period_ns
+    post: implies(tick == 0, __return__ == start_ns)
+    post: implies(tick > 0, __return__ - release_time(start_ns, period_ns, tick - 1) == period_ns)
     """
     return start_ns + tick * period_ns
+
+
+def implies(a: bool, b: bool) -> bool:
+    return (not a) or b
 
 
 def deadline_of(start_ns: int, period_ns: int, tick: int) -> int:

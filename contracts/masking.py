@@ -39,8 +39,8 @@ def causal_allowed(i: int, j: int, offset: int) -> bool:
     """M4: query row i of a block starting at absolute position `offset` may see key j.
 
     pre: i >= 0 and j >= 0 and offset >= 0
-    post: __return__ == (j <= i + offset)
-    post: implies(__return__, j <= i + offset)
+    post: __return__ == (j in range(i + offset + 1))
+    post: implies(j == i + offset, __return__) and implies(j == i + offset + 1, not __return__)
     """
     return j - offset <= i
 
@@ -51,7 +51,7 @@ def window_allowed(i: int, j: int, window: int) -> bool:
     masks by calling this on index arrays (numpy) and index tensors (export/expr.py).
 
     pre: i >= 0 and j >= 0 and window >= 1
-    post: __return__ == (i - window < j <= i)
+    post: __return__ == (j in range(max(0, i - window + 1), i + 1))
     post: implies(__return__, causal_allowed(i, j, 0))
     """
     return (j <= i) & (i - j < window)  # `&`: ints, numpy arrays and graph expressions alike
@@ -61,7 +61,7 @@ def padding_allowed(j: int, n_valid: int) -> bool:
     """M6: key j is real (not padding) in a row with n_valid real keys at the front.
 
     pre: j >= 0 and n_valid >= 0
-    post: __return__ == (j < n_valid)
+    post: __return__ == (j in range(n_valid))
     """
     return j < n_valid
 
@@ -76,6 +76,17 @@ def cache_slot_visible(slot: int, position: int) -> bool:
     post: implies(position == 0, __return__ == (slot == 0))
     """
     return causal_allowed(0, slot, position)
+
+
+def cache_row_live(row: int, position: int) -> bool:
+    """M7 as the step reads its static cache: the step at `position` reads cache row `row` iff the
+    row holds a position written since the last reset, i.e. row < position (row `position`
+    itself is the step's own new key, passed beside the cache). Real-time safe: one comparison.
+
+    pre: row >= 0 and position >= 0
+    post: __return__ == (row in range(position))
+    """
+    return row < position
 
 
 def implies(a: bool, b: bool) -> bool:

@@ -48,6 +48,7 @@ tests/contracts/test_softmax_stability.py checks that model.attention.merge agre
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -215,3 +216,30 @@ def merge_assoc_gap(ma: float, mb: float, mc: float) -> float:
     mbc, lbc = merge_scalar(mb, 1.0, mc, 1.0)
     right = merge_scalar(ma, 1.0, mbc, lbc)
     return abs(left[1] - right[1]) / max(left[1], right[1])
+
+
+# ---- the operator's merge and finalize on one row, op for op (binary32: `tickformer prove`) ----
+
+
+def merge_row(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+    """model.attention.merge on one row with one value column (dv = 1), operation for operation:
+    the same numpy ufuncs (np.maximum, np.exp) and the same IEEE operations in the same order, so
+    called with np.float32 scalars it computes what the operator computes on float32 arrays
+    (tests/contracts/test_softmax_stability.py checks bit-equality). verify/proofs/ieee754.py runs
+    this very function on z3 binary32 terms (the ufuncs dispatch through __array_ufunc__) and
+    proves, for every binary32 input: the merged max is exact, no NaN from finite or -inf inputs,
+    the normalizer is >= 1 when a key is selected, an empty pair stays empty, and commutativity
+    bit for bit (l, acc; m up to the sign of a zero maximum). Real-time safe: O(1), no allocation
+    beyond scalars."""
+    m = np.maximum(ma, mb)
+    m_safe = safe_max(m)
+    alpha = np.exp(ma - m_safe)  # in [0, 1]: ma <= m; 0 when a is empty
+    beta = np.exp(mb - m_safe)
+    return m, alpha * la + beta * lb, alpha * aa + beta * ab
+
+
+def finalize_row(acc: Any, l: Any) -> Any:
+    """model.attention.finalize on one row (dv = 1): acc / l, exactly +0 when no key was selected
+    (l == 0). The operator divides by np.where(l > 0, l, 1) and then selects; the selected value
+    is the same. Proven on binary32 with merge_row (verify/proofs/ieee754.py)."""
+    return acc / l if l > 0.0 else 0.0

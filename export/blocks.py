@@ -200,9 +200,12 @@ def attend_step(
     cache rows 0..pos-1 and, last, the own key (always live, so no row is empty and Softmax never
     sees an all -inf row). One Softmax over the N + 1 scores with the stale rows selected to -inf
     (weight exactly 0), then the weights split back into the cache's N and the own key's 1:
-    P_cache V_cache + p_own v_own. The cache is read in place (never concatenated with the new
-    row: that would copy O(N dh) per step); 0 * v = 0 for the finite values a stale row holds, so
-    it cannot leak. Timing: exp(-inf) and every exp argument below -87.3 pass through subnormal
+    P_cache V_cache' + p_own v_own, where V_cache' = Where(live rows, V_cache, 0) selects the V rows
+    too: a stale row's weight is exactly 0, but 0 * inf and 0 * NaN are NaN, so without the
+    selection a stale row holding inf or NaN would leak (with it, 0 * 0 = 0 whatever the row
+    holds; `tickformer prove ART` proves it on the exported graph). The cache is read in place
+    (never concatenated with the new row: that would copy O(N dh) per step); the selection is
+    one constant-size Where per layer. Timing: exp(-inf) and every exp argument below -87.3 pass through subnormal
     floats, an order of magnitude slower on x86 unless the thread flushes them to zero; ControlLoop and certify do
     (runtime/denormals.py), and then the step's time does not depend on the position.
     """
@@ -212,7 +215,9 @@ def attend_step(
         s_cache, s_own = g.op("Add", s_cache, bias[0]), g.op("Add", s_own, bias[1])
     s = select(g, live, g.op("Concat", s_cache, s_own, axis=-1))  # [B, H, 1, N + 1]
     p_cache, p_own = g.split(g.op("Softmax", s, axis=-1), [n_rows, 1], axis=-1)  # [B, H, 1, N], [B, H, 1, 1]
-    return g.op("Add", g.op("MatMul", p_cache, v_cache), g.op("Mul", p_own, v_own))  # [B, H, 1, dh]
+    live_rows = g.op("Reshape", g.split(live, [n_rows, 1], axis=0)[0], g.ints([n_rows, 1]))  # [N, 1]
+    v_live = g.op("Where", live_rows, v_cache, g.scalar(0.0))  # [B, H, N, dh]: stale rows exactly 0
+    return g.op("Add", g.op("MatMul", p_cache, v_live), g.op("Mul", p_own, v_own))  # [B, H, 1, dh]
 
 
 def out_proj(g: GraphBuilder, params: Params, heads: str, attn: Group, batch: int, d_model: int) -> str:

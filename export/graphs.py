@@ -16,8 +16,9 @@ at small d_model (benchmarks/ANALYSIS.md): activations are 2-D [B, D] (a 3-D Mat
 becomes Reshape-Gemm-Reshape), the three projections are one Gemm, every layer's cache is its
 own input, read in place (a stacked [L, ...] input costs a copy of each layer's cache per step),
 and K is stored transposed [dh, N] so the score product reads it as it lies. It attends over the
-cache -- whose stale rows (key_index >= pos) are selected out with weight exactly 0 whatever
-finite values they hold -- and the new key itself, in one Softmax (blocks.attend_step). Hosts
+cache -- whose stale rows (key_index >= pos) are selected out of the scores (weight exactly 0)
+and of V (so whatever they hold, inf and NaN included, cannot leak) -- and the new key itself,
+in one Softmax (blocks.attend_step). Hosts
 keep the caches stacked over layers and bind layer i's slice (runtime/backends/layout.py).
 Every shape of `step` and `encoder` is static (TensorRT: min = opt = max).
 
@@ -40,7 +41,7 @@ import onnx
 
 from tickformer.artifact import format as fmt
 from tickformer.artifact.format import cache_rows, cache_shape, io_names, out_width, step_signature
-from tickformer.contracts.masking import window_allowed
+from tickformer.contracts.masking import cache_row_live, window_allowed
 from tickformer.contracts.ring_buffer import slot_read, window_distance
 from tickformer.model import names
 from tickformer.model.attention import causal_mask
@@ -246,7 +247,8 @@ def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.M
     if config.window is None:
         key_index = np.arange(n + 1, dtype=np.int64)
         key_index[n] = -1  # the own key: -1 < pos always, so it is always live
-        live = g.op("Less", g.const(key_index, "key_index"), "pos")  # [N + 1]: rows 0..pos-1, then own
+        # [N + 1]: rows 0..pos-1, then own -- the contract's predicate, called on graph expressions
+        live = cache_row_live(Expr(g, g.const(key_index, "key_index")), Expr(g, "pos")).name
     else:
         pos, slot = Expr(g, "pos"), Expr(g, g.const(np.arange(n, dtype=np.int64), "ring_slot"))  # [1], [W]
         read = slot_read(

@@ -68,6 +68,7 @@ import numpy as np
 from tickformer import validation
 from tickformer.artifact.reader import Artifact
 from tickformer.contracts.input_domain import check_values, validate_input
+from tickformer.contracts.position import can_step, reset_position, step_position
 from tickformer.contracts.ring_buffer import (
     absolute_position,
     block_update,
@@ -156,9 +157,13 @@ class Session:
         else:
             self.input_shape = (self.batch, 1, cfg.d_in)
             self.input_dtype = np.dtype(np.float32)
-        self._position = 0
+        self._position = reset_position()
         # Every position as a Python int made once: `pos + 1` would allocate an int above 256.
-        self._next_position = list(range(1, self.max_len + 1))  # [N]: _next_position[p] is p + 1
+        # [N]: the position after a successful one-token step at p (contracts.position P1-P3, called)
+        self._next_position = [step_position(p, 1, self.max_len, True) for p in range(self.max_len)]
+        # [N + 1]: whether one more token fits at p (P1), the proven predicate called once per p at load:
+        # a call per step would compute max_len - p, an int allocation above 256
+        self._fits = [can_step(p, 1, self.max_len) for p in range(self.max_len + 1)]
         if cfg.window is not None:
             w = cfg.window
             # Ring positions and their tables, made once by the proven functions (module docstring).
@@ -231,7 +236,7 @@ class Session:
         if self._busy:
             raise _busy("reset")
         self._check_open()
-        self._position = 0
+        self._position = reset_position()
         if self.window is not None:
             self._ring = 0  # the block counters are not read below ring position W (R12)
 
@@ -328,7 +333,7 @@ class Session:
             if self.sliding:
                 return self._slide(x, monitor, start)
             pos = self._position
-            if pos >= self.max_len:
+            if not self._fits[pos]:  # contracts.position.can_step (P1), tabulated at load
                 raise ContextFull(
                     f"position {pos} is at max_len {self.max_len} of this artifact: the static cache is full; "
                     f"call reset() to start a new sequence, or re-export with a larger --max-len"
@@ -464,7 +469,7 @@ class Session:
         except Exception as exc:
             raise _engine_failure(self.backend.name, "encoding the source", exc) from exc
         self._source_set = True
-        self._position = 0
+        self._position = reset_position()
 
     def special_token(self, name: str) -> int | None:
         """A special token id ("bos", "eos", "pad") recorded by training in the checkpoint meta

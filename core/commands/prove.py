@@ -1,9 +1,19 @@
-"""`tickformer prove`: CrossHair proofs of the contracts' specifications, each with a wrong twin.
+"""`tickformer prove`: CrossHair proofs of the contracts' specifications, each with a wrong twin;
+with a target, proofs about an exported artifact's graphs themselves.
 
     tickformer prove [--per-condition-timeout S] [--total-timeout S] [--jobs N] [--json FILE]
                      [--contract NAME ...] [--assurance [--no-proofs] [--assurance-out FILE]]
+    tickformer prove ART | FILE.onnx [--max-len N] [--trust KEY.pub] [--json FILE]
+    tickformer prove --ieee754 [--solver-timeout S] [--json FILE]
 
-Exit 0 only if no spec has a counterexample (or failed to run) and every wrong twin was refuted.
+--ieee754: the online-softmax merge, finalize and safe max on binary32 with z3's FP theory
+(verify/proofs/ieee754.py); exit 0 only if every claim is proven and every twin refuted.
+
+Without a target: exit 0 only if no spec has a counterexample (or failed to run) and every wrong
+twin was refuted. With a target (verify/proofs/graphs.py: live-set exactness of the step graph for
+every position, causality of the full graph for every length, bounded work): exit 0 if every
+claim is proven ("proven" or "proven if finite"), 1 if one FAILED, 3 if one is only "proven if
+finite" and --exact was given; user errors exit 2.
 """
 
 from __future__ import annotations
@@ -17,10 +27,49 @@ from pathlib import Path
 from tickformer.durable import atomic_write
 from tickformer.errors import ConfigError
 
+USAGE_EXIT = 2
+IF_FINITE_EXIT = 3
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from . import args as shared
+
     p = subparsers.add_parser(
-        "prove", help="prove the contracts' specifications with CrossHair (with wrong twins)"
+        "prove",
+        help="prove the contracts' specifications with CrossHair (with wrong twins), "
+        "or an artifact's exported graphs (prove ART | FILE.onnx)",
+    )
+    p.add_argument(
+        "target",
+        nargs="?",
+        type=Path,
+        default=None,
+        help="an artifact directory or one of its exported .onnx graphs: prove the graphs themselves",
+    )
+    p.add_argument(
+        "--max-len",
+        type=int,
+        default=None,
+        metavar="N",
+        help="FILE.onnx of a full-pass graph: the longest length T to prove it for (the artifact's max_len)",
+    )
+    p.add_argument(
+        "--exact",
+        action="store_true",
+        help=f"with a target: exit {IF_FINITE_EXIT} when a claim holds only for finite cache contents",
+    )
+    shared.trust(p)
+    p.add_argument(
+        "--ieee754",
+        action="store_true",
+        help="prove merge / finalize / safe max on binary32 with z3 (FPSort, RNE), wrong twins refuted",
+    )
+    p.add_argument(
+        "--solver-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="--ieee754: z3 seconds per query (default 60)",
     )
     p.add_argument(
         "--per-condition-timeout",
@@ -62,15 +111,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the property tests whose example counts the table shows "
         "(default tests/contracts of the checkout in the current directory)",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, error_exit=USAGE_EXIT)
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    console = Console()
+    if args.target is not None:
+        return _prove_graphs(console, args)
+    if args.ieee754:
+        return _prove_ieee754(console, args)
+    if args.max_len is not None or args.exact or args.trust is not None:
+        raise ConfigError("--max-len, --exact and --trust need a target: tickformer prove ART | FILE.onnx")
     from tickformer.verify.proofs import crosshair as prove
 
-    console = Console()
     if args.per_condition_timeout <= 0 or args.total_timeout <= 0 or args.jobs < 1:
         raise ConfigError("--per-condition-timeout and --total-timeout must be > 0 and --jobs >= 1")
     proofs = prove.PROOFS
@@ -100,6 +155,70 @@ def run(args: argparse.Namespace) -> int:
     if args.assurance:
         _assurance(console, outcomes, args)
     return 0 if ok else 1
+
+
+def _prove_graphs(console, args: argparse.Namespace) -> int:
+    from tickformer.verify.proofs import graphs
+
+    if args.contract or args.assurance:
+        raise ConfigError("--contract and --assurance prove the contracts: run them without a target")
+    if args.max_len is not None and args.max_len < 1:
+        raise ConfigError(f"--max-len must be >= 1 (got {args.max_len})")
+    target: Path = args.target
+    start = time.monotonic()
+    if target.is_dir():
+        if args.max_len is not None:
+            raise ConfigError("--max-len is for a bare .onnx file; an artifact states its own max_len")
+        proofs = graphs.prove_artifact(str(target), trust=args.trust)
+    else:
+        if args.trust is not None:
+            raise ConfigError("--trust checks an artifact's signature: pass the artifact directory")
+        proofs = graphs.prove_file(str(target), max_len=args.max_len)
+    wall = time.monotonic() - start
+    if not proofs:
+        raise ConfigError(f"{target}: no graph the prover analyses (a model or step graph)")
+    report = graphs.report(proofs, wall)
+    console.print(graphs.report_text(report), soft_wrap=True, highlight=False, markup=False)
+    if args.json is not None:
+        report["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(args.json, (json.dumps(report, indent=2) + "\n").encode())
+    if report["status"] == graphs.FAILED:
+        return 1
+    if args.exact and report["status"] == graphs.IF_FINITE:
+        return IF_FINITE_EXIT
+    return 0
+
+
+def _prove_ieee754(console, args: argparse.Namespace) -> int:
+    from tickformer.verify.proofs import ieee754
+
+    if args.contract or args.assurance:
+        raise ConfigError("--ieee754 runs the binary32 proofs alone: drop --contract / --assurance")
+    if args.solver_timeout <= 0:
+        raise ConfigError(f"--solver-timeout must be > 0 (got {args.solver_timeout})")
+    start = time.monotonic()
+    with console.status("z3: binary32 proofs and wrong twins ..."):
+        results = ieee754.run_all(timeout_ms=int(args.solver_timeout * 1000))
+        m_bits = ieee754.m_bits_fact(timeout_ms=int(args.solver_timeout * 1000))
+        drift = ieee754.release_drift(timeout_ms=int(args.solver_timeout * 1000))
+    wall = time.monotonic() - start
+    data = ieee754.to_json(results, m_bits, wall)
+    data["release_time_float"] = {
+        "twin": "tickformer.verify.proofs.wrong_twins.release_time_float",
+        "preconditions": {k: list(v) for k, v in ieee754.DRIFT_PRE.items()},
+        "max_elapsed_ns": ieee754.DRIFT_MAX_ELAPSED_NS,
+        "status": "refuted" if drift.status == "counterexample" else "SURVIVED",
+        "counterexample": drift.counterexample,
+        "solver_s": drift.seconds,
+    }
+    data["ok"] = data["ok"] and drift.status == "counterexample"
+    console.print(ieee754.report_text(data), soft_wrap=True, highlight=False, markup=False)
+    if args.json is not None:
+        data["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(args.json, (json.dumps(data, indent=2) + "\n").encode())
+    return 0 if data["ok"] else 1
 
 
 def _print_results(console, outcomes, wall: float) -> None:

@@ -115,7 +115,11 @@ class NumpyBackend(Backend):
         s = scaled_scores(q, self._k[layer])  # [B, H, 1, N], all N rows: constant work
         if self._bias:
             s += self._bias[layer][pos]  # [H, 1, W] relative-position terms at ring position pos
-        return chunk_state(s, self._live[pos], self._v[layer])  # stale rows selected out
+        live = self._live[pos]  # [N]
+        # stale rows selected out of the scores (weight exactly 0) and of V (0 * inf would be NaN):
+        # whatever a stale row holds, it cannot reach the output
+        v = np.where(live[:, None], self._v[layer], np.float32(0.0))  # [B, H, N, dh]
+        return chunk_state(s, live, v)
 
     def _self_attention(self, h: np.ndarray, layer: int, pos: int) -> np.ndarray:
         w, nh = self._layers[layer]["self"], self.config.n_heads

@@ -310,7 +310,7 @@ CASES += [  # issue 17: bare ONNX models (verify exits 2 on a user error: 1 is a
 ]
 
 # The exit code of a user error: 1, but `verify`'s is 2 (its 1 means a property was violated).
-ERROR_EXIT = {"verify": 2}
+ERROR_EXIT = {"verify": 2, "prove": 2}
 
 # Cases that expose a bug in a file this test does not own: strict xfail, the reason is the fix.
 KNOWN_BUGS: dict[str, str] = {}

@@ -190,3 +190,42 @@ def test_bound_functions_reject_bad_arguments():
     with pytest.raises(ValueError):
         ss.gamma(2**24, 2.0**-24)
     assert ss.weight_sum_bound(1) < ss.weight_sum_bound(1000) < 1e-3
+
+
+# ---- the binary32-proven scalar rows are the operator, bit for bit ----
+
+_F32_EDGES = st.sampled_from([0.0, -0.0, 1.0, -1.0, 1e-38, -1e-45, 3.0e38, -3.0e38, -100.0, -88.0])
+_M32 = (st.floats(-1e4, 1e4, width=32) | _F32_EDGES).map(np.float32)
+
+
+def _bits(x) -> int:
+    return int(np.asarray(x, dtype=np.float32).view(np.uint32))
+
+
+@settings(max_examples=300)
+@given(
+    st.tuples(
+        _M32 | st.just(np.float32(-np.inf)), st.floats(1.0, 2.0**20, width=32), st.floats(-1e6, 1e6, width=32)
+    ),
+    st.tuples(
+        _M32 | st.just(np.float32(-np.inf)), st.floats(1.0, 2.0**20, width=32), st.floats(-1e6, 1e6, width=32)
+    ),
+)
+def test_merge_row_and_finalize_row_are_the_operator_bit_for_bit(a, b):
+    """contracts.softmax_stability.merge_row / finalize_row (proven on binary32 by
+    verify/proofs/ieee754.py) compute what model.attention.merge / finalize compute on float32
+    arrays, bit for bit (300 examples, edges included: -inf, signed zeros, subnormal, huge)."""
+
+    def state(m, l, acc):
+        empty = m == -np.inf
+        l, acc = (np.float32(0.0), np.float32(0.0)) if empty else (np.float32(l), np.float32(acc))
+        return np.float32(m), l, acc
+
+    (ma, la, aa), (mb, lb, ab) = state(*a), state(*b)
+    op = A.merge(
+        A.SoftmaxState(np.array([ma]), np.array([la]), np.array([[aa]])),
+        A.SoftmaxState(np.array([mb]), np.array([lb]), np.array([[ab]])),
+    )
+    m, l, acc = ss.merge_row(ma, la, aa, mb, lb, ab)
+    assert (_bits(op.m[0]), _bits(op.l[0]), _bits(op.acc[0, 0])) == (_bits(m), _bits(l), _bits(acc))
+    assert _bits(A.finalize(op)[0, 0]) == _bits(ss.finalize_row(acc, l))

@@ -11,6 +11,9 @@ Never used by the runtime.
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import numpy as np
 
 # -- softmax stability --------------------------------------------------------------------
 
@@ -60,6 +63,67 @@ def merge_assoc_gap_linear_exp(ma: float, mb: float, mc: float) -> float:
     mbc, lbc = bad_merge(mb, 1.0, mc, 1.0)
     right = bad_merge(ma, 1.0, mbc, lbc)
     return abs(left[1] - right[1]) / max(left[1], right[1])
+
+
+# -- softmax on binary32 (verify/proofs/ieee754.py): twins of merge_row / finalize_row ----------
+
+
+def merge_row_arith_max(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+    """The merged max computed as (a + b + |a - b|) / 2: rounds (not one of the inputs) and gives
+    NaN for two empty states (-inf + -inf + |NaN|)."""
+    m = (ma + mb + abs(ma - mb)) / 2.0
+    alpha, beta = np.exp(ma - m), np.exp(mb - m)
+    return m, alpha * la + beta * lb, alpha * aa + beta * ab
+
+
+def merge_row_unguarded(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+    """No safe max: two empty states give exp(-inf - (-inf)) = exp(NaN) = NaN."""
+    m = np.maximum(ma, mb)
+    alpha, beta = np.exp(ma - m), np.exp(mb - m)
+    return m, alpha * la + beta * lb, alpha * aa + beta * ab
+
+
+def merge_row_margin(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+    """A 'safety margin' on the exponent (m + 2^-20 instead of m): the max side's factor is no
+    longer exactly exp(0) = 1, so the normalizer of a selected key can drop below 1."""
+    m = np.maximum(ma, mb)
+    ref = ss_safe_max(m) + 2.0**-20
+    alpha, beta = np.exp(ma - ref), np.exp(mb - ref)
+    return m, alpha * la + beta * lb, alpha * aa + beta * ab
+
+
+def merge_row_factored(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+    """l factored as la (alpha + beta lb / la) (one multiply 'saved' per row): the same over the
+    reals, but the rounding now depends on which state is first, so merge is not commutative."""
+    m = np.maximum(ma, mb)
+    ms = ss_safe_max(m)
+    alpha, beta = np.exp(ma - ms), np.exp(mb - ms)
+    l = la * (alpha + beta * (lb / la)) if la > 0.0 else beta * lb
+    return m, l, alpha * aa + beta * ab
+
+
+def merge_row_rescale_b_only(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+    """Rescales only the incoming state (assumes the running state a holds the max, alpha = 1):
+    right when it does, wrong -- and order-dependent -- when b's max is larger."""
+    m = np.maximum(ma, mb)
+    beta = np.exp(mb - ss_safe_max(m))
+    return m, la + beta * lb, aa + beta * ab
+
+
+def finalize_row_nonstrict(acc: Any, l: Any) -> Any:
+    """Guard l >= 0 instead of l > 0: an empty row computes 0 / 0 = NaN."""
+    return acc / l if l >= 0.0 else 0.0
+
+
+def finalize_row_unguarded(acc: Any, l: Any) -> Any:
+    """acc / l without the empty-row guard: 0 / 0 = NaN for a row with no selected key."""
+    return acc / l
+
+
+def ss_safe_max(m: Any) -> Any:
+    from tickformer.contracts.softmax_stability import safe_max
+
+    return safe_max(m)
 
 
 # -- masking ------------------------------------------------------------------------------
@@ -195,7 +259,10 @@ def step_position_advance_on_failure(position: int, n_tokens: int, max_len: int,
 
 
 def release_time_float(start_ns: int, period_ns: int, tick: int) -> int:
-    """Accumulates in floating point: drifts once start + tick * period passes 2**53 ns."""
+    """Accumulates in floating point: drifts once start + tick * period passes 2**53 ns (~104 days
+    of uptime). Refuted for that reason by z3 on binary64 (verify/proofs/ieee754.release_drift:
+    e.g. 119 days of uptime, a 7 s period, 43453 ticks: 2 ns early); CrossHair alone only reaches
+    an OverflowError at periods near 1.8e308."""
     return int(float(start_ns) + float(tick) * float(period_ns))
 
 

@@ -1,0 +1,339 @@
+"""`tickformer prove ART | FILE.onnx`: the graph prover (verify/proofs/graphs.py) on our exported
+step and full graphs, and graphs mutated by one operator or one constant, each of which must FAIL
+the proof (kept as tests: a prover that passes them would be no prover)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from tickformer.cli import main
+from tickformer.contracts import masking
+from tickformer.export.writer import export_params
+from tickformer.model import init_params, preset
+from tickformer.verify.proofs import graphs
+from tickformer.verify.proofs.graphs import FAILED, IF_FINITE, PROVEN, prove_model_proto
+
+
+@pytest.fixture(scope="module")
+def art(tmp_path_factory):
+    cfg = preset("tiny")
+    path = tmp_path_factory.mktemp("prove") / "art"
+    export_params(cfg, init_params(cfg, seed=3), path)
+    return path, cfg
+
+
+def _claims(proof) -> dict[str, str]:
+    return {c.name: c.status for c in proof.claims}
+
+
+def _save(model, tmp_path, name):
+    path = tmp_path / name
+    onnx.save(model, str(path))
+    return path
+
+
+# -- the exported graphs ---------------------------------------------------------------------------
+
+
+def test_exported_step_and_model_proven(art):
+    path, cfg = art
+    proofs = {p.graph: p for p in graphs.prove_artifact(str(path))}
+    step, model = proofs["step"], proofs["model"]
+    assert step.states == cfg.max_len and model.states == cfg.max_len
+    assert _claims(step)["bounded work"] == PROVEN
+    assert _claims(step)["reads every live row"] == PROVEN
+    # the step selects V rows as well as scores: stale rows cannot leak whatever they hold
+    assert _claims(step)["reads only live rows"] == PROVEN
+    assert _claims(model)["causal"] in (PROVEN, IF_FINITE)
+    assert _claims(model)["reads every past input"] == PROVEN
+    assert _claims(model)["bounded work"] == PROVEN
+
+
+def test_cli_report_json_and_exit_codes(art, tmp_path, capsys):
+    path, _ = art
+    out = tmp_path / "r" / "graphs.json"
+    rc = main(["prove", str(path), "--json", str(out)])
+    text = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert rc == 0 and report["ok"], text
+    assert [g["graph"] for g in report["graphs"]] == ["model", "step"]
+    assert "reads only live rows" in text and "causal" in text
+    # the step selects V rows too: proven outright, so --exact passes on it
+    assert report["graphs"][1]["status"] == PROVEN
+    assert main(["prove", str(path / "step.onnx"), "--exact"]) == 0
+    # the full pass multiplies zero weights by V of future inputs: proven for finite inputs only
+    assert main(["prove", str(path / "model.onnx"), "--max-len", "16", "--exact"]) == 3
+    assert main(["prove", str(path / "model.onnx"), "--max-len", "16"]) == 0
+
+
+def test_cli_usage_errors(art, tmp_path, capsys):
+    path, _ = art
+    assert main(["prove", str(path / "model.onnx")]) == 2  # full pass without --max-len
+    assert "--max-len" in capsys.readouterr().err
+    assert main(["prove", str(path), "--max-len", "4"]) == 2
+    assert main(["prove", str(path), "--contract", "masking"]) == 2
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not onnx")
+    assert main(["prove", str(garbage)]) == 2
+    assert main(["prove", "--exact"]) == 2
+
+
+# -- mutants: each must fail ----------------------------------------------------------------------
+
+
+def _node(model, op):
+    return next(n for n in model.graph.node if n.op_type == op)
+
+
+def _replace_init(model, name, value):
+    for i, t in enumerate(model.graph.initializer):
+        if t.name == name:
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(value, name))
+            return
+    raise KeyError(name)
+
+
+def _init(model, name):
+    return numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == name))
+
+
+def _step(art):
+    return onnx.load(str(art[0] / "step.onnx"))
+
+
+def _model(art):
+    return onnx.load(str(art[0] / "model.onnx"))
+
+
+def _drop_where(model, cond_from):
+    """Rewire the first Where whose condition comes from `cond_from` to its 'true' input."""
+    producers = {o: n for n in model.graph.node for o in n.output}
+    node = next(
+        n
+        for n in model.graph.node
+        if n.op_type == "Where"
+        and producers.get(n.input[0]) is not None
+        and producers[n.input[0]].op_type in cond_from
+    )
+    src, dst = node.input[1], node.output[0]
+    for n in model.graph.node:
+        for i, x in enumerate(n.input):
+            if x == dst:
+                n.input[i] = src
+    model.graph.node.remove(node)
+    return model
+
+
+def test_mutant_less_or_equal_reads_the_stale_row(art):
+    m = _step(art)
+    _node(m, "Less").op_type = "LessOrEqual"  # row pos (not yet written at this step) becomes live
+    proof = prove_model_proto(m, "mutant")
+    assert proof.status == FAILED
+    detail = next(c.detail for c in proof.claims if c.name == "reads only live rows")
+    assert _claims(proof)["reads only live rows"] == FAILED and "at pos 0" in detail and "row(s) 0" in detail
+
+
+def test_mutant_dropped_where_reads_every_row(art):
+    m = _drop_where(_step(art), ("Less",))
+    proof = prove_model_proto(m, "mutant")
+    assert _claims(proof)["reads only live rows"] == FAILED
+
+
+def test_mutant_key_index_shifted_reads_a_row_out_of_range(art):
+    m = _step(art)
+    key_index = _init(m, "key_index").copy()
+    n = key_index.size - 1
+    key_index[:n] -= 1  # row r live iff r - 1 < pos: row pos is read, one beyond the live set
+    _replace_init(m, "key_index", key_index)
+    proof = prove_model_proto(m, "mutant")
+    detail = next(c.detail for c in proof.claims if c.name == "reads only live rows")
+    assert _claims(proof)["reads only live rows"] == FAILED and "row(s) 0" in detail
+
+
+def test_mutant_key_index_shifted_drops_a_live_row(art):
+    m = _step(art)
+    key_index = _init(m, "key_index").copy()
+    n = key_index.size - 1
+    key_index[:n] += 1  # row r live iff r + 1 < pos: the newest cached row is never read
+    _replace_init(m, "key_index", key_index)
+    proof = prove_model_proto(m, "mutant")
+    assert _claims(proof)["reads only live rows"] != FAILED  # reads fewer rows: still only live ones
+    assert _claims(proof)["reads every live row"] == FAILED
+
+
+def test_mutant_own_key_dropped(art):
+    m = _step(art)
+    key_index = _init(m, "key_index").copy()
+    key_index[-1] = np.iinfo(np.int64).max  # the own key is never live
+    _replace_init(m, "key_index", key_index)
+    proof = prove_model_proto(m, "mutant")
+    assert _claims(proof)["reads every live row"] == FAILED
+
+
+def _causal_const(model):
+    """The constant [N, N] bool causal mask the full pass slices to [T, T]."""
+    for t in model.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if a.dtype == bool and a.ndim == 2 and a.shape[0] == a.shape[1]:
+            return t.name, a
+    for n in model.graph.node:
+        if n.op_type == "Constant":
+            a = numpy_helper.to_array(n.attribute[0].t)
+            if a.dtype == bool and a.ndim == 2:
+                return n, a
+    raise AssertionError("no causal mask constant")
+
+
+def test_mutant_causal_mask_sees_one_ahead(art):
+    m = _model(art)
+    where, mask = _causal_const(m)
+    n = mask.shape[0]
+    ahead = np.tril(np.ones((n, n), dtype=bool), k=1)  # query t sees key t + 1
+    if isinstance(where, str):
+        _replace_init(m, where, ahead)
+    else:
+        where.attribute[0].t.CopyFrom(numpy_helper.from_array(ahead))
+    proof = prove_model_proto(m, "mutant", max_len=n)
+    detail = next(c.detail for c in proof.claims if c.name == "causal")
+    assert _claims(proof)["causal"] == FAILED and "t 0" in detail
+
+
+def test_mutant_full_pass_dropped_where_is_not_causal(art):
+    m = _model(art)
+    producers = {o: n for n in m.graph.node for o in n.output}
+    # the mask Where: its condition is the sliced constant (a Slice), its 'false' a -inf scalar
+    node = next(
+        n
+        for n in m.graph.node
+        if n.op_type == "Where"
+        and producers.get(n.input[0]) is not None
+        and producers[n.input[0]].op_type == "Slice"
+    )
+    src, dst = node.input[1], node.output[0]
+    for other in m.graph.node:
+        for i, x in enumerate(other.input):
+            if x == dst:
+                other.input[i] = src
+    m.graph.node.remove(node)
+    proof = prove_model_proto(m, "mutant", max_len=16)
+    assert _claims(proof)["causal"] == FAILED
+
+
+def test_mutant_data_dependent_shape_cannot_be_proven(art):
+    m = _step(art)
+    # a Reshape whose target shape is computed from data: the analysis must refuse, not assume
+    node = next(n for n in m.graph.node if n.op_type == "Reshape")
+    cast = onnx.helper.make_node("Cast", ["x"], ["_x_int"], to=onnx.TensorProto.INT64)
+    m.graph.node.insert(0, cast)
+    red = onnx.helper.make_node("ReduceMax", ["_x_int"], ["_xmax"], keepdims=0)
+    m.graph.node.insert(1, red)
+    add = onnx.helper.make_node("Add", [node.input[1], "_xmax"], ["_target"])
+    m.graph.node.insert(2, add)
+    node.input[1] = "_target"
+    proof = prove_model_proto(m, "mutant")
+    assert proof.status == FAILED and "computed from data" in proof.claims[0].detail
+
+
+def test_mutant_file_through_cli_exits_1(art, tmp_path, capsys):
+    m = _step(art)
+    _node(m, "Less").op_type = "LessOrEqual"
+    path = _save(m, tmp_path, "step.onnx")
+    out = tmp_path / "m.json"
+    assert main(["prove", str(path), "--json", str(out)]) == 1
+    report = json.loads(out.read_text())
+    assert report["status"] == FAILED and not report["ok"]
+    assert "FAILED" in capsys.readouterr().out
+
+
+# -- windowed (ring) artifacts ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def windowed(tmp_path_factory):
+    cfg = preset("tiny").replace(window=4)
+    path = tmp_path_factory.mktemp("prove_win") / "art"
+    export_params(cfg, init_params(cfg, seed=4), path)
+    return path, cfg
+
+
+def test_windowed_step_proven_over_every_ring_state(windowed):
+    path, cfg = windowed
+    proofs = {p.graph: p for p in graphs.prove_artifact(str(path))}
+    step, model = proofs["step"], proofs["model"]
+    assert step.domain == "ring positions" and step.states == 3 * cfg.window
+    assert _claims(step)["reads only live rows"] == PROVEN
+    assert _claims(step)["reads every live row"] == PROVEN
+    # the full pass: exactly the receptive field L (W - 1) + 1 of every output
+    assert _claims(model)["causal"] in (PROVEN, IF_FINITE)
+    assert _claims(model)["reads every past input"] == PROVEN
+
+
+def test_windowed_mutant_ring_slot_shifted_fails(windowed):
+    m = onnx.load(str(windowed[0] / "step.onnx"))
+    slots = _init(m, "ring_slot").copy()
+    _replace_init(m, "ring_slot", (slots + 1) % slots.size)  # every slot reads its neighbour's verdict
+    proof = prove_model_proto(m, "mutant", window=windowed[1].window)
+    assert proof.status == FAILED
+
+
+def test_windowed_full_pass_with_one_layer_field_fails(windowed):
+    # proving the 2-layer model against a 1-layer receptive field must fail: the prover is exact
+    m = onnx.load(str(windowed[0] / "model.onnx"))
+    proof = prove_model_proto(m, "narrower spec", max_len=16, window=windowed[1].window, layers=1)
+    assert _claims(proof)["causal"] == FAILED
+
+
+# -- stale rows holding inf / NaN cannot leak (the V selection the prover proves) ----------------
+
+
+@pytest.mark.parametrize("poison", [np.inf, -np.inf, np.nan])
+def test_stale_rows_holding_non_finite_values_do_not_leak_ort(art, poison):
+    """The exported step on ONNX Runtime: stale cache rows (r >= pos) filled with inf / -inf / NaN
+    in K and V give bit for bit the output of the same step with finite stale rows."""
+    from tickformer.artifact.format import step_signature
+    from tickformer.export.ort_session import make_session
+
+    path, cfg = art
+    sess = make_session((path / "step.onnx").read_bytes())
+    sig = step_signature(cfg, 1)["inputs"]
+    rng = np.random.default_rng(0)
+    for pos in (0, 1, 7, cfg.max_len - 1):
+        feeds = {}
+        for name, (dtype, shape) in sig.items():
+            if name == "pos":
+                feeds[name] = np.array([pos], np.int64)
+            else:
+                feeds[name] = rng.standard_normal(shape).astype(dtype)
+        poisoned = {k: v.copy() for k, v in feeds.items()}
+        for name in poisoned:
+            if name.startswith("k_cache."):
+                poisoned[name][..., pos:] = poison  # [B, H, dh, N]: rows on the last axis
+            elif name.startswith("v_cache."):
+                poisoned[name][:, :, pos:, :] = poison  # [B, H, N, dh]
+        clean = sess.run(None, feeds)
+        dirty = sess.run(None, poisoned)
+        for a, b in zip(clean, dirty):
+            assert np.isfinite(b).all() and a.tobytes() == b.tobytes(), (pos, poison)
+
+
+# -- the graph's mask is the contract's predicate (call site) ---------------------------------------
+
+
+def test_step_mask_is_built_by_calling_the_contract(monkeypatch):
+    """export/graphs.py builds the static step's live set by calling masking.cache_row_live on graph
+    expressions: swap in the wrong twin (row <= pos) and the rebuilt graph fails the proof."""
+    from tickformer.export import graphs as export_graphs
+
+    cfg = preset("tiny")
+    params = init_params(cfg, seed=5)
+    assert export_graphs.cache_row_live is masking.cache_row_live
+    good = export_graphs.build_step(params, cfg, 1, 17)
+    assert _claims(prove_model_proto(good, "good"))["reads only live rows"] == PROVEN
+    monkeypatch.setattr(export_graphs, "cache_row_live", lambda row, position: row <= position)
+    bad = export_graphs.build_step(params, cfg, 1, 17)
+    assert _claims(prove_model_proto(bad, "twin"))["reads only live rows"] == FAILED

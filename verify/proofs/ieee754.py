@@ -1,0 +1,763 @@
+"""IEEE-754 proofs of the online-softmax merge, finalize and safe max on binary32, round to
+nearest even, with z3's floating-point theory (`tickformer prove`; no reals anywhere).
+
+What is proven is the runtime's own code: `contracts.softmax_stability.merge_row`,
+`finalize_row` and `safe_max` are model.attention.merge / finalize / _safe_max on one row,
+operation for operation (the operator is vectorised numpy; these scalar rows are what it is tested
+bit-equal to, tests/contracts/test_softmax_stability.py). The functions are *executed* on
+symbolic binary32 values (`F32`): +, -, *, / become z3 fpAdd/fpSub/fpMul/fpDiv with RNE, the
+comparisons fpLT/fpEQ/..., numpy's ufuncs (np.exp, np.maximum) dispatch to this module through
+`__array_ufunc__`, and every Python `if` on a symbolic condition forks the run (all paths are
+enumerated; a claim is proven when z3 finds no input on any path that breaks it: unsat).
+
+exp is not a z3 primitive. It is an uninterpreted function constrained by stated properties of
+the libm exp (binary32 `expf`, numpy's loops), instantiated at every pair of applications on a
+path (ground instances of the axioms: sound, since the real expf satisfies every instance):
+    E1  monotone: x <= y  ->  exp(x) <= exp(y)     (and equal inputs give equal results);
+    E2  exp(+-0) = 1 exactly;  exp(-inf) = +0;  exp(NaN) is NaN;
+    E3  x <= 0  ->  +0 <= exp(x) <= 1 (never NaN, never -0);  x > 0 -> exp(x) >= 1 (maybe +inf);
+    E4  error bound (EXP_ULP = 4 ULP, contracts.softmax_stability): for x in [-87.33, 0],
+        e^x >= FLT_MIN = 2^-126 (a normal number), and a result within 4 ULP of it is > 0.
+Nothing else about exp is assumed (not its value anywhere but 0 and -inf).
+
+Claims (each with a wrong twin the solver must refute, its counterexample in the report):
+    max exact       merge's m is bit for bit one of ma, mb, and >= both;
+    safe max        for m finite or -inf, safe_max(m) is finite, and is m or (m = -inf) +0;
+    no NaN          for states that are finite or empty (m = -inf, l = 0, acc = 0), with
+                    1 <= l <= 2^20 (at most 2^20 keys) and |acc| <= 2^84 (|v| <= 2^64): the merged
+                    m, l, acc and finalize(acc, l) are never NaN;
+    normalizer >= 1 under the same preconditions: l >= 1 iff a key is selected (la > 0 or lb > 0),
+                    and l = +0 exactly otherwise;
+    empty row is 0  two empty states merge to the empty state (m = -inf, l = acc = +0 bit for bit)
+                    and finalize of l = 0 is +0 whatever acc holds (not NaN, not -0);
+    commutative     merge(a, b) and merge(b, a): l and acc bit for bit, m as numbers (fp equality;
+                    bitwise except ma, mb zeros of opposite sign: np.maximum's tie rule is the
+                    platform's, so it is modelled as either input), finalize bit for bit.
+Not real-time code. Solver time per claim in the report (a few seconds in all on CI).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import z3
+
+from tickformer.contracts import softmax_stability as ss
+
+from . import wrong_twins as twins
+
+SORT = z3.Float32()
+RNE = z3.RNE()
+MAX_L = 2.0**20  # at most 2^20 keys: l = sum of at most 2^20 factors in [0, 1]
+MAX_ACC = 2.0**84  # |acc| <= l |v|max with |v| <= 2^64
+EXP_NORMAL_FROM = -87.33  # ln(2^-126) = -87.336...: e^x is a normal binary32 above it
+
+
+def _val(x: float) -> z3.FPRef:
+    return z3.FPVal(float(np.float32(x)), SORT)
+
+
+class _Run:
+    """One execution of a function on symbolic values: the branch decisions taken (and whether
+    the other side was feasible), the path condition, and every exp application."""
+
+    def __init__(self, prefix: list[tuple[bool, bool]], pre: z3.BoolRef) -> None:
+        self.prefix = list(prefix)  # (decision, other side still to explore)
+        self.pre = pre
+        self.taken: list[bool] = []
+        self.open: list[bool] = []  # the other outcome is feasible: a path to explore later
+        self.path: list[z3.BoolRef] = []
+        self.exps: dict[int, tuple[z3.FPRef, z3.FPRef]] = {}
+        self.fresh = 0
+
+    def _feasible(self, cond: z3.BoolRef) -> bool:
+        solver = z3.Solver()
+        solver.set("timeout", 500)
+        solver.add(self.pre, *self.path, cond)
+        return solver.check() != z3.unsat  # unknown: explore it (sound: one more path)
+
+    def implied(self, cond: z3.BoolRef) -> bool:
+        """The precondition and the path so far imply cond (unknown: False, sound)."""
+        solver = z3.Solver()
+        solver.set("timeout", 500)
+        solver.add(self.pre, *self.path, z3.Not(cond))
+        return solver.check() == z3.unsat
+
+    def decide(self, cond: z3.BoolRef) -> bool:
+        i = len(self.taken)
+        cond = z3.simplify(cond)
+        if i < len(self.prefix):
+            d, other = self.prefix[i]
+        elif z3.is_true(cond) or z3.is_false(cond):
+            d, other = z3.is_true(cond), False
+        else:
+            yes, no = self._feasible(cond), self._feasible(z3.Not(cond))
+            d, other = (True, no) if yes else (False, False)  # the taken branch first
+        self.taken.append(d)
+        self.open.append(other)
+        self.path.append(cond if d else z3.Not(cond))
+        return d
+
+    def name(self, what: str) -> str:
+        self.fresh += 1
+        return f"{what}_{self.fresh}"
+
+
+_RUN: list[_Run] = []
+
+
+def _run() -> _Run:
+    if not _RUN:
+        raise RuntimeError("symbolic binary32 values are only usable inside ieee754.explore")
+    return _RUN[-1]
+
+
+def _lift(x: Any) -> z3.FPRef:
+    if isinstance(x, F32):
+        return x.t
+    if isinstance(x, z3.FPRef):
+        return x
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError("a boolean used as a float")
+    if isinstance(x, (int, float, np.floating, np.integer)):
+        return _val(float(x))
+    raise TypeError(f"cannot use {type(x).__name__} as a binary32 value")
+
+
+class Cond:
+    """A symbolic boolean: `bool(c)` forks the run (both outcomes are explored)."""
+
+    def __init__(self, b: z3.BoolRef) -> None:
+        self.b = b
+
+    def __bool__(self) -> bool:
+        return _run().decide(self.b)
+
+    def __and__(self, other: Any) -> Cond:
+        return Cond(z3.And(self.b, other.b if isinstance(other, Cond) else z3.BoolVal(bool(other))))
+
+    def __or__(self, other: Any) -> Cond:
+        return Cond(z3.Or(self.b, other.b if isinstance(other, Cond) else z3.BoolVal(bool(other))))
+
+    def __invert__(self) -> Cond:
+        return Cond(z3.Not(self.b))
+
+
+def _ordered(a: z3.FPRef, b: z3.FPRef) -> tuple[z3.FPRef, z3.FPRef]:
+    """The operands of a commutative operation in a canonical order (z3's hash-consed term ids).
+    Sound: IEEE 754 (and SMT-LIB's FP theory) define a + b and a * b as the rounding of the exact
+    result, which is commutative -- signed zeros and NaN included. It lets z3 see that two
+    computations are the same term instead of proving multiplier circuits equal by SAT."""
+    return (a, b) if a.get_id() <= b.get_id() else (b, a)
+
+
+def _add(a: z3.FPRef, b: z3.FPRef) -> z3.FPRef:
+    return z3.simplify(z3.fpAdd(RNE, *_ordered(a, b)))
+
+
+def _mul(a: z3.FPRef, b: z3.FPRef) -> z3.FPRef:
+    return z3.simplify(z3.fpMul(RNE, *_ordered(a, b)))
+
+
+class F32:
+    """A symbolic binary32 value (z3 FPRef); IEEE operations with round to nearest even."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, t: z3.FPRef) -> None:
+        self.t = t
+
+    def __add__(self, o: Any) -> F32:
+        return F32(_add(self.t, _lift(o)))
+
+    def __radd__(self, o: Any) -> F32:
+        return F32(_add(_lift(o), self.t))
+
+    def __sub__(self, o: Any) -> F32:
+        return F32(z3.simplify(z3.fpSub(RNE, self.t, _lift(o))))
+
+    def __rsub__(self, o: Any) -> F32:
+        return F32(z3.simplify(z3.fpSub(RNE, _lift(o), self.t)))
+
+    def __mul__(self, o: Any) -> F32:
+        return F32(_mul(self.t, _lift(o)))
+
+    def __rmul__(self, o: Any) -> F32:
+        return F32(_mul(_lift(o), self.t))
+
+    def __truediv__(self, o: Any) -> F32:
+        return F32(z3.simplify(z3.fpDiv(RNE, self.t, _lift(o))))
+
+    def __rtruediv__(self, o: Any) -> F32:
+        return F32(z3.simplify(z3.fpDiv(RNE, _lift(o), self.t)))
+
+    def __neg__(self) -> F32:
+        return F32(z3.fpNeg(self.t))
+
+    def __abs__(self) -> F32:
+        return F32(z3.fpAbs(self.t))
+
+    def __lt__(self, o: Any) -> Cond:
+        return Cond(z3.fpLT(self.t, _lift(o)))
+
+    def __le__(self, o: Any) -> Cond:
+        return Cond(z3.fpLEQ(self.t, _lift(o)))
+
+    def __gt__(self, o: Any) -> Cond:
+        return Cond(z3.fpGT(self.t, _lift(o)))
+
+    def __ge__(self, o: Any) -> Cond:
+        return Cond(z3.fpGEQ(self.t, _lift(o)))
+
+    def __eq__(self, o: Any) -> Cond:  # type: ignore[override]
+        return Cond(z3.fpEQ(self.t, _lift(o)))
+
+    def __ne__(self, o: Any) -> Cond:  # type: ignore[override]
+        return Cond(z3.Not(z3.fpEQ(self.t, _lift(o))))
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method != "__call__" or kwargs:
+            return NotImplemented
+        args = [_lift(x) for x in inputs]
+        if ufunc is np.exp:
+            return F32(_exp(args[0]))
+        if ufunc is np.maximum:
+            return F32(_maximum(*args))
+        if ufunc is np.isnan:
+            return Cond(z3.fpIsNaN(args[0]))
+        if ufunc is np.isfinite:
+            return Cond(z3.Not(z3.Or(z3.fpIsNaN(args[0]), z3.fpIsInf(args[0]))))
+        return NotImplemented
+
+
+def _maximum(a: z3.FPRef, b: z3.FPRef) -> z3.FPRef:
+    """np.maximum: NaN propagates; otherwise the larger; on a tie of identical values either (the
+    same value: the canonical term is returned); on +0 vs -0 the platform's choice (x86 maxps
+    returns the second operand, other targets differ), modelled as either: both are explored."""
+    run = _run()
+    if run.decide(z3.fpIsNaN(a)):
+        return a
+    if run.decide(z3.fpIsNaN(b)):
+        return b
+    if run.decide(z3.fpGT(a, b)):
+        return a
+    if run.decide(z3.fpLT(a, b)):
+        return b
+    if run.decide(a == b):  # identical bits
+        return _ordered(a, b)[0]
+    return a if run.decide(z3.Bool(run.name("max_zero_tie_takes_first"))) else b
+
+
+def _exp(x: z3.FPRef) -> z3.FPRef:
+    """expf(x): a fresh binary32 per argument term, constrained by E1-E4; a constant argument
+    +-0 or -inf gives its exact value (E2) directly."""
+    x = z3.simplify(x)
+    if z3.is_fp_value(x):
+        if x.isZero():
+            return _val(1.0)
+        if x.isInf() and x.isNegative():
+            return z3.fpPlusZero(SORT)
+    run = _run()
+    if run.implied(z3.fpIsZero(x)):  # E2 where the path fixes the argument to +-0 (a tie of maxima)
+        return _val(1.0)
+    if x.get_id() not in run.exps:  # one value per argument term (E1's 'equal inputs')
+        run.exps[x.get_id()] = (x, z3.FP(run.name("expf"), SORT))
+    return run.exps[x.get_id()][1]
+
+
+def exp_axioms(exps: list[tuple[z3.FPRef, z3.FPRef]]) -> list[z3.BoolRef]:
+    """E1-E4 (module docstring) at every application and every pair of applications."""
+    zero, one = _val(0.0), _val(1.0)
+    ninf = z3.fpMinusInfinity(SORT)
+    out: list[z3.BoolRef] = []
+    for x, e in exps:
+        nan = z3.fpIsNaN(x)
+        out += [
+            z3.Implies(nan, z3.fpIsNaN(e)),
+            z3.Implies(z3.fpEQ(x, zero), e == one),
+            z3.Implies(x == ninf, e == z3.fpPlusZero(SORT)),
+            z3.Implies(
+                z3.fpLEQ(x, zero),
+                z3.And(z3.Not(z3.fpIsNaN(e)), z3.Not(z3.fpIsNegative(e)), z3.fpLEQ(e, one)),
+            ),
+            z3.Implies(z3.fpGT(x, zero), z3.fpGEQ(e, one)),
+            z3.Implies(z3.And(z3.fpGEQ(x, _val(EXP_NORMAL_FROM)), z3.fpLEQ(x, zero)), z3.fpGT(e, zero)),
+        ]
+    for i, (x, e) in enumerate(exps):
+        for y, f in exps[i + 1 :]:
+            out += [
+                z3.Implies(z3.fpLEQ(x, y), z3.fpLEQ(e, f)),
+                z3.Implies(z3.fpLEQ(y, x), z3.fpLEQ(f, e)),
+                z3.Implies(z3.fpEQ(x, y), e == f),  # +0 and -0 alike (E2); identical terms by congruence
+            ]
+    return out
+
+
+# --- claims -----------------------------------------------------------------------------------
+
+
+def _var(name: str) -> F32:
+    return F32(z3.FP(name, SORT))
+
+
+def _t(x: Any) -> z3.FPRef:
+    return _lift(x)
+
+
+def _is(x: Any, v: float) -> z3.BoolRef:
+    """x is bit for bit the binary32 v (SMT equality: +0 and -0 differ, NaN is one value)."""
+    return _t(x) == _val(v)
+
+
+def _not_nan(*xs: Any) -> z3.BoolRef:
+    return z3.And(*[z3.Not(z3.fpIsNaN(_t(x))) for x in xs])
+
+
+def finite_or_ninf(m: F32) -> z3.BoolRef:
+    return z3.Or(z3.fpIsNormal(m.t), z3.fpIsSubnormal(m.t), z3.fpIsZero(m.t), m.t == z3.fpMinusInfinity(SORT))
+
+
+def valid_state(m: F32, l: F32, acc: F32, *, max_l: float = MAX_L, max_acc: float = MAX_ACC) -> z3.BoolRef:
+    """A reachable state: empty (m = -inf, l = +0, acc = +0), or finite m with 1 <= l <= 2^20 and
+    |acc| <= 2^84 (contracts S6; at most 2^20 keys of |v| <= 2^64)."""
+    empty = z3.And(m.t == z3.fpMinusInfinity(SORT), _is(l, 0.0), _is(acc, 0.0))
+    finite_m = z3.Not(z3.Or(z3.fpIsNaN(m.t), z3.fpIsInf(m.t)))
+    full = z3.And(
+        finite_m,
+        z3.fpGEQ(l.t, _val(1.0)),
+        z3.fpLEQ(l.t, _val(max_l)),
+        z3.fpLEQ(z3.fpAbs(acc.t), _val(max_acc)),
+    )
+    return z3.Or(empty, full)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """pre(vars) -> post(vars, outputs of fn(*vars)) for every binary32 input; `twin` replaces the
+    runtime's function (a callable with the same signature) and must be refuted."""
+
+    name: str
+    statement: str
+    function: str  # the runtime's function the claim is about
+    variables: tuple[str, ...]
+    pre: Callable[..., z3.BoolRef]
+    body: Callable[..., Any]  # (impl, *vars) -> outputs; impl is the function or its twin
+    post: Callable[..., z3.BoolRef]  # (*vars, outputs) -> condition
+    impl: Callable[..., Any]
+    twin: Callable[..., Any]
+
+
+def _merge_once(impl, ma, la, aa, mb, lb, ab):
+    return impl(ma, la, aa, mb, lb, ab)
+
+
+def _pre_states(ma, la, aa, mb, lb, ab):
+    return z3.And(valid_state(ma, la, aa), valid_state(mb, lb, ab))
+
+
+def _post_max(ma, la, aa, mb, lb, ab, out):
+    m = _t(out[0])
+    return z3.And(z3.Or(m == ma.t, m == mb.t), z3.fpGEQ(m, ma.t), z3.fpGEQ(m, mb.t))
+
+
+def _post_no_nan(ma, la, aa, mb, lb, ab, out):
+    """Merged m, l, acc not NaN, and the merged state again a valid one (bounds doubled: 2^21
+    keys), so that finalize (next claim) and further merges apply to it."""
+    m, l, acc = (F32(_t(x)) for x in out)
+    return z3.And(_not_nan(m, l, acc), valid_state(m, l, acc, max_l=2 * MAX_L, max_acc=2 * MAX_ACC))
+
+
+def _pre_final(acc, l):
+    return z3.Or(
+        z3.And(_is(l, 0.0), _is(acc, 0.0)),
+        z3.And(
+            z3.fpGEQ(l.t, _val(1.0)),
+            z3.fpLEQ(l.t, _val(2 * MAX_L)),
+            z3.fpLEQ(z3.fpAbs(acc.t), _val(2 * MAX_ACC)),
+        ),
+    )
+
+
+def _body_final(impl, acc, l):
+    return (impl(acc, l),)
+
+
+def _post_final(acc, l, out):
+    return _not_nan(out[0])
+
+
+def _post_normalizer(ma, la, aa, mb, lb, ab, out):
+    l = _t(out[1])
+    selected = z3.Or(z3.fpGT(la.t, _val(0.0)), z3.fpGT(lb.t, _val(0.0)))
+    return z3.And(z3.Implies(selected, z3.fpGEQ(l, _val(1.0))), z3.Implies(z3.Not(selected), _is(l, 0.0)))
+
+
+def _pre_empty(ma, la, aa, mb, lb, ab, acc):
+    ninf = z3.fpMinusInfinity(SORT)
+    return z3.And(
+        ma.t == ninf, mb.t == ninf, _is(la, 0.0), _is(lb, 0.0), _is(aa, 0.0), _is(ab, 0.0), _not_nan(acc)
+    )
+
+
+def _body_empty(impl_final, ma, la, aa, mb, lb, ab, acc):
+    m, l, a = ss.merge_row(ma, la, aa, mb, lb, ab)
+    return m, l, a, impl_final(a, l), impl_final(acc, _val_f32(0.0))
+
+
+def _val_f32(v: float) -> F32:
+    return F32(_val(v))
+
+
+def _post_empty(ma, la, aa, mb, lb, ab, acc, out):
+    m, l, a, y, y_any = out
+    return z3.And(_t(m) == z3.fpMinusInfinity(SORT), _is(l, 0.0), _is(a, 0.0), _is(y, 0.0), _is(y_any, 0.0))
+
+
+def _body_commute(impl, ma, la, aa, mb, lb, ab):
+    m1, l1, a1 = impl(ma, la, aa, mb, lb, ab)
+    m2, l2, a2 = impl(mb, lb, ab, ma, la, aa)
+    return m1, l1, a1, ss.finalize_row(a1, l1), m2, l2, a2, ss.finalize_row(a2, l2)
+
+
+def _post_commute(ma, la, aa, mb, lb, ab, out):
+    m1, l1, a1, y1, m2, l2, a2, y2 = (_t(x) for x in out)
+    return [z3.fpEQ(m1, m2), l1 == l2, a1 == a2, y1 == y2]
+
+
+def _post_commute_m_bits(ma, la, aa, mb, lb, ab, out):
+    return _t(out[0]) == _t(out[4])
+
+
+def _pre_safe(m):
+    return finite_or_ninf(m)
+
+
+def _body_safe(impl, m):
+    return (impl(m),)
+
+
+def _post_safe(m, out):
+    r = _t(out[0])
+    finite = z3.Not(z3.Or(z3.fpIsNaN(r), z3.fpIsInf(r)))
+    return z3.And(finite, z3.Or(r == m.t, z3.And(m.t == z3.fpMinusInfinity(SORT), _is(r, 0.0))))
+
+
+_STATE = ("ma", "la", "aa", "mb", "lb", "ab")
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "max exact",
+        "merge's m is bit for bit ma or mb, and >= both",
+        "contracts.softmax_stability.merge_row",
+        _STATE,
+        _pre_states,
+        _merge_once,
+        _post_max,
+        ss.merge_row,
+        twins.merge_row_arith_max,
+    ),
+    Claim(
+        "safe max",
+        "safe_max(m) for m finite or -inf: finite; m itself, or +0 for m = -inf",
+        "contracts.softmax_stability.safe_max",
+        ("m",),
+        _pre_safe,
+        _body_safe,
+        _post_safe,
+        ss.safe_max,
+        twins.safe_max_identity,
+    ),
+    Claim(
+        "no NaN (merge)",
+        "valid states (finite or empty): merged m, l, acc never NaN, and the result a valid state",
+        "contracts.softmax_stability.merge_row",
+        _STATE,
+        _pre_states,
+        _merge_once,
+        _post_no_nan,
+        ss.merge_row,
+        twins.merge_row_unguarded,
+    ),
+    Claim(
+        "no NaN (finalize)",
+        "finalize(acc, l) of a valid merged state (l = acc = +0, or 1 <= l <= 2^21, |acc| <= 2^85) never NaN",
+        "contracts.softmax_stability.finalize_row",
+        ("acc", "l"),
+        _pre_final,
+        _body_final,
+        _post_final,
+        ss.finalize_row,
+        twins.finalize_row_nonstrict,
+    ),
+    Claim(
+        "normalizer >= 1",
+        "valid states: merged l >= 1 iff a key is selected, else exactly +0",
+        "contracts.softmax_stability.merge_row",
+        _STATE,
+        _pre_states,
+        _merge_once,
+        _post_normalizer,
+        ss.merge_row,
+        twins.merge_row_margin,
+    ),
+    Claim(
+        "empty row is 0",
+        "two empty states merge to the empty state; finalize(acc, l = 0) is +0 for any non-NaN acc",
+        "contracts.softmax_stability.finalize_row (+ merge_row)",
+        _STATE + ("acc",),
+        _pre_empty,
+        _body_empty,
+        _post_empty,
+        ss.finalize_row,
+        twins.finalize_row_unguarded,
+    ),
+    Claim(
+        "commutative",
+        "merge(a, b) vs merge(b, a): l, acc and finalize bit for bit, m as numbers",
+        "contracts.softmax_stability.merge_row + finalize_row",
+        _STATE,
+        _pre_states,
+        _body_commute,
+        _post_commute,
+        ss.merge_row,
+        twins.merge_row_rescale_b_only,
+    ),
+)
+
+# A fact the solver must *refute*: m is not bitwise commutative when both maxima are zeros of
+# opposite sign (np.maximum's tie rule); harmless, since `commutative` proves l, acc and the
+# finalized output bit for bit. Reported with its counterexample.
+M_BITS = Claim(
+    "m bitwise commutative",
+    "merge(a, b).m and merge(b, a).m bit for bit (expected to fail only at m = +-0)",
+    "contracts.softmax_stability.merge_row",
+    _STATE,
+    _pre_states,
+    _body_commute,
+    _post_commute_m_bits,
+    ss.merge_row,
+    ss.merge_row,
+)
+
+
+@dataclass
+class Verdict:
+    status: str  # "proven" | "counterexample" | "unknown"
+    paths: int
+    seconds: float
+    counterexample: str = ""
+
+
+@dataclass
+class ClaimResult:
+    claim: Claim
+    spec: Verdict
+    twin: Verdict
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.spec.status == "proven" and self.twin.status == "counterexample"
+
+
+def _fmt(model: z3.ModelRef, term: z3.FPRef) -> str:
+    """A binary32 value of the model, as Python prints it (-0.0, inf, nan, 1.5e-45)."""
+    v = model.eval(term, model_completion=True)
+    if z3.is_fp_value(v) and v.isNaN():
+        return "nan"
+    bits = model.eval(z3.fpToIEEEBV(term), model_completion=True)
+    if not z3.is_bv_value(bits):
+        return str(v)
+    x = float(np.array(bits.as_long(), dtype=np.uint32).view(np.float32))
+    return repr(x)
+
+
+def check(
+    claim: Claim,
+    impl: Callable[..., Any],
+    *,
+    timeout_ms: int = 60_000,
+    max_paths: int = 256,
+    refute: bool = False,
+) -> Verdict:
+    """Explore every path of claim.body(impl, *vars) and ask z3 for an input with pre, the path
+    condition and not post. Proven: unsat on every path. refute (a twin): a path z3 cannot
+    decide is passed over, the search goes on for a counterexample on another path."""
+    start = time.monotonic()
+    variables = [_var(n) for n in claim.variables]
+    prefix: list[tuple[bool, bool]] = []
+    paths = 0
+    status = "proven"
+    example = ""
+    pre = claim.pre(*variables)
+    while True:
+        run = _Run(prefix, pre)
+        _RUN.append(run)
+        try:
+            out = claim.body(impl, *variables)
+            post = claim.post(*variables, out)
+        finally:
+            _RUN.pop()
+        paths += 1
+        exps = list(run.exps.values())
+        parts = post if isinstance(post, list) else [post]
+        res = z3.unsat
+        for part in parts:  # one query per conjunct: smaller circuits (a division only where used)
+            solver = z3.Solver()
+            solver.set("timeout", timeout_ms)
+            solver.add(pre, *run.path, *exp_axioms(exps), z3.Not(part))
+            res = solver.check()
+            if res != z3.unsat:
+                break
+        if res == z3.sat:
+            model = solver.model()
+            shown = [f"{n}={_fmt(model, v.t)}" for n, v in zip(claim.variables, variables)]
+            outs = out if isinstance(out, tuple) else (out,)
+            got = [_fmt(model, _t(o)) for o in outs]
+            seen = [f"exp({_fmt(model, x)})={_fmt(model, e)}" for x, e in exps]
+            example = f"{', '.join(shown)} -> ({', '.join(got)})" + (f"; {', '.join(seen)}" if seen else "")
+            status = "counterexample"
+            break
+        if res != z3.unsat:
+            status, example = "unknown", f"z3: {solver.reason_unknown()}"
+            if not refute:
+                break
+        # the next path: flip the last decision whose other side is feasible and unexplored
+        taken, open_ = run.taken, run.open
+        while taken and not open_[-1]:
+            taken.pop()
+            open_.pop()
+        if not taken:
+            if refute and status != "unknown":
+                status, example = "unknown", "no counterexample on any path"
+            break
+        if paths >= max_paths:
+            status, example = "unknown", f"more than {max_paths} paths"
+            break
+        prefix = list(zip(taken[:-1], open_[:-1])) + [(not taken[-1], False)]
+    return Verdict(status, paths, round(time.monotonic() - start, 3), example)
+
+
+def run_all(claims: tuple[Claim, ...] = CLAIMS, *, timeout_ms: int = 60_000) -> list[ClaimResult]:
+    results = []
+    for c in claims:
+        spec = check(c, c.impl, timeout_ms=timeout_ms)
+        twin = check(c, c.twin, timeout_ms=max(1000, timeout_ms // 3), refute=True)
+        results.append(ClaimResult(c, spec, twin))
+    return results
+
+
+def m_bits_fact(*, timeout_ms: int = 60_000) -> Verdict:
+    return check(M_BITS, M_BITS.impl, timeout_ms=timeout_ms)
+
+
+def to_json(results: list[ClaimResult], m_bits: Verdict | None, wall_s: float) -> dict[str, Any]:
+    return {
+        "tool": f"z3 {z3.get_version_string()} (FPSort Float32, RNE)",
+        "wall_s": round(wall_s, 2),
+        "ok": all(r.ok for r in results),
+        "claims": [
+            {
+                "claim": r.claim.name,
+                "statement": r.claim.statement,
+                "function": r.claim.function,
+                "status": r.spec.status,
+                "paths": r.spec.paths,
+                "solver_s": r.spec.seconds,
+                "detail": r.spec.counterexample,
+                "twin": f"{r.claim.twin.__module__}.{r.claim.twin.__qualname__}",
+                "twin_status": "refuted" if r.twin.status == "counterexample" else "SURVIVED",
+                "twin_counterexample": r.twin.counterexample,
+                "twin_solver_s": r.twin.seconds,
+            }
+            for r in results
+        ],
+        "m_bitwise_commutative": None
+        if m_bits is None
+        else {"status": m_bits.status, "counterexample": m_bits.counterexample, "solver_s": m_bits.seconds},
+    }
+
+
+def report_text(data: dict[str, Any]) -> str:
+    """One line per claim (status, paths, solver seconds) and its twin's counterexample."""
+    lines = [f"binary32 proofs ({data['tool']}); exp modelled by E1-E4 (verify/proofs/ieee754.py)"]
+    for c in data["claims"]:
+        lines.append(
+            f"  {c['status']:<14} {c['claim']}: {c['statement']} [{c['function']}; {c['paths']} paths, "
+            f"{c['solver_s']:.1f} s]" + (f" -- {c['detail']}" if c["detail"] else "")
+        )
+        lines.append(
+            f"      twin {c['twin'].rsplit('.', 1)[-1]}: {c['twin_status']} ({c['twin_solver_s']:.1f} s)"
+            + (f": {c['twin_counterexample']}" if c["twin_counterexample"] else "")
+        )
+    mb = data.get("m_bitwise_commutative")
+    if mb:
+        lines.append(
+            f"  m bitwise commutative: {mb['status']} ({mb['solver_s']:.1f} s; np.maximum's tie rule on +-0, "
+            f"harmless: l, acc, finalize are bit-exact) {mb['counterexample']}"
+        )
+    drift = data.get("release_time_float")
+    if drift:
+        lines.append(
+            f"  release_time_float (binary64 drift twin of deadline.release_time): {drift['status']} "
+            f"({drift['solver_s']:.1f} s) under start <= 2^54 ns, period 1 us..10 s, tick * period <= 2^54 ns: "
+            f"{drift['counterexample']}"
+        )
+    n = len(data["claims"])
+    proven = sum(c["status"] == "proven" for c in data["claims"])
+    refuted = sum(c["twin_status"] == "refuted" for c in data["claims"])
+    lines.append(
+        f"{'OK' if data['ok'] else 'FAILED'}: {proven}/{n} claims proven, {refuted}/{n} wrong twins refuted, "
+        f"{data['wall_s']:.1f} s wall"
+    )
+    return "\n".join(lines)
+
+
+# --- the float-drift twin of deadline.release_time, refuted on binary64 --------------------------
+
+DRIFT_PRE = {
+    "start_ns": (0, 2**54),  # a CLOCK_MONOTONIC reading: up to ~208 days of uptime
+    "period_ns": (1_000, 10**10),  # 1 us .. 10 s
+    "tick": (0, 2**40),
+}
+DRIFT_MAX_ELAPSED_NS = 2**54  # tick * period: the loop has run at most ~208 days
+
+
+def release_drift(*, timeout_ms: int = 60_000) -> Verdict:
+    """wrong_twins.release_time_float computes int(float(start) + float(tick) * float(period)) in
+    binary64 (RNE; int() truncates). Ask z3 for realistic inputs (DRIFT_PRE, nothing near
+    overflow) where it differs from contracts.deadline.release_time's exact start + tick * period:
+    the drift the twin exists for (a counterexample here refutes it for that reason, unlike
+    CrossHair's, which only reaches an OverflowError at periods near 1.8e308)."""
+    from tickformer.contracts import deadline
+
+    start = time.monotonic()
+    sort = z3.Float64()
+    names = ("start_ns", "period_ns", "tick")
+    ints = {n: z3.BitVec(n, 128) for n in names}
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    for n, (lo, hi) in DRIFT_PRE.items():
+        solver.add(z3.BitVecVal(lo, 128) <= ints[n], ints[n] <= z3.BitVecVal(hi, 128))  # signed
+    fp = {n: z3.fpSignedToFP(RNE, ints[n], sort) for n in names}  # float(int): rounds to nearest
+    got_fp = z3.fpAdd(RNE, fp["start_ns"], z3.fpMul(RNE, fp["tick"], fp["period_ns"]))
+    got = z3.fpToSBV(z3.RTZ(), got_fp, z3.BitVecSort(128))  # int(): truncation
+    exact = ints["start_ns"] + ints["tick"] * ints["period_ns"]  # no overflow in 128 bits
+    solver.add(ints["tick"] * ints["period_ns"] <= z3.BitVecVal(DRIFT_MAX_ELAPSED_NS, 128))
+    solver.add(got != exact)
+    res = solver.check()
+    seconds = round(time.monotonic() - start, 3)
+    if res != z3.sat:
+        return Verdict("unknown" if res != z3.unsat else "proven", 1, seconds, str(solver.reason_unknown()))
+    model = solver.model()
+    vals = {n: model.eval(ints[n]).as_signed_long() for n in names}
+    twin_value = model.eval(got).as_signed_long()
+    exact_value = deadline.release_time(vals["start_ns"], vals["period_ns"], vals["tick"])
+    text = (
+        f"start_ns={vals['start_ns']}, period_ns={vals['period_ns']}, tick={vals['tick']} -> twin "
+        f"{twin_value}, release_time {exact_value} (drift {twin_value - exact_value} ns)"
+    )
+    return Verdict("counterexample", 1, seconds, text)
