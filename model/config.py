@@ -80,14 +80,14 @@ class Config:
             validation.integer(
                 self.vocab_size, "vocab_size", min_value=2, hint="token models need at least two tokens"
             )
-            if self.d_in or self.d_out:
+            if not all(validation.is_int(v) and v == 0 for v in (self.d_in, self.d_out)):  # [] is falsy too
                 fail("d_in/d_out are for continuous inputs; leave them 0 for a token model")
         else:
             for name in ("d_in", "d_out"):
                 validation.positive_int(
                     getattr(self, name), name, hint="continuous models need d_in >= 1 and d_out >= 1"
                 )
-            if self.vocab_size:
+            if not (validation.is_int(self.vocab_size) and self.vocab_size == 0):  # [] or "" are falsy too
                 fail("vocab_size is for token models; leave it 0 for continuous inputs")
         validation.real(self.dropout, "dropout", min_value=0.0, max_value=1.0, exclude_max=True)
         validation.positive_real(self.ln_eps, "ln_eps")
