@@ -92,14 +92,14 @@ class Config:
             validation.integer(
                 self.vocab_size, "vocab_size", min_value=2, hint="token models need at least two tokens"
             )
-            if self.d_in or self.d_out:
+            if not all(validation.is_int(v) and v == 0 for v in (self.d_in, self.d_out)):  # [] is falsy too
                 fail("d_in/d_out are for continuous inputs; leave them 0 for a token model")
         else:
             for name in ("d_in", "d_out"):
                 validation.positive_int(
                     getattr(self, name), name, hint="continuous models need d_in >= 1 and d_out >= 1"
                 )
-            if self.vocab_size:
+            if not (validation.is_int(self.vocab_size) and self.vocab_size == 0):  # [] or "" are falsy too
                 fail("vocab_size is for token models; leave it 0 for continuous inputs")
         if self.block not in BLOCKS:
             fail(f"block {self.block!r} is not one of {BLOCKS}")
