@@ -538,7 +538,7 @@ def test_control_flow_allowlist_is_per_kind_and_needs_a_static_trip_count():
     from tickformer.artifact.format import CONTROL_FLOW, allowed_control_flow
 
     assert (
-        set(CONTROL_FLOW) == {"decoder", "encoder-decoder", "windowed"}
+        set(CONTROL_FLOW) == {"decoder", "encoder-decoder", "windowed", "ssm"}
         and allowed_control_flow("decoder", "step") == set()
         and allowed_control_flow("windowed", "step") == set()
     )

@@ -100,10 +100,12 @@ def test_nan_model_is_caught_and_printed_literally(tmp_path, capsys):
 
 def test_pole_at_a_simple_fraction_is_found(tmp_path):
     """x / (x - 1/3) is finite everywhere but at float32(1/3): uniform and Hypothesis's bounded
-    float32 draws never give 1/3, the fractions branch does."""
+    float32 draws never give 1/3, the fractions branch does. 300 examples: a fixed seed does not
+    fix the draws across processes (Hypothesis also draws constants found in the modules loaded so
+    far), and at 100 the full suite once missed it."""
     path = signal_model(tmp_path / "pole.onnx", "pole")
     model = ForeignModel(path, flags=Flags(domain=(-1.0, 1.0)))
-    results = verify_model(model, examples=100, seed_value=0, out_dir=tmp_path)
+    results = verify_model(model, examples=300, seed_value=0, out_dir=tmp_path)
     finite = next(r for r in results if r.name == "finite_outputs")
     assert finite.status == "fail", finite
     x = np.load(finite.counterexample)["x"]
