@@ -121,6 +121,7 @@ class Session:
             self.input_shape = (self.batch, 1, cfg.d_in)
             self.input_dtype = np.dtype(np.float32)
         self._position = 0
+        self._peeked = -1  # the position of a pending peek (commit(i) allowed), else -1
         # Every position as a Python int made once: `pos + 1` would allocate an int above 256.
         self._next_position = list(range(1, self.max_len + 1))  # [N]: _next_position[p] is p + 1
         if self.tokens:
@@ -170,6 +171,7 @@ class Session:
         if self._busy:
             raise _busy("reset")
         self._check_open()
+        self._peeked = -1
         self._position = 0
 
     def close(self) -> None:
@@ -258,35 +260,92 @@ class Session:
             raise _busy("step")
         self._busy = True  # no call between the check and this store: atomic under the GIL
         try:
-            monitor = self.monitor
-            start = 0 if monitor is None else time.perf_counter_ns()
-            self._check_open()
-            self._validate_step_input(x)
-            pos = self._position
-            if pos >= self.max_len:
-                raise ContextFull(
-                    f"position {pos} is at max_len {self.max_len} of this artifact: the static cache is full; "
-                    f"call reset() to start a new sequence, or re-export with a larger --max-len"
-                )
-            if self.config.arch == "encoder-decoder" and not self._source_set:
-                raise InputError(
-                    "no source sequence: call set_source(src) (or generate(src, ...)) before step()"
-                )
-            try:
-                y = self.backend.step(x, pos)  # [B, 1, d_out | V]; may raise, state untouched
-            except TickformerError:
-                raise
-            except Exception as exc:  # e.g. numpy FloatingPointError/MemoryError: ours, state untouched
-                raise _engine_failure(self.backend.name, f"at position {pos}", exc) from exc
-            if monitor is not None:
-                # The input was validated above (always on); the monitor checks output and latency.
-                monitor.check_output(y, time.perf_counter_ns() - start)
+            y, pos = self._stage(x)
             self._output = y
             self.backend.commit(pos)  # row pos: scratch until the next store (module docstring)
             self._position = self._next_position[pos]  # the commit point; pos + 1 without making an int
             return y
         finally:
             self._busy = False
+
+    def peek(self, xs: np.ndarray) -> np.ndarray:
+        """Evaluate K candidate inputs at the current position over one shared history, without
+        committing: xs [K, 1, d_in] float32 (K = the artifact's batch, export with --batch K),
+        returns the preallocated output buffer [K, 1, d_out] (overwritten by the next peek or
+        step). Then `commit(i)` makes candidate i this position's input. The same checks, graph
+        and cost as `step` (the batch rows are the K candidates; their caches are kept
+        identical by `commit(i)`, so every row attends over the same history).
+
+        Position and cache never change here; on any exception they are exactly as before, and
+        a pending peek is dropped once the backend has run (its staged rows are overwritten).
+        Real-time safe: what `step` allocates (0 bytes with contracts off on ORT IOBinding).
+        Backends without a host cache refuse it (BackendError naming the ones that have it)."""
+        if self._busy:
+            raise _busy("peek")
+        self._busy = True
+        try:
+            if not self.backend.supports_peek:
+                raise BackendError(
+                    f"backend {self.backend.name!r} does not implement peek/commit; use backend 'ort' or 'numpy'"
+                )
+            y, pos = self._stage(xs)
+            self._peeked = pos  # commit(i) is now allowed at this position
+            return y
+        finally:
+            self._busy = False
+
+    def commit(self, i: int) -> None:
+        """Commit candidate i of the last `peek` at this position: its new K/V rows go into every
+        batch row's cache at the position, and the position advances (the state is then exactly
+        what a `step` whose every row is xs[i] leaves, bit for bit on the cache rows: the rows
+        are copies of candidate i's, tests/runtime/test_peek.py). Raises InputError (no peek
+        pending at this position, or i outside 0..K-1) with the state unchanged. Real-time safe:
+        two broadcasting row copies into views made at load, 0 bytes."""
+        if self._busy:
+            raise _busy("commit")
+        self._busy = True
+        try:
+            self._check_open()
+            pos = self._position
+            if self._peeked != pos:
+                raise InputError(
+                    "commit(i) needs a peek(xs) at the current position first (none pending: a step(), reset() "
+                    "or failed peek since drops it)"
+                )
+            if not (type(i) is int or isinstance(i, np.integer)) or not 0 <= i < self.batch:
+                raise InputError(f"candidate index {i!r} must be an int in 0..{self.batch - 1}")
+            self.backend.commit_candidate(pos, int(i))
+            self._peeked = -1
+            self._position = self._next_position[pos]  # the commit point
+        finally:
+            self._busy = False
+
+    def _stage(self, x: np.ndarray) -> tuple[np.ndarray, int]:
+        """The uncommitted part of step/peek: checks, the backend's step, the monitor. Returns
+        (output buffer, position). Drops a pending peek once the backend runs."""
+        monitor = self.monitor
+        start = 0 if monitor is None else time.perf_counter_ns()
+        self._check_open()
+        self._validate_step_input(x)
+        pos = self._position
+        if pos >= self.max_len:
+            raise ContextFull(
+                f"position {pos} is at max_len {self.max_len} of this artifact: the static cache is full; "
+                f"call reset() to start a new sequence, or re-export with a larger --max-len"
+            )
+        if self.config.arch == "encoder-decoder" and not self._source_set:
+            raise InputError("no source sequence: call set_source(src) (or generate(src, ...)) before step()")
+        self._peeked = -1  # the staged rows are about to be overwritten
+        try:
+            y = self.backend.step(x, pos)  # [B, 1, d_out | V]; may raise, state untouched
+        except TickformerError:
+            raise
+        except Exception as exc:  # e.g. numpy FloatingPointError/MemoryError: ours, state untouched
+            raise _engine_failure(self.backend.name, f"at position {pos}", exc) from exc
+        if monitor is not None:
+            # The input was validated above (always on); the monitor checks output and latency.
+            monitor.check_output(y, time.perf_counter_ns() - start)
+        return y, pos
 
     # --- not real-time --------------------------------------------------------------------------
     def run(self, seq: np.ndarray) -> np.ndarray:
@@ -374,6 +433,7 @@ class Session:
         except Exception as exc:
             raise _engine_failure(self.backend.name, "encoding the source", exc) from exc
         self._source_set = True
+        self._peeked = -1
         self._position = 0
 
     def special_token(self, name: str) -> int | None:
