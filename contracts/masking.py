@@ -47,13 +47,14 @@ def causal_allowed(i: int, j: int, offset: int) -> bool:
 
 def window_allowed(i: int, j: int, window: int) -> bool:
     """M5: query at absolute position i may see key at absolute position j in a window of w keys
-    (itself and the w - 1 before it).
+    (itself and the w - 1 before it). The training forward and model.onnx build their window
+    masks by calling this on index arrays (numpy) and index tensors (export/expr.py).
 
     pre: i >= 0 and j >= 0 and window >= 1
     post: __return__ == (i - window < j <= i)
     post: implies(__return__, causal_allowed(i, j, 0))
     """
-    return j <= i and i - j < window
+    return (j <= i) & (i - j < window)  # `&`: ints, numpy arrays and graph expressions alike
 
 
 def padding_allowed(j: int, n_valid: int) -> bool:

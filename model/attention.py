@@ -17,7 +17,8 @@ so is training: `attention(..., with_weights=True)` is one piece of it that also
 unnormalised weights p and the normalizer l, from which the backward pass forms P = p / l.
 Masks act by *selection* (np.where(allowed, s, -inf)), never by adding a large negative number
 (-1e10 overflows in fp16, and 0 * -inf is NaN). Every exponent argument is <= 0, so exp never
-overflows. A query row with no selected key returns exactly zeros, never NaN.
+overflows. A query row with no selected key returns exactly zeros, never NaN. Windowed models add
+a relative-position bias b (finite, in score units) before the selection: s = q k^T / sqrt(d) + b.
 
 This file imports numpy and, for its one argument check, tickformer.validation (pure Python).
 """
@@ -118,7 +119,12 @@ def finalize(state: SoftmaxState) -> np.ndarray:
 
 
 def _check_operands(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, chunk: int | None
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None,
+    chunk: int | None,
+    bias: np.ndarray | None = None,
 ) -> None:
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
         raise ValueError(
@@ -132,6 +138,8 @@ def _check_operands(
         raise ValueError(
             f"mask must be boolean (True = may attend), got dtype {mask.dtype}; masks select, they are not added"
         )
+    if bias is not None and not np.issubdtype(bias.dtype, np.floating):
+        raise ValueError(f"bias must be floating point (a score term), got dtype {bias.dtype}")
     optional_positive_int(chunk, "chunk", hint="keys per piece, or None for all keys at once")
 
 
@@ -144,6 +152,7 @@ def attention(
     mask: np.ndarray | None = ...,
     chunk: int | None = ...,
     with_weights: Literal[False] = ...,
+    bias: np.ndarray | None = ...,
 ) -> np.ndarray: ...
 @overload
 def attention(
@@ -154,6 +163,7 @@ def attention(
     mask: np.ndarray | None = ...,
     chunk: None = ...,
     with_weights: Literal[True],
+    bias: np.ndarray | None = ...,
 ) -> "AttentionParts": ...
 
 
@@ -165,11 +175,14 @@ def attention(
     mask: np.ndarray | None = None,
     chunk: int | None = None,
     with_weights: bool = False,
+    bias: np.ndarray | None = None,
 ) -> "np.ndarray | AttentionParts":
     """Scaled dot-product attention through the online-softmax operator.
 
     q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv]; mask bool broadcastable to [..., Tq, Tk]
-    (True = may attend). Returns [..., Tq, dv] in the compute dtype (>= float32).
+    (True = may attend); bias float broadcastable to [..., Tq, Tk], added to the scaled scores
+    before the selection (a relative-position term; finite). Returns [..., Tq, dv] in the compute
+    dtype (>= float32).
     chunk=c folds keys c at a time through `merge`; the result agrees with chunk=None to within
     a few units of roundoff per merge (see contracts.softmax_stability for the stated bound).
     A row with no selected key returns exactly zeros.
@@ -180,16 +193,18 @@ def attention(
 
     Not real-time safe: allocates its temporaries (the runtime's step uses preallocated buffers).
     """
-    _check_operands(q, k, v, mask, chunk)
+    _check_operands(q, k, v, mask, chunk, bias)
     tk = k.shape[-2]
     if with_weights and chunk is not None:
         raise ValueError(
             f"with_weights=True needs all keys in one piece; got chunk={chunk} (pass chunk=None)"
         )
     if chunk is None or chunk >= tk:
-        parts = _one_piece(q, k, v, mask)
+        parts = _one_piece(q, k, v, mask, bias)
         return parts if with_weights else parts.out
     scores = scaled_scores(q, k)  # [..., Tq, Tk]
+    if bias is not None:
+        scores += bias  # scores is a new array; the bias broadcasts
     allowed = None if mask is None else np.broadcast_to(mask, scores.shape)
     state = empty_state(scores.shape[:-1], v.shape[-1], scores.dtype)
     for start in range(0, tk, chunk):
@@ -211,8 +226,12 @@ class AttentionParts(NamedTuple):
     l: np.ndarray  # [..., Tq]        sum of p over the keys; 0 where no key is selected
 
 
-def _one_piece(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> AttentionParts:
+def _one_piece(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, bias: np.ndarray | None = None
+) -> AttentionParts:
     p = scaled_scores(q, k)  # [..., Tq, Tk], a new array: p once exponentiated below
+    if bias is not None:
+        p += bias  # the relative-position term, before the selection
     m, l = _exp_in_place(p, mask)  # [..., Tq]
     out = p @ v.astype(p.dtype, copy=False)  # [..., Tq, dv] acc, a new array: the output once divided
     has_keys = l > 0  # [..., Tq]
@@ -229,12 +248,16 @@ def normalise_weights(p: np.ndarray, l: np.ndarray) -> np.ndarray:
     return p
 
 
-def attention_weights(q: np.ndarray, k: np.ndarray, *, mask: np.ndarray | None = None) -> np.ndarray:
+def attention_weights(
+    q: np.ndarray, k: np.ndarray, *, mask: np.ndarray | None = None, bias: np.ndarray | None = None
+) -> np.ndarray:
     """The softmax weights P [..., Tq, Tk] that `attention` applies (rows with no selected key
     are all zero): the operator's select, safe max, exp and sum (`_exp_in_place`), then
     `normalise_weights`, in the one scores array it creates. For tests and analysis; training
     takes p and l from `attention(..., with_weights=True)` instead of computing the scores twice."""
     s = scaled_scores(q, k)  # [..., Tq, Tk], a new array we own
+    if bias is not None:
+        s += bias
     _, l = _exp_in_place(s, mask)  # [..., Tq]
     return normalise_weights(s, l)
 

@@ -30,7 +30,12 @@ class Config:
     inputs: "tokens" (embedding scaled by sqrt(d_model), output tied to the embedding) or
         "continuous" (linear in from d_in, linear out to d_out) for control signals.
     n_layers: decoder layers; n_enc_layers: encoder layers (encoder-decoder only, else 0).
-    max_len: longest sequence the positional table and KV cache are sized for.
+    max_len: longest sequence the positional table and KV cache are sized for (with a window: the
+        training sequence length; the stream itself is unbounded).
+    window: None (every self-attention layer sees all earlier positions) or W, 1 <= W <= max_len:
+        sliding-window attention, each position attends to the last W positions (itself
+        included), with a learned relative-position bias per layer and head instead of the
+        sinusoidal table (docs/streaming.md). Decoder-only.
     """
 
     arch: Arch = "decoder"
@@ -46,6 +51,7 @@ class Config:
     max_len: int = 256
     dropout: float = 0.1
     ln_eps: float = 1e-5
+    window: int | None = None
 
     def __post_init__(self) -> None:
         def fail(msg: str) -> None:
@@ -85,16 +91,40 @@ class Config:
                 fail("vocab_size is for token models; leave it 0 for continuous inputs")
         validation.real(self.dropout, "dropout", min_value=0.0, max_value=1.0, exclude_max=True)
         validation.positive_real(self.ln_eps, "ln_eps")
+        if self.window is not None:
+            validation.integer(
+                self.window,
+                "window",
+                min_value=1,
+                max_value=self.max_len,
+                hint=f"a window of 1..max_len positions (max_len {self.max_len} is the training sequence "
+                f"length, which must hold a full window), e.g. window={min(32, self.max_len)}",
+            )
+            if self.arch != "decoder":
+                fail(
+                    "window is for decoder-only models (unbounded streams); an encoder-decoder decodes "
+                    "bounded sequences: leave window unset"
+                )
 
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
 
+    @property
+    def windowed(self) -> bool:
+        return self.window is not None
+
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields as a dict; `window` only when set, so a model without one is written exactly
+        as before windows existed (and a reader that predates them refuses a windowed one, at its
+        unknown field, instead of running it with a full cache)."""
+        out = dataclasses.asdict(self)
+        if self.window is None:
+            del out["window"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Config":
@@ -224,4 +254,6 @@ def parameter_count(config: Config) -> int:
     total += config.n_enc_layers * (attention + ffn + 2 * norm)
     cross = config.arch == "encoder-decoder"
     total += config.n_layers * (attention * (2 if cross else 1) + ffn + norm * (3 if cross else 2))
+    if config.window is not None:
+        total += config.n_layers * config.n_heads * config.window  # relative-position bias tables
     return total

@@ -232,6 +232,7 @@ class AttentionCache(NamedTuple):
     l: np.ndarray  # [B, H, Tq]     their row sums
     heads: np.ndarray  # [B, H, Tq, dh] the operator's output O
     out: LinearCache
+    biased: bool = False  # a score term was added (windowed): the backward also returns its gradient
 
 
 def mha_forward(
@@ -248,19 +249,21 @@ def mha_forward(
     b_o: np.ndarray,
     n_heads: int,
     mask: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
 ) -> tuple[np.ndarray, AttentionCache]:
     """Concat(head_1..head_h) W^O with head_i = Attention(x_q W_i^Q, x_kv W_i^K, x_kv W_i^V),
     the attention through the one online-softmax operator (all keys as one piece, with its
-    weights). x_q [B, Tq, D], x_kv [B, Tk, D]; mask bool broadcastable to [B, H, Tq, Tk]."""
+    weights). x_q [B, Tq, D], x_kv [B, Tk, D]; mask bool broadcastable to [B, H, Tq, Tk]; bias
+    float broadcastable to [B, H, Tq, Tk], added to the scores before the selection."""
     ql, cq = linear_forward(x_q, w=w_q, b=b_q)  # [B, Tq, D]
     kl, ck = linear_forward(x_kv, w=w_k, b=b_k)  # [B, Tk, D]
     vl, cv = linear_forward(x_kv, w=w_v, b=b_v)  # [B, Tk, D]
     q, k, v = split_heads(ql, n_heads), split_heads(kl, n_heads), split_heads(vl, n_heads)  # [B, H, T, dh]
     heads, p, l = attention(
-        q, k, v, mask=mask, with_weights=True
+        q, k, v, mask=mask, with_weights=True, bias=bias
     )  # [B, H, Tq, dh], [B, H, Tq, Tk], [B, H, Tq]
     y, co = linear_forward(merge_heads(heads).astype(x_q.dtype, copy=False), w=w_o, b=b_o)  # [B, Tq, D]
-    return y, AttentionCache(cq, ck, cv, q, k, v, p, l, heads, co)
+    return y, AttentionCache(cq, ck, cv, q, k, v, p, l, heads, co, bias is not None)
 
 
 def multi_head_attention(
@@ -297,7 +300,8 @@ def multi_head_attention(
 def mha_backward(
     dy: np.ndarray, cache: AttentionCache
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """-> dx_q [B, Tq, D], dx_kv [B, Tk, D], gradients of the eight projections.
+    """-> dx_q [B, Tq, D], dx_kv [B, Tk, D], gradients of the eight projections (and, when the
+    forward added a score term, "bias": its gradient dS [B, H, Tq, Tk], the score gradient).
 
     Softmax backward dS = P * (dP - rowsum(dP * P)) with P = p / l, computed without forming P
     (FlashAttention-2's backward, Dao 2023): rowsum(dP * P) = dO . O per query row, and the
@@ -318,6 +322,7 @@ def mha_backward(
     dscores -= rowsum
     dscores *= p  # [B, H, Tq, Tk] = P * (dP - rowsum(dP * P))
     scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
+    d_bias = dscores if cache.biased else None  # d score / d bias = 1 (dscores is not written again)
     dq = dscores @ k  # [B, H, Tq, dh]
     dq *= scale
     dk = np.swapaxes(dscores, -1, -2) @ q  # [B, H, Tk, dh]
@@ -328,5 +333,7 @@ def mha_backward(
     grads = {}
     for leaf, g in (("q", g_q), ("k", g_k), ("v", g_v), ("o", g_o)):
         grads["w_" + leaf], grads["b_" + leaf] = g["w"], g["b"]
+    if d_bias is not None:
+        grads["bias"] = d_bias
     dx_k += dx_v
     return dx_q, dx_k, grads

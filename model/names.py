@@ -16,6 +16,8 @@ The scheme (post-LN layers: each sub-layer is followed by its own norm):
     dec.{i}.cross_attn.{...}                              dec.{i}.ln2.{g,b}   (encoder-decoder)
     dec.{i}.ffn.{...}                                     dec.{i}.ln2.{g,b}   decoder-only
                                                           dec.{i}.ln3.{g,b}   encoder-decoder
+    dec.{i}.self_attn.rel_bias   [H, W]  windowed models (config.window = W): the relative-position
+                                         bias of the self-attention scores, column r for distance r
 
 The one irregularity is the decoder's last norm: `ln2` in a decoder-only model, `ln3` when a
 cross-attention sub-layer (with its own `ln2`) sits in between. `Layer.ffn_norm` hides it.
@@ -29,10 +31,10 @@ API (pure Python, no numpy; the exporter and the runtime backends can use it as 
                                  layer function, ffn(x, **group.take(params))
         group.derived("s")    -> "dec.0.ffn.s": an exporter constant derived from the group
                                  (folded biases, fused QKV), never a parameter
-    Layer                     one layer's groups: self_attn, self_attn_norm, cross_attn (or None),
-                              cross_attn_norm (or None), ffn, ffn_norm; layer.groups() in
-                              parameter order
-    encoder_layer(i), decoder_layer(i, cross=...)        one layer's names
+    Layer                     one layer's groups: self_attn, self_attn_position (windowed models,
+                              else None), self_attn_norm, cross_attn (or None), cross_attn_norm
+                              (or None), ffn, ffn_norm; layer.groups() in parameter order
+    encoder_layer(i), decoder_layer(i, cross=..., windowed=...)   one layer's names
     encoder_layers(config), decoder_layers(config)       every layer of a Config
     input_group(config), output_group(config)            TOK_EMBED's group or in_proj / out_proj
     parameter_names(config)   every name, in the order of `transformer.parameter_shapes` (the
@@ -64,6 +66,7 @@ ATTN_NAMES = ("w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o")
 FFN_NAMES = ("w1", "b1", "w2", "b2")
 NORM_NAMES = ("g", "b")
 LINEAR_NAMES = ("w", "b")
+POSITION_NAMES = ("rel_bias",)  # a windowed self-attention's relative-position bias [H, W]
 
 
 @dataclass(frozen=True)
@@ -109,24 +112,28 @@ class Layer:
     cross_attn_norm: Group | None
     ffn: Group
     ffn_norm: Group
+    self_attn_position: Group | None = None  # windowed: Group("dec.i.self_attn", ("rel_bias",))
 
     def groups(self) -> tuple[Group, ...]:
-        """In parameter order: self-attention, its norm, [cross-attention, its norm], ffn, its norm."""
+        """In parameter order: self-attention, [its position bias], its norm, [cross-attention, its
+        norm], ffn, its norm."""
         cross = (
             ()
             if self.cross_attn is None or self.cross_attn_norm is None
             else (self.cross_attn, self.cross_attn_norm)
         )
-        return (self.self_attn, self.self_attn_norm, *cross, self.ffn, self.ffn_norm)
+        position = () if self.self_attn_position is None else (self.self_attn_position,)
+        return (self.self_attn, *position, self.self_attn_norm, *cross, self.ffn, self.ffn_norm)
 
 
-def _layer(prefix: str, *, cross: bool) -> Layer:
+def _layer(prefix: str, *, cross: bool, windowed: bool = False) -> Layer:
     def group(name: str, leaves: tuple[str, ...]) -> Group:
         return Group(f"{prefix}.{name}", leaves)
 
     return Layer(
         prefix=prefix,
         self_attn=group("self_attn", ATTN_NAMES),
+        self_attn_position=group("self_attn", POSITION_NAMES) if windowed else None,
         self_attn_norm=group("ln1", NORM_NAMES),
         cross_attn=group("cross_attn", ATTN_NAMES) if cross else None,
         cross_attn_norm=group("ln2", NORM_NAMES) if cross else None,
@@ -139,9 +146,10 @@ def encoder_layer(i: int) -> Layer:
     return _layer(f"enc.{i}", cross=False)
 
 
-def decoder_layer(i: int, *, cross: bool) -> Layer:
-    """cross=True for the decoder layers of an encoder-decoder model."""
-    return _layer(f"dec.{i}", cross=cross)
+def decoder_layer(i: int, *, cross: bool, windowed: bool = False) -> Layer:
+    """cross=True for the decoder layers of an encoder-decoder model; windowed=True for a model
+    with a sliding window (config.window), whose self-attention has a relative-position bias."""
+    return _layer(f"dec.{i}", cross=cross, windowed=windowed)
 
 
 @lru_cache(maxsize=64)  # Config is frozen (hashable); the forward asks on every call
@@ -152,7 +160,8 @@ def encoder_layers(config: "Config") -> tuple[Layer, ...]:
 @lru_cache(maxsize=64)
 def decoder_layers(config: "Config") -> tuple[Layer, ...]:
     cross = config.arch == "encoder-decoder"
-    return tuple(decoder_layer(i, cross=cross) for i in range(config.n_layers))
+    windowed = config.window is not None
+    return tuple(decoder_layer(i, cross=cross, windowed=windowed) for i in range(config.n_layers))
 
 
 def input_group(config: "Config") -> Group:

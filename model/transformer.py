@@ -14,7 +14,15 @@ checkpoint keys.
 
 Source: Vaswani et al. 2017, "Attention Is All You Need" (sections 3.1-3.5, dropout 5.4);
 the forward/backward pairing follows llm.c's train_gpt2.c. Not real-time safe: every pass
-allocates (the runtime's step is the real-time path). Imports numpy and the model's own modules.
+allocates (the runtime's step is the real-time path). Imports numpy, the model's own modules and
+the window predicates of tickformer.contracts (masking.window_allowed, ring_buffer.window_distance:
+the mask and the bias index are built by calling them, as the step graph does).
+
+Windowed models (config.window = W, docs/streaming.md): no sinusoidal table; every decoder
+self-attention selects keys with window_allowed(i, j, W) and adds the learned relative-position
+bias rel_bias[h, window_distance(i, j, W)] (T5-style, one [H, W] table per layer) to its scores
+before the selection, so the model is a function of the inputs' order within the window only,
+never of absolute positions: the computation at step 10 and at step 10^7 is the same.
 """
 
 from __future__ import annotations
@@ -23,6 +31,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+
+from tickformer.contracts.masking import window_allowed
+from tickformer.contracts.ring_buffer import window_distance
 
 from . import names
 from .attention import causal_mask
@@ -90,6 +101,8 @@ def _group_shapes(group: names.Group, config: Config) -> dict[str, tuple[int, ..
         return {"w1": (d, f), "b1": (f,), "w2": (f, d), "b2": (d,)}
     if group.leaves == names.NORM_NAMES:
         return {"g": (d,), "b": (d,)}
+    if group.leaves == names.POSITION_NAMES and config.window is not None:
+        return {"rel_bias": (config.n_heads, config.window)}
     raise AssertionError(f"no shapes for {group}")  # pragma: no cover - names.py makes only these
 
 
@@ -105,11 +118,14 @@ def parameter_shapes(config: Config) -> dict[str, tuple[int, ...]]:
 def init_params(config: Config, seed: int = 0) -> Params:
     """Seeded initialisation: Xavier-uniform matrices (Glorot & Bengio 2010), zero biases,
     unit LayerNorm gains, embedding N(0, D^-1/2) so that the sqrt(D)-scaled embedding has unit
-    variance. Float32."""
+    variance; relative-position biases [H, W] start as ALiBi's recency ramps (Press et al. 2022:
+    -slope_h * r, slope_h = 2^(-8 (h + 1) / H)), then are learned. Float32."""
     rng = np.random.default_rng(seed)
     params: Params = {}
     for name, shape in parameter_shapes(config).items():
-        if name == names.TOK_EMBED:
+        if names.leaf(name) == names.POSITION_NAMES[0]:
+            value = alibi_ramps(*shape)
+        elif name == names.TOK_EMBED:
             value = rng.normal(0.0, config.d_model**-0.5, size=shape)
         elif len(shape) == 2:
             limit = np.sqrt(6.0 / (shape[0] + shape[1]))
@@ -120,6 +136,25 @@ def init_params(config: Config, seed: int = 0) -> Params:
             value = np.zeros(shape)
         params[name] = value.astype(np.float32)
     return params
+
+
+def alibi_ramps(n_heads: int, window: int) -> np.ndarray:
+    """[H, W] float32: -2^(-8 (h + 1) / H) * r for distance r (ALiBi's slopes, Press et al. 2022)."""
+    slopes = 2.0 ** (-8.0 * np.arange(1, n_heads + 1) / n_heads)  # [H]
+    return (-slopes[:, None] * np.arange(window)[None, :]).astype(np.float32)  # [H, W]
+
+
+def window_mask(t: int, window: int) -> np.ndarray:
+    """[T, T] bool: contracts.masking.window_allowed on index arrays (i - W < j <= i)."""
+    i = np.arange(t)
+    return window_allowed(i[:, None], i[None, :], window)  # [T, T]
+
+
+def window_distances(t: int, window: int) -> np.ndarray:
+    """[T, T] int: contracts.ring_buffer.window_distance(i, j, W) = (i - j) mod W, the true distance
+    i - j wherever window_allowed holds (the bias column each score reads)."""
+    i = np.arange(t)
+    return window_distance(i[:, None], i[None, :], window)  # [T, T] in [0, W)
 
 
 def sublayer_params(params: Params, prefix: str, leaves: tuple[str, ...]) -> Params:
@@ -222,12 +257,11 @@ class InputProjRecord:
 def embed(
     params: Params, config: Config, x: np.ndarray, *, start: int = 0, tape: Tape | None = None
 ) -> np.ndarray:
-    """Input embedding plus sinusoidal positions start..start+T-1.
+    """Input embedding plus sinusoidal positions start..start+T-1 (windowed models: no positions).
 
     tokens: x int [B, T] -> E[x] * sqrt(D) + PE; continuous: x [B, T, d_in] -> x W_in + b_in + PE.
     """
     t = x.shape[1]
-    pe = positional_encoding(start + t, config.d_model)[start:]  # [T, D]
     record: Record
     if config.inputs == "tokens":
         table = params[names.TOK_EMBED]  # [V, D]
@@ -237,7 +271,8 @@ def embed(
     else:
         h, cache = linear_forward(x, **names.IN_PROJ.take(params))  # [B, T, d_in] -> [B, T, D]
         record = InputProjRecord(cache)
-    h += pe.astype(h.dtype)  # [B, T, D], h is a new array
+    if config.window is None:  # windowed models have no absolute positions (module docstring)
+        h += positional_encoding(start + t, config.d_model)[start:].astype(h.dtype)  # [B, T, D], h is new
     if tape is not None:
         tape.records.append(record)
     return h
@@ -290,18 +325,41 @@ class AttentionRecord:
     mha: AttentionCache
     gain: np.ndarray | None  # dropout on the sub-layer output
     ln: LayerNormCache
+    position: names.Group | None = None  # windowed: the rel_bias group
+    distance: np.ndarray | None = None  # [Tq, Tk] int, the bias column of each score
+    bias_shape: tuple[int, ...] = ()  # [H, W] of the table
 
     def backward(self, flow: Flow) -> None:
         dsum, local = layer_norm_backward(flow.dh, self.ln)  # [B, Tq, D]
         flow.add(self.norm, local)
         dx, dkv, local = mha_backward(dropout_backward(dsum, self.gain), self.mha)
+        d_bias = local.pop("bias", None)  # [B, H, Tq, Tk] gradient of the score term
         flow.add(self.attn, local)
+        if self.position is not None and self.distance is not None and d_bias is not None:
+            table = rel_bias_backward(d_bias, self.distance, self.bias_shape)
+            flow.add(self.position, {"rel_bias": table})
         dx += dsum  # the residual path
         if self.cross:
             flow.dmemory = dkv if flow.dmemory is None else flow.dmemory + dkv
         else:
             dx += dkv  # self-attention: keys and values are x too
         flow.dh = dx
+
+
+def rel_bias_backward(d_bias: np.ndarray, distance: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Gradient of the [H, W] bias table from the score gradient d_bias [B, H, Tq, Tk]: the sum,
+    per head, over every score that read column r (distance == r). Scores outside the window have
+    d_bias exactly 0 (p = 0 there), so their wrapped column index adds nothing."""
+    n_heads, window = shape
+    per_head = d_bias.sum(axis=0).reshape(n_heads, -1)  # [H, Tq * Tk]
+    cols = distance.reshape(-1)  # [Tq * Tk] in [0, W)
+    rows = [np.bincount(cols, weights=row, minlength=window) for row in per_head]  # H x [W] float64
+    return np.stack(rows).astype(d_bias.dtype)  # [H, W]
+
+
+def position_bias(params: Params, position: names.Group, distance: np.ndarray) -> np.ndarray:
+    """rel_bias [H, W] gathered at the distances [Tq, Tk] -> [H, Tq, Tk], broadcast over the batch."""
+    return params[position["rel_bias"]][:, distance]  # [H, Tq, Tk]
 
 
 def attention_sublayer(
@@ -314,15 +372,23 @@ def attention_sublayer(
     *,
     mask: np.ndarray | None,
     tape: Tape | None = None,
+    position: names.Group | None = None,
+    distance: np.ndarray | None = None,
 ) -> np.ndarray:
     """x [B, Tq, D] -> LN(x + Dropout(MHA(x, kv))) [B, Tq, D]; kv is x itself for
-    self-attention, the encoder output [B, S, D] for cross-attention."""
-    a, c_attn = mha_forward(x, kv, **attn.take(params), n_heads=config.n_heads, mask=mask)  # [B, Tq, D]
+    self-attention, the encoder output [B, S, D] for cross-attention. position/distance
+    (windowed self-attention): the bias group and the [Tq, Tk] distances it is read at."""
+    bias = None if position is None or distance is None else position_bias(params, position, distance)
+    a, c_attn = mha_forward(
+        x, kv, **attn.take(params), n_heads=config.n_heads, mask=mask, bias=bias
+    )  # [B, Tq, D]
     a, gain = (a, None) if tape is None else tape.drop(a)
     a += x  # a is a new array (projection or dropout output)
     y, c_ln = layer_norm_forward(a, **norm.take(params), eps=config.ln_eps)  # [B, Tq, D]
     if tape is not None:
-        tape.records.append(AttentionRecord(attn, norm, kv is not x, c_attn, gain, c_ln))
+        shape = () if position is None else tuple(params[position["rel_bias"]].shape)
+        record = AttentionRecord(attn, norm, kv is not x, c_attn, gain, c_ln, position, distance, shape)
+        tape.records.append(record)
     return y
 
 
@@ -392,9 +458,19 @@ def decoder_layer(
     memory: np.ndarray | None = None,
     memory_mask: np.ndarray | None = None,
     tape: Tape | None = None,
+    distance: np.ndarray | None = None,
 ) -> np.ndarray:
     x = attention_sublayer(
-        x, x, params, layer.self_attn, layer.self_attn_norm, config, mask=self_mask, tape=tape
+        x,
+        x,
+        params,
+        layer.self_attn,
+        layer.self_attn_norm,
+        config,
+        mask=self_mask,
+        tape=tape,
+        position=layer.self_attn_position,
+        distance=distance,
     )  # [B, T, D]
     if layer.cross_attn is not None and layer.cross_attn_norm is not None:
         if memory is None:
@@ -450,16 +526,30 @@ def decode(
     src_valid: np.ndarray | None = None,
     tape: Tape | None = None,
 ) -> np.ndarray:
-    """Causal decoder stack plus output projection: x [B, T] tokens or [B, T, d_in] -> [B, T, V|d_out]."""
+    """Causal decoder stack plus output projection: x [B, T] tokens or [B, T, d_in] -> [B, T, V|d_out].
+    Windowed models take any T (no positional table): the window mask and relative bias."""
     t = x.shape[1]
-    if t > config.max_len:
+    if t > config.max_len and config.window is None:
         raise ValueError(f"sequence length {t} exceeds max_len {config.max_len} of this model")
     h = _dropout(embed(params, config, x, tape=tape), tape)  # [B, T, D]
-    self_mask = causal_mask(t)  # [T, T], position t never sees t+1..
+    distance = None
+    if config.window is None:
+        self_mask = causal_mask(t)  # [T, T], position t never sees t+1..
+    else:
+        self_mask = window_mask(t, config.window)  # [T, T], i - W < j <= i
+        distance = window_distances(t, config.window)  # [T, T]
     memory_mask = source_mask(src_valid, t) if memory is not None else None
     for layer in names.decoder_layers(config):
         h = decoder_layer(
-            h, params, layer, config, self_mask=self_mask, memory=memory, memory_mask=memory_mask, tape=tape
+            h,
+            params,
+            layer,
+            config,
+            self_mask=self_mask,
+            memory=memory,
+            memory_mask=memory_mask,
+            tape=tape,
+            distance=distance,
         )
     return project_out(params, config, h, tape=tape)
 

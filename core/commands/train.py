@@ -1,4 +1,9 @@
-"""`tickformer train --task NAME --out DIR [--preset P] [--steps N] [--seed S]`.
+"""`tickformer train --task NAME --out DIR [--preset P] [--steps N] [--seed S] [--window W]`.
+
+--window W trains a sliding-window model (decoder-only): every self-attention layer attends to
+the last W positions, with a learned relative-position bias instead of the sinusoidal table; its
+artifacts stream without end on a ring cache of W rows (docs/streaming.md). 1 <= W <= max_len
+of the preset (the training sequence length; W < max_len trains the steady state).
 
 Trains the numpy reference Transformer on a built-in task (reverse, pendulum) with the paper's
 recipe (Adam 0.9/0.98/1e-9, warmup schedule, label smoothing 0.1 for tokens, MSE for
@@ -44,6 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="optimisation steps (default: the task's budget that reaches its target)",
     )
+    p.add_argument(
+        "--window",
+        default=None,
+        metavar="W",
+        help="sliding-window attention over the last W positions (1..max_len; default: none, full causal)",
+    )
     shared.seed(p, help="seed of initialisation, data, batches and dropout")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
@@ -74,6 +85,24 @@ def _summary(metrics: dict) -> list[str]:
     return lines
 
 
+def with_window(config, text: str):  # type: ignore[no-untyped-def]
+    """config with window W parsed from the command line; one-line ConfigError naming the fix."""
+    from tickformer.errors import ConfigError
+
+    hint = f"give a whole number of positions in 1..{config.max_len} (the preset's max_len), e.g. --window 32"
+    try:
+        window = int(text, 10)
+    except ValueError:
+        raise ConfigError(f"--window {text!r} is not an integer; {hint}") from None
+    if not 1 <= window <= config.max_len:
+        raise ConfigError(f"--window {window} is outside 1..max_len {config.max_len}; {hint}")
+    if config.arch != "decoder":
+        raise ConfigError(
+            f"--window is for decoder-only models (unbounded streams); this preset is {config.arch}: drop --window"
+        )
+    return config.replace(window=window)
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
@@ -86,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
     task = get_task(args.task)
     preset_name = task.preset if args.preset is None else args.preset
     config = preset(preset_name)
+    if args.window is not None:
+        config = with_window(config, args.window)
     if args.steps is not None and args.steps < 1:
         raise ConfigError(f"--steps {args.steps} must be >= 1")
     if args.seed < 0:

@@ -90,3 +90,66 @@ def test_runtime_session_agrees_with_position_spec(tmp_path):
     assert sess.position == P.step_position(3, 1, cfg.max_len, False) == 3
     sess.reset()
     assert sess.position == P.reset_position()
+
+
+# --- the ring cache's step arithmetic (R5-R13): what CrossHair proves, at scale, plus R9/R10 -------
+@given(st.integers(0, 10**7), st.integers(1, 64))
+def test_ring_step_reads_exactly_the_window(pos, w):
+    """The slots the step writing `pos` reads hold exactly the positions of its window but pos
+    itself (p - W < j < p, j >= 0), each once, at its true distance."""
+    read = [s for s in range(w) if R.slot_read(pos, s, w)]
+    held = sorted(R.held_position(pos, s, w) for s in read)
+    assert held == list(range(max(0, pos - w + 1), pos))
+    for s in read:
+        assert R.window_distance(pos, s, w) == pos - R.held_position(pos, s, w)
+
+
+def _walk(w: int, steps: int):
+    """(position, ring, absolute position from the block counters) along a stream, updating the
+    counters exactly as the session does (R11, R13)."""
+    ring, counters = 0, [0, 0]
+    for p in range(steps):
+        yield p, ring, R.absolute_position(ring, counters[1] if ring >= 2 * w else counters[0], w)
+        update = R.block_update(ring, w)
+        if update == 0:
+            counters[0] = 0
+        elif update == 1:
+            counters[1] = counters[0] + 1
+        elif update == 2:
+            counters[0] = counters[1] + 1
+        ring = R.next_ring_position(ring, w)
+
+
+@pytest.mark.parametrize("w", [1, 2, 3, 4, 5, 7, 8, 16, 31, 64])
+def test_ring_positions_stand_in_exactly_over_20_windows(w):
+    """Exhaustively over 20W + 7 positions: the successor table walks ring_position(p) (R9, R11),
+    the block counters give p back (R12, R13), and the step reads the same slots at the same
+    distances at p and at its ring position (R10: what CrossHair does not decide)."""
+    for p, ring, back in _walk(w, 20 * w + 7):
+        assert ring == R.ring_position(p, w) and R.ring_consistent(p, ring, w)
+        assert back == p
+        for s in range(w):
+            assert R.slot_read(ring, s, w) == R.slot_read(p, s, w)
+            assert R.window_distance(ring, s, w) == R.window_distance(p, s, w)
+
+
+@given(st.integers(0, 2**62), st.integers(1, 4096), st.integers(0, 4095))
+def test_ring_position_reads_alike_far_into_the_stream(p, w, s):
+    s %= w
+    ring = R.ring_position(p, w)
+    assert R.ring_consistent(p, ring, w) and R.ring_step(p, ring, w)
+    assert R.slot_read(ring, s, w) == R.slot_read(p, s, w)
+    assert R.window_distance(ring, s, w) == R.window_distance(p, s, w)
+    assert R.absolute_position(ring, R.ring_block(p, w), w) == p
+
+
+def test_ring_functions_take_arrays_as_the_backends_call_them():
+    """The numpy backend and the training mask call the same functions on index arrays."""
+    from tickformer.contracts import masking as M
+
+    w, slots, rings = 5, np.arange(5), np.arange(15)[:, None]
+    read = R.slot_read(rings, slots, w)  # [3W, W]
+    assert read.dtype == np.bool_
+    assert read.tolist() == [[R.slot_read(int(r), int(s), w) for s in slots] for r in rings[:, 0]]
+    t = np.arange(12)
+    assert np.array_equal(M.window_allowed(t[:, None], t[None, :], w), M.window_mask_spec(12, w))

@@ -43,6 +43,33 @@ CONFIGS = {
         max_len=8,
         dropout=0.0,
     ),
+    # Sliding window W = 3 over T = 5: the steady state (all W keys live) is in the batch, every
+    # column of the relative-position bias [H, W] is read (finite differences check its backward).
+    "decoder-continuous-window": Config(
+        arch="decoder",
+        inputs="continuous",
+        d_model=8,
+        n_heads=2,
+        d_ff=12,
+        n_layers=2,
+        d_in=3,
+        d_out=2,
+        max_len=8,
+        dropout=0.0,
+        window=3,
+    ),
+    "decoder-tokens-window": Config(
+        arch="decoder",
+        inputs="tokens",
+        d_model=8,
+        n_heads=2,
+        d_ff=12,
+        n_layers=1,
+        vocab_size=7,
+        max_len=8,
+        dropout=0.0,
+        window=2,
+    ),
     "encoder-decoder-tokens": Config(
         arch="encoder-decoder",
         inputs="tokens",

@@ -111,6 +111,73 @@ def recent_slot_off_by_one(position: int, k: int, window: int) -> int:
     return (position - k) % window
 
 
+def window_distance_reversed(i: int, j: int, window: int) -> int:
+    """Counts the distance the wrong way round: (j - i) mod W."""
+    return (j - i) % window
+
+
+def held_position_overwritten(position: int, slot: int, window: int) -> int:
+    """Forgets that the cache holds positions before the step's own: slot p mod W 'holds' p."""
+    return position - (position - slot) % window
+
+
+def slot_read_evicted(position: int, slot: int, window: int) -> bool:
+    """Also reads the slot the step is about to overwrite (it holds position - W: out of the window)."""
+    d = (position - slot) % window
+    return d <= position
+
+
+def slot_read_ignores_start(position: int, slot: int, window: int) -> bool:
+    """Reads every slot but the overwritten one, even before anything was written there (after a
+    reset, the previous sequence's keys leak)."""
+    d = (position - slot) % window
+    return d >= 1
+
+
+def window_covered_short_ring(position: int, k: int, window: int) -> bool:
+    """Looks the key up in a ring of W - 1 slots."""
+    w = max(window - 1, 1)
+    slot = (position - k) % w
+    d = (position - slot) % window
+    return 1 <= d <= position and position - 1 - (position - 1 - slot) % window == position - k
+
+
+def ring_position_period_w(position: int, window: int) -> int:
+    """Reduces with period W: still congruent and >= W past the start, but positions 2W.. no
+    longer stand in for themselves (and the block half the session relies on is lost)."""
+    if position < window:
+        return position
+    return window + (position - window) % window
+
+
+def ring_step_wraps_to_zero(position: int, ring: int, window: int) -> bool:
+    """A successor table that wraps to 0 (as if reset) instead of W."""
+    following = ring + 1 if ring + 1 < 3 * window else 0
+    p = position + 1
+    return (
+        0 <= following < 3 * window
+        and (following - p) % window == 0
+        and (following >= window) == (p >= window)
+        and (p >= 3 * window or following == p)
+    )
+
+
+def blocks_tracked_in_place(position: int, ring: int, c0: int, c1: int, window: int) -> bool:
+    """Bumps the counter of the block being left, in place, before the commit: an interrupt before
+    the ring store leaves a state whose position jumped by W."""
+    update = 0 if ring == window - 1 else 1 if ring == 2 * window - 1 else 2 if ring == 3 * window - 1 else -1
+    n0 = 0 if update == 0 else c0 + 1 if update == 1 else c0
+    n1 = c1 + 1 if update == 2 else c1
+    following = ring + 1 if ring + 1 < 3 * window else window
+
+    def back(r: int, block: int) -> int:
+        return r if r < window else window * (block + 1) + r % window
+
+    now = ring < window or (n1 if ring >= 2 * window else n0) == (c1 if ring >= 2 * window else c0)
+    after = following < window or back(following, n1 if following >= 2 * window else n0) == position + 1
+    return now and after
+
+
 # -- position bookkeeping -----------------------------------------------------------------
 
 
