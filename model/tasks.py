@@ -41,11 +41,12 @@ from .plant import DEFAULT as PLANT
 from .plant import (
     NOMINAL,
     PARAM_RANGES,
+    HiddenEKF,
     HiddenPendulum,
+    HiddenStepper,
     PendulumParams,
     generate_trajectories,
     hidden_episodes,
-    hidden_step,
 )
 from .transformer import decode, encode, forward
 
@@ -342,7 +343,6 @@ def pendulum_meta(data: PendulumData) -> dict[str, Any]:
 HIDDEN_TRAIN_TRANSITIONS = 64_000
 HIDDEN_HELD_OUT_TRANSITIONS = 16_000
 HIDDEN_HISTORY = 16  # baseline history (and first scored position + 1) for a model without a window
-HIDDEN_FIT_POINTS = 6  # nominal predictor: quadratic fit over the last 6 measured angles
 
 
 def hidden_io_widths(plant: HiddenPendulum = NOMINAL) -> tuple[int, int]:
@@ -393,8 +393,9 @@ def hidden_prepare(
     n_train: int | None = None,
     n_test: int | None = None,
 ) -> HiddenData:
-    """Training episodes (constants from the outer thirds of every range) and held-out episodes
-    (middle thirds), config.max_len ticks each, all from rng (the training seed's data stream)."""
+    """Training episodes (every constant from the even bands of its range) and held-out episodes
+    (odd bands; model.plant.draw_hidden), config.max_len ticks each, all from rng (the training
+    seed's data stream)."""
     d_in, d_out = hidden_io_widths()
     if (
         config.arch != "decoder"
@@ -473,41 +474,27 @@ def hidden_ar_angles(data: HiddenData, order: int) -> np.ndarray:
     return data.test_y[:, order - 1 : data.steps, None] + lagged(data.test_y, data.test_cmds) @ coef
 
 
-def nominal_state_estimate(y_recent: np.ndarray, dt: float) -> np.ndarray:
-    """(theta, omega) at the newest of the measured angles y_recent [..., m] (oldest first, m >= 3):
-    least-squares quadratic through them, value and slope at the newest sample. [..., 2]."""
-    m = y_recent.shape[-1]
-    tau = np.arange(-(m - 1), 1, dtype=np.float64)  # [m] ticks, 0 = newest
-    basis = np.stack([np.ones(m), tau, tau**2], axis=-1)  # [m, 3]
-    fit = np.linalg.pinv(basis)  # [3, m]
-    coef = y_recent @ fit.T  # [..., 3]
-    return np.stack([coef[..., 0], coef[..., 1] / dt], axis=-1)
-
-
-def nominal_angles(
-    state: np.ndarray, in_flight: np.ndarray, candidate: np.ndarray, plant: HiddenPendulum = NOMINAL
-) -> np.ndarray:
-    """The true equations with `plant`'s constants from estimated states [..., 2]: the commands
-    in flight [..., delay] (issued at t-delay..t-1, oldest first) then the command issued now,
-    candidate [...], reaching the joint at t + delay. Returns theta_{t+1..t+delay+1} [..., delay + 1]."""
-    out = []
-    x = state
-    for j in range(plant.delay + 1):
-        applied = in_flight[..., j] if j < plant.delay else candidate
-        x = hidden_step(x, applied, plant)
-        out.append(x[..., 0])
-    return np.stack(out, axis=-1)
-
-
 def hidden_nominal_angles(data: HiddenData, start: int) -> np.ndarray:
-    """Nominal-physics predictions of the held-out episodes at t >= start: [N, T - start, delay + 1]."""
-    m, d, t = HIDDEN_FIT_POINTS, data.plant.delay, data.steps
-    if start < max(m - 1, d):
-        raise ConfigError(f"nominal predictor needs start >= {max(m - 1, d)}")
-    ys = np.stack([data.test_y[:, s - m + 1 : s + 1] for s in range(start, t)], axis=1)  # [N, T', m]
-    state = nominal_state_estimate(ys, data.plant.dt)  # [N, T', 2]
-    flight = np.stack([data.test_cmds[:, s - d : s] for s in range(start, t)], axis=1)  # [N, T', d]
-    return nominal_angles(state, flight, data.test_cmds[:, start:t], data.plant)
+    """Nominal-physics predictions of the held-out episodes at t >= start: an extended Kalman
+    filter with the nominal constants (model.plant.HiddenEKF) over each episode's measured
+    angles and known commands, then the true equations forward with the nominal constants
+    through the commands in flight and the one issued at t. [N, T - start, delay + 1]."""
+    d, t = data.plant.delay, data.steps
+    if start < d:
+        raise ConfigError(f"nominal predictor needs start >= {d}")
+    n = data.test_y.shape[0]
+    f = HiddenStepper(data.plant)
+    out = np.zeros((n, t - start, d + 1))
+    for e in range(n):
+        y, cmds = data.test_y[e].tolist(), data.test_cmds[e].tolist()
+        ekf = HiddenEKF(data.plant)
+        for s in range(t):
+            th, om = ekf.update(y[s], cmds[s - 1 - d] if s - 1 - d >= 0 else 0.0)
+            if s >= start:
+                for j in range(d + 1):
+                    th, om = f.step(th, om, cmds[s - d + j])
+                    out[e, s - start, j] = th
+    return out
 
 
 def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[str, Any]:
@@ -519,7 +506,7 @@ def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[st
     memoryless = data.memoryless
     window = getattr(config, "window", None)
     history = 1 if memoryless else (window if window else min(HIDDEN_HISTORY, config.max_len))
-    start = max(history - 1, HIDDEN_FIT_POINTS - 1, data.plant.delay)
+    start = max(history - 1, data.plant.delay)
     truth = np.stack(
         [data.test_theta[:, j : j + data.steps] for j in range(1, data.plant.delay + 2)], axis=-1
     )[:, start:]  # [N, T', d+1]
@@ -531,7 +518,7 @@ def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[st
     model = rmse(hidden_model_angles(params, config, data, memoryless=memoryless)[:, start:])
     result: dict[str, Any] = {
         "held_out_episodes": int(data.test_theta.shape[0]),
-        "held_out_constants": "every coordinate in the middle third of its range (model.plant.PARAM_RANGES)",
+        "held_out_constants": "every coordinate in bands 1, 3, 5 of 6 of its range, training in 0, 2, 4 (model.plant)",
         "scored_positions_per_episode": int(truth.shape[1]),
         "history": history,
         "rmse_units": "rad, against the true (noise-free) angle",
@@ -554,8 +541,8 @@ def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[st
         "memoryless": "the same network and training settings on length-1 sequences (window 1)",
         "linear_ar": f"least-squares linear AR over the last {history} (y, command) pairs + constant",
         "nominal": (
-            f"true equations, nominal constants {NOMINAL.to_dict()}; state from a least-squares quadratic "
-            f"through the last {HIDDEN_FIT_POINTS} measured angles"
+            f"true equations, nominal constants {NOMINAL.to_dict()}; state from an extended Kalman filter "
+            "with the nominal constants over the measured angles (model.plant.HiddenEKF)"
         ),
     }
     ratio = model[0] / baselines["memoryless"][0]

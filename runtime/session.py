@@ -150,6 +150,11 @@ class Session:
         return self._position
 
     @property
+    def peek_pending(self) -> bool:
+        """True when a `peek` at the current position awaits `commit(i)`."""
+        return self._peeked == self._position
+
+    @property
     def in_flight(self) -> bool:
         """True while a call of this session is running (another thread's; module docstring)."""
         return self._busy
