@@ -5,7 +5,10 @@ this module; so do the graph builders (`tickformer.export.graphs` declares the I
 and every runtime backend (they bind exactly these names and shapes). Nothing else defines a
 graph input name, a cache shape or a file name.
 
-    FORMAT, VERSION          "tickformer-artifact", 2 (2: per-layer step caches, 2-D step x/y)
+    FORMAT, VERSION          "tickformer-artifact", 3 (2: per-layer step caches, 2-D step x/y;
+                             3: windowed artifacts, ring caches of W rows); READS: versions read
+    artifact_version         the version an artifact of this config is written with (2 unless windowed)
+    cache_kind, cache_rows   "static" (N = max_len rows, row = pos) or "ring" (N = W rows, row = pos mod W)
     MANIFEST, WEIGHTS        manifest.json (sealed, written last), weights.npz
     SIGNATURE                manifest.sig: an Ed25519 signature of the manifest (optional; signing.py)
     GRAPH_FILES              model.onnx (decoder full pass), step.onnx, encoder.onnx
@@ -28,7 +31,8 @@ import numpy as np
 from tickformer.model.config import Config
 
 FORMAT = "tickformer-artifact"
-VERSION = 2  # 2: per-layer step caches, 2-D step x/y (docs/artifact_format.md, "Versions")
+VERSION = 3  # 3: windowed artifacts (ring caches of W rows); 2: per-layer step caches, 2-D step x/y
+READS = (2, 3)  # versions this reader reads (docs/artifact_format.md, "Versions")
 MANIFEST = "manifest.json"
 WEIGHTS = "weights.npz"
 GRAPH_FILES = {"model": "model.onnx", "step": "step.onnx", "encoder": "encoder.onnx"}
@@ -77,6 +81,24 @@ def cross_v(i: int) -> str:
     return f"cross_v.{i}"
 
 
+def artifact_version(config: Config) -> int:
+    """3 for windowed artifacts (a version-2 reader refuses them at the version, never runs one
+    with a full cache), 2 otherwise (unchanged: version-2 readers keep reading them)."""
+    return 3 if config.window is not None else 2
+
+
+def cache_kind(config: Config) -> str:
+    """ "static": N = max_len rows, position p in row p, the stream ends at max_len;
+    "ring": N = W rows (config.window), position p in row contracts.ring_buffer.ring_slot(p, W),
+    the stream is unbounded."""
+    return "static" if config.window is None else "ring"
+
+
+def cache_rows(config: Config) -> int:
+    """Rows N of each layer's step cache: max_len (static) or the window W (ring)."""
+    return config.max_len if config.window is None else config.window
+
+
 def artifact_kind(config: Config) -> str:
     """The artifact kind the manifest declares (its config's architecture); keys CONTROL_FLOW."""
     return config.arch
@@ -97,8 +119,9 @@ def out_width(config: Config) -> int:
 
 
 def cache_shape(config: Config, batch: int, rows: int | None = None) -> list[int]:
-    """[L, B, H, N, dh] (rows=None) or [L, B, H, rows, dh]."""
-    n = config.max_len if rows is None else rows
+    """[L, B, H, N, dh] (rows=None; N = cache_rows: max_len, or W for a ring cache) or
+    [L, B, H, rows, dh]."""
+    n = cache_rows(config) if rows is None else rows
     return [config.n_layers, batch, config.n_heads, n, config.d_head]
 
 
@@ -107,7 +130,10 @@ def step_signature(config: Config, batch: int) -> dict[str, IO]:
 
     x [B, d_in] (tokens [B]), pos [1], k_cache.i [B, H, dh, N] (K stored transposed),
     v_cache.i [B, H, N, dh] -> y [B, d_out] (logits [B, V]), k_new.i, v_new.i [B, H, 1, dh]
-    (+ cross_k.i, cross_v.i [B, H, N, dh], src_valid [B, N] for encoder-decoder)."""
+    (+ cross_k.i, cross_v.i [B, H, N, dh], src_valid [B, N] for encoder-decoder). N = cache_rows:
+    max_len, or W for a ring cache, where pos is any p >= 0 (the graph reads slots by
+    contracts.ring_buffer.slot_read(p, s, W), which depends on p only through p mod W and p >= W:
+    the session feeds ring_position(p) < 3W) and the new rows belong in row p mod W."""
     in_name, out_name = io_names(config)
     layer = cache_shape(config, batch)[1:]  # [B, H, N, dh]
     row = cache_shape(config, batch, rows=1)[1:]  # [B, H, 1, dh]
@@ -119,7 +145,7 @@ def step_signature(config: Config, batch: int) -> dict[str, IO]:
     k_layer: list[int | str] = [
         *layer[:2],
         config.d_head,
-        config.max_len,
+        cache_rows(config),
     ]  # [B, H, dh, N]: K stored transposed
     for i in range(config.n_layers):
         inputs[k_cache(i)], inputs[v_cache(i)] = ("float32", k_layer), ("float32", list(layer))
@@ -137,7 +163,7 @@ def expected_io(config: Config, batch: int) -> dict[str, dict[str, IO]]:
     in_name, out_name = io_names(config)
     n, b = config.max_len, batch
     tokens = config.inputs == "tokens"
-    cache: list[int | str] = list(cache_shape(config, b))
+    cache: list[int | str] = list(cache_shape(config, b, rows=n))  # the encoder's cross K/V: max_len
     out: dict[str, dict[str, IO]] = {}
     if config.arch == "decoder":
         out["model"] = {

@@ -58,13 +58,15 @@ from .format import (
     FORMAT,
     GRAPH_FILES,
     MANIFEST,
+    READS,
     REQUIRED_GRAPHS,
     SIGNATURE,
     UNHASHED_CACHES,
-    VERSION,
     WEIGHTS,
     allowed_control_flow,
     artifact_kind,
+    artifact_version,
+    cache_kind,
     expected_io,
 )
 
@@ -295,11 +297,12 @@ def _check_header(root: Path, manifest: Any) -> None:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise _fail(root, f"{MANIFEST} format is not {FORMAT!r}; this is not a tickformer artifact")
     version = manifest.get("version")
-    if not _is_int(version) or version != VERSION:
+    if not _is_int(version) or version not in READS:
         shown = version if _is_int(version) else f"{version!r} ({type(version).__name__})"
         raise _fail(
             root,
-            f"artifact format version {shown} is not supported (this tickformer reads {VERSION}); re-export it",
+            f"artifact format version {shown} is not supported (this tickformer reads "
+            f"{', '.join(map(str, READS))}); re-export it",
         )
 
 
@@ -467,6 +470,12 @@ def open_artifact(path: str | os.PathLike[str], *, trust: Any = None) -> Artifac
     if config.max_len != manifest["max_len"]:
         raise _fail(
             root, f"config max_len {config.max_len} != manifest max_len {manifest['max_len']}; re-export"
+        )
+    if manifest["version"] != artifact_version(config):
+        raise _fail(
+            root,
+            f"artifact format version {manifest['version']} does not match its config (a "
+            f"{cache_kind(config)}-cache artifact is version {artifact_version(config)}); re-export it",
         )
     if WEIGHTS not in manifest["files"]:
         raise _fail(root, f"{MANIFEST} lists no {WEIGHTS}; re-export the artifact")

@@ -114,10 +114,15 @@ def finalize(g: GraphBuilder, piece: Piece) -> str:
     return g.op("Where", has_keys, out, g.scalar(0.0))
 
 
-def attend(g: GraphBuilder, q: str, k: str, v: str, allowed: str | None, d_head: int) -> str:
+def attend(
+    g: GraphBuilder, q: str, k: str, v: str, allowed: str | None, d_head: int, bias: str | None = None
+) -> str:
     """Full attention over one piece: q [B, H, Tq, dh], k, v [B, H, Tk, dh], allowed bool
-    broadcastable to [B, H, Tq, Tk] (None = all) -> [B, H, Tq, dh]."""
+    broadcastable to [B, H, Tq, Tk] (None = all), bias float broadcastable to it (a relative-position
+    score term, added before the selection) -> [B, H, Tq, dh]."""
     s = scores(g, scaled_query(g, q, d_head), k)  # [B, H, Tq, Tk]
+    if bias is not None:
+        s = g.op("Add", s, bias)
     if allowed is not None:
         s = select(g, allowed, s)
     return finalize(g, chunk_state(g, s, v))
@@ -175,9 +180,20 @@ def qkv_step(
 
 
 def attend_step(
-    g: GraphBuilder, q: str, k_cache: str, v_cache: str, k_own: str, v_own: str, live: str, n_rows: int
+    g: GraphBuilder,
+    q: str,
+    k_cache: str,
+    v_cache: str,
+    k_own: str,
+    v_own: str,
+    live: str,
+    n_rows: int,
+    bias: tuple[str, str] | None = None,
 ) -> str:
     """One position's attention over its layer's static cache and its own key.
+
+    bias (windowed models): the relative-position score terms (cache rows [1, H, 1, N], own key
+    [1, H, 1, 1]), added before the selection.
 
     q (pre-scaled), k_own, v_own [B, H, 1, dh]; k_cache [B, H, dh, N] (transposed: q K^T without
     moving the cache), v_cache [B, H, N, dh]; live bool [N + 1]:
@@ -192,6 +208,8 @@ def attend_step(
     """
     s_cache = g.op("MatMul", q, k_cache)  # [B, H, 1, dh] @ [B, H, dh, N] -> [B, H, 1, N], constant work
     s_own = g.op("MatMul", q, g.op("Transpose", k_own, perm=[0, 1, 3, 2]))  # [B, H, 1, 1]
+    if bias is not None:
+        s_cache, s_own = g.op("Add", s_cache, bias[0]), g.op("Add", s_own, bias[1])
     s = select(g, live, g.op("Concat", s_cache, s_own, axis=-1))  # [B, H, 1, N + 1]
     p_cache, p_own = g.split(g.op("Softmax", s, axis=-1), [n_rows, 1], axis=-1)  # [B, H, 1, N], [B, H, 1, 1]
     return g.op("Add", g.op("MatMul", p_cache, v_cache), g.op("Mul", p_own, v_own))  # [B, H, 1, dh]

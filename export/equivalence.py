@@ -24,6 +24,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 
 from tickformer.artifact.format import cache_shape, io_names, step_feeds, step_outputs
+from tickformer.contracts.ring_buffer import ring_slot
 from tickformer.errors import ExportError
 from tickformer.model import names
 from tickformer.model.config import Config
@@ -136,7 +137,8 @@ def step_through(
     caches: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Run a step graph over every position of x ([B, T] tokens or [B, T, d_in]), writing
-    k_new / v_new back into cache row t as the runtime does; returns [B, T, out]. `run` maps
+    k_new / v_new back into cache row t (ring caches: row ring_slot(t, W), T may exceed W: the
+    ring wraps) as the runtime does; returns [B, T, out]. `run` maps
     feeds to the graph's outputs (`runners`); caches: the initial (K, V) [L, B, H, N, dh],
     zeros by default (`stale_caches` plants rows a correct step never reads). Not real-time."""
     batch, n = x.shape[0], x.shape[1]
@@ -150,8 +152,9 @@ def step_through(
     ys = []
     for t in range(n):
         y, k_new, v_new = step_outputs(config, run(step_feeds(config, x[:, t : t + 1], t, k, v, cross)))
-        k[:, :, :, t] = k_new[:, :, :, 0]
-        v[:, :, :, t] = v_new[:, :, :, 0]
+        row = t if config.window is None else ring_slot(t, config.window)
+        k[:, :, :, row] = k_new[:, :, :, 0]
+        v[:, :, :, row] = v_new[:, :, :, 0]
         ys.append(y[:, 0])
     return np.stack(ys, axis=1)  # [B, N, out]
 

@@ -21,6 +21,13 @@ finite values they hold -- and the new key itself, in one Softmax (blocks.attend
 keep the caches stacked over layers and bind layer i's slice (runtime/backends/layout.py).
 Every shape of `step` and `encoder` is static (TensorRT: min = opt = max).
 
+Windowed models (config.window = W, docs/streaming.md): no positional table; `model` takes any T
+and selects keys with contracts.masking.window_allowed and adds the relative-position bias
+rel_bias[h, window_distance(i, j, W)], both built by calling the contract functions on index
+tensors (export/expr.py); `step` keeps ring caches of W rows and selects slot s by
+contracts.ring_buffer.slot_read(pos, s, W), its bias column window_distance(pos, s, W), also by
+calling them on the pos input: the graph holds the proven slot arithmetic, not a copy of it.
+
 Not real-time code: runs once, at export.
 """
 
@@ -32,7 +39,9 @@ import numpy as np
 import onnx
 
 from tickformer.artifact import format as fmt
-from tickformer.artifact.format import cache_shape, io_names, out_width, step_signature
+from tickformer.artifact.format import cache_rows, cache_shape, io_names, out_width, step_signature
+from tickformer.contracts.masking import window_allowed
+from tickformer.contracts.ring_buffer import slot_read, window_distance
 from tickformer.model import names
 from tickformer.model.attention import causal_mask
 from tickformer.model.config import Config
@@ -41,16 +50,18 @@ from tickformer.model.layers import positional_encoding
 from . import blocks as b
 from .blocks import Params
 from .builder import GraphBuilder
+from .expr import Expr
 
 
-def _embed(g: GraphBuilder, params: Params, config: Config, x: str, pe_rows: str) -> str:
-    """Token or continuous embedding plus the given positional rows [T, D] -> [B, T, D]."""
+def _embed(g: GraphBuilder, params: Params, config: Config, x: str, pe_rows: str | None) -> str:
+    """Token or continuous embedding plus the given positional rows [T, D] (None: windowed models,
+    no positions) -> [B, T, D]."""
     if config.inputs == "tokens":
         e = g.op("Gather", b.param(g, params, names.TOK_EMBED), x, axis=0)  # [B, T] -> [B, T, D]
         h = g.op("Mul", e, g.scalar(np.sqrt(config.d_model)))
     else:
         h = b.linear(g, params, x, names.IN_PROJ)  # [B, T, d_in] -> [B, T, D]
-    return g.op("Add", h, pe_rows)  # [B, T, D]
+    return h if pe_rows is None else g.op("Add", h, pe_rows)  # [B, T, D]
 
 
 def _project_out(g: GraphBuilder, params: Params, config: Config, h: str) -> str:
@@ -77,19 +88,25 @@ def _self_attn_full(
     layer: names.Layer,
     batch: int,
     allowed: str | None,
+    distance: str | None = None,
 ) -> str:
-    """Post-LN self-attention sublayer over the whole sequence."""
+    """Post-LN self-attention sublayer over the whole sequence (distance [T, T]: windowed, the
+    bias column of each score)."""
     nh, dh = config.n_heads, config.d_head
     q, k, v = (
         b.project_heads(g, params, h, layer.self_attn, w, batch, nh, dh) for w in "qkv"
     )  # [B, H, T, dh]
-    heads = b.attend(g, q, k, v, allowed, dh)  # [B, H, T, dh]
+    bias = None
+    if layer.self_attn_position is not None and distance is not None:
+        table = b.param(g, params, layer.self_attn_position["rel_bias"])  # [H, W]
+        bias = g.op("Gather", table, distance, axis=1)  # [H, T, T], broadcast over B
+    heads = b.attend(g, q, k, v, allowed, dh, bias)  # [B, H, T, dh]
     attn = b.out_proj(g, params, heads, layer.self_attn, batch, config.d_model)  # [B, T, D]
     return b.layer_norm(g, params, g.op("Add", h, attn), layer.self_attn_norm, config.ln_eps)
 
 
 def build_model(params: Params, config: Config, batch: int, opset: int) -> onnx.ModelProto:
-    """Decoder-only full pass: exactly one input, one output, T symbolic (1..max_len)."""
+    """Decoder-only full pass: exactly one input, one output, T symbolic (1..max_len; windowed: any T)."""
     if config.arch != "decoder":
         raise ValueError("build_model is for decoder-only configs; encoder-decoder exports encoder + step")
     g = GraphBuilder("tickformer_model", opset)
@@ -100,12 +117,28 @@ def build_model(params: Params, config: Config, batch: int, opset: int) -> onnx.
         x = g.input(in_name, "float32", [batch, "T", config.d_in])
     t = g.op("Shape", x, start=1, end=2)  # [1] = T
     zero = g.ints([0])
-    pe = g.op("Slice", _pe(g, config), zero, t, zero)  # [T, D]
-    causal = g.const(causal_mask(config.max_len), "causal")  # [N, N] bool, j <= i
-    allowed = g.op("Slice", causal, g.ints([0, 0]), g.op("Concat", t, t, axis=0), g.ints([0, 1]))  # [T, T]
+    distance = None
+    if config.window is None:
+        pe: str | None = g.op("Slice", _pe(g, config), zero, t, zero)  # [T, D]
+        causal = g.const(causal_mask(config.max_len), "causal")  # [N, N] bool, j <= i
+        allowed = g.op(
+            "Slice", causal, g.ints([0, 0]), g.op("Concat", t, t, axis=0), g.ints([0, 1])
+        )  # [T, T]
+    else:
+        pe = None  # no absolute positions
+        index = g.op(
+            "Range",
+            g.const(np.asarray(0, np.int64)),
+            g.op("Squeeze", t, zero),
+            g.const(np.asarray(1, np.int64)),
+        )
+        i = Expr(g, g.op("Unsqueeze", index, g.ints([1])))  # [T, 1] query positions
+        j = Expr(g, g.op("Unsqueeze", index, zero))  # [1, T] key positions
+        allowed = window_allowed(i, j, config.window).name  # [T, T]: i - W < j <= i (the contract, called)
+        distance = window_distance(i, j, config.window).name  # [T, T]: (i - j) mod W
     h = _embed(g, params, config, x, pe)  # [B, T, D]
     for layer in names.decoder_layers(config):
-        h = _self_attn_full(g, params, config, h, layer, batch, allowed)
+        h = _self_attn_full(g, params, config, h, layer, batch, allowed, distance)
         h = _ffn_block(g, params, config, h, layer)
     y = _project_out(g, params, config, h)
     g.output(y, out_name, "float32", [batch, "T", out_width(config)])
@@ -153,7 +186,16 @@ def _norm(
 def _step_embed(
     g: GraphBuilder, params: Params, config: Config, x: str, pos: str, shift: np.ndarray
 ) -> _Shifted:
-    """x [B, d_in] (tokens [B]) at position pos -> [B, D] (+ shift, added to the positional table)."""
+    """x [B, d_in] (tokens [B]) at position pos -> [B, D] (+ shift, added to the positional table;
+    windowed models: no table, the shift is a constant row)."""
+    if config.window is not None:
+        if config.inputs == "tokens":
+            e = g.op("Gather", b.param(g, params, names.TOK_EMBED), x, axis=0)  # [B, D]
+            h = g.op("Mul", e, g.scalar(np.sqrt(config.d_model)))
+            return _Shifted(g.op("Add", h, g.const(shift.astype(np.float32), "embed_shift_step")), shift)
+        row = (_f64(params, names.IN_PROJ["b"]) + shift).astype(np.float32)  # [D] b_in + shift
+        gemm = g.op("Gemm", x, b.param(g, params, names.IN_PROJ["w"]), g.const(row, "in_bias_step"))
+        return _Shifted(gemm, shift)
     pe = positional_encoding(config.max_len, config.d_model).astype(np.float64) + shift  # [N, D]
     if config.inputs == "tokens":
         e = g.op("Gather", b.param(g, params, names.TOK_EMBED), x, axis=0)  # [B, D]
@@ -174,8 +216,20 @@ def _step_embed(
     )
 
 
+def _step_bias(
+    g: GraphBuilder, params: Params, position: names.Group, distance: str, n_heads: int
+) -> tuple[str, str]:
+    """The step's relative-position terms: rel_bias[:, distance] for the W cache slots -> [1, H, 1, W]
+    and column 0 for the own key -> [1, H, 1, 1] (a constant)."""
+    table = b.param(g, params, position["rel_bias"])  # [H, W]
+    cache = g.op("Reshape", g.op("Gather", table, distance, axis=1), g.ints([1, n_heads, 1, -1]))
+    own = params[position["rel_bias"]][:, 0].reshape(1, n_heads, 1, 1).astype(np.float32)
+    return cache, g.const(own, position.derived("rel_bias_own_step"))
+
+
 def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.ModelProto:
-    """One position over static per-layer KV caches of max_len rows; all shapes static.
+    """One position over static per-layer KV caches of max_len rows (windowed: ring caches of W
+    rows, module docstring); all shapes static.
 
     Bias folding (exact in real arithmetic, one float32 rounding apart): every residual sum
     h + a W + b is one Gemm(a, W, C=h) because the LayerNorm (or embedding) that produced h
@@ -187,10 +241,19 @@ def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.M
     for name, (dtype, shape) in sig["inputs"].items():
         g.input(name, dtype, shape)
     in_name, out_name = io_names(config)
-    nh, dh, n, d = config.n_heads, config.d_head, config.max_len, config.d_model
-    key_index = np.arange(n + 1, dtype=np.int64)
-    key_index[n] = -1  # the own key: -1 < pos always, so it is always live
-    live = g.op("Less", g.const(key_index, "key_index"), "pos")  # [N + 1]: rows 0..pos-1, then own
+    nh, dh, n, d = config.n_heads, config.d_head, cache_rows(config), config.d_model
+    distance = None
+    if config.window is None:
+        key_index = np.arange(n + 1, dtype=np.int64)
+        key_index[n] = -1  # the own key: -1 < pos always, so it is always live
+        live = g.op("Less", g.const(key_index, "key_index"), "pos")  # [N + 1]: rows 0..pos-1, then own
+    else:
+        pos, slot = Expr(g, "pos"), Expr(g, g.const(np.arange(n, dtype=np.int64), "ring_slot"))  # [1], [W]
+        read = slot_read(
+            pos, slot, config.window
+        ).name  # [W]: the slots of the window (R7), the contract called
+        distance = window_distance(pos, slot, config.window).name  # [W]: each slot's distance (R5)
+        live = g.op("Concat", read, g.const(np.ones(1, np.bool_), "own_key_live"), axis=0)  # [W + 1]
     cross = config.arch == "encoder-decoder"
     if cross:
         src_allowed = g.op("Reshape", "src_valid", g.ints([batch, 1, 1, n]))  # [B, 1, 1, N]
@@ -205,7 +268,12 @@ def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.M
         q, k_new, v_new = b.qkv_step(
             g, params, h.name, h.shift, sa, batch, nh, dh, (f"q_{i}", fmt.k_new(i), fmt.v_new(i))
         )
-        heads = b.attend_step(g, q, fmt.k_cache(i), fmt.v_cache(i), k_new, v_new, live, n)  # [B, H, 1, dh]
+        bias = None
+        if layer.self_attn_position is not None and distance is not None:
+            bias = _step_bias(g, params, layer.self_attn_position, distance, nh)
+        heads = b.attend_step(
+            g, q, fmt.k_cache(i), fmt.v_cache(i), k_new, v_new, live, n, bias
+        )  # [B, H, 1, dh]
         r = _residual(g, params, h, merged(heads), sa["w_o"])  # h + attn W_o + b_o
         if layer.cross_attn is not None and layer.cross_attn_norm is not None:
             ca = layer.cross_attn

@@ -28,7 +28,7 @@ import onnxruntime
 
 import tickformer
 from tickformer import sealed, validation
-from tickformer.artifact.format import FORMAT, GRAPH_FILES, MANIFEST, SIGNATURE, VERSION, WEIGHTS
+from tickformer.artifact.format import FORMAT, GRAPH_FILES, MANIFEST, SIGNATURE, WEIGHTS, artifact_version
 from tickformer.contracts.input_domain import check_domain
 from tickformer.durable import replace_dir
 from tickformer.durable import write_synced as _write  # a module name: tests inject faults here
@@ -190,7 +190,7 @@ def export_params(
         files[GRAPH_FILES[name]] = graph.SerializeToString()
     manifest = {
         "format": FORMAT,
-        "version": VERSION,
+        "version": artifact_version(config),
         "config": cfg.to_dict(),
         "batch": batch,
         "max_len": cfg.max_len,

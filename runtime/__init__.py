@@ -31,6 +31,7 @@ def load(
     *,
     trust: str | os.PathLike[str] | None = None,
     budget_ns: int | None = None,
+    on_full: str | None = None,
     **options: Any,
 ) -> Session:
     """Verify the artifact (manifest, signature with `trust`, every SHA-256; every file read once,
@@ -40,7 +41,9 @@ def load(
     by it (UntrustedArtifact otherwise). For backends that run the ONNX graphs, the graphs'
     tensors must equal those export builds from weights.npz (tickformer.export.consistency).
     contracts: "off" | "check" (raise ContractViolation) | "monitor" (count); budget_ns: latency
-    budget per step for the monitor. Not real-time (file I/O, graph loading)."""
+    budget per step for the monitor. on_full: past max_len, "raise" ContextFull (static-cache
+    artifacts: the only policy) or "slide" the window (windowed artifacts: the default; Session).
+    Not real-time (file I/O, graph loading)."""
     if contracts not in CONTRACT_MODES:
         raise ConfigError(f"contracts={contracts!r} is not one of {CONTRACT_MODES}")
     artifact = open_artifact(path, trust=trust)
@@ -49,7 +52,9 @@ def load(
         from tickformer.export.consistency import check_graph_weights
 
         check_graph_weights(artifact)
-    return Session(artifact, cls(artifact, **options), contracts=contracts, budget_ns=budget_ns)
+    return Session(
+        artifact, cls(artifact, **options), contracts=contracts, budget_ns=budget_ns, on_full=on_full
+    )
 
 
 __all__ = [

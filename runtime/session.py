@@ -11,8 +11,20 @@ protocol:
 
 so any exception leaves `position` and the cache exactly as they were. `reset()` sets the
 position to 0 and nothing else (constant time): stale cache rows are selected out by position
-in every step (Where(j < pos, s, -inf)), never cleared. Past max_len the policy is to raise
-`ContextFull` (call reset(), or re-export with a larger --max-len).
+in every step (Where(j < pos, s, -inf)), never cleared. Past max_len the policy is `on_full`:
+"raise" (static-cache artifacts; the only choice for them) raises `ContextFull` (call reset(),
+or re-export with a larger --max-len); "slide" (windowed artifacts, their default) keeps going
+without end: the ring cache of W rows holds the last W positions, the step reads exactly those
+(contracts.ring_buffer.slot_read) and writes row ring_slot(p, W).
+
+Sliding sessions (docs/streaming.md). The absolute position p is unbounded; the step graph
+depends on it only through p mod W and p >= W (ring_buffer R10), so the session hands the backend
+the ring position r = ring_position(p) in [0, 3W) instead: it walks a successor table made at
+load (next_ring_position, R11) and keeps two block counters (int64, updated by ufuncs into
+buffers made at load, by block_update, R13) from which `position` gives p back (absolute_position,
+R12). The commit is the counter update (which never touches the counter the current state
+reads: proven), the backend's row store, then one attribute store of r -- the commit point.
+Every table is built at load by calling the proven contract functions, not re-implemented.
 
 State and signals. The state a step reads is `position` and the cache rows 0..position-1; rows
 at position and above are scratch (masked out by every step, and overwritten by the step at
@@ -53,8 +65,15 @@ from typing import Any
 
 import numpy as np
 
+from tickformer import validation
 from tickformer.artifact.reader import Artifact
 from tickformer.contracts.input_domain import check_values, validate_input
+from tickformer.contracts.ring_buffer import (
+    absolute_position,
+    block_update,
+    next_ring_position,
+    ring_position,
+)
 from tickformer.errors import (
     BackendError,
     ConfigError,
@@ -68,6 +87,7 @@ from tickformer.errors import (
 from .backends.base import Backend
 
 CONTRACT_MODES = ("off", "check", "monitor")
+ON_FULL = ("raise", "slide")  # past max_len: ContextFull, or slide the window (windowed artifacts)
 
 
 def _describe(x: object) -> str:
@@ -100,11 +120,27 @@ class Session:
     """Real-time session over one artifact and one backend. Use `tickformer.runtime.load`."""
 
     def __init__(
-        self, artifact: Artifact, backend: Backend, *, contracts: str = "off", budget_ns: int | None = None
+        self,
+        artifact: Artifact,
+        backend: Backend,
+        *,
+        contracts: str = "off",
+        budget_ns: int | None = None,
+        on_full: str | None = None,
     ) -> None:
         if contracts not in CONTRACT_MODES:
             raise ConfigError(f"contracts={contracts!r} is not one of {CONTRACT_MODES}")
         cfg = artifact.config
+        self.window: int | None = cfg.window
+        self.on_full = validation.one_of(
+            ("raise" if cfg.window is None else "slide") if on_full is None else on_full, "on_full", ON_FULL
+        )
+        if self.on_full == "slide" and cfg.window is None:
+            raise ConfigError(
+                f"on_full='slide' needs a windowed artifact (a ring KV cache); this one has a static cache of "
+                f"max_len {cfg.max_len} positions: use on_full='raise', or train with --window W and re-export"
+            )
+        self.sliding = self.on_full == "slide"
         self.artifact = artifact
         self.config = cfg
         self.backend = backend
@@ -121,9 +157,19 @@ class Session:
             self.input_shape = (self.batch, 1, cfg.d_in)
             self.input_dtype = np.dtype(np.float32)
         self._position = 0
-        self._peeked = -1  # the position of a pending peek (commit(i) allowed), else -1
+        self._peeked = -1  # the position (sliding: ring position) of a pending peek, else -1
         # Every position as a Python int made once: `pos + 1` would allocate an int above 256.
         self._next_position = list(range(1, self.max_len + 1))  # [N]: _next_position[p] is p + 1
+        if cfg.window is not None:
+            w = cfg.window
+            # Ring positions and their tables, made once by the proven functions (module docstring).
+            self._ring = 0  # sliding: the ring position standing in for the absolute one
+            self._next_ring = [next_ring_position(r, w) for r in range(3 * w)]  # [3W] successor table (R11)
+            self._block_update = [block_update(r, w) for r in range(3 * w)]  # [3W] counter update (R13)
+            self._ring_of = [ring_position(p, w) for p in range(self.max_len)]  # raise: ring position of p
+            self._blocks = np.zeros(2, np.int64)  # the block counters c[0], c[1]
+            self._c0, self._c1 = self._blocks[0:1], self._blocks[1:2]  # views made once (ufunc out=)
+            self._one, self._zero1 = np.ones(1, np.int64), np.zeros(1, np.int64)
         if self.tokens:
             # Step-input token check into buffers made once (ufuncs with out= allocate nothing;
             # x.min()/x.max() allocate ~1 KB, x.item(i) an int per id above 256).
@@ -146,13 +192,26 @@ class Session:
     # --- state -------------------------------------------------------------------------------
     @property
     def position(self) -> int:
-        """Number of positions committed in the current sequence (the next step's position)."""
+        """Number of positions committed in the current sequence (the next step's position);
+        unbounded for sliding sessions (computed from the ring position and a block counter:
+        contracts.ring_buffer.absolute_position; not on the hot path)."""
+        if self.sliding and self.window is not None:
+            ring, w = self._ring, self.window
+            return absolute_position(ring, int(self._blocks[1 if ring >= 2 * w else 0]), w)
         return self._position
 
     @property
     def peek_pending(self) -> bool:
         """True when a `peek` at the current position awaits `commit(i)`."""
-        return self._peeked == self._position
+        return self._peeked == (self._ring if self.sliding else self._position)
+
+    @property
+    def ring_position(self) -> int:
+        """Windowed artifacts: the bounded stand-in of `position` the step graph is fed (in [0, 3W));
+        contracts.ring_buffer.ring_position(position, W)."""
+        if self.window is None:
+            raise ConfigError("ring_position is for windowed artifacts; this one has a static cache")
+        return self._ring if self.sliding else self._ring_of[self._position]
 
     @property
     def in_flight(self) -> bool:
@@ -178,6 +237,8 @@ class Session:
         self._check_open()
         self._peeked = -1
         self._position = 0
+        if self.window is not None:
+            self._ring = 0  # the block counters are not read below ring position W (R12)
 
     def close(self) -> None:
         """Release the backend; later calls raise SessionClosed. Idempotent. SessionBusy while
@@ -265,10 +326,9 @@ class Session:
             raise _busy("step")
         self._busy = True  # no call between the check and this store: atomic under the GIL
         try:
-            y, pos = self._stage(x)
+            y, key = self._stage(x)
             self._output = y
-            self.backend.commit(pos)  # row pos: scratch until the next store (module docstring)
-            self._position = self._next_position[pos]  # the commit point; pos + 1 without making an int
+            self._advance(key, -1)
             return y
         finally:
             self._busy = False
@@ -293,8 +353,8 @@ class Session:
                 raise BackendError(
                     f"backend {self.backend.name!r} does not implement peek/commit; use backend 'ort' or 'numpy'"
                 )
-            y, pos = self._stage(xs)
-            self._peeked = pos  # commit(i) is now allowed at this position
+            y, _ = self._stage(xs)
+            self._peeked = self._ring if self.sliding else self._position  # commit(i) allowed here
             return y
         finally:
             self._busy = False
@@ -311,51 +371,84 @@ class Session:
         self._busy = True
         try:
             self._check_open()
-            pos = self._position
-            if self._peeked != pos:
+            if not self.peek_pending:
                 raise InputError(
                     "commit(i) needs a peek(xs) at the current position first (none pending: a step(), reset() "
                     "or failed peek since drops it)"
                 )
             if not (type(i) is int or isinstance(i, np.integer)) or not 0 <= i < self.batch:
                 raise InputError(f"candidate index {i!r} must be an int in 0..{self.batch - 1}")
-            self.backend.commit_candidate(pos, int(i))
+            key = self._ring if self.sliding else self._position
+            if not self.sliding and self.window is not None:
+                key = self._ring_of[key]
             self._peeked = -1
-            self._position = self._next_position[pos]  # the commit point
+            self._advance(key, int(i))
         finally:
             self._busy = False
 
     def _stage(self, x: np.ndarray) -> tuple[np.ndarray, int]:
-        """The uncommitted part of step/peek: checks, the backend's step, the monitor. Returns
-        (output buffer, position). Drops a pending peek once the backend runs."""
+        """The uncommitted part of step and peek: checks, the backend's step, the monitor.
+        Returns (output buffer, the row key the backend was given: the position, or the ring
+        position of a windowed artifact). Drops a pending peek once the backend runs (its staged
+        rows are overwritten). Busy flag held by the caller."""
         monitor = self.monitor
         start = 0 if monitor is None else time.perf_counter_ns()
         self._check_open()
         self._validate_step_input(x)
-        pos = self._position
-        if pos >= self.max_len:
-            raise ContextFull(
-                f"position {pos} is at max_len {self.max_len} of this artifact: the static cache is full; "
-                f"call reset() to start a new sequence, or re-export with a larger --max-len"
-            )
-        if self.config.arch == "encoder-decoder" and not self._source_set:
-            raise InputError("no source sequence: call set_source(src) (or generate(src, ...)) before step()")
-        self._peeked = -1  # the staged rows are about to be overwritten
+        if self.sliding:
+            key = self._ring
+        else:
+            pos = self._position
+            if pos >= self.max_len:
+                raise ContextFull(
+                    f"position {pos} is at max_len {self.max_len} of this artifact: the static cache is full; "
+                    f"call reset() to start a new sequence, or re-export with a larger --max-len"
+                )
+            if self.config.arch == "encoder-decoder" and not self._source_set:
+                raise InputError(
+                    "no source sequence: call set_source(src) (or generate(src, ...)) before step()"
+                )
+            key = pos if self.window is None else self._ring_of[pos]  # windowed: its ring position
+        self._peeked = -1
         try:
-            y = self.backend.step(x, pos)  # [B, 1, d_out | V]; may raise, state untouched
+            y = self.backend.step(x, key)  # [B, 1, d_out | V]; may raise, state untouched
         except TickformerError:
             raise
         except Exception as exc:  # e.g. numpy FloatingPointError/MemoryError: ours, state untouched
-            raise _engine_failure(self.backend.name, f"at position {pos}", exc) from exc
+            where = f"at ring position {key}" if self.sliding else f"at position {self._position}"
+            raise _engine_failure(self.backend.name, where, exc) from exc
         if monitor is not None:
             # The input was validated above (always on); the monitor checks output and latency.
             monitor.check_output(y, time.perf_counter_ns() - start)
-        return y, pos
+        return y, key
+
+    def _advance(self, key: int, i: int) -> None:
+        """The commit: the staged rows (all of them, i < 0; candidate i's into every batch row,
+        i >= 0) into row `key`, then the one store that advances the state -- the commit point.
+        Sliding (module docstring, "Sliding sessions"): the block counter update first (never
+        the counter the current state reads), then the rows, then the ring position."""
+        if self.sliding:
+            update = self._block_update[key]  # R13
+            if update == 0:
+                np.copyto(self._c0, self._zero1)  # c[0] = 0: entering the first block
+            elif update == 1:
+                np.add(self._c0, self._one, out=self._c1)  # c[1] = c[0] + 1
+            elif update == 2:
+                np.add(self._c1, self._one, out=self._c0)  # c[0] = c[1] + 1
+        if i < 0:
+            self.backend.commit(key)  # row key: the slot no step reads before this commit
+        else:
+            self.backend.commit_candidate(key, i)
+        if self.sliding:
+            self._ring = self._next_ring[key]  # the commit point
+        else:
+            self._position = self._next_position[self._position]  # the commit point; no new int
 
     # --- not real-time --------------------------------------------------------------------------
     def run(self, seq: np.ndarray) -> np.ndarray:
         """Full pass over a whole sequence (model.onnx / the numpy model): seq [B, T, d_in] float32
-        (tokens: [B, T] int64), 1 <= T <= max_len -> new array [B, T, d_out | V]. Does not touch the
+        (tokens: [B, T] int64), 1 <= T <= max_len (windowed: any T >= 1, the window mask applied)
+        -> new array [B, T, d_out | V]. Does not touch the
         step state. Decoder-only artifacts. Not real-time (allocates)."""
         if self._busy:
             raise _busy("run")
@@ -383,7 +476,7 @@ class Session:
             raise InputError(
                 f"run input must be an ndarray of {self.input_dtype} with shape {want}, got {_describe(seq)}"
             )
-        if not 1 <= seq.shape[1] <= self.max_len:
+        if not 1 <= seq.shape[1] <= (self.max_len if self.window is None else seq.shape[1]):
             raise ContextFull(
                 f"sequence length {seq.shape[1]} is outside 1..max_len {self.max_len} of this artifact; "
                 f"re-export with --max-len {seq.shape[1]}"

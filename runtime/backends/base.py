@@ -19,6 +19,11 @@ session runs the same `step` on the K candidate inputs, then `commit_candidate(p
 row i's staged K/V into cache row pos of every batch row, so the rows stay identical. Backends
 with a host cache (numpy, ORT CPU) implement it (`layout.HostCache.commit_candidate`); the
 others keep `supports_peek = False` and the session refuses peek on them with a clear error.
+
+Windowed artifacts (format.cache_kind "ring"): the cache has W rows and `pos` is the ring
+position r in [0, 3W) (contracts.ring_buffer.ring_position; the step graph reads the same slots
+for r as for the absolute position); commit writes row ring_slot(r, W). A backend that has no
+ring cache keeps `ring_cache = False` and refuses windowed artifacts at construction.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import numpy as np
 
 from tickformer.artifact.format import cache_shape, out_width
 from tickformer.artifact.reader import Artifact
+from tickformer.errors import BackendError
 
 
 class Backend(abc.ABC):
@@ -39,10 +45,16 @@ class Backend(abc.ABC):
     static_cache: ClassVar[bool] = True  # False: the step's cost grows with the position
     runs_graphs: ClassVar[bool] = True  # runs the artifact's ONNX graphs (their weights are checked at load)
     supports_peek: ClassVar[bool] = False  # implements commit_candidate (module docstring, "Peek")
+    ring_cache: ClassVar[bool] = False  # runs windowed artifacts (ring KV cache of W rows, module docstring)
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         if options:
             raise TypeError(f"backend {self.name!r} takes no options {sorted(options)}")
+        if artifact.config.window is not None and not self.ring_cache:
+            raise BackendError(
+                f"backend {self.name!r} does not run windowed artifacts (window {artifact.config.window}: a "
+                "ring KV cache); it would run them with a full cache, so it refuses: use backend numpy or ort"
+            )
         self.artifact = artifact
         self.config = artifact.config
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tickformer.contracts.ring_buffer import ring_slot
+
 
 def stacked_shapes(
     cache_shape: tuple[int, ...], row_shape: tuple[int, ...], *, cross: bool = False
@@ -37,9 +39,13 @@ class HostCache:
     contiguous slice k_t[i] is read in place) and `k` is a view of it; `v` is stored as it reads.
     k_new, v_new [L, B, H, 1, dh]: layer i's step outputs are written into slice i. The
     per-position row views are made here, once, so `commit` is two np.copyto calls: no index
-    parsing, no new view, no allocation per step."""
+    parsing, no new view, no allocation per step. window=W (ring cache, N = W rows): commit(r)
+    takes the ring position r in [0, 3W) and writes row contracts.ring_buffer.ring_slot(r, W)
+    (the row views are made per ring position, by calling it)."""
 
-    def __init__(self, cache_shape: tuple[int, ...], row_shape: tuple[int, ...]) -> None:
+    def __init__(
+        self, cache_shape: tuple[int, ...], row_shape: tuple[int, ...], window: int | None = None
+    ) -> None:
         n = cache_shape[3]
         self.k_t = np.zeros(
             stacked_shapes(cache_shape, row_shape)["k_cache"], dtype=np.float32
@@ -48,10 +54,11 @@ class HostCache:
         self.v = np.zeros(cache_shape, dtype=np.float32)  # [L, B, H, N, dh]
         self.k_new = np.zeros(row_shape, dtype=np.float32)  # [L, B, H, 1, dh]
         self.v_new = np.zeros(row_shape, dtype=np.float32)
+        rows = range(n) if window is None else [ring_slot(r, window) for r in range(3 * window)]
         self._k_rows = [
-            self.k[:, :, :, p] for p in range(n)
-        ]  # N views [L, B, H, dh] (strided: column p of k_t)
-        self._v_rows = [self.v[:, :, :, p] for p in range(n)]
+            self.k[:, :, :, p] for p in rows
+        ]  # N (3W) views [L, B, H, dh] (strided: column p of k_t)
+        self._v_rows = [self.v[:, :, :, p] for p in rows]
         self._k_src = self.k_new[:, :, :, 0]  # [L, B, H, dh]
         self._v_src = self.v_new[:, :, :, 0]
         batch = cache_shape[1]
@@ -60,7 +67,8 @@ class HostCache:
         self._v_cand = [self.v_new[:, i : i + 1, :, 0] for i in range(batch)]
 
     def commit(self, pos: int) -> None:
-        """Copy the staged rows into cache row pos. Real-time safe (0 bytes allocated)."""
+        """Copy the staged rows into cache row pos (ring: row ring_slot(pos, W)). Real-time safe
+        (0 bytes allocated)."""
         np.copyto(self._k_rows[pos], self._k_src)
         np.copyto(self._v_rows[pos], self._v_src)
 

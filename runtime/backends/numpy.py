@@ -16,6 +16,9 @@ freed before it returns (zero net blocks; tests/runtime/test_allocation.py) -- b
 per step at the `control` preset (benchmarks/ANALYSIS.md section 3): allocation-free would need
 `out=` buffers throughout the model functions. `commit` allocates 0 bytes (`layout.HostCache`,
 the same cache layout as the ORT backend). Work is bounded by max_len (static) or pos (growing).
+Windowed artifacts (static variant only): a ring cache of W rows, slots selected by
+contracts.ring_buffer.slot_read and biased by rel_bias[:, window_distance] -- both tables made at
+load for every ring position r in [0, 3W) by calling the contract functions on index arrays.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tickformer.artifact.reader import Artifact
+from tickformer.contracts.ring_buffer import slot_read, window_distance
 from tickformer.model import names
 from tickformer.model.attention import (
     SoftmaxState,
@@ -57,6 +61,7 @@ class NumpyBackend(Backend):
     static_cache = True
     runs_graphs = False  # computes from weights.npz, never runs the .onnx graphs
     supports_peek = True
+    ring_cache = True
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         super().__init__(artifact, **options)
@@ -64,8 +69,18 @@ class NumpyBackend(Backend):
         self.params = artifact.params()
         self._pe = positional_encoding(cfg.max_len, cfg.d_model)  # [N, D]
         self._live = causal_mask(cfg.max_len, cfg.max_len, offset=-1)  # [N, N]: row pos = (j < pos)
+        self._bias: list[np.ndarray] = []  # windowed: per layer [3W, H, 1, W] score terms by ring position
+        if cfg.window is not None:
+            w = cfg.window
+            rings, slots = np.arange(3 * w)[:, None], np.arange(w)[None, :]  # [3W, 1], [1, W]
+            self._live = slot_read(rings, slots, w)  # [3W, W]: the slots the step at r reads (R7)
+            distance = window_distance(rings, slots, w)  # [3W, W]: their distances (R5)
+            for layer in names.decoder_layers(cfg):
+                assert layer.self_attn_position is not None  # windowed configs have the bias group
+                table = self.params[layer.self_attn_position["rel_bias"]]  # [H, W]
+                self._bias.append(np.ascontiguousarray(table[:, distance].transpose(1, 0, 2)[:, :, None, :]))
         self._layers = [self._layer_weights(i) for i in range(cfg.n_layers)]
-        self._host = HostCache(self.cache_shape, self.row_shape)  # the ORT backend's layout and commit
+        self._host = HostCache(self.cache_shape, self.row_shape, cfg.window)  # the ORT backend's layout
         self._k, self._v = self._host.k, self._host.v  # [L, B, H, N, dh] (K a view of its transposed store)
         self._k_new, self._v_new = self._host.k_new, self._host.v_new  # [L, B, H, 1, dh]
         self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
@@ -93,11 +108,14 @@ class NumpyBackend(Backend):
             h = p[names.TOK_EMBED][x] * np.float32(np.sqrt(cfg.d_model))  # [B, 1] -> [B, 1, D]
         else:
             h = linear(x, **names.IN_PROJ.take(p))  # [B, 1, d_in] -> [B, 1, D]
-        return h + self._pe[pos]  # [B, 1, D]
+        return h if cfg.window is not None else h + self._pe[pos]  # [B, 1, D]; windowed: no positions
 
     def _cache_piece(self, q: np.ndarray, layer: int, pos: int) -> SoftmaxState:
-        """Online-softmax state of the cached keys 0..pos-1 for query q [B, H, 1, dh]."""
+        """Online-softmax state of the cached keys 0..pos-1 (ring: the slots of the window) for
+        query q [B, H, 1, dh]."""
         s = scaled_scores(q, self._k[layer])  # [B, H, 1, N], all N rows: constant work
+        if self._bias:
+            s += self._bias[layer][pos]  # [H, 1, W] relative-position terms at ring position pos
         return chunk_state(s, self._live[pos], self._v[layer])  # stale rows selected out
 
     def _self_attention(self, h: np.ndarray, layer: int, pos: int) -> np.ndarray:
@@ -107,9 +125,10 @@ class NumpyBackend(Backend):
         v = split_heads(linear(h, w=w["w_v"], b=w["b_v"]), nh)  # [B, H, 1, dh]
         self._k_new[layer] = k
         self._v_new[layer] = v
-        own = SoftmaxState(
-            m=scaled_scores(q, k)[..., 0], l=np.ones(q.shape[:-1], np.float32), acc=v
-        )  # exp(s - s) = 1
+        s_own = scaled_scores(q, k)[..., 0]  # [B, H, 1]
+        if self._bias:
+            s_own += self._bias[layer][0, :, :, 0]  # [H, 1] distance 0 (any ring position: column 0)
+        own = SoftmaxState(m=s_own, l=np.ones(q.shape[:-1], np.float32), acc=v)  # exp(s - s) = 1
         heads = finalize(merge(self._cache_piece(q, layer, pos), own))  # [B, H, 1, dh]
         return linear(merge_heads(heads), w=w["w_o"], b=w["b_o"])  # [B, 1, D]
 
@@ -168,6 +187,7 @@ class GrowingNumpyBackend(NumpyBackend):
 
     name = "numpy-growing"
     static_cache = False
+    ring_cache = False  # a growing cache has no ring: windowed artifacts are refused
 
     def _cache_piece(self, q: np.ndarray, layer: int, pos: int) -> SoftmaxState:
         if pos == 0:

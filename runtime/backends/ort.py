@@ -81,6 +81,7 @@ class OrtBackend(Backend):
     name = "ort"
     static_cache = True
     supports_peek = True
+    ring_cache = True  # step.onnx holds the ring arithmetic; HostCache commits row ring_slot(pos, W)
     providers: Sequence[Any] = ("CPUExecutionProvider",)
 
     def __init__(
@@ -100,7 +101,7 @@ class OrtBackend(Backend):
         self._x = np.zeros(x_shape, dtype=x_dtype)  # the session's layout; the graph's is [B, d_in] / [B]
         self._pos = np.zeros(1, dtype=np.int64)
         self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
-        self._host = HostCache(self.cache_shape, self.row_shape)
+        self._host = HostCache(self.cache_shape, self.row_shape, cfg.window)
         cross = cfg.arch == "encoder-decoder"
         # cross_k, cross_v [L, B, H, N, dh] and src_valid [B, N], written once per source by set_source.
         self._cross = (

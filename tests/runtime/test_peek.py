@@ -36,6 +36,45 @@ def peek_art(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def ring_art(tmp_path_factory):
+    """The same with a window of 4 (ring cache of 4 rows; a session slides without end)."""
+    config = preset("tiny").replace(window=4)
+    out = tmp_path_factory.mktemp("peek-ring") / "art"
+    export_params(config, init_params(config, 6), out, batch=K)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_commit_after_peek_equals_a_plain_step_while_sliding(ring_art, backend):
+    """Windowed, sliding past the window many times (40 ticks, W = 4): peek + commit(i) and a
+    plain step of the chosen candidate give the same outputs and the same ring cache, bit for
+    bit, and the K rows of the ring stay one history."""
+    a = runtime.load(ring_art, backend=backend)
+    b = runtime.load(ring_art, backend=backend)
+    assert a.sliding
+    xs = _inputs(a, 40, seed=11)
+    for t in range(40):
+        ya = a.peek(xs[t]).copy()
+        choice = (3 * t + 1) % K
+        a.commit(choice)
+        yb = b.step(np.ascontiguousarray(np.broadcast_to(xs[t, choice], xs[t].shape)))
+        np.testing.assert_array_equal(ya[choice], yb[choice])
+        assert a.position == b.position == t + 1
+        (ka, va), (kb, vb) = _cache_copy(a), _cache_copy(b)
+        np.testing.assert_array_equal(ka, kb)
+        np.testing.assert_array_equal(va, vb)
+        for row in range(1, K):
+            np.testing.assert_array_equal(ka[:, row], ka[:, 0])
+
+
+def test_peek_and_commit_allocate_zero_bytes_while_sliding(ring_art):
+    s = runtime.load(ring_art, backend="ort")
+    xs = list(_inputs(s, 64, seed=12))
+    plan = [(xs[t], t % K, False) for t in range(64)] * 10
+    assert _peak_rise(s, plan) == 0
+
+
 def _inputs(session, steps, seed):
     rng = np.random.default_rng(seed)
     d_in = session.config.d_in
