@@ -16,9 +16,8 @@ over which the decision acts is d + 1 ticks, all but the last already fixed).
 
     HistoryMPC   the learned model over the measured stream, on a runtime session: one
                  `Session.peek` of the K candidates over the shared history, then `commit(j*)`
-                 of the chosen one (no reset; a windowed session slides past its window).
-                 With `memoryless=True` the same controller on a window-1 model: reset() and
-                 peek at position 0 every tick (attention over one key, no history).
+                 of the chosen one (no reset; a windowed session slides past its window). On a
+                 window-1 model it is the memoryless baseline (attention over its own key only).
     NominalMPC   the true equations with the nominal constants; state (theta, omega) from an
                  extended Kalman filter with those constants over the measured angles
                  (model.plant.HiddenEKF), the commands in flight from its own record.
@@ -171,13 +170,11 @@ class HistoryMPC(DelayedMPC):
         norm: dict[str, Any],
         plant: HiddenPendulum,
         output_bound: float | None,
-        *,
-        memoryless: bool = False,
         **weights: float,
     ) -> None:
         k = session.input_shape[0]
         super().__init__(k, plant.dt, **weights)
-        self.session, self.bound, self.memoryless = session, output_bound, memoryless
+        self.session, self.bound = session, output_bound
         self.d = plant.delay
         self.xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, 2]
         xm, xs = norm["x_mean"], norm["x_std"]
@@ -198,8 +195,6 @@ class HistoryMPC(DelayedMPC):
             return False  # outside the model's declared input domain
         for j in range(xs.shape[0]):
             xs[j, 0, 0] = z
-        if self.memoryless:
-            s.reset()
         out = s.peek(xs)  # [K, 1, d + 1] standardised theta_{t+j} - y_t
         if output_excess(out, self.bound) > 0.0:
             return False
@@ -210,8 +205,6 @@ class HistoryMPC(DelayedMPC):
         return True
 
     def chosen(self, j: int) -> None:
-        if self.memoryless:
-            return  # reset() every tick: nothing to keep
         s = self.session
         if j < 0:  # unusable prediction: commit the candidate nearest the held command
             if not s.peek_pending:

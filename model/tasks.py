@@ -377,7 +377,7 @@ class HiddenData:
     norm: dict[str, list[float]]
     plant: HiddenPendulum
     steps: int  # T
-    memoryless: bool  # True: batches are length-1 sequences (the same network with window 1)
+    train_settings: Any = None  # the run's TrainSettings (model.train sets it): the twin's too
 
 
 def _hidden_targets(theta: np.ndarray, y: np.ndarray, steps: int, delay: int) -> np.ndarray:
@@ -389,7 +389,6 @@ def hidden_prepare(
     config: Config,
     rng: np.random.Generator,
     *,
-    memoryless: bool = False,
     n_train: int | None = None,
     n_test: int | None = None,
 ) -> HiddenData:
@@ -425,7 +424,7 @@ def hidden_prepare(
         "dy_mean": dy.mean(0).tolist(),
         "dy_std": dy.std(0).tolist(),
     }
-    return HiddenData(tr_theta, tr_y, tr_c, te_theta, te_y, te_c, te_plants, norm, NOMINAL, steps, memoryless)
+    return HiddenData(tr_theta, tr_y, tr_c, te_theta, te_y, te_c, te_plants, norm, NOMINAL, steps)
 
 
 def hidden_arrays(
@@ -441,20 +440,17 @@ def hidden_arrays(
 
 
 def hidden_batch(data: HiddenData, rng: np.random.Generator, batch_size: int) -> Batch:
-    """batch_size episodes; memoryless: the same positions as batch_size * T sequences of one."""
+    """batch_size training episodes, drawn with replacement."""
     idx = rng.integers(0, data.train_theta.shape[0], size=batch_size)
     x, target = hidden_arrays(data.train_theta[idx], data.train_y[idx], data.train_cmds[idx], data)
-    if data.memoryless:
-        x, target = x.reshape(-1, 1, x.shape[-1]), target.reshape(-1, 1, target.shape[-1])
     return Batch(x=x, target=target)
 
 
-def hidden_model_angles(params: Params, config: Config, data: HiddenData, *, memoryless: bool) -> np.ndarray:
+def hidden_model_angles(params: Params, config: Config, data: HiddenData) -> np.ndarray:
     """Predicted theta_{t+1..t+delay+1} of the held-out episodes [N, T, delay + 1] (rad)."""
     x, _ = hidden_arrays(data.test_theta, data.test_y, data.test_cmds, data)
-    n, t, _ = x.shape
-    out = forward(params, config, x.reshape(n * t, 1, -1) if memoryless else x)  # [., ., d+1]
-    return hidden_predictions(data.test_y[:, :t, None], out.reshape(n, t, -1).astype(np.float64), data.norm)
+    out = forward(params, config, x)  # [N, T, d+1]
+    return hidden_predictions(data.test_y[:, : data.steps, None], out.astype(np.float64), data.norm)
 
 
 def hidden_ar_angles(data: HiddenData, order: int) -> np.ndarray:
@@ -503,9 +499,9 @@ def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[st
     1), least-squares linear AR over the same history length, and nominal physics. Positions
     t >= H - 1 are scored, H = the window (max_len without one), so every baseline has its full
     history. Also the (delay + 1)-step RMSE, the horizon a command issued now first reaches."""
-    memoryless = data.memoryless
-    window = getattr(config, "window", None)
-    history = 1 if memoryless else (window if window else min(HIDDEN_HISTORY, config.max_len))
+    window = config.window
+    memoryless = window == 1
+    history = window if window else min(HIDDEN_HISTORY, config.max_len)
     start = max(history - 1, data.plant.delay)
     truth = np.stack(
         [data.test_theta[:, j : j + data.steps] for j in range(1, data.plant.delay + 2)], axis=-1
@@ -515,7 +511,7 @@ def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[st
         err = pred - truth
         return float(np.sqrt(np.mean(err[..., 0] ** 2))), float(np.sqrt(np.mean(err[..., -1] ** 2)))
 
-    model = rmse(hidden_model_angles(params, config, data, memoryless=memoryless)[:, start:])
+    model = rmse(hidden_model_angles(params, config, data)[:, start:])
     result: dict[str, Any] = {
         "held_out_episodes": int(data.test_theta.shape[0]),
         "held_out_constants": "every coordinate in bands 1, 3, 5 of 6 of its range, training in 0, 2, 4 (model.plant)",
@@ -527,10 +523,10 @@ def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[st
     }
     if memoryless:
         return result
-    twin = _train_memoryless_twin(config, data)
+    twin, twin_config = _train_memoryless_twin(config, data)
     ar = hidden_ar_angles(data, history)[:, start - (history - 1) :]
     baselines = {
-        "memoryless": rmse(hidden_model_angles(twin, config, data, memoryless=True)[:, start:]),
+        "memoryless": rmse(hidden_model_angles(twin, twin_config, data)[:, start:]),
         "linear_ar": rmse(ar),
         "nominal": rmse(hidden_nominal_angles(data, start)),
     }
@@ -538,7 +534,7 @@ def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[st
         name: {"rmse": v[0], f"rmse_{data.plant.delay + 1}_step": v[1]} for name, v in baselines.items()
     }
     result["baseline_descriptions"] = {
-        "memoryless": "the same network and training settings on length-1 sequences (window 1)",
+        "memoryless": "the same network and training settings with window 1 (attention over its own key)",
         "linear_ar": f"least-squares linear AR over the last {history} (y, command) pairs + constant",
         "nominal": (
             f"true equations, nominal constants {NOMINAL.to_dict()}; state from an extended Kalman filter "
@@ -554,18 +550,17 @@ def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[st
     return result
 
 
-_TWIN_SETTINGS: dict[str, Any] = {}  # set by model.train before evaluate: the run's settings
-
-
-def _train_memoryless_twin(config: Config, data: HiddenData) -> Params:
-    """The memoryless baseline: the same config, trained with the run's settings on the same
-    training episodes cut into length-1 sequences (window 1: attention over its own key only)."""
+def _train_memoryless_twin(config: Config, data: HiddenData) -> tuple[Params, Config]:
+    """The memoryless baseline: the same config with window 1 (attention over its own key only),
+    trained with this run's settings (`data.train_settings`, set by model.train) on the same
+    training episodes."""
     from .train import TrainSettings, train_steps  # lazy: train imports this module
 
-    settings = _TWIN_SETTINGS.get("settings") or TrainSettings.for_task(TASKS["pendulum-hidden-memoryless"])
-    task = TASKS["pendulum-hidden-memoryless"]
-    params, *_ = train_steps(task, config, settings)
-    return params
+    task = TASKS["pendulum-hidden"]
+    twin = config.replace(window=1)
+    settings = data.train_settings or TrainSettings.for_task(task)
+    params, *_ = train_steps(task, twin, settings)
+    return params, twin
 
 
 def hidden_meta(data: HiddenData) -> dict[str, Any]:
@@ -576,7 +571,6 @@ def hidden_meta(data: HiddenData) -> dict[str, Any]:
         "features": ["y (measured angle)", "command"],
         "outputs": "standardised theta_{t+j} - y_t, j = 1..delay+1: theta = y_t + dy_mean + dy_std * out",
         "sequence_length": data.steps,
-        "memoryless": data.memoryless,
     }
 
 
@@ -650,20 +644,6 @@ TASKS: dict[str, Task] = {
         lr_scale=1.0,
         ema_decay=0.995,
         prepare=hidden_prepare,
-        batch=hidden_batch,
-        evaluate=hidden_evaluate,
-        meta=hidden_meta,
-    ),
-    "pendulum-hidden-memoryless": Task(
-        name="pendulum-hidden-memoryless",
-        description="pendulum-hidden with window 1 (length-1 sequences): the memoryless baseline",
-        preset="control-hidden",
-        steps=1500,
-        batch_size=8,
-        warmup=150,
-        lr_scale=1.0,
-        ema_decay=0.995,
-        prepare=lambda config, rng: hidden_prepare(config, rng, memoryless=True),
         batch=hidden_batch,
         evaluate=hidden_evaluate,
         meta=hidden_meta,
