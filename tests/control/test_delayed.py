@@ -1,0 +1,94 @@
+"""Controllers of the hidden pendulum (control/delayed.py): the decision rule over K candidates,
+the model controller over a shared history (peek/commit, sliding), the reference controllers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tickformer import runtime
+from tickformer.control import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC, SineReference
+from tickformer.export.writer import export_params
+from tickformer.model import init_params, preset
+from tickformer.model.plant import draw_hidden
+
+K = 5
+NORM = {"x_mean": [0.0, 0.0], "x_std": [1.0, 1.0], "dy_mean": [0.0, 0.0, 0.0], "dy_std": [0.1, 0.1, 0.1]}
+
+
+@pytest.fixture(scope="module")
+def plant():
+    return draw_hidden(np.random.default_rng(7), "held_out")
+
+
+@pytest.fixture(scope="module")
+def hidden_art(tmp_path_factory):
+    """A tiny windowed model of the pendulum-hidden shape (d_in 2, d_out 3), batch K."""
+    config = preset("tiny").replace(d_in=2, d_out=3, window=4)
+    out = tmp_path_factory.mktemp("hidden") / "art"
+    export_params(config, init_params(config, 3), out, batch=K)
+    return out
+
+
+def _run(controller, sim, ticks):
+    for k in range(ticks):
+        sim.actuate(controller.step(sim.observe(k)))
+    return sim.tracking(skip=50)["rms_rad"]
+
+
+def _zero(sim, ticks):
+    for k in range(ticks):
+        sim.observe(k)
+        sim.actuate(np.zeros(1))
+    return sim.tracking(skip=50)["rms_rad"]
+
+
+def test_oracle_and_nominal_close_the_loop(plant):
+    ref = SineReference(0.25, 4.0)
+    zero = _zero(HiddenPlantSim(plant, ref, 600, seed=1), 600)
+    sim = HiddenPlantSim(plant, ref, 600, seed=1)
+    oracle = _run(OracleMPC(9, sim), sim, 600)
+    nominal = _run(NominalMPC(9), HiddenPlantSim(plant, ref, 600, seed=1), 600)
+    sim = HiddenPlantSim(plant, ref, 600, seed=1)
+    true_state = _run(OracleMPC(9, sim, true_state=True), sim, 600)
+    assert true_state < oracle < 0.2 * zero
+    assert nominal < 0.7 * zero  # wrong constants: closes the loop, far from the oracle
+
+
+def test_decision_rule_picks_the_candidate_nearest_the_reference():
+    class Fixed(OracleMPC.__mro__[2]):  # DelayedMPC with a hand-written prediction
+        def predict(self, obs):
+            self.pred[:, 0] = 0.0
+            self.pred[:, 1] = self.cand  # candidate c moves theta to c
+            return True
+
+    c = Fixed(5, 0.1, w_omega=0.0)
+    assert c.step(np.array([0.0, 0.5, 0.0]))[0] == pytest.approx(0.5)
+    assert c.step(np.array([0.0, -0.9, 0.0]))[0] == pytest.approx(-1.0)
+
+
+def test_history_mpc_commits_every_tick_and_slides(hidden_art, plant):
+    session = runtime.load(hidden_art, backend="ort")
+    c = HistoryMPC(session, NORM, plant, None)
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 100, seed=2)
+    for k in range(40):  # 10 windows
+        u = c.step(sim.observe(k))
+        assert np.isfinite(u[0]) and -1.0 <= u[0] <= 1.0
+        sim.actuate(u)
+        assert session.position == k + 1 and not session.peek_pending
+    k_cache, _ = session.backend.cache()
+    for row in range(1, K):
+        np.testing.assert_array_equal(k_cache[:, row], k_cache[:, 0])  # one shared history
+
+
+def test_history_mpc_falls_back_on_a_bad_prediction_and_keeps_the_history(hidden_art, plant):
+    """An output over the declared bound: non-finite action (the loop's fallback), and the
+    candidate nearest the held command is still committed, so the stream goes on."""
+    session = runtime.load(hidden_art, backend="ort")
+    c = HistoryMPC(session, NORM, plant, 1e-9)  # every output exceeds this bound
+    obs = np.array([0.1, 0.2, 0.0])
+    assert np.isnan(c.step(obs)[0])
+    assert session.position == 1
+    obs[0] = 1e6  # outside the declared input domain: no peek, nothing committed
+    assert np.isnan(c.step(obs)[0])
+    assert session.position == 1
