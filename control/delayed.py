@@ -24,12 +24,19 @@ over which the decision acts is d + 1 ticks, all but the last already fixed).
     OracleMPC    the true equations with the episode's true constants and the same filter with
                  them: everything known but the noise (`true_state=True`: the true state too).
 
-`step(obs)` takes obs [3] = (y_t, r(t + d + 1), r'(t + d + 1)) and returns the controller's
-action buffer [1]; an unusable prediction gives a non-finite action, which
-`tickformer.runtime.ControlLoop` replaces by its fallback. HistoryMPC is real-time safe after
-construction (no allocation by the controller: loops over Python floats into buffers made once;
-what `Session.peek` allocates is what `step` does, 0 bytes on ORT IOBinding); NominalMPC and
-OracleMPC are reference controllers and allocate small numpy temporaries (hidden_step).
+Observation (`HiddenPlantSim.observe`): obs [5 + G] = (y_t, r(t + d + 1), r'(t + d + 1), the
+command actuated last tick, n, then the n measurements of the ticks the loop skipped since,
+oldest first; G = 64). A late tick makes `ControlLoop` skip periods, and the plant keeps moving
+under the held command; a controller whose state is a history must see those ticks, or its
+tokens stop being one per tick: each controller first catches up (`catch_up`: HistoryMPC commits
+a plain step per skipped tick, the filters update), bounded by G, then decides.
+
+`step(obs)` returns the controller's action buffer [1]; an unusable prediction gives a non-finite action, which
+`tickformer.runtime.ControlLoop` replaces by its fallback. Real-time: after construction every
+controller works in Python floats over buffers made once (no numpy array is made per tick;
+HistoryMPC's `Session.peek` + `commit` allocate 0 bytes on ORT IOBinding), bounded work (K
+candidates, a fixed number of RK4 steps); zero net allocation over thousands of ticks
+(tests/control/test_delayed.py), transient Python floats only.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ from tickformer.contracts.output_bound import output_excess
 from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenPendulum, HiddenStepper
 
 Reference = Callable[[float], tuple[float, float]]
+OBS_HEAD = 5  # obs[0:5] = (y_t, r, r', the command actuated last tick, n skipped ticks)
+GAP_MAX = 64  # measurements of skipped ticks the observation carries (obs[5:5 + n], oldest first)
 
 
 class HiddenPlantSim:
@@ -69,7 +78,7 @@ class HiddenPlantSim:
         self.k = 0
         self.last = 0.0  # the last command issued (held through skipped ticks)
         self.rng = np.random.default_rng(seed)
-        self.obs = np.zeros(3)
+        self.obs = np.zeros(OBS_HEAD + GAP_MAX)  # [5 + G] (module docstring, "Observation")
         self.theta = np.full(n_ticks_max + 1, np.nan)  # [n] true theta at each plant tick
         self.theta[0] = theta0
         self.y = self.state[0] + self.plant.noise * float(self.rng.standard_normal())
@@ -90,11 +99,15 @@ class HiddenPlantSim:
         self.y = float(self.state[0]) + self.plant.noise * float(self.rng.standard_normal())
 
     def observe(self, k: int) -> np.ndarray:
+        obs, gap = self.obs, 0
         while self.k < k:  # skipped periods: the plant kept moving under the held command
+            if gap < GAP_MAX:  # the sensor's buffer: the measurement of each skipped tick
+                obs[OBS_HEAD + gap] = self.y
+            gap += 1
             self._advance(self.last)
         r, r_dot = self.reference((k + self.plant.delay + 1) * self.plant.dt)
-        self.obs[0], self.obs[1], self.obs[2] = self.y, r, r_dot
-        return self.obs
+        obs[0], obs[1], obs[2], obs[3], obs[4] = self.y, r, r_dot, self.last, min(gap, GAP_MAX)
+        return obs
 
     def actuate(self, u: np.ndarray) -> None:
         u0 = float(u[0])
@@ -119,14 +132,16 @@ class DelayedMPC:
     """The decision rule (module docstring); subclasses fill `self.pred` [K, 2] =
     (theta_{t+d}, theta_{t+d+1}) per candidate in `predict(obs)` and may override `chosen(j)`."""
 
-    def __init__(self, candidates: int, dt: float, *, kp: float = 2.0, w_omega: float = 0.05) -> None:
+    def __init__(
+        self, candidates: int, dt: float, *, kp: float = 2.0, w_omega: float = 0.05, w_du: float = 0.0
+    ) -> None:
         k = validation.integer(candidates, "candidates", min_value=2, hint="a choice needs alternatives")
         validation.positive_real(dt, "dt")
         self.cand = np.linspace(-1.0, 1.0, k)  # [K] candidate commands
         self._cand = self.cand.tolist()  # as Python floats (the loop below allocates nothing)
         self.pred = np.zeros((k, 2))  # [K, 2]
         self.out = np.zeros(1, dtype=np.float32)  # [1]
-        self.dt, self.kp, self.w = float(dt), float(kp), float(w_omega)
+        self.dt, self.kp, self.w, self.w_du = float(dt), float(kp), float(w_omega), float(w_du)
         self.last = 0.0
 
     def predict(self, obs: np.ndarray) -> bool:
@@ -136,19 +151,24 @@ class DelayedMPC:
     def chosen(self, j: int) -> None:
         """Called with the chosen candidate's index (HistoryMPC commits it)."""
 
+    def catch_up(self, obs: np.ndarray) -> None:
+        """Take in the ticks the loop skipped (obs[4] of them, measurements obs[5:]) and the
+        command actually actuated last tick (obs[3]). Default: nothing."""
+
     def step(self, obs: np.ndarray) -> np.ndarray:
+        self.catch_up(obs)
         if not self.predict(obs):
             self.chosen(-1)
             self.out[0] = np.nan  # a broken prediction -> non-finite action -> loop's fallback
             return self.out
-        r, r_dot = float(obs[1]), float(obs[2])
-        p = self.pred
+        r, r_dot = obs.item(1), obs.item(2)
+        item = self.pred.item
         best, best_cost = 0, math.inf
         for j in range(len(self._cand)):
-            th0, th1 = float(p[j, 0]), float(p[j, 1])
+            th0, th1 = item(j, 0), item(j, 1)
             om_des = r_dot + self.kp * (r - th1)
             om = (th1 - th0) / self.dt
-            cost = (th1 - r) ** 2 + self.w * (om - om_des) ** 2
+            cost = (th1 - r) ** 2 + self.w * (om - om_des) ** 2 + self.w_du * (self._cand[j] - self.last) ** 2
             if cost < best_cost:
                 best, best_cost = j, cost
         self.chosen(best)
@@ -186,10 +206,31 @@ class HistoryMPC(DelayedMPC):
         self.m1, self.s1 = float(dm[self.d]), float(ds[self.d])  # theta_{t+d+1}
         self.lo, self.hi = session.domain
         self._nearest = list(range(k))  # candidate nearest each candidate (itself): ints made once
+        self.cm, self.cs = float(xm[1]), float(xs[1])
+        self.gap_xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, 2] every row the same
+        self.skipped = 0  # skipped ticks taken in (plain steps committed)
+
+    def catch_up(self, obs: np.ndarray) -> None:
+        """One plain step per skipped tick, every batch row the same (y_i, held command): the
+        history stays one token per tick and the rows one history."""
+        n = int(obs.item(4))
+        if n == 0:
+            return
+        g, s = self.gap_xs, self.session
+        c = (obs.item(3) - self.cm) / self.cs
+        for i in range(n):
+            z = (obs.item(OBS_HEAD + i) - self.ym) / self.ys
+            if not (self.lo <= z <= self.hi):
+                continue  # outside the declared domain: that tick stays out of the history
+            for j in range(g.shape[0]):
+                g[j, 0, 0] = z
+                g[j, 0, 1] = c
+            s.step(g)
+        self.skipped += n
 
     def predict(self, obs: np.ndarray) -> bool:
         s, xs = self.session, self.xs
-        y = float(obs[0])
+        y = obs.item(0)
         z = (y - self.ym) / self.ys
         if not (self.lo <= z <= self.hi):
             return False  # outside the model's declared input domain
@@ -198,10 +239,10 @@ class HistoryMPC(DelayedMPC):
         out = s.peek(xs)  # [K, 1, d + 1] standardised theta_{t+j} - y_t
         if output_excess(out, self.bound) > 0.0:
             return False
-        p = self.pred
+        p, d, item = self.pred, self.d, out.item
         for j in range(xs.shape[0]):
-            p[j, 0] = y + self.m0 + self.s0 * float(out[j, 0, self.d - 1])
-            p[j, 1] = y + self.m1 + self.s1 * float(out[j, 0, self.d])
+            p[j, 0] = y + self.m0 + self.s0 * item(j, 0, d - 1)
+            p[j, 1] = y + self.m1 + self.s1 * item(j, 0, d)
         return True
 
     def chosen(self, j: int) -> None:
@@ -226,11 +267,24 @@ class NominalMPC(DelayedMPC):
         self.ekf = HiddenEKF(plant)
         self.issued = [0.0] * (plant.delay + 1)  # this controller's commands at t-d-1..t-1
 
+    def catch_up(self, obs: np.ndarray) -> None:
+        issued = self.issued
+        issued[-1] = obs.item(3)  # what was actuated last tick (the loop's fallback, if it fell back)
+        for i in range(int(obs.item(4))):  # skipped ticks: filter through them, the command held
+            self.ekf.update(obs.item(OBS_HEAD + i), issued[0])
+            self._shift(issued[-1])
+
     def predict(self, obs: np.ndarray) -> bool:
         # the command that reached the joint over t-1..t was issued at t-1-d: issued[0]
-        th, om = self.ekf.update(float(obs[0]), self.issued[0])
+        th, om = self.ekf.update(obs.item(0), self.issued[0])
         self._simulate(th, om, self.issued, 1, self.f)
         return True
+
+    def _shift(self, command: float) -> None:
+        issued = self.issued
+        for i in range(len(issued) - 1):
+            issued[i] = issued[i + 1]
+        issued[-1] = command
 
     def _simulate(self, th: float, om: float, flight: list[float], first: int, f: HiddenStepper) -> None:
         """Forward through the d commands in flight (flight[first:first + d]), then each candidate."""
@@ -243,10 +297,7 @@ class NominalMPC(DelayedMPC):
             p[j, 1] = step(th, om, c)[0]
 
     def chosen(self, j: int) -> None:
-        issued = self.issued
-        for i in range(len(issued) - 1):
-            issued[i] = issued[i + 1]
-        issued[-1] = self._cand[j] if j >= 0 else self.last
+        self._shift(self._cand[j] if j >= 0 else self.last)
 
 
 class OracleMPC(NominalMPC):

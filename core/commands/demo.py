@@ -420,7 +420,7 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
             else f"pWCET(1e-9) {ce.get('pwcet_1e-9')}"
         )
         t.add_row(
-            f"certify (ort, batch {ce['batch']})",
+            f"certify (ort, batch {ce.get('batch', 1)})",
             f"[bold]{ce['verdict']}[/] at {ce['budget_us']:.0f} us/step: p50 {ce['p50_us']:.1f}, "
             f"p99 {ce['p99_us']:.1f}, max {ce['max_us']:.1f} us; {pw}\n{ce['reasons'][0]}",
         )

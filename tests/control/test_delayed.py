@@ -63,8 +63,8 @@ def test_decision_rule_picks_the_candidate_nearest_the_reference():
             return True
 
     c = Fixed(5, 0.1, w_omega=0.0)
-    assert c.step(np.array([0.0, 0.5, 0.0]))[0] == pytest.approx(0.5)
-    assert c.step(np.array([0.0, -0.9, 0.0]))[0] == pytest.approx(-1.0)
+    assert c.step(np.array([0.0, 0.5, 0.0, 0.0, 0.0]))[0] == pytest.approx(0.5)
+    assert c.step(np.array([0.0, -0.9, 0.0, 0.0, 0.0]))[0] == pytest.approx(-1.0)
 
 
 def test_history_mpc_commits_every_tick_and_slides(hidden_art, plant):
@@ -86,9 +86,80 @@ def test_history_mpc_falls_back_on_a_bad_prediction_and_keeps_the_history(hidden
     candidate nearest the held command is still committed, so the stream goes on."""
     session = runtime.load(hidden_art, backend="ort")
     c = HistoryMPC(session, NORM, plant, 1e-9)  # every output exceeds this bound
-    obs = np.array([0.1, 0.2, 0.0])
+    obs = np.array([0.1, 0.2, 0.0, 0.0, 0.0])
     assert np.isnan(c.step(obs)[0])
     assert session.position == 1
     obs[0] = 1e6  # outside the declared input domain: no peek, nothing committed
     assert np.isnan(c.step(obs)[0])
     assert session.position == 1
+
+
+def _net_blocks(controller, observations, ticks):
+    import gc
+    import tracemalloc
+
+    step = controller.step
+    plan = [observations[k % len(observations)] for k in range(ticks)]
+
+    def loop():
+        for obs in plan:
+            step(obs)
+
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        loop()  # warm-up under tracing: first-call paths, free lists
+        before = tracemalloc.take_snapshot()
+        loop()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+    ignore = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "*/onnxruntime/*")]
+    diff = after.filter_traces(ignore).compare_to(before.filter_traces(ignore), "traceback")
+    return sum(d.count_diff for d in diff)
+
+
+def test_controllers_allocate_nothing_net_per_tick(hidden_art, plant):
+    """2,000 ticks of each controller leave zero net traced blocks (the model's session slides)."""
+    rng = np.random.default_rng(9)
+    observations = [np.array([rng.uniform(-0.5, 0.5), 0.1, 0.0, 0.0, 0.0]) for _ in range(64)]
+    session = runtime.load(hidden_art, backend="ort")
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 10)
+    for controller in (HistoryMPC(session, NORM, plant, None), NominalMPC(K), OracleMPC(K, sim)):
+        assert _net_blocks(controller, observations, 2000) == 0, type(controller).__name__
+
+
+def test_skipped_ticks_are_taken_into_the_history(hidden_art, plant):
+    """A late tick makes the loop skip periods; the plant moves on under the held command and
+    its measurements arrive with the next observation. HistoryMPC commits one plain step per
+    skipped tick (one token per plant tick), keeping the K rows one history; the filters of the
+    reference controllers step through them too."""
+    session = runtime.load(hidden_art, backend="ort")
+    c = HistoryMPC(session, NORM, plant, None)
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 100, seed=3)
+    for k in range(5):
+        sim.actuate(c.step(sim.observe(k)))
+    obs = sim.observe(9)  # ticks 5..8 skipped
+    assert obs[4] == 4 and sim.k == 9
+    assert np.all(np.abs(obs[5:9]) > 0) and np.all(obs[9:] == 0)  # four buffered measurements, no more
+    c.step(obs)
+    assert session.position == 10 and c.skipped == 4
+    k_cache, _ = session.backend.cache()
+    for row in range(1, K):
+        np.testing.assert_array_equal(k_cache[:, row], k_cache[:, 0])
+    n = NominalMPC(K, plant)
+    n.step(np.array([0.1, 0.0, 0.0, 0.0, 2.0, 0.1, 0.1]))
+    assert n.issued[-1] == n.last  # after two skipped ticks under command 0 and its own choice
+
+
+def test_a_skipped_tick_without_catch_up_breaks_the_history(hidden_art, plant):
+    """Mutant: catch_up does nothing; the session then has fewer positions than plant ticks."""
+    session = runtime.load(hidden_art, backend="ort")
+    c = HistoryMPC(session, NORM, plant, None)
+    c.catch_up = lambda obs: None
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 100, seed=3)
+    sim.actuate(c.step(sim.observe(0)))
+    c.step(sim.observe(5))
+    assert session.position != sim.k
