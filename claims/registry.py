@@ -982,6 +982,10 @@ for _label, _key in (
 (
     _pred.result("ratio", "demo", "train.ratio_to_memoryless", "{:.2f}")
     .literal("0.5", "the target ratio (the issue's)")
+    .literal("16", "the window (row label)")
+    .literal("16", "the linear AR's history, the window (row label)")
+    .literal("1", "the memoryless model's window (row label)")
+    .literal("3", "the 3-step horizon (column label)")
 )
 _loop = Span(f"{K}#loop")
 for _c in ("model", "memoryless", "nominal", "oracle"):
@@ -994,6 +998,15 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
         .result(f"{_c} p50", "demo", f"loop.{_c}.step_p50_us", "{:.0f}")
         .result(f"{_c} p99", "demo", f"loop.{_c}.step_p99_us", "{:.0f}")
     )
+(
+    Span(f"{K}#latency")
+    .result("p50 first", "demo", "loop.model.step_p50_first_10pct_us", "{:.0f}")
+    .result("p50 last", "demo", "loop.model.step_p50_last_10pct_us", "{:.0f}")
+    .result("rss start", "demo", "loop.model.rss_start_bytes", "{:.1f}", scale=1e-6)
+    .result("rss end", "demo", "loop.model.rss_end_bytes", "{:.1f}", scale=1e-6)
+    .literal("10", "the first tenth of the ticks (column label)")
+    .literal("10", "the last tenth of the ticks (column label)")
+)
 (
     _loop.literal("16", "the model's window (column label)").literal(
         "1", "the memoryless model's window (column label)"
@@ -1063,7 +1076,19 @@ LITERALS: dict[str, dict[str, str]] = {
         "1e-5": "the tolerance's floor (export/bounds.py)",
         "50": "the claims check's relative tolerance on the equivalence table (rtol=0.5)",
     },
+    "docs/control.md": {
+        "1e-6": "the EKF's process noise on theta (model/plant.py HiddenEKF q_theta)",
+        "1e-3": "the EKF's process noise on omega (HiddenEKF q_omega)",
+        "17": "the demo's candidates (DemoConfig.candidates)",
+        "139": "17 x 2 x 16 x 32 floats x 2 (K and V) x 4 bytes, arithmetic on the config",
+        "0.05": "the cost weight w_omega (DemoConfig)",
+        "0.25": "the reference amplitude (DemoConfig.amplitude)",
+        "4": "the reference period (DemoConfig.ref_period_s)",
+        "2": "the demo's period in ms (DemoConfig.period_ms), the delay in ticks, the natural period near 2 s",
+        "1.5": "the issue's target ratio to the oracle",
+    },
     "docs/certify.md": {
+        "2": "the demo's 2 ms period (DemoConfig.period_ms)",
         "10": "duty cycle idle share (10%), and the demo's 10 ms tick budget",
         "95": "RT throttling's 95% and the 95% bootstrap level",
         "1": "the POT tail fraction (1%)",

@@ -51,6 +51,13 @@ free-threaded build (PEP 703) two threads may both pass it; give each thread its
 the backend's preallocated output buffer [B, 1, d_out] (tokens [B, 1, V]): the SAME array every
 call, overwritten by the next step -- copy it if you keep it.
 
+Candidates over one history (`peek` / `commit`, docs/control.md). An artifact exported with
+batch K holds K candidate rows of ONE stream: `peek(xs)` runs the same staged part of a step
+(`_stage`: checks, backend step, monitor) on K candidate inputs and commits nothing;
+`commit(i)` then runs the same commit (`_advance`) with candidate i's rows written into every
+batch row. Any `step`, `reset`, source change or backend run of a later peek drops a pending
+peek, so `commit` can only commit rows staged at the current position.
+
 Allocation (tracemalloc, tests/runtime/test_allocation.py): with contracts off, `step` itself
 allocates 0 bytes in steady state -- the input check loops over values (contracts.input_domain)
 or compares tokens into buffers made at load, the position ints come from a list made at load
