@@ -16,7 +16,8 @@ over which the decision acts is d + 1 ticks, all but the last already fixed).
 
     HistoryMPC   the learned model over the measured stream, on a runtime session: one
                  `Session.peek` of the K candidates over the shared history, then `commit(j*)`
-                 of the chosen one (no reset; a windowed session slides past its window). On a
+                 of the chosen one once it is known to have been actuated (no reset; a
+                 windowed session slides past its window). On a
                  window-1 model it is the memoryless baseline (attention over its own key only).
     NominalMPC   the true equations with the nominal constants; state (theta, omega) from an
                  extended Kalman filter with those constants over the measured angles
@@ -179,10 +180,13 @@ class DelayedMPC:
 
 class HistoryMPC(DelayedMPC):
     """The learned model on a runtime session exported with batch K (the candidates): one peek
-    per tick over the shared history, then commit of the chosen candidate (module docstring).
-    Model outputs are checked with the output-bound contract; a violation, or a measured angle
-    outside the declared input domain, gives a non-finite action (the loop's fallback) and the
-    candidate nearest the last command is committed, so the history goes on."""
+    per tick over the shared history (module docstring). The token of tick t is committed at
+    the start of tick t + 1, when the command actually actuated at t is known (obs[3]): the
+    peeked candidate if it is that command (`commit(j)`, no extra work), else a plain step with
+    it (the loop fell back, or the prediction was unusable), so every token is what the plant
+    got. Then one plain step per skipped tick, then the peek of this tick. Model outputs are
+    checked with the output-bound contract; a violation, or a measured angle outside the
+    declared input domain, gives a non-finite action (the loop's fallback)."""
 
     def __init__(
         self,
@@ -199,41 +203,57 @@ class HistoryMPC(DelayedMPC):
         self.xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, 2]
         xm, xs = norm["x_mean"], norm["x_std"]
         self.ym, self.ys = float(xm[0]), float(xs[0])
+        self.cm, self.cs = float(xm[1]), float(xs[1])
         for j, c in enumerate(self._cand):
-            self.xs[j, 0, 1] = (c - float(xm[1])) / float(xs[1])  # candidate column: fixed
+            self.xs[j, 0, 1] = (c - self.cm) / self.cs  # candidate column: fixed
         dm, ds = norm["dy_mean"], norm["dy_std"]
         self.m0, self.s0 = float(dm[self.d - 1]), float(ds[self.d - 1])  # theta_{t+d}
         self.m1, self.s1 = float(dm[self.d]), float(ds[self.d])  # theta_{t+d+1}
         self.lo, self.hi = session.domain
-        self._nearest = list(range(k))  # candidate nearest each candidate (itself): ints made once
-        self.cm, self.cs = float(xm[1]), float(xs[1])
+        self._index = list(range(k))  # candidate indices as ints made once
         self.gap_xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, 2] every row the same
+        self._pending = False  # a token of the last tick awaits its actuated command
+        self._pend_z = 0.0  # its standardised measurement
+        self._pend_j = -1  # the candidate chosen for it (-1: none)
         self.skipped = 0  # skipped ticks taken in (plain steps committed)
+        self.replaced = 0  # tokens committed with another command than the chosen candidate
+
+    def _plain(self, z: float, command: float) -> None:
+        g = self.gap_xs
+        c = (command - self.cm) / self.cs
+        for j in range(g.shape[0]):
+            g[j, 0, 0] = z
+            g[j, 0, 1] = c
+        self.session.step(g)
 
     def catch_up(self, obs: np.ndarray) -> None:
-        """One plain step per skipped tick, every batch row the same (y_i, held command): the
-        history stays one token per tick and the rows one history."""
+        """Commit the last tick's token with the command actuated (obs[3]), then one plain step
+        per skipped tick, every batch row the same (y_i, held command): one token per plant
+        tick, and the K rows stay one history."""
+        actual = obs.item(3)
+        if self._pending:
+            self._pending = False
+            j = self._pend_j
+            if j >= 0 and self.session.peek_pending and abs(self._cand[j] - actual) < 1e-6:
+                self.session.commit(self._index[j])
+            else:
+                self.replaced += 1
+                self._plain(self._pend_z, actual)
         n = int(obs.item(4))
-        if n == 0:
-            return
-        g, s = self.gap_xs, self.session
-        c = (obs.item(3) - self.cm) / self.cs
         for i in range(n):
             z = (obs.item(OBS_HEAD + i) - self.ym) / self.ys
-            if not (self.lo <= z <= self.hi):
-                continue  # outside the declared domain: that tick stays out of the history
-            for j in range(g.shape[0]):
-                g[j, 0, 0] = z
-                g[j, 0, 1] = c
-            s.step(g)
+            if self.lo <= z <= self.hi:  # outside the declared domain: that tick stays out
+                self._plain(z, actual)
         self.skipped += n
 
     def predict(self, obs: np.ndarray) -> bool:
         s, xs = self.session, self.xs
         y = obs.item(0)
         z = (y - self.ym) / self.ys
+        self._pend_j = -1
         if not (self.lo <= z <= self.hi):
-            return False  # outside the model's declared input domain
+            return False  # outside the model's declared input domain: no token for this tick
+        self._pending, self._pend_z = True, z
         for j in range(xs.shape[0]):
             xs[j, 0, 0] = z
         out = s.peek(xs)  # [K, 1, d + 1] standardised theta_{t+j} - y_t
@@ -246,12 +266,7 @@ class HistoryMPC(DelayedMPC):
         return True
 
     def chosen(self, j: int) -> None:
-        s = self.session
-        if j < 0:  # unusable prediction: commit the candidate nearest the held command
-            if not s.peek_pending:
-                return  # the peek itself did not run (input outside the domain): nothing to commit
-            j = int(np.argmin(np.abs(self.cand - self.last)))
-        s.commit(self._nearest[j])
+        self._pend_j = j
 
 
 class NominalMPC(DelayedMPC):

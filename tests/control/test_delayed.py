@@ -75,22 +75,29 @@ def test_history_mpc_commits_every_tick_and_slides(hidden_art, plant):
         u = c.step(sim.observe(k))
         assert np.isfinite(u[0]) and -1.0 <= u[0] <= 1.0
         sim.actuate(u)
-        assert session.position == k + 1 and not session.peek_pending
+        # tick k's token waits for its actuated command: committed at the start of tick k + 1
+        assert session.position == k and session.peek_pending
+    assert c.replaced == 0  # every actuated command was the chosen candidate: commit(j), no extra step
     k_cache, _ = session.backend.cache()
     for row in range(1, K):
         np.testing.assert_array_equal(k_cache[:, row], k_cache[:, 0])  # one shared history
 
 
 def test_history_mpc_falls_back_on_a_bad_prediction_and_keeps_the_history(hidden_art, plant):
-    """An output over the declared bound: non-finite action (the loop's fallback), and the
-    candidate nearest the held command is still committed, so the stream goes on."""
+    """An output over the declared bound: non-finite action (the loop's fallback); at the next
+    tick the token is committed with the command actually actuated (a plain step), so the
+    stream goes on with what the plant got."""
     session = runtime.load(hidden_art, backend="ort")
     c = HistoryMPC(session, NORM, plant, 1e-9)  # every output exceeds this bound
     obs = np.array([0.1, 0.2, 0.0, 0.0, 0.0])
     assert np.isnan(c.step(obs)[0])
-    assert session.position == 1
-    obs[0] = 1e6  # outside the declared input domain: no peek, nothing committed
+    assert session.position == 0 and session.peek_pending
+    obs[3] = 0.3  # the loop actuated its fallback, 0.3
+    obs[0] = 1e6  # and now the angle is outside the declared input domain: no peek this tick
     assert np.isnan(c.step(obs)[0])
+    assert session.position == 1 and c.replaced == 1 and not session.peek_pending
+    obs[0] = 0.1
+    c.step(obs)  # the out-of-domain tick left no token
     assert session.position == 1
 
 
@@ -145,7 +152,7 @@ def test_skipped_ticks_are_taken_into_the_history(hidden_art, plant):
     assert obs[4] == 4 and sim.k == 9
     assert np.all(np.abs(obs[5:9]) > 0) and np.all(obs[9:] == 0)  # four buffered measurements, no more
     c.step(obs)
-    assert session.position == 10 and c.skipped == 4
+    assert session.position == 9 == sim.k and c.skipped == 4  # tick 4 committed, 4 skipped; 9 pending
     k_cache, _ = session.backend.cache()
     for row in range(1, K):
         np.testing.assert_array_equal(k_cache[:, row], k_cache[:, 0])
