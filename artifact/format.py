@@ -51,6 +51,7 @@ SIGNATURE = "manifest.sig"  # beside the manifest, not listed in it (it signs th
 CONTROL_FLOW: dict[str, dict[str, frozenset[str]]] = {
     "decoder": {},
     "encoder-decoder": {},
+    "windowed": {},
 }
 
 IO = dict[str, tuple[str, list[int | str]]]
@@ -100,8 +101,9 @@ def cache_rows(config: Config) -> int:
 
 
 def artifact_kind(config: Config) -> str:
-    """The artifact kind the manifest declares (its config's architecture); keys CONTROL_FLOW."""
-    return config.arch
+    """The artifact kind the manifest declares: its config's architecture, or "windowed" for a
+    decoder with a sliding window (ring caches); keys CONTROL_FLOW and verify's plans."""
+    return "windowed" if config.window is not None else config.arch
 
 
 def allowed_control_flow(kind: str, graph: str) -> frozenset[str]:

@@ -374,6 +374,65 @@ def memory_section(memory: dict | None) -> str:
     return "\n\n".join(parts)
 
 
+def streaming_section(streaming: dict | None) -> str:
+    """results/streaming.json (benchmarks/test_streaming.py): one stream on a ring cache."""
+    if not streaming or "stream" not in streaming:
+        return "_Not measured (results/streaming.json missing; `pytest benchmarks/test_streaming.py`)._"
+    st = streaming["stream"]
+    rows = [
+        [
+            f"{int(k):.0e}".replace("e+0", "e"),
+            us(v["stats"]["p50"]),
+            us(v["stats"]["p99"]),
+            us(v.get("young_stats", {}).get("p50")),
+            ratio(v.get("old_over_young_p50")),
+            f"{v['rss_bytes'] / 2**20:.1f} MiB",
+        ]
+        for k, v in sorted(st["checkpoints"].items(), key=lambda kv: int(kv[0]))
+    ]
+    parts = [
+        f"_From results/streaming.json ({streaming.get('date_utc', '?')}): preset `control` with window "
+        f"{st['window']} (ring cache of {st['window']} rows, max_len {st['max_len']}), ORT, one stream never "
+        f"reset, {st['check_steps']} timed steps of the stream at each point._",
+        table(
+            [
+                "step of the stream",
+                "p50",
+                "p99",
+                "young stream p50 (same moment)",
+                "old / young",
+                "process RSS",
+            ],
+            rows,
+        ),
+        f"p50 at the last point / the first: {st['p50_ratio_last_over_first']:.3f}; "
+        f"RSS last / first: {st['rss_ratio_last_over_first']:.4f}.",
+    ]
+    vs = streaming.get("vs_static")
+    if vs:
+        parts.append(
+            table(
+                ["subject (same run, interleaved blocks)", "p50", "p99", "n"],
+                [
+                    [
+                        f"windowed, ring of W = {vs['window']}",
+                        us(vs["windowed"]["p50"]),
+                        us(vs["windowed"]["p99"]),
+                        str(vs["windowed"]["n"]),
+                    ],
+                    [
+                        f"static cache, max_len = {vs['window']}",
+                        us(vs["static_max_len_w"]["p50"]),
+                        us(vs["static_max_len_w"]["p99"]),
+                        str(vs["static_max_len_w"]["n"]),
+                    ],
+                ],
+            )
+        )
+        parts.append(f"windowed p50 / static p50: {vs['p50_ratio_windowed_over_static']:.3f}.")
+    return "\n\n".join(parts)
+
+
 def training_section(cases: dict[str, dict]) -> str:
     rows = []
     for case, info in sorted(cases.items()):
@@ -544,6 +603,7 @@ def render(results: Path, out_dir: Path) -> str:
     latest = load_json(results / "latest.json")
     machine = ((latest or {}).get("machine_info") or {}).get("tickformer")
     memory = load_json(results / "memory.json")
+    streaming = load_json(results / "streaming.json")
     cases = index_benchmarks(latest)
     targets_md, _ = targets(cases, memory)
     scaling_md = {}
@@ -604,6 +664,10 @@ each benchmark's `extra_info`, the machine in `machine_info.tickformer`), `resul
 {memory_section(memory)}
 
 {img("memory_max_len.png")}
+## Streaming: one unbounded stream on a ring KV cache (windowed model)
+
+{streaming_section(streaming)}
+
 ## Training throughput: numpy trainer vs torch CPU (same model, same batch, 1 thread)
 
 {training_section(cases)}

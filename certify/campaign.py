@@ -46,6 +46,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tickformer import validation
+from tickformer.contracts.ring_buffer import ring_slot
 from tickformer.errors import ConfigError, InputError
 from tickformer.runtime.steppable import Steppable
 
@@ -334,8 +335,13 @@ def measure(
     progress: Callable[[int], None] | None = None,
     chunk: int = 1000,
     duty_cycle: float | None = None,
+    window: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Time `samples` single steps; returns (durations_ns int64 [samples], positions int32 [samples]).
+    """Time `samples` single steps; returns (durations_ns int64 [samples], positions int64 [samples]).
+
+    window=W (a sliding session over a ring cache): the stream is never reset, the positions run
+    on past max_len and the ring wraps every W steps (`ring_coverage` says how often and whether
+    every slot was timed).
 
     Steps at positions < start_position, resets, warmup steps and progress callbacks are run
     outside the timed region. The inner loop only reads the clock twice and stores two ints into
@@ -350,13 +356,14 @@ def measure(
     if not 0 <= start_position < max_len:
         raise ConfigError(f"start_position={start_position} must be in [0, max_len={max_len})")
     durations = np.zeros(samples, dtype=np.int64)  # [samples]
-    positions = np.zeros(samples, dtype=np.int32)  # [samples]
+    positions = np.zeros(samples, dtype=np.int64)  # [samples]
+    limit = max_len if window is None else 2**62  # a sliding stream is never full
     n_in = inputs.shape[0]
     clock = time.perf_counter_ns
     step = session.step
     session.reset()
     for i in range(warmup):  # warm caches, allocators, the backend's first-call paths
-        if session.position >= max_len:
+        if session.position >= limit:
             session.reset()
         step(inputs[i % n_in])
     session.reset()
@@ -365,7 +372,7 @@ def measure(
     chunk_start = clock()
     while i < samples:
         pos = session.position
-        if pos >= max_len:
+        if pos >= limit:
             session.reset()
             continue
         x = inputs[k % n_in]
@@ -459,6 +466,24 @@ def position_profile(
             )
     ratio = (med[-1] / med[0]) if len(med) >= 2 and med[0] > 0 else None
     return {"groups": rows, "last_over_first_p50": ratio}
+
+
+def ring_coverage(durations: np.ndarray, positions: np.ndarray, window: int) -> dict[str, Any]:
+    """Where the timed steps of a sliding stream fell on the ring of W slots: every slot timed?
+    how many wraps? and the latency per slot group (contracts.ring_buffer.ring_slot). Evidence that
+    the wrap-around costs what every other step costs."""
+    slots = ring_slot(positions, window)  # [samples] in [0, W)
+    counts = np.bincount(slots, minlength=window)  # [W]
+    first, last = (int(positions.min()), int(positions.max())) if positions.size else (0, 0)
+    return {
+        "window": window,
+        "claim": "one unbounded stream, never reset: the ring cache wraps and every slot is timed",
+        "every_slot_timed": bool((counts > 0).all()),
+        "timed_per_slot": [int(counts.min()), int(counts.max())],
+        "positions": [first, last],
+        "wraps": (last // window) - (first // window),
+        "slot_profile": position_profile(durations, slots, window, groups=min(8, window)),
+    }
 
 
 # ----------------------------------------------------------------------------- verdict
@@ -710,8 +735,11 @@ def certify_session(
     campaign: CampaignConfig = CampaignConfig(),
     evt_config: EvtConfig = EvtConfig(),
     progress: Callable[[int], None] | None = None,
+    window: int | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """Run the campaign on `session` and analyze it. Returns (certificate dict, durations_ns)."""
+    """Run the campaign on `session` and analyze it. Returns (certificate dict, durations_ns).
+    window=W: a sliding session (windowed artifact): one stream timed across wrap-around, the
+    certificate's campaign.ring says so (`ring_coverage`)."""
     start = campaign.start_position
     if start is None:
         start = 0 if static_cache else max(0, max_len - max(1, max_len // 8))
@@ -740,6 +768,7 @@ def certify_session(
             start_position=start,
             progress=progress,
             duty_cycle=duty,
+            window=window,
         )
         wall_ns = time.perf_counter_ns() - t0
     cond["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
@@ -763,6 +792,15 @@ def certify_session(
             "position_check": position_check(static_cache, durations, positions, max_len, sweep, start),
         },
     }
+    if window is not None:
+        ring = ring_coverage(durations, positions, window)
+        campaign_record = report_full["campaign"]
+        campaign_record["ring"] = ring
+        campaign_record["timed_positions"] = ring["positions"]
+        campaign_record["position_profile"] = ring["slot_profile"]  # by slot: positions run past max_len
+        campaign_record["position_check"] = position_check(
+            static_cache, durations, ring_slot(positions, window), window, sweep, start
+        )
     return report_full, durations
 
 
@@ -854,6 +892,7 @@ def certify_artifact(
             campaign=campaign,
             evt_config=evt_config,
             progress=progress,
+            window=session.window if getattr(session, "sliding", False) else None,
         )
     finally:
         session.close()

@@ -259,6 +259,16 @@ def _us(v_ns: float | None) -> str:
     return f"{v:.1f}" if abs(v) < 1e6 else f"{v:.2e}"
 
 
+def ring_text(ring: dict[str, Any]) -> str:
+    """The certificate's statement about a windowed artifact's campaign (certify.campaign.ring_coverage)."""
+    lo, hi = ring["positions"]
+    every = "every slot timed" if ring["every_slot_timed"] else "NOT every slot timed"
+    return (
+        f"ring cache of {ring['window']} slots: one stream, positions {lo}..{hi}, {ring['wraps']} wrap-arounds, "
+        f"{every} ({ring['timed_per_slot'][0]}..{ring['timed_per_slot'][1]} samples per slot)"
+    )
+
+
 def summary(report: dict[str, Any], console: Any = None) -> None:
     """One-screen rich summary: conditions, statistics, EVT, tests, verdict."""
     from rich.console import Console
@@ -276,6 +286,9 @@ def summary(report: dict[str, Any], console: Any = None) -> None:
         f"[bold]{cond.get('cpu_model', '?')}[/] x{cond.get('cpu_count', '?')}  load {cond.get('load_average')}  "
         f"backend {cond.get('backend')}  artifact {str(cond.get('artifact_sha256'))[:12]}  {granted}"
     )
+    ring = report.get("campaign", {}).get("ring")
+    if ring is not None:
+        con.print(ring_text(ring))
     t = Table(title="step latency (us)", show_header=True, header_style="bold")
     keys = ["min", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max", "std"]
     for k in keys:

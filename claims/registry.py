@@ -163,6 +163,15 @@ RESULTS: dict[str, ResultsFile] = {
         ResultsFile("bench", "benchmarks/results/latest.json", "datetime", "refresh_bench"),
         ResultsFile("recut-session", "benchmarks/results/recut_session.json", "utc", "refresh_recut_session"),
         ResultsFile("bench-memory", "benchmarks/results/memory.json", "date_utc", "refresh_bench"),
+        ResultsFile(
+            "bench-streaming", "benchmarks/results/streaming.json", "date_utc", "refresh_bench_streaming"
+        ),
+        ResultsFile(
+            "streaming-accuracy",
+            "claims/results/streaming_accuracy.json",
+            "utc",
+            "refresh_streaming_accuracy",
+        ),
     )
 }
 
@@ -1015,6 +1024,44 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
 
 
 # --- files: coverage ------------------------------------------------------------------------------------
+# --- docs/streaming.md: windowed vs unwindowed accuracy, one stream of 10^6 steps --------------------------
+S = "docs/streaming.md"
+(
+    Span(f"{S}#accuracy")
+    .result("steps", "streaming-accuracy", "steps", "{}")
+    .result("window", "streaming-accuracy", "window", "{}")
+    .result("seed", "streaming-accuracy", "seed", "{}")
+    .result("windowed rmse", "streaming-accuracy", "windowed.model_rmse", "{:.4f}")
+    .result("unwindowed rmse", "streaming-accuracy", "unwindowed.model_rmse", "{:.4f}")
+    .result("baseline rmse", "streaming-accuracy", "unwindowed.baseline_rmse", "{:.4f}")
+    .result("rmse ratio", "streaming-accuracy", "rmse_ratio_windowed_over_unwindowed", "{:.2f}")
+    .result("windowed vs baseline", "streaming-accuracy", "windowed.ratio", "{:.3f}")
+    .result("unwindowed vs baseline", "streaming-accuracy", "unwindowed.ratio", "{:.3f}")
+    .derived("date", "streaming-accuracy", lambda d: d["utc"][:10], "{}", "utc (date)")
+)
+for _point in ("1000", "100000", "1000000"):
+    (
+        Span(f"{S}#stream-{_point}")
+        .result("p50", "bench-streaming", f"stream.checkpoints.{_point}.stats.p50", "{:.1f}")
+        .result("p99", "bench-streaming", f"stream.checkpoints.{_point}.stats.p99", "{:.0f}")
+        .result("young p50", "bench-streaming", f"stream.checkpoints.{_point}.young_stats.p50", "{:.1f}")
+        .result("old/young", "bench-streaming", f"stream.checkpoints.{_point}.old_over_young_p50", "{:.2f}")
+        .result("rss", "bench-streaming", f"stream.rss_mib.{_point}", "{:.1f}")
+    )
+(
+    Span(f"{S}#stream-ratios")
+    .result("p50 ratio", "bench-streaming", "stream.p50_ratio_last_over_first", "{:.2f}")
+    .result("rss ratio", "bench-streaming", "stream.rss_ratio_last_over_first", "{:.4f}")
+    .derived("date", "bench-streaming", lambda d: d["date_utc"][:10], "{}", "date_utc (date)")
+)
+(
+    Span(f"{S}#vs-static")
+    .result("window", "bench-streaming", "vs_static.window", "{}")
+    .result("windowed p50", "bench-streaming", "vs_static.windowed.p50", "{:.1f}")
+    .result("static p50", "bench-streaming", "vs_static.static_max_len_w.p50", "{:.1f}")
+    .result("ratio", "bench-streaming", "vs_static.p50_ratio_windowed_over_static", "{:.2f}")
+)
+
 FILES: dict[str, tuple[str, str]] = {
     "README.md": ("covered", ""),
     "docs/gpu.md": ("covered", ""),
@@ -1045,6 +1092,7 @@ FILES: dict[str, tuple[str, str]] = {
     "docs/export_runtime.md": ("covered", ""),
     "docs/artifact_format.md": ("covered", ""),
     "docs/verify.md": ("covered", ""),
+    "docs/streaming.md": ("covered", ""),
 }
 
 # Definitional numbers outside spans that look like measurements (versions, thresholds, units).
@@ -1299,6 +1347,14 @@ def refresh_recut_session() -> None:
 
 def refresh_verify() -> None:
     _run([PY, "claims/verify_margins.py", "--out", "claims/results/verify_margins.json"])
+
+
+def refresh_bench_streaming() -> None:
+    _run([PY, "-m", "pytest", "benchmarks/test_streaming.py", "-q", "-p", "no:randomly"])
+
+
+def refresh_streaming_accuracy() -> None:
+    _run([PY, "benchmarks/streaming_accuracy.py", "--steps", "1000", "--window", "32", "--seed", "0"])
 
 
 def refresh_bench() -> None:

@@ -146,6 +146,12 @@ def plan_for(artifact: Artifact) -> Plan:
             f"the C step cannot honour them: use backend 'ort' or 'numpy' for this artifact"
         )
     raw = manifest.get("config", {})
+    if isinstance(raw, dict) and raw.get("window") is not None:
+        raise ArtifactError(
+            f"{artifact.root}: windowed artifacts (window {raw['window']}: a ring KV cache) are not generated "
+            "yet: codegen has the cache kind 'static' only (codegen/blocks.py, docs/streaming.md); use backend "
+            "'ort' or 'numpy' for this artifact"
+        )
     unknown = sorted(set(raw) - KNOWN_CONFIG_FIELDS)
     if unknown:
         raise ArtifactError(

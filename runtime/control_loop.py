@@ -57,7 +57,8 @@ class LoopConfig:
     fallback: "hold" (repeat the last good output) or "safe" (always `safe_action`).
     safe_action: the output to use when no good output exists yet / for "safe" (zeros if None).
     output_bound: declared |y| bound (None: finiteness only). reset_at: reset the session before a
-    step at this position (None: the session's `max_len` if it has one, else never).
+    step at this position (None: the session's `max_len` if it has one, else never; a sliding
+    session -- a windowed artifact, on_full="slide" -- is never reset: its window slides).
     hist_bin_ns x hist_bins: wake-up lateness histogram range; larger values go to overflow.
     spin_ns: sleep until `spin_ns` before the release, then busy-wait on the clock (trades a CPU
     for lower wake-up lateness; 0 = sleep only).
@@ -184,7 +185,10 @@ class ControlLoop:
         self._last_good = safe.copy()  # [*out] held by the "hold" fallback
         self._out = safe.copy()  # [*out] what gets actuated
         self._hist = np.zeros(config.hist_bins, dtype=np.int64)  # [bins]
-        reset_at = config.reset_at if config.reset_at is not None else getattr(session, "max_len", None)
+        # A sliding session (windowed artifact) never fills: it slides instead of resetting.
+        sliding = getattr(session, "sliding", False) is True
+        default_reset = None if sliding else getattr(session, "max_len", None)
+        reset_at = config.reset_at if config.reset_at is not None else default_reset
         self._reset_at = reset_at
         self._budget = config.effective_budget_ns
         self.trace: dict[str, np.ndarray] | None = None

@@ -173,7 +173,9 @@ class Session:
             self._ring = 0  # sliding: the ring position standing in for the absolute one
             self._next_ring = [next_ring_position(r, w) for r in range(3 * w)]  # [3W] successor table (R11)
             self._block_update = [block_update(r, w) for r in range(3 * w)]  # [3W] counter update (R13)
-            self._ring_of = [ring_position(p, w) for p in range(self.max_len)]  # raise: ring position of p
+            self._ring_of = [
+                ring_position(p, w) for p in range(self.max_len + 1)
+            ]  # raise: ring position of p
             self._blocks = np.zeros(2, np.int64)  # the block counters c[0], c[1]
             self._c0, self._c1 = self._blocks[0:1], self._blocks[1:2]  # views made once (ufunc out=)
             self._one, self._zero1 = np.ones(1, np.int64), np.zeros(1, np.int64)

@@ -107,8 +107,11 @@ CONTRACTS: tuple[ContractEntry, ...] = (
     ContractEntry(
         "ring_buffer",
         (("test_integer_specs.py", ("test_ring",)),),
-        "(sliding-window cache not built yet: spec only)",
-        "",
+        "Session (sliding: ring positions, successor table, block counters), HostCache / commit_rows "
+        "(the commit slot), step.onnx (slot_read, window_distance in-graph): tables built by calling "
+        "these functions",
+        "windowed artifacts: window_isolation, slides_past_max_len, step == windowed full pass across "
+        "wrap-around",
     ),
 )
 

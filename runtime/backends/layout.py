@@ -54,7 +54,7 @@ class HostCache:
         self.v = np.zeros(cache_shape, dtype=np.float32)  # [L, B, H, N, dh]
         self.k_new = np.zeros(row_shape, dtype=np.float32)  # [L, B, H, 1, dh]
         self.v_new = np.zeros(row_shape, dtype=np.float32)
-        rows = range(n) if window is None else [ring_slot(r, window) for r in range(3 * window)]
+        rows = commit_rows(n, window)
         self._k_rows = [
             self.k[:, :, :, p] for p in rows
         ]  # N (3W) views [L, B, H, dh] (strided: column p of k_t)
@@ -80,6 +80,14 @@ class HostCache:
         np.copyto(self._v_rows[pos], self._v_cand[i])
 
 
+def commit_rows(n_rows: int, window: int | None) -> list[int]:
+    """The cache row `commit(pos)` writes, indexed by pos: pos itself for a static cache of
+    n_rows, contracts.ring_buffer.ring_slot(r, W) for every ring position r in [0, 3W) of a ring
+    cache (the device backends add row * width to their copies' destinations). A list made at
+    load: commit looks the row up, it computes nothing."""
+    return list(range(n_rows)) if window is None else [ring_slot(r, window) for r in range(3 * window)]
+
+
 ALIGN = 256  # bytes: IExecutionContext.setTensorAddress "must have at least 256-byte alignment"
 
 
@@ -94,7 +102,8 @@ def commit_copies(
     base: dict[str, int], pitch: dict[str, tuple[int, int]], cache_shape: tuple[int, ...], itemsize: int = 4
 ) -> list[tuple[int, int, int, int, int, int]]:
     """The strided copies that write the staged rows into cache position 0, as cudaMemcpy2D
-    arguments (dst, dpitch, src, spitch, width, height); position p adds p * width to dst.
+    arguments (dst, dpitch, src, spitch, width, height); row p adds p * width to dst (ring caches:
+    row commit_rows(...)[pos] = ring_slot(pos, W)).
     base: device address of each stack (k_cache, v_cache, k_new, v_new), pitch: layer_pitch of
     each, cache_shape: the logical [L, B, H, N, dh].
       K: k_cache [., B, H, dh, N] column p <- k_new [., B, H, 1, dh]: B*H*dh rows of one float.

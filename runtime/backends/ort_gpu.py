@@ -73,7 +73,7 @@ from tickformer.errors import BackendError, BackendUnavailable
 from tickformer.export.ort_session import session_options
 
 from .base import Backend
-from .layout import commit_copies, layer_pitch, stacked_shapes
+from .layout import commit_copies, commit_rows, layer_pitch, stacked_shapes
 
 _DEVICE = "cuda"
 
@@ -93,6 +93,7 @@ class OrtCudaBackend(Backend):
 
     name = "ort-cuda"
     static_cache = True
+    ring_cache = True  # commit writes row ring_slot(pos, W) (layout.commit_rows)
     provider = "CUDAExecutionProvider"
 
     def __init__(
@@ -175,6 +176,7 @@ class OrtCudaBackend(Backend):
                 c.cudaStreamCreateWithFlags(c.cudaStreamNonBlocking), "cudaStreamCreateWithFlags"
             )
         # Device commit: (dst, dpitch, src, spitch, width, height) at position 0; pos adds pos * width.
+        self._rows = commit_rows(self.cache_shape[3], self.config.window)  # commit(pos) -> cache row
         self._commit_ops = commit_copies(
             {name: self._vals[name].data_ptr() for name in stacks}, self._pitch, self.cache_shape
         )
@@ -290,19 +292,21 @@ class OrtCudaBackend(Backend):
 
             c, stream = self._cudart, self._copy_stream
             kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+            row = self._rows[pos]  # pos itself, or ring_slot(pos, W) (layout.commit_rows)
             for dst, dpitch, src, spitch, width, height in self._commit_ops:
                 cuda_check(
-                    c.cudaMemcpy2DAsync(dst + pos * width, dpitch, src, spitch, width, height, kind, stream),
+                    c.cudaMemcpy2DAsync(dst + row * width, dpitch, src, spitch, width, height, kind, stream),
                     "cudaMemcpy2DAsync commit",
                 )
             cuda_check(c.cudaStreamSynchronize(stream), "cudaStreamSynchronize commit")
             return
         assert self._mirror is not None
         k_host, v_host = self._mirror
-        self._logical("k_cache", k_host)[..., pos] = self._logical("k_new", self._vals["k_new"].numpy())[
+        row = self._rows[pos]
+        self._logical("k_cache", k_host)[..., row] = self._logical("k_new", self._vals["k_new"].numpy())[
             :, :, :, 0
         ]  # [L, B, H, dh]
-        self._logical("v_cache", v_host)[:, :, :, pos] = self._logical("v_new", self._vals["v_new"].numpy())[
+        self._logical("v_cache", v_host)[:, :, :, row] = self._logical("v_new", self._vals["v_new"].numpy())[
             :, :, :, 0
         ]
         self._vals["k_cache"].update_inplace(k_host)

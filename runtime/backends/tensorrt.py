@@ -20,11 +20,12 @@ is captured into a CUDA graph (`cudaStreamBeginCapture` / `EndCapture`,
 `cudaGraphInstantiateWithFlags`) and each step replays it with one `cudaGraphLaunch`. If capture
 fails (some engines are not capturable), the backend falls back to the plain sequence, sets
 `self.cuda_graph = False`, `self.cuda_graph_reason`, and warns once. `commit(pos)` copies the
-staged K/V rows into cache position pos with fixed-size strided `cudaMemcpy2DAsync`s, device to
-device (`commit_copies`): K into column pos of [dh, N] (rows of one float), V into row pos of
-[N, dh] (rows of dh floats); one copy per stack when the pitches equal the slices (all layers at
-once), else one per layer. The step never writes the cache, so a failed step leaves it
-unchanged. `cache()` returns the logical layout, K transposed back on the host.
+staged K/V rows into cache position pos (windowed: row ring_slot(pos, W), layout.commit_rows)
+with fixed-size strided `cudaMemcpy2DAsync`s, device to device (`commit_copies`): K into column
+pos of [dh, N] (rows of one float), V into row pos of [N, dh] (rows of dh floats); one copy per
+stack when the pitches equal the slices (all layers at once), else one per layer. The step
+never writes the cache, so a failed step leaves it unchanged. `cache()` returns the logical
+layout, K transposed back on the host.
 
 Engines are taken from the manifest only: before deserializing, the TensorRT version, GPU and
 compute capability recorded at build time must match this machine, and the engine's bytes must
@@ -57,7 +58,7 @@ from tickformer.errors import BackendError, BackendUnavailable
 
 from .base import Backend
 from .cuda import cuda_check, device_info, dims_tuple, require_cudart, require_tensorrt
-from .layout import commit_copies, layer_pitch, stacked_shapes
+from .layout import commit_copies, commit_rows, layer_pitch, stacked_shapes
 from .tensorrt_engine import engine_bytes, engine_entry
 
 if TYPE_CHECKING:
@@ -156,6 +157,7 @@ class TensorRTBackend(Backend):
 
     name = "tensorrt"
     static_cache = True
+    ring_cache = True  # commit writes row ring_slot(pos, W) (layout.commit_rows)
 
     def __init__(self, artifact: Artifact, *, precision: str | None = None, cuda_graph: bool = True) -> None:
         super().__init__(artifact)
@@ -256,6 +258,7 @@ class TensorRTBackend(Backend):
                         f"expected {self.cache_shape}; rebuild it"
                     )
         # commit(): fixed-size strided device-to-device copies, precomputed (commit_copies).
+        self._rows = commit_rows(self.cache_shape[3], self.config.window)  # commit(pos) -> cache row
         self._commit_ops = commit_copies(self._dev, self._pitch, self.cache_shape, f32)
         self._sync()
 
@@ -328,7 +331,7 @@ class TensorRTBackend(Backend):
         for dst, dpitch, src, spitch, width, height in self._commit_ops:
             cuda_check(
                 c.cudaMemcpy2DAsync(
-                    dst + pos * width, dpitch, src, spitch, width, height, kind, self._stream
+                    dst + self._rows[pos] * width, dpitch, src, spitch, width, height, kind, self._stream
                 ),
                 "cudaMemcpy2DAsync commit",
             )
@@ -370,6 +373,11 @@ class TensorRTBackend(Backend):
         if self.config.arch != "decoder":
             raise BackendError("this artifact has no full-pass graph (encoder-decoder); use generate()")
         e, t = self._aux, x.shape[1]
+        if t > self.artifact.max_len:  # windowed artifacts: model.onnx takes any T, this engine does not
+            raise BackendError(
+                f"the TensorRT model engine is built for T <= max_len {self.artifact.max_len}, got T = {t}; "
+                "stream it with step() or run the full pass on backend ort"
+            )
         padded = np.zeros(e.shape[self._in_name], dtype=e.dtype[self._in_name])  # [B, N, ...]
         padded[:, :t] = x
         self._h2d(e.ptr[self._in_name], padded)

@@ -134,3 +134,21 @@ def test_certify_growing_cache_sweeps_and_times_the_worst_positions(tiny_artifac
     check = cert["campaign"]["position_check"]
     assert sum(g["n"] for g in check["sweep"]["groups"]) >= 8 * 16  # every position was swept
     assert check["timed_from"] == 14
+
+
+def test_certify_windowed_artifact_times_one_stream_across_wraparound(tmp_path) -> None:
+    """A windowed artifact (ring of 5 slots, max_len 16): one stream of 3000 timed steps past
+    warm-up, never reset, 600 wraps; every slot timed, and the certificate says so."""
+    cfg = preset("tiny").replace(window=5)
+    art = tmp_path / "art"
+    export_params(cfg, init_params(cfg, 0), art, lengths=[1, 16])
+    out = tmp_path / "rep"
+    args = ["certify", str(art), "--budget-us", "100000", "--samples", "3000", "--warmup", "200"]
+    code = main([*args, "--n-boot", "20", "--out", str(out), "--quiet"])
+    cert = json.loads((out / "certificate.json").read_text())
+    assert code == EXIT_CODES[cert["verdict"]]
+    ring = cert["campaign"]["ring"]
+    assert ring["window"] == 5 and ring["every_slot_timed"] and ring["timed_per_slot"] == [600, 600]
+    assert ring["positions"] == [0, 2999] and ring["wraps"] == 599
+    assert cert["campaign"]["timed_positions"] == [0, 2999]  # past max_len 16: the stream slides
+    assert sum(g["n"] for g in cert["campaign"]["position_profile"]["groups"]) == 3000

@@ -19,11 +19,21 @@ def test_encoder_decoder_is_refused(arts):
 
 
 def test_unknown_config_field_is_refused(arts):
-    """A field this generator does not know (a window, a block type) changes the step: refuse."""
+    """A field this generator does not know (a block type) changes the step: refuse."""
+    art = open_artifact(arts["tiny"])
+    manifest = {**art.manifest, "config": {**art.manifest["config"], "block": "ssm"}}
+    with pytest.raises(
+        ArtifactError, match=r"config fields \['block'\] are not supported by tickformer codegen"
+    ):
+        plan_for(dataclasses.replace(art, manifest=manifest))
+
+
+def test_a_window_is_refused_by_name(arts):
+    """A windowed artifact needs a ring cache kind codegen does not have yet: refused, named."""
     art = open_artifact(arts["tiny"])
     manifest = {**art.manifest, "config": {**art.manifest["config"], "window": 8}}
     with pytest.raises(
-        ArtifactError, match=r"config fields \['window'\] are not supported by tickformer codegen"
+        ArtifactError, match=r"windowed artifacts \(window 8: a ring KV cache\) are not generated"
     ):
         plan_for(dataclasses.replace(art, manifest=manifest))
 

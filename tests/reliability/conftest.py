@@ -55,6 +55,27 @@ def tokens_src(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def window_src(tmp_path_factory):
+    """(path, params) of a windowed continuous artifact: tiny preset, window 3, max_len 16 (its
+    ring cache wraps every 3 steps; sliding sessions never fill)."""
+    cfg = preset("tiny").replace(window=3)
+    params = init_params(cfg, 4)
+    out = tmp_path_factory.mktemp("rel-win") / "art"
+    export_params(cfg, params, out, lengths=[1, 16])
+    return out, params
+
+
+@pytest.fixture(scope="session")
+def window_tokens_src(tmp_path_factory):
+    """(path, params) of a windowed token artifact (V = 11, window 2, max_len 16)."""
+    cfg = TINY_TOKENS.replace(window=2)
+    params = init_params(cfg, 5)
+    out = tmp_path_factory.mktemp("rel-wtok") / "art"
+    export_params(cfg, params, out, lengths=[1, 16])
+    return out, params
+
+
+@pytest.fixture(scope="session")
 def ckpt_src(tmp_path_factory):
     """(path, params) of a checkpoint of the tiny preset with an extra hashed file."""
     cfg = preset("tiny")

@@ -37,6 +37,13 @@ SETUPS = [
     ("continuous", "ort", {"binding": "iobinding"}),
     ("tokens", "ort", {"binding": "iobinding"}),
     ("tokens", "numpy", {}),
+    # Windowed artifacts (ring caches of 3 and 2 rows): sliding sessions, never ContextFull; every
+    # rule (faults, resets, invalid inputs) meets the ring before and after it wraps.
+    ("window", "numpy", {}),
+    ("window", "ort", {"binding": "iobinding"}),
+    ("window", "ort", {"binding": "run"}),
+    ("window-tokens", "ort", {"binding": "iobinding"}),
+    ("window-tokens", "numpy", {}),
 ]
 
 
@@ -138,6 +145,8 @@ TOKEN_BAD = [
 
 # --- state snapshots ----------------------------------------------------------------------------------------
 def snapshot(session):
+    """position and the cache bytes (windowed: position is computed from the ring position and
+    the block counters, so it covers them too)."""
     k, v = session.backend.cache()
     return session.position, k.tobytes(), v.tobytes()
 
@@ -229,7 +238,7 @@ class SessionModel(RuleBasedStateMachine):
     def _expected_error(self):
         if self.closed:
             return SessionClosed
-        if len(self.history) == self.session.max_len:
+        if len(self.history) == self.session.max_len and not self.session.sliding:
             return ContextFull
         return None
 
@@ -300,7 +309,7 @@ class SessionModel(RuleBasedStateMachine):
         s = self.session
         rng = np.random.default_rng(seed)
         for _ in range(n):
-            if self.closed or len(self.history) == s.max_len:
+            if self.closed or (len(self.history) == s.max_len and not s.sliding):
                 return
             if self.tokens:
                 x = rng.integers(0, s.config.vocab_size, size=s.input_shape, dtype=np.int64)
@@ -345,7 +354,7 @@ class SessionModel(RuleBasedStateMachine):
         """A fault inside the engine mid-step: the step raises, state unchanged; the next valid
         step (with or without reset) is exactly right."""
         s = self.session
-        if len(self.history) == s.max_len:
+        if len(self.history) == s.max_len and not s.sliding:
             return
         x = np.zeros(s.input_shape, s.input_dtype)
         undo = inject_fault(s)
@@ -399,8 +408,8 @@ class SessionModel(RuleBasedStateMachine):
                 seq[0, -1, 0] = np.nan
         if self.closed:
             error = SessionClosed
-        elif not 1 <= length <= s.max_len:
-            error = ContextFull
+        elif not 1 <= length <= (s.max_len if s.window is None else max(length, 1)):
+            error = ContextFull  # windowed artifacts take any length >= 1
         elif poison:
             error = InputError
         else:
@@ -426,9 +435,12 @@ class SessionModel(RuleBasedStateMachine):
             assert self.session.position == len(self.history)
 
 
-def test_random_interleavings_against_the_state_model(art_src, tokens_src, outcomes):
+def test_random_interleavings_against_the_state_model(
+    art_src, tokens_src, window_src, window_tokens_src, outcomes
+):
     global OUT
-    ARTS.update(continuous=art_src, tokens=tokens_src)
+    ARTS.update(continuous=art_src, tokens=tokens_src, window=window_src)
+    ARTS["window-tokens"] = window_tokens_src
     OUT = outcomes
     for kind, note in {
         "runtime: valid step (output checked against the numpy model)": (

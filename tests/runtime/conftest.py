@@ -48,3 +48,15 @@ def _seq_for(config, batch, length, seed, domain=(-10.0, 10.0)):
 def seq_for():
     """seq_for(config, batch, length, seed) -> seeded input sequence (see _seq_for)."""
     return _seq_for
+
+
+@pytest.fixture(scope="session")
+def window_art(tmp_path_factory):
+    """Windowed decoder-only, continuous, window 4, max_len 16 (ring caches of 4 rows)."""
+    return _export(tmp_path_factory, preset("tiny").replace(window=4), "window", seed=6)
+
+
+@pytest.fixture(scope="session")
+def window_tokens_art(tmp_path_factory):
+    """Windowed decoder-only over tokens (V = 11), window 3, max_len 16."""
+    return _export(tmp_path_factory, TINY_TOKENS.replace(window=3), "window-tokens", seed=7)

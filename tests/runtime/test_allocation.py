@@ -239,3 +239,83 @@ def test_ort_probe_sees_the_public_run_with_iobinding(tiny_art, seq_for):
     seq = seq_for(session.config, 1, session.max_len, seed=0)
     xs = [np.ascontiguousarray(seq[:, t : t + 1]) for t in range(session.max_len)]
     assert peak_rise(session, xs, 500) > 0
+
+
+# --- sliding sessions (windowed artifacts): no resets, the ring wraps, the position runs on -----------------
+def sliding_peak_rise(session, xs, steps):
+    """peak_rise for a stream that is never reset: `steps` steps after a warm-up of 2 * len(xs)."""
+    n = len(xs)
+    plan = [(xs[i % n], False) for i in range(steps)]
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        _peak_rise_loop(session.step, session.reset, plan[: 2 * n])
+        return _peak_rise_loop(session.step, session.reset, plan)
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+
+
+class RingCopyBackend(CopyBackend):
+    """CopyBackend over a ring of W rows: commit(r) copies into row r mod W (views made at load)."""
+
+    name = "ring-copy"
+    ring_cache = True
+
+    def __init__(self, artifact, *, leak=False):
+        Backend.__init__(self, artifact)
+        w = self.config.window
+        self._y = np.zeros(self.step_output_shape, np.float32)  # [B, 1, d_out | V]
+        self._k = np.zeros(self.cache_shape, np.float32)  # [L, B, H, W, dh]
+        self._v = np.zeros(self.cache_shape, np.float32)
+        self._rows = [self._k[:, :, :, r % w] for r in range(3 * w)]  # 3W x [L, B, H, dh]
+        self._new = np.ones(self._rows[0].shape, np.float32)
+        self._leak = leak
+
+
+@pytest.fixture(scope="module")
+def long_window_artifact():
+    """A windowed stand-in: window 100, max_len 300, so ring positions reach 299 (> 256, not
+    CPython's cached small ints) and the block counters are updated every 100 steps."""
+    config = preset("tiny").replace(max_len=LONG, window=100)
+    return SimpleNamespace(
+        config=config, batch=1, max_len=LONG, input_domain=(-10.0, 10.0), output_bound=None, manifest={}
+    )
+
+
+def test_sliding_session_step_allocates_zero_bytes(long_window_artifact):
+    """The sliding session's own part (ring position, successor table, block counters) allocates
+    not one byte over 2,000 steps of one stream (20 wraps of a ring of 100)."""
+    session = runtime.Session(long_window_artifact, RingCopyBackend(long_window_artifact))
+    assert session.sliding
+    rise = sliding_peak_rise(session, long_inputs(session), SESSION_STEPS)
+    assert rise == 0, f"{rise} B allocated within {SESSION_STEPS} steps"
+    assert session.position == SESSION_STEPS + 2 * LONG
+
+
+def test_sliding_probe_detects_an_int_position(long_window_artifact):
+    """The probe can fail: a sliding session that counted its absolute position as an int would
+    allocate one per step above 256."""
+    session = runtime.Session(long_window_artifact, RingCopyBackend(long_window_artifact))
+    step = session.step
+    count = [0]
+
+    def counting_step(x):
+        y = step(x)
+        count[0] = count[0] + 1  # a new int above 256
+        return y
+
+    session.step = counting_step
+    assert sliding_peak_rise(session, long_inputs(session), LONG) > 0
+
+
+@pytest.mark.parametrize("art", ["window_art", "window_tokens_art"])
+def test_ort_sliding_session_allocates_zero_bytes_even_transiently(request, seq_for, art):
+    """The whole real-time path on a windowed artifact (ORT, IOBinding): 2,000 steps of one stream
+    over a ring of 3-4 rows, not one byte traced."""
+    path, _ = request.getfixturevalue(art)
+    session = runtime.load(path, backend="ort")
+    seq = seq_for(session.config, 1, session.max_len, seed=0)
+    xs = [np.ascontiguousarray(seq[:, t : t + 1]) for t in range(session.max_len)]
+    assert sliding_peak_rise(session, xs, SESSION_STEPS) == 0

@@ -31,8 +31,8 @@ import _gpu_fakes as fakes  # noqa: E402
 GPU_BACKENDS = ("tensorrt", "ort-cuda", "ort-trt")
 
 
-def make_artifact(root, preset_name="tiny"):
-    cfg = preset(preset_name)
+def make_artifact(root, preset_name="tiny", window=None):
+    cfg = preset(preset_name) if window is None else preset(preset_name).replace(window=window)
     export_artifact(Checkpoint(config=cfg, params=init_params(cfg, seed=0), meta={}), root)
     return root
 
@@ -504,6 +504,17 @@ def test_emulated_cli_build_records_options_in_the_manifest(tmp_path, emulated, 
     assert entry["onnx_sha256"] == rt.open_artifact(art).manifest["files"]["step.onnx"]["sha256"]
 
 
+@pytest.mark.parametrize("cuda_graph", [True, False])
+def test_emulated_tensorrt_windowed_artifact_across_wraparound(tmp_path, emulated, cuda_graph):
+    """A windowed artifact (ring of 4 rows, 16 steps: 4 wraps): the device commit writes row
+    ring_slot(pos, W), the outputs and the device ring equal the numpy and ORT CPU backends'."""
+    stats, cuda = emulated
+    art = make_artifact(tmp_path / "art", window=4)
+    _emulated_build(art, precision="fp32")
+    check_tensorrt_matches_numpy(art, stats, cuda, cuda_graph=cuda_graph)
+    assert stats["enqueue_errors"] == []
+
+
 # --- ort-cuda, ort-trt -------------------------------------------------------------------------------
 def _install_fake_ort(monkeypatch, device, record=None):
     fake = fakes.make_fake_ort([] if record is None else record, device)  # before sys.modules changes
@@ -533,6 +544,20 @@ def test_emulated_ort_gpu_backends_match_numpy(tmp_path, monkeypatch, device, ba
             model_opts["trt_profile_min_shapes"] == "x:1x1x3"
             and model_opts["trt_profile_max_shapes"] == f"x:1x{cfg.max_len}x3"
         )
+
+
+@pytest.mark.parametrize("backend", ["ort-cuda", "ort-trt"])
+@pytest.mark.parametrize("device_commit", [False, True])
+def test_emulated_ort_gpu_windowed_artifact_across_wraparound(
+    tmp_path, monkeypatch, device, backend, device_commit
+):
+    """Windowed artifact on ORT CUDA / TensorRT EP: both commit paths (device copies, host
+    mirror) write row ring_slot(pos, W); 16 steps over a ring of 4 equal the numpy backend."""
+    art = make_artifact(tmp_path / "art", window=4)
+    _install_fake_ort(monkeypatch, device)
+    if device_commit:
+        fakes.install_cuda(monkeypatch, sys.modules, device)
+    assert check_ort_gpu_matches_numpy(art, backend, []) == ("device" if device_commit else "host-mirror")
 
 
 @pytest.mark.parametrize("device_commit", [False, True])
@@ -665,8 +690,8 @@ MUTATIONS = {
     # The commit as it was: a synchronous device-to-device cudaMemcpy2D, ordered against nothing.
     "ort_gpu: commit with a synchronous cudaMemcpy2D": (
         ORT_GPU,
-        "                    c.cudaMemcpy2DAsync(dst + pos * width, dpitch, src, spitch, width, height, kind, stream),",
-        "                    c.cudaMemcpy2D(dst + pos * width, dpitch, src, spitch, width, height, kind),",
+        "                    c.cudaMemcpy2DAsync(dst + row * width, dpitch, src, spitch, width, height, kind, stream),",
+        "                    c.cudaMemcpy2D(dst + row * width, dpitch, src, spitch, width, height, kind),",
         "ort-match",
     ),
     # The commit's copies enqueued on its stream, never waited for.

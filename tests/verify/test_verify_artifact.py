@@ -262,3 +262,71 @@ def test_unknown_artifact_kind_is_refused_naming_the_known_ones(artifact, monkey
     monkeypatch.setattr(models, "ARTIFACT_KINDS", {"encoder-decoder": models.Seq2SeqArtifact})
     with pytest.raises(ArtifactError, match=r"does not know artifact kind 'decoder' yet"):
         models.open_model(artifact)
+
+
+# --- windowed artifacts (kind "windowed") ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def windowed_artifact(tmp_path_factory):
+    from tickformer.export.writer import export_artifact
+    from tickformer.model.checkpoint import Checkpoint
+    from tickformer.model.config import preset
+    from tickformer.model.transformer import init_params
+
+    cfg = preset("tiny").replace(window=3)
+    out = tmp_path_factory.mktemp("art") / "windowed"
+    return export_artifact(
+        Checkpoint(cfg, init_params(cfg, seed=4), {}), out, domain=(-2.0, 2.0), lengths=[1, 16]
+    )
+
+
+def test_windowed_artifact_passes_every_property(windowed_artifact, tmp_path):
+    rc = main(["verify", str(windowed_artifact), "--examples", "10", "--max-t", "8", "--out", str(tmp_path)])
+    report = json.loads((tmp_path / "verify.json").read_text())
+    assert rc == 0, report
+    names = [p["name"] for p in report["properties"]]
+    assert names[-2:] == ["window_isolation", "slides_past_max_len"] and len(names) == 8
+    assert all(p["status"] == "pass" for p in report["properties"])
+
+
+def test_a_window_that_reads_too_far_back_is_caught(windowed_artifact, tmp_path):
+    """window_isolation fails when the last output depends on an input older than the model says
+    (here: the check told the receptive field is one shorter than it is)."""
+    from hypothesis import strategies as st
+
+    from tickformer.verify.properties.checks import check_window_isolation
+    from tickformer.verify.properties.models import WindowedArtifact
+
+    model = WindowedArtifact(windowed_artifact, "ort", 8)
+    model.receptive -= 1  # as if the ring read one slot less than it does
+    seqs = domain_arrays(model.domain, lambda t: (1, t, model.features), (12, 12))
+    r = run_property(
+        "window_isolation",
+        st.tuples(seqs, seqs),
+        check_window_isolation(model),
+        examples=20,
+        seed_value=0,
+        out_dir=tmp_path,
+    )
+    model.close()
+    assert r.status == "fail" and "changed when only inputs before" in r.message
+
+
+def test_a_session_that_stops_at_max_len_fails_slides_past_max_len(windowed_artifact, tmp_path):
+    from tickformer import runtime
+    from tickformer.verify.properties.checks import check_slides_past_max_len
+    from tickformer.verify.properties.models import WindowedArtifact
+
+    model = WindowedArtifact(windowed_artifact, "ort", 8)
+    model.session = runtime.load(windowed_artifact, backend="ort", on_full="raise")
+    n = 2 * model.session.max_len + 3
+    seqs = domain_arrays(model.domain, lambda t: (1, t, model.features), (n, n))
+    r = run_property(
+        "slides_past_max_len",
+        seqs,
+        check_slides_past_max_len(model),
+        examples=3,
+        seed_value=0,
+        out_dir=tmp_path,
+    )
+    model.close()
+    assert r.status != "pass"

@@ -21,6 +21,12 @@ Inputs come from `strategies` (inside the declared domain), the runs from `runne
                             an id outside the vocabulary) raises a TickformerError, leaves the
                             position unchanged, and the following steps give bitwise the outputs of
                             a session that never saw it (contracts.input_domain, contracts.position P2)
+    window_isolation        windowed artifacts: the last output of a stream is bitwise unchanged when
+                            only inputs older than its receptive field L (W - 1) + 1 change, stepped
+                            on the ring cache and in the full pass (contracts.masking M5)
+    slides_past_max_len     windowed artifacts: a sliding session steps 2 max_len + W positions
+                            without ContextFull (the ring wraps) and every output equals the windowed
+                            full pass within the manifest tolerance (contracts.ring_buffer R5-R13)
 
 Not real-time code.
 """
@@ -229,6 +235,58 @@ def check_rejected_step(model: Any) -> Callable[[tuple[Any, int, Any]], Problem 
                 "y": rest,
                 "y_clean": clean[:, cut:],
             }
+        return None
+
+    return check
+
+
+# ----------------------------------------------------------------------------- windowed artifacts
+
+
+def check_window_isolation(model: Any) -> Callable[[tuple[np.ndarray, np.ndarray]], Problem | None]:
+    """example (x, other) [B, T, ...] with T > receptive: x with its inputs before T - receptive
+    replaced by other's gives bitwise the same last output, stepped and in the full pass."""
+    r = model.receptive
+
+    def check(example: tuple[np.ndarray, np.ndarray]) -> Problem | None:
+        x, other = example
+        t = x.shape[1]
+        x2 = np.array(x, copy=True)
+        x2[:, : t - r] = other[:, : t - r]
+        for how, run in (("full pass", model.full), ("stepped", lambda e: _stepped(model, e))):
+            a, b = run(x)[:, -1], run(x2)[:, -1]
+            if not np.array_equal(a, b):
+                return (
+                    f"{how}: the output at position {t - 1} changed when only inputs before position {t - r} "
+                    f"changed (window {model.window}, {model.config.n_layers} layers: receptive field {r})",
+                    {"x": np.asarray(x), "x_changed": x2, "y": a, "y_changed": b},
+                )
+        return None
+
+    return check
+
+
+def _stepped(model: Any, x: np.ndarray) -> np.ndarray:
+    model.session.reset()
+    return model.steps(model.session, np.asarray(x))
+
+
+def check_slides_past_max_len(model: Any) -> Callable[[np.ndarray], Problem | None]:
+    """example x [B, 2 max_len + W, ...]: stepped from a reset without ContextFull, == model.full(x)."""
+    rtol, atol = _tolerance(model)
+
+    def check(x: np.ndarray) -> Problem | None:
+        stepped = _stepped(model, x)  # ContextFull here is a failure (raised to the runner)
+        full = model.full(x)
+        excess = equivalence_excess(stepped, full, rtol, atol)
+        if excess > 0:
+            return (
+                f"sliding past max_len: {x.shape[1]} steps differ from the windowed full pass beyond "
+                f"atol={atol:g}, rtol={rtol:g} (excess {excess:.3g})",
+                {"x": np.asarray(x), "y_step": stepped, "y_full": full},
+            )
+        if model.session.position != x.shape[1]:
+            return f"position {model.session.position} after {x.shape[1]} steps", {"x": np.asarray(x)}
         return None
 
     return check

@@ -237,6 +237,20 @@ class DecoderArtifact(ArtifactModel):
         self.kind = "decoder"
 
 
+class WindowedArtifact(DecoderArtifact):
+    """kind "windowed": a decoder with a sliding window W on ring caches of W rows (its session
+    slides past max_len); model.onnx takes any T. `receptive` is the number of most recent inputs
+    the last output depends on: L (W - 1) + 1 (W per layer, chained through L layers)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.kind = "windowed"
+        cfg = self.config
+        assert cfg.window is not None
+        self.window = cfg.window
+        self.receptive = cfg.n_layers * (cfg.window - 1) + 1
+
+
 class Seq2SeqArtifact(ArtifactModel):
     """kind "encoder-decoder": an example is (src [B, S], tgt [B, T]) token ids; the source is set
     with `set_source` (padded to max_len with a validity mask), the target stepped."""
@@ -290,6 +304,7 @@ class Seq2SeqArtifact(ArtifactModel):
 ARTIFACT_KINDS: dict[str, type[ArtifactModel]] = {
     "decoder": DecoderArtifact,
     "encoder-decoder": Seq2SeqArtifact,
+    "windowed": WindowedArtifact,
 }
 
 

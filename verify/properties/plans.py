@@ -15,10 +15,12 @@ A plan is a generator of `Property` (run by the runner with Hypothesis) and fini
                        (source padding), step_equals_full (vs the numpy teacher-forced pass),
                        stale_cache_isolation, numpy_vs_backend, rejected_step_is_harmless
 
-The artifact kinds to come reuse these: "windowed" is decoder_plan plus a window property
-(outputs at t bitwise independent of inputs before t - W + 1; steps past max_len never raise
-ContextFull: the ring wraps) and step_equals_full against the windowed full pass; "recurrent" is
-decoder_plan with the stale-cache property read as state isolation after reset(). Not real-time.
+    "windowed"         our sliding-window artifacts (windowed_plan): decoder_plan (its
+                       step_equals_full against the windowed full pass, across wrap-around),
+                       window_isolation, slides_past_max_len
+
+The kind to come reuses these: "recurrent" is decoder_plan with the stale-cache property read as
+state isolation after reset(). Not real-time.
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ from .checks import (
     check_finite,
     check_numpy_vs_backend,
     check_rejected_step,
+    check_slides_past_max_len,
     check_source_padding,
     check_stale_cache,
     check_step_full,
+    check_window_isolation,
 )
 from .results import Property, PropertyResult
 from .strategies import feed_dicts, id_arrays, size_dicts
@@ -84,6 +88,24 @@ def decoder_plan(model: Any, ctx: Context) -> Plan:
     yield Property("numpy_vs_backend", xs, check_numpy_vs_backend(model), engine="fail")
     rejected = st.tuples(xs, st.integers(0, hi_t - 1), model.bad_values())  # the artifact's own domain
     yield Property("rejected_step_is_harmless", rejected, check_rejected_step(model), engine="fail")
+
+
+def windowed_plan(model: Any, ctx: Context) -> Plan:
+    yield from decoder_plan(model, ctx)
+    dom = (
+        model.domain
+        if model.tokens
+        else check_domain(*(ctx.domain if ctx.domain is not None else model.domain))
+    )
+    r = model.receptive
+    pairs = st.integers(r + 1, r + 8).flatmap(
+        lambda t: st.tuples(model.sequences((t, t), dom), model.sequences((t, t), dom))
+    )
+    yield Property("window_isolation", pairs, check_window_isolation(model), engine="fail")
+    n = 2 * model.session.max_len + model.window
+    yield Property(
+        "slides_past_max_len", model.sequences((n, n), dom), check_slides_past_max_len(model), engine="fail"
+    )
 
 
 def seq2seq_plan(model: Any, ctx: Context) -> Plan:
@@ -344,4 +366,5 @@ PLANS: dict[str, Callable[[Any, Context], Plan]] = {
     "onnx": foreign_plan,
     "decoder": decoder_plan,
     "encoder-decoder": seq2seq_plan,
+    "windowed": windowed_plan,
 }
