@@ -97,3 +97,29 @@ def test_baselines_predict_far_better_than_holding_the_angle():
     for pred in (ar, nominal):
         assert pred.shape == truth.shape
         assert np.sqrt(np.mean((pred - truth) ** 2)) < 0.7 * hold
+
+
+def test_the_memoryless_twin_is_the_window_1_run_with_the_same_settings():
+    """The windowed run's evaluation reuses a window-1 run of this process with the same
+    settings as its memoryless baseline (training is deterministic): the reused weights equal a
+    fresh training of the twin bit for bit, and other settings are not confused with it."""
+    from tickformer.model import tasks as T
+    from tickformer.model.train import TrainSettings, train_steps
+
+    task = T.get_task("pendulum-hidden")
+    cfg = preset("control-hidden")
+    settings = TrainSettings.for_task(task, steps=3, seed=11)
+    T._TWINS.clear()
+    params, _, data, *_ = train_steps(task, cfg.replace(window=1), settings)
+    T.hidden_evaluate(params, cfg.replace(window=1), data)  # registers the window-1 run
+    assert len(T._TWINS) == 1
+    data.train_settings = settings
+    twin, twin_cfg = T._train_memoryless_twin(cfg, data)
+    assert twin_cfg.window == 1 and twin is next(iter(T._TWINS.values()))
+    fresh, *_ = train_steps(task, cfg.replace(window=1), settings)
+    for name in fresh:
+        np.testing.assert_array_equal(twin[name], fresh[name])
+    data.train_settings = TrainSettings.for_task(task, steps=3, seed=12)
+    other, _ = T._train_memoryless_twin(cfg, data)
+    assert other is not twin and len(T._TWINS) == 2
+    T._TWINS.clear()
