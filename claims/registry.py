@@ -335,23 +335,31 @@ R = "README.md"
     Span(f"{R}#demo")
     .result("train steps", "demo", "train.steps", "{}")
     .result("train seconds", "demo", "train.seconds", "{:.1f}")
+    .result("window", "demo", "train.window", "{}")
     .result("held-out RMSE", "demo", "train.held_out_rmse", "{:.4f}")
-    .result("baseline RMSE", "demo", "train.baseline_rmse", "{:.4f}")
-    .result("export max_len", "demo", "export.max_len", "{}")
-    .result("export disagreement", "demo", "export.worst_backend_disagreement", sci(1))
+    .result("memoryless RMSE", "demo", "train.baselines.memoryless.rmse", "{:.4f}")
+    .result("AR RMSE", "demo", "train.baselines.linear_ar.rmse", "{:.4f}")
+    .result("nominal RMSE", "demo", "train.baselines.nominal.rmse", "{:.4f}")
+    .result("export batch", "demo", "export.batch", "{}")
+    .result("export max_len", "demo", "export.model.max_len", "{}")
+    .result("export disagreement", "demo", "export.model.worst_backend_disagreement", sci(1))
     .derived(
         "verify properties", "demo", lambda d: len(d["verify"]["properties"]), "{}", "len(verify.properties)"
     )
+    .result("certify batch", "demo", "certify.batch", "{}")
     .result("budget", "demo", "certify.budget_us", "{:.0f}")
     .result("certify p50", "demo", "certify.p50_us", "{:.1f}")
     .result("certify p99", "demo", "certify.p99_us", "{:.1f}")
     .result("certify max", "demo", "certify.max_us", "{:.1f}", scale=1e-3)
-    .result("model rms", "demo", "loop.model.tracking.rms_rad", "{:.4f}")
-    .result("model ticks", "demo", "loop.model.deadlines.ticks", "{}")
-    .result("model misses", "demo", "loop.model.deadlines.deadline_misses", "{}")
-    .result("model fallbacks", "demo", "loop.model.deadlines.fallbacks", "{}")
-    .result("true rms", "demo", "loop.true.tracking.rms_rad", "{:.4f}")
-    .result("open rms", "demo", "loop.open_loop.tracking.rms_rad", "{:.3f}")
+    .result("period", "demo", "loop.period_ms", "{:g}")
+    .result("model ticks", "demo", "loop.model.ticks", "{:,}")
+    .result("model rms", "demo", "loop.model.tracking_rms", "{:.4f}")
+    .result("memoryless rms", "demo", "loop.memoryless.tracking_rms", "{:.4f}")
+    .result("nominal rms", "demo", "loop.nominal.tracking_rms", "{:.4f}")
+    .result("oracle rms", "demo", "loop.oracle.tracking_rms", "{:.4f}")
+    .result("model misses", "demo", "loop.model.deadline_misses", "{:,}")
+    .result("model covered", "demo", "loop.model.misses_covered_by_fallback", "{:,}")
+    .result("model fallbacks", "demo", "loop.model.fallbacks", "{:,}")
 )
 (
     Span(f"{R}#params")
@@ -371,7 +379,7 @@ R = "README.md"
         "contracts/decode_equivalence.py PER_LAYER_MARGIN",
     )
     .run("control decode tol", lambda: decode_tol("control"), sci(1), "decode_tolerance(preset('control'))")
-    .result("export measures", "demo", "export.worst_backend_disagreement", sci(0))
+    .result("export measures", "demo", "export.model.worst_backend_disagreement", sci(0))
     .run("score reach", score_search_reach, "{:.2f}", "tests/contracts/test_score_bound.py search_reach()")
 )
 (
@@ -659,30 +667,20 @@ for _f in ("certify-50k", "certify-rt"):
     .result("verify", "demo", "stage_seconds.verify", "{:.1f}")
     .result("certify", "demo", "stage_seconds.certify", "{:.1f}")
     .result("loops", "demo", "stage_seconds.loop", "{:.1f}")
-    .result("rmse", "demo", "train.held_out_rmse", "{:.4f}")
-    .param("ar order", lambda: 8, "{}", "the best AR order named in demo_summary train.baseline")
-    .result("baseline", "demo", "train.baseline_rmse", "{:.4f}")
     .derived("properties", "demo", lambda d: len(d["verify"]["properties"]), "{}", "len(verify.properties)")
     .result("examples", "demo", "config.verify_examples", "{}")
     .result("budget", "demo", "certify.budget_us", "{:.0f}")
     .result("p50", "demo", "certify.p50_us", "{:.1f}")
     .result("p99", "demo", "certify.p99_us", "{:.1f}")
     .result("max", "demo", "certify.max_us", "{:.0f}")
-    .result("model rms", "demo", "loop.model.tracking.rms_rad", "{:.4f}")
-    .result("true rms", "demo", "loop.true.tracking.rms_rad", "{:.4f}")
-    .result("open rms", "demo", "loop.open_loop.tracking.rms_rad", "{:.4f}")
-)
-_DL = Span(f"{C}#demo")
-for _n in ("model", "true"):
-    _DL.result(f"{_n} ticks", "demo", f"loop.{_n}.deadlines.ticks", "{}")
-    for _k in ("deadline_misses", "skipped_periods", "overruns", "fallbacks"):
-        _DL.result(f"{_n} {_k}", "demo", f"loop.{_n}.deadlines.{_k}", "{}")
-(
-    _DL.result("step min", "demo", "loop.model.deadlines.step_min", "{:.2f}", scale=1e-6)
+    .result("model ticks", "demo", "loop.model.deadlines.ticks", "{:,}")
+    .result("misses", "demo", "loop.model.deadlines.deadline_misses", "{:,}")
+    .result("skipped", "demo", "loop.model.deadlines.skipped_periods", "{:,}")
+    .result("overruns", "demo", "loop.model.deadlines.overruns", "{:,}")
+    .result("fallbacks", "demo", "loop.model.deadlines.fallbacks", "{:,}")
     .result("step max", "demo", "loop.model.deadlines.step_max", "{:.2f}", scale=1e-6)
     .result("wake avg", "demo", "loop.model.deadlines.wake_lateness_avg", "{:.2f}", scale=1e-6)
     .result("wake max", "demo", "loop.model.deadlines.wake_lateness_max", "{:.2f}", scale=1e-6)
-    .result("true wake max", "demo", "loop.true.deadlines.wake_lateness_max", "{:.2f}", scale=1e-6)
 )
 (
     Span(f"{C}#c-grow")
@@ -965,6 +963,77 @@ def _smallest_caught(data: dict) -> float:
 )
 
 
+# --- docs/control.md ------------------------------------------------------------------------------------
+K = "docs/control.md"
+
+
+def _hidden_param(name: str) -> Any:
+    return importlib.import_module("tickformer.model.plant").PARAM_RANGES[name]
+
+
+def _nominal(field: str) -> Any:
+    return getattr(importlib.import_module("tickformer.model.plant").NOMINAL, field)
+
+
+_task = Span(f"{K}#task")
+for _name in ("mass", "length", "damping", "gain"):
+    (
+        _task.param(f"{_name} lo", lambda n=_name: _hidden_param(n)[0], "{:g}", "model/plant.py PARAM_RANGES")
+        .param(f"{_name} hi", lambda n=_name: _hidden_param(n)[1], "{:g}", "model/plant.py PARAM_RANGES")
+        .param(f"{_name} nominal", lambda n=_name: _nominal(n), "{:.1f}", "model/plant.py NOMINAL")
+    )
+(
+    _task.param("delay", lambda: _nominal("delay"), "{}", "model/plant.py NOMINAL.delay")
+    .param("noise", lambda: _nominal("noise"), "{:g}", "model/plant.py NOMINAL.noise")
+    .param("dt", lambda: _nominal("dt"), "{:g}", "model/plant.py NOMINAL.dt")
+)
+_pred = Span(f"{K}#prediction")
+for _label, _key in (
+    ("model", "train.held_out_rmse"),
+    ("model 3", "train.held_out_rmse_3_step"),
+    ("memoryless", "train.baselines.memoryless.rmse"),
+    ("memoryless 3", "train.baselines.memoryless.rmse_3_step"),
+    ("ar", "train.baselines.linear_ar.rmse"),
+    ("ar 3", "train.baselines.linear_ar.rmse_3_step"),
+    ("nominal", "train.baselines.nominal.rmse"),
+    ("nominal 3", "train.baselines.nominal.rmse_3_step"),
+):
+    _pred.result(_label, "demo", _key, "{:.4f}")
+(
+    _pred.result("ratio", "demo", "train.ratio_to_memoryless", "{:.2f}")
+    .literal("0.5", "the target ratio (the issue's)")
+    .literal("16", "the window (row label)")
+    .literal("16", "the linear AR's history, the window (row label)")
+    .literal("1", "the memoryless model's window (row label)")
+    .literal("3", "the 3-step horizon (column label)")
+)
+_loop = Span(f"{K}#loop")
+for _c in ("model", "memoryless", "nominal", "oracle"):
+    (
+        _loop.result(f"{_c} rms", "demo", f"loop.{_c}.tracking_rms", "{:.4f}")
+        .result(f"{_c} ticks", "demo", f"loop.{_c}.ticks", "{:,}")
+        .result(f"{_c} misses", "demo", f"loop.{_c}.deadline_misses", "{:,}")
+        .result(f"{_c} covered", "demo", f"loop.{_c}.misses_covered_by_fallback", "{:,}")
+        .result(f"{_c} fallbacks", "demo", f"loop.{_c}.fallbacks", "{:,}")
+        .result(f"{_c} p50", "demo", f"loop.{_c}.step_p50_us", "{:.0f}")
+        .result(f"{_c} p99", "demo", f"loop.{_c}.step_p99_us", "{:.0f}")
+    )
+(
+    Span(f"{K}#latency")
+    .result("p50 first", "demo", "loop.model.step_p50_first_10pct_us", "{:.0f}")
+    .result("p50 last", "demo", "loop.model.step_p50_last_10pct_us", "{:.0f}")
+    .result("rss start", "demo", "loop.model.rss_start_bytes", "{:.1f}", scale=1e-6)
+    .result("rss end", "demo", "loop.model.rss_end_bytes", "{:.1f}", scale=1e-6)
+    .literal("10", "the first tenth of the ticks (column label)")
+    .literal("10", "the last tenth of the ticks (column label)")
+)
+(
+    _loop.literal("16", "the model's window (column label)").literal(
+        "1", "the memoryless model's window (column label)"
+    )
+)
+
+
 # --- files: coverage ------------------------------------------------------------------------------------
 # --- docs/streaming.md: windowed vs unwindowed accuracy, one stream of 10^6 steps --------------------------
 S = "docs/streaming.md"
@@ -1029,6 +1098,7 @@ FILES: dict[str, tuple[str, str]] = {
         "(its command and date are in it)",
     ),
     "docs/contracts.md": ("covered", ""),
+    "docs/control.md": ("covered", ""),
     "docs/export_runtime.md": ("covered", ""),
     "docs/artifact_format.md": ("covered", ""),
     "docs/verify.md": ("covered", ""),
@@ -1064,7 +1134,19 @@ LITERALS: dict[str, dict[str, str]] = {
         "1e-5": "the tolerance's floor (export/bounds.py)",
         "50": "the claims check's relative tolerance on the equivalence table (rtol=0.5)",
     },
+    "docs/control.md": {
+        "1e-6": "the EKF's process noise on theta (model/plant.py HiddenEKF q_theta)",
+        "1e-3": "the EKF's process noise on omega (HiddenEKF q_omega)",
+        "17": "the demo's candidates (DemoConfig.candidates)",
+        "139": "17 x 2 x 16 x 32 floats x 2 (K and V) x 4 bytes, arithmetic on the config",
+        "0.05": "the cost weight w_omega (DemoConfig)",
+        "0.25": "the reference amplitude (DemoConfig.amplitude)",
+        "4": "the reference period (DemoConfig.ref_period_s)",
+        "2": "the demo's period in ms (DemoConfig.period_ms), the delay in ticks, the natural period near 2 s",
+        "1.5": "the issue's target ratio to the oracle",
+    },
     "docs/certify.md": {
+        "2": "the demo's 2 ms period (DemoConfig.period_ms)",
         "10": "duty cycle idle share (10%), and the demo's 10 ms tick budget",
         "95": "RT throttling's 95% and the 95% bootstrap level",
         "1": "the POT tail fraction (1%)",

@@ -231,6 +231,22 @@ PRESETS: dict[str, Config] = {
         max_len=256,
         dropout=0.0,
     ),
+    # The pendulum-hidden task (model/tasks.py): inputs (measured angle, command), outputs the
+    # angle 1..3 ticks ahead (actuator delay 2); small, so K candidates fit a control tick;
+    # a 16-tick window (1.6 s of history), trained on 64-tick sequences, streams without bound.
+    "control-hidden": Config(
+        arch="decoder",
+        inputs="continuous",
+        d_model=32,
+        n_heads=2,
+        d_ff=64,
+        n_layers=2,
+        d_in=2,
+        d_out=3,
+        max_len=64,
+        dropout=0.0,
+        window=16,
+    ),
     # The reverse task: encoder-decoder over digit tokens.
     "reverse": Config(
         arch="encoder-decoder",

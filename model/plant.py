@@ -22,6 +22,7 @@ derivative evaluations), but it allocates small numpy temporaries, so it is not 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,3 +144,290 @@ def generate_trajectories(
     else:  # pragma: no cover - only with absurd parameters
         raise ConfigError("could not draw trajectories that stay below the top; lower u_max or raise damping")
     return np.concatenate(kept_states)[:n], np.concatenate(kept_controls)[:n]
+
+
+# ---------------------------------------------------------------------------------------------
+# The hidden pendulum: angle-only noisy measurement, unknown per-episode physics, actuator delay
+# ---------------------------------------------------------------------------------------------
+#
+# A pendulum of mass m (kg) and length L (m), viscous damping b (N m s) and an actuator of gain
+# k (N m per unit command), driven by commands c in [-1, 1] that reach the joint `delay` ticks
+# after they are issued (a transport delay, zero-order hold over each tick):
+#
+#     theta'' = -(g / L) sin(theta) - b / (m L^2) theta' + k / (m L^2) c(t - delay dt)
+#
+# Only a noisy angle y_t = theta_t + N(0, noise^2) is measured; the velocity, the four physical
+# constants and the commands still in flight must be inferred from the stream of (y, c).
+# `HiddenPendulum` is the nominal plant (every constant at its range's midpoint); an episode
+# draws its constants per `PARAM_RANGES`, each range cut into 6 equal bands: `split="train"`
+# draws every coordinate from bands 0, 2, 4 and `split="held_out"` from bands 1, 3, 5, so a
+# held-out episode has constants no training episode had (each coordinate in a band the training
+# draws never enter) spread over the whole range.
+
+GRAVITY = 9.81
+PARAM_RANGES: dict[str, tuple[float, float]] = {
+    "mass": (0.7, 1.3),  # kg
+    "length": (0.7, 1.3),  # m
+    "damping": (0.1, 0.7),  # N m s
+    "gain": (1.5, 4.5),  # N m per unit command
+}
+SPLITS = ("train", "held_out")
+BANDS = 6  # each range cut into 6 equal bands: training draws bands 0, 2, 4; held-out 1, 3, 5
+START_THETA = 2.0  # rad: episodes start with theta uniform in [-2, 2] (strongly nonlinear swings)
+START_OMEGA = 1.0  # rad/s: and omega uniform in [-1, 1]
+
+
+@dataclass(frozen=True)
+class HiddenPendulum:
+    """One episode's constants; defaults are the nominal plant (the midpoint of every range)."""
+
+    mass: float = 1.0
+    length: float = 1.0
+    damping: float = 0.4
+    gain: float = 3.0
+    delay: int = 2  # ticks between issuing a command and its reaching the joint
+    noise: float = 0.02  # rad, standard deviation of the angle measurement
+    dt: float = 0.1
+    substeps: int = 4
+
+    def __post_init__(self) -> None:
+        for name in ("mass", "length", "gain", "dt"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"hidden pendulum {name}={getattr(self, name)!r} must be > 0")
+        for name in ("damping", "noise"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"hidden pendulum {name}={getattr(self, name)!r} must be >= 0")
+        for name in ("delay", "substeps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < (1 if name == "substeps" else 0):
+                raise ConfigError(
+                    f"hidden pendulum {name}={value!r} must be an integer >= {int(name == 'substeps')}"
+                )
+
+    @property
+    def coefficients(self) -> tuple[float, float, float]:
+        """(g / L, b / (m L^2), k / (m L^2)): the three numbers the dynamics depend on."""
+        inertia = self.mass * self.length**2
+        return GRAVITY / self.length, self.damping / inertia, self.gain / inertia
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "mass": self.mass,
+            "length": self.length,
+            "damping": self.damping,
+            "gain": self.gain,
+            "delay": self.delay,
+            "noise": self.noise,
+            "dt": self.dt,
+            "substeps": self.substeps,
+        }
+
+
+NOMINAL = HiddenPendulum()
+
+
+def draw_hidden(rng: np.random.Generator, split: str, base: HiddenPendulum = NOMINAL) -> HiddenPendulum:
+    """One episode's constants: each coordinate uniform over the even bands ("train") or the odd
+    bands ("held_out") of its range cut into BANDS equal bands; delay, noise and sampling as in
+    `base`. The bands interleave, so held-out constants span the whole range (the nominal
+    midpoint is as wrong for them as for training episodes) without one value in common."""
+    if split not in SPLITS:
+        raise ConfigError(f"split {split!r} is not one of {SPLITS}")
+    values = {}
+    first = 0 if split == "train" else 1
+    for name, (lo, hi) in PARAM_RANGES.items():
+        width = (hi - lo) / BANDS
+        band = first + 2 * int(rng.integers(0, BANDS // 2))
+        values[name] = float(lo + width * (band + rng.uniform(0.0, 1.0)))
+    return HiddenPendulum(**values, delay=base.delay, noise=base.noise, dt=base.dt, substeps=base.substeps)
+
+
+def _rk4(
+    x: np.ndarray, a: np.ndarray | float, b: np.ndarray | float, u: np.ndarray, h: float, n: int
+) -> np.ndarray:
+    """n RK4 substeps of h of theta'' = -a sin(theta) - b theta' + u on states x [..., 2]
+    (a, b, u broadcast against x[..., 0]). Returns a new array."""
+
+    def f(s: np.ndarray) -> np.ndarray:
+        return np.stack([s[..., 1], -a * np.sin(s[..., 0]) - b * s[..., 1] + u], axis=-1)
+
+    for _ in range(n):
+        k1 = f(x)
+        k2 = f(x + 0.5 * h * k1)
+        k3 = f(x + 0.5 * h * k2)
+        k4 = f(x + h * k3)
+        x = x + (h / 6.0) * (k1 + 2 * k2 + 2 * k3 + k4)
+    return x
+
+
+def hidden_step(state: np.ndarray, torque_cmd: np.ndarray | float, p: HiddenPendulum) -> np.ndarray:
+    """Advance [..., 2] states one tick under the command reaching the joint now (already
+    delayed; clipped to [-1, 1]), RK4 with p.substeps substeps. Pure; returns a new array."""
+    a, b, c = p.coefficients
+    u = c * np.clip(np.asarray(torque_cmd, dtype=np.float64), -1.0, 1.0)  # [...] angular acceleration
+    return _rk4(np.asarray(state, dtype=np.float64), a, b, u, p.dt / p.substeps, p.substeps)
+
+
+def hidden_rollout(
+    state0: np.ndarray, commands: np.ndarray, p: HiddenPendulum, in_flight: np.ndarray | None = None
+) -> np.ndarray:
+    """True states [T + 1, 2] from state0 [2] under commands [T] issued at ticks 0..T-1; the
+    command reaching the joint at tick t is commands[t - delay], or in_flight[t] ([delay], the
+    commands issued before tick 0, oldest first) for t < delay (zeros if None)."""
+    d = p.delay
+    early = np.zeros(d) if in_flight is None else np.asarray(in_flight, dtype=np.float64)
+    applied = np.concatenate([early, commands])[: commands.shape[0]]  # [T]
+    states = np.empty((commands.shape[0] + 1, 2))
+    states[0] = state0
+    for t in range(commands.shape[0]):
+        states[t + 1] = hidden_step(states[t], applied[t], p)
+    return states
+
+
+def hidden_episodes(
+    rng: np.random.Generator,
+    n: int,
+    steps: int,
+    split: str,
+    base: HiddenPendulum = NOMINAL,
+    *,
+    max_hold: int = 8,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum]]:
+    """n episodes of `steps` ticks, each with its own constants (`draw_hidden`), a random start
+    (theta in [-1, 1] rad, omega in [-1, 1] rad/s) and piecewise-constant random commands (levels
+    uniform in [-1, 1], held 1..max_hold ticks). Vectorised over episodes. Episodes that go over
+    the top (|theta| >= pi at any tick) are redrawn, so angles stay continuous without wrapping.
+
+    Returns (theta [n, steps + 1] true angles, y [n, steps + 1] measured angles, commands
+    [n, steps] issued at each tick, constants per episode)."""
+    if n < 1 or steps < 1:
+        raise ConfigError(f"need n >= 1 episodes of steps >= 1 (got n={n}, steps={steps})")
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum]]] = []
+    have = 0
+    for _ in range(100):
+        theta, y, cmds, plants = _draw_episodes(
+            rng, max(8, int((n - have) * 1.3)), steps, split, base, max_hold
+        )
+        ok = np.all(np.abs(theta) < np.pi, axis=-1)  # [draw]
+        keep = np.flatnonzero(ok)[: n - have]
+        parts.append((theta[keep], y[keep], cmds[keep], [plants[i] for i in keep]))
+        have += keep.size
+        if have >= n:
+            break
+    else:  # pragma: no cover - only with absurd parameters
+        raise ConfigError("could not draw episodes that stay below the top; narrow PARAM_RANGES")
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
+        [q for p in parts for q in p[3]],
+    )
+
+
+def _draw_episodes(
+    rng: np.random.Generator, n: int, steps: int, split: str, base: HiddenPendulum, max_hold: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum]]:
+    plants = [draw_hidden(rng, split, base) for _ in range(n)]
+    coef = np.array([p.coefficients for p in plants])  # [n, 3]
+    a, b, c = coef[:, 0], coef[:, 1], coef[:, 2]
+    cmds = np.empty((n, steps))
+    for i in range(n):
+        t = 0
+        while t < steps:
+            hold = int(rng.integers(1, max_hold + 1))
+            cmds[i, t : t + hold] = rng.uniform(-1.0, 1.0)
+            t += hold
+    d = base.delay
+    applied = np.concatenate([np.zeros((n, d)), cmds], axis=1)[:, :steps]  # [n, steps]
+    x = np.stack(
+        [rng.uniform(-START_THETA, START_THETA, n), rng.uniform(-START_OMEGA, START_OMEGA, n)], axis=-1
+    )
+    theta = np.empty((n, steps + 1))
+    theta[:, 0] = x[:, 0]
+    h = base.dt / base.substeps
+    for t in range(steps):
+        x = _rk4(x, a, b, c * applied[:, t], h, base.substeps)  # [n, 2]
+        theta[:, t + 1] = x[:, 0]
+    y = theta + rng.normal(0.0, base.noise, size=theta.shape)
+    return theta, y, cmds, plants
+
+
+def rk4_scalar(
+    theta: float, omega: float, a: float, b: float, u: float, h: float, n: int
+) -> tuple[float, float]:
+    """`_rk4` on one state in Python floats (no numpy: ~50x faster for one state, allocates only
+    floats): n substeps of h of theta'' = -a sin(theta) - b theta' + u."""
+    sin = math.sin
+    for _ in range(n):
+        k1t, k1w = omega, -a * sin(theta) - b * omega + u
+        t2, w2 = theta + 0.5 * h * k1t, omega + 0.5 * h * k1w
+        k2t, k2w = w2, -a * sin(t2) - b * w2 + u
+        t3, w3 = theta + 0.5 * h * k2t, omega + 0.5 * h * k2w
+        k3t, k3w = w3, -a * sin(t3) - b * w3 + u
+        t4, w4 = theta + h * k3t, omega + h * k3w
+        k4t, k4w = w4, -a * sin(t4) - b * w4 + u
+        theta = theta + (h / 6.0) * (k1t + 2 * k2t + 2 * k3t + k4t)
+        omega = omega + (h / 6.0) * (k1w + 2 * k2w + 2 * k3w + k4w)
+    return theta, omega
+
+
+class HiddenStepper:
+    """hidden_step for one state in Python floats, constants unpacked once: `step(theta, omega,
+    command) -> (theta, omega)`, the command clipped to [-1, 1] (tests: equal to hidden_step)."""
+
+    def __init__(self, plant: HiddenPendulum) -> None:
+        self.a, self.b, self.c = plant.coefficients
+        self.h, self.n = plant.dt / plant.substeps, plant.substeps
+
+    def step(self, theta: float, omega: float, command: float) -> tuple[float, float]:
+        u = self.c * min(1.0, max(-1.0, command))
+        return rk4_scalar(theta, omega, self.a, self.b, u, self.h, self.n)
+
+
+class HiddenEKF:
+    """Extended Kalman filter of (theta, omega) from the noisy angle of one plant, with the
+    constants of `plant` (the true ones: the oracle; the nominal ones: the nominal baseline).
+    Process model `hidden_step` (HiddenStepper) under the command reaching the joint; Jacobian by
+    central differences (step 1e-5); process noise diag(q_theta, q_omega) per tick, measurement
+    noise plant.noise^2. Starts at (y_0, 0) with variances (noise^2, 1 rad^2/s^2).
+
+    `update(y, applied)` takes the angle measured at tick t and the command that reached the
+    joint over t-1..t (ignored on the first call) and returns the filtered (theta, omega).
+    Python floats only (~30 us a call): no numpy allocation, bounded work."""
+
+    def __init__(self, plant: HiddenPendulum, *, q_theta: float = 1e-6, q_omega: float = 1e-3) -> None:
+        self.f = HiddenStepper(plant)
+        self.q0, self.q1 = q_theta, q_omega
+        self.r = max(plant.noise, 1e-6) ** 2
+        self.x0 = self.x1 = 0.0
+        self.p00 = self.p01 = self.p11 = 0.0
+        self.started = False
+
+    def update(self, y: float, applied: float) -> tuple[float, float]:
+        if not self.started:
+            self.x0, self.x1 = y, 0.0
+            self.p00, self.p01, self.p11 = self.r, 0.0, 1.0
+            self.started = True
+            return self.x0, self.x1
+        step, eps = self.f.step, 1e-5
+        x0, x1 = self.x0, self.x1
+        a_t, a_w = step(x0 + eps, x1, applied)
+        b_t, b_w = step(x0 - eps, x1, applied)
+        c_t, c_w = step(x0, x1 + eps, applied)
+        d_t, d_w = step(x0, x1 - eps, applied)
+        f00, f10 = (a_t - b_t) / (2 * eps), (a_w - b_w) / (2 * eps)  # d(theta', omega') / d theta
+        f01, f11 = (c_t - d_t) / (2 * eps), (c_w - d_w) / (2 * eps)  # ... / d omega
+        t, w = step(x0, x1, applied)
+        p00, p01, p11 = self.p00, self.p01, self.p11
+        # P' = F P F^T + Q (symmetric)
+        m00, m01 = f00 * p00 + f01 * p01, f00 * p01 + f01 * p11
+        m10, m11 = f10 * p00 + f11 * p01, f10 * p01 + f11 * p11
+        q00 = m00 * f00 + m01 * f01 + self.q0
+        q01 = m00 * f10 + m01 * f11
+        q11 = m10 * f10 + m11 * f11 + self.q1
+        s = q00 + self.r
+        k0, k1 = q00 / s, q01 / s
+        innov = y - t
+        self.x0, self.x1 = t + k0 * innov, w + k1 * innov
+        self.p00, self.p01, self.p11 = q00 - k0 * q00, q01 - k0 * q01, q11 - k1 * q01
+        return self.x0, self.x1

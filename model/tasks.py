@@ -38,7 +38,16 @@ from tickformer.errors import ConfigError
 from .config import PRESETS, Config
 from .grad import Batch
 from .plant import DEFAULT as PLANT
-from .plant import PendulumParams, generate_trajectories
+from .plant import (
+    NOMINAL,
+    PARAM_RANGES,
+    HiddenEKF,
+    HiddenPendulum,
+    HiddenStepper,
+    PendulumParams,
+    generate_trajectories,
+    hidden_episodes,
+)
 from .transformer import decode, encode, forward
 
 Params = dict[str, np.ndarray]
@@ -326,6 +335,262 @@ def pendulum_meta(data: PendulumData) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
+# pendulum-hidden
+# ---------------------------------------------------------------------------------------------
+
+# Episodes are max_len ticks (the training sequence length) plus the `delay + 1` ticks of future
+# the last position's targets need. Transition counts are fixed, not episode counts.
+HIDDEN_TRAIN_TRANSITIONS = 64_000
+HIDDEN_HELD_OUT_TRANSITIONS = 16_000
+HIDDEN_HISTORY = 16  # baseline history (and first scored position + 1) for a model without a window
+
+
+def hidden_io_widths(plant: HiddenPendulum = NOMINAL) -> tuple[int, int]:
+    """(d_in, d_out) of a `pendulum-hidden` model: inputs (y_t, c_t); outputs theta_{t+1..t+delay+1}."""
+    return 2, plant.delay + 1
+
+
+def hidden_features(y: np.ndarray, cmds: np.ndarray, norm: dict[str, Any]) -> np.ndarray:
+    """Model inputs from raw signals: measured angles y [..., T], commands c [..., T] -> [..., T, 2]
+    float32, standardised with the training statistics in norm."""
+    raw = np.stack([y, cmds], axis=-1)  # [..., T, 2]
+    return ((raw - np.asarray(norm["x_mean"])) / np.asarray(norm["x_std"])).astype(np.float32)
+
+
+def hidden_predictions(y_now: np.ndarray | float, out: np.ndarray, norm: dict[str, Any]) -> np.ndarray:
+    """Model outputs [..., delay + 1] to predicted angles theta_{t+1..t+delay+1}: y_t + mean + std * out."""
+    return y_now + np.asarray(norm["dy_mean"]) + np.asarray(norm["dy_std"]) * out
+
+
+@dataclass
+class HiddenData:
+    """Episodes of the hidden pendulum (model.plant): true angles theta [N, T + delay + 1],
+    measured y (same shape), issued commands [N, T + delay]; T = the training sequence length."""
+
+    train_theta: np.ndarray
+    train_y: np.ndarray
+    train_cmds: np.ndarray
+    test_theta: np.ndarray
+    test_y: np.ndarray
+    test_cmds: np.ndarray
+    test_plants: list[HiddenPendulum]
+    norm: dict[str, list[float]]
+    plant: HiddenPendulum
+    steps: int  # T
+    train_settings: Any = None  # the run's TrainSettings (model.train sets it): the twin's too
+
+
+def _hidden_targets(theta: np.ndarray, y: np.ndarray, steps: int, delay: int) -> np.ndarray:
+    """theta_{t+j} - y_t for j = 1..delay+1 at t < steps: [N, steps, delay + 1]."""
+    return np.stack([theta[:, j : j + steps] - y[:, :steps] for j in range(1, delay + 2)], axis=-1)
+
+
+def hidden_prepare(
+    config: Config,
+    rng: np.random.Generator,
+    *,
+    n_train: int | None = None,
+    n_test: int | None = None,
+) -> HiddenData:
+    """Training episodes (every constant from the even bands of its range) and held-out episodes
+    (odd bands; model.plant.draw_hidden), config.max_len ticks each, all from rng (the training
+    seed's data stream)."""
+    d_in, d_out = hidden_io_widths()
+    if (
+        config.arch != "decoder"
+        or config.inputs != "continuous"
+        or (config.d_in, config.d_out) != (d_in, d_out)
+    ):
+        raise ConfigError(
+            f"task 'pendulum-hidden' needs a decoder-only continuous model with d_in {d_in} (y, command) and "
+            f"d_out {d_out} (angles 1..{d_out} ticks ahead); use --preset control-hidden "
+            f"(got {config.arch}, {config.inputs}, d_in {config.d_in}, d_out {config.d_out})"
+        )
+    steps = config.max_len
+    if steps < PENDULUM_MIN_STEPS:
+        raise ConfigError(
+            f"task 'pendulum-hidden' needs max_len >= {PENDULUM_MIN_STEPS} (got {config.max_len})"
+        )
+    n_train = max(8, HIDDEN_TRAIN_TRANSITIONS // steps) if n_train is None else n_train
+    n_test = max(4, HIDDEN_HELD_OUT_TRANSITIONS // steps) if n_test is None else n_test
+    extra = NOMINAL.delay + 1
+    tr_theta, tr_y, tr_c, _ = hidden_episodes(rng, n_train, steps + extra - 1, "train", NOMINAL)
+    te_theta, te_y, te_c, te_plants = hidden_episodes(rng, n_test, steps + extra - 1, "held_out", NOMINAL)
+    x = np.stack([tr_y[:, :steps], tr_c[:, :steps]], axis=-1).reshape(-1, 2)  # [N*T, 2]
+    dy = _hidden_targets(tr_theta, tr_y, steps, NOMINAL.delay).reshape(-1, extra)  # [N*T, d+1]
+    norm = {
+        "x_mean": x.mean(0).tolist(),
+        "x_std": x.std(0).tolist(),
+        "dy_mean": dy.mean(0).tolist(),
+        "dy_std": dy.std(0).tolist(),
+    }
+    return HiddenData(tr_theta, tr_y, tr_c, te_theta, te_y, te_c, te_plants, norm, NOMINAL, steps)
+
+
+def hidden_arrays(
+    theta: np.ndarray, y: np.ndarray, cmds: np.ndarray, data: HiddenData
+) -> tuple[np.ndarray, np.ndarray]:
+    """Episodes -> (x [N, T, 2], standardised targets [N, T, delay + 1]) float32."""
+    t, norm = data.steps, data.norm
+    x = hidden_features(y[:, :t], cmds[:, :t], norm)  # [N, T, 2]
+    target = (_hidden_targets(theta, y, t, data.plant.delay) - np.asarray(norm["dy_mean"])) / np.asarray(
+        norm["dy_std"]
+    )
+    return x, target.astype(np.float32)
+
+
+def hidden_batch(data: HiddenData, rng: np.random.Generator, batch_size: int) -> Batch:
+    """batch_size training episodes, drawn with replacement."""
+    idx = rng.integers(0, data.train_theta.shape[0], size=batch_size)
+    x, target = hidden_arrays(data.train_theta[idx], data.train_y[idx], data.train_cmds[idx], data)
+    return Batch(x=x, target=target)
+
+
+def hidden_model_angles(params: Params, config: Config, data: HiddenData) -> np.ndarray:
+    """Predicted theta_{t+1..t+delay+1} of the held-out episodes [N, T, delay + 1] (rad)."""
+    x, _ = hidden_arrays(data.test_theta, data.test_y, data.test_cmds, data)
+    out = forward(params, config, x)  # [N, T, d+1]
+    return hidden_predictions(data.test_y[:, : data.steps, None], out.astype(np.float64), data.norm)
+
+
+def hidden_ar_angles(data: HiddenData, order: int) -> np.ndarray:
+    """Least-squares linear AR over the last `order` (y, c) pairs plus a constant, fitted on the
+    training episodes, one output per horizon; held-out predictions at t >= order - 1 as
+    [N, T - order + 1, delay + 1] (rad)."""
+
+    def lagged(y: np.ndarray, c: np.ndarray) -> np.ndarray:
+        t = data.steps
+        z = np.stack([y[:, :t], c[:, :t]], axis=-1)  # [N, T, 2]
+        cols = [z[:, order - 1 - j : t - j] for j in range(order)]  # each [N, T - order + 1, 2]
+        return np.concatenate(cols + [np.ones(cols[0].shape[:-1] + (1,))], axis=-1)
+
+    a = lagged(data.train_y, data.train_cmds)
+    target = _hidden_targets(data.train_theta, data.train_y, data.steps, data.plant.delay)[:, order - 1 :]
+    coef, *_ = np.linalg.lstsq(a.reshape(-1, a.shape[-1]), target.reshape(-1, target.shape[-1]), rcond=None)
+    return data.test_y[:, order - 1 : data.steps, None] + lagged(data.test_y, data.test_cmds) @ coef
+
+
+def hidden_nominal_angles(data: HiddenData, start: int) -> np.ndarray:
+    """Nominal-physics predictions of the held-out episodes at t >= start: an extended Kalman
+    filter with the nominal constants (model.plant.HiddenEKF) over each episode's measured
+    angles and known commands, then the true equations forward with the nominal constants
+    through the commands in flight and the one issued at t. [N, T - start, delay + 1]."""
+    d, t = data.plant.delay, data.steps
+    if start < d:
+        raise ConfigError(f"nominal predictor needs start >= {d}")
+    n = data.test_y.shape[0]
+    f = HiddenStepper(data.plant)
+    out = np.zeros((n, t - start, d + 1))
+    for e in range(n):
+        y, cmds = data.test_y[e].tolist(), data.test_cmds[e].tolist()
+        ekf = HiddenEKF(data.plant)
+        for s in range(t):
+            th, om = ekf.update(y[s], cmds[s - 1 - d] if s - 1 - d >= 0 else 0.0)
+            if s >= start:
+                for j in range(d + 1):
+                    th, om = f.step(th, om, cmds[s - d + j])
+                    out[e, s - start, j] = th
+    return out
+
+
+def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[str, Any]:
+    """One-step RMSE (rad) of theta_{t+1} on the held-out episodes for the model and, on the same
+    positions, its baselines: the memoryless twin (trained here, same network and settings, window
+    1), least-squares linear AR over the same history length, and nominal physics. Positions
+    t >= H - 1 are scored, H = the window (max_len without one), so every baseline has its full
+    history. Also the (delay + 1)-step RMSE, the horizon a command issued now first reaches."""
+    window = config.window
+    memoryless = window == 1
+    history = window if window else min(HIDDEN_HISTORY, config.max_len)
+    start = max(history - 1, data.plant.delay)
+    truth = np.stack(
+        [data.test_theta[:, j : j + data.steps] for j in range(1, data.plant.delay + 2)], axis=-1
+    )[:, start:]  # [N, T', d+1]
+
+    def rmse(pred: np.ndarray) -> tuple[float, float]:
+        err = pred - truth
+        return float(np.sqrt(np.mean(err[..., 0] ** 2))), float(np.sqrt(np.mean(err[..., -1] ** 2)))
+
+    model = rmse(hidden_model_angles(params, config, data)[:, start:])
+    result: dict[str, Any] = {
+        "held_out_episodes": int(data.test_theta.shape[0]),
+        "held_out_constants": "every coordinate in bands 1, 3, 5 of 6 of its range, training in 0, 2, 4 (model.plant)",
+        "scored_positions_per_episode": int(truth.shape[1]),
+        "history": history,
+        "rmse_units": "rad, against the true (noise-free) angle",
+        "model_rmse": model[0],
+        f"model_rmse_{data.plant.delay + 1}_step": model[1],
+    }
+    if memoryless:
+        if data.train_settings is not None:
+            _TWINS[_twin_key(config, data.train_settings)] = params
+        return result
+    twin, twin_config = _train_memoryless_twin(config, data)
+    ar = hidden_ar_angles(data, history)[:, start - (history - 1) :]
+    baselines = {
+        "memoryless": rmse(hidden_model_angles(twin, twin_config, data)[:, start:]),
+        "linear_ar": rmse(ar),
+        "nominal": rmse(hidden_nominal_angles(data, start)),
+    }
+    result["baselines"] = {
+        name: {"rmse": v[0], f"rmse_{data.plant.delay + 1}_step": v[1]} for name, v in baselines.items()
+    }
+    result["baseline_descriptions"] = {
+        "memoryless": "the same network and training settings with window 1 (attention over its own key)",
+        "linear_ar": f"least-squares linear AR over the last {history} (y, command) pairs + constant",
+        "nominal": (
+            f"true equations, nominal constants {NOMINAL.to_dict()}; state from an extended Kalman filter "
+            "with the nominal constants over the measured angles (model.plant.HiddenEKF)"
+        ),
+    }
+    ratio = model[0] / baselines["memoryless"][0]
+    result["ratio_to_memoryless"] = ratio
+    result["target"] = "model_rmse <= 0.5 * memoryless and < linear_ar and < nominal"
+    result["target_met"] = bool(
+        ratio <= 0.5 and model[0] < baselines["linear_ar"][0] and model[0] < baselines["nominal"][0]
+    )
+    return result
+
+
+def _train_memoryless_twin(config: Config, data: HiddenData) -> tuple[Params, Config]:
+    """The memoryless baseline: the same config with window 1 (attention over its own key only),
+    trained with this run's settings (`data.train_settings`, set by model.train) on the same
+    training episodes."""
+    from .train import TrainSettings, train_steps  # lazy: train imports this module
+
+    task = TASKS["pendulum-hidden"]
+    twin = config.replace(window=1)
+    settings = data.train_settings or TrainSettings.for_task(task)
+    key = _twin_key(twin, settings)
+    if key not in _TWINS:
+        _TWINS[key] = train_steps(task, twin, settings)[0]
+    return _TWINS[key], twin
+
+
+# Memoryless models trained in this process, by (config, settings): training is deterministic, so a
+# window-1 run with the same settings (the demo trains it first) is the twin, and is not trained twice.
+_TWINS: dict[str, Params] = {}
+
+
+def _twin_key(config: Config, settings: Any) -> str:
+    import json
+    from dataclasses import asdict
+
+    return json.dumps([config.to_dict(), asdict(settings)], sort_keys=True)
+
+
+def hidden_meta(data: HiddenData) -> dict[str, Any]:
+    return {
+        "norm": data.norm,
+        "plant": data.plant.to_dict(),
+        "param_ranges": {k: list(v) for k, v in PARAM_RANGES.items()},
+        "features": ["y (measured angle)", "command"],
+        "outputs": "standardised theta_{t+j} - y_t, j = 1..delay+1: theta = y_t + dy_mean + dy_std * out",
+        "sequence_length": data.steps,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
 # Registry
 # ---------------------------------------------------------------------------------------------
 
@@ -381,6 +646,23 @@ TASKS: dict[str, Task] = {
         batch=pendulum_batch,
         evaluate=pendulum_evaluate,
         meta=pendulum_meta,
+    ),
+    "pendulum-hidden": Task(
+        name="pendulum-hidden",
+        description=(
+            "decoder-only continuous: predict a pendulum's angle 1..delay+1 ticks ahead from its noisy-angle and "
+            "command stream (unknown per-episode physics, actuator delay)"
+        ),
+        preset="control-hidden",
+        steps=1500,
+        batch_size=8,
+        warmup=150,
+        lr_scale=1.0,
+        ema_decay=0.995,
+        prepare=hidden_prepare,
+        batch=hidden_batch,
+        evaluate=hidden_evaluate,
+        meta=hidden_meta,
     ),
 }
 

@@ -178,6 +178,8 @@ def train_steps(
     rngs = seeded_generators(settings.seed)
     params = init_params(config, seed=int(rngs["init"].integers(2**31)))
     data = task.prepare(config, rngs["data"])
+    if hasattr(data, "train_settings"):  # a task whose evaluation trains a baseline twin (pendulum-hidden)
+        data.train_settings = settings
     opt = Adam(beta1=0.9, beta2=0.98, eps=1e-9)
     ema = {name: value.astype(np.float64) for name, value in params.items()} if settings.ema_decay else None
     losses: list[float] = []

@@ -295,8 +295,10 @@ class ControlLoop:
         self._clear()
         tr = None
         if trace:
+            # np.full writes every element, so the trace's pages are resident before the first
+            # tick (np.zeros maps them lazily: resident memory would grow as the ticks fill it).
             tr = {
-                name: np.zeros(n_ticks, dtype=np.int64)
+                name: np.full(n_ticks, 0, dtype=np.int64)
                 for name in ("tick", "wake_ns", "step_ns", "lateness_ns", "flags")
             }
         self.trace = tr

@@ -51,6 +51,13 @@ free-threaded build (PEP 703) two threads may both pass it; give each thread its
 the backend's preallocated output buffer [B, 1, d_out] (tokens [B, 1, V]): the SAME array every
 call, overwritten by the next step -- copy it if you keep it.
 
+Candidates over one history (`peek` / `commit`, docs/control.md). An artifact exported with
+batch K holds K candidate rows of ONE stream: `peek(xs)` runs the same staged part of a step
+(`_stage`: checks, backend step, monitor) on K candidate inputs and commits nothing;
+`commit(i)` then runs the same commit (`_advance`) with candidate i's rows written into every
+batch row. Any `step`, `reset`, source change or backend run of a later peek drops a pending
+peek, so `commit` can only commit rows staged at the current position.
+
 Allocation (tracemalloc, tests/runtime/test_allocation.py): with contracts off, `step` itself
 allocates 0 bytes in steady state -- the input check loops over values (contracts.input_domain)
 or compares tokens into buffers made at load, the position ints come from a list made at load
@@ -158,6 +165,7 @@ class Session:
             self.input_shape = (self.batch, 1, cfg.d_in)
             self.input_dtype = np.dtype(np.float32)
         self._position = reset_position()
+        self._peeked = -1  # the position (sliding: ring position) of a pending peek, else -1
         # Every position as a Python int made once: `pos + 1` would allocate an int above 256.
         # [N]: the position after a successful one-token step at p (contracts.position P1-P3, called)
         self._next_position = [step_position(p, 1, self.max_len, True) for p in range(self.max_len)]
@@ -207,6 +215,11 @@ class Session:
         return self._position
 
     @property
+    def peek_pending(self) -> bool:
+        """True when a `peek` at the current position awaits `commit(i)`."""
+        return self._peeked == (self._ring if self.sliding else self._position)
+
+    @property
     def ring_position(self) -> int:
         """Windowed artifacts: the bounded stand-in of `position` the step graph is fed (in [0, 3W));
         contracts.ring_buffer.ring_position(position, W)."""
@@ -236,6 +249,7 @@ class Session:
         if self._busy:
             raise _busy("reset")
         self._check_open()
+        self._peeked = -1
         self._position = reset_position()
         if self.window is not None:
             self._ring = 0  # the block counters are not read below ring position W (R12)
@@ -326,12 +340,78 @@ class Session:
             raise _busy("step")
         self._busy = True  # no call between the check and this store: atomic under the GIL
         try:
-            monitor = self.monitor
-            start = 0 if monitor is None else time.perf_counter_ns()
+            y, key = self._stage(x)
+            self._output = y
+            self._advance(key, -1)
+            return y
+        finally:
+            self._busy = False
+
+    def peek(self, xs: np.ndarray) -> np.ndarray:
+        """Evaluate K candidate inputs at the current position over one shared history, without
+        committing: xs [K, 1, d_in] float32 (K = the artifact's batch, export with --batch K),
+        returns the preallocated output buffer [K, 1, d_out] (overwritten by the next peek or
+        step). Then `commit(i)` makes candidate i this position's input. The same checks, graph
+        and cost as `step` (the batch rows are the K candidates; their caches are kept
+        identical by `commit(i)`, so every row attends over the same history).
+
+        Position and cache never change here; on any exception they are exactly as before, and
+        a pending peek is dropped once the backend has run (its staged rows are overwritten).
+        Real-time safe: what `step` allocates (0 bytes with contracts off on ORT IOBinding).
+        Backends without a host cache refuse it (BackendError naming the ones that have it)."""
+        if self._busy:
+            raise _busy("peek")
+        self._busy = True
+        try:
+            if not self.backend.supports_peek:
+                raise BackendError(
+                    f"backend {self.backend.name!r} does not implement peek/commit; use backend 'ort' or 'numpy'"
+                )
+            y, _ = self._stage(xs)
+            self._peeked = self._ring if self.sliding else self._position  # commit(i) allowed here
+            return y
+        finally:
+            self._busy = False
+
+    def commit(self, i: int) -> None:
+        """Commit candidate i of the last `peek` at this position: its new K/V rows go into every
+        batch row's cache at the position, and the position advances (the state is then exactly
+        what a `step` whose every row is xs[i] leaves, bit for bit on the cache rows: the rows
+        are copies of candidate i's, tests/runtime/test_peek.py). Raises InputError (no peek
+        pending at this position, or i outside 0..K-1) with the state unchanged. Real-time safe:
+        two broadcasting row copies into views made at load, 0 bytes."""
+        if self._busy:
+            raise _busy("commit")
+        self._busy = True
+        try:
             self._check_open()
-            self._validate_step_input(x)
-            if self.sliding:
-                return self._slide(x, monitor, start)
+            if not self.peek_pending:
+                raise InputError(
+                    "commit(i) needs a peek(xs) at the current position first (none pending: a step(), reset() "
+                    "or failed peek since drops it)"
+                )
+            if not (type(i) is int or isinstance(i, np.integer)) or not 0 <= i < self.batch:
+                raise InputError(f"candidate index {i!r} must be an int in 0..{self.batch - 1}")
+            key = self._ring if self.sliding else self._position
+            if not self.sliding and self.window is not None:
+                key = self._ring_of[key]
+            self._peeked = -1
+            self._advance(key, int(i))
+        finally:
+            self._busy = False
+
+    def _stage(self, x: np.ndarray) -> tuple[np.ndarray, int]:
+        """The uncommitted part of step and peek: checks, the backend's step, the monitor.
+        Returns (output buffer, the row key the backend was given: the position, or the ring
+        position of a windowed artifact). Drops a pending peek once the backend runs (its staged
+        rows are overwritten). Busy flag held by the caller."""
+        monitor = self.monitor
+        start = 0 if monitor is None else time.perf_counter_ns()
+        self._check_open()
+        self._validate_step_input(x)
+        if self.sliding:
+            key = self._ring
+        else:
             pos = self._position
             if not self._fits[pos]:  # contracts.position.can_step (P1), tabulated at load
                 raise ContextFull(
@@ -342,45 +422,41 @@ class Session:
                 raise InputError(
                     "no source sequence: call set_source(src) (or generate(src, ...)) before step()"
                 )
-            row = pos if self.window is None else self._ring_of[pos]  # windowed: its ring position
-            try:
-                y = self.backend.step(x, row)  # [B, 1, d_out | V]; may raise, state untouched
-            except TickformerError:
-                raise
-            except Exception as exc:  # e.g. numpy FloatingPointError/MemoryError: ours, state untouched
-                raise _engine_failure(self.backend.name, f"at position {pos}", exc) from exc
-            if monitor is not None:
-                # The input was validated above (always on); the monitor checks output and latency.
-                monitor.check_output(y, time.perf_counter_ns() - start)
-            self._output = y
-            self.backend.commit(row)  # row pos: scratch until the next store (module docstring)
-            self._position = self._next_position[pos]  # the commit point; pos + 1 without making an int
-            return y
-        finally:
-            self._busy = False
-
-    def _slide(self, x: np.ndarray, monitor: Any, start: int) -> np.ndarray:
-        """The sliding step (module docstring, "Sliding sessions"): x validated, busy flag held."""
-        ring = self._ring
+            key = pos if self.window is None else self._ring_of[pos]  # windowed: its ring position
+        self._peeked = -1
         try:
-            y = self.backend.step(x, ring)  # [B, 1, d_out | V]; may raise, state untouched
+            y = self.backend.step(x, key)  # [B, 1, d_out | V]; may raise, state untouched
         except TickformerError:
             raise
-        except Exception as exc:
-            raise _engine_failure(self.backend.name, f"at ring position {ring}", exc) from exc
+        except Exception as exc:  # e.g. numpy FloatingPointError/MemoryError: ours, state untouched
+            where = f"at ring position {key}" if self.sliding else f"at position {self._position}"
+            raise _engine_failure(self.backend.name, where, exc) from exc
         if monitor is not None:
+            # The input was validated above (always on); the monitor checks output and latency.
             monitor.check_output(y, time.perf_counter_ns() - start)
-        self._output = y
-        update = self._block_update[ring]  # R13: never the counter the current state reads
-        if update == 0:
-            np.copyto(self._c0, self._zero1)  # c[0] = 0: entering the first block
-        elif update == 1:
-            np.add(self._c0, self._one, out=self._c1)  # c[1] = c[0] + 1
-        elif update == 2:
-            np.add(self._c1, self._one, out=self._c0)  # c[0] = c[1] + 1
-        self.backend.commit(ring)  # row ring_slot(ring, W): the slot of position - W, read by no step
-        self._ring = self._next_ring[ring]  # the commit point
-        return y
+        return y, key
+
+    def _advance(self, key: int, i: int) -> None:
+        """The commit: the staged rows (all of them, i < 0; candidate i's into every batch row,
+        i >= 0) into row `key`, then the one store that advances the state -- the commit point.
+        Sliding (module docstring, "Sliding sessions"): the block counter update first (never
+        the counter the current state reads), then the rows, then the ring position."""
+        if self.sliding:
+            update = self._block_update[key]  # R13
+            if update == 0:
+                np.copyto(self._c0, self._zero1)  # c[0] = 0: entering the first block
+            elif update == 1:
+                np.add(self._c0, self._one, out=self._c1)  # c[1] = c[0] + 1
+            elif update == 2:
+                np.add(self._c1, self._one, out=self._c0)  # c[0] = c[1] + 1
+        if i < 0:
+            self.backend.commit(key)  # row key: the slot no step reads before this commit
+        else:
+            self.backend.commit_candidate(key, i)
+        if self.sliding:
+            self._ring = self._next_ring[key]  # the commit point
+        else:
+            self._position = self._next_position[self._position]  # the commit point; no new int
 
     # --- not real-time --------------------------------------------------------------------------
     def run(self, seq: np.ndarray) -> np.ndarray:
@@ -469,6 +545,7 @@ class Session:
         except Exception as exc:
             raise _engine_failure(self.backend.name, "encoding the source", exc) from exc
         self._source_set = True
+        self._peeked = -1
         self._position = reset_position()
 
     def special_token(self, name: str) -> int | None:

@@ -1,27 +1,35 @@
-"""`tickformer demo --out DIR`: the whole pipeline end to end, in a few minutes on 2 cores.
+"""`tickformer demo --out DIR`: the whole pipeline end to end on a plant where history matters.
+
+The plant (model/plant.py `HiddenPendulum`, task `pendulum-hidden` in model/tasks.py): only a
+noisy angle is measured, mass / length / damping / actuator gain are drawn per episode (the
+loop's plant from the held-out bands: constants no training episode had), and a command reaches
+the joint 2 ticks after it is issued. The velocity, the constants and the commands in flight
+must all come from the stream, so the model is used as a sequence model: a window of 16 ticks,
+one position per tick, sliding without reset.
 
 Stages (each a function, so a missing part of the checkout fails one stage with a clear note):
 
-    1. train      the control model on the `pendulum` task (model/tasks.py), few steps
-    2. export     to an ONNX artifact (export/writer.py), max_len = the task's sequence length
-    3. verify     the contracts on the exported artifact (tickformer.verify.properties on ORT)
-    4. certify    step latency on ONNX Runtime (tickformer.certify) against a per-step budget
-                  derived from the control loop: tick budget / number of candidate actions
-    5. loop       closed loop on the simulated pendulum (tickformer.control) under ControlLoop
-                  (runtime/control_loop.py), real wall-clock periods:
-                    - model controller: one-step model-predictive choice among K candidate
-                      torques, the next state of each predicted by the exported model on ORT
-                      (reset + one step at position 0 per candidate: the pendulum is Markov, and
-                      a session has one cache, so candidates cannot share a history);
-                    - the same controller using the true plant model (pendulum_step);
-                    - open loop (u = 0) for scale.
-                  Reported: RMS / max tracking error of theta against the reference, deadline
-                  statistics and fallback counts of each loop.
+    1. train      the windowed model (window 16) on `pendulum-hidden`, whose held-out metrics
+                  include the baselines (memoryless twin, linear AR, nominal physics), and the
+                  memoryless model (the same network with window 1) for the loop
+    2. export     both with batch K (the K candidate commands x 1 stream, static shapes)
+    3. verify     the contracts on the exported windowed artifact (tickformer.verify.properties)
+    4. certify    the batch-K step the loop runs, on ONNX Runtime, against the tick budget
+    5. loop       four controllers (tickformer.control.delayed) on the same plant, reference
+                  and measurement-noise seed, each under ControlLoop with absolute deadlines
+                  (runtime/control_loop.py) at --period-ms, --ticks ticks:
+                    model       HistoryMPC: one Session.peek of K candidates over the shared
+                                history, commit of the chosen one, the session sliding
+                    memoryless  the same controller on the window-1 model
+                    nominal     NominalMPC: true equations, nominal constants, EKF state
+                    oracle      OracleMPC: true equations, the episode's true constants, EKF
+                  Per-tick step time is traced for the whole run (latency.png), RSS read at the
+                  start and end of the model's loop.
 
-The plant is simulated: one control tick advances it by the plant's dt (model/plant.py) with the
-actuated torque held (zero-order hold), also through skipped periods; the wall-clock period of
-the loop (--period-ms) is independent of dt (the demo runs faster than real time).
-Writes DIR/{checkpoint, artifact, certify/, demo_summary.json, tracking.png}.
+The plant is simulated: one tick advances it by its dt (0.1 s), also through skipped periods
+(the held command); the wall-clock period of the loop is independent of dt (faster than real
+time). Writes DIR/{checkpoint, checkpoint-memoryless, artifact, artifact-memoryless, certify/,
+demo_summary.json, tracking.png, latency.png}. `--quick` (tests): tiny budgets everywhere.
 """
 
 from __future__ import annotations
@@ -39,24 +47,31 @@ import numpy as np
 from tickformer import validation
 from tickformer.errors import ConfigError, TickformerError
 
+CONTROLLERS = ("model", "memoryless", "nominal", "oracle")
+
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """Defaults sized for ~2-4 minutes on a shared 2-core machine."""
+    """Defaults sized for a few minutes on a shared 2-core machine (docs/control.md)."""
 
-    train_steps: int = 600
+    train_steps: int = 1500
     seed: int = 0
     samples: int = 20_000
     n_boot: int = 100
     verify_examples: int = 20
-    ticks: int = 100  # plant ticks of dt each (model/plant.py)
-    period_ms: float = 20.0
+    ticks: int = 20_000  # control ticks (plant periods of dt) per closed loop
+    period_ms: float = 2.0
     tick_budget_ms: float | None = None  # default: half the period
     candidates: int = 17
-    amplitude: float = 0.3  # rad; gravity needs u >= 9.81 sin(theta), so stay below asin(4/9.81)
-    ref_period_s: float = 8.0
+    window: int = 16
+    amplitude: float = 0.25  # rad
+    ref_period_s: float = 4.0
+    settle_ticks: int = (
+        100  # tracking RMS skips the first ticks (the model's window filling, the filters settling)
+    )
     kp: float = 2.0
-    w_omega: float = 0.01
+    w_omega: float = 0.05
+    quick: bool = False
 
     def __post_init__(self) -> None:
         for name in ("train_steps", "samples", "ticks", "n_boot", "verify_examples"):
@@ -66,6 +81,11 @@ class DemoConfig:
         if self.tick_budget_ms is not None and not (0 < self.tick_budget_ms <= self.period_ms):
             raise ConfigError(
                 f"--tick-budget-ms {self.tick_budget_ms!r} must be in (0, period {self.period_ms}]"
+            )
+        if not self.quick and self.ticks < max(20_000, 20 * self.window):
+            raise ConfigError(
+                f"--ticks {self.ticks} is below the demo's minimum {max(20_000, 20 * self.window)} "
+                f"(20,000 and 20 windows); give --ticks N >= that, or --quick for a short test run"
             )
 
     @property
@@ -77,16 +97,21 @@ class DemoConfig:
         ms = self.period_ms / 2 if self.tick_budget_ms is None else self.tick_budget_ms
         return int(round(ms * 1e6))
 
-    @property
-    def step_budget_ns(self) -> int:
-        """Per model step: the tick runs `candidates` steps, so each gets 1/candidates of it."""
-        return self.tick_budget_ns // self.candidates
+
+QUICK = {"train_steps": 30, "samples": 2000, "n_boot": 20, "verify_examples": 3, "ticks": 400}
 
 
 def reference(cfg: DemoConfig):
     from tickformer.control import SineReference
 
     return SineReference(cfg.amplitude, cfg.ref_period_s)
+
+
+def loop_plant(cfg: DemoConfig) -> Any:
+    """The loop's plant: constants drawn from the held-out bands (model.plant.draw_hidden), seeded."""
+    from tickformer.model.plant import draw_hidden
+
+    return draw_hidden(np.random.default_rng([cfg.seed, 14]), "held_out")
 
 
 # ----------------------------------------------------------------------------- stages
@@ -97,46 +122,63 @@ def stage_train(out: Path, cfg: DemoConfig, progress: bool) -> dict[str, Any]:
     from tickformer.model.tasks import get_task
     from tickformer.model.train import TrainSettings, train
 
-    task = get_task("pendulum")
-    result = train(
-        task,
-        preset(task.preset),
-        TrainSettings.for_task(task, steps=cfg.train_steps, seed=cfg.seed),
-        out=out / "checkpoint",
-        preset_name=task.preset,
-        progress=progress,
-    )
-    h = result.metrics["held_out"]
+    task = get_task("pendulum-hidden")
+    settings = TrainSettings.for_task(task, steps=cfg.train_steps, seed=cfg.seed)
+    base = preset(task.preset)
+    runs = {}
+    for name, window, where in (
+        ("model", cfg.window, "checkpoint"),
+        ("memoryless", 1, "checkpoint-memoryless"),
+    ):
+        result = train(
+            task,
+            base.replace(window=window),
+            settings,
+            out=out / where,
+            preset_name=task.preset,
+            progress=progress,
+        )
+        runs[name] = (result, where)
+    h = runs["model"][0].metrics["held_out"]
     return {
-        "checkpoint": str(result.checkpoint),
-        "seconds": round(result.train_seconds, 1),
+        "checkpoint": str(runs["model"][0].checkpoint),
+        "checkpoint_memoryless": str(runs["memoryless"][0].checkpoint),
+        "seconds": round(sum(r.train_seconds for r, _ in runs.values()), 1),
         "steps": cfg.train_steps,
+        "window": cfg.window,
         "held_out_rmse": h["model_rmse"],
-        "baseline_rmse": h["baseline_rmse"],
-        "baseline": h["baseline"],
+        "held_out_rmse_3_step": h["model_rmse_3_step"],
+        "baselines": h.get("baselines"),
+        "ratio_to_memoryless": h.get("ratio_to_memoryless"),
+        "target_met": h.get("target_met"),
+        "memoryless_checkpoint_rmse": runs["memoryless"][0].metrics["held_out"]["model_rmse"],
     }
 
 
-def stage_export(out: Path, checkpoint: str) -> dict[str, Any]:
+def stage_export(out: Path, tr: dict[str, Any], cfg: DemoConfig) -> dict[str, Any]:
     from tickformer.artifact import open_artifact
     from tickformer.export.writer import export_artifact
-    from tickformer.model.tasks import PENDULUM_STEPS
 
-    art = export_artifact(checkpoint, out / "artifact", max_len=PENDULUM_STEPS)
-    manifest = open_artifact(art).manifest
-    worst = max(p["max_abs"] for p in manifest["equivalence"]["pairs"].values())
-    return {
-        "artifact": str(art),
-        "max_len": manifest["max_len"],
-        "worst_backend_disagreement": worst,
-        "output_bound": manifest.get("output_bound"),
-    }
+    result: dict[str, Any] = {"batch": cfg.candidates}
+    for name, ckpt, where in (
+        ("model", tr["checkpoint"], "artifact"),
+        ("memoryless", tr["checkpoint_memoryless"], "artifact-memoryless"),
+    ):
+        art = export_artifact(ckpt, out / where, batch=cfg.candidates)
+        manifest = open_artifact(art).manifest
+        worst = max(p["max_abs"] for p in manifest["equivalence"]["pairs"].values())
+        result[name] = {
+            "artifact": str(art),
+            "max_len": manifest["max_len"],
+            "worst_backend_disagreement": worst,
+            "output_bound": manifest.get("output_bound"),
+        }
+    return result
 
 
 def stage_verify(out: Path, artifact: str, cfg: DemoConfig) -> dict[str, Any]:
     """Contracts on the exported artifact (tickformer.verify.properties: finite outputs over the
-    declared domain, causality, step == full pass, stale-cache isolation, numpy vs ORT) run on the
-    artifact through the real runtime."""
+    declared domain, causality, step == full pass, numpy vs ORT, ...) through the real runtime."""
     from tickformer.verify.properties import open_model, verify_model
 
     model = open_model(artifact, backend="ort", max_t=8)
@@ -159,14 +201,16 @@ def stage_verify(out: Path, artifact: str, cfg: DemoConfig) -> dict[str, Any]:
 def stage_certify(
     out: Path, artifact: str, cfg: DemoConfig, progress: Callable[[int], None] | None
 ) -> dict[str, Any]:
+    """Certify the step the loop runs: the batch-K step of the windowed artifact (one call per
+    tick evaluates all K candidates), against the tick budget."""
     from tickformer.certify.campaign import CampaignConfig, EvtConfig, certify_artifact
     from tickformer.certify.report import write_report
 
     report, durations = certify_artifact(
         artifact,
         backend="ort",
-        budget_ns=float(cfg.step_budget_ns),
-        campaign=CampaignConfig(samples=cfg.samples, warmup=1000, seed=cfg.seed),
+        budget_ns=float(cfg.tick_budget_ns),
+        campaign=CampaignConfig(samples=cfg.samples, warmup=min(1000, cfg.samples // 2), seed=cfg.seed),
         evt_config=EvtConfig(n_boot=cfg.n_boot, seed=cfg.seed),
         progress=progress,
     )
@@ -176,7 +220,8 @@ def stage_certify(
     return {
         "verdict": report["verdict"],
         "reasons": report["reasons"],
-        "budget_us": cfg.step_budget_ns / 1e3,
+        "batch": cfg.candidates,
+        "budget_us": cfg.tick_budget_ns / 1e3,
         "p50_us": st["p50"] / 1e3,
         "p99_us": st["p99"] / 1e3,
         "p99.9_us": st["p99.9"] / 1e3,
@@ -190,11 +235,19 @@ def stage_certify(
     }
 
 
-def run_loop(controller: Any, cfg: DemoConfig, plant_params: Any, u_max: float) -> dict[str, Any]:
-    from tickformer.control import SimulatedPlant
-    from tickformer.runtime.control_loop import ControlLoop, LoopConfig
+def rss_bytes() -> int:
+    """Resident set size of this process now (Linux /proc/self/statm; 0 where unavailable)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        return 0
 
-    plant = SimulatedPlant(plant_params, reference(cfg), n_ticks_max=cfg.ticks * 64)
+
+def run_loop(controller: Any, sim: Any, cfg: DemoConfig) -> dict[str, Any]:
+    """One closed loop under ControlLoop (trace on: every tick's step time and outcome)."""
+    from tickformer.runtime.control_loop import MISSED, OK, ControlLoop, LoopConfig
+
     loop = ControlLoop(
         controller,
         LoopConfig(
@@ -202,49 +255,91 @@ def run_loop(controller: Any, cfg: DemoConfig, plant_params: Any, u_max: float) 
             budget_ns=cfg.tick_budget_ns,
             fallback="hold",
             safe_action=(0.0,),
-            output_bound=u_max,
+            output_bound=1.0,
             hist_bin_ns=50_000,
             hist_bins=200,
         ),
     )
-    # warm the controller (first-call paths of the backend) outside the loop
-    controller.step(plant.observe(0))
-    stats = loop.run(cfg.ticks, plant.observe, plant.actuate)
+    rss = [0, 0]
+    plant_observe = sim.observe
+
+    def observe(k: int) -> np.ndarray:
+        if k == 0:
+            rss[0] = rss_bytes()  # at the first tick: everything allocated, the trace resident
+        return plant_observe(k)
+
+    stats = loop.run(cfg.ticks, observe, sim.actuate, trace=True)
+    rss[1] = rss_bytes()
+    rss0, rss1 = rss
+    assert loop.trace is not None
+    step_ns = loop.trace["step_ns"].astype(np.float64)  # [ticks]
+    late = loop.trace["lateness_ns"]
+    flags = loop.trace["flags"]
+    missed = late > 0
+    covered = missed & ((flags & ~MISSED) != OK)  # the tick's output was the fallback's
+    tenth = max(1, cfg.ticks // 10)
     d = stats.to_dict()
     d.pop("histogram")
-    return {"tracking": plant.tracking(), "deadlines": d, "theta": plant.theta[: plant.k + 1].tolist()}
+    return {
+        "ticks": stats.ticks,
+        "deadline_misses": stats.deadline_misses,
+        "misses_covered_by_fallback": int(covered.sum()),
+        "fallbacks": stats.fallbacks,
+        "tracking_rms": sim.tracking(skip=min(cfg.settle_ticks, cfg.ticks // 4))["rms_rad"],
+        "tracking": sim.tracking(skip=min(cfg.settle_ticks, cfg.ticks // 4)),
+        "step_p50_us": float(np.percentile(step_ns, 50)) / 1e3,
+        "step_p99_us": float(np.percentile(step_ns, 99)) / 1e3,
+        "step_max_us": float(step_ns.max()) / 1e3,
+        "step_p50_first_10pct_us": float(np.percentile(step_ns[:tenth], 50)) / 1e3,
+        "step_p50_last_10pct_us": float(np.percentile(step_ns[-tenth:], 50)) / 1e3,
+        "rss_start_bytes": rss0,
+        "rss_end_bytes": rss1,
+        "deadlines": d,
+        "_step_ns": step_ns,
+        "_theta": sim.theta[: sim.k + 1].copy(),
+    }
 
 
-def open_loop(cfg: DemoConfig, plant_params: Any) -> dict[str, Any]:
-    from tickformer.control import SimulatedPlant
-
-    plant = SimulatedPlant(plant_params, reference(cfg), n_ticks_max=cfg.ticks)
-    zero = np.zeros(1)
-    for k in range(cfg.ticks):
-        plant.observe(k)
-        plant.actuate(zero)
-    return {"tracking": plant.tracking()}
-
-
-def stage_loop(artifact: str, checkpoint: str, cfg: DemoConfig, output_bound: float | None) -> dict[str, Any]:
-    from tickformer.control import ModelMPC, TrueMPC
+def stage_loop(ex: dict[str, Any], tr: dict[str, Any], cfg: DemoConfig) -> dict[str, Any]:
+    from tickformer.control import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC
     from tickformer.model.checkpoint import load_checkpoint
-    from tickformer.model.plant import PendulumParams
     from tickformer.runtime import load
 
-    meta = load_checkpoint(checkpoint).meta
-    plant_params = PendulumParams(**meta["plant"])
+    plant = loop_plant(cfg)
     weights = {"kp": cfg.kp, "w_omega": cfg.w_omega}
-    session = load(artifact, backend="ort", contracts="off")
-    try:
-        controller = ModelMPC(
-            cfg.candidates, plant_params.u_max, session, meta["norm"], output_bound, **weights
-        )
-        model = run_loop(controller, cfg, plant_params, plant_params.u_max)
-    finally:
-        session.close()
-    true = run_loop(TrueMPC(cfg.candidates, plant_params, **weights), cfg, plant_params, plant_params.u_max)
-    return {"model": model, "true": true, "open_loop": open_loop(cfg, plant_params), "dt_s": plant_params.dt}
+    result: dict[str, Any] = {"plant": plant.to_dict(), "dt_s": plant.dt, "period_ms": cfg.period_ms}
+
+    def sim() -> Any:
+        return HiddenPlantSim(plant, reference(cfg), cfg.ticks * 64, seed=cfg.seed)
+
+    for name in CONTROLLERS:
+        s = sim()
+        if name in ("model", "memoryless"):
+            ckpt = tr["checkpoint"] if name == "model" else tr["checkpoint_memoryless"]
+            norm = load_checkpoint(ckpt).meta["norm"]
+            session = load(ex[name]["artifact"], backend="ort", contracts="off")
+            try:
+                controller = HistoryMPC(session, norm, plant, ex[name]["output_bound"], **weights)
+                result[name] = run_loop(controller, s, cfg)
+                result[name]["window"] = session.window
+                result[name]["sliding"] = session.sliding
+                result[name]["final_position"] = session.position
+            finally:
+                session.close()
+        elif name == "nominal":
+            result[name] = run_loop(NominalMPC(cfg.candidates, **weights), s, cfg)
+        else:
+            result[name] = run_loop(OracleMPC(cfg.candidates, s, **weights), s, cfg)
+    m, o = result["model"]["tracking_rms"], result["oracle"]["tracking_rms"]
+    result["model_to_oracle"] = m / o if o > 0 else None
+    result["target"] = "model tracking_rms <= 1.5 x oracle and < memoryless and < nominal"
+    result["target_met"] = bool(
+        o > 0
+        and m <= 1.5 * o
+        and m < result["memoryless"]["tracking_rms"]
+        and m < result["nominal"]["tracking_rms"]
+    )
+    return result
 
 
 # ----------------------------------------------------------------------------- report
@@ -257,23 +352,43 @@ def plot_tracking(path: Path, loop: dict[str, Any], cfg: DemoConfig) -> None:
     import matplotlib.pyplot as plt
 
     dt = loop["dt_s"]
-    fig, ax = plt.subplots(figsize=(8, 3.8))
-    n = len(loop["model"]["theta"])
+    n = min(len(loop["model"]["_theta"]), 400)  # the first 40 s of plant time
     t = np.arange(n) * dt
-    ax.plot(t, cfg.amplitude * np.sin(2 * np.pi * t / cfg.ref_period_s), "k--", lw=1, label="reference")
-    ax.plot(
-        t, loop["model"]["theta"], label=f"model MPC (rms {loop['model']['tracking']['rms_rad']:.4f} rad)"
-    )
-    tt = np.arange(len(loop["true"]["theta"])) * dt
-    ax.plot(
-        tt,
-        loop["true"]["theta"],
-        label=f"true-model MPC (rms {loop['true']['tracking']['rms_rad']:.4f} rad)",
-        alpha=0.8,
-    )
-    ax.set_xlabel("plant time (s)")
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    ref = cfg.amplitude * np.sin(2 * np.pi * t / cfg.ref_period_s)
+    ax.plot(t, ref, "k--", lw=1, label="reference")
+    for name in CONTROLLERS:
+        th = loop[name]["_theta"][:n]
+        ax.plot(t, th, lw=1, label=f"{name} (rms {loop[name]['tracking_rms']:.4f} rad)")
+        ax2.plot(t, th - ref, lw=1, label=name)
     ax.set_ylabel("theta (rad)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper right")
+    ax2.set_ylabel("theta - reference (rad)")
+    ax2.set_xlabel("plant time (s)")
+    fig.suptitle(f"hidden pendulum, first {n} of {loop['model']['ticks']} ticks", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_latency(path: Path, loop: dict[str, Any], cfg: DemoConfig) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for name in ("model", "memoryless"):
+        us = loop[name]["_step_ns"] / 1e3
+        ax.plot(np.arange(us.size), us, ",", alpha=0.5, label=f"{name} step (per tick)")
+        w = max(1, us.size // 200)
+        med = np.array([np.median(us[i : i + w]) for i in range(0, us.size, w)])
+        ax.plot(np.arange(med.size) * w, med, lw=1.5, label=f"{name} running median")
+    ax.axhline(cfg.tick_budget_ns / 1e3, color="r", lw=1, ls="--", label="tick budget")
+    ax.set_yscale("log")
+    ax.set_xlabel("tick")
+    ax.set_ylabel("controller step (us)")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -287,16 +402,19 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
     t.add_column("result")
     tr = summary.get("train")
     if tr:
+        b = tr.get("baselines") or {}
+        base = ", ".join(f"{k} {v['rmse']:.4f}" for k, v in b.items())
         t.add_row(
             "train",
-            f"{tr['steps']} steps in {tr['seconds']} s; held-out one-step RMSE {tr['held_out_rmse']:.4f} "
-            f"(std. units; {tr['baseline']}: {tr['baseline_rmse']:.2e})",
+            f"{tr['steps']} steps x 2 models in {tr['seconds']} s; held-out one-step RMSE {tr['held_out_rmse']:.4f} "
+            f"rad (window {tr['window']}); baselines: {base}",
         )
     ex = summary.get("export")
     if ex:
         t.add_row(
             "export",
-            f"max_len {ex['max_len']}; worst backend disagreement {ex['worst_backend_disagreement']:.2g}",
+            f"batch {ex['batch']}; max_len {ex['model']['max_len']}; worst backend disagreement "
+            f"{ex['model']['worst_backend_disagreement']:.2g}",
         )
     ve = summary.get("verify")
     if ve:
@@ -304,31 +422,27 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
         t.add_row("verify", f"[bold]{ve['status']}[/]: {detail}")
     ce = summary.get("certify")
     if ce:
-        if ce["pwcet_1e-9_us"] is not None:
-            pw = f"pWCET(1e-9) {ce['pwcet_1e-9_us']:.4g} us"
-        elif ce.get("pwcet_1e-9", "estimated") != "estimated":
-            pw = f"pWCET(1e-9) {ce['pwcet_1e-9']}"
-        else:
-            pw = "pWCET(1e-9) unbounded"
+        pw = (
+            f"pWCET(1e-9) {ce['pwcet_1e-9_us']:.4g} us"
+            if ce["pwcet_1e-9_us"] is not None
+            else f"pWCET(1e-9) {ce.get('pwcet_1e-9')}"
+        )
         t.add_row(
-            "certify (ort)",
+            f"certify (ort, batch {ce.get('batch', 1)})",
             f"[bold]{ce['verdict']}[/] at {ce['budget_us']:.0f} us/step: p50 {ce['p50_us']:.1f}, "
             f"p99 {ce['p99_us']:.1f}, max {ce['max_us']:.1f} us; {pw}\n{ce['reasons'][0]}",
         )
     lo = summary.get("loop")
     if lo:
-        for name in ("model", "true"):
+        for name in CONTROLLERS:
             r = lo[name]
-            d = r["deadlines"]
             t.add_row(
-                f"loop: {name} MPC",
-                f"tracking rms {r['tracking']['rms_rad']:.4f} rad, max {r['tracking']['max_abs_rad']:.4f} rad | "
-                f"{d['ticks']} ticks, misses {d['deadline_misses']}, skipped {d['skipped_periods']}, "
-                f"overruns {d['overruns']}, violations {d['contract_violations']}, faults {d['faults']}, "
-                f"fallbacks {d['fallbacks']} | step max {d['step_max'] / 1e3:.0f} us, "
-                f"wake lateness max {d['wake_lateness_max'] / 1e3:.0f} us",
+                f"loop: {name}",
+                f"tracking rms {r['tracking_rms']:.4f} rad | {r['ticks']} ticks, misses {r['deadline_misses']} "
+                f"({r['misses_covered_by_fallback']} covered by the fallback), fallbacks {r['fallbacks']} | "
+                f"step p50 {r['step_p50_us']:.0f} us (first 10% {r['step_p50_first_10pct_us']:.0f}, last 10% "
+                f"{r['step_p50_last_10pct_us']:.0f}), p99 {r['step_p99_us']:.0f} us",
             )
-        t.add_row("loop: open (u = 0)", f"tracking rms {lo['open_loop']['tracking']['rms_rad']:.4f} rad")
     console.print(t)
 
 
@@ -338,21 +452,22 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "demo",
-        help="end to end: train, export, verify, certify, closed loop",
+        help="end to end: train, export, verify, certify, closed loop on the hidden pendulum",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     d = DemoConfig()
     p.add_argument("--out", required=True, help="report directory")
     p.add_argument(
-        "--train-steps", type=int, default=d.train_steps, help=f"training steps (default {d.train_steps})"
+        "--train-steps", type=int, default=None, help=f"training steps per model (default {d.train_steps})"
     )
+    p.add_argument("--samples", type=int, default=None, help=f"certification samples (default {d.samples})")
+    p.add_argument("--n-boot", type=int, default=None, help=f"bootstrap replicates (default {d.n_boot})")
     p.add_argument(
-        "--samples", type=int, default=d.samples, help=f"certification samples (default {d.samples})"
-    )
-    p.add_argument("--n-boot", type=int, default=d.n_boot, help=f"bootstrap replicates (default {d.n_boot})")
-    p.add_argument(
-        "--ticks", type=int, default=d.ticks, help=f"control ticks per closed loop (default {d.ticks})"
+        "--ticks",
+        type=int,
+        default=None,
+        help=f"control ticks per closed loop (default {d.ticks}; at least 20,000 and 20 windows)",
     )
     p.add_argument(
         "--period-ms", type=float, default=d.period_ms, help=f"wall-clock loop period (default {d.period_ms})"
@@ -363,16 +478,19 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--verify-examples",
         type=int,
-        default=d.verify_examples,
+        default=None,
         help=f"Hypothesis examples per contract property (default {d.verify_examples})",
     )
     p.add_argument(
         "--candidates",
         type=int,
         default=d.candidates,
-        help=f"candidate torques per tick (default {d.candidates})",
+        help=f"candidate commands per tick (default {d.candidates})",
     )
     p.add_argument("--seed", type=int, default=d.seed, help="seed (default 0)")
+    p.add_argument(
+        "--quick", action="store_true", help="tiny budgets everywhere (tests; numbers meaningless)"
+    )
     p.set_defaults(func=run)
 
 
@@ -394,21 +512,27 @@ def _run_record() -> dict[str, Any]:
     }
 
 
+def config_from_args(args: argparse.Namespace) -> DemoConfig:
+    base = dict(QUICK) if args.quick else {}
+    for name in ("train_steps", "samples", "n_boot", "ticks", "verify_examples"):
+        value = getattr(args, name)
+        if value is not None:
+            base[name] = value
+    return DemoConfig(
+        seed=args.seed,
+        period_ms=args.period_ms,
+        tick_budget_ms=args.tick_budget_ms,
+        candidates=args.candidates,
+        quick=args.quick,
+        **base,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    cfg = DemoConfig(
-        train_steps=args.train_steps,
-        seed=args.seed,
-        samples=args.samples,
-        n_boot=args.n_boot,
-        ticks=args.ticks,
-        period_ms=args.period_ms,
-        tick_budget_ms=args.tick_budget_ms,
-        candidates=args.candidates,
-        verify_examples=args.verify_examples,
-    )
+    cfg = config_from_args(args)
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -430,8 +554,8 @@ def run(args: argparse.Namespace) -> int:
         return result
 
     tr = timed("train", lambda: stage_train(out, cfg, progress=interactive))
-    ex = timed("export", lambda: stage_export(out, tr["checkpoint"]))
-    timed("verify", lambda: stage_verify(out, ex["artifact"], cfg))
+    ex = timed("export", lambda: stage_export(out, tr, cfg))
+    timed("verify", lambda: stage_verify(out, ex["model"]["artifact"], cfg))
 
     def certify() -> dict[str, Any]:
         with Progress(
@@ -449,17 +573,27 @@ def run(args: argparse.Namespace) -> int:
                 bar.update(task, completed=done)
                 bar.refresh()
 
-            return stage_certify(out, ex["artifact"], cfg, progress)
+            return stage_certify(out, ex["model"]["artifact"], cfg, progress)
 
     timed("certify", certify)
-    timed("loop", lambda: stage_loop(ex["artifact"], tr["checkpoint"], cfg, ex["output_bound"]))
-    plot_tracking(out / "tracking.png", summary["loop"], cfg)
+    lo = timed("loop", lambda: stage_loop(ex, tr, cfg))
+    plot_tracking(out / "tracking.png", lo, cfg)
+    plot_latency(out / "latency.png", lo, cfg)
+    summary["window"] = cfg.window
+    summary["max_len"] = ex["model"]["max_len"]
     summary["run"]["wall_s"] = round(time.perf_counter() - wall0, 1)
     summary["run"]["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    slim = json.loads(json.dumps(summary, default=str))
-    for name in ("model", "true"):
-        slim["loop"][name].pop("theta", None)
-    (out / "demo_summary.json").write_text(json.dumps(slim, indent=2) + "\n")
+    slim = dict(summary)
+    slim["loop"] = {
+        k: ({kk: vv for kk, vv in v.items() if not kk.startswith("_")} if isinstance(v, dict) else v)
+        for k, v in lo.items()
+    }
+    slim = json.loads(json.dumps(slim, default=str))
+    from tickformer.durable import atomic_write
+
+    atomic_write(out / "demo_summary.json", (json.dumps(slim, indent=2) + "\n").encode())
     summary_table(summary, console)
-    console.print(f"report directory: {out.resolve()}  (demo_summary.json, tracking.png, certify/)")
+    console.print(
+        f"report directory: {out.resolve()}  (demo_summary.json, tracking.png, latency.png, certify/)"
+    )
     return 0

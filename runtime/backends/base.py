@@ -12,6 +12,14 @@ Protocol of one step (the session's side):
     backend.commit(pos)        # copies the staged K/V rows into cache row pos
 
 so a failure anywhere before `commit` leaves the cache and position exactly as they were.
+
+Peek (candidate actions over one shared history, `Session.peek` / `Session.commit`): the batch
+rows of the artifact are K candidates over ONE history (every row's cache identical). The
+session runs the same `step` on the K candidate inputs, then `commit_candidate(pos, i)` writes
+row i's staged K/V into cache row pos of every batch row, so the rows stay identical. Backends
+with a host cache (numpy, ORT CPU) implement it (`layout.HostCache.commit_candidate`); the
+others keep `supports_peek = False` and the session refuses peek on them with a clear error.
+
 Windowed artifacts (format.cache_kind "ring"): the cache has W rows and `pos` is the ring
 position r in [0, 3W) (contracts.ring_buffer.ring_position; the step graph reads the same slots
 for r as for the absolute position); commit writes row ring_slot(r, W). A backend that has no
@@ -36,6 +44,7 @@ class Backend(abc.ABC):
     name: ClassVar[str]
     static_cache: ClassVar[bool] = True  # False: the step's cost grows with the position
     runs_graphs: ClassVar[bool] = True  # runs the artifact's ONNX graphs (their weights are checked at load)
+    supports_peek: ClassVar[bool] = False  # implements commit_candidate (module docstring, "Peek")
     ring_cache: ClassVar[bool] = False  # runs windowed artifacts (ring KV cache of W rows, module docstring)
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
@@ -73,6 +82,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def commit(self, pos: int) -> None:
         """Copy the staged rows into cache row pos. Real-time safe; called only after step()."""
+
+    def commit_candidate(self, pos: int, i: int) -> None:
+        """Copy batch row i's staged rows into cache row pos of every batch row (module docstring,
+        "Peek"). Real-time safe where implemented; called only after step()."""
+        raise NotImplementedError(f"backend {self.name!r} does not implement peek/commit")
 
     # --- not real-time -------------------------------------------------------------------------
     @abc.abstractmethod

@@ -61,12 +61,23 @@ class HostCache:
         self._v_rows = [self.v[:, :, :, p] for p in rows]
         self._k_src = self.k_new[:, :, :, 0]  # [L, B, H, dh]
         self._v_src = self.v_new[:, :, :, 0]
+        batch = cache_shape[1]
+        # Candidate i's staged rows [L, 1, H, dh], broadcast over the batch by commit_candidate.
+        self._k_cand = [self.k_new[:, i : i + 1, :, 0] for i in range(batch)]
+        self._v_cand = [self.v_new[:, i : i + 1, :, 0] for i in range(batch)]
 
     def commit(self, pos: int) -> None:
         """Copy the staged rows into cache row pos (ring: row ring_slot(pos, W)). Real-time safe
         (0 bytes allocated)."""
         np.copyto(self._k_rows[pos], self._k_src)
         np.copyto(self._v_rows[pos], self._v_src)
+
+    def commit_candidate(self, pos: int, i: int) -> None:
+        """Copy batch row i's staged rows into cache row pos of EVERY batch row (the rows of a
+        peek share one history, so after this they hold the same cache again). Real-time safe:
+        two broadcasting np.copyto calls between views made at load (0 bytes)."""
+        np.copyto(self._k_rows[pos], self._k_cand[i])
+        np.copyto(self._v_rows[pos], self._v_cand[i])
 
 
 def commit_rows(n_rows: int, window: int | None) -> list[int]:

@@ -60,6 +60,7 @@ class NumpyBackend(Backend):
     name = "numpy"
     static_cache = True
     runs_graphs = False  # computes from weights.npz, never runs the .onnx graphs
+    supports_peek = True
     ring_cache = True
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
@@ -161,6 +162,10 @@ class NumpyBackend(Backend):
     def commit(self, pos: int) -> None:
         """Real-time safe: HostCache.commit, two row copies into views made at load, 0 bytes."""
         self._host.commit(pos)
+
+    def commit_candidate(self, pos: int, i: int) -> None:
+        """Real-time safe: HostCache.commit_candidate, two broadcasting copies, 0 bytes."""
+        self._host.commit_candidate(pos, i)
 
     # --- not real-time -----------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:

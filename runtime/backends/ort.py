@@ -80,6 +80,7 @@ class OrtBackend(Backend):
 
     name = "ort"
     static_cache = True
+    supports_peek = True
     ring_cache = True  # step.onnx holds the ring arithmetic; HostCache commits row ring_slot(pos, W)
     providers: Sequence[Any] = ("CPUExecutionProvider",)
 
@@ -196,6 +197,10 @@ class OrtBackend(Backend):
     def commit(self, pos: int) -> None:
         """Real-time safe: two row copies into the host cache (HostCache.commit)."""
         self._host.commit(pos)
+
+    def commit_candidate(self, pos: int, i: int) -> None:
+        """Real-time safe: two broadcasting row copies into the host cache (HostCache.commit_candidate)."""
+        self._host.commit_candidate(pos, i)
 
     # --- not real-time -------------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:

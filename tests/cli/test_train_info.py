@@ -26,7 +26,8 @@ def test_info_json_and_list(capsys) -> None:
     assert data["parameters"] == 63_082_496 and data["config"]["n_heads"] == 8
     assert main(["info"]) == 0
     out = capsys.readouterr().out
-    assert "paper-big      214,245,376 parameters" in out and "control" in out
+    big = next(line for line in out.splitlines() if line.startswith("paper-big "))
+    assert big.split()[1:3] == ["214,245,376", "parameters"] and "control-hidden" in out
 
 
 @pytest.mark.parametrize(

@@ -32,10 +32,17 @@ def _names_as_spelled_before(config) -> list[str]:
 
 @pytest.mark.parametrize("preset_name", sorted(PRESETS))
 def test_names_and_their_order_are_unchanged(preset_name: str) -> None:
+    """A windowed preset (control-hidden) has the same names plus one relative-position bias
+    per layer (dec.i.self_attn.rel_bias); every other name and its order are as before."""
     config = PRESETS[preset_name]
     expected = _names_as_spelled_before(config)
-    assert list(names.parameter_names(config)) == expected
-    assert list(parameter_shapes(config)) == expected
+    got = list(names.parameter_names(config))
+    if config.window is not None:
+        bias = [n for n in got if n.endswith(".self_attn.rel_bias")]
+        assert bias == [f"dec.{i}.self_attn.rel_bias" for i in range(config.n_layers)]
+        got = [n for n in got if n not in bias]
+    assert got == expected
+    assert [n for n in parameter_shapes(config) if not n.endswith(".rel_bias")] == expected
 
 
 def test_group_and_layer_api() -> None:

@@ -1,0 +1,334 @@
+"""Tracking control of the hidden pendulum (model.plant `HiddenPendulum`): the plant in the loop
+and four controllers that share one decision rule and differ only in what predicts the angle.
+
+The plant measures only a noisy angle, its constants are unknown to every controller but the
+oracle, and a command issued at tick t reaches the joint at t + delay. So a command issued now
+first moves the angle at t + delay + 1: the commands in flight are already decided, and the one
+choice is among K candidate commands c_j in [-1, 1] (`DelayedMPC`). Each tick every controller
+predicts, per candidate, theta_{t+d} (the same for every candidate) and theta_{t+d+1}, and
+picks the candidate minimising
+
+    (theta_{t+d+1} - r)^2 + w (omega_hat - omega_des)^2,   omega_hat = (theta_{t+d+1} - theta_{t+d}) / dt,
+    omega_des = r' + kp (r - theta_{t+d+1})
+
+with r, r' the reference and its rate at t + d + 1 (a one-step decision horizon: the horizon
+over which the decision acts is d + 1 ticks, all but the last already fixed).
+
+    HistoryMPC   the learned model over the measured stream, on a runtime session: one
+                 `Session.peek` of the K candidates over the shared history, then `commit(j*)`
+                 of the chosen one once it is known to have been actuated (no reset; a
+                 windowed session slides past its window). On a
+                 window-1 model it is the memoryless baseline (attention over its own key only).
+    NominalMPC   the true equations with the nominal constants; state (theta, omega) from an
+                 extended Kalman filter with those constants over the measured angles
+                 (model.plant.HiddenEKF), the commands in flight from its own record.
+    OracleMPC    the true equations with the episode's true constants and the same filter with
+                 them: everything known but the noise (`true_state=True`: the true state too).
+
+Observation (`HiddenPlantSim.observe`): obs [5 + G] = (y_t, r(t + d + 1), r'(t + d + 1), the
+command actuated last tick, n, then the n measurements of the ticks the loop skipped since,
+oldest first; G = 64). A late tick makes `ControlLoop` skip periods, and the plant keeps moving
+under the held command; a controller whose state is a history must see those ticks, or its
+tokens stop being one per tick: each controller first catches up (`catch_up`: HistoryMPC commits
+a plain step per skipped tick, the filters update), bounded by G, then decides.
+
+`step(obs)` returns the controller's action buffer [1]; an unusable prediction gives a non-finite action, which
+`tickformer.runtime.ControlLoop` replaces by its fallback. Real-time: after construction every
+controller works in Python floats over buffers made once (no numpy array is made per tick;
+HistoryMPC's `Session.peek` + `commit` allocate 0 bytes on ORT IOBinding), bounded work (K
+candidates, a fixed number of RK4 steps); zero net allocation over thousands of ticks
+(tests/control/test_delayed.py), transient Python floats only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from tickformer import validation
+from tickformer.contracts.output_bound import output_excess
+from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenPendulum, HiddenStepper
+
+Reference = Callable[[float], tuple[float, float]]
+OBS_HEAD = 5  # obs[0:5] = (y_t, r, r', the command actuated last tick, n skipped ticks)
+GAP_MAX = 64  # measurements of skipped ticks the observation carries (obs[5:5 + n], oldest first)
+
+
+class HiddenPlantSim:
+    """The hidden pendulum in the loop: one tick per control period, zero-order hold, the
+    command delayed by `plant.delay` ticks, the angle measured with N(0, noise^2) noise from a
+    seeded generator. `observe(k)` advances through skipped ticks (holding the last command)
+    and returns obs [3]; `actuate(u)` issues u[0] (clipped to [-1, 1]) and advances one tick."""
+
+    def __init__(
+        self,
+        plant: HiddenPendulum,
+        reference: Reference,
+        n_ticks_max: int,
+        *,
+        seed: int = 0,
+        theta0: float = 0.0,
+    ) -> None:
+        validation.positive_int(n_ticks_max, "n_ticks_max")
+        self.plant, self.reference = plant, reference
+        self._f = HiddenStepper(plant)
+        self.state = np.array([theta0, 0.0])  # [2] true (theta, omega)
+        self.in_flight = np.zeros(plant.delay)  # [d] commands issued at t-d..t-1, oldest first
+        self.k = 0
+        self.last = 0.0  # the last command issued (held through skipped ticks)
+        self.rng = np.random.default_rng(seed)
+        self.obs = np.zeros(OBS_HEAD + GAP_MAX)  # [5 + G] (module docstring, "Observation")
+        self.theta = np.full(n_ticks_max + 1, np.nan)  # [n] true theta at each plant tick
+        self.theta[0] = theta0
+        self.y = self.state[0] + self.plant.noise * float(self.rng.standard_normal())
+
+    def _advance(self, command: float) -> None:
+        d = self.plant.delay
+        if d:
+            applied = float(self.in_flight[0])
+            self.in_flight[:-1] = self.in_flight[1:]
+            self.in_flight[-1] = command
+        else:
+            applied = command
+        th, om = self._f.step(float(self.state[0]), float(self.state[1]), applied)
+        self.state[0], self.state[1] = th, om
+        self.k += 1
+        if self.k < self.theta.size:
+            self.theta[self.k] = self.state[0]
+        self.y = float(self.state[0]) + self.plant.noise * float(self.rng.standard_normal())
+
+    def observe(self, k: int) -> np.ndarray:
+        obs, gap = self.obs, 0
+        while self.k < k:  # skipped periods: the plant kept moving under the held command
+            if gap < GAP_MAX:  # the sensor's buffer: the measurement of each skipped tick
+                obs[OBS_HEAD + gap] = self.y
+            gap += 1
+            self._advance(self.last)
+        r, r_dot = self.reference((k + self.plant.delay + 1) * self.plant.dt)
+        obs[0], obs[1], obs[2], obs[3], obs[4] = self.y, r, r_dot, self.last, min(gap, GAP_MAX)
+        return obs
+
+    def actuate(self, u: np.ndarray) -> None:
+        u0 = float(u[0])
+        self.last = min(1.0, max(-1.0, u0)) if math.isfinite(u0) else 0.0
+        self._advance(self.last)
+
+    def tracking(self, skip: int = 0) -> dict[str, float]:
+        """RMS and max |theta - r| over plant ticks skip+1..k (skip: a settling prefix)."""
+        n = min(self.k, self.theta.size - 1)
+        t = np.arange(skip + 1, n + 1) * self.plant.dt  # [n - skip]
+        ref = np.array([self.reference(float(ti))[0] for ti in t])
+        err = self.theta[skip + 1 : n + 1] - ref
+        return {
+            "rms_rad": float(np.sqrt(np.mean(err**2))),
+            "max_abs_rad": float(np.max(np.abs(err))),
+            "plant_ticks": int(n),
+            "settling_ticks_skipped": int(skip),
+        }
+
+
+class DelayedMPC:
+    """The decision rule (module docstring); subclasses fill `self.pred` [K, 2] =
+    (theta_{t+d}, theta_{t+d+1}) per candidate in `predict(obs)` and may override `chosen(j)`."""
+
+    def __init__(
+        self, candidates: int, dt: float, *, kp: float = 2.0, w_omega: float = 0.05, w_du: float = 0.0
+    ) -> None:
+        k = validation.integer(candidates, "candidates", min_value=2, hint="a choice needs alternatives")
+        validation.positive_real(dt, "dt")
+        self.cand = np.linspace(-1.0, 1.0, k)  # [K] candidate commands
+        self._cand = self.cand.tolist()  # as Python floats (the loop below allocates nothing)
+        self.pred = np.zeros((k, 2))  # [K, 2]
+        self.out = np.zeros(1, dtype=np.float32)  # [1]
+        self.dt, self.kp, self.w, self.w_du = float(dt), float(kp), float(w_omega), float(w_du)
+        self.last = 0.0
+
+    def predict(self, obs: np.ndarray) -> bool:
+        """Fill self.pred; False = the prediction is unusable this tick."""
+        raise NotImplementedError
+
+    def chosen(self, j: int) -> None:
+        """Called with the chosen candidate's index (HistoryMPC commits it)."""
+
+    def catch_up(self, obs: np.ndarray) -> None:
+        """Take in the ticks the loop skipped (obs[4] of them, measurements obs[5:]) and the
+        command actually actuated last tick (obs[3]). Default: nothing."""
+
+    def step(self, obs: np.ndarray) -> np.ndarray:
+        self.catch_up(obs)
+        if not self.predict(obs):
+            self.chosen(-1)
+            self.out[0] = np.nan  # a broken prediction -> non-finite action -> loop's fallback
+            return self.out
+        r, r_dot = obs.item(1), obs.item(2)
+        item = self.pred.item
+        best, best_cost = 0, math.inf
+        for j in range(len(self._cand)):
+            th0, th1 = item(j, 0), item(j, 1)
+            om_des = r_dot + self.kp * (r - th1)
+            om = (th1 - th0) / self.dt
+            cost = (th1 - r) ** 2 + self.w * (om - om_des) ** 2 + self.w_du * (self._cand[j] - self.last) ** 2
+            if cost < best_cost:
+                best, best_cost = j, cost
+        self.chosen(best)
+        self.last = self._cand[best]
+        self.out[0] = self.last
+        return self.out
+
+
+class HistoryMPC(DelayedMPC):
+    """The learned model on a runtime session exported with batch K (the candidates): one peek
+    per tick over the shared history (module docstring). The token of tick t is committed at
+    the start of tick t + 1, when the command actually actuated at t is known (obs[3]): the
+    peeked candidate if it is that command (`commit(j)`, no extra work), else a plain step with
+    it (the loop fell back, or the prediction was unusable), so every token is what the plant
+    got. Then one plain step per skipped tick, then the peek of this tick. Model outputs are
+    checked with the output-bound contract; a violation, or a measured angle outside the
+    declared input domain, gives a non-finite action (the loop's fallback)."""
+
+    def __init__(
+        self,
+        session: Any,
+        norm: dict[str, Any],
+        plant: HiddenPendulum,
+        output_bound: float | None,
+        **weights: float,
+    ) -> None:
+        k = session.input_shape[0]
+        super().__init__(k, plant.dt, **weights)
+        self.session, self.bound = session, output_bound
+        self.d = plant.delay
+        self.xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, 2]
+        xm, xs = norm["x_mean"], norm["x_std"]
+        self.ym, self.ys = float(xm[0]), float(xs[0])
+        self.cm, self.cs = float(xm[1]), float(xs[1])
+        for j, c in enumerate(self._cand):
+            self.xs[j, 0, 1] = (c - self.cm) / self.cs  # candidate column: fixed
+        dm, ds = norm["dy_mean"], norm["dy_std"]
+        self.m0, self.s0 = float(dm[self.d - 1]), float(ds[self.d - 1])  # theta_{t+d}
+        self.m1, self.s1 = float(dm[self.d]), float(ds[self.d])  # theta_{t+d+1}
+        self.lo, self.hi = session.domain
+        self._index = list(range(k))  # candidate indices as ints made once
+        self.gap_xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, 2] every row the same
+        self._pending = False  # a token of the last tick awaits its actuated command
+        self._pend_z = 0.0  # its standardised measurement
+        self._pend_j = -1  # the candidate chosen for it (-1: none)
+        self.skipped = 0  # skipped ticks taken in (plain steps committed)
+        self.replaced = 0  # tokens committed with another command than the chosen candidate
+
+    def _plain(self, z: float, command: float) -> None:
+        g = self.gap_xs
+        c = (command - self.cm) / self.cs
+        for j in range(g.shape[0]):
+            g[j, 0, 0] = z
+            g[j, 0, 1] = c
+        self.session.step(g)
+
+    def catch_up(self, obs: np.ndarray) -> None:
+        """Commit the last tick's token with the command actuated (obs[3]), then one plain step
+        per skipped tick, every batch row the same (y_i, held command): one token per plant
+        tick, and the K rows stay one history."""
+        actual = obs.item(3)
+        if self._pending:
+            self._pending = False
+            j = self._pend_j
+            if j >= 0 and self.session.peek_pending and abs(self._cand[j] - actual) < 1e-6:
+                self.session.commit(self._index[j])
+            else:
+                self.replaced += 1
+                self._plain(self._pend_z, actual)
+        n = int(obs.item(4))
+        for i in range(n):
+            z = (obs.item(OBS_HEAD + i) - self.ym) / self.ys
+            if self.lo <= z <= self.hi:  # outside the declared domain: that tick stays out
+                self._plain(z, actual)
+        self.skipped += n
+
+    def predict(self, obs: np.ndarray) -> bool:
+        s, xs = self.session, self.xs
+        y = obs.item(0)
+        z = (y - self.ym) / self.ys
+        self._pend_j = -1
+        if not (self.lo <= z <= self.hi):
+            return False  # outside the model's declared input domain: no token for this tick
+        self._pending, self._pend_z = True, z
+        for j in range(xs.shape[0]):
+            xs[j, 0, 0] = z
+        out = s.peek(xs)  # [K, 1, d + 1] standardised theta_{t+j} - y_t
+        if output_excess(out, self.bound) > 0.0:
+            return False
+        p, d, item = self.pred, self.d, out.item
+        for j in range(xs.shape[0]):
+            p[j, 0] = y + self.m0 + self.s0 * item(j, 0, d - 1)
+            p[j, 1] = y + self.m1 + self.s1 * item(j, 0, d)
+        return True
+
+    def chosen(self, j: int) -> None:
+        self._pend_j = j
+
+
+class NominalMPC(DelayedMPC):
+    """The true equations with `plant`'s constants (default: the nominal ones); state from an
+    extended Kalman filter with the same constants over the measured angles (model.plant
+    HiddenEKF), the commands in flight from this controller's own record of what it issued.
+    Python floats only: no numpy allocation, bounded work (2 + delay + K RK4 steps a tick)."""
+
+    def __init__(self, candidates: int, plant: HiddenPendulum = NOMINAL, **weights: float) -> None:
+        super().__init__(candidates, plant.dt, **weights)
+        self.plant = plant
+        self.f = HiddenStepper(plant)
+        self.ekf = HiddenEKF(plant)
+        self.issued = [0.0] * (plant.delay + 1)  # this controller's commands at t-d-1..t-1
+
+    def catch_up(self, obs: np.ndarray) -> None:
+        issued = self.issued
+        issued[-1] = obs.item(3)  # what was actuated last tick (the loop's fallback, if it fell back)
+        for i in range(int(obs.item(4))):  # skipped ticks: filter through them, the command held
+            self.ekf.update(obs.item(OBS_HEAD + i), issued[0])
+            self._shift(issued[-1])
+
+    def predict(self, obs: np.ndarray) -> bool:
+        # the command that reached the joint over t-1..t was issued at t-1-d: issued[0]
+        th, om = self.ekf.update(obs.item(0), self.issued[0])
+        self._simulate(th, om, self.issued, 1, self.f)
+        return True
+
+    def _shift(self, command: float) -> None:
+        issued = self.issued
+        for i in range(len(issued) - 1):
+            issued[i] = issued[i + 1]
+        issued[-1] = command
+
+    def _simulate(self, th: float, om: float, flight: list[float], first: int, f: HiddenStepper) -> None:
+        """Forward through the d commands in flight (flight[first:first + d]), then each candidate."""
+        step = f.step
+        for j in range(self.plant.delay):
+            th, om = step(th, om, flight[first + j])
+        p = self.pred
+        for j, c in enumerate(self._cand):
+            p[j, 0] = th
+            p[j, 1] = step(th, om, c)[0]
+
+    def chosen(self, j: int) -> None:
+        self._shift(self._cand[j] if j >= 0 else self.last)
+
+
+class OracleMPC(NominalMPC):
+    """The true equations with the episode's true constants (read from the simulated plant),
+    the same filter with those constants: everything known but the measurement noise. With
+    `true_state=True` it reads the plant's true state and commands in flight as well."""
+
+    def __init__(
+        self, candidates: int, sim: HiddenPlantSim, *, true_state: bool = False, **weights: float
+    ) -> None:
+        super().__init__(candidates, sim.plant, **weights)
+        self.sim, self.true_state = sim, true_state
+
+    def predict(self, obs: np.ndarray) -> bool:
+        if not self.true_state:
+            return super().predict(obs)
+        sim = self.sim
+        self._simulate(float(sim.state[0]), float(sim.state[1]), sim.in_flight.tolist(), 0, self.f)
+        return True

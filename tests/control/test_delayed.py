@@ -1,0 +1,172 @@
+"""Controllers of the hidden pendulum (control/delayed.py): the decision rule over K candidates,
+the model controller over a shared history (peek/commit, sliding), the reference controllers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tickformer import runtime
+from tickformer.control import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC, SineReference
+from tickformer.export.writer import export_params
+from tickformer.model import init_params, preset
+from tickformer.model.plant import draw_hidden
+
+K = 5
+NORM = {"x_mean": [0.0, 0.0], "x_std": [1.0, 1.0], "dy_mean": [0.0, 0.0, 0.0], "dy_std": [0.1, 0.1, 0.1]}
+
+
+@pytest.fixture(scope="module")
+def plant():
+    return draw_hidden(np.random.default_rng(7), "held_out")
+
+
+@pytest.fixture(scope="module")
+def hidden_art(tmp_path_factory):
+    """A tiny windowed model of the pendulum-hidden shape (d_in 2, d_out 3), batch K."""
+    config = preset("tiny").replace(d_in=2, d_out=3, window=4)
+    out = tmp_path_factory.mktemp("hidden") / "art"
+    export_params(config, init_params(config, 3), out, batch=K)
+    return out
+
+
+def _run(controller, sim, ticks):
+    for k in range(ticks):
+        sim.actuate(controller.step(sim.observe(k)))
+    return sim.tracking(skip=50)["rms_rad"]
+
+
+def _zero(sim, ticks):
+    for k in range(ticks):
+        sim.observe(k)
+        sim.actuate(np.zeros(1))
+    return sim.tracking(skip=50)["rms_rad"]
+
+
+def test_oracle_and_nominal_close_the_loop(plant):
+    ref = SineReference(0.25, 4.0)
+    zero = _zero(HiddenPlantSim(plant, ref, 600, seed=1), 600)
+    sim = HiddenPlantSim(plant, ref, 600, seed=1)
+    oracle = _run(OracleMPC(9, sim), sim, 600)
+    nominal = _run(NominalMPC(9), HiddenPlantSim(plant, ref, 600, seed=1), 600)
+    sim = HiddenPlantSim(plant, ref, 600, seed=1)
+    true_state = _run(OracleMPC(9, sim, true_state=True), sim, 600)
+    assert true_state < oracle < 0.2 * zero
+    assert nominal < 0.7 * zero  # wrong constants: closes the loop, far from the oracle
+
+
+def test_decision_rule_picks_the_candidate_nearest_the_reference():
+    class Fixed(OracleMPC.__mro__[2]):  # DelayedMPC with a hand-written prediction
+        def predict(self, obs):
+            self.pred[:, 0] = 0.0
+            self.pred[:, 1] = self.cand  # candidate c moves theta to c
+            return True
+
+    c = Fixed(5, 0.1, w_omega=0.0)
+    assert c.step(np.array([0.0, 0.5, 0.0, 0.0, 0.0]))[0] == pytest.approx(0.5)
+    assert c.step(np.array([0.0, -0.9, 0.0, 0.0, 0.0]))[0] == pytest.approx(-1.0)
+
+
+def test_history_mpc_commits_every_tick_and_slides(hidden_art, plant):
+    session = runtime.load(hidden_art, backend="ort")
+    c = HistoryMPC(session, NORM, plant, None)
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 100, seed=2)
+    for k in range(40):  # 10 windows
+        u = c.step(sim.observe(k))
+        assert np.isfinite(u[0]) and -1.0 <= u[0] <= 1.0
+        sim.actuate(u)
+        # tick k's token waits for its actuated command: committed at the start of tick k + 1
+        assert session.position == k and session.peek_pending
+    assert c.replaced == 0  # every actuated command was the chosen candidate: commit(j), no extra step
+    k_cache, _ = session.backend.cache()
+    for row in range(1, K):
+        np.testing.assert_array_equal(k_cache[:, row], k_cache[:, 0])  # one shared history
+
+
+def test_history_mpc_falls_back_on_a_bad_prediction_and_keeps_the_history(hidden_art, plant):
+    """An output over the declared bound: non-finite action (the loop's fallback); at the next
+    tick the token is committed with the command actually actuated (a plain step), so the
+    stream goes on with what the plant got."""
+    session = runtime.load(hidden_art, backend="ort")
+    c = HistoryMPC(session, NORM, plant, 1e-9)  # every output exceeds this bound
+    obs = np.array([0.1, 0.2, 0.0, 0.0, 0.0])
+    assert np.isnan(c.step(obs)[0])
+    assert session.position == 0 and session.peek_pending
+    obs[3] = 0.3  # the loop actuated its fallback, 0.3
+    obs[0] = 1e6  # and now the angle is outside the declared input domain: no peek this tick
+    assert np.isnan(c.step(obs)[0])
+    assert session.position == 1 and c.replaced == 1 and not session.peek_pending
+    obs[0] = 0.1
+    c.step(obs)  # the out-of-domain tick left no token
+    assert session.position == 1
+
+
+def _net_blocks(controller, observations, ticks):
+    import gc
+    import tracemalloc
+
+    step = controller.step
+    plan = [observations[k % len(observations)] for k in range(ticks)]
+
+    def loop():
+        for obs in plan:
+            step(obs)
+
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        loop()  # warm-up under tracing: first-call paths, free lists
+        before = tracemalloc.take_snapshot()
+        loop()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+    ignore = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "*/onnxruntime/*")]
+    diff = after.filter_traces(ignore).compare_to(before.filter_traces(ignore), "traceback")
+    return sum(d.count_diff for d in diff)
+
+
+def test_controllers_allocate_nothing_net_per_tick(hidden_art, plant):
+    """2,000 ticks of each controller leave zero net traced blocks (the model's session slides)."""
+    rng = np.random.default_rng(9)
+    observations = [np.array([rng.uniform(-0.5, 0.5), 0.1, 0.0, 0.0, 0.0]) for _ in range(64)]
+    session = runtime.load(hidden_art, backend="ort")
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 10)
+    for controller in (HistoryMPC(session, NORM, plant, None), NominalMPC(K), OracleMPC(K, sim)):
+        assert _net_blocks(controller, observations, 2000) == 0, type(controller).__name__
+
+
+def test_skipped_ticks_are_taken_into_the_history(hidden_art, plant):
+    """A late tick makes the loop skip periods; the plant moves on under the held command and
+    its measurements arrive with the next observation. HistoryMPC commits one plain step per
+    skipped tick (one token per plant tick), keeping the K rows one history; the filters of the
+    reference controllers step through them too."""
+    session = runtime.load(hidden_art, backend="ort")
+    c = HistoryMPC(session, NORM, plant, None)
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 100, seed=3)
+    for k in range(5):
+        sim.actuate(c.step(sim.observe(k)))
+    obs = sim.observe(9)  # ticks 5..8 skipped
+    assert obs[4] == 4 and sim.k == 9
+    assert np.all(np.abs(obs[5:9]) > 0) and np.all(obs[9:] == 0)  # four buffered measurements, no more
+    c.step(obs)
+    assert session.position == 9 == sim.k and c.skipped == 4  # tick 4 committed, 4 skipped; 9 pending
+    k_cache, _ = session.backend.cache()
+    for row in range(1, K):
+        np.testing.assert_array_equal(k_cache[:, row], k_cache[:, 0])
+    n = NominalMPC(K, plant)
+    n.step(np.array([0.1, 0.0, 0.0, 0.0, 2.0, 0.1, 0.1]))
+    assert n.issued[-1] == n.last  # after two skipped ticks under command 0 and its own choice
+
+
+def test_a_skipped_tick_without_catch_up_breaks_the_history(hidden_art, plant):
+    """Mutant: catch_up does nothing; the session then has fewer positions than plant ticks."""
+    session = runtime.load(hidden_art, backend="ort")
+    c = HistoryMPC(session, NORM, plant, None)
+    c.catch_up = lambda obs: None
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 100, seed=3)
+    sim.actuate(c.step(sim.observe(0)))
+    c.step(sim.observe(5))
+    assert session.position != sim.k

@@ -1,0 +1,125 @@
+"""The hidden pendulum (model/plant.py) and the `pendulum-hidden` task (model/tasks.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tickformer.errors import ConfigError
+from tickformer.model import preset
+from tickformer.model.plant import (
+    BANDS,
+    NOMINAL,
+    PARAM_RANGES,
+    HiddenEKF,
+    HiddenStepper,
+    draw_hidden,
+    hidden_episodes,
+    hidden_rollout,
+    hidden_step,
+)
+from tickformer.model.tasks import hidden_ar_angles, hidden_nominal_angles, hidden_prepare
+
+
+def _band(name, value):
+    lo, hi = PARAM_RANGES[name]
+    return min(BANDS - 1, int((value - lo) / ((hi - lo) / BANDS)))
+
+
+def test_held_out_constants_never_fall_in_a_training_band():
+    rng = np.random.default_rng(0)
+    for split, parity in (("train", 0), ("held_out", 1)):
+        for _ in range(300):
+            p = draw_hidden(rng, split)
+            for name in PARAM_RANGES:
+                assert _band(name, getattr(p, name)) % 2 == parity, (split, name, getattr(p, name))
+
+
+def test_scalar_stepper_equals_the_vectorised_step():
+    p = draw_hidden(np.random.default_rng(1), "held_out")
+    f = HiddenStepper(p)
+    for th, om, c in [(0.3, -1.2, 0.7), (-2.0, 0.5, -3.0), (1.0, 0.0, 0.0)]:
+        want = hidden_step(np.array([th, om]), c, p)
+        got = f.step(th, om, c)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+def test_a_command_first_moves_the_angle_delay_plus_one_ticks_later():
+    p = dataclasses.replace(NOMINAL, delay=2)
+    base = np.zeros(6)
+    kick = base.copy()
+    kick[0] = 1.0  # issued at tick 0
+    a = hidden_rollout(np.array([0.2, 0.0]), base, p)
+    b = hidden_rollout(np.array([0.2, 0.0]), kick, p)
+    np.testing.assert_array_equal(a[: p.delay + 1], b[: p.delay + 1])  # theta_0..theta_d unchanged
+    assert abs(a[p.delay + 1, 0] - b[p.delay + 1, 0]) > 1e-3  # theta_{d+1} moves
+
+
+def test_episodes_are_seeded_and_stay_below_the_top():
+    a = hidden_episodes(np.random.default_rng(3), 20, 50, "train")
+    b = hidden_episodes(np.random.default_rng(3), 20, 50, "train")
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert np.all(np.abs(a[0]) < np.pi)
+    noise = a[1] - a[0]
+    assert 0.5 * NOMINAL.noise < noise.std() < 1.5 * NOMINAL.noise
+
+
+def test_ekf_with_the_true_constants_beats_the_raw_measurement():
+    rng = np.random.default_rng(4)
+    theta, y, cmds, plants = hidden_episodes(rng, 1, 300, "held_out")
+    ekf = HiddenEKF(plants[0])
+    d = plants[0].delay
+    est = []
+    for t in range(301):
+        applied = cmds[0, t - 1 - d] if t - 1 - d >= 0 else 0.0
+        est.append(ekf.update(float(y[0, t]), float(applied))[0])
+    err_ekf = np.sqrt(np.mean((np.array(est[50:]) - theta[0, 50:]) ** 2))
+    err_raw = np.sqrt(np.mean((y[0, 50:] - theta[0, 50:]) ** 2))
+    assert err_ekf < 0.7 * err_raw
+
+
+def test_prepare_refuses_a_wrong_model_with_the_fix():
+    with pytest.raises(ConfigError, match="--preset control-hidden"):
+        hidden_prepare(preset("control"), np.random.default_rng(0))
+
+
+def test_baselines_predict_far_better_than_holding_the_angle():
+    cfg = preset("control-hidden")
+    data = hidden_prepare(cfg, np.random.default_rng(5), n_train=60, n_test=20)
+    start = cfg.window - 1
+    truth = data.test_theta[:, start + 1 : data.steps + 1]
+    hold = np.sqrt(np.mean((data.test_y[:, start : data.steps] - truth) ** 2))
+    ar = hidden_ar_angles(data, cfg.window)[:, :, 0]
+    nominal = hidden_nominal_angles(data, start)[:, :, 0]
+    for pred in (ar, nominal):
+        assert pred.shape == truth.shape
+        assert np.sqrt(np.mean((pred - truth) ** 2)) < 0.7 * hold
+
+
+def test_the_memoryless_twin_is_the_window_1_run_with_the_same_settings():
+    """The windowed run's evaluation reuses a window-1 run of this process with the same
+    settings as its memoryless baseline (training is deterministic): the reused weights equal a
+    fresh training of the twin bit for bit, and other settings are not confused with it."""
+    from tickformer.model import tasks as T
+    from tickformer.model.train import TrainSettings, train_steps
+
+    task = T.get_task("pendulum-hidden")
+    cfg = preset("control-hidden")
+    settings = TrainSettings.for_task(task, steps=3, seed=11)
+    T._TWINS.clear()
+    params, _, data, *_ = train_steps(task, cfg.replace(window=1), settings)
+    T.hidden_evaluate(params, cfg.replace(window=1), data)  # registers the window-1 run
+    assert len(T._TWINS) == 1
+    data.train_settings = settings
+    twin, twin_cfg = T._train_memoryless_twin(cfg, data)
+    assert twin_cfg.window == 1 and twin is next(iter(T._TWINS.values()))
+    fresh, *_ = train_steps(task, cfg.replace(window=1), settings)
+    for name in fresh:
+        np.testing.assert_array_equal(twin[name], fresh[name])
+    data.train_settings = TrainSettings.for_task(task, steps=3, seed=12)
+    other, _ = T._train_memoryless_twin(cfg, data)
+    assert other is not twin and len(T._TWINS) == 2
+    T._TWINS.clear()
