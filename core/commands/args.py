@@ -85,3 +85,19 @@ def trust(p: argparse.ArgumentParser) -> None:
         metavar="NAME.pub",
         help="public key (tickformer keygen): refuse the artifact unless it is signed with it",
     )
+
+
+def bare_onnx(p: argparse.ArgumentParser, *, values: bool = True) -> None:
+    """The signature of a bare ONNX model (artifact.foreign): --step and --spec, and with
+    values also --domain and --vocab (what certify and inspect draw inputs from)."""
+    p.add_argument(
+        "--step", type=Path, default=None, metavar="STEP.onnx", help="bare ONNX: a KV-cache pair's step graph"
+    )
+    p.add_argument(
+        "--spec", type=Path, default=None, metavar="FILE", help="bare ONNX: property spec (docs/verify.md)"
+    )
+    if values:
+        domain(p, help="bare ONNX: input domain of float inputs")
+        p.add_argument(
+            "--vocab", default=None, metavar="LO:HI", help="bare ONNX: token id range of integer inputs"
+        )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import Any
 
 from tickformer.commands import args as shared
@@ -34,16 +33,7 @@ def register(subparsers: Any) -> None:
     shared.artifact(p, help="artifact directory (tickformer export --out), or a bare .onnx model")
     shared.backend(p)
     shared.trust(p)
-    p.add_argument(
-        "--step", type=Path, default=None, metavar="STEP.onnx", help="bare ONNX: a KV-cache pair's step graph"
-    )
-    p.add_argument(
-        "--spec", type=Path, default=None, metavar="FILE", help="bare ONNX: property spec (docs/verify.md)"
-    )
-    shared.domain(p, help="bare ONNX: input domain of float inputs")
-    p.add_argument(
-        "--vocab", default=None, metavar="LO:HI", help="bare ONNX: token id range of integer inputs"
-    )
+    shared.bare_onnx(p)
     p.add_argument(
         "--mode",
         choices=("auto", "full", "step"),

@@ -32,12 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("artifact", type=Path, help="exported artifact directory, or one .onnx file")
     shared.trust(p)
-    p.add_argument(
-        "--step", type=Path, default=None, metavar="STEP.onnx", help="bare ONNX: a KV-cache pair's step graph"
-    )
-    p.add_argument(
-        "--spec", type=Path, default=None, metavar="FILE", help="bare ONNX: property spec (docs/verify.md)"
-    )
+    shared.bare_onnx(p, values=False)
     p.add_argument(
         "--target",
         required=True,
