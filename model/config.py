@@ -233,7 +233,8 @@ PRESETS: dict[str, Config] = {
     ),
     # The pendulum-hidden task (model/tasks.py): inputs (measured angle, command), outputs the
     # angle 1..3 ticks ahead (actuator delay 2); small, so K candidates fit a control tick;
-    # a 16-tick window (1.6 s of history), trained on 64-tick sequences, streams without bound.
+    # a 32-tick window (3.2 s of history; 16 tracked worse in closed loop, docs/control.md), trained
+    # on 64-tick sequences, streams without bound.
     "control-hidden": Config(
         arch="decoder",
         inputs="continuous",
@@ -245,7 +246,7 @@ PRESETS: dict[str, Config] = {
         d_out=3,
         max_len=64,
         dropout=0.0,
-        window=16,
+        window=32,
     ),
     # The reverse task: encoder-decoder over digit tokens.
     "reverse": Config(

@@ -175,6 +175,7 @@ SPLITS = ("train", "held_out")
 BANDS = 6  # each range cut into 6 equal bands: training draws bands 0, 2, 4; held-out 1, 3, 5
 START_THETA = 2.0  # rad: episodes start with theta uniform in [-2, 2] (strongly nonlinear swings)
 START_OMEGA = 1.0  # rad/s: and omega uniform in [-1, 1]
+TICK_COMMAND_SHARE = 0.5  # episodes whose command is redrawn every tick (the rest: held 1..max_hold)
 
 
 @dataclass(frozen=True)
@@ -333,8 +334,9 @@ def _draw_episodes(
     cmds = np.empty((n, steps))
     for i in range(n):
         t = 0
+        limit = 1 if rng.uniform() < TICK_COMMAND_SHARE else max_hold  # per-tick commands, or held
         while t < steps:
-            hold = int(rng.integers(1, max_hold + 1))
+            hold = int(rng.integers(1, limit + 1))
             cmds[i, t : t + hold] = rng.uniform(-1.0, 1.0)
             t += hold
     d = base.delay

@@ -9,7 +9,7 @@ one position per tick, sliding without reset.
 
 Stages (each a function, so a missing part of the checkout fails one stage with a clear note):
 
-    1. train      the windowed model (window 16) on `pendulum-hidden`, whose held-out metrics
+    1. train      the windowed model (window 32) on `pendulum-hidden`, whose held-out metrics
                   include the baselines (memoryless twin, linear AR, nominal physics), and the
                   memoryless model (the same network with window 1) for the loop
     2. export     both with batch K (the K candidate commands x 1 stream, static shapes)
@@ -60,10 +60,10 @@ class DemoConfig:
     n_boot: int = 100
     verify_examples: int = 20
     ticks: int = 20_000  # control ticks (plant periods of dt) per closed loop
-    period_ms: float = 2.0
+    period_ms: float = 5.0
     tick_budget_ms: float | None = None  # default: half the period
     candidates: int = 17
-    window: int = 16
+    window: int = 32
     amplitude: float = 0.25  # rad
     ref_period_s: float = 4.0
     settle_ticks: int = (
