@@ -1002,8 +1002,8 @@ for _label, _key in (
 (
     _pred.result("ratio", "demo", "train.ratio_to_memoryless", "{:.2f}")
     .literal("0.5", "the target ratio (the issue's)")
-    .literal("16", "the window (row label)")
-    .literal("16", "the linear AR's history, the window (row label)")
+    .literal("32", "the window (row label)")
+    .literal("32", "the linear AR's history, the window (row label)")
     .literal("1", "the memoryless model's window (row label)")
     .literal("3", "the 3-step horizon (column label)")
 )
@@ -1028,7 +1028,7 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
     .literal("10", "the last tenth of the ticks (column label)")
 )
 (
-    _loop.literal("16", "the model's window (column label)").literal(
+    _loop.literal("32", "the model's window (column label)").literal(
         "1", "the memoryless model's window (column label)"
     )
 )
@@ -1138,7 +1138,8 @@ LITERALS: dict[str, dict[str, str]] = {
         "1e-6": "the EKF's process noise on theta (model/plant.py HiddenEKF q_theta)",
         "1e-3": "the EKF's process noise on omega (HiddenEKF q_omega)",
         "17": "the demo's candidates (DemoConfig.candidates)",
-        "139": "17 x 2 x 16 x 32 floats x 2 (K and V) x 4 bytes, arithmetic on the config",
+        "278": "17 x 2 x 32 x 32 floats x 2 (K and V) x 4 bytes, arithmetic on the config",
+        "5": "the demo's period in ms (DemoConfig.period_ms)",
         "0.05": "the cost weight w_omega (DemoConfig)",
         "0.25": "the reference amplitude (DemoConfig.amplitude)",
         "4": "the reference period (DemoConfig.ref_period_s)",
@@ -1146,7 +1147,7 @@ LITERALS: dict[str, dict[str, str]] = {
         "1.5": "the issue's target ratio to the oracle",
     },
     "docs/certify.md": {
-        "2": "the demo's 2 ms period (DemoConfig.period_ms)",
+        "5": "the demo's 5 ms period (DemoConfig.period_ms)",
         "10": "duty cycle idle share (10%), and the demo's 10 ms tick budget",
         "95": "RT throttling's 95% and the 95% bootstrap level",
         "1": "the POT tail fraction (1%)",

@@ -4,7 +4,7 @@ The plant (model/plant.py `HiddenPendulum`, task `pendulum-hidden` in model/task
 noisy angle is measured, mass / length / damping / actuator gain are drawn per episode (the
 loop's plant from the held-out bands: constants no training episode had), and a command reaches
 the joint 2 ticks after it is issued. The velocity, the constants and the commands in flight
-must all come from the stream, so the model is used as a sequence model: a window of 16 ticks,
+must all come from the stream, so the model is used as a sequence model: a window of 32 ticks,
 one position per tick, sliding without reset.
 
 Stages (each a function, so a missing part of the checkout fails one stage with a clear note):

@@ -38,7 +38,9 @@ def test_simple_fractions_are_drawn_often():
     float32 number) or 0.5; the fractions branch draws both in a sizeable share of examples."""
     xs = draws(domain_arrays((-1.0, 1.0), lambda t: (1, t, 3), (1, 8)))
     assert sum((x == THIRD).any() for x in xs) / len(xs) > 0.04
-    assert sum((x == 0.5).any() for x in xs) / len(xs) > 0.02
+    # 0.5 is also among Hypothesis's own nice values, so its share says less; measured 0.02-0.05 over runs
+    # (the draws also depend on the constants of the modules loaded so far): the bar is half that
+    assert sum((x == 0.5).any() for x in xs) / len(xs) > 0.01
     plain = draws(st.floats(-1, 1, width=32))
     assert sum(v == THIRD for v in plain) / len(plain) < 0.02  # why the branch exists
 
