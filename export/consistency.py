@@ -26,14 +26,20 @@ from tickformer.errors import ArtifactError, TickformerError
 
 def graph_tensors(model: Any) -> dict[str, bytes]:
     """{name: serialized TensorProto} of every initializer and Constant-node value of `model`'s
-    main graph (Constant values keyed by the node's output name)."""
-    out = {init.name: init.SerializeToString() for init in model.graph.initializer}
+    main graph (Constant values keyed by the node's output name). protobuf hands back a name that
+    is not valid UTF-8 as bytes; it is decoded with escapes so every key is a str (and differs from
+    every name export writes)."""
+    out = {_text(init.name): init.SerializeToString() for init in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type == "Constant":
             for attr in node.attribute:
                 if attr.HasField("t"):
-                    out[f"{node.output[0]}#{attr.name}"] = attr.t.SerializeToString()
+                    out[f"{_text(node.output[0])}#{_text(attr.name)}"] = attr.t.SerializeToString()
     return out
+
+
+def _text(name: str | bytes) -> str:
+    return name.decode("utf-8", "backslashreplace") if isinstance(name, bytes) else name
 
 
 def rebuilt_graphs(artifact: Artifact) -> dict[str, Any]:

@@ -549,11 +549,23 @@ WEIGHTS = "attack: re-sealed graph whose tensors differ from weights.npz"
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    "tensor", ["a parameter (in_proj.w)", "a folded bias (*_step)", "an added initializer"]
+    "tensor",
+    ["a parameter (in_proj.w)", "a folded bias (*_step)", "an added initializer", "a name not UTF-8"],
 )
 def test_graph_weights_that_differ_from_weights_npz_are_refused(art_src, tmp_path, outcomes, tensor):
-    """Before: a step graph with other weights than weights.npz (re-sealed) loaded and ran."""
+    """Before: a step graph with other weights than weights.npz (re-sealed) loaded and ran; a
+    tensor name that is not UTF-8 (protobuf returns it as bytes) raised TypeError (a CI fuzz find)."""
     art = ru.fresh_copy(art_src[0], tmp_path / "art")
+    if tensor == "a name not UTF-8":
+        data = (art / "step.onnx").read_bytes()
+        at = data.rindex(b"in_proj.w")  # the initializer's name: initializers serialize after nodes
+        data = data[:at] + b"i\x80\x8dproj.w" + data[at + len(b"in_proj.w") :]
+        (art / "step.onnx").write_bytes(data)
+        assert any(isinstance(t.name, bytes) for t in onnx.load_model_from_string(data).graph.initializer)
+        ru.rehash(art, ru.ART_MANIFEST, ["step.onnx"])
+        with pytest.raises(ArtifactError, match="differ from the graph export builds from weights.npz"):
+            runtime.load(art, backend="ort")
+        return
     model = onnx.load(str(art / "step.onnx"))
     inits = {t.name: t for t in model.graph.initializer}
     if tensor == "an added initializer":
