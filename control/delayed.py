@@ -206,12 +206,19 @@ class HistoryMPC(DelayedMPC):
         self.cm, self.cs = float(xm[1]), float(xs[1])
         for j, c in enumerate(self._cand):
             self.xs[j, 0, 1] = (c - self.cm) / self.cs  # candidate column: fixed
-        dm, ds = norm["dy_mean"], norm["dy_std"]
-        self.m0, self.s0 = float(dm[self.d - 1]), float(ds[self.d - 1])  # theta_{t+d}
-        self.m1, self.s1 = float(dm[self.d]), float(ds[self.d])  # theta_{t+d+1}
+        # the prediction theta_{t+j} = y + (dy_mean[j-1] + dy_std[j-1] * out[.., j-1]) for every
+        # output column, into one float64 buffer; self.pred [K, 2] is its view of j = d, d + 1
+        self._scale = np.asarray(norm["dy_std"], dtype=np.float64)  # [d + 1]
+        self._mean = np.asarray(norm["dy_mean"], dtype=np.float64)  # [d + 1]
+        self._shift = np.zeros_like(self._mean)  # [d + 1] y + dy_mean, per tick
+        self._full = np.zeros((k, 1, self._mean.size))  # [K, 1, d + 1] float64
+        self.pred = self._full[:, 0, self.d - 1 : self.d + 1]  # [K, 2] (theta_{t+d}, theta_{t+d+1})
         self.lo, self.hi = session.domain
         self._index = list(range(k))  # candidate indices as ints made once
         self.gap_xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, 2] every row the same
+        # views made once, filled in place each tick (no Python loop over the K rows, no array made)
+        self._z = self.xs[:, 0, 0]  # [K] the measurement column of the peek input
+        self._gap_z, self._gap_c = self.gap_xs[:, 0, 0], self.gap_xs[:, 0, 1]  # [K], [K]
         self._pending = False  # a token of the last tick awaits its actuated command
         self._pend_z = 0.0  # its standardised measurement
         self._pend_j = -1  # the candidate chosen for it (-1: none)
@@ -219,12 +226,9 @@ class HistoryMPC(DelayedMPC):
         self.replaced = 0  # tokens committed with another command than the chosen candidate
 
     def _plain(self, z: float, command: float) -> None:
-        g = self.gap_xs
-        c = (command - self.cm) / self.cs
-        for j in range(g.shape[0]):
-            g[j, 0, 0] = z
-            g[j, 0, 1] = c
-        self.session.step(g)
+        self._gap_z[...] = z
+        self._gap_c[...] = (command - self.cm) / self.cs
+        self.session.step(self.gap_xs)
 
     def catch_up(self, obs: np.ndarray) -> None:
         """Commit the last tick's token with the command actuated (obs[3]), then one plain step
@@ -254,15 +258,14 @@ class HistoryMPC(DelayedMPC):
         if not (self.lo <= z <= self.hi):
             return False  # outside the model's declared input domain: no token for this tick
         self._pending, self._pend_z = True, z
-        for j in range(xs.shape[0]):
-            xs[j, 0, 0] = z
+        self._z[...] = z
         out = s.peek(xs)  # [K, 1, d + 1] standardised theta_{t+j} - y_t
         if output_excess(out, self.bound) > 0.0:
             return False
-        p, d, item = self.pred, self.d, out.item
-        for j in range(xs.shape[0]):
-            p[j, 0] = y + self.m0 + self.s0 * item(j, 0, d - 1)
-            p[j, 1] = y + self.m1 + self.s1 * item(j, 0, d)
+        full = self._full  # (y + dy_mean) + dy_std * out, in float64 (out widened exactly)
+        np.add(self._mean, y, out=self._shift)
+        np.multiply(out, self._scale, out=full)
+        np.add(full, self._shift, out=full)  # self.pred is its view
         return True
 
     def chosen(self, j: int) -> None:

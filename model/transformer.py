@@ -28,7 +28,7 @@ never of absolute positions: the computation at step 10 and at step 10^7 is the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -40,7 +40,6 @@ from .attention import causal_mask
 from .config import Config
 from .layers import (
     AttentionCache,
-    FeedForwardCache,
     LayerNormCache,
     LinearCache,
     dropout_backward,
@@ -57,7 +56,7 @@ from .layers import (
     positional_encoding,
 )
 from .names import ATTN_NAMES, FFN_NAMES  # re-exported: importers of these names predate names.py
-from .ssm import SsmCache, ssm_backward, ssm_forward, ssm_init, ssm_shapes
+from .ssm import ssm_backward, ssm_forward, ssm_init, ssm_shapes
 
 Params = dict[str, np.ndarray]
 
@@ -406,21 +405,60 @@ def attention_sublayer(
     return y
 
 
+Backward = Callable[[np.ndarray, Any], tuple[np.ndarray, Params]]  # (dy, cache) -> (dx, local grads)
+
+
 @dataclass(frozen=True)
-class FeedForwardRecord:
-    ffn: names.Group
+class ResidualRecord:
+    """What the backward of LN(x + Dropout(F(x))) needs, for an F whose backward is
+    `inner(dy, cache) -> (dx, local grads)` (each subclass's default): the layer norm's backward, the
+    dropout's, F's, then the residual path. One body for every such sublayer (FFN, SSM mixer)."""
+
+    group: names.Group  # F's parameters
     norm: names.Group
-    cache: FeedForwardCache
+    cache: Any  # F's forward cache, as `inner` takes it
     gain: np.ndarray | None
     ln: LayerNormCache
+    inner: Backward  # F's backward
 
     def backward(self, flow: Flow) -> None:
         dsum, local = layer_norm_backward(flow.dh, self.ln)  # [B, T, D]
         flow.add(self.norm, local)
-        dx, local = ffn_backward(dropout_backward(dsum, self.gain), self.cache)
-        flow.add(self.ffn, local)
+        dx, local = self.inner(dropout_backward(dsum, self.gain), self.cache)
+        flow.add(self.group, local)
         dx += dsum  # the residual path
         flow.dh = dx
+
+
+@dataclass(frozen=True)
+class FeedForwardRecord(ResidualRecord):
+    inner: Backward = ffn_backward
+
+
+@dataclass(frozen=True)
+class SsmRecord(ResidualRecord):
+    inner: Backward = ssm_backward
+
+
+def _residual_sublayer(
+    x: np.ndarray,
+    params: Params,
+    group: names.Group,
+    norm: names.Group,
+    config: Config,
+    tape: Tape | None,
+    inner: Callable[..., tuple[np.ndarray, Any]],
+    record: Callable[..., ResidualRecord],
+) -> np.ndarray:
+    """x [B, T, D] -> LN(x + Dropout(inner(x, **group's params))) [B, T, D]; with a tape, one
+    `record` (whose backward is inner's) is appended."""
+    f, cache = inner(x, **group.take(params))  # [B, T, D]
+    f, gain = (f, None) if tape is None else tape.drop(f)
+    f += x  # f is a new array (projection or dropout output)
+    y, c_ln = layer_norm_forward(f, **norm.take(params), eps=config.ln_eps)  # [B, T, D]
+    if tape is not None:
+        tape.records.append(record(group, norm, cache, gain, c_ln))
+    return y
 
 
 def ffn_sublayer(
@@ -433,30 +471,7 @@ def ffn_sublayer(
     tape: Tape | None = None,
 ) -> np.ndarray:
     """x [B, T, D] -> LN(x + Dropout(FFN(x))) [B, T, D]."""
-    f, c_ffn = ffn_forward(x, **ffn.take(params))  # [B, T, D]
-    f, gain = (f, None) if tape is None else tape.drop(f)
-    f += x  # f is a new array
-    y, c_ln = layer_norm_forward(f, **norm.take(params), eps=config.ln_eps)  # [B, T, D]
-    if tape is not None:
-        tape.records.append(FeedForwardRecord(ffn, norm, c_ffn, gain, c_ln))
-    return y
-
-
-@dataclass(frozen=True)
-class SsmRecord:
-    mixer: names.Group
-    norm: names.Group
-    cache: SsmCache
-    gain: np.ndarray | None
-    ln: LayerNormCache
-
-    def backward(self, flow: Flow) -> None:
-        dsum, local = layer_norm_backward(flow.dh, self.ln)  # [B, T, D]
-        flow.add(self.norm, local)
-        dx, local = ssm_backward(dropout_backward(dsum, self.gain), self.cache)
-        flow.add(self.mixer, local)
-        dx += dsum  # the residual path
-        flow.dh = dx
+    return _residual_sublayer(x, params, ffn, norm, config, tape, ffn_forward, FeedForwardRecord)
 
 
 def ssm_sublayer(
@@ -470,13 +485,7 @@ def ssm_sublayer(
 ) -> np.ndarray:
     """x [B, T, D] -> LN(x + Dropout(SSM(x))) [B, T, D]: the state-space mixer where
     self-attention sits (model/ssm.py), the parallel (scan) form."""
-    m, c_ssm = ssm_forward(x, **mixer.take(params))  # [B, T, D]
-    m, gain = (m, None) if tape is None else tape.drop(m)
-    m += x  # m is a new array (projection or dropout output)
-    y, c_ln = layer_norm_forward(m, **norm.take(params), eps=config.ln_eps)  # [B, T, D]
-    if tape is not None:
-        tape.records.append(SsmRecord(mixer, norm, c_ssm, gain, c_ln))
-    return y
+    return _residual_sublayer(x, params, mixer, norm, config, tape, ssm_forward, SsmRecord)
 
 
 # ---------------------------------------------------------------------------------------------

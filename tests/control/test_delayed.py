@@ -83,6 +83,36 @@ def test_history_mpc_commits_every_tick_and_slides(hidden_art, plant):
         np.testing.assert_array_equal(k_cache[:, row], k_cache[:, 0])  # one shared history
 
 
+def test_history_mpc_predicts_from_the_peeked_columns_d_and_d_plus_1(hidden_art, plant):
+    """pred [K, 2] is (theta_{t+d}, theta_{t+d+1}) = y + dy_mean[i] + dy_std[i] * out[:, 0, i] at
+    i = d - 1, d of the model's output for each candidate's input (z, (c_j - x_mean) / x_std):
+    recomputed here, as Python floats, from a second session stepped with that input. The norm's
+    entries all differ, so reading another column, another mean or scale, or the wrong input
+    column fails."""
+    norm = {
+        "x_mean": [0.05, 0.1],
+        "x_std": [2.0, 0.5],
+        "dy_mean": [0.01, 0.02, 0.03],
+        "dy_std": [0.1, 0.2, 0.3],
+    }
+    session, twin = runtime.load(hidden_art, backend="ort"), runtime.load(hidden_art, backend="ort")
+    c = HistoryMPC(session, norm, plant, None)
+    d = plant.delay
+    assert d == 2  # the artifact's d_out is d + 1 = 3
+    y = 0.3
+    c.step(np.array([y, 0.1, 0.0, 0.0, 0.0]))
+    z = (y - 0.05) / 2.0
+    x = np.zeros((K, 1, 2), dtype=np.float32)
+    x[:, 0, 0] = z
+    x[:, 0, 1] = (c.cand - 0.1) / 0.5
+    np.testing.assert_array_equal(c.xs, x)  # the peek's input
+    out = twin.step(x)  # [K, 1, 3]: position 0, what the peek saw
+    for j in range(K):
+        for col, i in enumerate((d - 1, d)):
+            expected = y + norm["dy_mean"][i] + norm["dy_std"][i] * float(out[j, 0, i])
+            assert c.pred[j, col] == expected, (j, col)
+
+
 def test_history_mpc_falls_back_on_a_bad_prediction_and_keeps_the_history(hidden_art, plant):
     """An output over the declared bound: non-finite action (the loop's fallback); at the next
     tick the token is committed with the command actually actuated (a plain step), so the
