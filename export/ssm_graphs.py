@@ -228,14 +228,12 @@ def check_ssm(
 ) -> dict[str, Any]:
     """numpy (parallel form) vs onnx.reference vs onnxruntime on both graphs; the manifest's
     `equivalence` entry. Raises ExportError if any pair exceeds the tolerance."""
-    from .equivalence import Record, default_lengths, runners, sample_inputs
+    from .equivalence import Record, runners, sample_inputs
+    from .equivalence import model_lengths as choose_lengths
 
     rec = Record(tolerance)
     inputs = sample_inputs(config, batch, domain, seed)
-    n = config.max_len
-    model_lengths = default_lengths(n) if lengths is None else sorted(set(lengths))
-    if not model_lengths or model_lengths[0] < 1 or model_lengths[-1] > n:
-        raise ExportError(f"equivalence lengths {lengths!r} must lie in 1..max_len {n}")
+    model_lengths = choose_lengths(lengths, config.max_len)
     in_name = io_names(config)[0]
     full = {"ort": runners(graphs["model"], reference=False)["ort"]}  # onnx.reference: Scan on axis 0 only
     for x in inputs:
