@@ -179,6 +179,12 @@ def qkv_step(
     return q, k, v
 
 
+def cache_rows_live(g: GraphBuilder, live: str, n_rows: int) -> str:
+    """The cache-row part of attend_step's live mask [N + 1] as a column [N, 1] (the V-row
+    selection's condition); one per step graph, shared by every layer."""
+    return g.op("Reshape", g.split(live, [n_rows, 1], axis=0)[0], g.ints([n_rows, 1]))  # [N, 1]
+
+
 def attend_step(
     g: GraphBuilder,
     q: str,
@@ -187,6 +193,7 @@ def attend_step(
     k_own: str,
     v_own: str,
     live: str,
+    live_rows: str,
     n_rows: int,
     bias: tuple[str, str] | None = None,
 ) -> str:
@@ -200,8 +207,10 @@ def attend_step(
     cache rows 0..pos-1 and, last, the own key (always live, so no row is empty and Softmax never
     sees an all -inf row). One Softmax over the N + 1 scores with the stale rows selected to -inf
     (weight exactly 0), then the weights split back into the cache's N and the own key's 1:
-    P_cache V_cache' + p_own v_own, where V_cache' = Where(live rows, V_cache, 0) selects the V rows
-    too: a stale row's weight is exactly 0, but 0 * inf and 0 * NaN are NaN, so without the
+    P_cache V_cache' + p_own v_own, where V_cache' = Where(live_rows, V_cache, 0) selects the V rows
+    too (live_rows bool [N, 1]: live's first N entries as a column, `cache_rows_live`, made once per
+    graph by the caller and shared by every layer, like live): a stale row's weight is exactly 0,
+    but 0 * inf and 0 * NaN are NaN, so without the
     selection a stale row holding inf or NaN would leak (with it, 0 * 0 = 0 whatever the row
     holds; `tickformer prove ART` proves it on the exported graph). The cache is read in place
     (never concatenated with the new row: that would copy O(N dh) per step); the selection is
@@ -215,7 +224,6 @@ def attend_step(
         s_cache, s_own = g.op("Add", s_cache, bias[0]), g.op("Add", s_own, bias[1])
     s = select(g, live, g.op("Concat", s_cache, s_own, axis=-1))  # [B, H, 1, N + 1]
     p_cache, p_own = g.split(g.op("Softmax", s, axis=-1), [n_rows, 1], axis=-1)  # [B, H, 1, N], [B, H, 1, 1]
-    live_rows = g.op("Reshape", g.split(live, [n_rows, 1], axis=0)[0], g.ints([n_rows, 1]))  # [N, 1]
     v_live = g.op("Where", live_rows, v_cache, g.scalar(0.0))  # [B, H, N, dh]: stale rows exactly 0
     return g.op("Add", g.op("MatMul", p_cache, v_live), g.op("Mul", p_own, v_own))  # [B, H, 1, dh]
 

@@ -58,12 +58,19 @@ def output_bound(params: Mapping[str, np.ndarray], config: Config) -> float:
     return float(per_out.max() * (1.0 + ROUNDING_SLACK))
 
 
+def sum_tolerance(n: int, sublayers: int) -> float:
+    """max(1e-5, 8 S sqrt(n) u): the agreement tolerance of float32 sums of length <= n in
+    different orders (~ sqrt(n) u each, probabilistic) through S post-LN sublayers (errors stay
+    additive); the one formula of fp32_tolerance and export/ssm_graphs.ssm_tolerance."""
+    return max(1e-5, 8 * sublayers * math.sqrt(n) * U_FP32)
+
+
 def fp32_tolerance(config: Config) -> dict[str, object]:
     """The stated agreement tolerance between backends, with its reason (module docstring)."""
     n = max(config.d_model, config.d_ff, config.max_len)
     per_layer = 3 if config.arch == "encoder-decoder" else 2
     sublayers = per_layer * config.n_layers + 2 * config.n_enc_layers + 2
-    tol = max(1e-5, 8 * sublayers * math.sqrt(n) * U_FP32)
+    tol = sum_tolerance(n, sublayers)
     reason = (
         f"float32 (u = 2^-24), same math in different summation orders: per dot product of length "
         f"n = {n} the error is ~ sqrt(n) u (probabilistic bound; worst case n u), LayerNorm after each "

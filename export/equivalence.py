@@ -105,6 +105,16 @@ def default_lengths(n: int) -> list[int]:
     return sorted({1, min(2, n), max(1, n // 2), n})
 
 
+def model_lengths(lengths: list[int] | None, n: int) -> list[int]:
+    """The full-pass lengths to compare: `lengths` sorted without repeats (None: the default
+    {1, 2, N/2, N}); ExportError unless they lie in 1..max_len n. Shared by `check` and
+    export/ssm_graphs.check_ssm."""
+    chosen = default_lengths(n) if lengths is None else sorted(set(lengths))
+    if not chosen or chosen[0] < 1 or chosen[-1] > n:
+        raise ExportError(f"equivalence lengths {lengths!r} must lie in 1..max_len {n}")
+    return chosen
+
+
 def _check_model(
     graph: onnx.ModelProto,
     params: Mapping[str, np.ndarray],
@@ -190,13 +200,11 @@ def check(
     rec = Record(tolerance)
     inputs = sample_inputs(config, batch, domain, seed)
     n = config.max_len
-    model_lengths = default_lengths(n) if lengths is None else sorted(set(lengths))
-    if not model_lengths or model_lengths[0] < 1 or model_lengths[-1] > n:
-        raise ExportError(f"equivalence lengths {lengths!r} must lie in 1..max_len {n}")
-    steps = model_lengths[-1]
+    lengths_run = model_lengths(lengths, n)
+    steps = lengths_run[-1]
     step = runners(graphs["step"])
     if config.arch == "decoder":
-        _check_model(graphs["model"], params, config, inputs, rec, model_lengths)
+        _check_model(graphs["model"], params, config, inputs, rec, lengths_run)
         x = inputs[0][:, :steps]
         ref = forward(dict(params), config, x)  # [B, T, out]
         rec.add3(
@@ -227,7 +235,7 @@ def check(
                 for k, run in step.items()
             }
             rec.add3("step", outs, ref)
-        model_lengths = []
+        lengths_run = []  # no full-pass graph compared
     if rec.failures:
         overflow = any(" nan " in f or " inf " in f for f in rec.failures)
         raise ExportError(
@@ -244,7 +252,7 @@ def check(
     return {
         "seed": seed,
         "step_positions": steps,
-        "model_lengths": model_lengths,
+        "model_lengths": lengths_run,
         "inputs": len(inputs) if config.arch == "decoder" else 1,
         "pairs": rec.pairs,
     }

@@ -37,7 +37,6 @@ Not real-time code: runs once, at export.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping
 
 import numpy as np
@@ -53,9 +52,8 @@ from tickformer.model.transformer import forward
 
 from . import blocks as b
 from .blocks import Params
+from .bounds import sum_tolerance
 from .builder import GraphBuilder
-
-U_FP32 = 2.0**-24
 
 
 def _gemm(g: GraphBuilder, params: Params, x: str, w: str, bias: str) -> str:
@@ -194,7 +192,7 @@ def ssm_tolerance(config: Config) -> dict[str, object]:
     tol = max(1e-5, 8 S sqrt(n) u) with n = max(d_model, d_ff, d_state, N)."""
     n = max(config.d_model, config.d_ff, config.d_state, config.max_len)
     sublayers = 2 * config.n_layers + 2
-    tol = max(1e-5, 8 * sublayers * math.sqrt(n) * U_FP32)
+    tol = sum_tolerance(n, sublayers)
     reason = (
         f"float32 (u = 2^-24), the parallel scan (numpy) against the recurrence (ONNX Scan and step), same math in "
         f"different orders: per sum of length n = {n} (dot products, and the state's convex-weighted sum over the "
@@ -230,14 +228,12 @@ def check_ssm(
 ) -> dict[str, Any]:
     """numpy (parallel form) vs onnx.reference vs onnxruntime on both graphs; the manifest's
     `equivalence` entry. Raises ExportError if any pair exceeds the tolerance."""
-    from .equivalence import Record, default_lengths, runners, sample_inputs
+    from .equivalence import Record, runners, sample_inputs
+    from .equivalence import model_lengths as choose_lengths
 
     rec = Record(tolerance)
     inputs = sample_inputs(config, batch, domain, seed)
-    n = config.max_len
-    model_lengths = default_lengths(n) if lengths is None else sorted(set(lengths))
-    if not model_lengths or model_lengths[0] < 1 or model_lengths[-1] > n:
-        raise ExportError(f"equivalence lengths {lengths!r} must lie in 1..max_len {n}")
+    model_lengths = choose_lengths(lengths, config.max_len)
     in_name = io_names(config)[0]
     full = {"ort": runners(graphs["model"], reference=False)["ort"]}  # onnx.reference: Scan on axis 0 only
     for x in inputs:

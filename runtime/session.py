@@ -478,18 +478,7 @@ class Session:
             raise InputError(
                 "run() is for decoder-only artifacts; for encoder-decoder use generate(src, max_new)"
             )
-        ndim = 2 if self.tokens else 3
-        if (
-            type(seq) is not np.ndarray
-            or seq.dtype != self.input_dtype
-            or seq.ndim != ndim
-            or seq.shape[0] != self.batch
-            or (not self.tokens and seq.shape[2] != self.config.d_in)
-        ):
-            want = f"[{self.batch}, T]" if self.tokens else f"[{self.batch}, T, {self.config.d_in}]"
-            raise InputError(
-                f"run input must be an ndarray of {self.input_dtype} with shape {want}, got {_describe(seq)}"
-            )
+        self._check_run_shape(seq)
         if not 1 <= seq.shape[1] <= (self.max_len if self.window is None else seq.shape[1]):
             raise ContextFull(
                 f"sequence length {seq.shape[1]} is outside 1..max_len {self.max_len} of this artifact; "
@@ -497,6 +486,29 @@ class Session:
                 if seq.shape[1]
                 else "sequence length 0: give at least one position"
             )
+        return self._full_pass(seq)
+
+    def _check_run_shape(self, seq: np.ndarray, *, nonempty: bool = False) -> None:
+        """run()'s input: exactly an ndarray of the input dtype, [B, T] (tokens) or [B, T, d_in];
+        nonempty (SsmSession, no max_len): T >= 1 is part of the shape. InputError otherwise."""
+        ndim = 2 if self.tokens else 3
+        if (
+            type(seq) is not np.ndarray
+            or seq.dtype != self.input_dtype
+            or seq.ndim != ndim
+            or seq.shape[0] != self.batch
+            or (not self.tokens and seq.shape[2] != self.config.d_in)
+            or (nonempty and seq.shape[1] < 1)
+        ):
+            want = f"[{self.batch}, T]" if self.tokens else f"[{self.batch}, T, {self.config.d_in}]"
+            raise InputError(
+                f"run input must be an ndarray of {self.input_dtype} with shape {want}"
+                f"{', T >= 1' if nonempty else ''}, got {_describe(seq)}"
+            )
+
+    def _full_pass(self, seq: np.ndarray) -> np.ndarray:
+        """The values checked (the input domain, token ids), then the backend's full pass; an
+        engine's exception as a BackendError. seq's shape and length checked by the caller."""
         self._validate_values(seq)
         try:
             return self.backend.full(seq)

@@ -36,7 +36,7 @@ from tickformer.artifact.reader import Artifact
 from tickformer.errors import InputError, TickformerError
 
 from .backends.ssm import SsmBackend
-from .session import Session, _busy, _describe, _engine_failure
+from .session import Session, _busy, _engine_failure
 
 WRAP = 1 << 16  # low part of the position: a list of this many ints, made once
 
@@ -111,26 +111,8 @@ class SsmSession(Session):
     def _run(self, seq: np.ndarray) -> np.ndarray:
         """Full pass over any length T >= 1 (no max_len: the Scan runs T steps)."""
         self._check_open()
-        ndim = 2 if self.tokens else 3
-        if (
-            type(seq) is not np.ndarray
-            or seq.dtype != self.input_dtype
-            or seq.ndim != ndim
-            or seq.shape[0] != self.batch
-            or (not self.tokens and seq.shape[2] != self.config.d_in)
-            or seq.shape[1] < 1
-        ):
-            want = f"[{self.batch}, T]" if self.tokens else f"[{self.batch}, T, {self.config.d_in}]"
-            raise InputError(
-                f"run input must be an ndarray of {self.input_dtype} with shape {want}, T >= 1, got {_describe(seq)}"
-            )
-        self._validate_values(seq)
-        try:
-            return self.backend.full(seq)
-        except TickformerError:
-            raise
-        except Exception as exc:
-            raise _engine_failure(self.backend.name, "in the full pass", exc) from exc
+        self._check_run_shape(seq, nonempty=True)
+        return self._full_pass(seq)
 
     def set_source(self, src: Any) -> None:
         raise InputError("set_source() is for encoder-decoder artifacts; this one is an ssm (decoder-only)")

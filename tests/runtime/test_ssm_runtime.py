@@ -106,6 +106,20 @@ def test_a_refused_or_failed_step_leaves_the_state(ssm_art, backend, monkeypatch
     np.testing.assert_array_equal(session.state(), before)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_run_refuses_an_empty_or_misshapen_sequence(ssm_art, backend):
+    """run() has no max_len for an ssm but still needs T >= 1 and the [B, T, d_in] float32 shape."""
+    session = runtime.load(ssm_art[0], backend=backend)
+    for bad in (
+        np.zeros((1, 0, SSM.d_in), np.float32),
+        np.zeros((1, 3, SSM.d_in + 1), np.float32),
+        np.zeros((1, 3, SSM.d_in), np.float64),
+    ):
+        with pytest.raises(InputError, match=r"T >= 1, got"):
+            session.run(bad)
+    assert session.run(inputs(session.config, 1)).shape[1] == 1
+
+
 def test_the_monitor_counts_state_bound_violations(ssm_art):
     """The mutant of the state contract: a bound below the real state is seen (monitor mode)."""
     path, _, manifest = ssm_art
