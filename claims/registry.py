@@ -280,6 +280,14 @@ def proofs() -> int:
     return len(PROOFS)
 
 
+def int_proofs(distinct: bool) -> int:
+    """The integer-valued CrossHair proofs (a spec with two wrong twins is one spec when distinct)."""
+    from tickformer.verify.proofs.crosshair import PROOFS
+
+    ints = [p.spec_name for p in PROOFS if p.values == "int"]
+    return len(set(ints)) if distinct else len(ints)
+
+
 def distinct_specs() -> int:
     """Specs counted once each (a spec with two wrong twins is one spec)."""
     from tickformer.verify.proofs.crosshair import PROOFS
@@ -819,6 +827,11 @@ _B = "benchmarks/test_contract_overhead.py::"
         "sum of cpu_s over every condition",
     )
     .literal("2", "2 cores")
+)
+(
+    Span(f"{K}#int-specs")
+    .run("int specs", lambda: int_proofs(True), "{}", "distinct int specs of PROOFS")
+    .run("int proofs", lambda: int_proofs(False), "{}", "int entries of PROOFS")
 )
 Span(f"{K}#crosshair").run(
     "version",

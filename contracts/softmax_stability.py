@@ -40,9 +40,19 @@ What is *not* claimed: that the weights equal the exact softmax to within u (tha
 error and the conditioning of the scores); decode equivalence has its own bound
 (`contracts.decode_equivalence`).
 
-The scalar functions at the bottom (`merged_max`, `rescale_exponents`, `merge_scalar`) are the
-operator's merge on Python floats, with PEP 316 contracts for CrossHair (`tickformer prove`);
-tests/contracts/test_softmax_stability.py checks that model.attention.merge agrees with them.
+What the proofs below rest on. The runtime calls model.attention.merge / finalize / _safe_max
+(vectorised numpy, float32 in the numpy backend); it calls none of the scalar functions here.
+    `merged_max`, `safe_max`, `rescale_exponents`, `rescale_factor`, `merge_scalar`,
+    `merge_assoc_gap` (PEP 316 contracts, CrossHair: `tickformer prove`): a *restatement* of the
+        merge's (m, l) on Python floats (binary64, math.exp), not the code the runtime runs, in
+        another precision and with another exp. They are evidence about the algorithm; the tie to
+        the operator is test_numpy_merge_agrees_with_scalar_spec (float64 arrays, l within 16 u,
+        Hypothesis draws), not a proof.
+    `merge_row`, `finalize_row` (+ `safe_max`) (z3 binary32: `tickformer prove --ieee754`):
+        op-for-op *copies* of merge / finalize / _safe_max on one row, dv = 1 (safe_max is an `if`
+        where _safe_max is np.where). The binary32 proofs are about these copies; that they are
+        the operator rests on test_merge_row_and_finalize_row_are_the_operator_bit_for_bit (bit
+        equality on 300 float32 draws, edges included), a test, not a proof.
 """
 
 from __future__ import annotations
@@ -188,7 +198,8 @@ def rescale_factor(d: float) -> float:
 
 
 def merge_scalar(ma: float, la: float, mb: float, lb: float) -> tuple[float, float]:
-    """The merge of model.attention.merge on one row's (m, l), Python floats.
+    """The merge of model.attention.merge restated on one row's (m, l), Python floats (a copy:
+    the runtime never calls it; see "What the proofs below rest on").
     A non-empty state has l >= 1 (S6), an empty one (m = -inf) has l = 0; the merge keeps both
     invariants: the normalizer is positive exactly when some key was selected.
 
@@ -222,7 +233,8 @@ def merge_assoc_gap(ma: float, mb: float, mc: float) -> float:
 
 
 def merge_row(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
-    """model.attention.merge on one row with one value column (dv = 1), operation for operation:
+    """A copy of model.attention.merge on one row with one value column (dv = 1), operation for
+    operation (the runtime calls model.attention.merge, not this):
     the same numpy ufuncs (np.maximum, np.exp) and the same IEEE operations in the same order, so
     called with np.float32 scalars it computes what the operator computes on float32 arrays
     (tests/contracts/test_softmax_stability.py checks bit-equality). verify/proofs/ieee754.py runs

@@ -30,6 +30,9 @@ class ContractEntry:
     tests: tuple[tuple[str, tuple[str, ...]], ...]  # (file in tests/contracts, test-name prefixes; () = all)
     monitor: str  # what checks it at run time
     exported: str  # what `tickformer verify` checks on an exported model ("" = nothing)
+    # what the proofs are about when it is not a function the runtime calls ("" = the runtime calls
+    # the proven functions, or there are none)
+    rests_on: str = ""
 
 
 CONTRACTS: tuple[ContractEntry, ...] = (
@@ -38,6 +41,10 @@ CONTRACTS: tuple[ContractEntry, ...] = (
         (("test_softmax_stability.py", ()),),
         "indirect: ContractMonitor output_bound (finite outputs) in check/monitor mode",
         "finite outputs over the domain and its edges",
+        "copies, not the runtime's code: the float specs restate model.attention.merge on Python floats "
+        "(binary64, math.exp), tied to the operator by test_numpy_merge_agrees_with_scalar_spec; the "
+        "binary32 proofs (`tickformer prove --ieee754`) are on merge_row / finalize_row / safe_max, op-for-op "
+        "copies tested bit-equal to model.attention (test_merge_row_and_finalize_row_are_the_operator_bit_for_bit)",
     ),
     ContractEntry(
         "masking",
@@ -216,6 +223,7 @@ def build_table(
                 "tests": property_tests(entry, tests_root),
                 "monitor": entry.monitor,
                 "exported": entry.exported,
+                "rests_on": entry.rests_on,
             }
         )
     return rows
@@ -243,6 +251,8 @@ def to_markdown(rows: list[dict[str, Any]], header_note: str) -> str:
             )
             or "—"
         )
+        if r.get("rests_on"):
+            proofs += f"<br>*rests on:* {r['rests_on']}"
         tests = "<br>".join(f"`{name.split('::')[-1]}`: {n}" for name, n in r["tests"]) or "—"
         bound = (r["bound"] or "—").replace("|", "\\|")
         lines.append(

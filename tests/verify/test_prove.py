@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 
 from tickformer.cli import main
 from tickformer.contracts import masking
@@ -71,3 +72,17 @@ def test_assurance_counts_examples_from_test_sources():
         module = importlib.import_module(f"tickformer.contracts.{entry.name}")
         assert rows[entry.name]["bound"] == module.BOUND, entry.name
     assert "(u + gamma_{n-1}) / (1 - gamma_{n-1})" in rows["softmax_stability"]["bound"]
+
+
+def test_rests_on_names_the_tests_it_rests_on():
+    """A contract whose proofs are about copies says so in the table, and the tests that tie the
+    copies to the runtime's code, named there, exist (a renamed test would leave the label stale)."""
+    rows = {r["contract"]: r for r in assurance.build_table(None)}
+    labelled = [e for e in assurance.CONTRACTS if e.rests_on]
+    assert "softmax_stability" in {e.name for e in labelled}
+    for entry in labelled:
+        named = set(re.findall(r"\btest_\w+", entry.rests_on))
+        assert named, entry.name
+        have = {name.split("::")[-1] for name, _ in rows[entry.name]["tests"]}
+        assert named <= have, (entry.name, named - have)
+    assert "*rests on:* copies, not the runtime's code" in assurance.to_markdown(list(rows.values()), "")

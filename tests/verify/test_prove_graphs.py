@@ -204,22 +204,8 @@ def test_mutant_causal_mask_sees_one_ahead(art):
 
 
 def test_mutant_full_pass_dropped_where_is_not_causal(art):
-    m = _model(art)
-    producers = {o: n for n in m.graph.node for o in n.output}
     # the mask Where: its condition is the sliced constant (a Slice), its 'false' a -inf scalar
-    node = next(
-        n
-        for n in m.graph.node
-        if n.op_type == "Where"
-        and producers.get(n.input[0]) is not None
-        and producers[n.input[0]].op_type == "Slice"
-    )
-    src, dst = node.input[1], node.output[0]
-    for other in m.graph.node:
-        for i, x in enumerate(other.input):
-            if x == dst:
-                other.input[i] = src
-    m.graph.node.remove(node)
+    m = _drop_where(_model(art), ("Slice",))
     proof = prove_model_proto(m, "mutant", max_len=16)
     assert _claims(proof)["causal"] == FAILED
 

@@ -1,11 +1,13 @@
 """IEEE-754 proofs of the online-softmax merge, finalize and safe max on binary32, round to
 nearest even, with z3's floating-point theory (`tickformer prove`; no reals anywhere).
 
-What is proven is the runtime's own code: `contracts.softmax_stability.merge_row`,
-`finalize_row` and `safe_max` are model.attention.merge / finalize / _safe_max on one row,
-operation for operation (the operator is vectorised numpy; these scalar rows are what it is tested
-bit-equal to, tests/contracts/test_softmax_stability.py). The functions are *executed* on
-symbolic binary32 values (`F32`): +, -, *, / become z3 fpAdd/fpSub/fpMul/fpDiv with RNE, the
+What is proven is `contracts.softmax_stability.merge_row`, `finalize_row` and `safe_max`:
+op-for-op scalar copies of model.attention.merge / finalize / _safe_max on one row (dv = 1;
+safe_max is an `if` where _safe_max is np.where). The runtime calls the vectorised operator, not
+these copies: that the copies compute what it computes rests on a test, bit equality on 300
+float32 draws with the edges (tests/contracts/test_softmax_stability.py
+test_merge_row_and_finalize_row_are_the_operator_bit_for_bit), not on a proof. The functions are
+*executed* on symbolic binary32 values (`F32`): +, -, *, / become z3 fpAdd/fpSub/fpMul/fpDiv with RNE, the
 comparisons fpLT/fpEQ/..., numpy's ufuncs (np.exp, np.maximum) dispatch to this module through
 `__array_ufunc__`, and every Python `if` on a symbolic condition forks the run (all paths are
 enumerated; a claim is proven when z3 finds no input on any path that breaks it: unsat).
