@@ -530,6 +530,7 @@ for _name, _keys in (
             lambda n=_name, k=_k: fp16_errors(n)["normwise"][k],
             "{:.2e}",
             f"measure_error(... preset({_name!r}) ...)['normwise'][{_k!r}]",
+            rtol=0.01,  # the float32 parts of the graphs follow the BLAS kernels in their last bits
         )
     _FP16.run(
         f"{_name} worst", lambda n=_name: fp16_errors(n)["worst"], "{:.2e}", f"measure_error {_name} worst"
@@ -1126,6 +1127,7 @@ LITERALS: dict[str, dict[str, str]] = {
         "-1e9": "an example of the additive mask the fp16-range rule flags",
         "10.15": "a TensorRT release number",
         "10": "gpu_check.sh's 10x the manifest tolerance (a threshold)",
+        "1": "the claims check's relative tolerance on the fp16 table (rtol=0.01)",
     },
     "docs/claims.md": {"5.3": "an example of a ratio in the rule's description"},
     "docs/architecture.md": {},
@@ -1145,7 +1147,6 @@ LITERALS: dict[str, dict[str, str]] = {
         "-87.3": "ln of float32's smallest normal number, where exp turns subnormal",
         "3e38": "values planted in stale cache rows by the tests",
         "1e-5": "the tolerance's floor (export/bounds.py)",
-        "50": "the claims check's relative tolerance on the equivalence table (rtol=0.5)",
     },
     "docs/control.md": {
         "1e-6": "the EKF's process noise on theta (model/plant.py HiddenEKF q_theta)",
@@ -1631,7 +1632,7 @@ Span(f"{D}#exp-numpy").run("numpy exp ulp", exp_ulp, "{:.2f}", "exp_ulp() in cla
     .literal("8", "the 8-step sequence after a reset (codegen/golden.py)")
     .result("max abs", _CE, "codegen_test.golden.max_abs", sci(2))
     .result("normwise", _CE, "codegen_test.golden.normwise_u", "{:.2f}")
-    .literal("1.5", "the re-run's tolerance factor (rtol=0.5 below)")
+    .literal("2", "the re-run's tolerance factor (rtol=0.5 of the larger value below)")
     .run(
         "ort max abs",
         lambda: control_equivalence()["equivalence"]["pairs"]["step:ort_vs_numpy"]["max_abs"],
@@ -1836,7 +1837,6 @@ for _order in ("1", "2", "4", "8"):
 )
 
 
-@functools.cache
 def per_batch_vs_2d() -> tuple[float, float]:
     """docs/training.md's command: the share of entries where x @ w (3-D, BLAS per batch row) and the
     2-D product over all rows differ, and the largest difference relative to max |x @ w|."""
@@ -1849,10 +1849,47 @@ def per_batch_vs_2d() -> tuple[float, float]:
     return float(np.mean(d != 0)), float(np.abs(d).max() / np.abs(x @ w).max())
 
 
+MATMUL = "claims/results/matmul_rounding.json"
+# Which kernels BLAS picks for the two products depends on the CPU: the share is one machine's fact,
+# so every machine's value is kept, keyed by its CPU model, and never re-run on whatever runs the check.
+RESULTS["matmul"] = ResultsFile("matmul", MATMUL, "utc", "refresh_matmul")
+
+
+def refresh_matmul() -> None:
+    """Adds (or replaces) this machine's line in the results file; other machines' lines stay."""
+    import platform
+    import time
+
+    path = ROOT / MATMUL
+    data = json.loads(path.read_text()) if path.exists() else {"machines": {}}
+    names = [ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")]
+    cpu = names[0] if names else platform.processor() or platform.machine()
+    share, rel = per_batch_vs_2d()
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    key = re.sub(r"[^a-z0-9]+", "_", cpu.lower()).strip("_")
+    data["machines"][key] = {
+        "cpu_model": cpu,
+        "share": share,
+        "max_rel": rel,
+        "utc": now,
+        "source": "refresh",
+    }
+    data["utc"] = now
+    data["command"] = "python claims/check.py --refresh matmul (docs/training.md's python -c command)"
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
 (
     Span(f"{T}#matmul")
-    .run("share", lambda: 100 * per_batch_vs_2d()[0], "{:.0f}", "the python -c command next to it", tol=10)
-    .run("rel", lambda: per_batch_vs_2d()[1], sci(1), "the same command", rtol=0.5)
+    .derived("amd share", "matmul", lambda d: 100 * d["machines"]["amd_epyc"]["share"], "{:.0f}", "percent")
+    .result("amd rel", "matmul", "machines.amd_epyc.max_rel", sci(1))
+    .derived(
+        "xeon share",
+        "matmul",
+        lambda d: 100 * d["machines"]["intel_r_xeon_r_processor"]["share"],
+        "{:.0f}",
+        "percent",
+    )
 )
 (
     Span(f"{T}#fix")
