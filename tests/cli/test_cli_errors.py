@@ -218,7 +218,7 @@ CASES = [
     ("run", ["{ART}", "--input", "{TMP}/wide.npy"], "shape"),
     ("run", ["{ART}", "--input", "{TMP}/nan.npy"], "non-finite"),
     ("run", ["{ART}", "--input", "{TMP}/out_of_domain.npy"], "outside the declared domain"),
-    ("run", ["{ART}", "--input", "{TMP}/too_long.npy"], "<= 16"),
+    ("run", ["{ART}", "--input", "{TMP}/too_long.npy"], "max_len 16; re-export with --max-len 17"),
     ("run", ["{ART}", "--input", "{TMP}/ints.npy"], "floating point"),
     ("run", ["{ART}", "--input", "{TMP}/ok.npy", "--threads", "0"], "threads"),
     ("run", ["{ART}", "--input", "{TMP}/ok.npy", "--repeat", "0"], "--repeat 0"),
@@ -276,6 +276,8 @@ CASES = [
     ("codegen", ["{TMP}/nowhere", "--out", "{TMP}/g1"], "nowhere"),
     ("codegen", ["{ART}", "--out", "{KEEP}"], "not a tickformer codegen output"),
     ("codegen", ["{BAD_ART}", "--out", "{TMP}/g2"], "SHA-256"),
+    ("codegen", ["{ART}", "--out", "{TMP}/g3", "--trust", "{PUB}"], "not signed"),
+    ("codegen", ["{OTHER_SIGNED_ART}", "--out", "{TMP}/g4", "--trust", "{PUB}"], "not by the trusted key"),
 ]
 
 
