@@ -105,6 +105,33 @@ def test_info_reports_a_corrupted_checkpoint(capsys, tmp_path) -> None:
     assert "SHA-256" in capsys.readouterr().err
 
 
+@pytest.mark.timeout(30)
+def test_info_shows_the_verified_manifest_not_a_file_swapped_in_after(capsys, tmp_path, monkeypatch) -> None:
+    """Before: info re-read checkpoint.json by path after load_checkpoint verified it, so a FIFO
+    swapped in between hung it (and a swapped file would have been shown as verified)."""
+    import os
+
+    import tickformer.model.checkpoint as ckpt_module
+    from tickformer.model import init_params, preset
+    from tickformer.model.checkpoint import save_checkpoint
+
+    root = tmp_path / "ck"
+    cfg = preset("tiny")
+    save_checkpoint(root, cfg, init_params(cfg, 3), {"task": "pendulum"})
+    listed = json.loads((root / "checkpoint.json").read_text())["files"]
+    real = ckpt_module.load_checkpoint
+
+    def load_then_swap(path):
+        loaded = real(path)
+        (root / "checkpoint.json").unlink()
+        os.mkfifo(root / "checkpoint.json")
+        return loaded
+
+    monkeypatch.setattr(ckpt_module, "load_checkpoint", load_then_swap)
+    assert main(["info", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"] == listed
+
+
 def test_entry_point_runs(tmp_path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "tickformer", "info", "--preset", "paper-base"],
