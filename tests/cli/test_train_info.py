@@ -58,7 +58,7 @@ def test_info_json_and_list(capsys) -> None:
         ),
         (
             ["train", "--task", "reverse", "--out", "{tmp}/r", "--steps", "0", "--quiet"],
-            "--steps 0 must be >= 1",
+            "--steps 0 must be a positive integer",
         ),
     ],
 )
