@@ -8,8 +8,12 @@ them: bounded work per call, standard operators only, every byte inside the hash
 - control flow (`If`, `Loop`, `Scan`, `SequenceMap`) unless the artifact kind allows that
   operator in that graph (`tickformer.artifact.format.CONTROL_FLOW`); an allowed one must have
   a static trip count: a `Loop`'s M is a constant in 1..max_trip, a `Scan`'s scan inputs are
-  graph inputs or initializers whose scan axis is an integer <= max_trip or a symbolic length
-  (which the session bounds: a sequence is at most max_len). Bodies are checked by the same rules.
+  graph inputs or initializers whose scan axis is an integer <= max_trip or a symbolic length.
+  A symbolic length is the length of the input the caller passes: the Scan runs once per
+  position of it, each time the body's fixed work, so one call's work is linear in the size of
+  the caller's own array (the session bounds T by max_len, except for the ssm kind, whose full
+  pass takes any T >= 1); it never comes from a value inside the graph. Bodies are checked by
+  the same rules.
 
 Graphs are walked without recursion (a hostile file may nest subgraphs thousands deep). Raises
 ArtifactError naming the graph, the node and the fix. Not real-time code (runs once, at load).

@@ -46,7 +46,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from tickformer import sealed
+from tickformer import sealed, validation
 from tickformer.contracts.input_domain import check_domain
 from tickformer.errors import ArtifactError, CheckpointError, ConfigError, FileRefused, UntrustedArtifact
 from tickformer.model.checkpoint import parse_weights
@@ -155,14 +155,6 @@ def _fail(root: Path, what: str) -> ArtifactError:
     return ArtifactError(f"{root}: {what}")
 
 
-def _is_int(value: Any) -> bool:
-    return type(value) is int
-
-
-def _is_number(value: Any) -> bool:
-    return type(value) in (int, float)
-
-
 def _parse_manifest(root: Path, directory: Directory) -> tuple[Any, bytes]:
     """(parsed manifest, its bytes), read through `directory` (strict JSON)."""
     if directory.kind(MANIFEST) == "missing":
@@ -206,7 +198,7 @@ def _check_io_spec(root: Path, graph: str, key: str, spec: Any) -> None:
         and isinstance(v.get("name"), str)
         and isinstance(v.get("dtype"), str)
         and isinstance(v.get("shape"), list)
-        and all(_is_int(d) or isinstance(d, str) for d in v["shape"])
+        and all(validation.is_int(d) or isinstance(d, str) for d in v["shape"])
         for v in spec
     )
     if not ok:
@@ -226,7 +218,7 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
     if not isinstance(files, dict) or not all(
         isinstance(v, dict)
         and isinstance(v.get("sha256"), str)
-        and _is_int(v.get("bytes"))
+        and validation.is_int(v.get("bytes"))
         and 0 <= v["bytes"] <= MAX_FILE_BYTES
         for v in files.values()
     ):
@@ -258,12 +250,12 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
             _check_io_spec(root, name, key, spec.get(key))
     for key in ("batch", "max_len"):
         value = manifest[key]
-        if not _is_int(value) or value < 1:
+        if not validation.is_int(value) or value < 1:
             raise _fail(
                 root, f"{MANIFEST}: {key} {value!r} must be a positive integer; re-export the artifact"
             )
     domain = manifest["input_domain"]
-    if not isinstance(domain, list) or len(domain) != 2 or not all(_is_number(v) for v in domain):
+    if not isinstance(domain, list) or len(domain) != 2 or not all(validation.is_real(v) for v in domain):
         raise _fail(
             root, f"{MANIFEST}: input_domain {domain!r} must be [lo, hi], two numbers; re-export the artifact"
         )
@@ -277,7 +269,7 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
         ) from None
     tolerance = manifest["tolerance"]
     if not isinstance(tolerance, dict) or not all(
-        _is_number(tolerance.get(k)) and math.isfinite(tolerance[k]) and tolerance[k] >= 0
+        validation.is_real(tolerance.get(k)) and math.isfinite(tolerance[k]) and tolerance[k] >= 0
         for k in ("atol", "rtol")
     ):
         raise _fail(
@@ -286,7 +278,7 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
             "re-export the artifact",
         )
     bound = manifest.get("output_bound")
-    if bound is not None and not (_is_number(bound) and math.isfinite(bound) and bound > 0):
+    if bound is not None and not (validation.is_real(bound) and math.isfinite(bound) and bound > 0):
         raise _fail(
             root,
             f"{MANIFEST}: output_bound {bound!r} must be null or a finite positive number; re-export the artifact",
@@ -297,8 +289,8 @@ def _check_header(root: Path, manifest: Any) -> None:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise _fail(root, f"{MANIFEST} format is not {FORMAT!r}; this is not a tickformer artifact")
     version = manifest.get("version")
-    if not _is_int(version) or version not in READS:
-        shown = version if _is_int(version) else f"{version!r} ({type(version).__name__})"
+    if not validation.is_int(version) or version not in READS:
+        shown = version if validation.is_int(version) else f"{version!r} ({type(version).__name__})"
         raise _fail(
             root,
             f"artifact format version {shown} is not supported (this tickformer reads "

@@ -66,6 +66,7 @@ __all__ = [
     "artifact_hash",
     "analyze",
     "certify_session",
+    "certify_artifact",
     "certify_onnx",
     "estimate_pwcet",
     "PASS",

@@ -33,6 +33,16 @@ def is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def is_real(value: Any) -> bool:
+    """A real number, int or float (numpy scalars included), that is not a bool; finiteness is
+    the caller's check."""
+    import numpy as np
+
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
 def integer(
     value: Any,
     name: str,
@@ -85,9 +95,7 @@ def real(
     error: type[TickformerError] = ConfigError,
 ) -> float:
     """A finite real number (int or float, not a bool) in the given interval. Returns a float."""
-    import numpy as np
-
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    ok = is_real(value)
     v = float(value) if ok else math.nan
     if ok and math.isfinite(v):
         low_ok = min_value is None or (v > min_value if exclude_min else v >= min_value)

@@ -1,5 +1,5 @@
 """The graphs of an artifact carry the weights of its weights.npz: checked by building the graphs
-again from weights.npz and comparing every number in them.
+again from weights.npz and comparing the tensors in them by what they are.
 
 Two copies of the model live in an artifact: weights.npz (what the numpy backend and the
 reference run) and the initializers of each .onnx graph (what ONNX Runtime and TensorRT run),
@@ -8,38 +8,91 @@ tables with the input bias added: export/graphs.py). Hashes make each file intac
 consistent: a re-sealed artifact could pair the weights of one model with the graphs of another.
 `check_graph_weights(artifact)` rebuilds the graphs from `artifact.params()` with the manifest's
 config, batch, opset and precision (export/graphs.py, export/fp16.py: deterministic) and
-requires every tensor of each stored graph -- initializers and Constant values, by name -- to
-equal the rebuilt one bit for bit. The graph structure is checked elsewhere (operators:
-artifact/graph_rules.py; inputs and outputs: artifact/format.py), so an artifact exported by a
-version whose graph layout differs fails here only if its numbers differ.
+compares the tensors of each stored graph (initializers and Constant values, in subgraphs too)
+in two classes:
+
+- **named tensors** -- every tensor the builder names: the parameters (their weights.npz names),
+  the values derived from them (`*_step`, `pe_plus_in_bias_step`, ...) and the named tables
+  (`pe`, `causal`, `key_index`, ...). The stored graph must hold exactly the rebuilt graph's
+  names, each equal bit for bit. This is where the weights are: a changed, missing or added one
+  is "does not run this artifact's weights".
+- **numbered constants** -- the small structural values the builder creates without a name
+  (`GraphBuilder.const` numbers them `c_1`, `c_2`, ...; `scan_c_N` in a Scan body, `__fp16`
+  copies): reshape shapes, axes, split sizes, scalars such as -inf, 0 or 1/sqrt(dh). Their
+  numbers follow the order the builder happens to create them in, so any change to the builder
+  renumbers them; they are compared by value, not by number: every numbered constant of the
+  stored graph must equal (dtype, shape, bytes) one the builder writes for this config now.
+  A stored graph cannot smuggle a weight in under a number (its value is no constant the builder
+  writes), and an artifact whose graph an older builder wired differently still loads as long as
+  its weights and structural values are this builder's -- the artifacts exported before the
+  re-cut (tests/artifact/fixtures/) do. When they are not, the message says that the weights
+  match and the structure is another tickformer's, and to re-export.
+
+The wiring itself (which node reads what) is not compared: operators are checked by
+artifact/graph_rules.py, inputs and outputs by artifact/format.py, and the graph as a whole only
+by a signature (SECURITY.md, "Hashing and signing").
 
 Not real-time code (runs once, at load, for the backends that run graphs).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections import Counter
+from typing import Any, Iterator
 
 from tickformer.artifact.reader import Artifact
 from tickformer.errors import ArtifactError, TickformerError
 
+# The names GraphBuilder.const gives an unnamed constant ("c_<n>"), as a Scan body's builder
+# prefixes them ("scan_c_<n>") and as to_fp16 copies them ("c_<n>__fp16").
+NUMBERED = re.compile(r"(?:[a-z]+_)*c_[0-9]+(?:__fp16)?")
 
-def graph_tensors(model: Any) -> dict[str, bytes]:
-    """{name: serialized TensorProto} of every initializer and Constant-node value of `model`'s
-    main graph (Constant values keyed by the node's output name). protobuf hands back a name that
-    is not valid UTF-8 as bytes; it is decoded with escapes so every key is a str (and differs from
-    every name export writes)."""
-    out = {_text(init.name): init.SerializeToString() for init in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Constant":
-            for attr in node.attribute:
-                if attr.HasField("t"):
-                    out[f"{_text(node.output[0])}#{_text(attr.name)}"] = attr.t.SerializeToString()
-    return out
+
+def is_numbered(name: str) -> bool:
+    """True for a constant the builder numbered rather than named (compared by value)."""
+    return NUMBERED.fullmatch(name) is not None
 
 
 def _text(name: str | bytes) -> str:
     return name.decode("utf-8", "backslashreplace") if isinstance(name, bytes) else name
+
+
+def _tensors(graph: Any, prefix: str = "") -> Iterator[tuple[str, str, Any]]:
+    """(key, name, TensorProto) of every initializer and Constant-node value of `graph` and of
+    its subgraphs (a Scan body's), keyed by path so equal names in two scopes stay apart."""
+    for init in graph.initializer:
+        name = _text(init.name)
+        yield prefix + name, name, init
+    for node in graph.node:
+        for attr in node.attribute:
+            if node.op_type == "Constant" and attr.HasField("t"):
+                name = _text(node.output[0]) if node.output else ""
+                yield f"{prefix}{name}#{_text(attr.name)}", name, attr.t
+            subgraphs = [attr.g] if attr.HasField("g") else []
+            for sub in [*subgraphs, *attr.graphs]:
+                yield from _tensors(sub, f"{prefix}{_text(node.name)}.{_text(attr.name)}/")
+
+
+def _value(tensor: Any) -> bytes:
+    """The serialized tensor without its name: what it is, whatever it is called."""
+    copy = type(tensor)()
+    copy.CopyFrom(tensor)
+    copy.ClearField("name")
+    return copy.SerializeToString()
+
+
+def graph_tensors(model: Any) -> dict[str, bytes]:
+    """{key: serialized TensorProto} of every named tensor of `model` (initializers and
+    Constant-node values, subgraphs included; a Constant keyed "output#attribute"). protobuf
+    hands back a name that is not valid UTF-8 as bytes; it is decoded with escapes so every key is
+    a str (and differs from every name export writes)."""
+    return {key: t.SerializeToString() for key, name, t in _tensors(model.graph) if not is_numbered(name)}
+
+
+def numbered_constants(model: Any) -> Counter[bytes]:
+    """The values (name cleared) of `model`'s numbered constants, with multiplicity."""
+    return Counter(_value(t) for _, name, t in _tensors(model.graph) if is_numbered(name))
 
 
 def rebuilt_graphs(artifact: Artifact) -> dict[str, Any]:
@@ -68,8 +121,9 @@ def rebuilt_graphs(artifact: Artifact) -> dict[str, Any]:
 
 
 def check_graph_weights(artifact: Artifact) -> None:
-    """Raise ArtifactError unless every tensor of every graph equals the one export builds from
-    weights.npz (module docstring). Parses the verified bytes (`verified_graph_bytes`)."""
+    """Raise ArtifactError unless every named tensor of every graph equals the one export builds
+    from weights.npz and every numbered constant is one the builder writes (module docstring).
+    Parses the verified bytes (`verified_graph_bytes`)."""
     import onnx
 
     from tickformer.artifact.reader import verified_graph_bytes
@@ -81,12 +135,21 @@ def check_graph_weights(artifact: Artifact) -> None:
                 f"{artifact.root}: graph {name!r} is not one export builds for a {artifact.config.arch} "
                 "artifact; re-export it"
             )
-        stored = graph_tensors(onnx.load_model_from_string(verified_graph_bytes(artifact, name)))
-        expected = graph_tensors(rebuilt[name])
+        model = onnx.load_model_from_string(verified_graph_bytes(artifact, name))
+        stored, expected = graph_tensors(model), graph_tensors(rebuilt[name])
         if stored != expected:
             differ = sorted(n for n in set(stored) | set(expected) if stored.get(n) != expected.get(n))
             raise ArtifactError(
                 f"{artifact.graph_path(name)}: tensors {differ[:3]} differ from the graph export builds from "
                 f"weights.npz ({len(differ)} of {len(expected)}): the graph does not run this artifact's weights; "
                 "re-export the artifact"
+            )
+        known = numbered_constants(rebuilt[name])
+        foreign = [v for v in numbered_constants(model) if v not in known]
+        if foreign:
+            raise ArtifactError(
+                f"{artifact.graph_path(name)}: its weights equal those export builds from weights.npz, but "
+                f"{len(foreign)} structural constant(s) (shapes, axes, scalars) are none this tickformer's graph "
+                "builder writes: the graph was built by another tickformer version, or altered; re-export the "
+                "artifact with this tickformer"
             )

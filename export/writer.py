@@ -59,6 +59,11 @@ def export_config(config: Config, max_len: int | None, batch: int) -> Config:
     validation.integer(
         max_len, "--max-len", min_value=1, max_value=config.max_len, hint=hint, error=ExportError
     )
+    if config.window is not None and max_len < config.window:
+        raise ExportError(
+            f"--max-len {max_len} is below the model's window {config.window}: a windowed artifact's max_len "
+            f"must hold a full window; raise --max-len to {config.window}..{config.max_len} (or omit it)"
+        )
     return config.replace(max_len=max_len)
 
 

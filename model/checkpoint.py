@@ -68,6 +68,9 @@ class Checkpoint:
     files: Mapping[str, bytes] = field(
         default_factory=dict, repr=False, compare=False
     )  # extra files, verified
+    # checkpoint.json as verified at load (its "files" listing: names, sizes, SHA-256), so a
+    # reader shows what was checked without opening the file again by path
+    manifest: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 sha256_bytes = sealed.sha256_bytes
@@ -398,7 +401,14 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     params = parse_weights(contents[WEIGHTS_FILE], config, where=str(root / WEIGHTS_FILE))
     ordered = {name: params[name] for name in parameter_shapes(config)}
     extra = {name: data for name, data in contents.items() if name not in (CONFIG_FILE, WEIGHTS_FILE)}
-    return Checkpoint(config=config, params=ordered, meta=manifest.get("meta", {}), path=root, files=extra)
+    return Checkpoint(
+        config=config,
+        params=ordered,
+        meta=manifest.get("meta", {}),
+        path=root,
+        files=extra,
+        manifest=manifest,
+    )
 
 
 def read_extra_file(checkpoint: Checkpoint, name: str) -> bytes:

@@ -108,8 +108,9 @@ def seeded_generators(seed: int) -> dict[str, np.random.Generator]:
 
 def single_threaded_blas() -> contextlib.AbstractContextManager[Any]:
     """Limit BLAS to one thread while training: the matrices are small (rows of 64-128), so
-    threads buy nothing, and on a shared 2-core machine spinning BLAS threads slowed a step
-    ~10x in our measurements. Uses threadpoolctl when installed, else changes nothing."""
+    threads buy nothing, and BLAS threads spinning on cores that other processes hold slow every
+    step (docs/training.md, "Training speed"). Uses threadpoolctl when installed, else changes
+    nothing."""
     try:
         from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - optional dependency

@@ -1,6 +1,7 @@
 """Imports flow one way (docs/architecture.md): a test that reads every import of the package.
 
-    base      tickformer.{errors, validation, durable, sealed}   stdlib + numpy only
+    base      tickformer (the package itself), tickformer.{errors, validation, durable, sealed,
+              safe_files, signing}                               stdlib + numpy (+ cryptography)
     contracts tickformer.contracts                               statements, bounds, hot-path checks
     model     tickformer.model                                   numpy Transformer, training
     artifact  tickformer.artifact                                the exported format, its reader
@@ -11,13 +12,19 @@
 
 A module may import only from its own layer's package or from layers above it in this list.
 Every import counts, also the lazy ones inside functions (they are how a module defers an
-optional dependency, not how it escapes the order). The walk is over the source files named by
-pyproject's package-dir, parsed with `ast`.
+optional dependency, not how it escapes the order), and so do imports by name:
+`importlib.import_module("tickformer.x")` / `__import__(...)` (a string, or an f-string's
+leading `tickformer.x.` part) and any other string that names a tickformer module (a registry
+such as runtime/backends REGISTRY holds the names it imports later), docstrings excepted. The
+walk is over the source files named by pyproject's package-dir, parsed with `ast`. Every module
+must sit in a layer: the bare `tickformer` entry is the package's own `__init__` only, so a new
+module of core/ is placed by name.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -26,7 +33,15 @@ import tomllib
 REPO = Path(__file__).resolve().parents[1]
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("tickformer.errors", "tickformer.validation", "tickformer.durable", "tickformer.sealed", "tickformer"),
+    (
+        "tickformer",  # core/__init__.py only (`unit` matches it exactly, never as a prefix)
+        "tickformer.errors",
+        "tickformer.validation",
+        "tickformer.durable",
+        "tickformer.sealed",
+        "tickformer.safe_files",
+        "tickformer.signing",
+    ),
     ("tickformer.contracts",),
     ("tickformer.model",),
     ("tickformer.artifact",),
@@ -40,6 +55,11 @@ ALLOWED = {
     # Deprecated alias kept until the next artifact format change (certification moved out of verify).
     ("tickformer.verify.certify", "tickformer.certify"),
 }
+
+
+ROOT = "tickformer"
+MODULE_NAME = re.compile(r"tickformer(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+DYNAMIC_IMPORTS = {"import_module", "__import__"}
 
 
 def package_dirs() -> dict[str, Path]:
@@ -62,11 +82,13 @@ def modules() -> dict[str, Path]:
 
 
 def unit(module: str) -> str:
-    """The layer entry a module belongs to (longest matching prefix)."""
+    """The layer entry a module belongs to (longest matching prefix; the root "tickformer" only
+    as itself), or "" for a module in no layer."""
     best = ""
     for layer in LAYERS:
         for entry in layer:
-            if (module == entry or module.startswith(entry + ".")) and len(entry) > len(best):
+            inside = module == entry or (entry != ROOT and module.startswith(entry + "."))
+            if inside and len(entry) > len(best):
                 best = entry
     return best
 
@@ -98,7 +120,37 @@ def imports(path: Path, module: str) -> list[tuple[int, str]]:
                 out += [(node.lineno, f"tickformer.{a.name}") for a in node.names]
             else:
                 out.append((node.lineno, target))
+        elif isinstance(node, ast.Call) and _called(node.func) in DYNAMIC_IMPORTS and node.args:
+            arg = node.args[0]
+            if isinstance(arg, ast.JoinedStr):  # f"tickformer.commands.{name}": its constant head
+                head = ""
+                for part in arg.values:
+                    if not isinstance(part, ast.Constant):
+                        break
+                    head += str(part.value)
+                name = head.rstrip(".")
+                if name.split(".")[0] == "tickformer":
+                    out.append((node.lineno, name))
+    docstrings = {id(d) for d in _docstrings(tree)}
+    for node in ast.walk(tree):  # names in strings: import_module("tickformer.x"), registries
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            if MODULE_NAME.fullmatch(node.value):
+                out.append((node.lineno, node.value))
     return out
+
+
+def _called(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _docstrings(tree: ast.Module) -> list[ast.Constant]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.append(body[0].value)
+    return found
 
 
 def violations(mods: dict[str, Path] | None = None) -> list[str]:
@@ -116,9 +168,20 @@ def violations(mods: dict[str, Path] | None = None) -> list[str]:
     return found
 
 
+def unplaced(mods: list[str]) -> list[str]:
+    return [m for m in mods if not unit(m)]
+
+
 def test_every_module_is_in_a_layer():
-    unplaced = [m for m in modules() if not unit(m)]
-    assert not unplaced, f"modules outside every layer of LAYERS: {unplaced}"
+    missing = unplaced(list(modules()))
+    assert not missing, f"modules outside every layer of LAYERS: {missing}"
+
+
+def test_a_new_module_outside_every_layer_is_reported():
+    """The check can fail: a new base module not named in LAYERS (before, the bare "tickformer"
+    entry matched every module as a prefix, so nothing was ever unplaced)."""
+    assert unplaced(["tickformer.newthing", "tickformer.errors", "tickformer"]) == ["tickformer.newthing"]
+    assert unit("tickformer.commands.run") == "tickformer.commands"
 
 
 def test_imports_flow_one_way():
@@ -140,3 +203,23 @@ def test_the_check_catches_an_import_against_the_order(module, target, tmp_path)
     path = tmp_path / "planted.py"
     path.write_text(f"def f():\n    import {target}\n")
     assert any(target in v for v in violations({module: path}))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import importlib\n\ndef f():\n    return importlib.import_module("tickformer.runtime.session")\n',
+        'from importlib import import_module\n\ndef f(n):\n    return import_module(f"tickformer.runtime.{n}")\n',
+        'def f():\n    return __import__("tickformer.runtime.session")\n',
+        'REGISTRY = {"ort": ("tickformer.runtime.backends.ort", "pip install")}\n',
+    ],
+    ids=["import_module", "f-string", "__import__", "registry string"],
+)
+def test_imports_by_name_are_seen(source, tmp_path):
+    """importlib.import_module("tickformer.x") and module names kept in strings count as imports
+    (before, the walk saw only import statements); a docstring naming a module does not."""
+    path = tmp_path / "planted.py"
+    path.write_text(source)
+    assert any("tickformer.runtime" in v for v in violations({"tickformer.export.graphs": path}))
+    path.write_text('"""See tickformer.runtime.session."""\n')
+    assert violations({"tickformer.export.graphs": path}) == []

@@ -1,5 +1,6 @@
 """The arguments several subcommands share, defined once: artifact path, --backend, --threads,
---seed, --out, --domain.
+--seed, --out, --domain, --trust, a bare ONNX model's --step/--spec/--vocab, and the parser of
+--vocab's value (`parse_vocab`).
 
 `glued_values(argv)` lets a value that starts with "-" follow its flag as a separate word
 (`--domain -1:1`): argparse would take "-1:1" for an unknown option, so such a pair is glued
@@ -11,6 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Any, Sequence
+
+from tickformer.errors import ConfigError
 
 # Flags whose value may begin with "-" (a negative number, a negative interval).
 NEGATIVE_VALUE_FLAGS = ("--domain",)
@@ -41,18 +44,27 @@ def artifact(p: argparse.ArgumentParser, *, name: str = "artifact", help: str | 
 
 
 def backend(
-    p: argparse.ArgumentParser, *, default: str | None = "ort", help: str | None = None, **kwargs: Any
+    p: argparse.ArgumentParser,
+    *,
+    default: str | None = "ort",
+    help: str | None = None,
+    choices: Sequence[str] | None = None,
+    **kwargs: Any,
 ) -> None:
     """--backend NAME, one of the runtime's backend registry. Checked when the backend is loaded
-    (not by argparse `choices`): an unknown name is a one-line error like every other, exit 1."""
+    (not by argparse `choices`): an unknown name is a one-line error like every other, exit 1.
+    A command that serves only some backends names them in `choices` (argparse checks those,
+    e.g. `build`: engines exist for tensorrt only)."""
     from tickformer.runtime.backends import REGISTRY
 
+    names = sorted(REGISTRY) if choices is None else list(choices)
     text = help or f"runtime backend (default {default})"
     p.add_argument(
         "--backend",
         default=default,
         metavar="NAME",
-        help=f"{text}; one of {', '.join(sorted(REGISTRY))}",
+        choices=None if choices is None else names,
+        help=f"{text}; one of {', '.join(names)}",
         **kwargs,
     )
 
@@ -68,8 +80,9 @@ def seed(p: argparse.ArgumentParser, *, default: int = 0, help: str = "seed") ->
     p.add_argument("--seed", type=int, default=default, metavar="S", help=f"{help} (default {default})")
 
 
-def out(p: argparse.ArgumentParser, *, help: str, default: Path | None = None) -> None:
-    p.add_argument("--out", type=Path, required=default is None, default=default, metavar="DIR", help=help)
+def out(p: argparse.ArgumentParser, *, help: str, default: Path | None = None, metavar: str = "DIR") -> None:
+    """--out PATH: required unless a default is given."""
+    p.add_argument("--out", type=Path, required=default is None, default=default, metavar=metavar, help=help)
 
 
 def domain(p: argparse.ArgumentParser, *, help: str) -> None:
@@ -98,6 +111,24 @@ def bare_onnx(p: argparse.ArgumentParser, *, values: bool = True) -> None:
     )
     if values:
         domain(p, help="bare ONNX: input domain of float inputs")
-        p.add_argument(
-            "--vocab", default=None, metavar="LO:HI", help="bare ONNX: token id range of integer inputs"
-        )
+        vocab(p, help="bare ONNX: token id range of integer inputs")
+
+
+def vocab(p: argparse.ArgumentParser, *, help: str) -> None:
+    """--vocab LO:HI, read with `parse_vocab`."""
+    p.add_argument("--vocab", default=None, metavar="LO:HI", help=help)
+
+
+def parse_vocab(text: str | None) -> tuple[int, int] | None:
+    """--vocab LO:HI as (lo, hi), 0 <= lo <= hi; None stays None. ConfigError naming the fix."""
+    if text is None:
+        return None
+    try:
+        lo, hi = (int(v) for v in text.split(":"))
+    except ValueError:
+        raise ConfigError(
+            f"--vocab {text!r} must look like LO:HI with integer ids, e.g. --vocab 0:999"
+        ) from None
+    if not 0 <= lo <= hi:
+        raise ConfigError(f"--vocab {text!r}: ids must satisfy 0 <= LO <= HI, e.g. --vocab 0:999")
+    return lo, hi

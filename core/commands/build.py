@@ -25,8 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("artifact", type=Path, help="exported artifact directory")
-    p.add_argument("--backend", required=True, choices=["tensorrt"], help="engine kind to build")
+    shared.artifact(p)
+    shared.backend(p, default=None, required=True, choices=["tensorrt"], help="engine kind to build")
     shared.trust(p)
     p.add_argument("--precision", default="fp32", choices=list(PRECISIONS))
     p.add_argument(

@@ -109,10 +109,11 @@ def _certifier(args: argparse.Namespace) -> Any:
 
         raise ArtifactError(f"{args.artifact} does not exist; pass an artifact directory or a .onnx file")
     from tickformer.artifact.foreign import Flags
-    from tickformer.commands.verify import _vocab
     from tickformer.contracts.input_domain import parse_domain
 
-    flags = Flags(domain=parse_domain(args.domain) if args.domain else None, vocab=_vocab(args.vocab))
+    flags = Flags(
+        domain=parse_domain(args.domain) if args.domain else None, vocab=shared.parse_vocab(args.vocab)
+    )
     return functools.partial(
         certify_onnx, step=args.step, spec=args.spec, flags=flags, mode=args.mode, max_len=args.max_len
     )

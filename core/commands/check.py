@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("artifact", type=Path, help="exported artifact directory, or one .onnx file")
+    shared.artifact(p, help="exported artifact directory, or one .onnx file")
     shared.trust(p)
     shared.bare_onnx(p, values=False)
     p.add_argument(

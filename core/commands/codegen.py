@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from typing import Any
 
+from tickformer.commands import args as shared
 from tickformer.errors import BackendError, BackendUnavailable
 
 
@@ -24,12 +25,9 @@ def register(subparsers: Any) -> None:
         "weights and caller-placed state, golden vectors from the numpy reference, a standalone test program "
         "and a Makefile (docs/codegen.md).",
     )
-    p.add_argument("artifact", help="exported artifact directory (tickformer export ... --out ART)")
-    p.add_argument(
-        "--out",
-        required=True,
-        help="output directory (replaced atomically if it holds a previous codegen output)",
-    )
+    shared.artifact(p)
+    shared.trust(p)
+    shared.out(p, help="output directory (replaced atomically if it holds a previous codegen output)")
     p.add_argument(
         "--force", action="store_true", help="replace --out even if it is not a previous codegen output"
     )
@@ -41,9 +39,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tickformer.artifact import open_artifact
     from tickformer.codegen import write
 
-    out = write(args.artifact, args.out, force=args.force)
+    # Opened (hashes, and the signature with --trust) once here; codegen works from these bytes.
+    out = write(open_artifact(args.artifact, trust=args.trust), args.out, force=args.force)
     print(
         f"wrote {out}: tf_model.h tf_model.c (the step), tf_test.c tf_golden.h (checks), Makefile; run "
         f"`make -C {out} test`"

@@ -21,11 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("checkpoint", type=Path, help="checkpoint directory (tickformer train --out)")
-    p.add_argument(
-        "--out",
-        type=Path,
-        required=True,
-        help="artifact directory to write (replaced atomically if it is an artifact)",
+    shared.out(
+        p, metavar="ART", help="artifact directory to write (replaced atomically if it is an artifact)"
     )
     p.add_argument(
         "--max-len",

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     ckpt = load_checkpoint(args.checkpoint)
     count = parameter_count(ckpt.config)
-    manifest = json.loads((args.checkpoint / "checkpoint.json").read_text())
+    manifest = ckpt.manifest  # the verified checkpoint.json: never opened again by path
     if args.json:
         print(
             json.dumps(

@@ -133,7 +133,6 @@ def foreign_summary(sig: Any, sizes: dict[str, tuple[int, str]]) -> list[str]:
 
 def _run_foreign(args: argparse.Namespace) -> int:
     from tickformer.artifact.foreign import Flags, open_signature
-    from tickformer.commands.verify import _vocab
     from tickformer.contracts.input_domain import parse_domain
     from tickformer.errors import ConfigError
 
@@ -143,7 +142,7 @@ def _run_foreign(args: argparse.Namespace) -> int:
         )
     flags = Flags(
         domain=parse_domain(args.domain) if args.domain is not None else None,
-        vocab=_vocab(args.vocab),
+        vocab=shared.parse_vocab(args.vocab),
         max_t=args.max_t,
         step=args.step,
         require_domain=False,

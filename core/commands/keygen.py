@@ -8,7 +8,8 @@ Refuses to overwrite an existing key. See SECURITY.md (signed artifacts).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from tickformer.commands import args as shared
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,9 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--out", type=Path, required=True, metavar="NAME", help="private key file (NAME.pub beside)"
-    )
+    shared.out(p, metavar="NAME", help="private key file (NAME.pub beside)")
     p.set_defaults(func=run)
 
 

@@ -128,8 +128,18 @@ def _save(path: Path, out: np.ndarray) -> None:
         ) from None
 
 
-def _steps(session, data: np.ndarray, repeat: int) -> tuple[np.ndarray, np.ndarray]:
-    """Step through data [B, T, ...] `repeat` times; outputs of the last pass, every step's time."""
+def _steps(session, data: np.ndarray, repeat: int, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Step through data [B, T, ...] `repeat` times; outputs of the last pass, every step's time.
+    The session checks every input (shape, dtype, values, and the length: past max_len a static
+    cache raises ContextFull, a windowed or ssm session goes on); its error is re-raised naming
+    the file and the position."""
+    from tickformer.errors import ContextFull, InputError, TickformerError
+
+    if data.ndim < 2 or data.shape[1] < 1:
+        want = f"[{session.batch}, T]" if session.tokens else f"[{session.batch}, T, {session.config.d_in}]"
+        raise InputError(
+            f"{path}: shape {data.shape} is not a sequence {want}, T >= 1; save it in that shape"
+        )
     t = data.shape[1]
     xs = [np.ascontiguousarray(data[:, i : i + 1]) for i in range(t)]  # prepared before timing
     out = np.zeros((session.batch, t) + session.backend.step_output_shape[2:], dtype=np.float32)
@@ -138,13 +148,22 @@ def _steps(session, data: np.ndarray, repeat: int) -> tuple[np.ndarray, np.ndarr
         session.reset()
         for i, x in enumerate(xs):
             start = time.perf_counter_ns()
-            y = session.step(x)
+            try:
+                y = session.step(x)
+            except ContextFull:
+                raise ContextFull(
+                    f"{path}: {t} positions do not fit this artifact's static cache of max_len {session.max_len}; "
+                    f"re-export with --max-len {t} or split the sequence"
+                ) from None
+            except TickformerError as exc:
+                raise type(exc)(f"{path} (shape {data.shape}), position {i}: {exc}") from None
             times[r * t + i] = time.perf_counter_ns() - start
             out[:, i] = y[:, 0]
     return out, times
 
 
 def run(args: argparse.Namespace) -> int:
+    from tickformer import validation
     from tickformer.errors import InputError
     from tickformer.runtime import load
 
@@ -154,8 +173,7 @@ def run(args: argparse.Namespace) -> int:
             f"--binding/--threads are options of the ort backends, not of {args.backend!r}; drop them "
             "or use --backend ort"
         )
-    if args.repeat < 1:
-        raise InputError(f"--repeat {args.repeat} must be >= 1")
+    validation.positive_int(args.repeat, "--repeat", hint="e.g. --repeat 10", error=InputError)
     _check_output(args.output, args.artifact)
     with load(
         args.artifact, backend=args.backend, contracts=args.contracts, trust=args.trust, **options
@@ -169,26 +187,7 @@ def run(args: argparse.Namespace) -> int:
             out = session.generate(data, args.max_new or session.max_len, bos=args.bos, eos=args.eos)
             times = None
         else:
-            limit = None if session.config.block == "ssm" else session.max_len  # ssm: any T
-            if (
-                data.ndim != len(session.input_shape)
-                or data.shape[0] != session.batch
-                or (limit is not None and data.shape[1] > limit)
-            ):
-                raise InputError(
-                    f"{args.input}: shape {data.shape} does not fit this artifact: need "
-                    f"[{session.batch}, T"
-                    + ("" if limit is None else f"(<= {limit})")
-                    + ("]" if session.tokens else f", {session.config.d_in}]")
-                    + (
-                        f"; re-export with --max-len {data.shape[1]} or split the sequence"
-                        if limit is not None
-                        and data.ndim == len(session.input_shape)
-                        and data.shape[1] > limit
-                        else "; save it in that shape"
-                    )
-                )
-            out, times = _steps(session, data, args.repeat)
+            out, times = _steps(session, data, args.repeat, args.input)
         if args.output is not None:
             _save(args.output, out)
         print(

@@ -18,7 +18,6 @@ Same seed, same loss curve bit for bit.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from tickformer.commands import args as shared
 
@@ -35,12 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         help="built-in task: reverse (encoder-decoder, tokens) or pendulum (decoder-only, continuous)",
     )
-    p.add_argument(
-        "--out",
-        type=Path,
-        required=True,
-        help="checkpoint directory to write (an existing checkpoint there is replaced)",
-    )
+    shared.out(p, help="checkpoint directory to write (an existing checkpoint there is replaced)")
     p.add_argument(
         "--preset",
         default=None,
@@ -138,7 +132,7 @@ def with_window(config, text: str):  # type: ignore[no-untyped-def]
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from tickformer.errors import ConfigError
+    from tickformer import validation
     from tickformer.model.checkpoint import check_target
     from tickformer.model.config import preset
     from tickformer.model.tasks import get_task
@@ -150,10 +144,8 @@ def run(args: argparse.Namespace) -> int:
     if args.window is not None:
         config = with_window(config, args.window)
     config = with_block(config, args.block, args.d_state)
-    if args.steps is not None and args.steps < 1:
-        raise ConfigError(f"--steps {args.steps} must be >= 1")
-    if args.seed < 0:
-        raise ConfigError(f"--seed {args.seed} must be >= 0")
+    validation.optional_positive_int(args.steps, "--steps", hint="e.g. --steps 1500")
+    validation.nonneg_int(args.seed, "--seed", hint="e.g. --seed 0")
     settings = TrainSettings.for_task(task, steps=args.steps, seed=args.seed)
     check_target(args.out)  # fail now, not after training
     result = train(

@@ -15,11 +15,11 @@ DIR/verify.json (schema: docs/verify.md) and DIR/verify.md hold the report eithe
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from pathlib import Path
 from typing import Any
 
+from tickformer import validation
 from tickformer.commands import args as shared
 from tickformer.errors import ConfigError
 
@@ -34,16 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     shared.artifact(p, name="path", help="artifact directory or .onnx file")
-    p.add_argument(
-        "--step", type=Path, default=None, metavar="STEP.onnx", help="the step graph of a KV-cache pair"
-    )
-    p.add_argument(
-        "--spec",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="property spec (.toml or .json): docs/verify.md",
-    )
+    shared.bare_onnx(p, values=False)
     shared.backend(p, help="ort (CPU; default), ort-cuda, ort-trt; artifacts also numpy")
     shared.trust(p)
     p.add_argument(
@@ -51,9 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     shared.seed(p, help="Hypothesis seed (reproducible)")
     shared.domain(p, help="input domain of every float input (default: the artifact's manifest; the spec)")
-    p.add_argument(
-        "--vocab", default=None, metavar="LO:HI", help="token id range of integer inputs (e.g. 0:999)"
-    )
+    shared.vocab(p, help="token id range of integer inputs (e.g. 0:999)")
     p.add_argument(
         "--output-bound", type=float, default=None, metavar="B", help="declared bound on every |output|"
     )
@@ -64,21 +53,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     shared.out(p, default=Path("verify-out"), help="report and counterexamples (default ./verify-out)")
     p.set_defaults(func=run, error_exit=USAGE_EXIT)
-
-
-def _vocab(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    parts = text.split(":")
-    try:
-        lo, hi = (int(v) for v in parts)
-    except ValueError:
-        raise ConfigError(
-            f"--vocab {text!r} must look like LO:HI with integer ids, e.g. --vocab 0:999"
-        ) from None
-    if not 0 <= lo <= hi:
-        raise ConfigError(f"--vocab {text!r}: ids must satisfy 0 <= LO <= HI, e.g. --vocab 0:999")
-    return lo, hi
 
 
 def _open(open_model, path: Path, backend: str, max_t: int, trust: Path | None = None, **kwargs: Any):
@@ -103,16 +77,13 @@ def run(args: argparse.Namespace) -> int:
     from tickformer.verify.properties import open_model, verify_model
     from tickformer.verify.properties.report import build_report, write_report
 
-    if args.examples < 1:
-        raise ConfigError(f"--examples {args.examples} must be >= 1")
-    if args.output_bound is not None and not (math.isfinite(args.output_bound) and args.output_bound > 0):
-        raise ConfigError(
-            f"--output-bound {args.output_bound!r} must be a positive number, e.g. --output-bound 10"
-        )
+    validation.positive_int(args.examples, "--examples", hint="e.g. --examples 50")
+    if args.output_bound is not None:
+        validation.positive_real(args.output_bound, "--output-bound", hint="e.g. --output-bound 10")
     domain = parse_domain(args.domain) if args.domain is not None else None
     flags = Flags(
         domain=domain,
-        vocab=_vocab(args.vocab),
+        vocab=shared.parse_vocab(args.vocab),
         output_bound=args.output_bound,
         max_t=args.max_t,
         causal=False if args.not_causal else None,

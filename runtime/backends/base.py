@@ -35,7 +35,23 @@ import numpy as np
 
 from tickformer.artifact.format import cache_shape, out_width
 from tickformer.artifact.reader import Artifact
-from tickformer.errors import BackendError
+from tickformer.errors import BackendError, TickformerError
+
+
+def ring_cache_backends() -> list[str]:
+    """The registered backends whose class runs windowed artifacts (`Backend.ring_cache`), for
+    messages. Imports each backend module (their engines load lazily); a module that cannot be
+    imported here is left out. Not real-time."""
+    from . import REGISTRY, backend_class
+
+    names = []
+    for name in REGISTRY:
+        try:
+            if backend_class(name).ring_cache:
+                names.append(name)
+        except TickformerError:
+            continue
+    return names
 
 
 class Backend(abc.ABC):
@@ -52,8 +68,9 @@ class Backend(abc.ABC):
             raise TypeError(f"backend {self.name!r} takes no options {sorted(options)}")
         if artifact.config.window is not None and not self.ring_cache:
             raise BackendError(
-                f"backend {self.name!r} does not run windowed artifacts (window {artifact.config.window}: a "
-                "ring KV cache); it would run them with a full cache, so it refuses: use backend numpy or ort"
+                f"backend {self.name!r} has no ring KV cache, which a windowed artifact (window "
+                f"{artifact.config.window}) needs, so it refuses it; use a backend that has one: "
+                f"{', '.join(ring_cache_backends())}"
             )
         self.artifact = artifact
         self.config = artifact.config

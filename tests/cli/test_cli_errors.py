@@ -75,6 +75,8 @@ def _files(root: Path) -> dict[str, str]:
     save_checkpoint(ckpt, cfg, params, {"task": "pendulum", "input_domain": [-10.0, 10.0]})
     art = root / "art"
     export_params(cfg, params, art, lengths=[1, 16])
+    windowed = cfg.replace(window=8)
+    save_checkpoint(root / "window_ckpt", windowed, init_params(windowed, 0), {"task": "pendulum"})
     bad_ckpt = root / "bad_ckpt"
     shutil.copytree(ckpt, bad_ckpt)
     data = bytearray((bad_ckpt / "weights.npz").read_bytes())
@@ -117,6 +119,7 @@ def _files(root: Path) -> dict[str, str]:
             "ONNX": root / "causal.onnx",
             "BAD_SPEC": root / "bad_spec.toml",
             "CKPT": ckpt,
+            "WINDOW_CKPT": root / "window_ckpt",
             "ART": art,
             "BAD_CKPT": bad_ckpt,
             "BAD_ART": bad_art,
@@ -208,6 +211,7 @@ CASES = [
     ("export", ["{CKPT}", "--out", "{TMP}/e8", "--domain", "abc"], "LO:HI"),
     ("export", ["{CKPT}", "--out", "{TMP}/e9", "--domain=-inf:1"], "finite"),
     ("export", ["{CKPT}", "--out", "{KEEP}"], "refusing to overwrite"),
+    ("export", ["{WINDOW_CKPT}", "--out", "{TMP}/e12", "--max-len", "4"], "raise --max-len to 8..16"),
     ("inspect", ["{TMP}/nowhere"], "not a directory"),
     ("inspect", ["{BAD_ART}"], "step.onnx SHA-256"),
     ("inspect", ["{FUTURE_ART}"], "version 99"),
@@ -218,7 +222,7 @@ CASES = [
     ("run", ["{ART}", "--input", "{TMP}/wide.npy"], "shape"),
     ("run", ["{ART}", "--input", "{TMP}/nan.npy"], "non-finite"),
     ("run", ["{ART}", "--input", "{TMP}/out_of_domain.npy"], "outside the declared domain"),
-    ("run", ["{ART}", "--input", "{TMP}/too_long.npy"], "<= 16"),
+    ("run", ["{ART}", "--input", "{TMP}/too_long.npy"], "max_len 16; re-export with --max-len 17"),
     ("run", ["{ART}", "--input", "{TMP}/ints.npy"], "floating point"),
     ("run", ["{ART}", "--input", "{TMP}/ok.npy", "--threads", "0"], "threads"),
     ("run", ["{ART}", "--input", "{TMP}/ok.npy", "--repeat", "0"], "--repeat 0"),
@@ -276,6 +280,8 @@ CASES = [
     ("codegen", ["{TMP}/nowhere", "--out", "{TMP}/g1"], "nowhere"),
     ("codegen", ["{ART}", "--out", "{KEEP}"], "not a tickformer codegen output"),
     ("codegen", ["{BAD_ART}", "--out", "{TMP}/g2"], "SHA-256"),
+    ("codegen", ["{ART}", "--out", "{TMP}/g3", "--trust", "{PUB}"], "not signed"),
+    ("codegen", ["{OTHER_SIGNED_ART}", "--out", "{TMP}/g4", "--trust", "{PUB}"], "not by the trusted key"),
 ]
 
 

@@ -58,7 +58,7 @@ def test_info_json_and_list(capsys) -> None:
         ),
         (
             ["train", "--task", "reverse", "--out", "{tmp}/r", "--steps", "0", "--quiet"],
-            "--steps 0 must be >= 1",
+            "--steps 0 must be a positive integer",
         ),
     ],
 )
@@ -103,6 +103,33 @@ def test_info_reports_a_corrupted_checkpoint(capsys, tmp_path) -> None:
     (out_dir / "weights.npz").write_bytes(bytes(data))
     assert main(["info", str(out_dir)]) == 1
     assert "SHA-256" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(30)
+def test_info_shows_the_verified_manifest_not_a_file_swapped_in_after(capsys, tmp_path, monkeypatch) -> None:
+    """Before: info re-read checkpoint.json by path after load_checkpoint verified it, so a FIFO
+    swapped in between hung it (and a swapped file would have been shown as verified)."""
+    import os
+
+    import tickformer.model.checkpoint as ckpt_module
+    from tickformer.model import init_params, preset
+    from tickformer.model.checkpoint import save_checkpoint
+
+    root = tmp_path / "ck"
+    cfg = preset("tiny")
+    save_checkpoint(root, cfg, init_params(cfg, 3), {"task": "pendulum"})
+    listed = json.loads((root / "checkpoint.json").read_text())["files"]
+    real = ckpt_module.load_checkpoint
+
+    def load_then_swap(path):
+        loaded = real(path)
+        (root / "checkpoint.json").unlink()
+        os.mkfifo(root / "checkpoint.json")
+        return loaded
+
+    monkeypatch.setattr(ckpt_module, "load_checkpoint", load_then_swap)
+    assert main(["info", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"] == listed
 
 
 def test_entry_point_runs(tmp_path) -> None:

@@ -128,7 +128,22 @@ def _collect_test_states(stats) -> None:
                 _relutil.OUTCOMES.tests[nodeid] = label
 
 
-def _report_markdown(command: str) -> str:
+def _examples_line(seed: object) -> str:
+    """How this run drew its Hypothesis examples: derandomized (the `repro` profile: the counts
+    are reproducible) or random from the run's seed (the `ci` profile: the fuzz counts change
+    from run to run, and HYPOTHESIS_SEED reruns these examples)."""
+    from hypothesis import settings
+
+    profile = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+    if settings.default.derandomize:
+        return f"profile `{profile}`: derandomized, the examples depend only on the test: the counts are reproducible"
+    return (
+        f"profile `{profile}`: random examples from seed {seed}, so the fuzz counts vary between runs; "
+        f"prefix the command with HYPOTHESIS_SEED={seed} to draw these examples again"
+    )
+
+
+def _report_markdown(command: str, seed: object = None) -> str:
     import hypothesis
     import numpy
     import onnx
@@ -146,8 +161,7 @@ def _report_markdown(command: str) -> str:
         "```",
         "",
         f"Run: {now}, Python {platform.python_version()}, numpy {numpy.__version__}, onnx {onnx.__version__}, "
-        f"onnxruntime {onnxruntime.__version__}, hypothesis {hypothesis.__version__} "
-        f"(profile `{os.environ.get('HYPOTHESIS_PROFILE', 'ci')}`: derandomized, so the counts are reproducible).",
+        f"onnxruntime {onnxruntime.__version__}, hypothesis {hypothesis.__version__} ({_examples_line(seed)}).",
         "",
         "## Mutated artifacts, checkpoints and bad inputs: how each case ended",
         "",
@@ -234,5 +248,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     _collect_test_states(terminalreporter.stats)
     args = " ".join(config.invocation_params.args)
     command = f"{REPORT_ENV}={target} .venv/bin/python -m pytest {args}"
-    Path(target).write_text(_report_markdown(command) + "\n", encoding="utf-8")
+    seed = config.getoption("hypothesis_seed", None)
+    Path(target).write_text(_report_markdown(command, seed) + "\n", encoding="utf-8")
     terminalreporter.write_line(f"reliability report written to {target}")

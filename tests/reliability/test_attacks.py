@@ -495,7 +495,9 @@ def test_unbounded_or_custom_graph_is_refused_at_load(art_src, tmp_path, worker,
 @pytest.mark.timeout(30)
 def test_control_flow_allowlist_is_per_kind_and_needs_a_static_trip_count():
     """The one-line extension for a recurrent kind (format.CONTROL_FLOW): Scan allowed there,
-    with scan inputs of static or symbolic (session-bounded) length; a Loop needs a constant M."""
+    with scan inputs of static length or the symbolic length of a graph input (the caller's
+    array: work linear in it); a scan over a value computed in the graph is refused (its length
+    could come from anything, e.g. a Tile by a constant); a Loop needs a constant M."""
     from tickformer.artifact import graph_rules
 
     body = helper.make_graph(
@@ -514,9 +516,21 @@ def test_control_flow_allowlist_is_per_kind_and_needs_a_static_trip_count():
         ],
     )
 
-    def scan_model(length):
+    def scan_model(length, computed=False):
+        nodes = [
+            helper.make_node(
+                "Scan",
+                ["s0", "x2" if computed else "x"],
+                ["s", "y"],
+                body=body,
+                num_scan_inputs=1,
+                name="rec",
+            )
+        ]
+        if computed:  # an Identity here; a Tile by a constant would give the scan any length
+            nodes.insert(0, helper.make_node("Identity", ["x"], ["x2"]))
         graph = helper.make_graph(
-            [helper.make_node("Scan", ["s0", "x"], ["s", "y"], body=body, num_scan_inputs=1, name="rec")],
+            nodes,
             "g",
             [
                 helper.make_tensor_value_info("s0", TensorProto.FLOAT, [2]),
@@ -529,12 +543,14 @@ def test_control_flow_allowlist_is_per_kind_and_needs_a_static_trip_count():
     rules = dict(max_trip=16, where="model.onnx", what="a recurrent artifact's model graph")
     graph_rules.check_graph(
         scan_model("T"), allowed=frozenset({"Scan"}), **rules
-    )  # symbolic: bounded by max_len
+    )  # symbolic: the length of the caller's input
     graph_rules.check_graph(scan_model(16), allowed=frozenset({"Scan"}), **rules)
     with pytest.raises(ArtifactError, match="scan length 17 is outside 1..16"):
         graph_rules.check_graph(scan_model(17), allowed=frozenset({"Scan"}), **rules)
     with pytest.raises(ArtifactError, match="control flow"):
         graph_rules.check_graph(scan_model("T"), allowed=frozenset(), **rules)
+    with pytest.raises(ArtifactError, match="computed inside the graph"):
+        graph_rules.check_graph(scan_model("T", computed=True), allowed=frozenset({"Scan"}), **rules)
     from tickformer.artifact.format import CONTROL_FLOW, allowed_control_flow
 
     assert (

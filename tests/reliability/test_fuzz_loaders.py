@@ -18,7 +18,8 @@ run counts every case; the test then fails listing the first few. Known defects 
 are marked xfail(strict=True) with the file and the fix. Manifests carry their own SHA-256:
 the mutations that must reach the schema checks recompute it (`_relutil.resealed`).
 
-Bounded in time: example counts below (derandomized `ci` profile), ~30 s in all on 2 cores.
+Bounded in time: example counts below (random examples from the run's seed under the `ci`
+profile, fixed ones under `repro`: tests/conftest.py), ~30 s in all on 2 cores.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ def test_run_reports_bad_input_in_one_line(tiny_art, tmp_path, capsys):
     assert "non-finite" in err and "(0, 0, 1)" in err and err.count("\n") == 1
     np.save(tmp_path / "long.npy", np.zeros((1, 17, 3)))
     assert main(["run", str(path), "--input", str(tmp_path / "long.npy")]) == 1
-    assert "T(<= 16)" in capsys.readouterr().err
+    assert "max_len 16; re-export with --max-len 17" in capsys.readouterr().err
 
 
 def test_run_generates_for_seq2seq(seq2seq_art, tmp_path, capsys):
