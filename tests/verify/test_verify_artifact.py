@@ -18,6 +18,7 @@ from tickformer.verify.properties import (
     run_property,
 )  # noqa: E402
 from tickformer.verify.properties.models import ArtifactModel  # noqa: E402
+from tickformer.verify.properties.plans import PROPERTY_NAMES  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,7 @@ def test_correct_artifact_passes_every_property(artifact, tmp_path):
     ]
     assert all(p["status"] == "pass" for p in report["properties"])
     assert report["domain"] == [-2.0, 2.0]  # from the manifest
+    assert [p["name"] for p in report["properties"]] == list(PROPERTY_NAMES["decoder"])  # what --skip knows
 
 
 def xs(model):
@@ -189,6 +191,7 @@ def test_encoder_decoder_artifact_passes_every_property(seq2seq_artifact, tmp_pa
         "numpy_vs_backend": "pass",
         "rejected_step_is_harmless": "pass",
     }
+    assert list(got) == list(PROPERTY_NAMES["encoder-decoder"])
 
 
 def test_token_runtime_that_accepts_an_unknown_id_is_caught(token_artifact, tmp_path):
@@ -284,7 +287,9 @@ def test_windowed_artifact_passes_every_property(windowed_artifact, tmp_path):
     report = json.loads((tmp_path / "verify.json").read_text())
     assert rc == 0, report
     names = [p["name"] for p in report["properties"]]
-    assert names[-2:] == ["window_isolation", "slides_past_max_len"] and len(names) == 8
+    assert names[-2:] == ["window_isolation", "slides_past_max_len"] and names == list(
+        PROPERTY_NAMES["windowed"]
+    )
     assert all(p["status"] == "pass" for p in report["properties"])
 
 
@@ -329,4 +334,6 @@ def test_a_session_that_stops_at_max_len_fails_slides_past_max_len(windowed_arti
         out_dir=tmp_path,
     )
     model.close()
-    assert r.status != "pass"
+    # a skip would satisfy `!= "pass"`: the property must fail, and say why
+    assert r.status == "fail" and "raised ContextFull" in r.message, r
+    assert r.counterexample is not None and np.load(r.counterexample)["x"].shape[1] == n
