@@ -336,6 +336,57 @@ def test_a_runtime_error_on_an_in_domain_input_is_a_violation(tmp_path):
     assert r.status == "fail" and r.message == "raised BackendError: the backend failed"
 
 
+def _perturbed(path, factor):
+    """The bytes of the graph at `path` with its weight w scaled by `factor`."""
+    from onnx import numpy_helper
+
+    m = onnx.load(path)
+    for i, init in enumerate(m.graph.initializer):
+        if init.name == "w":
+            m.graph.initializer[i].CopyFrom(
+                numpy_helper.from_array(numpy_helper.to_array(init) * factor, "w")
+            )
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("rel", [1e-3, 1e-4])
+def test_a_disagreeing_unoptimized_session_and_reference_are_caught(tmp_path, rel):
+    """optimizations_agree and onnx_reference fail when the other evaluation computes something
+    else (here: the graph with its weights off by a relative 1e-3 or 1e-4, standing in for an
+    optimizer or a kernel that changes the result; this graph's tolerance is 4.1e-6, and the worst
+    gaps over 20 examples measured 137-246 (1e-3), 14-25 (1e-4) and 1.1-1.7 (1e-5) times it over seeds 0-3, so
+    1e-5 would sit on the edge): the gap is reported against the tolerance, both outputs saved."""
+    from tickformer.runtime.foreign import Graph, Reference
+
+    path = signal_model(tmp_path / "causal.onnx", "causal")
+    model = ForeignModel(path, flags=Flags(domain=(-1.0, 1.0)))
+    other = _perturbed(path, np.float32(1 + rel))
+    model._unoptimized["full"] = Graph(other, name="perturbed (unoptimized)", optimization="disable")
+    model._reference["full"] = Reference(other, name="perturbed")
+    results = {r.name: r for r in verify_model(model, examples=20, out_dir=tmp_path / "out")}
+    model.close()
+    for name, label in (
+        ("optimizations_agree", "onnxruntime without graph optimizations"),
+        ("onnx_reference", "onnx.reference"),
+    ):
+        r = results[name]
+        assert r.status == "fail" and f"onnxruntime vs {label} normwise gap" in r.message, r
+        assert r.details["margin"] > 1 and r.details["tolerance"]["full"]["rel"] < rel
+        data = np.load(r.counterexample)
+        assert {"x", "output.ort.y", "output.other.y"} <= set(data.files)
+    assert {
+        n: r.status for n, r in results.items() if n not in ("optimizations_agree", "onnx_reference")
+    } == {
+        "dynamic_axes": "pass",
+        "runs_in_domain": "pass",
+        "finite_outputs": "pass",
+        "output_bound": "skip",
+        "causality": "pass",
+        "padding_mask": "skip",
+        "step_equals_full": "skip",
+    }
+
+
 def test_bad_paths_and_signatures_are_one_line_errors_exit_2(tmp_path, capsys):
     assert main(["verify", str(tmp_path / "missing.onnx"), "--domain", "0:1"]) == 2
     assert "does not exist" in capsys.readouterr().err
