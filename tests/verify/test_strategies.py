@@ -82,9 +82,9 @@ def test_ids_inside_and_out_of_vocabulary_outside():
 
 def test_hypothesis_own_floats_are_drawn():
     """Beside the uniform, edge and fraction branches, the values come from Hypothesis's own float
-    strategy too (it favours signed zeros and magnitudes across the exponent range): -0.0 and
-    values between 1e-30 and 1e-8 appear, which no other branch on [-1, 1] draws (without the
-    Hypothesis branch both counts are 0: measured by removing it)."""
+    strategy too (it favours signed zeros, among its "nasty" values): -0.0 appears, which no other
+    branch on [-1, 1] draws (without the Hypothesis branch the count is 0: measured by removing
+    it). Magnitudes between 1e-30 and 1e-8 (7 of 1200 values alone) were not drawn at all inside
+    the whole suite, whose loaded modules change the constants Hypothesis mixes in: not asserted."""
     xs = np.concatenate([x.ravel() for x in draws(interval_arrays((4,), -1.0, 1.0, np.float32))])
-    assert ((xs == 0) & np.signbit(xs)).sum() >= 3  # measured 24-34 of 1200
-    assert ((np.abs(xs) > 1e-30) & (np.abs(xs) < 1e-8)).sum() >= 1  # measured 7
+    assert ((xs == 0) & np.signbit(xs)).sum() >= 1  # measured 24-34 of 1200 values alone
