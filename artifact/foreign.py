@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from tickformer.errors import ArtifactError, ConfigError, FileRefused
+from tickformer.validation import is_int
 
 SPEC_VERSION = 1
 MAX_SPEC_BYTES = 1 << 20
@@ -56,8 +57,36 @@ PASSTHROUGH_OPS = frozenset({"Cast", "Unsqueeze", "Squeeze", "Reshape", "Identit
 FLOAT_DTYPES = ("float16", "float32", "float64")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
-# The spec file's schema (JSON Schema 2020-12), published in docs/verify.md. `load_spec` checks
-# exactly these rules by hand (no dependency), with messages that name the key and the fix.
+# The properties `verify` checks on a bare model, in the order it runs them (its plan,
+# verify/properties/plans.py foreign_plan, yields exactly these; with several mask inputs,
+# padding_mask is one property per mask, named padding_mask[INPUT]). A spec's `skip` and
+# --skip name them; "padding_mask" skips every mask's.
+FOREIGN_PROPERTIES = (
+    "dynamic_axes",
+    "runs_in_domain",
+    "finite_outputs",
+    "output_bound",
+    "causality",
+    "padding_mask",
+    "step_equals_full",
+    "optimizations_agree",
+    "onnx_reference",
+)
+PER_MASK_PATTERN = r"^padding_mask\[.+\]$"
+
+# The spec file's schema (JSON Schema 2020-12), published in docs/verify.md. `check_spec` checks
+# these rules by hand (no dependency), with messages that name the key and the fix, and the
+# rules a schema cannot express (SCHEMA_CANNOT_EXPRESS); `resolve` then checks the names against
+# the graph. tests/verify/test_spec.py runs both on the same documents (jsonschema where installed).
+SCHEMA_CANNOT_EXPRESS = (
+    "every interval [LO, HI] is non-empty, LO <= HI (domain, vocab, axes)",
+    "numbers are finite (domain, bound, output_bound, tolerance_factor: TOML can write inf, nan and numbers "
+    "past the float range)",
+    "names exist in the graph (inputs, outputs, axes, causal, cache.pairs, cache.inputs, padding_mask[INPUT])",
+    "a domain with one [LO, HI] per feature has as many as the input's last axis",
+    "a [cache] section has a step graph (cache.step or --step)",
+    "integers are written without a fraction (JSON Schema counts 2.0 as an integer; the spec does not)",
+)
 _RANGE = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}
 _AXIS = {"oneOf": [{"type": "integer"}, {"const": False}]}
 _BOX = {
@@ -70,19 +99,22 @@ _BOX = {
         },
     ]
 }
-_INPUT = {
+_INPUT = {  # [inputs.NAME]: an input of the full graph
     "type": "object",
     "additionalProperties": False,
     "properties": {
         "role": {"enum": list(ROLES)},
         "domain": _BOX,
-        "vocab": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+        "vocab": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2},
         "batch_axis": _AXIS,
         "time_axis": _AXIS,
-        "valid": {"oneOf": [{"type": "integer"}, {"type": "boolean"}]},
+        "valid": {"oneOf": [{"type": "integer", "minimum": 0, "maximum": 1}, {"type": "boolean"}]},
         "pattern": {"enum": list(PATTERNS)},
-        "span": {"enum": list(SPANS)},
     },
+}
+_STEP_INPUT = {  # [cache.inputs.NAME]: a step graph's input also says which span of positions it covers
+    **_INPUT,
+    "properties": {**_INPUT["properties"], "span": {"enum": list(SPANS)}},
 }
 _OUTPUT = {
     "type": "object",
@@ -100,11 +132,16 @@ SPEC_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["version"],
     "properties": {
-        "version": {"const": SPEC_VERSION},
+        "version": {"const": SPEC_VERSION},  # jsonschema: true is not 1
         "causal": {"oneOf": [{"type": "boolean"}, {"type": "string"}]},
         "domain": _BOX,
         "output_bound": {"type": "number", "exclusiveMinimum": 0},
-        "skip": {"type": "array", "items": {"type": "string"}},
+        "skip": {
+            "type": "array",
+            "items": {
+                "anyOf": [{"enum": list(FOREIGN_PROPERTIES)}, {"type": "string", "pattern": PER_MASK_PATTERN}]
+            },
+        },
         "tolerance_factor": {"type": "number", "exclusiveMinimum": 0},
         "axes": {"type": "object", "additionalProperties": _RANGE},
         "inputs": {"type": "object", "additionalProperties": _INPUT},
@@ -113,11 +150,11 @@ SPEC_SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                "step": {"type": "string"},
+                "step": {"type": "string", "minLength": 1},
                 "prefill": {"enum": list(PREFILLS)},
                 "time_axis": {"type": "integer"},
                 "pairs": {"type": "object", "additionalProperties": {"type": "string"}},
-                "inputs": {"type": "object", "additionalProperties": _INPUT},
+                "inputs": {"type": "object", "additionalProperties": _STEP_INPUT},
             },
         },
     },
@@ -312,34 +349,37 @@ def _check_box(where: str, key: str, value: Any) -> None:
 
 
 def _check_axis(where: str, key: str, value: Any) -> None:
-    if not (value is False or (isinstance(value, int) and not isinstance(value, bool))):
+    if not (value is False or is_int(value)):
         raise _spec_error(where, key, f"{value!r} must be an axis index (an integer) or false (no such axis)")
 
 
+def _is_range(value: Any) -> bool:
+    """[LO, HI]: two integers with 0 <= LO <= HI."""
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(is_int(v) for v in value)
+        and 0 <= value[0] <= value[1]
+    )
+
+
 def _check_input(where: str, key: str, value: Any, *, step: bool) -> None:
-    known = dict(_INPUT["properties"])
-    if not step:
-        known.pop("span")
+    known = (_STEP_INPUT if step else _INPUT)["properties"]
     _check_keys(where, key, value, known)
     if "role" in value and value["role"] not in ROLES:
         raise _spec_error(where, f"{key}.role", f"{value['role']!r} is not one of {list(ROLES)}")
     if "domain" in value:
         _check_box(where, f"{key}.domain", value["domain"])
-    if "vocab" in value:
-        v = value["vocab"]
-        if not (
-            isinstance(v, list)
-            and len(v) == 2
-            and all(isinstance(i, int) and not isinstance(i, bool) for i in v)
-            and 0 <= v[0] <= v[1]
-        ):
-            raise _spec_error(
-                where, f"{key}.vocab", f"{v!r} must be [LO, HI], integer ids with 0 <= LO <= HI"
-            )
+    if "vocab" in value and not _is_range(value["vocab"]):
+        raise _spec_error(
+            where, f"{key}.vocab", f"{value['vocab']!r} must be [LO, HI], integer ids with 0 <= LO <= HI"
+        )
     for axis in ("batch_axis", "time_axis"):
         if axis in value:
             _check_axis(where, f"{key}.{axis}", value[axis])
-    if "valid" in value and not isinstance(value["valid"], (int, bool)):
+    if "valid" in value and not (
+        isinstance(value["valid"], bool) or (is_int(value["valid"]) and value["valid"] in (0, 1))
+    ):
         raise _spec_error(where, f"{key}.valid", f"{value['valid']!r} must be 1, 0, true or false")
     if "pattern" in value and value["pattern"] not in PATTERNS:
         raise _spec_error(where, f"{key}.pattern", f"{value['pattern']!r} is not one of {list(PATTERNS)}")
@@ -350,7 +390,7 @@ def _check_input(where: str, key: str, value: Any, *, step: bool) -> None:
 def check_spec(doc: Any, where: str = "spec") -> dict[str, Any]:
     """`doc` checked against SPEC_SCHEMA; ConfigError naming the key and the fix. Returns doc."""
     _check_keys(where, "(top level)", doc, SPEC_SCHEMA["properties"])
-    if doc.get("version") != SPEC_VERSION:
+    if not is_int(doc.get("version")) or doc["version"] != SPEC_VERSION:
         raise _spec_error(
             where,
             "version",
@@ -365,18 +405,22 @@ def check_spec(doc: Any, where: str = "spec") -> dict[str, Any]:
     for key in ("output_bound", "tolerance_factor"):
         if key in doc and not (_is_number(doc[key]) and math.isfinite(doc[key]) and doc[key] > 0):
             raise _spec_error(where, key, f"{doc[key]!r} must be a positive finite number")
-    if "skip" in doc and not (isinstance(doc["skip"], list) and all(isinstance(s, str) for s in doc["skip"])):
-        raise _spec_error(where, "skip", f"{doc['skip']!r} must be a list of property names")
+    if "skip" in doc:
+        if not (isinstance(doc["skip"], list) and all(isinstance(s, str) for s in doc["skip"])):
+            raise _spec_error(where, "skip", f"{doc['skip']!r} must be a list of property names")
+        unknown = [s for s in doc["skip"] if not is_property_name(s)]
+        if unknown:
+            raise _spec_error(
+                where,
+                "skip",
+                f"{unknown[0]!r} is not a property of a bare model; use one of {list(FOREIGN_PROPERTIES)} "
+                "(or padding_mask[INPUT] for one mask input)",
+            )
     if "axes" in doc:
         if not isinstance(doc["axes"], dict):
             raise _spec_error(where, "axes", "must be a table of NAME = [LO, HI]")
         for name, r in doc["axes"].items():
-            if not (
-                isinstance(r, list)
-                and len(r) == 2
-                and all(isinstance(v, int) and not isinstance(v, bool) for v in r)
-                and 0 <= r[0] <= r[1]
-            ):
+            if not _is_range(r):
                 raise _spec_error(where, f"axes.{name}", f"{r!r} must be [LO, HI], sizes with 0 <= LO <= HI")
     for section, step in (("inputs", False), ("outputs", False)):
         if section in doc:
@@ -402,17 +446,25 @@ def check_spec(doc: Any, where: str = "spec") -> dict[str, Any]:
             raise _spec_error(where, "cache.step", f"{cache['step']!r} must be the path of the step graph")
         if "prefill" in cache and cache["prefill"] not in PREFILLS:
             raise _spec_error(where, "cache.prefill", f"{cache['prefill']!r} is not one of {list(PREFILLS)}")
-        if "time_axis" in cache and not (
-            isinstance(cache["time_axis"], int) and not isinstance(cache["time_axis"], bool)
-        ):
+        if "time_axis" in cache and not is_int(cache["time_axis"]):
             raise _spec_error(where, "cache.time_axis", f"{cache['time_axis']!r} must be an axis index")
         if "pairs" in cache:
             pairs = cache["pairs"]
             if not (isinstance(pairs, dict) and all(isinstance(v, str) for v in pairs.values())):
                 raise _spec_error(where, "cache.pairs", 'must be a table of PAST_INPUT = "PRESENT_OUTPUT"')
-        for name, value in (cache.get("inputs") or {}).items():
+        if "inputs" in cache and not isinstance(cache["inputs"], dict):
+            raise _spec_error(where, "cache.inputs", "must be a table of tables, one per step graph input")
+        for name, value in cache.get("inputs", {}).items():
             _check_input(where, f"cache.inputs.{name}", value, step=True)
     return doc
+
+
+def is_property_name(name: str) -> bool:
+    """A name `skip` may use for a bare model: one of FOREIGN_PROPERTIES or padding_mask[INPUT]
+    (whether INPUT is a mask input of the graph is checked against the signature)."""
+    import re
+
+    return name in FOREIGN_PROPERTIES or re.fullmatch(PER_MASK_PATTERN[1:-1], name) is not None
 
 
 def load_spec(path: str | Path) -> tuple[dict[str, Any], Path]:

@@ -77,13 +77,16 @@ MANIFEST_HASH = sealed.MANIFEST_HASH
 class Artifact:
     """A verified artifact: its directory, manifest and model config (as exported), and the
     verified bytes of every listed file (`files`, read once at open: `file_bytes`).
-    `signed_by`: the key id that verified its signature when a trust key was given, else None."""
+    `signed_by`: the key id that verified its signature when a trust key was given, else None.
+    `manifest_bytes`: the bytes of manifest.json the checks ran on (certify hashes these, never a
+    second read by path); None for an Artifact made by hand."""
 
     root: Path
     manifest: dict[str, Any] = field(repr=False)
     config: Config
     files: Mapping[str, bytes] = field(default_factory=dict, repr=False, compare=False)
     signed_by: str | None = None
+    manifest_bytes: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def batch(self) -> int:
@@ -316,13 +319,13 @@ def check_signature(root: Path, directory: Directory, manifest: dict[str, Any], 
     return signing.verify_document(sealed.canonical(manifest), document, key, where=str(root))
 
 
-def _manifest_of(root: Path, directory: Directory, trust: Any) -> tuple[dict[str, Any], str | None]:
-    manifest, _ = _parse_manifest(root, directory)
+def _manifest_of(root: Path, directory: Directory, trust: Any) -> tuple[dict[str, Any], str | None, bytes]:
+    manifest, data = _parse_manifest(root, directory)
     _check_header(root, manifest)
     signer = None if trust is None else check_signature(root, directory, manifest, trust)
     check_self_hash(root, manifest)
     check_schema(root, manifest)
-    return manifest, signer
+    return manifest, signer, data
 
 
 def _open_dir(root: Path) -> Directory:
@@ -453,7 +456,7 @@ def open_artifact(path: str | os.PathLike[str], *, trust: Any = None) -> Artifac
     what is wrong. Not real-time safe (file I/O, hashing)."""
     root = Path(path)
     with _open_dir(root) as directory:
-        manifest, signer = _manifest_of(root, directory, trust)
+        manifest, signer, manifest_bytes = _manifest_of(root, directory, trust)
         contents = verify_files(root, directory, manifest["files"])
     try:
         config = Config.from_dict(manifest["config"])
@@ -472,7 +475,14 @@ def open_artifact(path: str | os.PathLike[str], *, trust: Any = None) -> Artifac
     if WEIGHTS not in manifest["files"]:
         raise _fail(root, f"{MANIFEST} lists no {WEIGHTS}; re-export the artifact")
     _check_graph_io(root, manifest, config)
-    artifact = Artifact(root=root, manifest=manifest, config=config, files=contents, signed_by=signer)
+    artifact = Artifact(
+        root=root,
+        manifest=manifest,
+        config=config,
+        files=contents,
+        signed_by=signer,
+        manifest_bytes=manifest_bytes,
+    )
     artifact.params()  # weights vs config: names, shapes, float32, finite (ArtifactError)
     try:
         import onnx  # noqa: F401  (an optional dependency: without it no graph can run either)

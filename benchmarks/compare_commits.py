@@ -20,6 +20,10 @@ the per-round ratio (each round times every commit back to back, so load drift c
 ratio better than in the medians). Each tree's step runs as its trainer runs it (with
 `train.keep_freed_memory()`, glibc keeping freed memory mapped, where the tree has it);
 `--steady-malloc` gives every tree that setting, so the numbers compare the code alone.
+`--train --json FILE` also writes the medians and the speed-ups under FILE's
+modes["as_run" | "steady_malloc"] (the other mode's entry, if there, is kept: both runs of
+docs/training.md go into claims/results/training_speed.json), with each commit resolved to its
+hash, the date and the load average before and after.
 `--outcome TASK --steps N` trains TASK (reverse or pendulum; seed `--seed`, the task's own
 settings unless `--max-len/--batch/--warmup/--ema` override them) with each tree's own
 `train_steps`, one BLAS thread, and prints the held-out metric (reverse: exact match; pendulum:
@@ -275,7 +279,9 @@ def main() -> None:
         action="store_true",
         help="time Session.step on the ORT backend (each tree's exporter and runtime) instead of the bare graph",
     )
-    parser.add_argument("--json", type=Path, help="--session: also write the results to this JSON file")
+    parser.add_argument(
+        "--json", type=Path, help="--session / --train: also write the results to this JSON file"
+    )
     parser.add_argument(
         "--steady-malloc",
         action="store_true",
@@ -321,6 +327,7 @@ def main() -> None:
             tree = Path(tmp) / commit.replace("/", "_")
             trees[commit] = (tree, extract(commit, tree))
         results: dict[str, list[dict]] = {c: [] for c in args.commits}
+        load_before = os.getloadavg()[0]
         for _ in range(args.rounds):
             for commit in args.commits:
                 results[commit].append(
@@ -350,6 +357,8 @@ def main() -> None:
                     f"{shape} {v[len(v) // 2]:.3f}x [{v[0]:.3f}-{v[-1]:.3f}]" for shape, v in ratios.items()
                 )
                 print(f"  {cells}  {commit}")
+            if args.json is not None:
+                write_train_json(args, trees, results, load_before)
             return
         if args.session:
             base = args.commits[0]
@@ -382,6 +391,54 @@ def main() -> None:
                 f"  {results[commit][0]['nodes']:4d} ORT nodes  {median(commit, 'p50_us'):6.1f} us  "
                 f"{trees[commit][1][:100]}"
             )
+
+
+def _resolved(commit: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", commit], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def write_train_json(
+    args: argparse.Namespace, trees: dict, results: dict[str, list[dict]], load_before: float
+) -> None:
+    """--train --json: this run under modes[as_run | steady_malloc] of the file (others kept)."""
+    base = args.commits[0]
+    mode = "steady_malloc" if args.steady_malloc else "as_run"
+    entry: dict = {
+        "utc": _utc(),
+        "command": "python benchmarks/compare_commits.py --train"
+        + (" --steady-malloc" if args.steady_malloc else "")
+        + f" --rounds {args.rounds} {' '.join(args.commits)}",
+        "rounds": args.rounds,
+        "load_avg_before": round(load_before, 2),
+        "load_avg_after": round(os.getloadavg()[0], 2),
+        "base": base,
+        "commits": {},
+    }
+    for commit in args.commits:
+        rows = results[commit]
+        med = {shape: sorted(r[shape] for r in rows)[len(rows) // 2] for shape in rows[0]}
+        speedup = {}
+        for shape in rows[0]:
+            v = sorted(b[shape] / r[shape] for b, r in zip(results[base], rows))
+            speedup[shape] = {"median": v[len(v) // 2], "min": v[0], "max": v[-1]}
+        entry["commits"][commit] = {
+            "resolved": _resolved(commit),
+            "subject": trees[commit][1],
+            "median_ms": med,
+            "speedup_over_base": speedup,
+        }
+    data = json.loads(args.json.read_text()) if args.json.exists() else {"modes": {}}
+    data["modes"][mode] = entry
+    data["utc"] = entry["utc"]
+    data["what"] = (
+        "numpy training step (loss, gradients, clip, Adam), one BLAS thread, each commit's own code side by "
+        "side; speed-up = median over rounds of the per-round ratio base ms / commit ms"
+    )
+    tmp = args.json.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(args.json)
 
 
 def compare_outcomes(specs: list[str], run: dict) -> None:

@@ -18,7 +18,8 @@ an observed sample, never interpolated downwards). pWCET: certify/evt.py (POT or
 Verdict, failing closed (MBPTA practice, Cucu-Grosjean et al. ECRTS 2012):
     FAIL          observed max > budget, or an admissible pWCET at `exceedance` > budget
     PASS          observed max <= budget, admissible fit, pWCET and its bootstrap upper bound <= budget
-    INCONCLUSIVE  otherwise (too few extremes, failed i.i.d./fit tests, upper bound over budget),
+    INCONCLUSIVE  otherwise (too few extremes, failed i.i.d./fit tests, upper bound over budget;
+                  a sliding stream whose timed steps missed a slot of the ring or never wrapped),
                   with the reasons and the conditions that would make the campaign conclusive.
 
 The pWCET is a result only when the tail fit passed every admissibility test: otherwise the
@@ -476,13 +477,26 @@ def ring_coverage(durations: np.ndarray, positions: np.ndarray, window: int) -> 
     slots = ring_slot(positions, window)  # [samples] in [0, W)
     counts = np.bincount(slots, minlength=window)  # [W]
     first, last = (int(positions.min()), int(positions.max())) if positions.size else (0, 0)
+    timed = int(np.count_nonzero(counts))
+    wraps = (last // window) - (first // window)
+    every = timed == window
+    claim = "one unbounded stream, never reset: " + (
+        f"the ring cache wraps ({wraps} times) and every slot is timed"
+        if every and wraps > 0
+        else f"every slot is timed but the ring never wraps (positions {first}..{last})"
+        if every
+        else f"only {timed} of the {window} slots of the ring are timed (positions {first}..{last}): the "
+        "campaign does not cover every slot"
+    )
     return {
         "window": window,
-        "claim": "one unbounded stream, never reset: the ring cache wraps and every slot is timed",
-        "every_slot_timed": bool((counts > 0).all()),
+        "claim": claim,
+        "every_slot_timed": every,
+        "covered": every and wraps > 0,
+        "slots_timed": timed,
         "timed_per_slot": [int(counts.min()), int(counts.max())],
         "positions": [first, last],
-        "wraps": (last // window) - (first // window),
+        "wraps": wraps,
         "slot_profile": position_profile(durations, slots, window, groups=min(8, window)),
     }
 
@@ -564,7 +578,9 @@ ADVICE = (
 
 def artifact_hash(path: str | os.PathLike[str]) -> str:
     """sha256 of the artifact: of manifest.json for an artifact directory (it holds the sha256 of
-    every other file, verified by runtime.load), else of the file itself."""
+    every other file, verified by runtime.load), else of the file itself. A second read by path:
+    a campaign hashes the bytes its loader verified instead (`loaded_sha256`); this is for a
+    path nothing has loaded."""
     from tickformer.safe_files import MAX_MANIFEST_BYTES, Directory, read_path
 
     p = Path(path)
@@ -572,6 +588,14 @@ def artifact_hash(path: str | os.PathLike[str]) -> str:
         with Directory(p) as directory:
             return hashlib.sha256(directory.read("manifest.json", max_bytes=MAX_MANIFEST_BYTES)).hexdigest()
     return hashlib.sha256(read_path(p)).hexdigest()
+
+
+def loaded_sha256(session: Any) -> str | None:
+    """sha256 of the manifest.json bytes the session's loader parsed and verified (the Artifact
+    keeps them): what was measured, even if the file on disk has changed since. None when the
+    session has no such bytes (a hand-made Artifact, a fake)."""
+    data = getattr(getattr(session, "artifact", None), "manifest_bytes", None)
+    return hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else None
 
 
 def _read(path: str) -> str | None:
@@ -602,8 +626,12 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def conditions(*, backend: str, artifact: str | None, cpu: int | None) -> dict[str, Any]:
-    """The measurement conditions a reader needs to judge (and reproduce) the campaign."""
+def conditions(
+    *, backend: str, artifact: str | None, cpu: int | None, artifact_sha256: str | None = None
+) -> dict[str, Any]:
+    """The measurement conditions a reader needs to judge (and reproduce) the campaign.
+    artifact_sha256: the hash of the bytes that were loaded (nothing is re-read by path); None
+    leaves the field empty."""
     cpus = (
         sorted(os.sched_getaffinity(0))
         if hasattr(os, "sched_getaffinity")
@@ -625,7 +653,7 @@ def conditions(*, backend: str, artifact: str | None, cpu: int | None) -> dict[s
         "versions": _versions(),
         "backend": backend,
         "artifact": str(artifact) if artifact is not None else None,
-        "artifact_sha256": artifact_hash(artifact) if artifact is not None else None,
+        "artifact_sha256": artifact_sha256,
         "clock": {
             "name": "time.perf_counter_ns",
             "implementation": info.implementation,
@@ -737,14 +765,20 @@ def certify_session(
     evt_config: EvtConfig = EvtConfig(),
     progress: Callable[[int], None] | None = None,
     window: int | None = None,
+    artifact_sha256: str | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
     """Run the campaign on `session` and analyze it. Returns (certificate dict, durations_ns).
     window=W: a sliding session (windowed artifact): one stream timed across wrap-around, the
-    certificate's campaign.ring says so (`ring_coverage`)."""
+    certificate's campaign.ring says so (`ring_coverage`); if a slot of the ring was never timed,
+    the claim says so and a PASS becomes INCONCLUSIVE. artifact_sha256: the hash recorded in the
+    conditions (default: of the manifest bytes the session's loader verified, `loaded_sha256`;
+    nothing is re-read by path)."""
     start = campaign.start_position
     if start is None:
         start = 0 if static_cache else max(0, max_len - max(1, max_len // 8))
-    cond = conditions(backend=backend, artifact=artifact, cpu=campaign.cpu)
+    if artifact_sha256 is None:
+        artifact_sha256 = loaded_sha256(session)
+    cond = conditions(backend=backend, artifact=artifact, cpu=campaign.cpu, artifact_sha256=artifact_sha256)
     with Isolation(cpu=campaign.cpu, realtime=campaign.realtime, rt_priority=campaign.rt_priority) as iso:
         duty = campaign.duty_cycle if iso.granted["sched_fifo"]["granted"] else None
         sweep = None
@@ -802,6 +836,13 @@ def certify_session(
         campaign_record["position_check"] = position_check(
             static_cache, durations, ring_slot(positions, window), window, sweep, start
         )
+        if not ring["covered"] and report_full["verdict"] == PASS:  # failing closed, like decide()
+            report_full.update(verdict=INCONCLUSIVE, exit_code=EXIT_CODES[INCONCLUSIVE], advice=ADVICE)
+            report_full["reasons"] = [
+                f"the campaign does not cover the ring: {ring['claim']}; collect more --samples (more than "
+                f"the window of {window})",
+                *report_full["reasons"],
+            ]
     return report_full, durations
 
 
@@ -978,6 +1019,7 @@ def certify_onnx(
         campaign=campaign,
         evt_config=evt_config,
         progress=progress,
+        artifact_sha256=hashlib.sha256(data).hexdigest(),  # the bytes that were loaded, not a re-read
     )
     report["conditions"]["threads"] = threads
     report["conditions"]["model"] = {

@@ -7,8 +7,11 @@ points, and the budget line. When the certificate's pWCET is not estimated (its 
 admissibility, or there is no fit), neither the plots nor the summary show a fitted tail or an
 extrapolated latency: they say "pWCET not estimated (reason)", as the certificate does.
 
-Writes are atomic per file (temp file in the same directory, then os.replace), and
-certificate.json is written last, so a directory with a certificate.json holds a complete report.
+Writes are all or nothing as far as a file system allows (`write_report`): every file is first
+written and fsynced to a hidden temp sibling; only when all of them are on disk is the previous
+certificate.json removed, the plots and samples renamed into place and certificate.json renamed
+last. A failure while writing (a full disk) leaves the previous report, certificate included,
+untouched; a directory with a certificate.json holds the complete report it describes.
 Not real-time code.
 """
 
@@ -19,23 +22,28 @@ import math
 import os
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from scipy import stats
 
-from tickformer.durable import atomic_write
 from tickformer.errors import TickformerError
 
 from .evt import _gev_c
 
 
-def _savefig(fig: Any, path: Path) -> None:
+def _savefig(fig: Any, path: Path | BinaryIO) -> None:
+    """PNG of `fig` into a binary file object, or atomically to a path."""
     import io
+
+    if not isinstance(path, (str, os.PathLike)):
+        fig.savefig(path, format="png", dpi=110)
+        return
+    from tickformer.durable import atomic_write
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
-    atomic_write(path, buf.getvalue())
+    atomic_write(Path(path), buf.getvalue())
 
 
 def _pyplot() -> Any:
@@ -47,7 +55,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_histogram(report: dict[str, Any], path: Path) -> None:
+def plot_histogram(report: dict[str, Any], path: Path | BinaryIO) -> None:
     """Latency histogram (log counts) with the overflow bucket drawn as its own bar, and the budget."""
     plt = _pyplot()
     h = report["histogram"]
@@ -95,7 +103,7 @@ def fitted_exceedance(fit: dict[str, Any], x_ns: np.ndarray) -> np.ndarray:
     return -np.expm1(np.log1p(-np.clip(p_block, 0.0, 1.0 - 1e-16)) / fit["block_size"])  # [k]
 
 
-def plot_exceedance(report: dict[str, Any], durations_ns: np.ndarray, path: Path) -> None:
+def plot_exceedance(report: dict[str, Any], durations_ns: np.ndarray, path: Path | BinaryIO) -> None:
     """Empirical exceedance curve, fitted tail, pWCET points and budget line (log y)."""
     plt = _pyplot()
     x = np.sort(np.asarray(durations_ns, dtype=np.float64))  # [n]
@@ -224,30 +232,73 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+REPORT_FILES = {"histogram": "latency_hist.png", "exceedance": "exceedance.png", "samples": "samples_ns.npy"}
+CERTIFICATE = "certificate.json"
+
+
+def report_bytes(report: dict[str, Any], durations_ns: np.ndarray) -> dict[str, bytes]:
+    """Every file of the report, in memory: {name: bytes}, certificate.json included."""
+    import io
+
+    files: dict[str, bytes] = {}
+    for key, plot in (("histogram", plot_histogram), ("exceedance", None)):
+        buf = io.BytesIO()
+        if plot is None:
+            plot_exceedance(report, durations_ns, buf)
+        else:
+            plot(report, buf)
+        files[REPORT_FILES[key]] = buf.getvalue()
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(durations_ns, dtype=np.int64))
+    files[REPORT_FILES["samples"]] = buf.getvalue()
+    data = dict(report)
+    data["files"] = dict(REPORT_FILES)
+    files[CERTIFICATE] = (json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n").encode()
+    return files
+
+
 def write_report(out_dir: str | os.PathLike[str], report: dict[str, Any], durations_ns: np.ndarray) -> Path:
-    """Write latency_hist.png, exceedance.png, samples.npy, then certificate.json (last)."""
+    """Write latency_hist.png, exceedance.png, samples_ns.npy and certificate.json into `out_dir`
+    (module docstring: every file staged and fsynced first, certificate.json renamed last). A
+    failure while staging raises WriteError and leaves the previous report as it was."""
+    import tempfile
+
+    from tickformer.durable import fsync_dir, write_error, write_synced
+
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TickformerError(f"cannot create report directory {out}: {exc}; pick a writable --out") from exc
-    cert = out / "certificate.json"
-    if cert.exists():
-        cert.unlink()  # a stale certificate must not survive a failed rewrite
-    plot_histogram(report, out / "latency_hist.png")
-    plot_exceedance(report, durations_ns, out / "exceedance.png")
-    import io
-
-    buf = io.BytesIO()
-    np.save(buf, np.asarray(durations_ns, dtype=np.int64))
-    atomic_write(out / "samples_ns.npy", buf.getvalue())
-    data = dict(report)
-    data["files"] = {
-        "histogram": "latency_hist.png",
-        "exceedance": "exceedance.png",
-        "samples": "samples_ns.npy",
-    }
-    atomic_write(cert, (json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n").encode())
+    files = report_bytes(report, durations_ns)
+    cert = out / CERTIFICATE
+    staged: dict[str, Path] = {}
+    try:
+        for name, data in files.items():  # 1. stage: nothing of the previous report is touched
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
+            os.close(fd)
+            staged[name] = Path(tmp)
+            os.chmod(tmp, 0o644)
+            write_synced(Path(tmp), data)
+    except BaseException as exc:
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and not isinstance(exc, TickformerError):
+            raise write_error(cert, exc) from exc
+        raise
+    try:  # 2. commit: the old certificate goes first, the new one comes last
+        cert.unlink(missing_ok=True)
+        for name in [n for n in files if n != CERTIFICATE] + [CERTIFICATE]:
+            os.replace(staged[name], out / name)
+            del staged[name]
+        fsync_dir(out)
+    except OSError as exc:
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
+        raise TickformerError(
+            f"cannot write the report into {out}: renaming its files failed ({exc.strerror or exc}); the "
+            f"previous certificate was removed and no new one was written: run certify again"
+        ) from exc
     return cert
 
 

@@ -1748,15 +1748,16 @@ for _spec in _TRS:
     _RUNS.derived(f"{_spec} wall", _TRR, _tr(_spec, "train_seconds"), "{:.1f}", "train_seconds")
     _RUNS.derived(f"{_spec} cpu", _TRR, _tr(_spec, "train_cpu_seconds"), "{:.1f}", "train_cpu_seconds")
 _P0 = "pendulum:0"
-(
-    _RUNS.derived("pend rmse", _TRR, _tr(_P0, "held_out.model_rmse"), "{:.4g}", "model_rmse")
-    .derived("pend base", _TRR, _tr(_P0, "held_out.baseline_rmse"), "{:.4g}", "baseline_rmse")
-    .derived("pend ratio", _TRR, _tr(_P0, "held_out.ratio"), "{:.3f}", "ratio")
-    .derived("pend loss", _TRR, _tr(_P0, "final_loss_mean_last_50"), "{:.4g}", "final loss")
-    .literal("0.5", "the pendulum target (ratio <= 0.5)")
-    .derived("pend wall", _TRR, _tr(_P0, "train_seconds"), "{:.1f}", "train_seconds")
-    .derived("pend cpu", _TRR, _tr(_P0, "train_cpu_seconds"), "{:.1f}", "train_cpu_seconds")
-)
+for _p in ("pendulum:0", "pendulum:1", "pendulum:2"):  # seeds 1 and 2 since the re-run of 2026-12-04
+    _n = "pend" if _p == _P0 else f"pend{_p[-1]}"
+    _RUNS.derived(f"{_n} rmse", _TRR, _tr(_p, "held_out.model_rmse"), "{:.4g}", "model_rmse")
+    _RUNS.derived(f"{_n} base", _TRR, _tr(_p, "held_out.baseline_rmse"), "{:.4g}", "baseline_rmse")
+    _RUNS.derived(f"{_n} ratio", _TRR, _tr(_p, "held_out.ratio"), "{:.3f}", "ratio")
+    _RUNS.derived(f"{_n} loss", _TRR, _tr(_p, "final_loss_mean_last_50"), "{:.4g}", "final loss")
+    if _p == _P0:
+        _RUNS.literal("0.5", "the pendulum target (ratio <= 0.5)")
+    _RUNS.derived(f"{_n} wall", _TRR, _tr(_p, "train_seconds"), "{:.1f}", "train_seconds")
+    _RUNS.derived(f"{_n} cpu", _TRR, _tr(_p, "train_cpu_seconds"), "{:.1f}", "train_cpu_seconds")
 (
     Span(f"{T}#runs-when")
     .derived("date", _TRR, lambda d: d["utc"][:10], "{}", "utc (date)")
@@ -1899,6 +1900,65 @@ def refresh_matmul() -> None:
     .literal("0", "seed 0")
     .literal("1", "seed 1")
     .literal("2", "seed 2")
+)
+
+
+# docs/training.md "Training speed": benchmarks/compare_commits.py --train, both modes, side by side
+RESULTS["training-speed"] = ResultsFile(
+    "training-speed", "claims/results/training_speed.json", "utc", "refresh_training_speed"
+)
+_SPEED_COMMITS = ("684fbb1", "fd9aada", "HEAD")
+
+
+def refresh_training_speed() -> None:
+    """Both runs of docs/training.md's commands into one file (a minute or two)."""
+    out = "claims/results/training_speed.json"
+    for extra in ([], ["--steady-malloc"]):
+        _run(
+            [
+                PY,
+                "benchmarks/compare_commits.py",
+                "--train",
+                *extra,
+                "--rounds",
+                "9",
+                "--json",
+                out,
+                *_SPEED_COMMITS,
+            ]
+        )
+
+
+_SHAPES = ("B16xT64", "B4xT256", "reverse B64xT9")
+_SP = Span(f"{T}#speed")
+_SP.derived("date", "training-speed", lambda d: d["modes"]["as_run"]["utc"][:10], "{}", "as_run utc (date)")
+_SP.result("load", "training-speed", "modes.as_run.load_avg_before", "{:.2f}")
+for _mode in ("as_run", "steady_malloc"):
+    for _shape in _SHAPES:
+        _SP.derived(
+            f"{_mode} {_shape} speed-up",
+            "training-speed",
+            lambda d, m=_mode, sh=_shape: d["modes"][m]["commits"]["HEAD"]["speedup_over_base"][sh]["median"],
+            "{:.2f}",
+            "median per-round ratio 684fbb1 / HEAD",
+        )
+    for _commit in _SPEED_COMMITS:
+        for _shape in _SHAPES:
+            _SP.derived(
+                f"{_mode} {_commit} {_shape} ms",
+                "training-speed",
+                lambda d, m=_mode, c=_commit, sh=_shape: d["modes"][m]["commits"][c]["median_ms"][sh],
+                "{:.1f}",
+                "median ms over rounds",
+            )
+_SP.derived(
+    "lowest round",
+    "training-speed",
+    lambda d: min(
+        v["min"] for m in d["modes"].values() for v in m["commits"]["HEAD"]["speedup_over_base"].values()
+    ),
+    "{:.2f}",
+    "smallest per-round ratio 684fbb1 / HEAD of either mode",
 )
 
 

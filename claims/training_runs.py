@@ -5,8 +5,9 @@
 Runs `tickformer train --task TASK --seed SEED --quiet --out TMP` (the task's defaults: 2000 steps,
 weights averaged) one run at a time, with one BLAS thread (OPENBLAS_NUM_THREADS=1,
 OMP_NUM_THREADS=1), and records each run's metrics.json (held-out metrics, final loss, training
-wall and CPU seconds) under runs["TASK:SEED"], with the commit, the load average before the run
-and the date. The file is rewritten after every run, and runs already in it that are not named
+wall and CPU seconds) under runs["TASK:SEED"], with the commit, the load average before the run,
+the CPU model and BLAS build (training outcomes follow the BLAS kernels: docs/training.md) and the
+date. The file is rewritten after every run, and runs already in it that are not named
 again are kept (each with its own utc), so a long series can be measured in parts. About 70 s of
 CPU per reverse run and 160 s per pendulum run on the 2-core development VM.
 """
@@ -36,6 +37,20 @@ def _commit() -> str:
     return out.stdout.strip() or "unknown"
 
 
+def _machine() -> dict:
+    """The CPU model and the BLAS library numpy uses (its kernels decide the last bits)."""
+    import numpy  # noqa: F401  (loads the BLAS library threadpoolctl then reports)
+    from threadpoolctl import threadpool_info
+
+    names = [ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")]
+    blas = [
+        f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    ]
+    return {"cpu_model": names[0] if names else "unknown", "cpus": os.cpu_count(), "blas": blas}
+
+
 def run_one(task: str, seed: int) -> dict:
     tick = str(Path(sys.executable).with_name("tickformer"))
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
@@ -54,6 +69,7 @@ def run_one(task: str, seed: int) -> dict:
         "commit": _commit(),
         "command": f"tickformer train --task {task} --seed {seed} --quiet --out DIR",
         "load_average_before": [round(x, 2) for x in load],
+        "machine": _machine(),
         "process_wall_s": round(wall, 1),
         "stdout": proc.stdout.strip().splitlines()[-5:],
         "metrics": metrics,

@@ -8,7 +8,9 @@ PATH: one of our artifacts (a directory with manifest.json; every kind) or a bar
 (any inputs and outputs; a KV-cache pair with --step; docs/verify.md for the spec file). Exit 0
 if every property holds, 1 if one is violated (each printed with the input that broke it and
 the file of its shrunk counterexample, DIR/<property>.npz), 2 if the verification could not run
-(a usage error: bad arguments, a spec file with an error, a model that does not load).
+(a usage error: bad arguments, an unknown --skip name, a spec file with an error, a model that
+does not load) or could not finish (a check had an internal error: a bug in verify, reported as
+status "error" with its traceback, never as a violation).
 DIR/verify.json (schema: docs/verify.md) and DIR/verify.md hold the report either way.
 """
 
@@ -134,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     table = Table(title=Text(f"tickformer verify {args.path} ({info['kind']}, backend {args.backend})"))
     for col in ("property", "result", "examples", "detail"):
         table.add_column(col, overflow="fold")
-    colors = {"pass": "green", "fail": "red", "skip": "yellow"}
+    colors = {"pass": "green", "fail": "red", "skip": "yellow", "error": "magenta"}
     for r in results:
         detail = r.message + (f"\ncounterexample: {r.counterexample}" if r.counterexample else "")
         table.add_row(
@@ -144,14 +146,21 @@ def run(args: argparse.Namespace) -> int:
     for r in results:
         if r.status == "fail":
             print_counterexample(console, r, info)
+        elif r.status == "error":
+            console.print(f"{r.name}: {r.message}", markup=False, highlight=False, soft_wrap=True)
+            for line in r.details.get("traceback", []):
+                console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     counts = report["summary"]
+    errors = f", {counts['error']} internal errors" if counts["error"] else ""
     console.print(
         Text(
-            f"{report['verdict']}: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped in "
-            f"{wall:.1f} s; report {json_path} and {md_path}"
+            f"{report['verdict']}: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped"
+            f"{errors} in {wall:.1f} s; report {json_path} and {md_path}"
         )
     )
-    return 0 if report["ok"] else 1
+    if counts["fail"]:
+        return 1
+    return USAGE_EXIT if counts["error"] else 0  # 2: the verification could not be completed
 
 
 def print_counterexample(console: Any, result: Any, info: dict[str, Any]) -> None:

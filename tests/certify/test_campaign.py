@@ -403,3 +403,137 @@ def test_analyze_rejects_bad_budget() -> None:
         C.analyze(_exp_samples(2000), budget_ns=0)
     with pytest.raises(InputError):
         C.latency_stats([1.0])
+
+
+# ----------------------------------------------------------------------------- sliding streams
+
+
+def _pass_report(durations, *, budget_ns, evt_config):  # analyze() stand-in: a PASS whatever the tail
+    return {
+        "verdict": C.PASS,
+        "exit_code": 0,
+        "reasons": ["observed max and pWCET within budget"],
+        "advice": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("window", "samples", "verdict", "said"),
+    [
+        (4, 1000, C.PASS, "the ring cache wraps (249 times) and every slot is timed"),
+        (2000, 1000, C.INCONCLUSIVE, "only 1000 of the 2000 slots of the ring are timed"),
+        (1000, 1000, C.INCONCLUSIVE, "every slot is timed but the ring never wraps"),
+    ],
+)
+def test_ring_claim_follows_the_coverage(monkeypatch, window, samples, verdict, said) -> None:
+    """The certificate's ring claim says what was timed; a campaign that missed a slot (or never
+    wrapped) cannot PASS (it said "every slot is timed" whatever the coverage)."""
+    monkeypatch.setattr(C, "analyze", _pass_report)
+    report, _ = C.certify_session(
+        FakeSession(max_len=10**9),  # a sliding stream: never full
+        budget_ns=1e9,
+        inputs=_inputs(),
+        max_len=10**9,
+        static_cache=True,
+        backend="fake",
+        campaign=C.CampaignConfig(samples=samples, warmup=0),
+        window=window,
+    )
+    ring = report["campaign"]["ring"]
+    assert said in ring["claim"] and report["verdict"] == verdict
+    assert ring["covered"] == (verdict == C.PASS) and report["exit_code"] == C.EXIT_CODES[verdict]
+    if verdict != C.PASS:
+        assert report["reasons"][0].startswith("the campaign does not cover the ring: ")
+        assert report["advice"] == C.ADVICE
+
+
+# ----------------------------------------------------------------------------- writing the report
+
+
+def _written(out) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+def test_write_report_on_a_full_disk_keeps_the_previous_certificate(tmp_path, monkeypatch) -> None:
+    """Regression (issue 19 audit, /tmp/audit-1920/cert_full.py): the old certificate was unlinked
+    before the new files were written, so ENOSPC left no certificate while the error said the
+    previous version was intact. Now every file is staged first."""
+    import errno
+
+    from tickformer.errors import WriteError
+
+    x = 30_000 + np.random.default_rng(0).exponential(2000, 3000)
+    r = C.analyze(x, budget_ns=10_000_000, evt_config=C.EvtConfig(n_boot=20))
+    out = tmp_path / "cert"
+    write_report(out, r, x)
+    before = _written(out)
+    assert set(before) == {"certificate.json", "latency_hist.png", "exceedance.png", "samples_ns.npy"}
+    calls = []
+
+    def full(fd):
+        calls.append(fd)
+        if len(calls) == 3:  # the third staged file: two are already on disk beside the old report
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(WriteError, match="No space left on device.*intact"):
+        write_report(out, dict(r, verdict="FAIL"), x[:2000])
+    assert _written(out) == before  # the previous report, certificate included, byte for byte; no temp files
+    monkeypatch.undo()
+    cert = write_report(out, dict(r, verdict="FAIL"), x[:2000])  # and a write that succeeds replaces it all
+    assert json.loads(cert.read_text())["verdict"] == "FAIL"
+    assert np.load(out / "samples_ns.npy").shape == (2000,) and set(_written(out)) == set(before)
+
+
+def test_write_report_failing_rename_leaves_no_stale_certificate(tmp_path, monkeypatch) -> None:
+    """If a rename fails after staging, the old certificate (describing old plots) is gone, never
+    left beside new files, and the message says so."""
+    from tickformer.errors import TickformerError
+
+    x = 30_000 + np.random.default_rng(0).exponential(2000, 3000)
+    r = C.analyze(x, budget_ns=10_000_000, evt_config=C.EvtConfig(n_boot=20))
+    out = tmp_path / "cert"
+    write_report(out, r, x)
+    real = os.replace
+
+    def flaky(src, dst):
+        if str(dst).endswith("exceedance.png"):
+            raise OSError(5, "Input/output error")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", flaky)
+    with pytest.raises(TickformerError, match="previous certificate was removed"):
+        write_report(out, r, x)
+    names = {p.name for p in out.iterdir()}
+    assert "certificate.json" not in names and not [n for n in names if n.startswith(".")]
+
+
+def test_certificate_hashes_the_manifest_bytes_that_were_loaded(tmp_path, monkeypatch) -> None:
+    """TOCTOU: manifest.json replaced on disk after the loader verified it must not change the
+    hash the certificate records (it used to re-open the file by path)."""
+    import hashlib
+
+    from tickformer.export.writer import export_params
+    from tickformer.model import init_params, preset
+
+    cfg = preset("tiny")
+    art = tmp_path / "art"
+    export_params(cfg, init_params(cfg, 0), art, lengths=[1, 4])
+    loaded = (art / "manifest.json").read_bytes()
+    real_open = C.open_session
+
+    def open_then_swap(*args, **kwargs):
+        session = real_open(*args, **kwargs)
+        (art / "manifest.json").write_bytes(loaded + b" ")  # the file changes after the load
+        return session
+
+    monkeypatch.setattr(C, "open_session", open_then_swap)
+    report, _ = C.certify_artifact(
+        str(art),
+        backend="numpy",
+        budget_ns=1e9,
+        campaign=C.CampaignConfig(samples=1000, warmup=10, n_inputs=2),
+        evt_config=C.EvtConfig(n_boot=20),
+    )
+    assert report["conditions"]["artifact_sha256"] == hashlib.sha256(loaded).hexdigest()
+    assert C.artifact_hash(art) != hashlib.sha256(loaded).hexdigest()  # a re-read would have seen the swap

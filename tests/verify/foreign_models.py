@@ -18,6 +18,8 @@ KV-cache pair with past/present tensors), each correct one beside a planted bug:
         bug=None          correct
         "off_by_one"      the step reads the positional table at P + 1 instead of P
         "leak_future"     the full graph has no causal mask
+        "step_nan"        the step's logits are NaN at positions P > 3 (sqrt(3 - P) * 0); the
+                          full graph is right
 """
 
 from __future__ import annotations
@@ -220,6 +222,19 @@ def lm_pair(folder: Path, bug: str | None = None, seed: int = 0) -> tuple[Path, 
         helper.make_node("Unsqueeze", ["K", "ax1"], ["present.0.key"]),
         helper.make_node("Unsqueeze", ["Vv", "ax1"], ["present.0.value"]),
     ]
+    if bug == "step_nan":
+        step_nodes[-3].output[0] = "logits_raw"  # the tail's last MatMul
+        step_inits += [
+            numpy_helper.from_array(np.array(3.0, np.float32), "three_f"),
+            numpy_helper.from_array(np.array(0.0, np.float32), "zero_f"),
+        ]
+        step_nodes[-2:-2] = [
+            helper.make_node("Cast", ["pos"], ["pos_f"], to=TensorProto.FLOAT),
+            helper.make_node("Sub", ["three_f", "pos_f"], ["room"]),
+            helper.make_node("Sqrt", ["room"], ["root"]),  # NaN once P > 3
+            helper.make_node("Mul", ["root", "zero_f"], ["nan_late"]),
+            helper.make_node("Add", ["logits_raw", "nan_late"], ["logits"]),
+        ]
     step = _save(
         folder / "step.onnx", step_nodes, [s_ids, s_mask, past_k, past_v], [s_logits, s_pk, s_pv], step_inits
     )

@@ -18,6 +18,7 @@ from tickformer.verify.properties import (
     run_property,
 )  # noqa: E402
 from tickformer.verify.properties.models import ArtifactModel  # noqa: E402
+from tickformer.verify.properties.plans import PROPERTY_NAMES  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,7 @@ def test_correct_artifact_passes_every_property(artifact, tmp_path):
     ]
     assert all(p["status"] == "pass" for p in report["properties"])
     assert report["domain"] == [-2.0, 2.0]  # from the manifest
+    assert [p["name"] for p in report["properties"]] == list(PROPERTY_NAMES["decoder"])  # what --skip knows
 
 
 def xs(model):
@@ -64,6 +66,45 @@ def test_step_that_drifts_is_caught(artifact, tmp_path):
     model.close()
     assert r.status == "fail" and "differs from the full pass" in r.message
     assert np.load(r.counterexample)["x"].shape[1] == 2  # shrunk: position 1 is the first drifting one
+
+
+def test_full_pass_that_sees_the_future_is_caught(artifact, tmp_path):
+    """causality on an artifact: a full pass whose output at t mixes in the input at T - 1 - t
+    (a causal mask dropped) fails, shrunk to T = 2, cut 0, with the arrays named as docs/verify.md
+    says (x, x_changed, y, y_changed, cut)."""
+    import hypothesis.strategies as st
+
+    from tickformer.verify.properties import check_causal
+
+    model = ArtifactModel(artifact, "ort", 6)
+    real = model.session.run
+    model.session.run = lambda x: real(x) + np.float32(0.1) * x[:, ::-1, :1]  # [B, T, G] + [B, T, 1]
+    seq = lambda t: domain_arrays(model.domain, lambda _: (model.batch, t, model.features), (t, t))  # noqa: E731
+    pairs = st.integers(2, 6).flatmap(lambda t: st.tuples(seq(t), seq(t), st.integers(0, t - 2)))
+    r = run_property("causality", pairs, check_causal(model), examples=30, seed_value=0, out_dir=tmp_path)
+    model.close()
+    assert r.status == "fail" and "output at position 0 changed" in r.message, r
+    data = np.load(r.counterexample)
+    assert set(data.files) == {"x", "x_changed", "cut", "y", "y_changed", "meta"}
+    assert data["x"].shape[1] == 2 and int(data["cut"]) == 0
+    assert np.array_equal(data["x"][:, :1], data["x_changed"][:, :1])  # only the input after the cut changed
+
+
+def test_full_pass_that_is_nan_on_part_of_the_domain_is_caught(artifact, tmp_path):
+    """finite_outputs on an artifact: NaN wherever an input exceeds 1.5 (inside the domain [-2, 2])."""
+    from tickformer.verify.properties import check_finite
+
+    model = ArtifactModel(artifact, "ort", 6)
+    real = model.session.run
+    model.session.run = lambda x: np.where((x > 1.5).any(-1, keepdims=True), np.float32(np.nan), real(x))
+    r = run_property(
+        "finite_outputs", xs(model), check_finite(model), examples=40, seed_value=0, out_dir=tmp_path
+    )
+    model.close()
+    assert r.status == "fail" and "non-finite output nan" in r.message, r
+    data = np.load(r.counterexample)
+    assert set(data.files) == {"x", "y", "meta"} and data["x"].shape[1] == 1  # shrunk to one position
+    assert (data["x"] > 1.5).any() and np.isnan(data["y"]).any()
 
 
 def test_reset_that_keeps_stale_rows_selected_is_caught(artifact, tmp_path):
@@ -189,6 +230,7 @@ def test_encoder_decoder_artifact_passes_every_property(seq2seq_artifact, tmp_pa
         "numpy_vs_backend": "pass",
         "rejected_step_is_harmless": "pass",
     }
+    assert list(got) == list(PROPERTY_NAMES["encoder-decoder"])
 
 
 def test_token_runtime_that_accepts_an_unknown_id_is_caught(token_artifact, tmp_path):
@@ -284,7 +326,9 @@ def test_windowed_artifact_passes_every_property(windowed_artifact, tmp_path):
     report = json.loads((tmp_path / "verify.json").read_text())
     assert rc == 0, report
     names = [p["name"] for p in report["properties"]]
-    assert names[-2:] == ["window_isolation", "slides_past_max_len"] and len(names) == 8
+    assert names[-2:] == ["window_isolation", "slides_past_max_len"] and names == list(
+        PROPERTY_NAMES["windowed"]
+    )
     assert all(p["status"] == "pass" for p in report["properties"])
 
 
@@ -329,4 +373,6 @@ def test_a_session_that_stops_at_max_len_fails_slides_past_max_len(windowed_arti
         out_dir=tmp_path,
     )
     model.close()
-    assert r.status != "pass"
+    # a skip would satisfy `!= "pass"`: the property must fail, and say why
+    assert r.status == "fail" and "raised ContextFull" in r.message, r
+    assert r.counterexample is not None and np.load(r.counterexample)["x"].shape[1] == n

@@ -14,6 +14,7 @@ from foreign_models import lm_pair, masked_model
 
 from tickformer.artifact.foreign import Flags
 from tickformer.cli import main
+from tickformer.errors import ConfigError
 from tickformer.verify.properties import verify_model
 from tickformer.verify.properties.models import ForeignModel
 
@@ -44,7 +45,7 @@ def run(path, examples=25, **flags):
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory):
     root = tmp_path_factory.mktemp("pairs")
-    return {bug: lm_pair(root / str(bug), bug) for bug in (None, "off_by_one", "leak_future")}
+    return {bug: lm_pair(root / str(bug), bug) for bug in (None, "off_by_one", "leak_future", "step_nan")}
 
 
 def test_mask_beside_the_signal_passes_padding_invariance(tmp_path):
@@ -99,6 +100,67 @@ def test_full_graph_that_sees_the_future_is_caught(pairs):
         and "logits at position 0 changed" in results["causality"].message
     )
     assert results["step_equals_full"].status == "fail"  # the (causal) steps disagree with it too
+
+
+def test_a_step_that_breaks_where_the_full_pass_does_not_is_caught_by_finite_outputs(pairs):
+    """finite_outputs checks a pair's step outputs on their own (it used to check the full graph
+    only): the step's logits are NaN past position 3, the full graph is finite everywhere."""
+    full, step = pairs["step_nan"]
+    _, results = run(full, step=step)
+    fin = results["finite_outputs"]
+    assert fin.status == "fail" and "step output logits" in fin.message and "at position 4" in fin.message, (
+        fin
+    )
+    data = np.load(fin.counterexample)
+    assert int(data["position"]) == 4 and data["input_ids"].shape[1] == 5  # shrunk to the first bad step
+    assert np.isnan(data["step.logits"]).all()
+    assert results["causality"].status == "pass" and results["runs_in_domain"].status == "pass"
+
+
+def _renamed(path, names: dict[str, str]):
+    """A copy of the graph at `path` with tensors renamed (graph inputs, outputs and node edges)."""
+    import onnx
+
+    m = onnx.load(path)
+    for vi in [*m.graph.input, *m.graph.output]:
+        vi.name = names.get(vi.name, vi.name)
+    for node in m.graph.node:
+        node.input[:] = [names.get(n, n) for n in node.input]
+        node.output[:] = [names.get(n, n) for n in node.output]
+    out = path.with_name("renamed_" + path.name)
+    onnx.save(m, out)
+    return out
+
+
+def test_declared_cache_pairs_with_other_names(pairs, tmp_path, capsys):
+    """A pair whose cache tensors follow no naming convention (kc -> kc_next): refused without a
+    spec (exit 2, naming [cache.pairs]); with [cache.pairs] declared it is stepped and passes."""
+    names = {
+        "past_key_values.0.key": "kc",
+        "past_key_values.0.value": "vc",
+        "present.0.key": "kc_next",
+        "present.0.value": "vc_next",
+    }
+    full, step = (_renamed(p, names) for p in pairs[None])
+    out = tmp_path / "out"
+    assert main(["verify", str(full), "--step", str(step), "--out", str(out)]) == 2
+    assert "declare [cache.pairs] in a spec file" in capsys.readouterr().err
+    spec = tmp_path / "pairs.toml"
+    spec.write_text('version = 1\n[cache.pairs]\nkc = "kc_next"\nvc = "vc_next"\n')
+    model = ForeignModel(full, spec=spec, flags=Flags(step=step))
+    try:
+        assert (
+            model.sig.cache.pairs == (("kc", "kc_next"), ("vc", "vc_next"))
+            and model.sig.cache.prefill == "full"
+        )
+        results = {r.name: r.status for r in verify_model(model, examples=15, seed_value=0)}
+    finally:
+        model.close()
+    assert results == EXPECTED_PAIR
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text('version = 1\n[cache.pairs]\nkc = "present.0.key"\n')
+    with pytest.raises(ConfigError, match="'present.0.key' is not an output of the step graph"):
+        ForeignModel(full, spec=wrong, flags=Flags(step=step))
 
 
 def test_pair_from_an_empty_cache_via_a_spec_file(pairs, tmp_path):

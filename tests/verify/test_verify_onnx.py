@@ -18,6 +18,7 @@ from tickformer.artifact.foreign import Flags
 from tickformer.cli import main
 from tickformer.verify.properties import verify_model
 from tickformer.verify.properties.models import ForeignModel
+from tickformer.verify.properties.plans import PROPERTY_NAMES
 
 
 def statuses(report):
@@ -44,6 +45,7 @@ def test_well_behaved_model_passes(tmp_path, capsys):
         "optimizations_agree": "pass",
         "onnx_reference": "pass",
     }
+    assert list(statuses(report)) == list(PROPERTY_NAMES["onnx"])  # what --skip and a spec's skip know
     assert all(p["examples"] >= 19 for p in report["properties"] if p["status"] == "pass")
     assert (
         0 < prop(report, "output_bound")["details"]["worst"] <= 1.0 + 2**-23
@@ -210,6 +212,53 @@ def test_skip_and_not_causal(tmp_path):
     )
 
 
+@pytest.mark.parametrize("name", ["causalty", "stale_cache_isolation", "padding_mask[x]"])
+def test_unknown_skip_names_are_refused(tmp_path, capsys, name):
+    """A misspelt --skip used to run everything silently (issue 17 audit): now exit 2, naming the
+    known properties (stale_cache_isolation is one of our artifacts', not a bare model's; x is no
+    mask input)."""
+    path = signal_model(tmp_path / "causal.onnx", "causal")
+    argv = ["verify", str(path), "--domain=-1:1", "--examples", "5", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--skip", name]) == 2
+    err = capsys.readouterr().err
+    assert f"--skip {name}: no such property of a model of kind 'onnx'" in err and "'onnx_reference'" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unknown_skip_in_a_spec_is_refused(tmp_path, capsys):
+    path = signal_model(tmp_path / "causal.onnx", "causal")
+    spec = tmp_path / "s.toml"
+    spec.write_text("version = 1\nskip = ['onnx_refrence']\n")
+    argv = ["verify", str(path), "--spec", str(spec), "--domain=-1:1", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "skip: 'onnx_refrence' is not a property of a bare model; use one of" in err
+
+
+def test_skip_dynamic_axes_is_honoured(tmp_path):
+    """--skip dynamic_axes used to be ignored (the sweep is a finished result, not a Property):
+    now the sweep does not run, the result says skipped on request, and a shape error found later
+    stays runs_in_domain's."""
+    path = signal_model(tmp_path / "baked.onnx", "baked")
+    model = ForeignModel(path, max_t=12, flags=Flags(domain=(-1.0, 1.0)))
+    results = {r.name: r for r in verify_model(model, examples=10, skip=["dynamic_axes", "onnx_reference"])}
+    assert results["dynamic_axes"].status == "skip" and "on request" in results["dynamic_axes"].message
+    assert results["dynamic_axes"].examples == 0
+    assert (
+        results["runs_in_domain"].status == "fail" and "shape contract" in results["runs_in_domain"].message
+    )
+    assert "on request" in results["onnx_reference"].message
+
+
+def test_skip_padding_mask_covers_every_mask(tmp_path):
+    from foreign_models import masked_model
+
+    path = masked_model(tmp_path / "m.onnx")
+    model = ForeignModel(path, max_t=6, flags=Flags(domain=(-1.0, 1.0)))
+    results = {r.name: r for r in verify_model(model, examples=5, skip=["padding_mask"])}
+    assert results["padding_mask"].status == "skip" and "on request" in results["padding_mask"].message
+
+
 def test_report_follows_its_schema(tmp_path):
     from tickformer.verify.properties.report import REPORT_SCHEMA
 
@@ -225,6 +274,117 @@ def test_report_follows_its_schema(tmp_path):
     assert report["model"]["signature"]["inputs"][0]["name"] == "x"
     md = (tmp_path / "verify.md").read_text()
     assert "| finite_outputs | **FAIL** |" in md and "finite_outputs.npz" in md
+
+
+def test_report_schema_validates_and_names_every_kind(tmp_path):
+    """The report validates against REPORT_SCHEMA (jsonschema where installed) and its model kinds
+    are the plans' (windowed and ssm were missing)."""
+    from tickformer.verify.properties.plans import PLANS
+    from tickformer.verify.properties.report import REPORT_SCHEMA
+
+    assert set(REPORT_SCHEMA["properties"]["model"]["properties"]["kind"]["enum"]) == set(PLANS)
+    jsonschema = pytest.importorskip("jsonschema")
+    path = signal_model(tmp_path / "nan.onnx", "nan")
+    main(["verify", str(path), "--domain=-1:1", "--examples", "5", "--out", str(tmp_path)])
+    jsonschema.validate(json.loads((tmp_path / "verify.json").read_text()), REPORT_SCHEMA)
+
+
+def _broken_finite(model):
+    """A check with a bug of its own (an index past the end once T >= 3): not the model's fault."""
+
+    def check(feeds):
+        x = feeds["x"]
+        return None if x.shape[1] < 3 else [][x.shape[1]]
+
+    return check
+
+
+def test_a_bug_inside_a_check_is_an_internal_error_not_a_violation(tmp_path, capsys, monkeypatch):
+    """It used to be reported as "finite_outputs violated: raised IndexError"; now the property's
+    status is "error", the verdict INCOMPLETE, exit 2, with the traceback and the shrunk example."""
+    from tickformer.verify.properties import foreign_checks
+
+    monkeypatch.setattr(foreign_checks, "check_finite", _broken_finite)
+    path = signal_model(tmp_path / "causal.onnx", "causal")
+    out = tmp_path / "out"
+    assert main(["verify", str(path), "--domain=-1:1", "--examples", "30", "--out", str(out)]) == 2
+    report = json.loads((out / "verify.json").read_text())
+    fin = prop(report, "finite_outputs")
+    assert fin["status"] == "error" and fin["message"].startswith("internal error in the check")
+    assert "IndexError" in fin["message"] and any(
+        "test_verify_onnx.py" in ln for ln in fin["details"]["traceback"]
+    )
+    assert np.load(fin["counterexample"])["x"].shape[1] == 3  # shrunk to the first length that breaks it
+    assert report["verdict"] == "INCOMPLETE" and not report["ok"] and report["summary"]["error"] == 1
+    assert statuses(report)["causality"] == "pass"  # the other properties still ran
+    printed = capsys.readouterr().out
+    assert "INCOMPLETE" in printed and "internal error in the check" in printed
+    assert "| finite_outputs | **ERROR** (in verify) |" in (out / "verify.md").read_text()
+
+
+def test_a_runtime_error_on_an_in_domain_input_is_a_violation(tmp_path):
+    from hypothesis import strategies as st
+
+    from tickformer.errors import BackendError
+    from tickformer.verify.properties import run_property
+
+    def check(x):
+        if x >= 5:
+            raise BackendError("the backend failed")
+
+    r = run_property("p", st.integers(0, 9), check, examples=30, seed_value=0, out_dir=tmp_path)
+    assert r.status == "fail" and r.message == "raised BackendError: the backend failed"
+
+
+def _perturbed(path, factor):
+    """The bytes of the graph at `path` with its weight w scaled by `factor`."""
+    from onnx import numpy_helper
+
+    m = onnx.load(path)
+    for i, init in enumerate(m.graph.initializer):
+        if init.name == "w":
+            m.graph.initializer[i].CopyFrom(
+                numpy_helper.from_array(numpy_helper.to_array(init) * factor, "w")
+            )
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("rel", [1e-3, 1e-4])
+def test_a_disagreeing_unoptimized_session_and_reference_are_caught(tmp_path, rel):
+    """optimizations_agree and onnx_reference fail when the other evaluation computes something
+    else (here: the graph with its weights off by a relative 1e-3 or 1e-4, standing in for an
+    optimizer or a kernel that changes the result; this graph's tolerance is 4.1e-6, and the worst
+    gaps over 20 examples measured 137-246 (1e-3), 14-25 (1e-4) and 1.1-1.7 (1e-5) times it over seeds 0-3, so
+    1e-5 would sit on the edge): the gap is reported against the tolerance, both outputs saved."""
+    from tickformer.runtime.foreign import Graph, Reference
+
+    path = signal_model(tmp_path / "causal.onnx", "causal")
+    model = ForeignModel(path, flags=Flags(domain=(-1.0, 1.0)))
+    other = _perturbed(path, np.float32(1 + rel))
+    model._unoptimized["full"] = Graph(other, name="perturbed (unoptimized)", optimization="disable")
+    model._reference["full"] = Reference(other, name="perturbed")
+    results = {r.name: r for r in verify_model(model, examples=20, out_dir=tmp_path / "out")}
+    model.close()
+    for name, label in (
+        ("optimizations_agree", "onnxruntime without graph optimizations"),
+        ("onnx_reference", "onnx.reference"),
+    ):
+        r = results[name]
+        assert r.status == "fail" and f"onnxruntime vs {label} normwise gap" in r.message, r
+        assert r.details["margin"] > 1 and r.details["tolerance"]["full"]["rel"] < rel
+        data = np.load(r.counterexample)
+        assert {"x", "output.ort.y", "output.other.y"} <= set(data.files)
+    assert {
+        n: r.status for n, r in results.items() if n not in ("optimizations_agree", "onnx_reference")
+    } == {
+        "dynamic_axes": "pass",
+        "runs_in_domain": "pass",
+        "finite_outputs": "pass",
+        "output_bound": "skip",
+        "causality": "pass",
+        "padding_mask": "skip",
+        "step_equals_full": "skip",
+    }
 
 
 def test_bad_paths_and_signatures_are_one_line_errors_exit_2(tmp_path, capsys):

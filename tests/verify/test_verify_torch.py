@@ -85,3 +85,32 @@ def test_torch_baked_length_is_a_shape_contract_violation(tmp_path, capsys):
 def test_torch_signal_model_passes(tmp_path):
     _, results = run(tm.export_signal(tmp_path / "s.onnx"), domain=(-1.0, 1.0))
     assert "fail" not in {r.status for r in results.values()}
+
+
+def test_torch_step_mask_follows_the_cache_length(gpt, tmp_path):
+    """The step was traced at past length 4 (keys 5): its causal mask tril(diagonal=keys - t) must
+    be computed from the shapes in the graph, not baked in as 4, or steps past position 5 would
+    mask real keys. The exported Trilu's k comes from Shape nodes, and stepping 14 positions (far
+    past the trace) equals the full pass."""
+    import onnx
+
+    from tickformer.runtime.foreign import fixed_feeds
+
+    full, step = gpt[None]
+    graph = onnx.load(step).graph
+    made_by = {o: n for n in graph.node for o in n.output}
+    trilu = next(n for n in graph.node if n.op_type == "Trilu")
+    seen, frontier = set(), [trilu.input[1]]
+    while frontier:
+        node = made_by.get(frontier.pop())
+        if node is not None and node.name not in seen:
+            seen.add(node.name)
+            frontier += list(node.input)
+    ops = {made_by[o].op_type for o in made_by if made_by[o].name in seen}
+    assert "Shape" in ops and trilu.input[1] not in {i.name for i in graph.initializer}
+    model = ForeignModel(full, flags=Flags(step=step))
+    feeds = fixed_feeds(model.sig, {"batch": 2, "sequence": 14}, 0)
+    stepped, _ = model.stepper.decode(feeds, 1, 14)
+    want = model.full(feeds)["logits"][:, 1:14]
+    model.close()
+    np.testing.assert_allclose(stepped["logits"], want, rtol=0, atol=1e-5)

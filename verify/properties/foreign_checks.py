@@ -6,11 +6,14 @@ An example is a feed dict {input: array} (or a tuple of them); engine errors pro
 `EngineError` and the runner classifies them (runs_in_domain / dynamic_axes).
 
     dynamic_axes            (sweep_axes, no Hypothesis) every size of every declared-dynamic axis
-                            in its range runs, and every output's size along an axis of that group
-                            follows it: a failure is a shape-contract violation naming the axis
+                            in its range runs (a range of more than TRIAL_LIMIT sizes: that many
+                            spread evenly, both ends included), and every output's size along an
+                            axis of that group follows it: a failure is a shape-contract violation
+                            naming the axis
     runs_in_domain          no engine error on any in-domain input of a size that runs (a shape
                             error found here is a shape-contract violation too)
-    finite_outputs          every float output finite
+    finite_outputs          every float output finite; for a KV-cache pair also every output of
+                            every step and the cache it hands on, on their own
     output_bound            the largest |y| searched with hypothesis.target; fails past the
                             declared bound (reported either way)
     causality               outputs at positions <= t bitwise unchanged when only inputs after t
@@ -98,7 +101,12 @@ def _sizes_text(sizes: list[int]) -> str:
     return ", ".join(out)
 
 
-def _trial_sizes(lo: int, hi: int, limit: int = 64) -> list[int]:
+TRIAL_LIMIT = 64  # sizes tried per dynamic axis: all of a range up to this many, else this many spread evenly
+
+
+def _trial_sizes(lo: int, hi: int, limit: int = TRIAL_LIMIT) -> list[int]:
+    """Every size in [lo, hi] when there are at most `limit`, else `limit` of them spread evenly
+    (both ends included)."""
     if hi - lo + 1 <= limit:
         return list(range(lo, hi + 1))
     return sorted({int(round(v)) for v in np.linspace(lo, hi, limit)})
@@ -274,6 +282,30 @@ def check_runs(model: Any) -> Callable[[dict[str, np.ndarray]], Problem | None]:
 
 
 def check_finite(model: Any) -> Callable[[dict[str, np.ndarray]], Problem | None]:
+    """Every float output of the full graph finite; for a KV-cache pair also every float output
+    of every step (the cache it hands on included) from its prefill to the last position, on
+    their own: a step can break where the full pass does not."""
+    stepper = model.stepper
+
+    def steps(feeds: dict[str, np.ndarray]) -> Problem | None:
+        t = time_size(model, feeds, stepper.time_group)
+        start = 1 if stepper.cache.prefill == "full" else 0
+        if t <= start:
+            return None
+        cache = stepper.prefill(feeds, start)
+        for pos in range(start, t):
+            outs = stepper.step_graph.run(stepper.step_feeds(feeds, pos, cache))
+            for name, y in outs.items():
+                if np.dtype(y.dtype).kind in FLOAT_KINDS and not np.isfinite(y).all():
+                    idx = tuple(int(v) for v in np.argwhere(~np.isfinite(y))[0])
+                    return (
+                        f"step output {name}{list(idx)} = {float(y[idx])!r} at position {pos} (prefill {start}, "
+                        "then one step per position) for an in-domain input",
+                        _saved(feeds, position=np.array(pos), **{f"step.{name}": y}),
+                    )
+            cache = {past: outs[present] for past, present in stepper.cache.pairs}
+        return None
+
     def check(feeds: dict[str, np.ndarray]) -> Problem | None:
         outs = model.full(feeds)
         for o in _floats(model):
@@ -287,7 +319,7 @@ def check_finite(model: Any) -> Callable[[dict[str, np.ndarray]], Problem | None
                     f"{_inputs_at(model, feeds, b, t)}",
                     _saved(feeds, outs),
                 )
-        return None
+        return steps(feeds) if stepper is not None else None
 
     return check
 

@@ -5,12 +5,14 @@ optional KV-cache step graph under real ONNX Runtime sessions), or one of our ar
     ForeignModel         any number of inputs and outputs, float/int/bool, static or dynamic axes
                          (signature: tickformer.artifact.foreign; sessions: tickformer.runtime.foreign)
     DecoderArtifact      kind "decoder": continuous [B, T, d_in] or token [B, T] inputs
+    WindowedArtifact     kind "windowed": a decoder with a sliding window on ring caches
     Seq2SeqArtifact      kind "encoder-decoder": a source [B, S] (padded internally) and the target
                          decoded one step at a time (there is no full-pass graph)
+    SsmArtifact          kind "ssm": the fixed-state recurrent (state-space) block
     ARTIFACT_KINDS       artifact kind (tickformer.artifact.format.artifact_kind) -> class
 
-Adding a kind (the "windowed" and "recurrent" kinds to come) is a class here with the hooks
-ArtifactModel documents, one line in ARTIFACT_KINDS and its plan in plans.py (PLANS).
+Adding a kind is a class here with the hooks ArtifactModel documents, one line in
+ARTIFACT_KINDS, its plan in plans.py (PLANS) and its property names (PROPERTY_NAMES).
 
 Loaders only validate and store; nothing here is real-time code.
 """

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 from hypothesis import strategies as st
 
+from tickformer.artifact.foreign import FOREIGN_PROPERTIES
 from tickformer.contracts.input_domain import check_domain
+from tickformer.errors import ConfigError
 
 from . import foreign_checks as fc
 from .checks import (
@@ -51,10 +53,58 @@ from .checks import (
     check_step_full,
     check_window_isolation,
 )
-from .results import Property, PropertyResult
+from .results import SKIP_REQUESTED, Property, PropertyResult
 from .strategies import feed_dicts, id_arrays, size_dicts
 
 Plan = Iterator["Property | PropertyResult"]
+
+_DECODER = (
+    "finite_outputs",
+    "causality",
+    "step_equals_full",
+    "stale_cache_isolation",
+    "numpy_vs_backend",
+    "rejected_step_is_harmless",
+)
+# Every property each plan yields, in order (tests/verify check each plan against its line): what
+# --skip and a spec's skip may name. A bare model with several mask inputs has one padding_mask
+# per mask, padding_mask[INPUT].
+PROPERTY_NAMES: dict[str, tuple[str, ...]] = {
+    "onnx": FOREIGN_PROPERTIES,
+    "decoder": _DECODER,
+    "encoder-decoder": (*_DECODER[:2], "padding_mask", *_DECODER[2:]),
+    "ssm": (
+        *_DECODER[:3],
+        "state_isolation_after_reset",
+        *_DECODER[4:],
+        "state_bounded",
+        "no_context_full",
+    ),
+    "windowed": (*_DECODER, "window_isolation", "slides_past_max_len"),
+}
+
+
+def check_skip(model: Any, names: Iterable[str]) -> frozenset[str]:
+    """The property names to skip, each checked against the model's kind (PROPERTY_NAMES; for a
+    bare model also padding_mask[INPUT] for each of its mask inputs). ConfigError (a usage error,
+    exit 2) naming the unknown one and listing the known ones."""
+    known = list(PROPERTY_NAMES[model.kind])
+    sig = getattr(model, "sig", None)
+    if sig is not None:
+        known += [f"padding_mask[{i.name}]" for i in sig.inputs if i.role == "mask"]
+    names = list(dict.fromkeys(names))
+    for name in names:
+        if name not in known:
+            raise ConfigError(
+                f"--skip {name}: no such property of a model of kind {model.kind!r} (from --skip or the spec's skip); "
+                f"use one of {known}"
+            )
+    return frozenset(names)
+
+
+def skipped(name: str, skip: frozenset[str]) -> bool:
+    """Whether property `name` was asked to be skipped ("padding_mask" covers padding_mask[INPUT])."""
+    return name in skip or (name.startswith("padding_mask[") and "padding_mask" in skip)
 
 
 @dataclass
@@ -64,6 +114,7 @@ class Context:
     out_dir: Path | None
     domain: tuple[float, float] | None = None
     results: list[PropertyResult] = field(default_factory=list)
+    skip: frozenset[str] = frozenset()
 
     def result(self, name: str) -> PropertyResult | None:
         return next((r for r in self.results if r.name == name), None)
@@ -259,10 +310,15 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
 
     sig = model.sig
     seed = ctx.seed_value or 0
-    accepted, failures, trials = fc.sweep_axes(model, seed)
+    if "dynamic_axes" in ctx.skip:  # no sweep: the value properties draw every size in range
+        accepted, failures, trials = dict(model.accepted), [], 0
+    else:
+        accepted, failures, trials = fc.sweep_axes(model, seed)
     model.accepted = accepted
     axes_text = ", ".join(f"{g} {fc._sizes_text(v)}" for g, v in accepted.items())
-    if failures:
+    if "dynamic_axes" in ctx.skip:
+        yield PropertyResult("dynamic_axes", "skip", 0, SKIP_REQUESTED)
+    elif failures:
         first = failures[0]
         message = fc.sweep_message(model, accepted, failures)
         path = None
@@ -278,11 +334,16 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
             "dynamic_axes", "skip", trials, "the graph declares no dynamic axes (its static shape runs)"
         )
     else:
+        sampled = [
+            f"{g}: {fc.TRIAL_LIMIT} of its {hi - lo + 1} sizes, spread evenly"
+            for g, (lo, hi) in sig.ranges.items()
+            if g in sig.dynamic and hi - lo + 1 > fc.TRIAL_LIMIT
+        ]
         yield PropertyResult(
             "dynamic_axes",
             "pass",
             trials,
-            f"every declared-dynamic size runs: {axes_text}",
+            f"every size tried runs: {axes_text}" + (f" ({'; '.join(sampled)})" if sampled else ""),
             details={"runs": accepted},
         )
     dead = [g for g, v in accepted.items() if not v]
@@ -305,7 +366,7 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
     ran = ctx.results[-1]
     if ran.status == "fail" and ran.details.get("engine_error") == "shape":
         axes = ctx.result("dynamic_axes")
-        if axes is not None and axes.status != "fail":
+        if axes is not None and axes.status != "fail" and "dynamic_axes" not in ctx.skip:
             axes.status = "fail"
             axes.message = f"shape contract violated at sizes found by runs_in_domain: {ran.message}"
             axes.counterexample = ran.counterexample

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 FORMAT, VERSION = "tickformer-verify-report", 1
+STATUSES = ("pass", "fail", "skip", "error")  # results.STATUSES (this module imports nothing of verify)
+MODEL_KINDS = ("onnx", "decoder", "encoder-decoder", "ssm", "windowed")  # plans.PLANS (a test checks both)
 
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -21,14 +23,24 @@ REPORT_SCHEMA: dict[str, Any] = {
     "properties": {
         "format": {"const": FORMAT},
         "version": {"const": VERSION},
-        "ok": {"type": "boolean", "description": "no property failed"},
-        "verdict": {"enum": ["OK", "VIOLATED"]},
+        "ok": {"type": "boolean", "description": "no property failed and no check had an internal error"},
+        "verdict": {
+            "enum": ["OK", "VIOLATED", "INCOMPLETE"],
+            "description": "VIOLATED: a property failed; INCOMPLETE: none failed but a check had an internal "
+            "error (a bug in verify), so the model is not verified; OK otherwise",
+        },
         "utc": {"type": "string", "description": "when the run ended, ISO 8601"},
         "wall_s": {"type": "number"},
         "model": {
             "type": "object",
-            "description": "kind (onnx, decoder, encoder-decoder), path, backend; a bare model's signature "
-            "(inputs with roles, axes, domains; outputs; sizes tried; KV-cache pairing; inference notes)",
+            "required": ["kind", "path", "backend"],
+            "properties": {
+                "kind": {"enum": list(MODEL_KINDS)},
+                "path": {"type": "string"},
+                "backend": {"type": "string"},
+            },
+            "description": "kind, path, backend; an artifact's inputs and dtype; a bare model's step graph and "
+            "signature (inputs with roles, axes, domains; outputs; sizes tried; KV-cache pairing; inference notes)",
         },
         "settings": {
             "type": "object",
@@ -44,7 +56,7 @@ REPORT_SCHEMA: dict[str, Any] = {
         "versions": {"type": "object", "additionalProperties": {"type": "string"}},
         "summary": {
             "type": "object",
-            "properties": {k: {"type": "integer"} for k in ("pass", "fail", "skip")},
+            "properties": {k: {"type": "integer"} for k in STATUSES},
         },
         "properties": {
             "type": "array",
@@ -53,7 +65,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                 "required": ["name", "status", "examples", "message", "counterexample", "details"],
                 "properties": {
                     "name": {"type": "string"},
-                    "status": {"enum": ["pass", "fail", "skip"]},
+                    "status": {"enum": list(STATUSES)},
                     "examples": {
                         "type": "integer",
                         "description": "examples run (shrinking included) or trials",
@@ -67,7 +79,8 @@ REPORT_SCHEMA: dict[str, Any] = {
                         "type": "object",
                         "description": "per property: tolerance (formula, n, R, E, factor, reason), margin "
                         "(worst gap / tolerance), worst (output_bound), rejected (examples with engine "
-                        "errors), failures and runs (dynamic_axes), engine_error (its kind)",
+                        "errors), failures and runs (dynamic_axes), engine_error (its kind), traceback (an "
+                        "internal error's last lines)",
                     },
                 },
             },
@@ -98,13 +111,13 @@ def build_report(
     model: dict[str, Any], results: Sequence[Any], settings: dict[str, Any], wall_s: float
 ) -> dict[str, Any]:
     """The report document (REPORT_SCHEMA). Pure but for the clock and the version lookup."""
-    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
-    ok = counts["fail"] == 0
+    counts = {s: sum(r.status == s for r in results) for s in STATUSES}
+    ok = counts["fail"] == 0 and counts["error"] == 0
     return {
         "format": FORMAT,
         "version": VERSION,
         "ok": ok,
-        "verdict": "OK" if ok else "VIOLATED",
+        "verdict": "VIOLATED" if counts["fail"] else "INCOMPLETE" if counts["error"] else "OK",
         "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "wall_s": round(wall_s, 2),
         "model": model,
@@ -132,7 +145,8 @@ def markdown(report: dict[str, Any]) -> str:
         + (f", step graph `{m['step']}`" if m.get("step") else ""),
         f"- backend {report['settings'].get('backend')}, {report['settings'].get('examples')} examples per property, "
         f"seed {report['settings'].get('seed')}; {report['utc']}, {report['wall_s']} s",
-        "- {pass} passed, {fail} failed, {skip} skipped".format(**report["summary"]),
+        "- {pass} passed, {fail} failed, {skip} skipped".format(**report["summary"])
+        + (f", {report['summary']['error']} internal errors" if report["summary"].get("error") else ""),
         "",
     ]
     sig = m.get("signature")
@@ -146,7 +160,9 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append("")
     lines += ["| property | result | examples | detail |", "|---|---|---|---|"]
     for p in report["properties"]:
-        status = {"pass": "pass", "fail": "**FAIL**", "skip": "skip"}[p["status"]]
+        status = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "error": "**ERROR** (in verify)"}[
+            p["status"]
+        ]
         lines.append(f"| {p['name']} | {status} | {p['examples']} | {_cell(p['message'])} |")
     failed = [p for p in report["properties"] if p["counterexample"]]
     if failed:

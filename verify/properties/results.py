@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-STATUSES = ("pass", "fail", "skip")
+STATUSES = ("pass", "fail", "skip", "error")  # error: a bug inside the check, not in the model
+SKIP_REQUESTED = "skipped on request (--skip or the spec's skip)"
 
 
 @dataclass
 class PropertyResult:
     name: str
-    status: str  # "pass" | "fail" | "skip"
+    status: str  # "pass" | "fail" | "skip" | "error" (the check itself raised: a bug in verify)
     examples: int  # examples run (including shrinking replays), or trials of a sweep
     message: str = ""
     counterexample: str | None = None  # path of the .npz

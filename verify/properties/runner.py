@@ -6,6 +6,10 @@ arrays); on a violation the *shrunk* counterexample (the last failing example Hy
 is saved as `<property>.npz` (atomically: tickformer.durable). Engine errors of a bare model
 (`EngineError`) either fail the property with their kind named (engine="fail") or reject the
 example (engine="reject": not evaluable here; if no example is evaluable the property is skipped).
+Any other error the model's runtime raises (a TickformerError: BackendError, ContextFull, ...) on
+an in-domain input is a violation too. An exception of any other type comes from the check's own
+code: the property's status is "error" (an internal error of verify, not a finding about the
+model), with the exception, its traceback's last lines and the shrunk example saved.
 `verify_model` runs the plan of the model's kind (plans.PLANS). Not real-time code.
 """
 
@@ -24,13 +28,17 @@ from hypothesis.errors import Unsatisfiable, UnsatisfiedAssumption
 from tickformer.errors import ConfigError
 
 from .checks import Arrays, Problem
-from .results import PropertyResult
+from .results import SKIP_REQUESTED, PropertyResult
 
-SKIP_REQUESTED = "skipped on request (--skip or the spec's skip)"
+__all__ = ["SKIP_REQUESTED", "CheckCrashed", "run_property", "save_counterexample", "verify_model"]
 
 
 class PropertyFailed(AssertionError):
     pass
+
+
+class CheckCrashed(Exception):
+    """A check raised something that is neither a finding nor a runtime error (a bug in verify)."""
 
 
 def run_property(
@@ -44,9 +52,12 @@ def run_property(
     engine: str = "fail",
 ) -> PropertyResult:
     """Run `check` on `examples` draws; on failure keep the shrunk example and save it."""
+    import traceback
+
+    from tickformer.errors import TickformerError
     from tickformer.runtime.foreign import EngineError
 
-    state: dict[str, Any] = {"n": 0, "problem": None, "rejected": 0, "kind": None}
+    state: dict[str, Any] = {"n": 0, "problem": None, "rejected": 0, "kind": None, "crash": None}
 
     def guarded(example: Any) -> None:
         state["n"] += 1
@@ -62,11 +73,20 @@ def run_property(
             kind = exc.kind
             what = "shape contract violated: " if exc.kind == "shape" else ""
             problem = (f"{what}engine error ({exc.kind}) on an in-domain input: {exc}", _arrays_of(example))
-        except Exception as exc:  # a backend error on an in-domain input is itself a violation
+        except TickformerError as exc:  # the runtime refused or failed on an in-domain input: a violation
             problem = (
                 f"raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                 _arrays_of(example),
             )
+        except Exception as exc:  # the check's own code broke: never reported as the model's fault
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            state["crash"] = (
+                f"internal error in the check (a bug in tickformer verify, not a property violation): "
+                f"{type(exc).__name__}: {first}",
+                _arrays_of(example),
+                traceback.format_exc(limit=-4).strip().splitlines()[-8:],
+            )
+            raise CheckCrashed(first) from exc
         if problem is not None:
             state["problem"], state["kind"] = problem, kind
             raise PropertyFailed(problem[0])
@@ -92,6 +112,10 @@ def run_property(
         if state["kind"] is not None:
             details["engine_error"] = state["kind"]
         return PropertyResult(name, "fail", state["n"], message, path, details)
+    except CheckCrashed:
+        message, arrays, trace = state["crash"]
+        path = save_counterexample(out_dir, name, message, arrays) if out_dir is not None else None
+        return PropertyResult(name, "error", state["n"], message, path, {"traceback": trace})
     except Unsatisfiable:
         return PropertyResult(
             name,
@@ -147,18 +171,20 @@ def verify_model(
 ) -> list[PropertyResult]:
     """Run every property that applies to `model` (its kind's plan, plans.PLANS); `domain`
     overrides an artifact's manifest domain (bare models declare theirs in the signature);
-    `skip`: property names not to run."""
-    from .plans import PLANS, Context
+    `skip`: property names not to run (with a bare model's spec `skip`), each checked against the
+    model's kind first (ConfigError listing the known names); a skipped property is not run at
+    all and is reported as skipped on request, whatever the plan would have said."""
+    from .plans import PLANS, Context, check_skip, skipped
 
     if model.kind not in PLANS:
         raise ConfigError(f"verify has no plan for models of kind {model.kind!r}; it knows {sorted(PLANS)}")
-    skipped = set(skip) | set(getattr(getattr(model, "sig", None), "skip", ()))
-    ctx = Context(examples=examples, seed_value=seed_value, out_dir=out_dir, domain=domain)
+    skip_set = check_skip(model, [*skip, *getattr(getattr(model, "sig", None), "skip", ())])
+    ctx = Context(examples=examples, seed_value=seed_value, out_dir=out_dir, domain=domain, skip=skip_set)
     for item in PLANS[model.kind](model, ctx):
-        if isinstance(item, PropertyResult):
-            result = item
-        elif item.name in skipped:
+        if skipped(item.name, skip_set):
             result = PropertyResult(item.name, "skip", 0, SKIP_REQUESTED)
+        elif isinstance(item, PropertyResult):
+            result = item
         else:
             result = run_property(
                 item.name,
