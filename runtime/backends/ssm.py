@@ -259,6 +259,9 @@ class OrtSsmBackend(HostSsmBackend):
 SSM_BACKENDS: dict[str, tuple[str, str]] = {
     "numpy": ("tickformer.runtime.backends.ssm", "NumpySsmBackend"),
     "ort": ("tickformer.runtime.backends.ssm", "OrtSsmBackend"),
+    "ort-cuda": ("tickformer.runtime.backends.ort_gpu", "OrtCudaSsmBackend"),
+    "ort-trt": ("tickformer.runtime.backends.ort_gpu", "OrtTensorRTSsmBackend"),
+    "tensorrt": ("tickformer.runtime.backends.tensorrt", "TensorRTSsmBackend"),
 }
 
 # Backends that exist for attention artifacts but have no ssm variant, and why.
