@@ -32,15 +32,20 @@ class Cell:
         return self.fmt(self.get(report))
 
 
-def kib(n: int) -> str:
-    """Bytes as the tables write them: KiB below 1 MiB, MiB below 1 GiB."""
-    return (
-        f"{n / 1024:,.0f} KiB"
-        if n < 2**20
-        else f"{n / 2**20:,.1f} MiB"
-        if n < 2**30
-        else f"{n / 2**30:,.2f} GiB"
-    )
+def _unit(n: int) -> tuple[float, str, str]:
+    """Bytes as the tables write them: KiB below 1 MiB, MiB below 1 GiB, else GiB."""
+    if n < 2**20:
+        return n / 1024, "{:,.0f}", "KiB"
+    return (n / 2**20, "{:,.1f}", "MiB") if n < 2**30 else (n / 2**30, "{:,.2f}", "GiB")
+
+
+def size_number(n: int) -> str:
+    value, spec, _ = _unit(n)
+    return spec.format(value)
+
+
+def size_unit(n: int) -> str:
+    return _unit(n)[2]
 
 
 def _f(spec: str) -> Callable[[Any], str]:
@@ -165,8 +170,10 @@ def lines(report: dict) -> list[list[str | Cell]]:
             Cell("median window", lambda r: 1000, _f("{:,}")),
             " steps before n; full attention: a static cache of n rows, through Session.step up to n = ",
             Cell("session max n", lambda r: _session_max(r), _f("{:,}")),
-            ", beyond it the artifact's step graph alone; the last column: full attention over an ssm step "
-            "timed alternately with it):",
+            ", beyond it the artifact's step graph alone; the last column: full attention's median over that "
+            "of a block of ",
+            Cell("ref block", lambda r: 1000, _f("{:,}")),
+            " ssm steps timed right after it, under the load of that moment):",
         ],
         [""],
         [
@@ -178,7 +185,12 @@ def lines(report: dict) -> list[list[str | Cell]]:
     for n in lengths(report):
         row: list[str | Cell] = ["| ", Cell(f"n {n}", lambda r, n=n: int(n), _f("{:,}"))]
         for name in MODELS:
-            row += [" | ", Cell(f"{name} state {n}", _m(name, "state_bytes", n), kib)]
+            size = report["models"][name]["state_bytes"][n]
+            row += [
+                " | ",
+                Cell(f"{name} state {n}", _m(name, "state_bytes", n), size_number),
+                " " + size_unit(size),
+            ]
         for name in MODELS:
             cost = report["models"][name]["step_cost"].get(n, {})
             if "median_us" in cost:
@@ -189,27 +201,43 @@ def lines(report: dict) -> list[list[str | Cell]]:
         if "ratio_to_ssm" in att:
             row += [
                 " | ",
-                Cell(f"ratio {n}", _m("attention", "step_cost", n, "ratio_to_ssm"), _f("{:.1f}x")),
-                " |",
+                Cell(f"ratio {n}", _m("attention", "step_cost", n, "ratio_to_ssm"), _f("{:.1f}")),
+                "x |",
             ]
         else:
             row += [" | |"]
         out.append(row)
     n0 = str(_session_max(report))
-    at = report["models"]["attention"]["step_cost"].get(n0, {})
-    if "raw_graph_median_us" in at:
+    both = report["models"]["attention"]["step_cost"].get(n0, {}).get("interleaved")
+    last = lengths(report)[-1]
+    if both:
         out += [
             [""],
             [
-                "At n = ",
+                "The Session's own share, at n = ",
                 Cell("overhead n", lambda r: _session_max(r), _f("{:,}")),
-                " both ways: ",
-                Cell("overhead session", _m("attention", "step_cost", n0, "median_us"), _f("{:.1f}")),
+                " where both ways run, interleaved step for step (",
+                Cell("overhead steps", _m("attention", "step_cost", n0, "interleaved", "steps"), _f("{}")),
+                " pairs): ",
+                Cell(
+                    "overhead session",
+                    _m("attention", "step_cost", n0, "interleaved", "session_median_us"),
+                    _f("{:.1f}"),
+                ),
                 " us through Session.step, ",
-                Cell("overhead raw", _m("attention", "step_cost", n0, "raw_graph_median_us"), _f("{:.1f}")),
-                " us for the step graph alone (",
-                Cell("overhead steps", lambda r: _attn_steps(r), _f("{}")),
-                " runs).",
+                Cell(
+                    "overhead raw",
+                    _m("attention", "step_cost", n0, "interleaved", "raw_graph_median_us"),
+                    _f("{:.1f}"),
+                ),
+                " us for the step graph alone (the same C++ call). Full attention's step graph runs ",
+                Cell("attn steps", _m("attention", "step_cost", last, "steps"), _f("{}")),
+                " times beyond. The first ssm step after the full-attention steps at n = ",
+                Cell("cold n", lambda r: int(lengths(r)[-1]), _f("{:,}")),
+                " took ",
+                Cell("cold ssm", _m("attention", "step_cost", last, "ssm_first_after_us"), _f("{:.1f}")),
+                " us (their sweep over the cache evicts the ssm model's data from the CPU caches: what the next job "
+                "on that core pays).",
             ],
         ]
     return out
@@ -219,12 +247,6 @@ def _session_max(report: dict) -> int:
     costs = report["models"]["attention"]["step_cost"]
     through = [int(n) for n, c in costs.items() if "Session.step" in c.get("method", "")]
     return max(through) if through else 0
-
-
-def _attn_steps(report: dict) -> int:
-    for arg in report["command"].split("--attn-steps")[1:]:
-        return int(arg.split()[0])
-    return 20  # ssm_bench.py's default
 
 
 def cells(report: dict) -> list[Cell]:
