@@ -450,6 +450,7 @@ class OrtCudaSsmBackend(_OrtGpu, SsmBackend):
     state buffers on the device, one step session and binding per parity, optional CUDA graphs."""
 
     name = "ort-cuda"
+    supports_peek = True  # commit_candidate: the B - 1 device row copies
 
     def __init__(
         self,

@@ -53,7 +53,9 @@ class SsmBackend(Backend):
     """What SsmSession calls on every ssm backend: step (reads state(pos), writes staged_state(pos)
     and the output buffer), the state views, reset, the commit hooks, full. Host or device."""
 
-    supports_peek = True  # commit_candidate: every ssm backend implements it
+    supports_peek = (
+        False  # True where commit_candidate is implemented (every backend of this module, the GPU ones)
+    )
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         super().__init__(artifact, **options)
@@ -81,6 +83,8 @@ class SsmBackend(Backend):
 
 class HostSsmBackend(SsmBackend):
     """The double-buffered state in host memory (numpy, ort), and its peek commit."""
+
+    supports_peek = True
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         super().__init__(artifact, **options)

@@ -520,6 +520,7 @@ class TensorRTSsmBackend(_TensorRTEngines, SsmBackend):
     the two state buffers on the device, one execution context and one CUDA graph per parity."""
 
     name = "tensorrt"
+    supports_peek = True  # commit_candidate: the B - 1 device row copies
 
     def __init__(self, artifact: Artifact, *, precision: str | None = None, cuda_graph: bool = True) -> None:
         super().__init__(artifact)

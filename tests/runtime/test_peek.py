@@ -410,3 +410,17 @@ def test_ssm_commit_candidate_mutants_are_caught(ssm_peek_art, mutant):
     s.peek(xs[0])
     s.commit(1)
     assert not all(np.array_equal(s.state()[row], s.state()[1]) for row in range(K))
+
+
+def test_an_ssm_backend_without_commit_candidate_is_refused_naming_those_with_it(ssm_peek_art):
+    """SsmBackend declares supports_peek False; a backend that adds no commit_candidate (as a new
+    one may) is refused before anything runs, with backends that have it named (which do)."""
+    from tickformer.runtime.backends.ssm import SsmBackend
+
+    assert SsmBackend.supports_peek is False
+    s = runtime.load(ssm_peek_art, backend="numpy")
+    s.backend.supports_peek = False
+    with pytest.raises(BackendError, match="does not implement peek.*'ort' or 'numpy'"):
+        s.peek(_inputs(s, 1, seed=27)[0])
+    for name in ("ort", "numpy"):
+        assert runtime.load(ssm_peek_art, backend=name).backend.supports_peek
