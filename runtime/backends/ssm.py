@@ -53,9 +53,7 @@ class SsmBackend(Backend):
     """What SsmSession calls on every ssm backend: step (reads state(pos), writes staged_state(pos)
     and the output buffer), the state views, reset, the commit hooks, full. Host or device."""
 
-    supports_peek = (
-        False  # True where commit_candidate is implemented (every backend of this module, the GPU ones)
-    )
+    supports_peek = False  # True only where commit_candidate is implemented (host and GPU backends)
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         super().__init__(artifact, **options)

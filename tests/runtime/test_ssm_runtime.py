@@ -241,3 +241,18 @@ def test_cli_run_steps_an_ssm_artifact_past_max_len(ssm_art, tmp_path, capsys):
     tol = ssm_tolerance(SSM.replace(max_len=seq.shape[1]))["atol"]
     np.testing.assert_allclose(out, forward(params, SSM, seq), atol=tol, rtol=tol)
     assert "state_bound" in capsys.readouterr().out
+
+
+def test_the_ssm_session_advances_by_the_proven_step_position(ssm_art, monkeypatch):
+    """Call site: the position table is made by contracts.position.step_position (as Session's);
+    a twin that never advances, swapped in where the session imported it, stops the position."""
+    from tickformer.contracts import position
+
+    session = runtime.load(ssm_art[0], backend="numpy")
+    assert session._next_position[:300] == [
+        position.step_position(p, 1, ssm_session.WRAP, True) for p in range(300)
+    ]
+    monkeypatch.setattr("tickformer.runtime.ssm_session.step_position", lambda p, n, m, ok: p)
+    frozen = runtime.load(ssm_art[0], backend="numpy")
+    frozen.step(inputs(frozen.config, 1))
+    assert frozen.position == 0
