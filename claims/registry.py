@@ -1101,11 +1101,7 @@ FILES: dict[str, tuple[str, str]] = {
     "docs/training.md": ("covered", ""),
     "docs/reliability.md": ("covered", ""),
     "docs/codegen.md": ("covered", ""),
-    "docs/ssm.md": (
-        "pending",
-        "the ssm owner (issue 15): bench numbers come from benchmarks/results/ssm_bench.json (command beside "
-        "them), not yet registered as claims",
-    ),
+    "docs/ssm.md": ("covered", ""),
     "docs/reliability_report.md": (
         "generated",
         "TICKFORMER_RELIABILITY_REPORT=docs/reliability_report.md pytest tests/reliability ... "
@@ -2066,3 +2062,91 @@ LITERALS["docs/reliability.md"] = {
     "5": "the attack tests' bound on a refusal's time (< 5 s, tests/reliability/test_attacks.py)",
     "1e308": "the hostile domain bound the CLI tests pass (+-1e308)",
 }
+
+
+# ==========================================================================================================
+# Issue 15 (branch ssm): docs/ssm.md. One block, appended (as the blocks above).
+# The bench tables are rendered by benchmarks/ssm_report.py from benchmarks/results/ssm_bench.json; every
+# number in them is one of the renderer's cells, and the same cells are registered here, so a number typed
+# by hand or left stale after a new run fails `make claims`.
+# ==========================================================================================================
+RESULTS["ssm-bench"] = ResultsFile(
+    "ssm-bench", "benchmarks/results/ssm_bench.json", "utc", "refresh_ssm_bench"
+)
+
+
+def refresh_ssm_bench() -> None:
+    """The bench (minutes: 12 trainings, 2 x 1e6 steps, full attention up to 1e6 rows). Run it alone:
+    under the shared machine's lock, `flock /tmp/tf-heavy.lock python claims/check.py --refresh ssm-bench`."""
+    _run([PY, "benchmarks/ssm_bench.py", "--out", "benchmarks/results/ssm_bench.json"])
+
+
+@functools.cache
+def ssm_report():
+    return _module("benchmarks/ssm_report.py", "_claims_ssm_report")
+
+
+def ssm_bench() -> dict:
+    return RESULTS["ssm-bench"].load()
+
+
+_SSM_TABLES = Span("docs/ssm.md#bench-tables")
+for _cell in ssm_report().cells(ssm_bench()):
+    _SSM_TABLES.derived(
+        _cell.name, "ssm-bench", _cell.get, _cell.fmt, f"benchmarks/ssm_report.py cell {_cell.name!r}"
+    )
+LITERALS["docs/ssm.md"] = {
+    "1e-3": "Mamba's Delta initialisation range [1e-3, 1e-1], and the state bound's stall slack (FLOAT_STALL_SLACK)",
+    "1e-1": "Mamba's Delta initialisation range [1e-3, 1e-1]",
+    "1e-5": "the export tolerance's floor (export/bounds.py)",
+    "1e6": "the longest stream length the bench steps (ssm_bench.py --lengths)",
+    "1e5": "a stream length of the bench (ssm_bench.py --lengths)",
+    "10": "n^2 bytes of a boolean [n, n] mask at n = 1e5, in GB (arithmetic)",
+}
+
+
+def _ssm_model(name: str) -> dict:
+    return ssm_bench()["models"][name]
+
+
+(
+    Span("docs/ssm.md#verdict")
+    .derived(
+        "ssm step faster than windowed",
+        "ssm-bench",
+        lambda d: (
+            100
+            * (1 - d["models"]["ssm"]["ort_step"]["p50_us"] / d["models"]["windowed"]["ort_step"]["p50_us"])
+        ),
+        "{:.0f}",
+        "1 - ssm p50 / windowed p50 (ORT step at the task's shapes), percent",
+    )
+    .derived(
+        "ssm rmse above windowed",
+        "ssm-bench",
+        lambda d: (
+            100
+            * (
+                d["models"]["ssm"]["held_out_rmse"]["mean"] / d["models"]["windowed"]["held_out_rmse"]["mean"]
+                - 1
+            )
+        ),
+        "{:.0f}",
+        "ssm one-step RMSE / windowed one-step RMSE - 1 (means over the seeds), percent",
+    )
+    .derived(
+        "ssm training cost",
+        "ssm-bench",
+        lambda d: (
+            d["models"]["ssm"]["train_cpu_ms_per_step"] / d["models"]["attention"]["train_cpu_ms_per_step"]
+        ),
+        "{:.1f}",
+        "ssm / full attention training CPU ms per step",
+    )
+    .param(
+        "max_len",
+        lambda: _ssm_model("attention")["config"]["max_len"],
+        "{}",
+        "the bench's full-attention max_len",
+    )
+)

@@ -52,7 +52,8 @@ def mixer_input_radii(
 def state_bound(
     params: Mapping[str, np.ndarray], config: Config, domain: tuple[float, float]
 ) -> dict[str, Any]:
-    """The manifest's "state_bound" entry: {"layers": [S_l], "uniform_float": [bool], ...}."""
+    """The manifest's "state_bound" entry: {"layers": [S_l], "exact": [...], "input_radius": [...],
+    "float_bound_uniform": [bool], "reason": ...}."""
     layers, uniform, exact, radius = [], [], [], []
     for (mixer, *_), r in zip(names.ssm_layers(config), mixer_input_radii(params, config, domain)):
         weights = mixer.take(params)

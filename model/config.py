@@ -23,6 +23,7 @@ ARCHS = ("decoder", "encoder-decoder")
 INPUT_KINDS = ("tokens", "continuous")
 BLOCKS = ("attention", "ssm")
 DEFAULT_D_STATE = 16  # the state size `--block ssm` uses unless told (Mamba's default N)
+MAX_D_STATE = 1024  # states per channel accepted (Mamba uses 16, S4 up to 256): the state is L * D * N floats
 # Fields added after the format was fixed: left out of to_dict at their default, so the
 # config.json of every model that does not use them stays byte-identical.
 _OPTIONAL_DEFAULTS = {"block": "attention", "d_state": 0}
@@ -106,10 +107,12 @@ class Config:
         if self.block == "ssm":
             if self.arch != "decoder":
                 fail("block 'ssm' is for decoder-only models; use arch='decoder' (or block='attention')")
-            validation.positive_int(
+            validation.integer(
                 self.d_state,
                 "d_state",
-                hint=f"an SSM block needs >= 1 state per channel, e.g. {DEFAULT_D_STATE}",
+                min_value=1,
+                max_value=MAX_D_STATE,
+                hint=f"an SSM block needs 1..{MAX_D_STATE} states per channel, e.g. {DEFAULT_D_STATE}",
             )
             if self.window is not None:
                 fail(

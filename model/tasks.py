@@ -553,13 +553,13 @@ def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[st
 
 
 def _train_memoryless_twin(config: Config, data: HiddenData) -> tuple[Params, Config]:
-    """The memoryless baseline: the same config with window 1 (attention over its own key only),
-    trained with this run's settings (`data.train_settings`, set by model.train) on the same
-    training episodes."""
+    """The memoryless baseline: the same config with window 1 (attention over its own key only;
+    an ssm model's twin is the attention network of its sizes with window 1), trained with this
+    run's settings (`data.train_settings`, set by model.train) on the same training episodes."""
     from .train import TrainSettings, train_steps  # lazy: train imports this module
 
     task = TASKS["pendulum-hidden"]
-    twin = config.replace(window=1)
+    twin = config.replace(block="attention", d_state=0, window=1)
     settings = data.train_settings or TrainSettings.for_task(task)
     key = _twin_key(twin, settings)
     if key not in _TWINS:

@@ -50,6 +50,24 @@ trt_profile_min/opt/max_shapes. TF32: the CUDA EP gets use_tf32=0 (fp32 means fp
 TensorRT EP exposes no TF32 switch in the options used here, so `ort-trt` fp32 results are
 compared with the TF32-level bound (same unit roundoff as fp16, 2^-11) in the GPU tests.
 
+ssm artifacts (`OrtCudaSsmBackend`, `OrtTensorRTSsmBackend`; docs/ssm.md). The state is
+double-buffered on the device as on the host (runtime/backends/ssm.py): two device values
+[B, L, D, N] at fixed addresses; the step at position p reads buffer p & 1 and writes the other,
+so the commit is the session's position store alone and a failed step leaves the state as it
+was. A CUDA graph replays fixed addresses, so each parity has its own step session and
+IOBinding (x and y shared, the two state values swapped), each capturing its own graph (ORT
+documents one graph per session unless the run option `gpu_graph_id` annotates several, which
+the TensorRT EP does not document; two sessions need neither). The full pass is the Scan graph
+on a third session without a graph (ORT's CUDA graphs do not capture control flow); on ort-trt
+its profile covers T in 1..max_len and a longer T is refused in one line (`_check_full_length`,
+the attention full pass too). `reset` (a memset of buffer 0), `commit_candidate` (peek: the
+B - 1 other rows of the staged buffer copied from row i) and the state reads (`state`,
+`staged_state`: into host arrays made at load) run on this backend's own non-blocking stream and
+synchronise it before returning, after ORT's run is complete (`step` synchronised its outputs):
+the same ordering argument as the attention commit. Without cuda-python they go through the
+host (`commit_mode == "host"`: a fixed-size upload of zeros made at load; peek's commit a round
+trip that allocates). fp16 is refused for ssm artifacts (the fp16 policy covers attention graphs).
+
 Real-time: after the constructor's warm-up runs, `step` allocates one small array per call (the
 y copy from `OrtValue.numpy()`), `commit` none on the device path. Not real-time: everything else.
 Sources (facts only): ONNX Runtime Python API (IOBinding incl. synchronize_inputs/_outputs,
@@ -62,11 +80,12 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from tickformer import validation
+from tickformer.artifact import format as fmt
 from tickformer.artifact.format import ORT_TRT_CACHE, io_names, step_signature
 from tickformer.artifact.reader import Artifact, verified_graph_bytes
 from tickformer.errors import BackendError, BackendUnavailable
@@ -74,6 +93,7 @@ from tickformer.export.ort_session import session_options
 
 from .base import Backend
 from .layout import commit_copies, commit_rows, layer_pitch, stacked_shapes
+from .ssm import SsmBackend
 
 _DEVICE = "cuda"
 
@@ -88,24 +108,20 @@ def _ort() -> Any:
     return ort
 
 
-class OrtCudaBackend(Backend):
-    """ONNX Runtime, CUDA execution provider, device-side IOBinding, optional CUDA graph."""
+class _OrtGpu:
+    """What every ONNX Runtime GPU backend shares (attention and ssm, CUDA and TensorRT EPs): the
+    provider check, sessions over the verified graph bytes with their signature checked, the
+    step session with CUDA-graph capture or its stated fallback, device values, cuda-python."""
 
-    name = "ort-cuda"
-    static_cache = True
-    ring_cache = True  # commit writes row ring_slot(pos, W) (layout.commit_rows)
-    provider = "CUDAExecutionProvider"
+    name: ClassVar[str]
+    provider: ClassVar[str] = "CUDAExecutionProvider"
+    artifact: Artifact
+    config: Any
+    cuda_graph: bool
+    cuda_graph_reason: str
 
-    def __init__(
-        self,
-        artifact: Artifact,
-        *,
-        device_id: int = 0,
-        cuda_graph: bool = True,
-        precision: str | None = None,
-        workspace_mib: int = 1024,
-    ) -> None:
-        super().__init__(artifact)
+    def _open_ort(self, device_id: int, precision: str | None, workspace_mib: int) -> None:
+        """Validate the options, import onnxruntime, require this backend's provider."""
         validation.nonneg_int(device_id, "device_id")
         validation.one_of(precision, "precision", (None, "fp32", "fp16"))
         ort = _ort()
@@ -119,9 +135,97 @@ class OrtCudaBackend(Backend):
         self._ort = ort
         self.device_id, self.precision, self.workspace_mib = device_id, precision, workspace_mib
         self._opts = session_options(1)
+        self.cuda_graph, self.cuda_graph_reason = False, "disabled by option"
+
+    def _check_full_length(self, t: int) -> None:
+        """The full pass takes any T on the CUDA EP (the TensorRT EP's profile bounds it)."""
+
+    # --- construction (not real-time) -----------------------------------------------------------
+    def _provider_options(self, cuda_graph: bool, graph: str) -> list[Any]:
+        # use_tf32 = 0: fp32 MatMul/Conv stay fp32 (TF32 rounds inputs to 10 mantissa bits, u = 2^-11).
+        cuda = {
+            "device_id": str(self.device_id),
+            "enable_cuda_graph": "1" if cuda_graph else "0",
+            "use_tf32": "0",
+        }
+        return [(self.provider, cuda)]
+
+    def _session(self, graph: str, *, cuda_graph: bool) -> Any:
+        """A session over the verified bytes of `graph`, its signature checked (module docstring)."""
+        from .ort import check_signature
+
+        path = self.artifact.graph_path(graph)
+        data = verified_graph_bytes(self.artifact, graph)  # read once, hashed, no external data
+        try:
+            sess = self._ort.InferenceSession(
+                data, sess_options=self._opts, providers=self._provider_options(cuda_graph, graph)
+            )
+        except Exception as exc:  # ORT raises its own pybind exception types
+            text = str(exc)
+            if "CUDA" in text and (
+                "no CUDA-capable device" in text or "cudaErrorNoDevice" in text or "driver" in text.lower()
+            ):
+                raise BackendUnavailable(
+                    f"backend {self.name!r}: no usable CUDA GPU ({text.splitlines()[0]})"
+                ) from None
+            raise BackendError(f"onnxruntime cannot load {path} on {self.provider}: {text}") from exc
+        if sess.get_providers()[0] != self.provider:
+            raise BackendUnavailable(
+                f"backend {self.name!r}: onnxruntime fell back to {sess.get_providers()} "
+                f"(is a GPU visible and CUDA installed?)"
+            )
+        check_signature(sess, self.artifact.graph_spec(graph), str(path))
+        return sess
+
+    def _step_session(self, cuda_graph: bool) -> Any:
+        if not cuda_graph:
+            return self._session("step", cuda_graph=False)
+        try:
+            sess = self._session("step", cuda_graph=True)
+            self.cuda_graph, self.cuda_graph_reason = True, "captured by the provider during warm-up"
+            return sess
+        except (BackendError, BackendUnavailable) as exc:
+            if isinstance(exc, BackendUnavailable):
+                raise
+            self.cuda_graph_reason = (
+                f"CUDA-graph capture unavailable ({str(exc).splitlines()[0]}); using plain runs"
+            )
+            warnings.warn(f"{self.name} backend: {self.cuda_graph_reason}", RuntimeWarning, stacklevel=3)
+            return self._session("step", cuda_graph=False)
+
+    def _device_zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return self._ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, dtype=dtype), _DEVICE, self.device_id)
+
+    @staticmethod
+    def _try_cudart() -> Any:
+        try:
+            from .cuda import require_cudart
+
+            return require_cudart()
+        except BackendUnavailable:
+            return None
+
+
+class OrtCudaBackend(_OrtGpu, Backend):
+    """ONNX Runtime, CUDA execution provider, device-side IOBinding, optional CUDA graph."""
+
+    name = "ort-cuda"
+    static_cache = True
+    ring_cache = True  # commit writes row ring_slot(pos, W) (layout.commit_rows)
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        *,
+        device_id: int = 0,
+        cuda_graph: bool = True,
+        precision: str | None = None,
+        workspace_mib: int = 1024,
+    ) -> None:
+        super().__init__(artifact)
+        self._open_ort(device_id, precision, workspace_mib)
         cfg, batch = self.config, artifact.batch
         self._in_name, self._out_name = io_names(cfg)
-        self.cuda_graph, self.cuda_graph_reason = False, "disabled by option"
         self._step = self._step_session(cuda_graph)
         self._aux = self._session("model" if cfg.arch == "decoder" else "encoder", cuda_graph=False)
         # Host staging and device values, allocated once. x, pos, y in the session's layout; the
@@ -186,59 +290,6 @@ class OrtCudaBackend(Backend):
         for _ in range(3):  # warm-up; with cuda_graph the provider captures during these runs
             self._run_step()
 
-    # --- construction (not real-time) -----------------------------------------------------------
-    def _provider_options(self, cuda_graph: bool, graph: str) -> list[Any]:
-        # use_tf32 = 0: fp32 MatMul/Conv stay fp32 (TF32 rounds inputs to 10 mantissa bits, u = 2^-11).
-        cuda = {
-            "device_id": str(self.device_id),
-            "enable_cuda_graph": "1" if cuda_graph else "0",
-            "use_tf32": "0",
-        }
-        return [(self.provider, cuda)]
-
-    def _session(self, graph: str, *, cuda_graph: bool) -> Any:
-        """A session over the verified bytes of `graph`, its signature checked (module docstring)."""
-        from .ort import check_signature
-
-        path = self.artifact.graph_path(graph)
-        data = verified_graph_bytes(self.artifact, graph)  # read once, hashed, no external data
-        try:
-            sess = self._ort.InferenceSession(
-                data, sess_options=self._opts, providers=self._provider_options(cuda_graph, graph)
-            )
-        except Exception as exc:  # ORT raises its own pybind exception types
-            text = str(exc)
-            if "CUDA" in text and (
-                "no CUDA-capable device" in text or "cudaErrorNoDevice" in text or "driver" in text.lower()
-            ):
-                raise BackendUnavailable(
-                    f"backend {self.name!r}: no usable CUDA GPU ({text.splitlines()[0]})"
-                ) from None
-            raise BackendError(f"onnxruntime cannot load {path} on {self.provider}: {text}") from exc
-        if sess.get_providers()[0] != self.provider:
-            raise BackendUnavailable(
-                f"backend {self.name!r}: onnxruntime fell back to {sess.get_providers()} "
-                f"(is a GPU visible and CUDA installed?)"
-            )
-        check_signature(sess, self.artifact.graph_spec(graph), str(path))
-        return sess
-
-    def _step_session(self, cuda_graph: bool) -> Any:
-        if not cuda_graph:
-            return self._session("step", cuda_graph=False)
-        try:
-            sess = self._session("step", cuda_graph=True)
-            self.cuda_graph, self.cuda_graph_reason = True, "captured by the provider during warm-up"
-            return sess
-        except (BackendError, BackendUnavailable) as exc:
-            if isinstance(exc, BackendUnavailable):
-                raise
-            self.cuda_graph_reason = (
-                f"CUDA-graph capture unavailable ({str(exc).splitlines()[0]}); using plain runs"
-            )
-            warnings.warn(f"{self.name} backend: {self.cuda_graph_reason}", RuntimeWarning, stacklevel=3)
-            return self._session("step", cuda_graph=False)
-
     def _padded(self, name: str, logical: np.ndarray | None = None) -> np.ndarray:
         """A host array in stack `name`'s device layout [L, pitch / 4], zero or holding `logical`."""
         slice_bytes, pitch = self._pitch[name]
@@ -251,18 +302,6 @@ class OrtCudaBackend(Backend):
         """View of a [L, pitch / 4] array as stack `name`'s stored shape (no copy): [L, B, H, N | 1, dh],
         [L, B, H, dh, N] for k_cache."""
         return padded[:, : self._pitch[name][0] // 4].reshape(self._stacks[name])
-
-    def _device_zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
-        return self._ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, dtype=dtype), _DEVICE, self.device_id)
-
-    @staticmethod
-    def _try_cudart() -> Any:
-        try:
-            from .cuda import require_cudart
-
-            return require_cudart()
-        except BackendUnavailable:
-            return None
 
     def _run_step(self) -> None:
         """One run of the step graph, complete on return (module docstring: ordering)."""
@@ -316,6 +355,7 @@ class OrtCudaBackend(Backend):
     def full(self, x: np.ndarray) -> np.ndarray:
         if self.config.arch != "decoder":
             raise BackendError("this artifact has no full-pass graph (encoder-decoder); use generate()")
+        self._check_full_length(x.shape[1])
         try:
             return self._aux.run(None, {self._in_name: x})[0]
         except Exception as exc:
@@ -349,12 +389,21 @@ class OrtCudaBackend(Backend):
         self._step = self._aux = None
 
 
-class OrtTensorRTBackend(OrtCudaBackend):
-    """ONNX Runtime, TensorRT execution provider (CUDA EP for anything TensorRT does not take),
-    engine and timing caches in the artifact."""
+class _OrtTrtOptions(_OrtGpu):
+    """The TensorRT EP's provider options (module docstring): engine and timing caches in the
+    artifact, the full pass's profile T in 1..max_len, and the length check that goes with it."""
 
-    name = "ort-trt"
     provider = "TensorrtExecutionProvider"
+
+    def _check_full_length(self, t: int) -> None:
+        """The full-pass engine's profile covers T <= max_len: a longer T is refused here, in one
+        line, instead of failing inside the engine."""
+        if t > self.artifact.max_len:
+            raise BackendError(
+                f"backend {self.name!r}: the TensorRT EP's profile for model.onnx covers T <= max_len "
+                f"{self.artifact.max_len}, got T = {t}; stream it with step(), or run the full pass on "
+                "backend ort-cuda or ort"
+            )
 
     def _provider_options(self, cuda_graph: bool, graph: str) -> list[Any]:
         cache_dir = Path(self.artifact.root) / ORT_TRT_CACHE
@@ -387,6 +436,220 @@ class OrtTensorRTBackend(OrtCudaBackend):
             )
         cuda = {"device_id": str(self.device_id), "use_tf32": "0"}
         return [(self.provider, trt), ("CUDAExecutionProvider", cuda)]
+
+
+class OrtTensorRTBackend(_OrtTrtOptions, OrtCudaBackend):
+    """ONNX Runtime, TensorRT execution provider (CUDA EP for anything TensorRT does not take),
+    engine and timing caches in the artifact."""
+
+    name = "ort-trt"
+
+
+class OrtCudaSsmBackend(_OrtGpu, SsmBackend):
+    """An ssm artifact on ONNX Runtime's CUDA EP (module docstring, "ssm artifacts"): the two
+    state buffers on the device, one step session and binding per parity, optional CUDA graphs."""
+
+    name = "ort-cuda"
+    supports_peek = True  # commit_candidate: the B - 1 device row copies
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        *,
+        device_id: int = 0,
+        cuda_graph: bool = True,
+        precision: str | None = None,
+        workspace_mib: int = 1024,
+    ) -> None:
+        super().__init__(artifact)
+        self._open_ort(device_id, precision, workspace_mib)
+        if precision == "fp16":
+            raise BackendError(
+                f"backend {self.name!r}: precision 'fp16' is not available for ssm artifacts (the fp16 policy "
+                "covers attention graphs, docs/ssm.md); leave precision unset (fp32)"
+            )
+        cfg, batch = self.config, artifact.batch
+        self._in_name, self._out_name = io_names(cfg)
+        # One step session per parity (each captures its own CUDA graph over its own addresses),
+        # and the full pass (Scan) without a graph.
+        self._steps = [self._step_session(cuda_graph) for _ in (0, 1)]
+        self._aux = self._session("model", cuda_graph=False)
+        x_shape, x_dtype = (
+            ((batch, 1), np.int64) if cfg.inputs == "tokens" else ((batch, 1, cfg.d_in), np.float32)
+        )
+        self._x = np.zeros(x_shape, dtype=x_dtype)  # host staging of x, the session's layout
+        self._x_val = self._device_zeros(x_shape, x_dtype)
+        self._y_val = self._device_zeros(self.step_output_shape, np.float32)
+        self._state_vals = [self._device_zeros(self.state_shape, np.float32) for _ in (0, 1)]
+        self._state_bytes = int(np.prod(self.state_shape)) * 4
+        self._ios = []
+        sig = fmt.ssm_step_signature(cfg, batch)
+        try:
+            for parity, session in enumerate(self._steps):
+                io = session.io_binding()
+                value = {
+                    self._in_name: self._x_val,
+                    fmt.SSM_STATE: self._state_vals[parity],
+                    self._out_name: self._y_val,
+                    fmt.SSM_STATE_NEW: self._state_vals[1 - parity],
+                }
+                for key, bind in (("inputs", io.bind_input), ("outputs", io.bind_output)):
+                    for name, (dtype, shape) in sig[key].items():
+                        bind(
+                            name,
+                            _DEVICE,
+                            self.device_id,
+                            np.dtype(dtype),
+                            list(shape),
+                            value[name].data_ptr(),
+                        )
+                self._ios.append(io)
+        except Exception as exc:  # signatures were checked when the sessions were made: engine-side
+            raise BackendError(f"{self.name} cannot bind the ssm step buffers: {exc}") from exc
+        # Host buffers the device state is read into (state(), staged_state()), made once.
+        self._read = (np.zeros(self.state_shape, np.float32), np.zeros(self.state_shape, np.float32))
+        self._zeros = np.zeros(self.state_shape, np.float32)
+        self._cudart = self._try_cudart()
+        self.commit_mode = "device" if self._cudart is not None else "host"
+        self._copy_stream: Any = None
+        self._cand: list[list[list[tuple[int, int]]]] = []
+        if self._cudart is not None:  # reset, peek commit and state reads on a stream of our own
+            from .cuda import cuda_check
+
+            c = self._cudart
+            self._copy_stream = cuda_check(
+                c.cudaStreamCreateWithFlags(c.cudaStreamNonBlocking), "cudaStreamCreateWithFlags"
+            )
+            row = self._state_bytes // batch  # one batch row [L, D, N], contiguous
+            for parity in (0, 1):  # (dst, src) of the B - 1 row copies of commit_candidate(pos, i)
+                staged = self._state_vals[1 - parity].data_ptr()
+                self._cand.append(
+                    [
+                        [(staged + b * row, staged + i * row) for b in range(batch) if b != i]
+                        for i in range(batch)
+                    ]
+                )
+            self._row_bytes = row
+        for parity in (0, 1):  # warm-up; with cuda_graph the provider captures during these runs
+            for _ in range(3):
+                self._run_step(parity)
+        self.reset()
+
+    def _run_step(self, parity: int) -> None:
+        """One run of parity's step session, complete on return (as OrtCudaBackend._run_step)."""
+        io = self._ios[parity]
+        io.synchronize_inputs()  # the in-place upload of x has landed
+        self._steps[parity].run_with_iobinding(io)
+        io.synchronize_outputs()  # y and state_new are written
+
+    def _sync_copies(self) -> None:
+        from .cuda import cuda_check
+
+        cuda_check(self._cudart.cudaStreamSynchronize(self._copy_stream), "cudaStreamSynchronize ssm")
+
+    # --- real-time path -------------------------------------------------------------------------
+    def step(self, x: np.ndarray, pos: int) -> np.ndarray:
+        """Real-time after warm-up: upload x in place, run parity pos & 1 (reads buffer pos & 1,
+        writes the other), copy y back (one small array from OrtValue.numpy(), as the attention
+        backend). Never writes the state it reads."""
+        np.copyto(self._x, x)
+        try:
+            self._x_val.update_inplace(self._x)  # same device address: a graph replay sees it
+            self._run_step(pos & 1)
+            np.copyto(self._y, self._y_val.numpy())
+        except Exception as exc:
+            raise BackendError(f"{self.name} ssm step failed at position {pos}: {exc}") from exc
+        return self._y
+
+    def commit_candidate(self, pos: int, i: int) -> None:
+        """Candidate i's staged state over the other B - 1 rows of the staged buffer. Device path:
+        B - 1 fixed-size device-to-device copies on this backend's stream, then its sync (ORT's
+        run is complete: `step` synchronised its outputs). Host path: a round trip through the
+        host (allocates; not real-time)."""
+        if self._cudart is None:
+            staged = self._state_vals[1 - (pos & 1)]
+            host = staged.numpy()
+            host[:] = host[i]
+            staged.update_inplace(host)
+            return
+        from .cuda import cuda_check
+
+        c, stream, row = self._cudart, self._copy_stream, self._row_bytes
+        kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+        for dst, src in self._cand[pos & 1][i]:
+            cuda_check(c.cudaMemcpyAsync(dst, src, row, kind, stream), "cudaMemcpyAsync ssm candidate")
+        self._sync_copies()
+
+    def reset(self) -> None:
+        """Zero buffer 0 (the one position 0 reads): a memset on this backend's stream and its
+        sync (device path), or one fixed-size upload of zeros made at load. Constant time."""
+        if self._cudart is None:
+            self._state_vals[0].update_inplace(self._zeros)
+            return
+        from .cuda import cuda_check
+
+        c = self._cudart
+        cuda_check(
+            c.cudaMemsetAsync(self._state_vals[0].data_ptr(), 0, self._state_bytes, self._copy_stream),
+            "cudaMemsetAsync ssm reset",
+        )
+        self._sync_copies()
+
+    def _read_state(self, buffer: int, out: np.ndarray) -> np.ndarray:
+        """Device buffer -> the host array `out` (made at load), complete on return."""
+        if self._cudart is None:
+            np.copyto(out, self._state_vals[buffer].numpy())
+            return out
+        from .cuda import cuda_check
+
+        c = self._cudart
+        kind = c.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        cuda_check(
+            c.cudaMemcpyAsync(
+                out.ctypes.data,
+                self._state_vals[buffer].data_ptr(),
+                self._state_bytes,
+                kind,
+                self._copy_stream,
+            ),
+            "cudaMemcpyAsync ssm state",
+        )
+        self._sync_copies()
+        return out
+
+    def state(self, pos: int) -> np.ndarray:
+        """The committed state, copied from the device into a host buffer made at load."""
+        return self._read_state(pos & 1, self._read[0])
+
+    def staged_state(self, pos: int) -> np.ndarray:
+        """The state the step at pos wrote, copied into its own host buffer (the monitor's read)."""
+        return self._read_state(1 - (pos & 1), self._read[1])
+
+    # --- not real-time --------------------------------------------------------------------------
+    def full(self, x: np.ndarray) -> np.ndarray:
+        """The Scan graph on this provider (any T on the CUDA EP; T <= max_len on the TensorRT EP)."""
+        self._check_full_length(x.shape[1])
+        try:
+            return self._aux.run(None, {self._in_name: x})[0]
+        except Exception as exc:
+            raise BackendError(f"{self.name} full pass failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Drop the bindings, values and sessions, and destroy the copy stream. Idempotent."""
+        stream, self._copy_stream = getattr(self, "_copy_stream", None), None
+        cudart = getattr(self, "_cudart", None)
+        if stream is not None and cudart is not None:
+            cudart.cudaStreamDestroy(stream)
+        self._ios = []
+        self._state_vals = []
+        self._steps, self._aux = [], None
+
+
+class OrtTensorRTSsmBackend(_OrtTrtOptions, OrtCudaSsmBackend):
+    """An ssm artifact on ONNX Runtime's TensorRT EP (CUDA EP for the rest): the step as for
+    ort-cuda; the full pass (Scan) under the profile T in 1..max_len."""
+
+    name = "ort-trt"
 
 
 BACKENDS = {"ort-cuda": OrtCudaBackend, "ort-trt": OrtTensorRTBackend}

@@ -1,11 +1,19 @@
-"""Backends for the "ssm" artifact kind (docs/ssm.md): numpy and ONNX Runtime (CPU) over one
-fixed-size recurrent state, no KV cache.
+"""Backends for the "ssm" artifact kind (docs/ssm.md): one fixed-size recurrent state, no KV
+cache, behind the same `Session` API (runtime/ssm_session.py).
 
 State layout: two buffers [2, B, L, D, N] (double buffering). The step at session position p
 reads buffer p & 1 and writes the new state into buffer 1 - (p & 1); it never writes the state
 it reads, so a failed or refused step leaves the session's state as it was, and the commit is
-the session's position store alone (runtime/ssm_session.py), with nothing to copy. `reset()`
-zeroes buffer 0 in place: constant time (the state's size, never the stream's length).
+the session's position store alone (runtime/ssm_session.py), with nothing to copy: `commit(pos)`
+is a no-op hook. `reset()` zeroes buffer 0 in place: constant time (the state's size, never the
+stream's length).
+
+Peek (`Session.peek` / `commit(i)`: the batch rows are K candidates over ONE stream, every row's
+state identical): the step writes K candidate states into the staged buffer; `commit_candidate(pos,
+i)` copies row i over the other rows of that same staged buffer (rows before i, rows after i: two
+broadcasting copies between views made at load, no overlap, 0 bytes), so the state committed by
+the position store is candidate i's in every row -- bit for bit what a step whose every row is
+xs[i] writes. The committed buffer is not touched before the position store.
 
     numpy  the model's own functions (model/ssm.py `ssm_step`, model/layers.py): temporaries
            only, freed before the step returns (like the attention numpy backend).
@@ -14,13 +22,17 @@ zeroes buffer 0 in place: constant time (the state's size, never the stream's le
            session: nothing traced by tracemalloc, not even transiently
            (tests/runtime/test_ssm_runtime.py); the full graph (Scan) through `run`.
 
-Other backends (ort-cuda, ort-trt, tensorrt, c) do not run this kind and say so at load
-(`runtime.load`). Not real-time: construction, `full`.
+The GPU variants (ort-cuda, ort-trt: runtime/backends/ort_gpu.py; tensorrt:
+runtime/backends/tensorrt.py) keep the same two buffers on the device. `SSM_BACKENDS` names every
+backend that runs this kind, lazily (module, class), like `runtime.backends.REGISTRY`; the others
+(numpy-growing) refuse at load with the reason (`ssm_backend_class`). Not real-time:
+construction, `full`.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 from typing import Any, Callable
 
 import numpy as np
@@ -28,7 +40,7 @@ import numpy as np
 from tickformer import validation
 from tickformer.artifact import format as fmt
 from tickformer.artifact.reader import Artifact
-from tickformer.errors import BackendError
+from tickformer.errors import BackendError, BackendUnavailable
 from tickformer.model import names
 from tickformer.model.layers import feed_forward, layer_norm, linear
 from tickformer.model.ssm import ssm_step
@@ -38,34 +50,73 @@ from .base import Backend
 
 
 class SsmBackend(Backend):
-    """What both ssm backends share: the double-buffered state, reset, the output buffer."""
+    """What SsmSession calls on every ssm backend: step (reads state(pos), writes staged_state(pos)
+    and the output buffer), the state views, reset, the commit hooks, full. Host or device."""
+
+    supports_peek = False  # True only where commit_candidate is implemented (host and GPU backends)
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         super().__init__(artifact, **options)
         self.state_shape = tuple(fmt.ssm_state_shape(self.config, artifact.batch))  # [B, L, D, N]
-        self._states = np.zeros((2, *self.state_shape), dtype=np.float32)  # [2, B, L, D, N]
         self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
 
     def state(self, pos: int) -> np.ndarray:
-        """The state read by the step at position pos (committed state), a view [B, L, D, N]."""
-        return self._states[pos & 1]
+        """The state read by the step at position pos (the committed state), [B, L, D, N]."""
+        raise NotImplementedError
 
     def staged_state(self, pos: int) -> np.ndarray:
         """The state the step at position pos wrote (committed only when the position advances)."""
-        return self._states[1 - (pos & 1)]
+        raise NotImplementedError
 
     def reset(self) -> None:
-        """Zero the state read at position 0, in place. Constant time, 0 bytes."""
-        self._states[0].fill(0.0)
+        """Zero the state read at position 0. Constant time."""
+        raise NotImplementedError
 
     def commit(self, pos: int) -> None:
         """Nothing to copy: the position store selects the buffer (module docstring)."""
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        raise BackendError("an ssm artifact has no KV cache; its state is backend.state(position)")
+        raise BackendError("an ssm artifact has no KV cache; its state is session.state()")
 
 
-class NumpySsmBackend(SsmBackend):
+class HostSsmBackend(SsmBackend):
+    """The double-buffered state in host memory (numpy, ort), and its peek commit."""
+
+    supports_peek = True
+
+    def __init__(self, artifact: Artifact, **options: Any) -> None:
+        super().__init__(artifact, **options)
+        self._states = np.zeros((2, *self.state_shape), dtype=np.float32)  # [2, B, L, D, N]
+        self._buffers = (self._states[0], self._states[1])  # views made once: indexing makes a new one
+        batch = artifact.batch
+        # [parity of pos][i]: (rows before i, rows after i, row i) of the buffer the step at pos
+        # writes; made once so commit_candidate is two np.copyto calls (module docstring, "Peek").
+        self._cand: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
+        for parity in (0, 1):
+            staged = self._states[1 - parity]  # [B, L, D, N]
+            self._cand.append([(staged[:i], staged[i + 1 :], staged[i : i + 1]) for i in range(batch)])
+
+    def state(self, pos: int) -> np.ndarray:
+        """The committed state, a view [B, L, D, N] made at load (0 bytes)."""
+        return self._buffers[pos & 1]
+
+    def staged_state(self, pos: int) -> np.ndarray:
+        """The state the step at pos wrote, a view [B, L, D, N] made at load (0 bytes)."""
+        return self._buffers[1 - (pos & 1)]
+
+    def reset(self) -> None:
+        """Zero the state read at position 0, in place. Constant time, 0 bytes."""
+        self._buffers[0].fill(0.0)
+
+    def commit_candidate(self, pos: int, i: int) -> None:
+        """Candidate i's staged state into every batch row of the staged buffer (module docstring,
+        "Peek"). Real-time safe: two broadcasting copies between views made at load, 0 bytes."""
+        before, after, row = self._cand[pos & 1][i]
+        np.copyto(before, row)
+        np.copyto(after, row)
+
+
+class NumpySsmBackend(HostSsmBackend):
     name = "numpy"
     runs_graphs = False
 
@@ -82,7 +133,7 @@ class NumpySsmBackend(SsmBackend):
             h = p[names.TOK_EMBED][x[:, 0]] * np.float32(np.sqrt(cfg.d_model))  # [B] -> [B, D]
         else:
             h = linear(x[:, 0], **names.IN_PROJ.take(p))  # [B, d_in] -> [B, D]
-        read, write = self._states[pos & 1], self._states[1 - (pos & 1)]  # [B, L, D, N]
+        read, write = self._buffers[pos & 1], self._buffers[1 - (pos & 1)]  # [B, L, D, N]
         for i, (mixer, mixer_norm, ffn, ffn_norm) in enumerate(self._layers):
             out, write[:, i] = ssm_step(h, read[:, i], **mixer)  # [B, D], [B, D, N]
             h = layer_norm(h + out, **mixer_norm, eps=eps)
@@ -98,7 +149,7 @@ class NumpySsmBackend(SsmBackend):
         return forward(self.params, self.config, x)  # the parallel (scan) form
 
 
-class OrtSsmBackend(SsmBackend):
+class OrtSsmBackend(HostSsmBackend):
     name = "ort"
 
     def __init__(
@@ -205,4 +256,42 @@ class OrtSsmBackend(SsmBackend):
         self._step_session = self._full_session = None  # type: ignore[assignment]
 
 
-SSM_BACKENDS: dict[str, type[SsmBackend]] = {"numpy": NumpySsmBackend, "ort": OrtSsmBackend}
+# name -> (module, class): imported only when asked for (like runtime.backends.REGISTRY). A backend
+# added for this kind adds one line here.
+SSM_BACKENDS: dict[str, tuple[str, str]] = {
+    "numpy": ("tickformer.runtime.backends.ssm", "NumpySsmBackend"),
+    "ort": ("tickformer.runtime.backends.ssm", "OrtSsmBackend"),
+    "ort-cuda": ("tickformer.runtime.backends.ort_gpu", "OrtCudaSsmBackend"),
+    "ort-trt": ("tickformer.runtime.backends.ort_gpu", "OrtTensorRTSsmBackend"),
+    "tensorrt": ("tickformer.runtime.backends.tensorrt", "TensorRTSsmBackend"),
+}
+
+# Backends that exist for attention artifacts but have no ssm variant, and why.
+SSM_REFUSED: dict[str, str] = {
+    "numpy-growing": (
+        "it is attention's growing-KV-cache variant (its cost grows with the position, kept for comparison); an "
+        "ssm step costs the same at every position already, so there is nothing for it to do: use backend 'numpy'"
+    ),
+}
+
+
+def ssm_backend_class(name: str) -> type[SsmBackend]:
+    """The ssm variant of backend `name`, imported now. BackendUnavailable (one line) when the
+    backend does not run this kind (with the reason and the backends that do), or its module
+    cannot be imported. Not real-time."""
+    entry = SSM_BACKENDS.get(name)
+    if entry is None:
+        why = SSM_REFUSED.get(name, "it has no ssm variant")
+        raise BackendUnavailable(
+            f"backend {name!r} does not run ssm artifacts (a fixed-state recurrent model, docs/ssm.md): {why}; "
+            f"use one of {sorted(SSM_BACKENDS)}"
+        )
+    module_name, class_name = entry
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BackendUnavailable(f"backend {name!r} (ssm) cannot be imported ({exc})") from None
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, SsmBackend)):
+        raise BackendUnavailable(f"backend {name!r}: {module_name} has no ssm backend class {class_name!r}")
+    return cls

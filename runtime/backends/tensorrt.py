@@ -38,6 +38,19 @@ Real-time: after construction, `step` and `commit` allocate no numpy arrays and 
 result tuples, which is the only Python-side allocation. `full`, `set_source` and `cache` are
 not real-time.
 
+ssm artifacts (`TensorRTSsmBackend`; docs/ssm.md): the step engine's I/O is x, state -> y,
+state_new (`format.ssm_step_signature`, checked against the engine like the attention one). The
+state is double-buffered on the device as on the host (runtime/backends/ssm.py): two `cudaMalloc`
+buffers [B, L, D, N]; parity 0's execution context reads buffer 0 and writes buffer 1, a second
+context of the same engine (`_Engine.add_context`) has the two addresses swapped, each context
+gets its warm enqueue and its own captured CUDA graph, and the step at position p replays graph
+p & 1 -- fixed addresses, and the commit is the session's position store alone. `reset` is a
+`cudaMemsetAsync` of buffer 0, `commit_candidate` (peek) the B - 1 fixed-size row copies of row
+i over the staged buffer, the state reads copies into pinned buffers made at load: each on the
+stream, then its sync. The full pass is the Scan graph's engine pinned to T = max_len, zero-padded
+(exact by causality); T > max_len is refused. fp32 only (the fp16 policy covers attention graphs;
+`build_engines` refuses fp16 for ssm artifacts).
+
 Sources (facts only): NVIDIA TensorRT Python API (Runtime, ICudaEngine.get_tensor_*,
 IExecutionContext.set_tensor_address / set_input_shape / execute_async_v3), TensorRT developer
 guide "CUDA Graphs" (warm enqueue, then capture), cuda-python `cuda.bindings.runtime`.
@@ -52,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tickformer import validation
+from tickformer.artifact import format as fmt
 from tickformer.artifact.format import io_names, step_signature
 from tickformer.artifact.reader import Artifact
 from tickformer.errors import BackendError, BackendUnavailable
@@ -59,6 +73,7 @@ from tickformer.errors import BackendError, BackendUnavailable
 from .base import Backend
 from .cuda import cuda_check, device_info, dims_tuple, require_cudart, require_tensorrt
 from .layout import commit_copies, commit_rows, layer_pitch, stacked_shapes
+from .ssm import SsmBackend
 from .tensorrt_engine import engine_bytes, engine_entry
 
 if TYPE_CHECKING:
@@ -146,31 +161,54 @@ class _Engine:
             if not context.set_tensor_address(name, ptr):
                 raise BackendError(f"TensorRT refused the device address of {name!r}")
 
+    def add_context(self, overrides: dict[str, int]) -> "trt.IExecutionContext":
+        """One more execution context of this engine (static shapes only), bound to the same
+        addresses as the first except `overrides` (name -> device pointer). Not real-time."""
+        context = self.engine.create_execution_context()
+        if context is None:
+            raise BackendError("TensorRT could not create an execution context (out of device memory?)")
+        for name, ptr in self.ptr.items():
+            if not context.set_tensor_address(name, overrides.get(name, ptr)):
+                raise BackendError(f"TensorRT refused the device address of {name!r}")
+        self.__dict__.setdefault("extra", []).append(context)
+        return context
+
     def release(self) -> None:
-        """Drop the context before the engine (TensorRT's required destruction order)."""
+        """Drop the contexts before the engine (TensorRT's required destruction order)."""
+        self.__dict__.pop("extra", None)
         self.__dict__.pop("context", None)
         self.__dict__.pop("engine", None)
 
 
-class TensorRTBackend(Backend):
-    """TensorRT engines from the artifact's manifest, one stream, CUDA-graph replay per step."""
+class _TensorRTEngines:
+    """What both TensorRT backends (attention, ssm) share: the step and full/encoder engines taken
+    from the manifest (compatibility and hashes checked before a byte is deserialized), the
+    runtime, one non-blocking stream, the buffers; synchronisation, uploads and downloads on that
+    stream, the aux engine's run and the zero-padded full pass. Not real-time."""
 
-    name = "tensorrt"
-    static_cache = True
-    ring_cache = True  # commit writes row ring_slot(pos, W) (layout.commit_rows)
+    _cudart: Any
+    _stream: Any
+    _bufs: _Buffers
+    _aux: _Engine
+    _in_name: str
+    _out_name: str
+    _step: _Engine
+    _contexts: list[Any]  # the step engine's execution context per parity (attention: one)
+    _x: np.ndarray  # pinned host staging, the session's layout
+    _y: np.ndarray
+    _pos: Any = None  # pinned position input [1] int64 (attention); None: ssm steps have none
+    artifact: Artifact
 
-    def __init__(self, artifact: Artifact, *, precision: str | None = None, cuda_graph: bool = True) -> None:
-        super().__init__(artifact)
-        validation.one_of(precision, "precision", (None, "fp32", "fp16"))
+    def _open_engines(self, artifact: Artifact, precision: str | None, aux: str) -> tuple[bytes, bytes]:
+        """(step engine bytes, aux engine bytes); sets the runtime, stream and buffers."""
         require_tensorrt()
         cudart = require_cudart()
         import tensorrt as trt
 
-        self._cudart: Any = cudart
+        self._cudart = cudart
         here = device_info(trt, cudart)  # BackendUnavailable without a GPU
         manifest, root = artifact.manifest, artifact.root
         self.precision, step_entry = engine_entry(manifest, "step", precision)
-        aux = "model" if self.config.arch == "decoder" else "encoder"
         _, aux_entry = engine_entry(manifest, aux, self.precision)
         # Compatibility and hashes are checked here, before any byte is deserialized.
         step_data = engine_bytes(root, manifest, step_entry, here)
@@ -184,6 +222,119 @@ class TensorRTBackend(Backend):
             cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking), "cudaStreamCreateWithFlags"
         )
         self._bufs = _Buffers(cudart)
+        return step_data, aux_data
+
+    def _sync(self) -> None:
+        cuda_check(self._cudart.cudaStreamSynchronize(self._stream), "cudaStreamSynchronize")
+
+    def _run_aux(self) -> None:
+        if not self._aux.context.execute_async_v3(int(self._stream)):
+            raise BackendError("TensorRT execute_async_v3 failed in the full/encoder engine")
+        self._sync()
+
+    def _h2d(self, ptr: int, arr: np.ndarray) -> None:
+        """Upload on this backend's stream and wait: ordered before the engine run enqueued next
+        (a synchronous cudaMemcpy from pageable memory would run on the legacy default stream,
+        which is not ordered against this non-blocking stream, and may return before the
+        transfer has landed)."""
+        arr = np.ascontiguousarray(arr)
+        kind = self._cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
+        cuda_check(
+            self._cudart.cudaMemcpyAsync(ptr, arr.ctypes.data, arr.nbytes, kind, self._stream),
+            "cudaMemcpyAsync",
+        )
+        self._sync()  # arr must outlive the transfer
+
+    def _d2h(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Download on this backend's stream (after its earlier work) and wait."""
+        out = np.empty(shape, dtype=dtype)
+        kind = self._cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        cuda_check(
+            self._cudart.cudaMemcpyAsync(out.ctypes.data, ptr, out.nbytes, kind, self._stream),
+            "cudaMemcpyAsync",
+        )
+        self._sync()
+        return out
+
+    def _enqueue_step(self, parity: int = 0) -> None:
+        """The step sequence on the stream (captured into a CUDA graph, or run as is): x (and the
+        attention step's pos) up, the execution context of this parity (attention: its one), y down."""
+        c, s = self._cudart, self._step
+        h2d, d2h = c.cudaMemcpyKind.cudaMemcpyHostToDevice, c.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        cuda_check(
+            c.cudaMemcpyAsync(s.ptr[self._in_name], self._x.ctypes.data, self._x.nbytes, h2d, self._stream),
+            "cudaMemcpyAsync x",
+        )
+        if self._pos is not None:
+            cuda_check(
+                c.cudaMemcpyAsync(s.ptr["pos"], self._pos.ctypes.data, self._pos.nbytes, h2d, self._stream),
+                "cudaMemcpyAsync pos",
+            )
+        if not self._contexts[parity].execute_async_v3(int(self._stream)):
+            raise BackendError("TensorRT execute_async_v3 failed (see the TensorRT log)")
+        cuda_check(
+            c.cudaMemcpyAsync(self._y.ctypes.data, s.ptr[self._out_name], self._y.nbytes, d2h, self._stream),
+            "cudaMemcpyAsync y",
+        )
+
+    def _full_padded(self, x: np.ndarray) -> np.ndarray:
+        """Causal full pass on the model engine, pinned to T = max_len: x is zero-padded to
+        max_len and the first T rows are returned (row t depends on inputs 0..t only)."""
+        e, t = self._aux, x.shape[1]
+        if (
+            t > self.artifact.max_len
+        ):  # windowed and ssm artifacts: model.onnx takes any T, this engine does not
+            raise BackendError(
+                f"the TensorRT model engine is built for T <= max_len {self.artifact.max_len}, got T = {t}; "
+                "stream it with step() or run the full pass on backend ort"
+            )
+        padded = np.zeros(e.shape[self._in_name], dtype=e.dtype[self._in_name])  # [B, N, ...]
+        padded[:, :t] = x
+        self._h2d(e.ptr[self._in_name], padded)
+        self._run_aux()
+        y = self._d2h(e.ptr[self._out_name], e.shape[self._out_name], e.dtype[self._out_name])
+        return np.ascontiguousarray(y[:, :t])
+
+    def close(self) -> None:
+        """Free the CUDA graphs, engines (contexts first), buffers and stream. Idempotent."""
+        c = getattr(self, "_cudart", None)
+        if c is None:
+            return
+        graphs = [
+            *getattr(self, "_graphs", []),
+            (getattr(self, "_graph", None), getattr(self, "_graph_exec", None)),
+        ]
+        for graph, graph_exec in graphs:
+            if graph_exec is not None:
+                c.cudaGraphExecDestroy(graph_exec)
+            if graph is not None:
+                c.cudaGraphDestroy(graph)
+        self._graphs: list[tuple[Any, Any]] = []
+        self._graph = self._graph_exec = None
+        for attr in ("_step", "_aux"):
+            engine = self.__dict__.pop(attr, None)
+            if engine is not None:
+                engine.release()  # contexts before engines, engines before their buffers
+        if hasattr(self, "_bufs"):
+            self._bufs.free()
+        if getattr(self, "_stream", None) is not None:
+            c.cudaStreamDestroy(self._stream)
+            self._stream = None
+        self._cudart = None
+
+
+class TensorRTBackend(_TensorRTEngines, Backend):
+    """TensorRT engines from the artifact's manifest, one stream, CUDA-graph replay per step."""
+
+    name = "tensorrt"
+    static_cache = True
+    ring_cache = True  # commit writes row ring_slot(pos, W) (layout.commit_rows)
+
+    def __init__(self, artifact: Artifact, *, precision: str | None = None, cuda_graph: bool = True) -> None:
+        super().__init__(artifact)
+        validation.one_of(precision, "precision", (None, "fp32", "fp16"))
+        aux = "model" if self.config.arch == "decoder" else "encoder"
+        step_data, aux_data = self._open_engines(artifact, precision, aux)
         self._graph: Any = None
         self._graph_exec: Any = None
         self.cuda_graph = False
@@ -238,6 +389,7 @@ class TensorRTBackend(Backend):
         x_shape = (batch, 1) if cfg.inputs == "tokens" else (batch, 1, cfg.d_in)
         self._x = self._bufs.pinned(x_shape, s.dtype[in_name])
         self._pos = self._bufs.pinned(s.shape["pos"], s.dtype["pos"])
+        self._contexts = [s.context]
         self._y = self._bufs.pinned(self.step_output_shape, s.dtype[out_name])
         if aux == "model":
             shapes = {in_name: (batch, n) + ((cfg.d_in,) if cfg.inputs == "continuous" else ())}
@@ -262,25 +414,6 @@ class TensorRTBackend(Backend):
         self._commit_ops = commit_copies(self._dev, self._pitch, self.cache_shape, f32)
         self._sync()
 
-    def _enqueue_step(self) -> None:
-        """The step sequence on the stream (captured into the CUDA graph, or run as is)."""
-        c, s = self._cudart, self._step
-        h2d, d2h = c.cudaMemcpyKind.cudaMemcpyHostToDevice, c.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        cuda_check(
-            c.cudaMemcpyAsync(s.ptr[self._in_name], self._x.ctypes.data, self._x.nbytes, h2d, self._stream),
-            "cudaMemcpyAsync x",
-        )
-        cuda_check(
-            c.cudaMemcpyAsync(s.ptr["pos"], self._pos.ctypes.data, self._pos.nbytes, h2d, self._stream),
-            "cudaMemcpyAsync pos",
-        )
-        if not s.context.execute_async_v3(int(self._stream)):
-            raise BackendError("TensorRT execute_async_v3 failed (see the TensorRT log)")
-        cuda_check(
-            c.cudaMemcpyAsync(self._y.ctypes.data, s.ptr[self._out_name], self._y.nbytes, d2h, self._stream),
-            "cudaMemcpyAsync y",
-        )
-
     def _capture(self) -> None:
         """Capture the (already warmed) step into a CUDA graph; on failure fall back and say so."""
         c = self._cudart
@@ -304,9 +437,6 @@ class TensorRTBackend(Backend):
                 f"CUDA-graph capture failed ({exc}); using plain enqueue",
             )
             warnings.warn(f"tensorrt backend: {self.cuda_graph_reason}", RuntimeWarning, stacklevel=3)
-
-    def _sync(self) -> None:
-        cuda_check(self._cudart.cudaStreamSynchronize(self._stream), "cudaStreamSynchronize")
 
     # --- real-time path -------------------------------------------------------------------------
     def step(self, x: np.ndarray, pos: int) -> np.ndarray:
@@ -338,52 +468,11 @@ class TensorRTBackend(Backend):
         self._sync()
 
     # --- not real-time --------------------------------------------------------------------------
-    def _run_aux(self) -> None:
-        if not self._aux.context.execute_async_v3(int(self._stream)):
-            raise BackendError("TensorRT execute_async_v3 failed in the full/encoder engine")
-        self._sync()
-
-    def _h2d(self, ptr: int, arr: np.ndarray) -> None:
-        """Upload on this backend's stream and wait: ordered before the engine run enqueued next
-        (a synchronous cudaMemcpy from pageable memory would run on the legacy default stream,
-        which is not ordered against this non-blocking stream, and may return before the
-        transfer has landed)."""
-        arr = np.ascontiguousarray(arr)
-        kind = self._cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
-        cuda_check(
-            self._cudart.cudaMemcpyAsync(ptr, arr.ctypes.data, arr.nbytes, kind, self._stream),
-            "cudaMemcpyAsync",
-        )
-        self._sync()  # arr must outlive the transfer
-
-    def _d2h(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """Download on this backend's stream (after its earlier work) and wait."""
-        out = np.empty(shape, dtype=dtype)
-        kind = self._cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        cuda_check(
-            self._cudart.cudaMemcpyAsync(out.ctypes.data, ptr, out.nbytes, kind, self._stream),
-            "cudaMemcpyAsync",
-        )
-        self._sync()
-        return out
-
     def full(self, x: np.ndarray) -> np.ndarray:
-        """Causal full pass on the model engine, pinned to T = max_len: x is zero-padded to
-        max_len and the first T rows are returned (row t depends on inputs 0..t only)."""
+        """Causal full pass on the model engine, zero-padded to T = max_len (`_full_padded`)."""
         if self.config.arch != "decoder":
             raise BackendError("this artifact has no full-pass graph (encoder-decoder); use generate()")
-        e, t = self._aux, x.shape[1]
-        if t > self.artifact.max_len:  # windowed artifacts: model.onnx takes any T, this engine does not
-            raise BackendError(
-                f"the TensorRT model engine is built for T <= max_len {self.artifact.max_len}, got T = {t}; "
-                "stream it with step() or run the full pass on backend ort"
-            )
-        padded = np.zeros(e.shape[self._in_name], dtype=e.dtype[self._in_name])  # [B, N, ...]
-        padded[:, :t] = x
-        self._h2d(e.ptr[self._in_name], padded)
-        self._run_aux()
-        y = self._d2h(e.ptr[self._out_name], e.shape[self._out_name], e.dtype[self._out_name])
-        return np.ascontiguousarray(y[:, :t])
+        return self._full_padded(x)
 
     def set_source(self, src: np.ndarray, src_valid: np.ndarray) -> None:
         if self.config.arch != "encoder-decoder":
@@ -425,26 +514,186 @@ class TensorRTBackend(Backend):
             stack("v_cache", self.cache_shape)
         )
 
-    def close(self) -> None:
-        """Free the graph, buffers and stream. Idempotent."""
-        c = getattr(self, "_cudart", None)
-        if c is None:
-            return
-        if getattr(self, "_graph_exec", None) is not None:
-            c.cudaGraphExecDestroy(self._graph_exec)
-        if getattr(self, "_graph", None) is not None:
-            c.cudaGraphDestroy(self._graph)
-        self._graph = self._graph_exec = None
-        for attr in ("_step", "_aux"):
-            engine = self.__dict__.pop(attr, None)
-            if engine is not None:
-                engine.release()  # contexts before engines, engines before their buffers
-        if hasattr(self, "_bufs"):
-            self._bufs.free()
-        if getattr(self, "_stream", None) is not None:
-            c.cudaStreamDestroy(self._stream)
-            self._stream = None
-        self._cudart = None
+
+class TensorRTSsmBackend(_TensorRTEngines, SsmBackend):
+    """An ssm artifact on the artifact's TensorRT engines (module docstring, "ssm artifacts"):
+    the two state buffers on the device, one execution context and one CUDA graph per parity."""
+
+    name = "tensorrt"
+    supports_peek = True  # commit_candidate: the B - 1 device row copies
+
+    def __init__(self, artifact: Artifact, *, precision: str | None = None, cuda_graph: bool = True) -> None:
+        super().__init__(artifact)
+        validation.one_of(precision, "precision", (None, "fp32", "fp16"))
+        if precision == "fp16":
+            raise BackendError(
+                "backend 'tensorrt': precision 'fp16' is not available for ssm artifacts (the fp16 policy covers "
+                "attention graphs, docs/ssm.md); build and load fp32 engines"
+            )
+        step_data, aux_data = self._open_engines(artifact, "fp32", "model")
+        self._graphs: list[tuple[Any, Any]] = []
+        self.cuda_graph = False
+        self.cuda_graph_reason = "disabled by option" if not cuda_graph else "not captured yet"
+        try:
+            self._setup(step_data, aux_data)
+            for parity in (0, 1):  # a warm enqueue on each context: TensorRT's one-time work
+                self._enqueue_step(parity)
+            self._sync()
+            if cuda_graph:
+                self._capture()
+            self.reset()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- construction (not real-time) -----------------------------------------------------------
+    def _setup(self, step_data: bytes, aux_data: bytes) -> None:
+        cfg, batch, n = self.config, self.artifact.batch, self.artifact.max_len
+        self._in_name, self._out_name = io_names(cfg)
+        f32 = np.dtype(np.float32)
+        self._state_bytes = int(np.prod(self.state_shape)) * f32.itemsize
+        # The two state buffers (cudaMalloc: 256-byte aligned, zeroed).
+        self._dev = [self._bufs.device_zeros(self._state_bytes, self._stream) for _ in (0, 1)]
+        a, b = self._dev
+        self._step = _Engine(
+            self._runtime,
+            step_data,
+            self._bufs,
+            self._stream,
+            shapes={},
+            shared={fmt.SSM_STATE: a, fmt.SSM_STATE_NEW: b},  # parity 0 reads a, writes b
+        )
+        s = self._step
+        sig = step_signature(cfg, batch)  # the ssm kind's (format.ssm_step_signature)
+        want = {
+            name: (tuple(shape), np.dtype(dtype))
+            for key in ("inputs", "outputs")
+            for name, (dtype, shape) in sig[key].items()
+        }
+        have = {name: (s.shape[name], s.dtype[name]) for name in s.shape}
+        if have != want or set(s.inputs) != set(sig["inputs"]):
+            bad = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k)) or sorted(
+                set(s.inputs) ^ set(sig["inputs"])
+            )
+            raise BackendError(
+                f"step engine tensors {bad[:4]} do not match the ssm step signature "
+                f"(engine {[have.get(k) for k in bad[:2]]}, expected {[want.get(k) for k in bad[:2]]}); rebuild it"
+            )
+        # Parity 1 reads b and writes a: a second context, same x and y, the state addresses swapped.
+        self._contexts = [s.context, s.add_context({fmt.SSM_STATE: b, fmt.SSM_STATE_NEW: a})]
+        x_shape = (batch, 1) if cfg.inputs == "tokens" else (batch, 1, cfg.d_in)
+        self._x = self._bufs.pinned(x_shape, s.dtype[self._in_name])
+        self._y = self._bufs.pinned(self.step_output_shape, s.dtype[self._out_name])
+        # Pinned host buffers the state is read into (state(), staged_state()), made once.
+        self._read = (self._bufs.pinned(self.state_shape, f32), self._bufs.pinned(self.state_shape, f32))
+        shapes = {self._in_name: (batch, n) + ((cfg.d_in,) if cfg.inputs == "continuous" else ())}
+        self._aux = _Engine(self._runtime, aux_data, self._bufs, self._stream, shapes=shapes, shared={})
+        # commit_candidate(pos, i): (dst, src) of the B - 1 row copies in the buffer pos's step writes.
+        self._row_bytes = row = self._state_bytes // batch  # one batch row [L, D, N], contiguous
+        self._cand = [
+            [
+                [
+                    (self._dev[1 - parity] + r * row, self._dev[1 - parity] + i * row)
+                    for r in range(batch)
+                    if r != i
+                ]
+                for i in range(batch)
+            ]
+            for parity in (0, 1)
+        ]
+        self._sync()
+
+    def _capture(self) -> None:
+        """One CUDA graph per parity (each context warmed already); on failure fall back to
+        plain enqueues, for both, and say so."""
+        c = self._cudart
+        try:
+            mode = c.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal
+            for parity in (0, 1):
+                cuda_check(c.cudaStreamBeginCapture(self._stream, mode), "cudaStreamBeginCapture")
+                try:
+                    self._enqueue_step(parity)
+                finally:
+                    graph = cuda_check(c.cudaStreamEndCapture(self._stream), "cudaStreamEndCapture")
+                graph_exec = cuda_check(
+                    c.cudaGraphInstantiateWithFlags(graph, 0), "cudaGraphInstantiateWithFlags"
+                )
+                self._graphs.append((graph, graph_exec))
+            self.cuda_graph, self.cuda_graph_reason = (
+                True,
+                "two graphs (one per parity), captured after warm enqueues",
+            )
+        except (BackendError, RuntimeError) as exc:
+            c.cudaGetLastError()  # clear the sticky capture error; the stream stays usable
+            for graph, graph_exec in self._graphs:
+                c.cudaGraphExecDestroy(graph_exec)
+                c.cudaGraphDestroy(graph)
+            self._graphs = []
+            self.cuda_graph, self.cuda_graph_reason = (
+                False,
+                f"CUDA-graph capture failed ({exc}); using plain enqueue",
+            )
+            warnings.warn(f"tensorrt backend: {self.cuda_graph_reason}", RuntimeWarning, stacklevel=3)
+
+    # --- real-time path -------------------------------------------------------------------------
+    def step(self, x: np.ndarray, pos: int) -> np.ndarray:
+        """Real-time safe: x into pinned memory, replay the graph of parity pos & 1 (or enqueue
+        it), wait; y is in the pinned output. Reads buffer pos & 1, writes the other."""
+        np.copyto(self._x, x)
+        try:
+            if self._graphs:
+                cuda_check(
+                    self._cudart.cudaGraphLaunch(self._graphs[pos & 1][1], self._stream), "cudaGraphLaunch"
+                )
+            else:
+                self._enqueue_step(pos & 1)
+            self._sync()
+        except BackendError as exc:
+            raise BackendError(f"tensorrt ssm step failed at position {pos}: {exc}") from exc
+        return self._y
+
+    def commit_candidate(self, pos: int, i: int) -> None:
+        """Candidate i's staged state over the other B - 1 rows of the staged buffer: fixed-size
+        device-to-device copies on the stream, then its sync. Real-time safe."""
+        c = self._cudart
+        kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+        for dst, src in self._cand[pos & 1][i]:
+            cuda_check(
+                c.cudaMemcpyAsync(dst, src, self._row_bytes, kind, self._stream), "cudaMemcpyAsync candidate"
+            )
+        self._sync()
+
+    def reset(self) -> None:
+        """Zero buffer 0 (the one position 0 reads): a memset on the stream and its sync."""
+        cuda_check(
+            self._cudart.cudaMemsetAsync(self._dev[0], 0, self._state_bytes, self._stream),
+            "cudaMemsetAsync reset",
+        )
+        self._sync()
+
+    def _read_state(self, buffer: int, out: np.ndarray) -> np.ndarray:
+        kind = self._cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        cuda_check(
+            self._cudart.cudaMemcpyAsync(
+                out.ctypes.data, self._dev[buffer], self._state_bytes, kind, self._stream
+            ),
+            "cudaMemcpyAsync state",
+        )
+        self._sync()
+        return out
+
+    def state(self, pos: int) -> np.ndarray:
+        """The committed state, copied into a pinned host buffer made at load."""
+        return self._read_state(pos & 1, self._read[0])
+
+    def staged_state(self, pos: int) -> np.ndarray:
+        """The state the step at pos wrote, copied into its own pinned host buffer."""
+        return self._read_state(1 - (pos & 1), self._read[1])
+
+    # --- not real-time --------------------------------------------------------------------------
+    def full(self, x: np.ndarray) -> np.ndarray:
+        """The Scan graph's engine, zero-padded to T = max_len (`_full_padded`); T > max_len refused."""
+        return self._full_padded(x)
 
 
 def _unavailable_reason() -> str | None:

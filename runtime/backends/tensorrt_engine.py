@@ -298,6 +298,11 @@ def build_engines(
     from tickformer.export.consistency import check_graph_weights
 
     art = open_artifact(root, trust=trust)  # verifies every hash before anything is read
+    if art.config.block == "ssm" and options.precision != "fp32":
+        raise ConfigError(
+            f"--precision {options.precision} is not available for ssm artifacts (the fp16 policy covers "
+            "attention graphs, docs/ssm.md); build with --precision fp32"
+        )
     check_graph_weights(art)
     trt, cudart = require_tensorrt(), require_cudart()
     here = device_info(trt, cudart)

@@ -123,3 +123,17 @@ def test_the_memoryless_twin_is_the_window_1_run_with_the_same_settings():
     other, _ = T._train_memoryless_twin(cfg, data)
     assert other is not twin and len(T._TWINS) == 2
     T._TWINS.clear()
+
+
+def test_an_ssm_model_trains_and_evaluates_on_the_hidden_task():
+    """Regression: the evaluation's memoryless twin of an ssm model is the attention network of
+    its sizes with window 1 (config.replace(window=1) alone raised ConfigError for block 'ssm')."""
+    from tickformer.model import tasks as T
+    from tickformer.model.train import TrainSettings, train
+
+    task = T.get_task("pendulum-hidden")
+    cfg = preset("control-hidden").replace(window=None, block="ssm", d_state=4)
+    result = train(task, cfg, TrainSettings.for_task(task, steps=2, seed=3))
+    held = result.metrics["held_out"]
+    assert np.isfinite(held["model_rmse"]) and np.isfinite(held["baselines"]["memoryless"]["rmse"])
+    T._TWINS.clear()

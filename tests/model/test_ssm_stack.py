@@ -27,8 +27,9 @@ SSM = Config(
     "changes, message",
     [
         ({"block": "lstm"}, "block 'lstm' is not one of ('attention', 'ssm')"),
-        ({"d_state": 0}, "d_state=0 must be a positive integer"),
-        ({"d_state": -2}, "d_state=-2 must be a positive integer"),
+        ({"d_state": 0}, "d_state=0 must be an integer in 1..1024"),
+        ({"d_state": -2}, "d_state=-2 must be an integer in 1..1024"),
+        ({"d_state": 2**31}, "d_state=2147483648 must be an integer in 1..1024"),
         ({"block": "attention"}, "d_state=4 given for an attention block; set it to 0"),
         ({"window": 4}, "window is for attention blocks"),
         ({"arch": "encoder-decoder", "n_enc_layers": 1, "inputs": "tokens", "vocab_size": 5, "d_in": 0, "d_out": 0},
@@ -118,7 +119,7 @@ def test_cli_train_block_ssm(tmp_path, capsys):
     [
         (["--block", "lstm"], "--block 'lstm' is not one of"),
         (["--d-state", "3"], "--d-state is for --block ssm"),
-        (["--block", "ssm", "--d-state", "0"], "d_state=0 must be a positive integer"),
+        (["--block", "ssm", "--d-state", "0"], "d_state=0 must be an integer in 1..1024"),
     ],
 )
 def test_cli_train_bad_block_flags(tmp_path, capsys, argv, message):

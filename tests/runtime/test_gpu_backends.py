@@ -750,3 +750,349 @@ def test_mutation_is_caught(name, tmp_path, monkeypatch, device):
     with pytest.raises((AssertionError, BackendError)), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a failed capture warns before the check fails
         run_check()
+
+
+# --- ssm artifacts on the GPU backends (runtime/backends/ort_gpu.py, tensorrt.py "ssm artifacts") ----
+# The same emulation. An ssm artifact exported with batch K (K candidates of one stream, for
+# peek) is stepped well past max_len on each GPU backend and compared with the numpy backend
+# (outputs and the whole state, within the emulation's 1e-5: an "engine" is onnxruntime on CPU);
+# peek + commit(i) is compared bit for bit with a plain step of the same backend; reset replays
+# bit for bit; a failed or refused step leaves the device state; the monitor's state check reads
+# the staged device buffer. Mutants of the double buffering, the synchronisation and the peek
+# commit's copies are planted below and must fail these checks.
+SSM_K = 3
+SSM_CONFIG = preset("tiny").replace(block="ssm", d_state=3)
+SSM_STEPS = 3 * SSM_CONFIG.max_len  # past max_len: no ContextFull, and both parities many times
+
+
+def make_ssm_artifact(root):
+    from tickformer.export.writer import export_params
+
+    export_params(SSM_CONFIG, init_params(SSM_CONFIG, seed=4), root, batch=SSM_K)
+    return root
+
+
+def _ssm_inputs(seed, steps=SSM_STEPS):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-10, 10, (steps, SSM_K, 1, SSM_CONFIG.d_in)).astype(np.float32)  # [T, K, 1, d_in]
+
+
+def _gpu_ssm_setup(art, backend, monkeypatch, device, *, device_copies=True):
+    """Install the fakes a backend needs (tensorrt: build its engines first)."""
+    if backend == "tensorrt":
+        stats = {"builds": [], "deserialized": 0, "runs": 0, "addresses": [], "enqueue_errors": []}
+        monkeypatch.setitem(sys.modules, "tensorrt", fakes.make_fake_trt(stats, device))
+        fakes.install_cuda(monkeypatch, sys.modules, device)
+        _emulated_build(art, precision="fp32")
+        return stats
+    _install_fake_ort(monkeypatch, device)
+    if device_copies:
+        fakes.install_cuda(monkeypatch, sys.modules, device)
+    return None
+
+
+def check_ssm_matches_numpy(art, backend, device, **options):
+    """Stream SSM_STEPS steps (contracts on: the state monitor reads the device's staged buffer),
+    compare outputs and state with numpy; the full pass; reset then replay bit for bit."""
+    xs = _ssm_inputs(6)
+    ref = rt.load(art, backend="numpy")
+    want = np.stack([ref.step(xs[t]).copy() for t in range(SSM_STEPS)])
+    with rt.load(art, backend=backend, contracts="check", **options) as s:
+        be = s.backend
+        assert be.cuda_graph is options.get("cuda_graph", True), be.cuda_graph_reason  # as asked, or say why
+        got = np.stack([s.step(xs[t]).copy() for t in range(SSM_STEPS)])
+        assert device.in_flight() == []
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(s.state(), ref.state(), atol=1e-5, rtol=1e-5)
+        assert s.monitor.summary()["contracts"]["state_bound"]["violations"] == 0
+        seq = np.ascontiguousarray(xs[:10, :, 0].transpose(1, 0, 2))  # [K, 10, d_in]
+        np.testing.assert_allclose(s.run(seq), ref.run(seq), atol=1e-5, rtol=1e-5)
+        s.reset()  # then the steps at once: nothing in between synchronises for the reset
+        again = np.stack([s.step(xs[t]).copy() for t in range(SSM_STEPS)])
+        np.testing.assert_array_equal(again, got)
+        s.reset()
+        assert s.position == 0 and not s.state().any()
+        return be
+
+
+def check_ssm_peek_equals_step(art, backend, device, **options):
+    """peek + commit(i) on one session == a plain step with every row = candidate i on another,
+    bit for bit (outputs and the whole device state), with the K rows one state; nothing left
+    in flight after peek or commit."""
+    xs = _ssm_inputs(7, steps=2 * SSM_CONFIG.max_len)
+    a = rt.load(art, backend=backend, **options)
+    b = rt.load(art, backend=backend, **options)
+    try:
+        for t in range(xs.shape[0]):
+            ya = a.peek(xs[t]).copy()
+            choice = (2 * t + 1) % SSM_K
+            a.commit(choice)
+            assert device.in_flight() == [], f"after commit {t}"
+            yb = b.step(np.ascontiguousarray(np.broadcast_to(xs[t, choice], xs[t].shape)))
+            np.testing.assert_array_equal(ya[choice], yb[choice], err_msg=f"tick {t}")
+            state = a.state().copy()
+            np.testing.assert_array_equal(state, b.state(), err_msg=f"tick {t}")
+            for row in range(1, SSM_K):
+                np.testing.assert_array_equal(state[row], state[0])
+    finally:
+        a.close()
+        b.close()
+
+
+def check_ssm_ready_on_return(art, backend, device, **options):
+    """The backend half of a step returns y and the staged state complete, with no device work
+    in flight, at every position (the session's contract checks read them there)."""
+    xs = _ssm_inputs(8)
+    ref = rt.load(art, backend="numpy")
+    with rt.load(art, backend=backend, **options) as s:
+        be = s.backend
+        for t in range(SSM_CONFIG.max_len):
+            y = be.step(xs[t], t).copy()  # the backend alone: nothing else synchronises
+            assert device.in_flight() == [], f"after step {t}"
+            np.testing.assert_allclose(y, ref.step(xs[t]), atol=1e-5, rtol=1e-5, err_msg=f"position {t}")
+            np.testing.assert_allclose(be.staged_state(t), ref.state(), atol=1e-5, rtol=1e-5)
+            be.commit(t)  # the no-op hook; the next position reads the buffer just written
+
+
+@pytest.mark.parametrize("backend", ["tensorrt", "ort-cuda", "ort-trt"])
+@pytest.mark.parametrize("cuda_graph", [True, False])
+def test_emulated_ssm_backend_matches_numpy_past_max_len(tmp_path, monkeypatch, device, backend, cuda_graph):
+    art = make_ssm_artifact(tmp_path / "art")
+    stats = _gpu_ssm_setup(art, backend, monkeypatch, device)
+    launches = device.launches
+    be = check_ssm_matches_numpy(art, backend, device, cuda_graph=cuda_graph)
+    if backend == "tensorrt":
+        assert stats["enqueue_errors"] == []
+        # one replay per step (the two graphs alternate), none without graphs
+        assert device.launches - launches == (2 * SSM_STEPS if cuda_graph else 0)
+    else:
+        assert be.commit_mode == "device"
+
+
+@pytest.mark.parametrize("backend", ["tensorrt", "ort-cuda", "ort-trt"])
+def test_emulated_ssm_peek_commit_equals_a_plain_step(tmp_path, monkeypatch, device, backend):
+    art = make_ssm_artifact(tmp_path / "art")
+    _gpu_ssm_setup(art, backend, monkeypatch, device)
+    check_ssm_peek_equals_step(art, backend, device)
+
+
+@pytest.mark.parametrize("backend", ["tensorrt", "ort-cuda"])
+def test_emulated_ssm_step_output_ready_when_step_returns(tmp_path, monkeypatch, device, backend):
+    art = make_ssm_artifact(tmp_path / "art")
+    _gpu_ssm_setup(art, backend, monkeypatch, device)
+    check_ssm_ready_on_return(art, backend, device)
+
+
+@pytest.mark.parametrize("backend", ["ort-cuda", "ort-trt"])
+def test_emulated_ort_gpu_ssm_without_cuda_python_goes_through_the_host(
+    tmp_path, monkeypatch, device, backend
+):
+    """No cuda-python: reset, peek's commit and the state reads go through the host (commit_mode
+    "host"); the results are the same."""
+    art = make_ssm_artifact(tmp_path / "art")
+    _gpu_ssm_setup(art, backend, monkeypatch, device, device_copies=False)
+    be = check_ssm_matches_numpy(art, backend, device)
+    assert be.commit_mode == "host"
+    check_ssm_peek_equals_step(art, backend, device)
+
+
+@pytest.mark.parametrize("backend", ["tensorrt", "ort-cuda"])
+def test_emulated_ssm_failed_or_refused_step_leaves_the_device_state(tmp_path, monkeypatch, device, backend):
+    """An engine failure (BackendError), a refused input (InputError) and a state-bound violation
+    (mode check, ContractViolation): position and device state exactly as before."""
+    from tickformer.errors import BackendError, ContractViolation, InputError
+
+    art = make_ssm_artifact(tmp_path / "art")
+    _gpu_ssm_setup(art, backend, monkeypatch, device)
+    xs = _ssm_inputs(9, steps=5)
+    with rt.load(art, backend=backend, contracts="check", cuda_graph=False) as s:
+        for t in range(3):
+            s.step(xs[t])
+        before, pos = s.state().copy(), s.position
+        bad = xs[3].copy()
+        bad[0, 0, 0] = np.nan
+        with pytest.raises(InputError):
+            s.step(bad)
+        be, broken = s.backend, [True]
+        if backend == "tensorrt":  # the engine refuses the enqueue
+            owner, attr = be._contexts[pos & 1], "execute_async_v3"
+        else:  # the run raises, as ORT does on a CUDA fault
+            owner, attr = be._steps[pos & 1], "run_with_iobinding"
+        real = getattr(owner, attr)
+
+        def failing(*args, **kwargs):
+            if broken[0]:
+                if backend == "tensorrt":
+                    return False
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
+            return real(*args, **kwargs)
+
+        setattr(owner, attr, failing)
+        with pytest.raises(BackendError, match="failed"):
+            s.step(xs[3])
+        assert s.position == pos
+        np.testing.assert_array_equal(s.state(), before)
+        broken[0] = False
+        s.monitor.state_bound = s.monitor.state_bound * 1e-9  # a bound the next state breaks
+        with pytest.raises(ContractViolation, match="state_bound"):
+            s.step(xs[3])
+        assert s.position == pos
+        np.testing.assert_array_equal(s.state(), before)
+
+
+@pytest.mark.parametrize("backend", ["ort-trt", "tensorrt"])
+def test_emulated_ssm_full_pass_longer_than_the_profile_is_refused(tmp_path, monkeypatch, device, backend):
+    """The TensorRT engine / the TensorRT EP's profile covers T <= max_len: one line naming the fix."""
+    from tickformer.errors import BackendError
+
+    art = make_ssm_artifact(tmp_path / "art")
+    _gpu_ssm_setup(art, backend, monkeypatch, device)
+    with rt.load(art, backend=backend) as s:
+        seq = np.zeros((SSM_K, SSM_CONFIG.max_len + 1, SSM_CONFIG.d_in), np.float32)
+        with pytest.raises(BackendError, match="max_len 16, got T = 17") as info:
+            s.run(seq)
+        assert "\n" not in str(info.value) and "step()" in str(info.value)
+        assert s.run(seq[:, : SSM_CONFIG.max_len]).shape == (SSM_K, SSM_CONFIG.max_len, SSM_CONFIG.d_out)
+
+
+def test_emulated_ssm_fp16_is_refused_at_build_and_load(tmp_path, monkeypatch, device):
+    from tickformer.errors import BackendError, ConfigError
+
+    art = make_ssm_artifact(tmp_path / "art")
+    _gpu_ssm_setup(art, "tensorrt", monkeypatch, device)  # builds fp32
+    with pytest.raises(ConfigError, match="not available for ssm artifacts"):
+        _emulated_build(art, precision="fp16", convert=True)
+    with pytest.raises(BackendError, match="not available for ssm artifacts"):
+        rt.load(art, backend="tensorrt", precision="fp16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_gpu_ssm_backend_matches_numpy_past_max_len(tmp_path, backend):
+    """On real hardware: SSM_STEPS steps and the full pass against numpy, within 10x the
+    artifact's tolerance (ort-trt: the TF32-level bound, as the attention test)."""
+    _require(backend)
+    art = make_ssm_artifact(tmp_path / "art")
+    if backend == "tensorrt":
+        _built(art, "fp32")
+    xs = _ssm_inputs(10)
+    ref = rt.load(art, backend="numpy")
+    want = np.stack([ref.step(xs[t]).copy() for t in range(SSM_STEPS)])
+    tol = rt.open_artifact(art).tolerance
+    with rt.load(art, backend=backend, contracts="check") as s:
+        got = np.stack([s.step(xs[t]).copy() for t in range(SSM_STEPS)])
+        seq = np.ascontiguousarray(xs[:10, :, 0].transpose(1, 0, 2))
+        full = s.run(seq)
+    if backend == "ort-trt":
+        from tickformer.export.fp16 import error_bound
+
+        bound = error_bound(n_layers=SSM_CONFIG.n_layers)
+        assert np.abs(got - want).max() / np.abs(want).max() <= bound
+    else:
+        np.testing.assert_allclose(got, want, atol=tol["atol"] * 10, rtol=tol["rtol"] * 10)
+        np.testing.assert_allclose(full, ref.run(seq), atol=tol["atol"] * 10, rtol=tol["rtol"] * 10)
+
+
+# Planted bugs in the ssm GPU paths; each must fail the check named beside it (as MUTATIONS above).
+SSM_MUTATIONS = {
+    # The TensorRT ssm step returns without waiting for its stream.
+    "tensorrt ssm: step without _sync()": (
+        TRT,
+        "                self._enqueue_step(pos & 1)\n            self._sync()\n",
+        "                self._enqueue_step(pos & 1)\n",
+        "tensorrt",
+        "ready",
+    ),
+    # Parity 1's context bound like parity 0's: both read buffer 0 and write buffer 1.
+    "tensorrt ssm: second context with the state addresses not swapped": (
+        TRT,
+        "s.add_context({fmt.SSM_STATE: b, fmt.SSM_STATE_NEW: a})",
+        "s.add_context({})",
+        "tensorrt",
+        "match",
+    ),
+    # Only parity 0's context is warmed: the first enqueue of parity 1 allocates inside the capture.
+    "tensorrt ssm: no warm enqueue on the second context": (
+        TRT,
+        "for parity in (0, 1):  # a warm enqueue on each context",
+        "for parity in (0,):  # a warm enqueue on each context",
+        "tensorrt",
+        "match",
+    ),
+    # peek's commit copies nothing: the rows keep their own candidates' states.
+    "tensorrt ssm: commit_candidate without its copies": (
+        TRT,
+        "        for dst, src in self._cand[pos & 1][i]:\n",
+        "        for dst, src in []:\n",
+        "tensorrt",
+        "peek",
+    ),
+    # ORT's run not waited for: step returns while y and state_new are still being written.
+    "ort_gpu ssm: run without synchronize_outputs()": (
+        ORT_GPU,
+        "        io.synchronize_outputs()  # y and state_new are written\n",
+        "",
+        "ort-cuda",
+        "ready",
+    ),
+    # peek's copies on the backend's stream never waited for: ORT's next run reads the rows first.
+    "ort_gpu ssm: commit_candidate without synchronising its stream": (
+        ORT_GPU,
+        '"cudaMemcpyAsync ssm candidate")\n        self._sync_copies()\n',
+        '"cudaMemcpyAsync ssm candidate")\n',
+        "ort-cuda",
+        "peek",
+    ),
+    # reset's memset never waited for: the next step reads the old state.
+    "ort_gpu ssm: reset without synchronising its stream": (
+        ORT_GPU,
+        '            "cudaMemsetAsync ssm reset",\n        )\n        self._sync_copies()\n',
+        '            "cudaMemsetAsync ssm reset",\n        )\n',
+        "ort-cuda",
+        "match",
+    ),
+    # Both parities bound to read buffer 0 (the double buffering broken).
+    "ort_gpu ssm: one state buffer read at every parity": (
+        ORT_GPU,
+        "fmt.SSM_STATE: self._state_vals[parity],",
+        "fmt.SSM_STATE: self._state_vals[0],",
+        "ort-cuda",
+        "match",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SSM_MUTATIONS))
+def test_ssm_mutation_is_caught(name, tmp_path, monkeypatch, device):
+    from tickformer.errors import BackendError
+
+    module_name, old, new, backend, check = SSM_MUTATIONS[name]
+    art = make_ssm_artifact(tmp_path / "art")
+    _gpu_ssm_setup(art, backend, monkeypatch, device)
+    run_check = {
+        "match": lambda: check_ssm_matches_numpy(art, backend, device, cuda_graph=True),
+        "peek": lambda: check_ssm_peek_equals_step(art, backend, device),
+        "ready": lambda: check_ssm_ready_on_return(art, backend, device),
+    }[check]
+    run_check()  # the unmutated backend passes the check in this very setting
+    _plant(monkeypatch, module_name, old, new)
+    with pytest.raises((AssertionError, BackendError)), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a failed capture warns before the check fails
+        run_check()
+
+
+def test_emulated_ort_trt_windowed_full_pass_past_the_profile_is_refused(tmp_path, monkeypatch, device):
+    """A windowed artifact's full pass takes any T on ort, but the TensorRT EP's profile covers
+    T <= max_len: ort-trt refuses a longer T in one line before the engine sees it (ort-cuda runs it)."""
+    from tickformer.errors import BackendError
+
+    art = make_artifact(tmp_path / "art", window=4)
+    _install_fake_ort(monkeypatch, device)
+    cfg = preset("tiny")
+    x = np.zeros((1, cfg.max_len + 1, cfg.d_in), np.float32)
+    with rt.load(art, backend="ort-trt") as session:
+        with pytest.raises(BackendError, match="covers T <= max_len 16, got T = 17") as info:
+            session.run(x)
+        assert "\n" not in str(info.value)
+    with rt.load(art, backend="ort-cuda") as session:
+        assert session.run(x).shape == (1, cfg.max_len + 1, cfg.d_out)

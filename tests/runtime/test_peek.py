@@ -274,3 +274,153 @@ def test_commit_candidate_mutant_is_caught(peek_art):
     s.commit(2)
     k, _ = s.backend.cache()
     assert not np.array_equal(k[:, 0, :, 0], k[:, 2, :, 0])
+
+
+# --- ssm artifacts: the same peek / commit over a fixed-size state (runtime/ssm_session.py) ---------
+SSM = preset("tiny").replace(block="ssm", d_state=3)
+
+
+@pytest.fixture(scope="module")
+def ssm_peek_art(tmp_path_factory):
+    """The tiny ssm model exported with batch K (state [K, L, D, N], K candidates of one stream)."""
+    out = tmp_path_factory.mktemp("peek-ssm") / "art"
+    export_params(SSM, init_params(SSM, 7), out, batch=K)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ssm_commit_after_peek_equals_a_plain_step(ssm_peek_art, backend):
+    """Past max_len (40 ticks, max_len 16; no ContextFull): session A peeks K candidates and
+    commits one per tick, session B steps with every row set to that candidate. Outputs and the
+    whole state agree bit for bit at every position, and A's K rows stay one state."""
+    a = runtime.load(ssm_peek_art, backend=backend, contracts="check")
+    b = runtime.load(ssm_peek_art, backend=backend)
+    xs = _inputs(a, 40, seed=21)
+    for t in range(40):
+        ya = a.peek(xs[t]).copy()
+        assert a.peek_pending and a.position == t
+        choice = (5 * t + 2) % K
+        a.commit(choice)
+        yb = b.step(np.ascontiguousarray(np.broadcast_to(xs[t, choice], xs[t].shape)))
+        np.testing.assert_array_equal(ya[choice], yb[choice])
+        assert a.position == b.position == t + 1
+        np.testing.assert_array_equal(a.state(), b.state())
+        for row in range(1, K):
+            np.testing.assert_array_equal(a.state()[row], a.state()[0])
+    assert a.monitor.summary()["contracts"]["state_bound"]["violations"] == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ssm_peek_changes_no_state_and_a_step_or_reset_drops_it(ssm_peek_art, backend):
+    s = runtime.load(ssm_peek_art, backend=backend)
+    xs = _inputs(s, 4, seed=22)
+    s.peek(xs[0])
+    s.commit(0)  # one shared history in every row
+    before = s.state().copy()
+    y1 = s.peek(xs[1]).copy()
+    np.testing.assert_array_equal(s.peek(xs[1]), y1)  # nothing committed in between
+    assert s.position == 1
+    np.testing.assert_array_equal(s.state(), before)
+    same = np.ascontiguousarray(np.broadcast_to(xs[1, 2], xs[1].shape))
+    y = s.peek(same)
+    for row in range(1, K):
+        np.testing.assert_array_equal(y[row], y[0])  # one shared history
+    s.step(xs[2])  # overwrites the staged state: the peek is dropped
+    with pytest.raises(InputError, match="needs a peek"):
+        s.commit(0)
+    s.peek(xs[3])
+    s.reset()
+    with pytest.raises(InputError, match="needs a peek"):
+        s.commit(0)
+    assert s.position == 0 and not s.state().any()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ssm_failed_peek_or_commit_changes_nothing(ssm_peek_art, backend):
+    """NaN input, wrong shape, a state-bound violation (mode check), a bad index: the error, and
+    position and state exactly as before."""
+    s = runtime.load(ssm_peek_art, backend=backend, contracts="check")
+    xs = _inputs(s, 3, seed=23)
+    s.peek(xs[0])
+    s.commit(1)
+    before, pos = s.state().copy(), s.position
+    bad = xs[1].copy()
+    bad[2, 0, 0] = np.nan
+    with pytest.raises(InputError):
+        s.peek(bad)
+    with pytest.raises(InputError):
+        s.peek(xs[1][:1])
+    s.peek(xs[1])
+    with pytest.raises(InputError, match="candidate index"):
+        s.commit(K)
+    s.monitor.state_bound = s.monitor.state_bound * 1e-9  # a bound every candidate state breaks
+    from tickformer.errors import ContractViolation
+
+    with pytest.raises(ContractViolation, match="state_bound"):
+        s.peek(xs[2])
+    with pytest.raises(InputError, match="needs a peek"):
+        s.commit(0)  # the failed peek ran the backend: the earlier peek is dropped
+    assert s.position == pos
+    np.testing.assert_array_equal(s.state(), before)
+
+
+def test_ssm_peek_across_the_position_wrap(ssm_peek_art, monkeypatch):
+    """The buffer parity follows the low part of the position through its wrap (WRAP = 4 here)."""
+    from tickformer.runtime import ssm_session
+
+    monkeypatch.setattr(ssm_session, "WRAP", 4)
+    a = runtime.load(ssm_peek_art, backend="ort")
+    monkeypatch.setattr(ssm_session, "WRAP", 1 << 16)
+    b = runtime.load(ssm_peek_art, backend="ort")
+    xs = _inputs(a, 11, seed=24)
+    for t in range(11):
+        a.peek(xs[t])
+        a.commit(t % K)
+        b.step(np.ascontiguousarray(np.broadcast_to(xs[t, t % K], xs[t].shape)))
+    assert a.position == b.position == 11 and a._wraps == 2
+    np.testing.assert_array_equal(a.state(), b.state())
+
+
+def test_ssm_peek_and_commit_allocate_zero_bytes_on_ort(ssm_peek_art):
+    """600 ticks of peek + commit (positions past 256) on ORT IOBinding: not one byte traced."""
+    s = runtime.load(ssm_peek_art, backend="ort")
+    xs = list(_inputs(s, 60, seed=25))
+    plan = [(xs[t % 60], t % K, t == 0) for t in range(600)]
+    assert _peak_rise(s, plan) == 0
+    assert s.position > 256
+
+
+@pytest.mark.parametrize("mutant", ["no copy", "rows before i only"])
+def test_ssm_commit_candidate_mutants_are_caught(ssm_peek_art, mutant):
+    """commit_candidate copying nothing, or only the rows before i: the K rows' states diverge
+    and the equality with a plain step fails (what the tests above assert)."""
+    from tickformer.runtime.backends import ssm as ssm_backends
+
+    s = runtime.load(ssm_peek_art, backend="numpy")
+    be = s.backend
+    assert isinstance(be, ssm_backends.HostSsmBackend)
+
+    def broken(pos, i):
+        if mutant == "rows before i only":
+            before, _, row = be._cand[pos & 1][i]
+            np.copyto(before, row)
+
+    be.commit_candidate = broken
+    xs = _inputs(s, 1, seed=26)
+    s.peek(xs[0])
+    s.commit(1)
+    assert not all(np.array_equal(s.state()[row], s.state()[1]) for row in range(K))
+
+
+def test_an_ssm_backend_without_commit_candidate_is_refused_naming_those_with_it(ssm_peek_art):
+    """SsmBackend declares supports_peek False; a backend that adds no commit_candidate (as a new
+    one may) is refused before anything runs, with backends that have it named (which do)."""
+    from tickformer.runtime.backends.ssm import SsmBackend
+
+    assert SsmBackend.supports_peek is False
+    s = runtime.load(ssm_peek_art, backend="numpy")
+    s.backend.supports_peek = False
+    with pytest.raises(BackendError, match="does not implement peek.*'ort' or 'numpy'"):
+        s.peek(_inputs(s, 1, seed=27)[0])
+    for name in ("ort", "numpy"):
+        assert runtime.load(ssm_peek_art, backend=name).backend.supports_peek

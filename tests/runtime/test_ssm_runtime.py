@@ -2,7 +2,8 @@
 step == full pass within the stated tolerance on numpy and ORT, far past max_len (no
 ContextFull), reset in constant time to the zero state, the state unchanged by a refused or
 failed step, the BIBO state bound monitored, zero allocation per step on ORT, the position
-counter's wrap, and clear refusals of the backends that do not run this kind."""
+counter's wrap, and clear refusals where a backend does not run this kind (the GPU backends'
+ssm variants: tests/runtime/test_gpu_backends.py)."""
 
 from __future__ import annotations
 
@@ -146,15 +147,38 @@ def test_the_position_wraps_without_losing_the_state(ssm_art, monkeypatch):
     np.testing.assert_allclose(ys, stepped(fresh, seq), atol=tol, rtol=tol)
 
 
-@pytest.mark.parametrize("backend", ["ort-cuda", "ort-trt", "tensorrt", "c", "numpy-growing"])
-def test_backends_without_an_ssm_path_refuse_clearly(ssm_art, backend):
-    path, _, _ = ssm_art
+def test_numpy_growing_refuses_an_ssm_artifact_with_the_reason(ssm_art):
     with pytest.raises(BackendUnavailable) as info:
-        runtime.load(path, backend=backend)
+        runtime.load(ssm_art[0], backend="numpy-growing")
     msg = str(info.value)
-    assert (
-        "does not run ssm artifacts" in msg or "not installed" in msg or "cannot be imported" in msg
-    ) and "\n" not in msg
+    assert "does not run ssm artifacts" in msg and "use backend 'numpy'" in msg and "\n" not in msg
+
+
+def test_a_backend_without_an_ssm_variant_is_refused_naming_those_that_have_one(ssm_art, monkeypatch):
+    from tickformer.runtime.backends import ssm as ssm_backends
+
+    monkeypatch.delitem(ssm_backends.SSM_BACKENDS, "ort")
+    with pytest.raises(BackendUnavailable) as info:
+        runtime.load(ssm_art[0], backend="ort")
+    msg = str(info.value)
+    assert "does not run ssm artifacts" in msg and "'numpy'" in msg and "\n" not in msg
+    monkeypatch.setitem(ssm_backends.SSM_BACKENDS, "ort", ("tickformer.runtime.backends.ssm", "NoSuchClass"))
+    with pytest.raises(BackendUnavailable, match="no ssm backend class 'NoSuchClass'"):
+        runtime.load(ssm_art[0], backend="ort")
+
+
+@pytest.mark.parametrize("backend", ["ort-cuda", "ort-trt", "tensorrt"])
+def test_gpu_backends_without_a_gpu_refuse_an_ssm_artifact_in_one_line(ssm_art, backend):
+    """The ssm variants exist (tests/runtime/test_gpu_backends.py runs them on the CUDA emulation);
+    on a machine without the GPU stack they refuse like the attention ones, naming what is missing."""
+    import onnxruntime as ort
+
+    if backend != "tensorrt" and "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("a GPU onnxruntime is installed here")
+    with pytest.raises(BackendUnavailable) as info:
+        runtime.load(ssm_art[0], backend=backend)
+    msg = str(info.value)
+    assert "tickformer[" in msg and "\n" not in msg
 
 
 def _peak_rise(step, xs, steps):
@@ -217,3 +241,18 @@ def test_cli_run_steps_an_ssm_artifact_past_max_len(ssm_art, tmp_path, capsys):
     tol = ssm_tolerance(SSM.replace(max_len=seq.shape[1]))["atol"]
     np.testing.assert_allclose(out, forward(params, SSM, seq), atol=tol, rtol=tol)
     assert "state_bound" in capsys.readouterr().out
+
+
+def test_the_ssm_session_advances_by_the_proven_step_position(ssm_art, monkeypatch):
+    """Call site: the position table is made by contracts.position.step_position (as Session's);
+    a twin that never advances, swapped in where the session imported it, stops the position."""
+    from tickformer.contracts import position
+
+    session = runtime.load(ssm_art[0], backend="numpy")
+    assert session._next_position[:300] == [
+        position.step_position(p, 1, ssm_session.WRAP, True) for p in range(300)
+    ]
+    monkeypatch.setattr("tickformer.runtime.ssm_session.step_position", lambda p, n, m, ok: p)
+    frozen = runtime.load(ssm_art[0], backend="numpy")
+    frozen.step(inputs(frozen.config, 1))
+    assert frozen.position == 0
