@@ -75,6 +75,27 @@ def test_the_session_advances_by_the_proven_step_position(tiny_art, monkeypatch)
     assert s.position == 0
 
 
+def test_the_numpy_backend_static_mask_is_the_proven_cache_row_live(tiny_art, monkeypatch):
+    """runtime/backends/numpy.py builds its static live mask by calling masking.cache_row_live on
+    index arrays: the table is the predicate's, and with the wrong twin (row <= pos: also reads the
+    row not yet written) swapped in at the call site, the outputs change."""
+    from tickformer.contracts import masking
+
+    path = tiny_art[0] if isinstance(tiny_art, tuple) else tiny_art
+    s = runtime.load(path, backend="numpy")
+    n = s.max_len
+    assert s.backend._live.tolist() == [[masking.cache_row_live(r, p) for r in range(n)] for p in range(n)]
+    rng = np.random.default_rng(2)
+    xs = [rng.uniform(-1, 1, size=(1, 1, 3)).astype(np.float32) for _ in range(5)]
+    want = [s.step(x).copy() for x in xs]
+    monkeypatch.setattr(
+        "tickformer.runtime.backends.numpy.cache_row_live", wrong_twins.cache_row_live_inclusive
+    )
+    bad = runtime.load(path, backend="numpy")
+    got = [bad.step(x).copy() for x in xs]
+    assert any(not np.array_equal(a, b) for a, b in zip(want, got))
+
+
 @pytest.mark.parametrize("backend", ["numpy", "ort", "c"])
 @pytest.mark.parametrize("poison", [np.inf, -np.inf, np.nan])
 def test_stale_rows_holding_inf_or_nan_do_not_leak(tiny_art, backend, poison):

@@ -323,3 +323,19 @@ def test_step_mask_is_built_by_calling_the_contract(monkeypatch):
     monkeypatch.setattr(export_graphs, "cache_row_live", lambda row, position: row <= position)
     bad = export_graphs.build_step(params, cfg, 1, 17)
     assert _claims(prove_model_proto(bad, "twin"))["reads only live rows"] == FAILED
+
+
+def test_model_causal_constant_is_built_by_calling_the_contract(monkeypatch):
+    """export/graphs.py builds model.onnx's causal constant by calling masking.causal_allowed on
+    index arrays: with a twin that lets a query see the next key, the rebuilt graph fails the
+    causality proof."""
+    from tickformer.export import graphs as export_graphs
+
+    cfg = preset("tiny")
+    params = init_params(cfg, seed=5)
+    assert export_graphs.causal_allowed is masking.causal_allowed
+    good = export_graphs.build_model(params, cfg, 1, 17)
+    assert _claims(prove_model_proto(good, "good", max_len=cfg.max_len))["causal"] in (PROVEN, IF_FINITE)
+    monkeypatch.setattr(export_graphs, "causal_allowed", lambda i, j, offset: j - offset <= i + 1)
+    bad = export_graphs.build_model(params, cfg, 1, 17)
+    assert _claims(prove_model_proto(bad, "twin", max_len=cfg.max_len))["causal"] == FAILED

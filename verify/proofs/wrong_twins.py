@@ -144,9 +144,10 @@ def padding_allowed_inclusive(j: int, n_valid: int) -> bool:
     return j <= n_valid
 
 
-def cache_slot_visible_stale(slot: int, position: int) -> bool:
-    """Selects every slot ever written (ignores the reset): stale keys leak."""
-    return slot >= 0
+def cache_row_live_inclusive(row: int, position: int) -> bool:
+    """row <= position: also reads row `position`, which the step has not written yet (after a
+    reset it holds the previous sequence's key: the stale row leaks)."""
+    return row <= position
 
 
 # -- ring buffer --------------------------------------------------------------------------
@@ -226,19 +227,44 @@ def ring_step_wraps_to_zero(position: int, ring: int, window: int) -> bool:
     )
 
 
+def ring_reads_alike_mod_w(position: int, slot: int, window: int) -> bool:
+    """Claims the step could be fed p mod W (dropping the 'past the first window' half of the ring
+    position): once p >= W, the slots farther back than p mod W would no longer be read."""
+    from tickformer.contracts.ring_buffer import slot_read, window_distance
+
+    r = position % window
+    return (slot_read(r, slot, window) == slot_read(position, slot, window)) and (
+        window_distance(r, slot, window) == window_distance(position, slot, window)
+    )
+
+
+def block_write_in_place(ring: int, window: int) -> tuple[int, int]:
+    """Bumps the counter the current state reads, in place, before the commit (c[1] = c[1] + 1
+    at the end of the ring): an interrupt before the ring store leaves a state whose position
+    jumped by W, and the next state reads a counter nobody advanced."""
+    if ring == window - 1:
+        return 0, -1
+    if ring == 2 * window - 1:
+        return 1, 0
+    if ring == 3 * window - 1:
+        return 1, 1
+    return -1, -1
+
+
 def blocks_tracked_in_place(position: int, ring: int, c0: int, c1: int, window: int) -> bool:
-    """Bumps the counter of the block being left, in place, before the commit: an interrupt before
-    the ring store leaves a state whose position jumped by W."""
-    update = 0 if ring == window - 1 else 1 if ring == 2 * window - 1 else 2 if ring == 3 * window - 1 else -1
-    n0 = 0 if update == 0 else c0 + 1 if update == 1 else c0
-    n1 = c1 + 1 if update == 2 else c1
-    following = ring + 1 if ring + 1 < 3 * window else window
+    """contracts.ring_buffer.blocks_tracked with block_write_in_place as the session's write."""
+    from tickformer.contracts.ring_buffer import absolute_position, block_counter, next_ring_position
 
-    def back(r: int, block: int) -> int:
-        return r if r < window else window * (block + 1) + r % window
-
-    now = ring < window or (n1 if ring >= 2 * window else n0) == (c1 if ring >= 2 * window else c0)
-    after = following < window or back(following, n1 if following >= 2 * window else n0) == position + 1
+    cells = [c0, c1, -1]
+    target, source = block_write_in_place(ring, window)
+    if target >= 0:
+        cells[target] = cells[source] + 1
+    n0, n1 = cells[0], cells[1]
+    read = block_counter(ring, window)
+    now = ring < window or (n1 == c1 if read == 1 else n0 == c0)
+    following = next_ring_position(ring, window)
+    block = n1 if block_counter(following, window) == 1 else n0
+    after = following < window or absolute_position(following, block, window) == position + 1
     return now and after
 
 
