@@ -201,18 +201,8 @@ def _prove_ieee754(console, args: argparse.Namespace) -> int:
     with console.status("z3: binary32 proofs and wrong twins ..."):
         results = ieee754.run_all(timeout_ms=int(args.solver_timeout * 1000))
         m_bits = ieee754.m_bits_fact(timeout_ms=int(args.solver_timeout * 1000))
-        drift = ieee754.release_drift(timeout_ms=int(args.solver_timeout * 1000))
     wall = time.monotonic() - start
     data = ieee754.to_json(results, m_bits, wall)
-    data["release_time_float"] = {
-        "twin": "tickformer.verify.proofs.wrong_twins.release_time_float",
-        "preconditions": {k: list(v) for k, v in ieee754.DRIFT_PRE.items()},
-        "max_elapsed_ns": ieee754.DRIFT_MAX_ELAPSED_NS,
-        "status": "refuted" if drift.status == "counterexample" else "SURVIVED",
-        "counterexample": drift.counterexample,
-        "solver_s": drift.seconds,
-    }
-    data["ok"] = data["ok"] and drift.status == "counterexample"
     console.print(ieee754.report_text(data), soft_wrap=True, highlight=False, markup=False)
     if args.json is not None:
         data["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

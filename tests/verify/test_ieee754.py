@@ -104,6 +104,9 @@ def test_release_time_float_refuted_by_drift_under_realistic_preconditions():
     for name, (lo, hi) in ieee754.DRIFT_PRE.items():
         assert lo <= vals[name] <= hi
     assert vals["tick"] * vals["period_ns"] <= ieee754.DRIFT_MAX_ELAPSED_NS
+    # accumulation, not the rounding of the start: at least one tick, an exact start, and most of
+    # the release is the loop's own elapsed time
+    assert vals["tick"] >= 1 and vals["start_ns"] <= 2**52 < vals["tick"] * vals["period_ns"]
     # the counterexample is real: the twin, run in Python, drifts from the proven function
     args = (vals["start_ns"], vals["period_ns"], vals["tick"])
     assert wrong_twins.release_time_float(*args) != deadline.release_time(*args)

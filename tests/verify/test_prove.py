@@ -43,6 +43,12 @@ def test_prove_cli_all_specs_hold_all_twins_refuted(tmp_path, capsys):
             assert all(r.verdict == "confirmed" for r in again), again
     for p in report["proofs"]:
         assert any(c["verdict"] == COUNTEREXAMPLE for c in p["twin_conditions"])
+    # the float-drift twin is refuted for its reason (binary64 drift under realistic bounds), its
+    # witness in the report; CrossHair's OverflowError at ~1.8e308 is not what refutes it
+    drift = next(p for p in report["proofs"] if p["twin"].endswith("release_time_float"))
+    assert drift["twin_refuter"] == "smt-binary64"
+    (witness,) = [c["message"] for c in drift["twin_conditions"] if c["verdict"] == COUNTEREXAMPLE]
+    assert "drift" in witness and "tick=" in witness and "Overflow" not in witness
     text = md.read_text()
     for entry in assurance.CONTRACTS:
         assert f"**{entry.name}**" in text

@@ -286,9 +286,10 @@ def step_position_advance_on_failure(position: int, n_tokens: int, max_len: int,
 
 def release_time_float(start_ns: int, period_ns: int, tick: int) -> int:
     """Accumulates in floating point: drifts once start + tick * period passes 2**53 ns (~104 days
-    of uptime). Refuted for that reason by z3 on binary64 (verify/proofs/ieee754.release_drift:
-    e.g. 119 days of uptime, a 7 s period, 43453 ticks: 2 ns early); CrossHair alone only reaches
-    an OverflowError at periods near 1.8e308."""
+    of uptime). `tickformer prove` refutes it for that reason, by z3 on binary64 under realistic
+    preconditions (verify/proofs/ieee754.release_drift: an exact start, at least one tick, a
+    period of 1 us to 10 s; the witness is in claims/results/prove.json); CrossHair alone only
+    reaches an OverflowError at periods near 1.8e308, which is not credited."""
     return int(float(start_ns) + float(tick) * float(period_ns))
 
 
