@@ -65,65 +65,64 @@ def merge_assoc_gap_linear_exp(ma: float, mb: float, mc: float) -> float:
     return abs(left[1] - right[1]) / max(left[1], right[1])
 
 
-# -- softmax on binary32 (verify/proofs/ieee754.py): twins of merge_row / finalize_row ----------
+# -- softmax on binary32 (verify/proofs/ieee754.py): twins of model.attention.merge / finalize ----------
+# Same signatures as the operator's functions (SoftmaxState in, SoftmaxState / array out), so the
+# solver runs them exactly where it runs the operator.
 
 
-def merge_row_arith_max(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
-    """The merged max computed as (a + b + |a - b|) / 2: rounds (not one of the inputs) and gives
-    NaN for two empty states (-inf + -inf + |NaN|)."""
-    m = (ma + mb + abs(ma - mb)) / 2.0
-    alpha, beta = np.exp(ma - m), np.exp(mb - m)
-    return m, alpha * la + beta * lb, alpha * aa + beta * ab
+def merge_arith_max(a: Any, b: Any) -> Any:
+    """The merged max computed as (a + b + |a - b|) / 2: exact over the reals, but in binary32 it
+    rounds (maxima of opposite sign near zero: one ulp off, neither input), overflows to inf for
+    two large finite maxima, and gives NaN for two empty states (-inf + -inf + |NaN|). The solver
+    returns whichever it finds first; tests/verify/test_ieee754.py shows rounding alone refutes it."""
+    from tickformer.model.attention import SoftmaxState, _safe_max
+
+    m = (a.m + b.m + abs(a.m - b.m)) / 2.0
+    m_safe = _safe_max(m)
+    alpha, beta = np.exp(a.m - m_safe), np.exp(b.m - m_safe)
+    return SoftmaxState(m, alpha * a.l + beta * b.l, alpha[..., None] * a.acc + beta[..., None] * b.acc)
 
 
-def merge_row_unguarded(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+def merge_unguarded(a: Any, b: Any) -> Any:
     """No safe max: two empty states give exp(-inf - (-inf)) = exp(NaN) = NaN."""
-    m = np.maximum(ma, mb)
-    alpha, beta = np.exp(ma - m), np.exp(mb - m)
-    return m, alpha * la + beta * lb, alpha * aa + beta * ab
+    from tickformer.model.attention import SoftmaxState
+
+    m = np.maximum(a.m, b.m)
+    alpha, beta = np.exp(a.m - m), np.exp(b.m - m)
+    return SoftmaxState(m, alpha * a.l + beta * b.l, alpha[..., None] * a.acc + beta[..., None] * b.acc)
 
 
-def merge_row_margin(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+def merge_margin(a: Any, b: Any) -> Any:
     """A 'safety margin' on the exponent (m + 2^-20 instead of m): the max side's factor is no
     longer exactly exp(0) = 1, so the normalizer of a selected key can drop below 1."""
-    m = np.maximum(ma, mb)
-    ref = ss_safe_max(m) + 2.0**-20
-    alpha, beta = np.exp(ma - ref), np.exp(mb - ref)
-    return m, alpha * la + beta * lb, alpha * aa + beta * ab
+    from tickformer.model.attention import SoftmaxState, _safe_max
+
+    m = np.maximum(a.m, b.m)
+    ref = _safe_max(m) + 2.0**-20
+    alpha, beta = np.exp(a.m - ref), np.exp(b.m - ref)
+    return SoftmaxState(m, alpha * a.l + beta * b.l, alpha[..., None] * a.acc + beta[..., None] * b.acc)
 
 
-def merge_row_factored(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
-    """l factored as la (alpha + beta lb / la) (one multiply 'saved' per row): the same over the
-    reals, but the rounding now depends on which state is first, so merge is not commutative."""
-    m = np.maximum(ma, mb)
-    ms = ss_safe_max(m)
-    alpha, beta = np.exp(ma - ms), np.exp(mb - ms)
-    l = la * (alpha + beta * (lb / la)) if la > 0.0 else beta * lb
-    return m, l, alpha * aa + beta * ab
-
-
-def merge_row_rescale_b_only(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+def merge_rescale_b_only(a: Any, b: Any) -> Any:
     """Rescales only the incoming state (assumes the running state a holds the max, alpha = 1):
     right when it does, wrong -- and order-dependent -- when b's max is larger."""
-    m = np.maximum(ma, mb)
-    beta = np.exp(mb - ss_safe_max(m))
-    return m, la + beta * lb, aa + beta * ab
+    from tickformer.model.attention import SoftmaxState, _safe_max
+
+    m = np.maximum(a.m, b.m)
+    beta = np.exp(b.m - _safe_max(m))
+    return SoftmaxState(m, a.l + beta * b.l, a.acc + beta[..., None] * b.acc)
 
 
-def finalize_row_nonstrict(acc: Any, l: Any) -> Any:
+def finalize_nonstrict(state: Any) -> Any:
     """Guard l >= 0 instead of l > 0: an empty row computes 0 / 0 = NaN."""
-    return acc / l if l >= 0.0 else 0.0
+    has_keys = state.l >= 0
+    denom = np.where(has_keys, state.l, np.ones_like(state.l))
+    return np.where(has_keys[..., None], state.acc / denom[..., None], np.zeros_like(state.acc))
 
 
-def finalize_row_unguarded(acc: Any, l: Any) -> Any:
+def finalize_unguarded(state: Any) -> Any:
     """acc / l without the empty-row guard: 0 / 0 = NaN for a row with no selected key."""
-    return acc / l
-
-
-def ss_safe_max(m: Any) -> Any:
-    from tickformer.contracts.softmax_stability import safe_max
-
-    return safe_max(m)
+    return state.acc / state.l[..., None]
 
 
 # -- masking ------------------------------------------------------------------------------
