@@ -1,7 +1,7 @@
 """verify/proofs/ieee754.py: the online-softmax merge, finalize and safe max proven on binary32
 (z3 FPSort, RNE) by running model.attention.merge / finalize / _safe_max themselves on symbolic
-values; every wrong twin
-refuted with a counterexample; a planted bug in the runtime's function is caught.
+values; every wrong twin refuted with a counterexample; a planted bug in the runtime's function
+is caught; the symbolic run is the operator on float32 arrays.
 
 CI time: the whole set once (module fixture), about 45 s on two shared cores."""
 
