@@ -1,11 +1,12 @@
 """Symbolic checks of the contracts' pure-Python specifications with CrossHair.
 
 Each `Proof` names a specification in `tickformer.contracts` (a top-level pure function with
-PEP 316 `pre:`/`post:` conditions in its docstring) and a deliberately wrong twin in
-`tickformer.verify.proofs.wrong_twins`. Every post-condition of the spec is checked by CrossHair's
-symbolic execution (`crosshair.core.ConditionCheckable`, the engine behind `crosshair check
---analysis_kind=PEP316 --report_all`); the twin is checked against the *spec's* conditions (read
-from the spec, never restated) and must be refuted.
+PEP 316 `pre:`/`post:` conditions in its docstring), what it is relative to the code that runs
+(`role`: the runtime calls it at `sites`, or a lemma, a reference, a binary64 restatement), and a
+deliberately wrong twin in `tickformer.verify.proofs.wrong_twins`. Every post-condition of the
+spec is checked by CrossHair's symbolic execution (`crosshair.core.ConditionCheckable`, the
+engine behind `crosshair check --analysis_kind=PEP316 --report_all`); the twin is checked against
+the *spec's* conditions (read from the spec, never restated) and must be refuted.
 
 Verdicts, as CrossHair reports them (crosshair.statespace.MessageType):
     confirmed       every execution path was explored and the condition held: a proof, for the

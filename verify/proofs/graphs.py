@@ -61,9 +61,10 @@ graph is one Scan, proven causal *for every T* from its structure (forward scan 
 axis of the input, a constant initial state, the body's outputs a function of (state, x_t) only),
 with its trip count the length of x.
 
-Not real-time code. Cost: one interpretation per state: the tiny preset (max_len 16) about 0.5 s
-for both graphs; the control preset (max_len 256, two layers) about 20 s (model 18 s: T^2 grows
-with T; step 2.3 s), measured on the 2-core CI machine (`tickformer prove ART`).
+Not real-time code. Cost: one interpretation per state: the tiny preset (max_len 16) well under a
+second for both graphs; the control preset (max_len 256, two layers) 8-16 s on the shared 2-core
+CI machine, most of it the full pass (T^2 grows with T); measured per artifact kind in
+claims/results/prove_graphs.json (claims/prove_graphs.py). ssm artifacts: one interpretation each.
 """
 
 from __future__ import annotations
