@@ -372,7 +372,11 @@ def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
         "specs": len(specs),
         "proven": statuses.count("proven"),
         "bounded": statuses.count("no counterexample (bounded)"),
-        "failed": len(specs) - statuses.count("proven") - statuses.count("no counterexample (bounded)"),
+        "not run": statuses.count("not run"),
+        "failed": len(specs)
+        - statuses.count("proven")
+        - statuses.count("no counterexample (bounded)")
+        - statuses.count("not run"),
         "on runtime functions": sum(role == RUNTIME for _, role in specs.values()),
         "lemmas": sum(role == LEMMA for _, role in specs.values()),
         "references": sum(role == REFERENCE for _, role in specs.values()),
@@ -412,7 +416,9 @@ def to_markdown(
         header_note,
         "",
         f"**Counts.** {n['specs']} distinct CrossHair specs: {n['proven']} proven over all paths, {n['bounded']} "
-        f"no counterexample (bounded), {n['failed']} failed or not run; by what they are about: "
+        f"no counterexample (bounded), {n['failed']} failed"
+        + (f", {n['not run']} not run" if n["not run"] else "")
+        + "; by what they are about: "
         f"{n['on runtime functions']} are functions the runtime or a graph builder calls, {n['lemmas']} lemmas about "
         f"such functions, {n['references']} reference definitions nothing calls at run time, {n['restatements']} a "
         f"binary64 restatement of the softmax operator. {n['refuted']} of {n['twins']} wrong twins refuted. "

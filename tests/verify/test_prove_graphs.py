@@ -481,7 +481,6 @@ def test_ssm_step_with_a_position_input_is_not_state_only(ssm_art):
 def test_ssm_step_that_forgets_a_layer_state_fails(ssm_art):
     """Layer 0's new state computed without its old state (h = (1 - lam) x B): 'reads its state' fails."""
     m = onnx.load(str(ssm_art[0] / "step.onnx"))
-    producers = {o: n for n in m.graph.node for o in n.output}
     squeeze = next(n for n in m.graph.node if n.op_type == "Squeeze")  # layer 0's h_prev [B, D, N]
     zero = onnx.helper.make_node("Mul", [squeeze.output[0], "_zero"], ["_h_prev_zero"])
     m.graph.initializer.append(numpy_helper.from_array(np.zeros((), np.float32), "_zero"))
@@ -490,6 +489,5 @@ def test_ssm_step_that_forgets_a_layer_state_fails(ssm_art):
             if x == squeeze.output[0]:
                 n.input[i] = "_h_prev_zero"
     m.graph.node.insert(list(m.graph.node).index(squeeze) + 1, zero)
-    del producers
     proof = graphs.prove_ssm_step(m, "mutant")
     assert _claims(proof)["reads its state"] == FAILED
