@@ -491,3 +491,21 @@ def test_ssm_step_that_forgets_a_layer_state_fails(ssm_art):
     m.graph.node.insert(list(m.graph.node).index(squeeze) + 1, zero)
     proof = graphs.prove_ssm_step(m, "mutant")
     assert _claims(proof)["reads its state"] == FAILED
+
+
+def test_ssm_step_whose_shallow_layer_reads_a_deeper_state_fails(ssm_art):
+    """Layer 0's previous state mixed with layer 1's (h0 + h1 before the mixer): 'layer order' fails."""
+    m = onnx.load(str(ssm_art[0] / "step.onnx"))
+    split = next(n for n in m.graph.node if n.op_type == "Split" and n.input[0] == "state")
+    s0, s1 = split.output[0], split.output[1]
+    squeeze0 = next(n for n in m.graph.node if n.op_type == "Squeeze" and n.input[0] == s0)
+    h0 = squeeze0.output[0]
+    for n in m.graph.node:
+        for i, x in enumerate(n.input):
+            if x == h0:
+                n.input[i] = "_h0_mixed"
+    at = list(m.graph.node).index(squeeze0) + 1
+    m.graph.node.insert(at, onnx.helper.make_node("Add", [h0, "_h1"], ["_h0_mixed"]))
+    m.graph.node.insert(at, onnx.helper.make_node("Squeeze", [s1, squeeze0.input[1]], ["_h1"]))
+    proof = graphs.prove_ssm_step(m, "mutant")
+    assert _claims(proof)["layer order"] == FAILED
