@@ -158,6 +158,8 @@ RESULTS: dict[str, ResultsFile] = {
             "certify-growing", "claims/results/certify/c_grow.json", "conditions.utc", "refresh_demo"
         ),
         ResultsFile("prove", "claims/results/prove.json", "utc", "refresh_prove"),
+        ResultsFile("ieee754", "claims/results/ieee754.json", "utc", "refresh_ieee754"),
+        ResultsFile("prove-graphs", "claims/results/prove_graphs.json", "utc", "refresh_prove_graphs"),
         ResultsFile("evt-accuracy", "claims/results/evt_accuracy.json", "utc", "refresh_evt"),
         ResultsFile("verify-margins", "claims/results/verify_margins.json", "utc", "refresh_verify"),
         ResultsFile("bench", "benchmarks/results/latest.json", "datetime", "refresh_bench"),
@@ -288,6 +290,12 @@ def int_proofs(distinct: bool) -> int:
     return len(set(ints)) if distinct else len(ints)
 
 
+def spec_statuses(report: dict) -> list[str]:
+    """The verdict of each distinct spec of a `tickformer prove --json` report (a spec with two
+    wrong twins once)."""
+    return list({p["spec"]: p["status"] for p in report["proofs"]}.values())
+
+
 def distinct_specs() -> int:
     """Specs counted once each (a spec with two wrong twins is one spec)."""
     from tickformer.verify.proofs.crosshair import PROOFS
@@ -391,21 +399,42 @@ R = "README.md"
     .run("score reach", score_search_reach, "{:.2f}", "tests/contracts/test_score_bound.py search_reach()")
 )
 (
-    Span(f"{R}#prove")
-    .literal("2", "the 2-core machine")
+    Span(f"{R}#ieee754")
     .derived(
-        "specs hold",
-        "prove",
-        lambda d: len({p["spec"] for p in d["proofs"] if p["status"] != "FAILED"}),
+        "proven",
+        "ieee754",
+        lambda d: sum(c["status"] == "proven" for c in d["claims"]),
         "{}",
-        "distinct specs not FAILED",
+        "claims proven",
     )
+    .derived("claims", "ieee754", lambda d: len(d["claims"]), "{}", "claims")
+    .derived(
+        "refuted",
+        "ieee754",
+        lambda d: sum(c["twin_status"] == "refuted" for c in d["claims"]),
+        "{}",
+        "twins refuted",
+    )
+    .derived("twins", "ieee754", lambda d: len(d["claims"]), "{}", "twins")
+    .result("wall", "ieee754", "wall_s", "{:.0f}")
+)
+(
+    Span(f"{R}#prove")
     .run("specs", distinct_specs, "{}", "distinct specs of tickformer.verify.proofs.crosshair.PROOFS")
+    .derived("proven", "prove", lambda d: spec_statuses(d).count("proven"), "{}", "distinct specs proven")
+    .derived(
+        "bounded",
+        "prove",
+        lambda d: spec_statuses(d).count("no counterexample (bounded)"),
+        "{}",
+        "distinct specs 'no counterexample (bounded)'",
+    )
     .derived(
         "twins refuted", "prove", lambda d: sum(p["twin_refuted"] for p in d["proofs"]), "{}", "twins refuted"
     )
     .run("twins", proofs, "{}", "len(PROOFS)")
     .result("prove wall", "prove", "wall_s", "{:.0f}")
+    .literal("2", "the 2-core machine")
 )
 (
     Span(f"{R}#bench")
@@ -809,14 +838,15 @@ _B = "benchmarks/test_contract_overhead.py::"
 )
 (
     Span(f"{K}#prove")
-    .derived(
-        "held",
-        "prove",
-        lambda d: len({p["spec"] for p in d["proofs"] if p["status"] != "FAILED"}),
-        "{}",
-        "distinct specs not FAILED",
-    )
     .run("specs", distinct_specs, "{}", "distinct specs of PROOFS")
+    .derived("proven", "prove", lambda d: spec_statuses(d).count("proven"), "{}", "distinct specs proven")
+    .derived(
+        "bounded",
+        "prove",
+        lambda d: spec_statuses(d).count("no counterexample (bounded)"),
+        "{}",
+        "distinct specs 'no counterexample (bounded)'",
+    )
     .derived("refuted", "prove", lambda d: sum(p["twin_refuted"] for p in d["proofs"]), "{}", "twins refuted")
     .run("twins", proofs, "{}", "len(PROOFS)")
     .result("wall", "prove", "wall_s", "{:.0f}")
@@ -828,6 +858,59 @@ _B = "benchmarks/test_contract_overhead.py::"
         "sum of cpu_s over every condition",
     )
     .literal("2", "2 cores")
+)
+(
+    Span(f"{K}#ieee754")
+    .derived(
+        "proven",
+        "ieee754",
+        lambda d: sum(c["status"] == "proven" for c in d["claims"]),
+        "{}",
+        "claims proven",
+    )
+    .derived("claims", "ieee754", lambda d: len(d["claims"]), "{}", "claims")
+    .derived(
+        "refuted",
+        "ieee754",
+        lambda d: sum(c["twin_status"] == "refuted" for c in d["claims"]),
+        "{}",
+        "twins refuted",
+    )
+    .derived("twins", "ieee754", lambda d: len(d["claims"]), "{}", "twins")
+    .result("wall", "ieee754", "wall_s", "{:.0f}")
+)
+
+
+def graph_proof_seconds(kind: str, preset_name: str) -> Callable[[Any], float]:
+    """The wall time of the graph proofs of one reference artifact in prove_graphs.json."""
+
+    def get(d: dict) -> float:
+        (a,) = [a for a in d["artifacts"] if a["kind"] == kind and a["preset"] == preset_name]
+        return a["report"]["wall_s"]
+
+    return get
+
+
+def _graph_secs(v: float) -> str:
+    return f"{v:.0f}" if v >= 10 else f"{v:.1f}"
+
+
+(
+    Span(f"{K}#graphs")
+    .derived("tiny decoder", "prove-graphs", graph_proof_seconds("decoder", "tiny"), _graph_secs, "wall_s")
+    .derived(
+        "control decoder", "prove-graphs", graph_proof_seconds("decoder", "control"), _graph_secs, "wall_s"
+    )
+    .param("control max_len", lambda: parameter_max_len("control"), "{}", "preset('control').max_len")
+    .derived("windowed", "prove-graphs", graph_proof_seconds("windowed", "tiny"), _graph_secs, "wall_s")
+    .derived(
+        "encoder-decoder",
+        "prove-graphs",
+        graph_proof_seconds("encoder-decoder", "tiny-seq2seq"),
+        _graph_secs,
+        "wall_s",
+    )
+    .derived("ssm", "prove-graphs", graph_proof_seconds("ssm", "tiny"), _graph_secs, "wall_s")
 )
 (
     Span(f"{K}#int-specs")
@@ -1092,7 +1175,8 @@ FILES: dict[str, tuple[str, str]] = {
     "docs/gpu.md": ("covered", ""),
     "docs/assurance.md": (
         "generated",
-        "tickformer prove --assurance, re-rendered from claims/results/prove.json",
+        "tickformer prove --assurance, re-rendered from claims/results/prove.json, ieee754.json and "
+        "prove_graphs.json",
     ),
     "docs/claims.md": ("covered", ""),
     "docs/architecture.md": ("covered", ""),
@@ -1134,6 +1218,9 @@ LITERALS: dict[str, dict[str, str]] = {
         "2": "CrossHair's share of z3 IEEE doubles (same source)",
         "1e30": "a test's edge logits (tests/contracts/test_softmax_stability.py)",
         "3.4e38": "a test's edge logits (the fp32 maximum)",
+        "1": "the drift query's shortest period, 1 us (verify/proofs/ieee754.py DRIFT_PRE)",
+        "1.8e308": "the float64 maximum, where CrossHair's OverflowError for the drift twin lies",
+        "-87.33": "ln of float32's smallest normal number (verify/proofs/ieee754.py EXP_NORMAL_FROM)",
     },
     "docs/artifact_format.md": {"0": "0 x inf = NaN, an expression, not a measurement"},
     "docs/verify.md": {"3.11": "a Python version (tomllib)"},
@@ -1174,28 +1261,28 @@ LITERALS: dict[str, dict[str, str]] = {
 
 
 # --- generated documents ----------------------------------------------------------------------------------
-def check_assurance(result) -> None:
-    """docs/assurance.md must be what `tickformer prove --assurance` renders from prove.json."""
-    from types import SimpleNamespace
-
+def render_assurance() -> str:
+    """docs/assurance.md as `tickformer prove --assurance` renders it from the three committed
+    reports: CrossHair (prove.json), binary32 SMT (ieee754.json), graph proofs (prove_graphs.json)."""
     from tickformer.verify import assurance
 
-    report = RESULTS["prove"].load()
-    outcomes = [
-        SimpleNamespace(
-            proof=SimpleNamespace(spec_name=p["spec"], twin_name=p["twin"]),
-            spec_status=p["status"],
-            twin_refuted=p["twin_refuted"],
-        )
-        for p in report["proofs"]
-    ]
-    rows = assurance.build_table(outcomes, tests_root=ROOT / "tests" / "contracts")
-    want = assurance.to_markdown(rows, "Proof verdicts from this run.")
-    have = (ROOT / "docs" / "assurance.md").read_text()
-    if have != want:
+    smt, graphs = RESULTS["ieee754"].load(), RESULTS["prove-graphs"].load()
+    rows = assurance.build_table(
+        RESULTS["prove"].load(), tests_root=ROOT / "tests" / "contracts", smt=smt, graphs=graphs
+    )
+    note = (
+        "Proof verdicts from this run (CrossHair and the binary64 drift query), the binary32 SMT report "
+        "claims/results/ieee754.json and the graph proofs claims/results/prove_graphs.json."
+    )
+    return assurance.to_markdown(rows, note, smt=smt, graphs=graphs)
+
+
+def check_assurance(result) -> None:
+    """docs/assurance.md must be what `tickformer prove --assurance` renders from the reports."""
+    if render_assurance() != (ROOT / "docs" / "assurance.md").read_text():
         result.fail(
-            "docs/assurance.md differs from `tickformer prove --assurance` rendered from claims/results/prove.json "
-            "(regenerate: python claims/check.py --refresh prove)"
+            "docs/assurance.md differs from `tickformer prove --assurance` rendered from claims/results/prove.json, "
+            "ieee754.json and prove_graphs.json (regenerate: python claims/check.py --refresh prove)"
         )
 
 
@@ -1342,6 +1429,24 @@ def refresh_prove() -> None:
         "tickformer prove --json claims/results/prove.json --assurance --assurance-out docs/assurance.md"
     )
     (ROOT / "claims/results/prove.json").write_text(json.dumps(data, indent=2) + "\n")
+
+
+def refresh_ieee754() -> None:
+    """The binary32 SMT report, then docs/assurance.md re-rendered with it (CrossHair not re-run)."""
+    tick = str(Path(PY).with_name("tickformer"))
+    _run([tick, "prove", "--ieee754", "--json", "claims/results/ieee754.json"])
+    data = json.loads((ROOT / "claims/results/ieee754.json").read_text())
+    data["command"] = "tickformer prove --ieee754 --json claims/results/ieee754.json"
+    (ROOT / "claims/results/ieee754.json").write_text(json.dumps(data, indent=2) + "\n")
+    _load_json.cache_clear()
+    (ROOT / "docs" / "assurance.md").write_text(render_assurance())
+
+
+def refresh_prove_graphs() -> None:
+    """The graph proofs on reference artifacts, then docs/assurance.md re-rendered with them."""
+    _run([PY, "claims/prove_graphs.py", "--out", "claims/results/prove_graphs.json"])
+    _load_json.cache_clear()
+    (ROOT / "docs" / "assurance.md").write_text(render_assurance())
 
 
 def refresh_evt() -> None:

@@ -31,11 +31,14 @@ def check_budget(budget_ns: int | None) -> int | None:
 
 
 def over_budget_ns(elapsed_ns: int, budget_ns: int) -> int:
-    """How many nanoseconds a step exceeded its budget (0 when within).
+    """How many nanoseconds a step exceeded its budget (0 when within): the least non-negative
+    amount that, taken off the elapsed time, brings it within the budget (the posts pin the value).
 
     pre: budget_ns > 0
     pre: elapsed_ns >= 0
     post: __return__ >= 0
+    post: elapsed_ns - __return__ <= budget_ns
+    post: __return__ == 0 or elapsed_ns - (__return__ - 1) > budget_ns
     post: (__return__ == 0) == (elapsed_ns <= budget_ns)
     """
     return elapsed_ns - budget_ns if elapsed_ns > budget_ns else 0

@@ -18,9 +18,21 @@ Reason
     Causality and cache isolation are what let a control loop trust a step's output; "exactly
     zero" (not "small") makes them testable bit-for-bit.
 
-The integer predicates below are the specification (PEP 316 contracts, proven by CrossHair in
-`tickformer prove`); `*_mask` builds the boolean arrays from the same predicates, and
-tests/contracts/test_masking.py checks model.attention.causal_mask / padding_mask against them.
+The integer predicates below are the specification, each proven by CrossHair in `tickformer prove`
+(PEP 316 contracts). Their post-conditions do not restate the body's inequality: each predicate is
+specified by an independent definition -- `cache_row_live` by induction over the steps since the
+reset (nothing is live at position 0; the step at p - 1 adds row p - 1), `causal_allowed` as
+"what the step at the query's position reads" (the live rows and its own key), `window_allowed` by
+induction over the width (a window of w keys is the window of w - 1 plus the next older key),
+`padding_allowed` by induction over the valid count -- so a wrong body and a wrong post cannot
+agree by being the same formula.
+
+Who calls them (the code that runs): `cache_row_live` builds the static step graph's live set
+(export/graphs.py, on graph expressions) and the numpy backend's static mask (on index arrays);
+`causal_allowed` builds model.onnx's causal constant (export/graphs.py); `window_allowed` the
+windowed model.onnx's mask and the training forward's window mask. `padding_allowed` is a
+reference only: padding arrives as data (src_valid), so nothing computes it at run time; the
+operator's padding mask is property-tested against it (tests/contracts/test_masking.py).
 Predicates: O(1), real-time safe. Mask builders allocate (build once, at load).
 """
 
@@ -36,11 +48,12 @@ BOUND = (
 
 
 def causal_allowed(i: int, j: int, offset: int) -> bool:
-    """M4: query row i of a block starting at absolute position `offset` may see key j.
+    """M4: query row i of a block starting at absolute position `offset` may see key j: exactly
+    what the step at the query's absolute position reads, its live cache rows and its own key.
+    model.onnx's causal constant is built by calling this on index arrays (export/graphs.py).
 
     pre: i >= 0 and j >= 0 and offset >= 0
-    post: __return__ == (j in range(i + offset + 1))
-    post: implies(j == i + offset, __return__) and implies(j == i + offset + 1, not __return__)
+    post: __return__ == (cache_row_live(j, i + offset) or j == i + offset)
     """
     return j - offset <= i
 
@@ -49,42 +62,38 @@ def window_allowed(i: int, j: int, window: int) -> bool:
     """M5: query at absolute position i may see key at absolute position j in a window of w keys
     (itself and the w - 1 before it). The training forward and model.onnx build their window
     masks by calling this on index arrays (numpy) and index tensors (export/expr.py).
+    Specified by induction over the width: one key is the query's own; a window of w keys is
+    the window of w - 1 keys plus the next older one.
 
     pre: i >= 0 and j >= 0 and window >= 1
-    post: __return__ == (j in range(max(0, i - window + 1), i + 1))
-    post: implies(__return__, causal_allowed(i, j, 0))
+    post: implies(window == 1, __return__ == (j == i))
+    post: implies(window > 1, __return__ == (window_allowed(i, j, window - 1) or j == i - (window - 1)))
     """
     return (j <= i) & (i - j < window)  # `&`: ints, numpy arrays and graph expressions alike
 
 
 def padding_allowed(j: int, n_valid: int) -> bool:
-    """M6: key j is real (not padding) in a row with n_valid real keys at the front.
+    """M6: key j is real (not padding) in a row with n_valid real keys at the front (a reference
+    for tests: the runtime takes padding as data, src_valid). By induction over n_valid.
 
     pre: j >= 0 and n_valid >= 0
-    post: __return__ == (j in range(n_valid))
+    post: implies(n_valid == 0, not __return__)
+    post: implies(n_valid > 0, __return__ == (padding_allowed(j, n_valid - 1) or j == n_valid - 1))
     """
     return j < n_valid
 
 
-def cache_slot_visible(slot: int, position: int) -> bool:
-    """M7: at a step that writes position `position`, cache slot `slot` (absolute position) is
-    selected iff it was written since the last reset, i.e. slot <= position. A reset sets
-    position to 0, so slots 1.. (stale) are invisible until rewritten.
-
-    pre: slot >= 0 and position >= 0
-    post: __return__ == (slot <= position)
-    post: implies(position == 0, __return__ == (slot == 0))
-    """
-    return causal_allowed(0, slot, position)
-
-
 def cache_row_live(row: int, position: int) -> bool:
     """M7 as the step reads its static cache: the step at `position` reads cache row `row` iff the
-    row holds a position written since the last reset, i.e. row < position (row `position`
-    itself is the step's own new key, passed beside the cache). Real-time safe: one comparison.
+    row was written since the last reset (row `position` itself is the step's own new key, passed
+    beside the cache). Specified by the history, not by an inequality: after a reset (position
+    0) no row is live; the step at position p - 1 commits row p - 1, so the live rows at p are
+    those at p - 1 plus row p - 1. Rows at and after `position` (stale ones from before a reset
+    included) are never read. Real-time safe: one comparison.
 
     pre: row >= 0 and position >= 0
-    post: __return__ == (row in range(position))
+    post: implies(position == 0, not __return__)
+    post: implies(position > 0, __return__ == (cache_row_live(row, position - 1) or row == position - 1))
     """
     return row < position
 

@@ -19,13 +19,16 @@ Statement
     R8  every position of the window but p itself (p-W+1..p-1, those >= 0) is read, at its slot;
     Ring positions: the runtime hands the step a bounded stand-in of p,
     R9  ring_position(p) = p below 3W, then W + (p - W) mod 2W: in [0, 3W), congruent to p mod W,
-        >= W iff p >= W (`ring_consistent`); the step reads the same slots at the same distances
-        for p and for ring_position(p) (R5, R7 depend on p only through p mod W and p >= W);
+        >= W iff p >= W (`ring_consistent`);
+    R10 the step reads the same slots at the same distances at p and at ring_position(p) (R5,
+        R7 depend on p only through p mod W and p >= W), so the step fed ring_position(p) is the
+        step at p (`ring_reads_alike`: the 2W-shift, with R9's periodicity, by induction);
     R11 the successor table keeps the ring position consistent with the absolute one;
-    R12 with the block b(p) = (p - W) div W (p >= W), p = W (b + 1) + (ring mod W);
-    R13 the session's two block counters (one per half of the ring: [W, 2W), [2W, 3W)) are set
-        by `block_update` before each commit without touching the one the current state reads,
-        and the one the next state reads gives back its absolute position.
+    R12 with the block b(p) = (p - W) div W (p >= W), p = W (b + 1) + (ring mod W); the state at
+        ring position r reads block counter `block_counter(r)`;
+    R13 the session's two block counters (one per half of the ring: [W, 2W), [2W, 3W)) are
+        written by `block_write` before each commit without touching the one the current state
+        reads, and the one the next state reads gives back its absolute position.
 Bound
     Exact integer arithmetic (Python ints are unbounded; the runtime keeps p < 2**63).
 Reason
@@ -71,10 +74,16 @@ def evicted_position(position: int, window: int) -> int:
     """R3: the absolute position whose entry is overwritten when `position` is written
     (-1 while the ring is still filling).
 
+    Specified by what eviction means, not by the body's formula: nothing is evicted while no
+    earlier position shares the slot (the slot number is the position itself); otherwise the
+    evicted position shares the slot, was in the window of the step before and is not in this
+    step's window (which pins it to position - W).
+
     pre: position >= 0 and window >= 1
     post: __return__ == -1 or ring_slot(__return__, window) == ring_slot(position, window)
-    post: __return__ == -1 or __return__ == position - window
-    post: (__return__ == -1) == (position < window)
+    post: (__return__ == -1) == (ring_slot(position, window) == position)
+    post: __return__ == -1 or window_allowed(position - 1, __return__, window)
+    post: __return__ == -1 or not window_allowed(position, __return__, window)
     """
     return position - window if position >= window else -1
 
@@ -83,9 +92,14 @@ def recent_slot(position: int, k: int, window: int) -> int:
     """R4: slot of the k-th most recent position (k = 0 is `position` itself), or -1 if that
     position is not live (before the start, or already out of the window).
 
+    Specified by the window and by what the slot holds, not by the body's guard: -1 iff position
+    - k is not live (before the start or out of the window, contracts.masking M5); otherwise a
+    slot in [0, W) that, once `position` is committed, holds position - k (R6).
+
     pre: position >= 0 and window >= 1 and k >= 0
-    post: (__return__ == -1) == (k >= window or k > position)
-    post: __return__ == -1 or __return__ == ring_slot(position - k, window)
+    post: (__return__ == -1) == (not in_window(position, position - k, window))
+    post: __return__ == -1 or 0 <= __return__ < window
+    post: __return__ == -1 or held_position(position + 1, __return__, window) == position - k
     """
     if k >= window or k > position:
         return -1
@@ -153,6 +167,7 @@ def ring_position(position: int, window: int) -> int:
     post: 0 <= __return__ < 3 * window
     post: (__return__ >= window) == (position >= window)
     post: implies(position < 3 * window, __return__ == position)
+    post: implies(position >= 3 * window, __return__ == ring_position(position - 2 * window, window))
     """
     if position < window:
         return position
@@ -193,6 +208,24 @@ def ring_step(position: int, ring: int, window: int) -> bool:
     return ring_consistent(position + 1, next_ring_position(ring, window), window)
 
 
+def ring_reads_alike(position: int, slot: int, window: int) -> bool:
+    """R10: past the first window, the step at p + 2W reads the same slots (slot_read) at the same
+    distances (window_distance) as the step at p. With R9 (ring_position(p) = p below 3W, and
+    ring_position(p) = ring_position(p - 2W) from 3W on, both proven posts of ring_position),
+    induction over the 2W-blocks gives R10 for every p: the step fed ring_position(p) in [0, 3W)
+    is the step at p -- what lets the session feed a bounded ring position for an unbounded p.
+    (Stated per 2W-shift because z3 decides periodicity, (x + 2W) mod W = x mod W, but not the
+    nested (p - W) mod 2W mod W of ring_position directly: the induction is the docstring's.)
+
+    pre: window >= 1 and position >= window and 0 <= slot < window
+    post: __return__
+    """
+    later = position + 2 * window
+    return (slot_read(later, slot, window) == slot_read(position, slot, window)) and (
+        window_distance(later, slot, window) == window_distance(position, slot, window)
+    )
+
+
 def ring_block(position: int, window: int) -> int:
     """R12: the W-block of the stream `position` lies in, counted from position W (0 before it).
 
@@ -213,43 +246,65 @@ def absolute_position(ring: int, block: int, window: int) -> int:
     return ring if ring < window else window * (block + 1) + ring % window
 
 
-def block_update(ring: int, window: int) -> int:
-    """R13: what the step leaving ring position `ring` writes, before its commit, into the
-    session's two block counters c[0], c[1] (the counter of the ring position's half: c[1] for
-    ring >= 2W, else c[0]): -1 nothing; 0: c[0] = 0 (entering the first block);
-    1: c[1] = c[0] + 1; 2: c[0] = c[1] + 1.
+def block_counter(ring: int, window: int) -> int:
+    """R12: which of the session's block counters c[0], c[1] the state at ring position `ring`
+    reads: c[1] in the ring's last third [2W, 3W), else c[0] (below W none is needed). The session
+    tabulates it at load and `position` reads through it.
 
     pre: window >= 1 and 0 <= ring < 3 * window
-    post: -1 <= __return__ <= 2
+    post: __return__ == 0 or __return__ == 1
+    """
+    return 1 if ring >= 2 * window else 0
+
+
+def block_write(ring: int, window: int) -> tuple[int, int]:
+    """R13: the counter write the step leaving ring position `ring` makes before its commit, as
+    (target, source): c[target] = c[source] + 1, where source -1 names a constant -1 (so
+    c[target] = 0: entering the first block); target -1: no write. The session tabulates it at
+    load as views of one int64 array [c0, c1, -1] and applies it with one ufunc (no allocation);
+    `counters_after` is the same write on ints.
+
+    pre: window >= 1 and 0 <= ring < 3 * window
+    post: __return__[0] in (-1, 0, 1) and __return__[1] in (-1, 0, 1)
+    post: __return__[0] == -1 or __return__[0] != __return__[1]
     """
     if ring == window - 1:
-        return 0
+        return 0, -1  # entering the first block: c[0] = -1 + 1 = 0
     if ring == 2 * window - 1:
-        return 1
+        return 1, 0  # into the last third: c[1] = c[0] + 1
     if ring == 3 * window - 1:
-        return 2
-    return -1
+        return 0, 1  # wrapping to W: c[0] = c[1] + 1
+    return -1, -1
+
+
+def counters_after(ring: int, c0: int, c1: int, window: int) -> tuple[int, int]:
+    """R13: the counters after the step leaving ring position `ring` applied block_write (on ints;
+    the session does the same write with np.add into views of [c0, c1, -1])."""
+    cells = [c0, c1, -1]
+    target, source = block_write(ring, window)
+    if target >= 0:
+        cells[target] = cells[source] + 1
+    return cells[0], cells[1]
 
 
 def blocks_tracked(position: int, ring: int, c0: int, c1: int, window: int) -> bool:
-    """R13, by induction: if the counter of the ring position's half gives back the absolute
-    position, then the step's update leaves that counter alone (so the ring store alone is the
-    commit point: an interrupted step changes nothing the state reads) and, at the successor
-    ring position, the counter of its half gives back position + 1.
+    """R13, by induction: if the counter the ring position reads (block_counter) gives back the
+    absolute position, then the step's write (block_write, through counters_after) leaves that
+    counter alone (so the ring store alone is the commit point: an interrupted step changes
+    nothing the state reads) and, at the successor ring position, the counter it reads gives
+    back position + 1.
 
-    pre: position >= 0 and window >= 1
+    pre: position >= 0 and window >= 1 and c0 >= 0 and c1 >= 0
     pre: ring_consistent(position, ring, window)
-    pre: ring < window or absolute_position(ring, c1 if ring >= 2 * window else c0, window) == position
+    pre: ring < window or absolute_position(ring, c1 if block_counter(ring, window) == 1 else c0, window) == position
     post: __return__
     """
-    update = block_update(ring, window)
-    n0 = 0 if update == 0 else c1 + 1 if update == 2 else c0
-    n1 = c0 + 1 if update == 1 else c1
+    n0, n1 = counters_after(ring, c0, c1, window)
+    read = block_counter(ring, window)
+    now = ring < window or (n1 == c1 if read == 1 else n0 == c0)
     following = next_ring_position(ring, window)
-    now = ring < window or (n1 if ring >= 2 * window else n0) == (c1 if ring >= 2 * window else c0)
-    after = following < window or (
-        absolute_position(following, n1 if following >= 2 * window else n0, window) == position + 1
-    )
+    block = n1 if block_counter(following, window) == 1 else n0
+    after = following < window or absolute_position(following, block, window) == position + 1
     return now and after
 
 

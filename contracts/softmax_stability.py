@@ -40,25 +40,26 @@ What is *not* claimed: that the weights equal the exact softmax to within u (tha
 error and the conditioning of the scores); decode equivalence has its own bound
 (`contracts.decode_equivalence`).
 
-What the proofs below rest on. The runtime calls model.attention.merge / finalize / _safe_max
-(vectorised numpy, float32 in the numpy backend); it calls none of the scalar functions here.
+What the proofs rest on, and which code they are about.
+    binary32, SMT (`tickformer prove --ieee754`, verify/proofs/ieee754.py): model.attention.merge,
+        finalize and _safe_max THEMSELVES -- the functions the numpy backend calls -- executed on
+        symbolic binary32 values (z3 FPSort, RNE), one row and one value column at a time, exp
+        modelled by stated properties; the step from a row to the float32 arrays is elementwise
+        numpy (the module docstring there). Max exact, no NaN, normalizer >= 1, empty row exactly
+        0, commutative bit for bit; each with a wrong twin refuted. ONNX Runtime and TensorRT run
+        the exported graph's one Softmax (graph-level proofs, `tickformer prove ART`); the C
+        backend's merge (codegen/kernels.py) is not covered by these.
     `merged_max`, `safe_max`, `rescale_exponents`, `rescale_factor`, `merge_scalar`,
     `merge_assoc_gap` (PEP 316 contracts, CrossHair: `tickformer prove`): a *restatement* of the
         merge's (m, l) on Python floats (binary64, math.exp), not the code the runtime runs, in
-        another precision and with another exp. They are evidence about the algorithm; the tie to
-        the operator is test_numpy_merge_agrees_with_scalar_spec (float64 arrays, l within 16 u,
-        Hypothesis draws), not a proof.
-    `merge_row`, `finalize_row` (+ `safe_max`) (z3 binary32: `tickformer prove --ieee754`):
-        op-for-op *copies* of merge / finalize / _safe_max on one row, dv = 1 (safe_max is an `if`
-        where _safe_max is np.where). The binary32 proofs are about these copies; that they are
-        the operator rests on test_merge_row_and_finalize_row_are_the_operator_bit_for_bit (bit
-        equality on 300 float32 draws, edges included), a test, not a proof.
+        another precision and with another exp: evidence about the algorithm (associativity
+        within the bound has no binary32 proof), tied to the operator by
+        test_numpy_merge_agrees_with_scalar_spec (float64 arrays, l within 16 u), a test.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -227,31 +228,3 @@ def merge_assoc_gap(ma: float, mb: float, mc: float) -> float:
     mbc, lbc = merge_scalar(mb, 1.0, mc, 1.0)
     right = merge_scalar(ma, 1.0, mbc, lbc)
     return abs(left[1] - right[1]) / max(left[1], right[1])
-
-
-# ---- the operator's merge and finalize on one row, op for op (binary32: `tickformer prove`) ----
-
-
-def merge_row(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
-    """A copy of model.attention.merge on one row with one value column (dv = 1), operation for
-    operation (the runtime calls model.attention.merge, not this):
-    the same numpy ufuncs (np.maximum, np.exp) and the same IEEE operations in the same order, so
-    called with np.float32 scalars it computes what the operator computes on float32 arrays
-    (tests/contracts/test_softmax_stability.py checks bit-equality). verify/proofs/ieee754.py runs
-    this very function on z3 binary32 terms (the ufuncs dispatch through __array_ufunc__) and
-    proves, for every binary32 input: the merged max is exact, no NaN from finite or -inf inputs,
-    the normalizer is >= 1 when a key is selected, an empty pair stays empty, and commutativity
-    bit for bit (l, acc; m up to the sign of a zero maximum). Real-time safe: O(1), no allocation
-    beyond scalars."""
-    m = np.maximum(ma, mb)
-    m_safe = safe_max(m)
-    alpha = np.exp(ma - m_safe)  # in [0, 1]: ma <= m; 0 when a is empty
-    beta = np.exp(mb - m_safe)
-    return m, alpha * la + beta * lb, alpha * aa + beta * ab
-
-
-def finalize_row(acc: Any, l: Any) -> Any:
-    """model.attention.finalize on one row (dv = 1): acc / l, exactly +0 when no key was selected
-    (l == 0). The operator divides by np.where(l > 0, l, 1) and then selects; the selected value
-    is the same. Proven on binary32 with merge_row (verify/proofs/ieee754.py)."""
-    return acc / l if l > 0.0 else 0.0

@@ -41,10 +41,9 @@ import onnx
 
 from tickformer.artifact import format as fmt
 from tickformer.artifact.format import cache_rows, cache_shape, io_names, out_width, step_signature
-from tickformer.contracts.masking import cache_row_live, window_allowed
+from tickformer.contracts.masking import cache_row_live, causal_allowed, window_allowed
 from tickformer.contracts.ring_buffer import slot_read, window_distance
 from tickformer.model import names
-from tickformer.model.attention import causal_mask
 from tickformer.model.config import Config
 from tickformer.model.layers import positional_encoding
 
@@ -121,7 +120,10 @@ def build_model(params: Params, config: Config, batch: int, opset: int) -> onnx.
     distance = None
     if config.window is None:
         pe: str | None = g.op("Slice", _pe(g, config), zero, t, zero)  # [T, D]
-        causal = g.const(causal_mask(config.max_len), "causal")  # [N, N] bool, j <= i
+        index = np.arange(config.max_len)  # [N]
+        causal = g.const(
+            causal_allowed(index[:, None], index[None, :], 0), "causal"
+        )  # [N, N] j <= i (called)
         allowed = g.op(
             "Slice", causal, g.ints([0, 0]), g.op("Concat", t, t, axis=0), g.ints([0, 1])
         )  # [T, T]

@@ -20,10 +20,11 @@ without end: the ring cache of W rows holds the last W positions, the step reads
 Sliding sessions (docs/streaming.md). The absolute position p is unbounded; the step graph
 depends on it only through p mod W and p >= W (ring_buffer R10), so the session hands the backend
 the ring position r = ring_position(p) in [0, 3W) instead: it walks a successor table made at
-load (next_ring_position, R11) and keeps two block counters (int64, updated by ufuncs into
-buffers made at load, by block_update, R13) from which `position` gives p back (absolute_position,
-R12). The commit is the counter update (which never touches the counter the current state
-reads: proven), the backend's row store, then one attribute store of r -- the commit point.
+load (next_ring_position, R11) and keeps two block counters (int64 cells of one array [c0, c1,
+-1] made at load, written by one ufunc per step through views tabulated from block_write, R13)
+from which `position` gives p back (the counter block_counter names, absolute_position, R12). The
+commit is the counter write (which never touches the counter the current state reads: proven),
+the backend's row store, then one attribute store of r -- the commit point.
 Every table is built at load by calling the proven contract functions, not re-implemented.
 
 State and signals. The state a step reads is `position` and the cache rows 0..position-1; rows
@@ -78,7 +79,8 @@ from tickformer.contracts.input_domain import check_values, validate_input
 from tickformer.contracts.position import can_step, reset_position, step_position
 from tickformer.contracts.ring_buffer import (
     absolute_position,
-    block_update,
+    block_counter,
+    block_write,
     next_ring_position,
     ring_position,
 )
@@ -177,13 +179,19 @@ class Session:
             # Ring positions and their tables, made once by the proven functions (module docstring).
             self._ring = 0  # sliding: the ring position standing in for the absolute one
             self._next_ring = [next_ring_position(r, w) for r in range(3 * w)]  # [3W] successor table (R11)
-            self._block_update = [block_update(r, w) for r in range(3 * w)]  # [3W] counter update (R13)
             self._ring_of = [
                 ring_position(p, w) for p in range(self.max_len + 1)
             ]  # raise: ring position of p
-            self._blocks = np.zeros(2, np.int64)  # the block counters c[0], c[1]
-            self._c0, self._c1 = self._blocks[0:1], self._blocks[1:2]  # views made once (ufunc out=)
-            self._one, self._zero1 = np.ones(1, np.int64), np.zeros(1, np.int64)
+            # The block counters c[0], c[1] and the constant -1 that block_write's source -1 names,
+            # as [1] views made once, so the commit writes c[target] = c[source] + 1 with one ufunc
+            # into a view (no allocation): tabulated per ring position from the proven functions.
+            self._blocks = np.array([0, 0, -1], np.int64)
+            cells = [self._blocks[i : i + 1] for i in range(3)]  # cells[-1]: the constant -1
+            writes = [block_write(r, w) for r in range(3 * w)]  # [3W] (target, source) (R13)
+            self._block_dst = [cells[t] if t >= 0 else None for t, _ in writes]
+            self._block_src = [cells[src] for _, src in writes]
+            self._counter_of = [block_counter(r, w) for r in range(3 * w)]  # [3W] counter read (R12)
+            self._one = np.ones(1, np.int64)
         if self.tokens:
             # Step-input token check into buffers made once (ufuncs with out= allocate nothing;
             # x.min()/x.max() allocate ~1 KB, x.item(i) an int per id above 256).
@@ -211,7 +219,7 @@ class Session:
         contracts.ring_buffer.absolute_position; not on the hot path)."""
         if self.sliding and self.window is not None:
             ring, w = self._ring, self.window
-            return absolute_position(ring, int(self._blocks[1 if ring >= 2 * w else 0]), w)
+            return absolute_position(ring, int(self._blocks[self._counter_of[ring]]), w)
         return self._position
 
     @property
@@ -442,13 +450,9 @@ class Session:
         Sliding (module docstring, "Sliding sessions"): the block counter update first (never
         the counter the current state reads), then the rows, then the ring position."""
         if self.sliding:
-            update = self._block_update[key]  # R13
-            if update == 0:
-                np.copyto(self._c0, self._zero1)  # c[0] = 0: entering the first block
-            elif update == 1:
-                np.add(self._c0, self._one, out=self._c1)  # c[1] = c[0] + 1
-            elif update == 2:
-                np.add(self._c1, self._one, out=self._c0)  # c[0] = c[1] + 1
+            dst = self._block_dst[key]  # R13: block_write(key), never the counter the state reads
+            if dst is not None:
+                np.add(self._block_src[key], self._one, out=dst)  # c[target] = c[source] + 1
         if i < 0:
             self.backend.commit(key)  # row key: the slot no step reads before this commit
         else:

@@ -2,18 +2,23 @@
 with a target, proofs about an exported artifact's graphs themselves.
 
     tickformer prove [--per-condition-timeout S] [--total-timeout S] [--jobs N] [--json FILE]
-                     [--contract NAME ...] [--assurance [--no-proofs] [--assurance-out FILE]]
+                     [--contract NAME ...] [--assurance [--no-proofs] [--assurance-out FILE]
+                      [--ieee754-json FILE] [--graphs-json FILE]]
     tickformer prove ART | FILE.onnx [--max-len N] [--trust KEY.pub] [--json FILE]
     tickformer prove --ieee754 [--solver-timeout S] [--json FILE]
 
---ieee754: the online-softmax merge, finalize and safe max on binary32 with z3's FP theory
+--ieee754: model.attention's own merge, finalize and safe max on binary32 with z3's FP theory
 (verify/proofs/ieee754.py); exit 0 only if every claim is proven and every twin refuted.
 
 Without a target: exit 0 only if no spec has a counterexample (or failed to run) and every wrong
-twin was refuted. With a target (verify/proofs/graphs.py: live-set exactness of the step graph for
-every position, causality of the full graph for every length, bounded work): exit 0 if every
-claim is proven ("proven" or "proven if finite"), 1 if one FAILED, 3 if one is only "proven if
-finite" and --exact was given; user errors exit 2.
+twin was refuted (the float-drift twin of deadline.release_time by z3 on binary64). --assurance
+writes the table from this run, claims/results/ieee754.json and claims/results/prove_graphs.json
+(--ieee754-json, --graphs-json). With a target (verify/proofs/graphs.py: live-set exactness of the
+step graph for every position or ring state, causality of the full graph for every length,
+bounded work; ssm artifacts: a position-free step and a Scan causal for every T): exit 0 if every
+claim is proven ("proven", or "proven if finite" for a full pass), 1 if one FAILED (a step that
+depends on stale rows even only through a zero weight fails), 3 if one is only "proven if finite"
+and --exact was given; user errors exit 2.
 """
 
 from __future__ import annotations
@@ -111,6 +116,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the property tests whose example counts the table shows "
         "(default tests/contracts of the checkout in the current directory)",
     )
+    p.add_argument(
+        "--ieee754-json",
+        type=Path,
+        default=Path("claims/results/ieee754.json"),
+        metavar="FILE",
+        help="with --assurance: the report of `prove --ieee754 --json` to show (default: the checkout's)",
+    )
+    p.add_argument(
+        "--graphs-json",
+        type=Path,
+        default=Path("claims/results/prove_graphs.json"),
+        metavar="FILE",
+        help="with --assurance: the graph proofs on reference artifacts (claims/prove_graphs.py) to show",
+    )
     p.set_defaults(func=run, error_exit=USAGE_EXIT)
 
 
@@ -136,24 +155,24 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"unknown contract(s) {unknown}; choose among {known}")
         proofs = tuple(p for p in proofs if p.contract in args.contract)
 
-    outcomes = None
+    data = None
     ok = True
     if not (args.assurance and args.no_proofs):
         start = time.monotonic()
-        with console.status("CrossHair: checking specs and wrong twins ..."):
+        with console.status("CrossHair: checking specs and wrong twins (the drift twin: z3 binary64) ..."):
             outcomes = prove.run_proofs(
                 proofs, per_condition_s=args.per_condition_timeout, total_s=args.total_timeout, jobs=args.jobs
             )
         wall = time.monotonic() - start
         _print_results(console, outcomes, wall)
         ok = all(o.ok for o in outcomes)
+        data = prove.outcomes_to_json(outcomes, wall)
         if args.json is not None:
             args.json.parent.mkdir(parents=True, exist_ok=True)
-            data = prove.outcomes_to_json(outcomes, wall)
             data["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-            args.json.write_text(json.dumps(data, indent=2) + "\n")
+            atomic_write(args.json, (json.dumps(data, indent=2) + "\n").encode())
     if args.assurance:
-        _assurance(console, outcomes, args)
+        _assurance(console, data, args)
     return 0 if ok else 1
 
 
@@ -201,18 +220,8 @@ def _prove_ieee754(console, args: argparse.Namespace) -> int:
     with console.status("z3: binary32 proofs and wrong twins ..."):
         results = ieee754.run_all(timeout_ms=int(args.solver_timeout * 1000))
         m_bits = ieee754.m_bits_fact(timeout_ms=int(args.solver_timeout * 1000))
-        drift = ieee754.release_drift(timeout_ms=int(args.solver_timeout * 1000))
     wall = time.monotonic() - start
     data = ieee754.to_json(results, m_bits, wall)
-    data["release_time_float"] = {
-        "twin": "tickformer.verify.proofs.wrong_twins.release_time_float",
-        "preconditions": {k: list(v) for k, v in ieee754.DRIFT_PRE.items()},
-        "max_elapsed_ns": ieee754.DRIFT_MAX_ELAPSED_NS,
-        "status": "refuted" if drift.status == "counterexample" else "SURVIVED",
-        "counterexample": drift.counterexample,
-        "solver_s": drift.seconds,
-    }
-    data["ok"] = data["ok"] and drift.status == "counterexample"
     console.print(ieee754.report_text(data), soft_wrap=True, highlight=False, markup=False)
     if args.json is not None:
         data["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -262,49 +271,63 @@ def _print_results(console, outcomes, wall: float) -> None:
             r = next(r for r in o.twin_results if r.verdict == COUNTEREXAMPLE)
             console.print(f"  twin {o.proof.twin.__name__}: {r.message}", soft_wrap=True, highlight=False)
     ok = all(o.ok for o in outcomes)
+    specs = {o.proof.spec_name: o.spec_status for o in outcomes}  # distinct: a spec with two twins once
+    statuses = list(specs.values())
     console.print(
-        f"{'OK' if ok else 'FAILED'}: {sum(o.spec_ok for o in outcomes)}/{len(outcomes)} specs hold, "
-        f"{sum(o.twin_refuted for o in outcomes)}/{len(outcomes)} wrong twins refuted, {wall:.1f} s wall"
+        f"{'OK' if ok else 'FAILED'}: {len(specs)} distinct specs: {statuses.count('proven')} proven, "
+        f"{statuses.count('no counterexample (bounded)')} no counterexample (bounded), "
+        f"{statuses.count('FAILED')} failed; {sum(o.twin_refuted for o in outcomes)}/{len(outcomes)} wrong twins "
+        f"refuted; {wall:.1f} s wall"
     )
 
 
-def _assurance(console, outcomes, args: argparse.Namespace) -> None:
+def _load_report(path: Path, what: str, console) -> dict | None:
+    if not path.is_file():
+        console.print(f"{what}: {path} not found, shown as 'not run'", soft_wrap=True)
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a readable JSON report ({exc}); regenerate it") from None
+
+
+def _assurance(console, data: dict | None, args: argparse.Namespace) -> None:
     from rich.table import Table
 
     from tickformer.verify import assurance
 
-    rows = assurance.build_table(outcomes, tests_root=args.tests)
+    smt = _load_report(args.ieee754_json, "binary32 SMT report", console)
+    graphs = _load_report(args.graphs_json, "graph proofs report", console)
+    rows = assurance.build_table(data, tests_root=args.tests, smt=smt, graphs=graphs)
     table = Table(title="Assurance table", show_lines=True)
     for col in (
         "contract",
         "bound",
-        "proofs / wrong twins",
+        "what it rests on",
         "property tests",
         "run-time monitor",
         "tickformer verify",
     ):
         table.add_column(col, overflow="fold")
     for r in rows:
-        proofs = (
-            "\n".join(f"{p['spec']}: {p['status']} / {p['twin']}: {p['twin_status']}" for p in r["proofs"])
-            or "-"
-        )
-        tests = "\n".join(f"{name.split('::')[-1]}: {n}" for name, n in r["tests"]) or "-"
+        evidence = "\n".join(f"{e['label']}: {e['what']}" for e in r["evidence"]) or "-"
+        tests = f"{r['examples']} examples in {len(r['tests'])} tests"
         table.add_row(
             f"{r['contract']}\n{r['statement']}",
             r["bound"] or "-",
-            proofs,
+            evidence,
             tests,
-            r["monitor"],
+            r["monitor"] or "-",
             r["exported"] or "-",
         )
     console.print(table)
     note = (
-        "Proof verdicts from this run."
-        if outcomes
-        else "Proofs not run (`--no-proofs`): verdicts show 'not run'."
+        "Proof verdicts from this run (CrossHair and the binary64 drift query), the binary32 SMT report "
+        f"{args.ieee754_json} and the graph proofs {args.graphs_json}."
+        if data
+        else "CrossHair not run (`--no-proofs`): its verdicts show 'not run'."
     )
     out = args.assurance_out
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, assurance.to_markdown(rows, note).encode())
+    atomic_write(out, assurance.to_markdown(rows, note, smt=smt, graphs=graphs).encode())
     console.print(f"wrote {out}")

@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from tickformer.artifact.reader import Artifact
+from tickformer.contracts.masking import cache_row_live
 from tickformer.contracts.ring_buffer import slot_read, window_distance
 from tickformer.model import names
 from tickformer.model.attention import (
     SoftmaxState,
     attention,
-    causal_mask,
     chunk_state,
     empty_state,
     finalize,
@@ -68,7 +68,8 @@ class NumpyBackend(Backend):
         cfg = self.config
         self.params = artifact.params()
         self._pe = positional_encoding(cfg.max_len, cfg.d_model)  # [N, D]
-        self._live = causal_mask(cfg.max_len, cfg.max_len, offset=-1)  # [N, N]: row pos = (j < pos)
+        rows = np.arange(cfg.max_len)  # [N]
+        self._live = cache_row_live(rows[None, :], rows[:, None])  # [N, N]: row pos = rows read at pos (M7)
         self._bias: list[np.ndarray] = []  # windowed: per layer [3W, H, 1, W] score terms by ring position
         if cfg.window is not None:
             w = cfg.window

@@ -65,6 +65,22 @@ def test_over_budget(elapsed, budget):
     assert late == max(0, elapsed - budget)
 
 
+@given(st.integers(0, 10**6), st.integers(1, 64), st.integers(0, 64))
+def test_recent_and_evicted_agree_with_the_window(pos, w, k):
+    """recent_slot / evicted_position against a brute-force ring: write positions 0..pos into slot
+    p mod W of a list and read back (the specs' independent definitions, at scale)."""
+    ring = [-1] * w
+    for p in range(max(0, pos - 2 * w), pos + 1):
+        ring[p % w] = p
+    slot = R.recent_slot(pos, k, w)
+    if k < w and k <= pos:
+        assert slot != -1 and ring[slot] == pos - k
+    else:
+        assert slot == -1
+    ev = R.evicted_position(pos, w)
+    assert ev == (pos - w if pos >= w else -1)
+
+
 def test_runtime_session_agrees_with_position_spec(tmp_path):
     """A failed step leaves the session's position unchanged (P2), on the real runtime."""
     from tickformer import runtime
@@ -105,18 +121,12 @@ def test_ring_step_reads_exactly_the_window(pos, w):
 
 
 def _walk(w: int, steps: int):
-    """(position, ring, absolute position from the block counters) along a stream, updating the
-    counters exactly as the session does (R11, R13)."""
-    ring, counters = 0, [0, 0]
+    """(position, ring, absolute position from the block counters) along a stream, writing the
+    counters with the proven write (R11, R13: counters_after, block_counter)."""
+    ring, c0, c1 = 0, 0, 0
     for p in range(steps):
-        yield p, ring, R.absolute_position(ring, counters[1] if ring >= 2 * w else counters[0], w)
-        update = R.block_update(ring, w)
-        if update == 0:
-            counters[0] = 0
-        elif update == 1:
-            counters[1] = counters[0] + 1
-        elif update == 2:
-            counters[0] = counters[1] + 1
+        yield p, ring, R.absolute_position(ring, c1 if R.block_counter(ring, w) == 1 else c0, w)
+        c0, c1 = R.counters_after(ring, c0, c1, w)
         ring = R.next_ring_position(ring, w)
 
 
@@ -124,7 +134,8 @@ def _walk(w: int, steps: int):
 def test_ring_positions_stand_in_exactly_over_20_windows(w):
     """Exhaustively over 20W + 7 positions: the successor table walks ring_position(p) (R9, R11),
     the block counters give p back (R12, R13), and the step reads the same slots at the same
-    distances at p and at its ring position (R10: what CrossHair does not decide)."""
+    distances at p and at its ring position (R10's conclusion, which CrossHair proves per 2W-shift
+    and the docstring's induction extends to every p)."""
     for p, ring, back in _walk(w, 20 * w + 7):
         assert ring == R.ring_position(p, w) and R.ring_consistent(p, ring, w)
         assert back == p

@@ -86,15 +86,16 @@ def test_model_is_exactly_causal(t, cut, seed):
 
 @given(st.integers(1, 16), st.data())
 def test_stale_cache_rows_never_influence(n_slots, data):
-    """M7 at the operator: a static cache of n_slots rows at position pos selects slots
-    `cache_slot_visible(slot, pos)`; whatever finite garbage the other rows hold (a previous
-    run before reset), the output is bitwise the same as with zeroed rows."""
+    """M7 at the operator: a static cache of n_slots rows whose query is at position pos selects
+    slots `causal_allowed(0, slot, pos)` (the live rows and its own); whatever finite garbage the
+    other rows hold (a previous run before reset), the output is bitwise the same as with zeroed
+    rows."""
     pos = data.draw(st.integers(0, n_slots - 1))
     d = 4
     q = data.draw(hnp.arrays(np.float32, (1, d), elements=finite32))  # [1, d] query at pos
     k = data.draw(hnp.arrays(np.float32, (n_slots, d), elements=finite32))  # [N, d]
     v = data.draw(hnp.arrays(np.float32, (n_slots, d), elements=finite32))  # [N, d]
-    visible = np.array([M.cache_slot_visible(s, pos) for s in range(n_slots)])[None, :]  # [1, N]
+    visible = np.array([M.causal_allowed(0, s, pos) for s in range(n_slots)])[None, :]  # [1, N]
     garbage_k, garbage_v = k.copy(), v.copy()
     garbage_k[~visible[0]] = data.draw(st.sampled_from([3e38, -3e38, 1e30, 0.0]))
     garbage_v[~visible[0]] = data.draw(st.sampled_from([3e38, -3e38, 1e30, 0.0]))

@@ -75,6 +75,27 @@ def test_the_session_advances_by_the_proven_step_position(tiny_art, monkeypatch)
     assert s.position == 0
 
 
+def test_the_numpy_backend_static_mask_is_the_proven_cache_row_live(tiny_art, monkeypatch):
+    """runtime/backends/numpy.py builds its static live mask by calling masking.cache_row_live on
+    index arrays: the table is the predicate's, and with the wrong twin (row <= pos: also reads the
+    row not yet written) swapped in at the call site, the outputs change."""
+    from tickformer.contracts import masking
+
+    path = tiny_art[0] if isinstance(tiny_art, tuple) else tiny_art
+    s = runtime.load(path, backend="numpy")
+    n = s.max_len
+    assert s.backend._live.tolist() == [[masking.cache_row_live(r, p) for r in range(n)] for p in range(n)]
+    rng = np.random.default_rng(2)
+    xs = [rng.uniform(-1, 1, size=(1, 1, 3)).astype(np.float32) for _ in range(5)]
+    want = [s.step(x).copy() for x in xs]
+    monkeypatch.setattr(
+        "tickformer.runtime.backends.numpy.cache_row_live", wrong_twins.cache_row_live_inclusive
+    )
+    bad = runtime.load(path, backend="numpy")
+    got = [bad.step(x).copy() for x in xs]
+    assert any(not np.array_equal(a, b) for a, b in zip(want, got))
+
+
 @pytest.mark.parametrize("backend", ["numpy", "ort", "c"])
 @pytest.mark.parametrize("poison", [np.inf, -np.inf, np.nan])
 def test_stale_rows_holding_inf_or_nan_do_not_leak(tiny_art, backend, poison):
@@ -101,3 +122,36 @@ def test_stale_rows_holding_inf_or_nan_do_not_leak(tiny_art, backend, poison):
     assert np.isfinite(v[:, :, :, : len(xs)]).all() and not np.isfinite(v[:, :, :, len(xs) :]).any()
     for a, b in zip(want, got):
         assert np.isfinite(b).all() and a.tobytes() == b.tobytes(), (backend, poison)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "ort"])
+@pytest.mark.parametrize("poison", [np.inf, -np.inf, np.nan])
+def test_stale_ring_slots_holding_inf_or_nan_do_not_leak(window_art, backend, poison):
+    """The ring cache (window 4): every slot poisoned at load and again after a reset (when every
+    slot is stale), stepped through wrap-around before and after: outputs bit for bit a clean
+    session's. The step reads a slot only while its position is in the window (slot_read), and
+    selects V rows too."""
+    path = window_art[0]
+    rng = np.random.default_rng(5)
+    xs = [rng.uniform(-1, 1, size=(1, 1, 3)).astype(np.float32) for _ in range(17)]
+
+    def run(session, poison_value=None):
+        ys = []
+        for t, x in enumerate(xs):
+            if t in (0, 9):
+                if t:
+                    session.reset()
+                if poison_value is not None:
+                    k, v = session.backend.cache()  # the backend's own ring (views)
+                    k[...] = poison_value
+                    v[...] = poison_value
+            ys.append(session.step(x).copy())
+            if poison_value is not None and t in (0, 9):  # the poison is in the ring the step read
+                assert not np.isfinite(session.backend.cache()[1]).all()
+        return ys
+
+    want = run(runtime.load(path, backend=backend))
+    with np.errstate(invalid="ignore", over="ignore"):
+        got = run(runtime.load(path, backend=backend), poison)
+    for t, (a, b) in enumerate(zip(want, got)):
+        assert np.isfinite(b).all() and a.tobytes() == b.tobytes(), (backend, poison, t)

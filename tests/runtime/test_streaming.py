@@ -167,14 +167,36 @@ def test_the_session_walks_the_proven_successor_table(window_art, monkeypatch):
     assert _diverges(runtime.load(path, backend="ort"), params)
 
 
-def test_the_session_counts_blocks_with_the_proven_update(window_art, monkeypatch):
+def test_the_session_counts_blocks_with_the_proven_write(window_art, monkeypatch):
+    """The session's counter cells after every commit are counters_after of the cells before (the
+    proven write, R13), over 5W + 3 steps; with the wrong twin block_write_in_place swapped in at
+    the call site, the position is lost once the ring wraps."""
     path, _ = window_art
-    monkeypatch.setattr("tickformer.runtime.session.block_update", lambda ring, window: -1)
     session = runtime.load(path, backend="ort")
     x = _inputs(session.config, 1, seed=0)
-    for _ in range(20):
+    w = session.window
+    for n in range(5 * w + 3):
+        ring, (c0, c1) = session.ring_position, (int(session._blocks[0]), int(session._blocks[1]))
         session.step(x)
-    assert session.position != 20  # without the counters' updates the position is lost
+        assert (int(session._blocks[0]), int(session._blocks[1])) == R.counters_after(ring, c0, c1, w)
+        assert session.position == n + 1
+    monkeypatch.setattr("tickformer.runtime.session.block_write", twins.block_write_in_place)
+    session = runtime.load(path, backend="ort")
+    for _ in range(5 * w + 3):
+        session.step(x)
+    assert session.position != 5 * w + 3  # the twin's write loses the block
+
+
+def test_the_session_reads_the_counter_block_counter_names(window_art, monkeypatch):
+    path, _ = window_art
+    monkeypatch.setattr("tickformer.runtime.session.block_counter", lambda ring, window: 0)
+    session = runtime.load(path, backend="ort")
+    x = _inputs(session.config, 1, seed=0)
+    positions = []
+    for _ in range(4 * session.window):
+        session.step(x)
+        positions.append(session.position)
+    assert positions != list(range(1, 4 * session.window + 1))  # c[0] read in [2W, 3W): wrong
 
 
 def test_the_host_cache_commits_to_the_proven_slot(window_art, monkeypatch):
@@ -187,6 +209,12 @@ def test_the_host_cache_commits_to_the_proven_slot(window_art, monkeypatch):
 def test_the_numpy_backend_reads_the_proven_slots(window_art, monkeypatch):
     path, params = window_art
     monkeypatch.setattr("tickformer.runtime.backends.numpy.slot_read", twins.slot_read_evicted)
+    assert _diverges(runtime.load(path, backend="numpy"), params)
+
+
+def test_the_numpy_backend_biases_by_the_proven_distance(window_art, monkeypatch):
+    path, params = window_art
+    monkeypatch.setattr("tickformer.runtime.backends.numpy.window_distance", twins.window_distance_reversed)
     assert _diverges(runtime.load(path, backend="numpy"), params)
 
 

@@ -144,6 +144,17 @@ def test_mutant_dropped_where_reads_every_row(art):
     assert _claims(proof)["reads only live rows"] == FAILED
 
 
+def test_mutant_dropped_v_selection_fails_the_step(art, tmp_path):
+    """Without Where(live_rows, V, 0) a stale row reaches y through a zero weight (0 * inf = NaN):
+    the step must not depend on stale rows whatever they hold, so this is FAILED, not 'proven if
+    finite', and the CLI exits 1 without --exact."""
+    m = _drop_where(_step(art), ("Reshape",))  # the V-row selection: its condition is cache_rows_live
+    proof = prove_model_proto(m, "mutant")
+    detail = next(c.detail for c in proof.claims if c.name == "reads only live rows")
+    assert _claims(proof)["reads only live rows"] == FAILED and "exactly-zero weight" in detail
+    assert main(["prove", str(_save(m, tmp_path, "step.onnx"))]) == 1
+
+
 def test_mutant_key_index_shifted_reads_a_row_out_of_range(art):
     m = _step(art)
     key_index = _init(m, "key_index").copy()
@@ -267,6 +278,70 @@ def test_windowed_mutant_ring_slot_shifted_fails(windowed):
     assert proof.status == FAILED
 
 
+@pytest.mark.parametrize(
+    ("op", "to", "claim"),
+    [
+        ("GreaterOrEqual", "Greater", "reads every live row"),  # d >= 1 -> d > 1: the newest slot dropped
+        ("LessOrEqual", "Less", "reads every live row"),  # d <= pos -> d < pos: position 0 dropped early on
+        ("LessOrEqual", "GreaterOrEqual", "reads only live rows"),  # reads slots never written
+    ],
+)
+def test_windowed_step_operator_mutants_fail(windowed, op, to, claim):
+    """slot_read's `(d >= 1) & (d <= pos)` in the windowed step graph, one operator changed."""
+    m = onnx.load(str(windowed[0] / "step.onnx"))
+    _node(m, op).op_type = to
+    proof = prove_model_proto(m, "mutant", window=windowed[1].window)
+    assert _claims(proof)[claim] == FAILED
+
+
+def test_windowed_step_dropped_score_where_fails(windowed):
+    m = _drop_where(onnx.load(str(windowed[0] / "step.onnx")), ("Concat",))  # Where(live, s, -inf)
+    proof = prove_model_proto(m, "mutant", window=windowed[1].window)
+    assert _claims(proof)["reads only live rows"] == FAILED
+
+
+def test_windowed_model_operator_mutant_fails(windowed):
+    """window_allowed's `(j <= i) & (i - j < W)` in the windowed model.onnx with `<` made `<=`: a
+    window of W + 1 keys reaches one input beyond the receptive field."""
+    m = onnx.load(str(windowed[0] / "model.onnx"))
+    _node(m, "Less").op_type = "LessOrEqual"
+    cfg = windowed[1]
+    proof = prove_model_proto(m, "mutant", max_len=cfg.max_len, window=cfg.window, layers=cfg.n_layers)
+    assert _claims(proof)["causal"] == FAILED
+
+
+def test_windowed_model_self_exclusion_is_beyond_the_dependency_analysis(windowed):
+    """A limit, pinned: `j <= i` made `j < i` (a query no longer sees its own key) changes no
+    dependency set -- the residual stream still carries x[t] to y[t], and two layers of W - 1 keys
+    stay inside the receptive field -- so the prover cannot see it; the export's three-way
+    equivalence (step vs full pass) and `tickformer verify` do. The step graph's slot mutants,
+    where cache rows enter only through attention, are caught (above)."""
+    m = onnx.load(str(windowed[0] / "model.onnx"))
+    _node(m, "LessOrEqual").op_type = "Less"
+    cfg = windowed[1]
+    proof = prove_model_proto(m, "mutant", max_len=cfg.max_len, window=cfg.window, layers=cfg.n_layers)
+    assert proof.status != FAILED
+
+
+def test_windowed_model_dropped_mask_where_fails(windowed):
+    m = _drop_where(onnx.load(str(windowed[0] / "model.onnx")), ("And",))
+    cfg = windowed[1]
+    proof = prove_model_proto(m, "mutant", max_len=cfg.max_len, window=cfg.window, layers=cfg.n_layers)
+    assert _claims(proof)["causal"] == FAILED
+
+
+def test_bare_windowed_model_file_is_proven_against_its_window(windowed, tmp_path, capsys):
+    """prove FILE.onnx on a windowed model.onnx reads W and the layer count from its relative-position
+    tables and proves the window, not plain causality: a window one key too wide fails."""
+    path, cfg = windowed
+    assert main(["prove", str(path / "model.onnx"), "--max-len", str(cfg.max_len)]) == 0
+    out = capsys.readouterr().out
+    assert f"window W = {cfg.window}" in out and "accepts longer T" in out
+    m = onnx.load(str(path / "model.onnx"))
+    _node(m, "Less").op_type = "LessOrEqual"  # W + 1 keys: still causal, no longer the window
+    assert main(["prove", str(_save(m, tmp_path, "model.onnx")), "--max-len", str(cfg.max_len)]) == 1
+
+
 def test_windowed_full_pass_with_one_layer_field_fails(windowed):
     # proving the 2-layer model against a 1-layer receptive field must fail: the prover is exact
     m = onnx.load(str(windowed[0] / "model.onnx"))
@@ -323,3 +398,114 @@ def test_step_mask_is_built_by_calling_the_contract(monkeypatch):
     monkeypatch.setattr(export_graphs, "cache_row_live", lambda row, position: row <= position)
     bad = export_graphs.build_step(params, cfg, 1, 17)
     assert _claims(prove_model_proto(bad, "twin"))["reads only live rows"] == FAILED
+    # the prover's own table does not come from the predicate: the twin everywhere still fails
+    monkeypatch.setattr(masking, "cache_row_live", lambda row, position: row <= position)
+    assert _claims(prove_model_proto(bad, "twin everywhere"))["reads only live rows"] == FAILED
+
+
+def test_model_causal_constant_is_built_by_calling_the_contract(monkeypatch):
+    """export/graphs.py builds model.onnx's causal constant by calling masking.causal_allowed on
+    index arrays: with a twin that lets a query see the next key, the rebuilt graph fails the
+    causality proof."""
+    from tickformer.export import graphs as export_graphs
+
+    cfg = preset("tiny")
+    params = init_params(cfg, seed=5)
+    assert export_graphs.causal_allowed is masking.causal_allowed
+    good = export_graphs.build_model(params, cfg, 1, 17)
+    assert _claims(prove_model_proto(good, "good", max_len=cfg.max_len))["causal"] in (PROVEN, IF_FINITE)
+    monkeypatch.setattr(export_graphs, "causal_allowed", lambda i, j, offset: j - offset <= i + 1)
+    bad = export_graphs.build_model(params, cfg, 1, 17)
+    assert _claims(prove_model_proto(bad, "twin", max_len=cfg.max_len))["causal"] == FAILED
+
+
+# -- ssm artifacts ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ssm_art(tmp_path_factory):
+    cfg = preset("tiny").replace(block="ssm", d_state=3)
+    path = tmp_path_factory.mktemp("prove_ssm") / "art"
+    export_params(cfg, init_params(cfg, seed=7), path)
+    return path, cfg
+
+
+def test_ssm_artifact_and_its_files_are_proven(ssm_art, capsys):
+    path, cfg = ssm_art
+    proofs = {p.graph: p for p in graphs.prove_artifact(str(path))}
+    step, model = _claims(proofs["step"]), _claims(proofs["model"])
+    assert step == {
+        "bounded work": PROVEN,
+        "state-only": PROVEN,
+        "reads its state": PROVEN,
+        "layer order": PROVEN,
+    }
+    assert model == {"bounded work": PROVEN, "causal": PROVEN, "reads every past input": PROVEN}
+    assert main(["prove", str(path)]) == 0
+    assert main(["prove", str(path / "step.onnx"), "--exact"]) == 0
+    assert main(["prove", str(path / "model.onnx"), "--exact"]) == 0  # causal for every T: no --max-len
+    assert "re-export" not in capsys.readouterr().err
+    assert main(["prove", str(path / "model.onnx"), "--max-len", "4"]) == 2  # an ssm graph has no max_len
+
+
+def _scan(m):
+    return next(n for n in m.graph.node if n.op_type == "Scan")
+
+
+def test_ssm_reversed_scan_is_not_causal(ssm_art):
+    m = onnx.load(str(ssm_art[0] / "model.onnx"))
+    _scan(m).attribute.append(onnx.helper.make_attribute("scan_input_directions", [1]))
+    proof = graphs.prove_ssm_model(m, "mutant")
+    assert _claims(proof)["causal"] == FAILED
+
+
+def test_ssm_initial_state_from_the_input_is_not_causal(ssm_art):
+    m = onnx.load(str(ssm_art[0] / "model.onnx"))
+    scan = _scan(m)
+    shape = onnx.helper.make_node("ReduceSum", [scan.input[1]], ["_x_sum"], keepdims=0)
+    add = onnx.helper.make_node("Add", [scan.input[0], "_x_sum"], ["_state0"])
+    m.graph.node.insert(0, add)
+    m.graph.node.insert(0, shape)
+    scan.input[0] = "_state0"
+    proof = graphs.prove_ssm_model(m, "mutant")
+    assert _claims(proof)["causal"] == FAILED
+
+
+def test_ssm_step_with_a_position_input_is_not_state_only(ssm_art):
+    m = onnx.load(str(ssm_art[0] / "step.onnx"))
+    m.graph.input.append(onnx.helper.make_tensor_value_info("pos", onnx.TensorProto.INT64, [1]))
+    proof = graphs.prove_ssm_step(m, "mutant")
+    assert _claims(proof)["state-only"] == FAILED
+
+
+def test_ssm_step_that_forgets_a_layer_state_fails(ssm_art):
+    """Layer 0's new state computed without its old state (h = (1 - lam) x B): 'reads its state' fails."""
+    m = onnx.load(str(ssm_art[0] / "step.onnx"))
+    squeeze = next(n for n in m.graph.node if n.op_type == "Squeeze")  # layer 0's h_prev [B, D, N]
+    zero = onnx.helper.make_node("Mul", [squeeze.output[0], "_zero"], ["_h_prev_zero"])
+    m.graph.initializer.append(numpy_helper.from_array(np.zeros((), np.float32), "_zero"))
+    for n in m.graph.node:
+        for i, x in enumerate(n.input):
+            if x == squeeze.output[0]:
+                n.input[i] = "_h_prev_zero"
+    m.graph.node.insert(list(m.graph.node).index(squeeze) + 1, zero)
+    proof = graphs.prove_ssm_step(m, "mutant")
+    assert _claims(proof)["reads its state"] == FAILED
+
+
+def test_ssm_step_whose_shallow_layer_reads_a_deeper_state_fails(ssm_art):
+    """Layer 0's previous state mixed with layer 1's (h0 + h1 before the mixer): 'layer order' fails."""
+    m = onnx.load(str(ssm_art[0] / "step.onnx"))
+    split = next(n for n in m.graph.node if n.op_type == "Split" and n.input[0] == "state")
+    s0, s1 = split.output[0], split.output[1]
+    squeeze0 = next(n for n in m.graph.node if n.op_type == "Squeeze" and n.input[0] == s0)
+    h0 = squeeze0.output[0]
+    for n in m.graph.node:
+        for i, x in enumerate(n.input):
+            if x == h0:
+                n.input[i] = "_h0_mixed"
+    at = list(m.graph.node).index(squeeze0) + 1
+    m.graph.node.insert(at, onnx.helper.make_node("Add", [h0, "_h1"], ["_h0_mixed"]))
+    m.graph.node.insert(at, onnx.helper.make_node("Squeeze", [s1, squeeze0.input[1]], ["_h1"]))
+    proof = graphs.prove_ssm_step(m, "mutant")
+    assert _claims(proof)["layer order"] == FAILED

@@ -1,11 +1,12 @@
 """Symbolic checks of the contracts' pure-Python specifications with CrossHair.
 
 Each `Proof` names a specification in `tickformer.contracts` (a top-level pure function with
-PEP 316 `pre:`/`post:` conditions in its docstring) and a deliberately wrong twin in
-`tickformer.verify.proofs.wrong_twins`. Every post-condition of the spec is checked by CrossHair's
-symbolic execution (`crosshair.core.ConditionCheckable`, the engine behind `crosshair check
---analysis_kind=PEP316 --report_all`); the twin is checked against the *spec's* conditions (read
-from the spec, never restated) and must be refuted.
+PEP 316 `pre:`/`post:` conditions in its docstring), what it is relative to the code that runs
+(`role`: the runtime calls it at `sites`, or a lemma, a reference, a binary64 restatement), and a
+deliberately wrong twin in `tickformer.verify.proofs.wrong_twins`. Every post-condition of the
+spec is checked by CrossHair's symbolic execution (`crosshair.core.ConditionCheckable`, the
+engine behind `crosshair check --analysis_kind=PEP316 --report_all`); the twin is checked against
+the *spec's* conditions (read from the spec, never restated) and must be refuted.
 
 Verdicts, as CrossHair reports them (crosshair.statespace.MessageType):
     confirmed       every execution path was explored and the condition held: a proof, for the
@@ -44,6 +45,13 @@ from tickformer.contracts import deadline, latency, masking, position, ring_buff
 
 from . import wrong_twins as twins
 
+# What a spec is, relative to the code that runs (the assurance table's labels):
+RUNTIME = "runtime"  # the spec function itself is called by the runtime or a graph builder (`sites`)
+LEMMA = "lemma"  # a property over functions the runtime calls (its body calls them)
+REFERENCE = "reference"  # a definition nothing calls at run time (tests and other specs use it)
+RESTATEMENT = "restatement"  # the operator's arithmetic restated on Python floats (binary64)
+ROLES = (RUNTIME, LEMMA, REFERENCE, RESTATEMENT)
+
 
 @dataclass(frozen=True)
 class Proof:
@@ -53,6 +61,15 @@ class Proof:
     spec: Callable[..., Any]
     twin: Callable[..., Any]
     values: str  # "int" or "float": which CrossHair model applies (see module docstring)
+    role: str = RUNTIME  # one of ROLES
+    # RUNTIME: the package files (relative to the package root) that import and call the spec;
+    # tests/verify/test_prove.py checks each by AST. LEMMA: the runtime functions it is about.
+    sites: tuple[str, ...] = ()
+    # how the twin is refuted: "crosshair" (against the spec's conditions), or "smt-binary64" (the
+    # float-drift twin: z3 on binary64 under realistic preconditions, ieee754.release_drift;
+    # CrossHair's only counterexample for it is an OverflowError at periods near 1.8e308, which
+    # is not the reason the twin is wrong)
+    refuter: str = "crosshair"
 
     @property
     def spec_name(self) -> str:
@@ -63,37 +80,98 @@ class Proof:
         return f"{self.twin.__module__}.{self.twin.__qualname__}"
 
 
+_SS, _M, _RB = softmax_stability, masking, ring_buffer
+_SESSION, _GRAPHS, _NUMPY = "runtime/session.py", "export/graphs.py", "runtime/backends/numpy.py"
 PROOFS: tuple[Proof, ...] = (
-    Proof("softmax_stability", softmax_stability.merged_max, twins.merged_max_arith, "float"),
-    Proof("softmax_stability", softmax_stability.safe_max, twins.safe_max_identity, "float"),
+    Proof("softmax_stability", _SS.merged_max, twins.merged_max_arith, "float", RESTATEMENT),
+    Proof("softmax_stability", _SS.safe_max, twins.safe_max_identity, "float", RESTATEMENT),
     Proof(
-        "softmax_stability", softmax_stability.rescale_exponents, twins.rescale_exponents_unguarded, "float"
+        "softmax_stability", _SS.rescale_exponents, twins.rescale_exponents_unguarded, "float", RESTATEMENT
     ),
-    Proof("softmax_stability", softmax_stability.rescale_factor, twins.rescale_factor_flush, "float"),
-    Proof("softmax_stability", softmax_stability.merge_scalar, twins.merge_scalar_unguarded, "float"),
-    Proof("softmax_stability", softmax_stability.merge_assoc_gap, twins.merge_assoc_gap_linear_exp, "float"),
-    Proof("masking", masking.causal_allowed, twins.causal_allowed_strict, "int"),
-    Proof("masking", masking.window_allowed, twins.window_allowed_off_by_one, "int"),
-    Proof("masking", masking.padding_allowed, twins.padding_allowed_inclusive, "int"),
-    Proof("masking", masking.cache_slot_visible, twins.cache_slot_visible_stale, "int"),
-    Proof("ring_buffer", ring_buffer.ring_slot, twins.ring_slot_shifted, "int"),
-    Proof("ring_buffer", ring_buffer.slots_distinct, twins.slots_distinct_mod_wrong, "int"),
-    Proof("ring_buffer", ring_buffer.evicted_position, twins.evicted_position_early, "int"),
-    Proof("ring_buffer", ring_buffer.recent_slot, twins.recent_slot_off_by_one, "int"),
-    Proof("ring_buffer", ring_buffer.window_distance, twins.window_distance_reversed, "int"),
-    Proof("ring_buffer", ring_buffer.held_position, twins.held_position_overwritten, "int"),
-    Proof("ring_buffer", ring_buffer.slot_read, twins.slot_read_evicted, "int"),
-    Proof("ring_buffer", ring_buffer.slot_read, twins.slot_read_ignores_start, "int"),
-    Proof("ring_buffer", ring_buffer.window_covered, twins.window_covered_short_ring, "int"),
-    Proof("ring_buffer", ring_buffer.ring_position, twins.ring_position_period_w, "int"),
-    Proof("ring_buffer", ring_buffer.ring_step, twins.ring_step_wraps_to_zero, "int"),
-    Proof("ring_buffer", ring_buffer.blocks_tracked, twins.blocks_tracked_in_place, "int"),
-    Proof("position", position.can_step, twins.can_step_strict, "int"),
-    Proof("position", position.step_position, twins.step_position_advance_on_failure, "int"),
-    Proof("deadline", deadline.release_time, twins.release_time_float, "int"),
-    Proof("deadline", deadline.next_tick, twins.next_tick_overskip, "int"),
-    Proof("deadline", deadline.next_tick, twins.next_tick_burst, "int"),
-    Proof("latency", latency.over_budget_ns, twins.over_budget_ns_abs, "int"),
+    Proof("softmax_stability", _SS.rescale_factor, twins.rescale_factor_flush, "float", RESTATEMENT),
+    Proof("softmax_stability", _SS.merge_scalar, twins.merge_scalar_unguarded, "float", RESTATEMENT),
+    Proof("softmax_stability", _SS.merge_assoc_gap, twins.merge_assoc_gap_linear_exp, "float", RESTATEMENT),
+    Proof("masking", _M.causal_allowed, twins.causal_allowed_strict, "int", RUNTIME, (_GRAPHS,)),
+    Proof(
+        "masking",
+        _M.window_allowed,
+        twins.window_allowed_off_by_one,
+        "int",
+        RUNTIME,
+        (_GRAPHS, "model/transformer.py"),
+    ),
+    Proof("masking", _M.padding_allowed, twins.padding_allowed_inclusive, "int", REFERENCE),
+    Proof("masking", _M.cache_row_live, twins.cache_row_live_inclusive, "int", RUNTIME, (_GRAPHS, _NUMPY)),
+    Proof(
+        "ring_buffer", _RB.ring_slot, twins.ring_slot_shifted, "int", RUNTIME, ("runtime/backends/layout.py",)
+    ),
+    Proof("ring_buffer", _RB.slots_distinct, twins.slots_distinct_mod_wrong, "int", LEMMA, ("ring_slot",)),
+    Proof("ring_buffer", _RB.evicted_position, twins.evicted_position_early, "int", REFERENCE),
+    Proof("ring_buffer", _RB.recent_slot, twins.recent_slot_off_by_one, "int", REFERENCE),
+    Proof(
+        "ring_buffer", _RB.window_distance, twins.window_distance_reversed, "int", RUNTIME, (_GRAPHS, _NUMPY)
+    ),
+    Proof("ring_buffer", _RB.held_position, twins.held_position_overwritten, "int", REFERENCE),
+    Proof("ring_buffer", _RB.slot_read, twins.slot_read_evicted, "int", RUNTIME, (_GRAPHS, _NUMPY)),
+    Proof("ring_buffer", _RB.slot_read, twins.slot_read_ignores_start, "int", RUNTIME, (_GRAPHS, _NUMPY)),
+    Proof(
+        "ring_buffer",
+        _RB.window_covered,
+        twins.window_covered_short_ring,
+        "int",
+        LEMMA,
+        ("slot_read", "ring_slot"),
+    ),
+    Proof("ring_buffer", _RB.ring_position, twins.ring_position_period_w, "int", RUNTIME, (_SESSION,)),
+    Proof("ring_buffer", _RB.ring_step, twins.ring_step_wraps_to_zero, "int", LEMMA, ("next_ring_position",)),
+    Proof(
+        "ring_buffer",
+        _RB.ring_reads_alike,
+        twins.ring_reads_alike_mod_w,
+        "int",
+        LEMMA,
+        ("slot_read", "window_distance"),
+    ),
+    Proof(
+        "ring_buffer",
+        _RB.blocks_tracked,
+        twins.blocks_tracked_in_place,
+        "int",
+        LEMMA,
+        ("block_write", "block_counter", "next_ring_position", "absolute_position"),
+    ),
+    Proof("position", position.can_step, twins.can_step_strict, "int", RUNTIME, (_SESSION,)),
+    Proof(
+        "position",
+        position.step_position,
+        twins.step_position_advance_on_failure,
+        "int",
+        RUNTIME,
+        (_SESSION,),
+    ),
+    Proof(
+        "deadline",
+        deadline.release_time,
+        twins.release_time_float,
+        "int",
+        RUNTIME,
+        ("runtime/control_loop.py",),
+        refuter="smt-binary64",
+    ),
+    Proof(
+        "deadline", deadline.next_tick, twins.next_tick_overskip, "int", RUNTIME, ("runtime/control_loop.py",)
+    ),
+    Proof(
+        "deadline", deadline.next_tick, twins.next_tick_burst, "int", RUNTIME, ("runtime/control_loop.py",)
+    ),
+    Proof(
+        "latency",
+        latency.over_budget_ns,
+        twins.over_budget_ns_abs,
+        "int",
+        RUNTIME,
+        ("runtime/monitor.py", "runtime/control_loop.py"),
+    ),
 )
 
 CONFIRMED, NOT_CONFIRMED, COUNTEREXAMPLE, ERROR, NOT_RUN = (
@@ -177,6 +255,24 @@ def check_conditions(
     return results
 
 
+def refute_by_drift(spec_name: str, twin_name: str, timeout_s: float) -> list[ConditionResult]:
+    """The float-drift twin refuted for the reason it exists: z3 on binary64 finds a realistic
+    start, period and tick >= 1 (DRIFT_PRE) where it differs from the exact release time; the
+    witness is replayed through both functions (verify/proofs/ieee754.release_drift). Runs in a
+    worker process."""
+    from . import ieee754
+
+    start = time.process_time()
+    verdict = ieee754.release_drift(timeout_ms=int(timeout_s * 1000))
+    cpu = time.process_time() - start
+    state = COUNTEREXAMPLE if verdict.status == "counterexample" else NOT_CONFIRMED
+    condition = (
+        f"binary64 (z3 FPSort Float64, RNE): twin == exact release under {ieee754.drift_preconditions()}"
+    )
+    message = verdict.counterexample if state == COUNTEREXAMPLE else f"not refuted: {verdict.counterexample}"
+    return [ConditionResult(twin_name, spec_name, condition, state, message, round(cpu, 3))]
+
+
 @dataclass(frozen=True)
 class ProofOutcome:
     proof: Proof
@@ -213,6 +309,8 @@ class ProofOutcome:
 # one it breaks. merge_scalar_unguarded's counterexample (both states empty) took 1.7-2.0 s CPU
 # of a 2 s budget, and a CI run under load missed it.
 TWIN_BUDGET = 2.0
+# z3's budget for the binary64 drift query (3-9 s on the loaded 2-core CI machine).
+DRIFT_TIMEOUT_S = 60.0
 
 
 def run_proofs(
@@ -232,12 +330,22 @@ def run_proofs(
     tasks: dict[tuple[str, str], tuple[str, str, float, bool]] = {}
     for name in specs:
         tasks[(name, name)] = (name, name, per_condition_s, False)
+    smt: dict[tuple[str, str], tuple[str, str, float]] = {}
     for p in proofs:
-        tasks[(p.spec_name, p.twin_name)] = (p.spec_name, p.twin_name, per_condition_s * TWIN_BUDGET, True)
+        if p.refuter == "smt-binary64":
+            smt[(p.spec_name, p.twin_name)] = (p.spec_name, p.twin_name, DRIFT_TIMEOUT_S)
+        else:
+            tasks[(p.spec_name, p.twin_name)] = (
+                p.spec_name,
+                p.twin_name,
+                per_condition_s * TWIN_BUDGET,
+                True,
+            )
     done: dict[tuple[str, str], list[ConditionResult]] = {}
     deadline_s = time.monotonic() + total_s
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(check_conditions, *args): key for key, args in tasks.items()}
+        futures = {pool.submit(refute_by_drift, *args): key for key, args in smt.items()}  # longest first
+        futures.update({pool.submit(check_conditions, *args): key for key, args in tasks.items()})
         try:
             for fut in as_completed(futures, timeout=max(0.0, deadline_s - time.monotonic())):
                 key = futures[fut]
@@ -271,9 +379,12 @@ def outcomes_to_json(outcomes: list[ProofOutcome], wall_s: float) -> dict[str, A
                 "contract": o.proof.contract,
                 "spec": o.proof.spec_name,
                 "values": o.proof.values,
+                "role": o.proof.role,
+                "sites": list(o.proof.sites),
                 "status": o.spec_status,
                 "conditions": [dataclasses.asdict(r) for r in o.spec_results],
                 "twin": o.proof.twin_name,
+                "twin_refuter": o.proof.refuter,
                 "twin_refuted": o.twin_refuted,
                 "twin_conditions": [dataclasses.asdict(r) for r in o.twin_results],
             }

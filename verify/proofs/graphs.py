@@ -46,14 +46,25 @@ Position domains are generic (`PositionDomain`): `StepPositions` (a static cache
 the integer inputs and the shapes of the data inputs) and, per state, which rows each target
 may read (from the contracts' predicates, evaluated once into a table).
 
-Our step graphs select V rows as well as scores (export/blocks.attend_step), so "reads only live
-rows" is proven outright; the full pass multiplies zero weights by the V of later inputs, so its
-causality is "proven if finite" (inputs are finite by the input-domain contract, checked at run
-time).
+A step graph must not depend on a row outside the live set *whatever it holds* (stale rows hold
+the previous sequence's keys after a reset, or anything a fault left): there "proven if finite"
+is a FAILED claim. Our step graphs select V rows as well as scores (export/blocks.attend_step),
+so "reads only live rows" is proven outright; the full pass multiplies zero weights by the V of
+later inputs, so its causality is "proven if finite" (inputs are finite by the input-domain
+contract, checked at run time), for every length T <= max_len (a windowed model.onnx accepts
+any T; longer calls are not covered by the enumeration).
 
-Not real-time code. Cost: one interpretation per state: the tiny preset (max_len 16) about 0.5 s
-for both graphs; the control preset (max_len 256, two layers) about 20 s (model 18 s: T^2 grows
-with T; step 2.3 s), measured on the 2-core CI machine (`tickformer prove ART`).
+ssm artifacts (`prove_ssm_step`, `prove_ssm_model`): the step has no position input and no
+cache, so the claims are position-free: its only inputs are x and the state (state-only), every
+layer's state reaches y, a layer's new state reads no deeper layer's state, bounded work; the full
+graph is one Scan, proven causal *for every T* from its structure (forward scan over the time
+axis of the input, a constant initial state, the body's outputs a function of (state, x_t) only),
+with its trip count the length of x.
+
+Not real-time code. Cost: one interpretation per state: the tiny preset (max_len 16) well under a
+second for both graphs; the control preset (max_len 256, two layers) 8-16 s on the shared 2-core
+CI machine, most of it the full pass (T^2 grows with T); measured per artifact kind in
+claims/results/prove_graphs.json (claims/prove_graphs.py). ssm artifacts: one interpretation each.
 """
 
 from __future__ import annotations
@@ -63,8 +74,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
-
-from tickformer.contracts import masking, ring_buffer
 
 PROVEN, IF_FINITE, FAILED = "proven", "proven if finite", "FAILED"
 _FLOATS = (np.float16, np.float32, np.float64)
@@ -103,8 +112,12 @@ class PositionDomain:
 
 @dataclass(frozen=True)
 class StepPositions(PositionDomain):
-    """pos in [0, max_len) over a static cache of max_len rows: the step at pos reads row r iff
-    `masking.cache_row_live(r, pos)` (the own new row is passed apart, as k_new / v_new)."""
+    """pos in [0, max_len) over a static cache of max_len rows (the own new row is passed apart, as
+    k_new / v_new). The rows each step may read are built from the session's history, not from
+    the mask predicate the graph builder calls (contracts.masking.cache_row_live): after a reset
+    nothing is written; the step at p reads what the steps before it committed, and its commit
+    writes row p (contracts.position P3, runtime/backends/layout.py). A builder whose predicate
+    is wrong (row <= pos, say) therefore fails against this table."""
 
     max_len: int
     pos_input: str = "pos"
@@ -118,7 +131,12 @@ class StepPositions(PositionDomain):
 
     def _table(self) -> np.ndarray:
         n = self.max_len
-        return np.array([[masking.cache_row_live(r, p) for r in range(n)] for p in range(n)], dtype=bool)
+        table = np.zeros((n, n), dtype=bool)  # [pos, row]
+        written = np.zeros(n, dtype=bool)  # rows committed since the reset
+        for p in range(n):
+            table[p] = written  # the step at p reads what was committed before it
+            written[p] = True  # ... and commits row p
+        return table
 
     def live(self, state: State, source: str, n_t: int, n_rows: int) -> np.ndarray:
         return _cached(self, "_live", self._table)[state.value][None, :n_rows]
@@ -126,15 +144,19 @@ class StepPositions(PositionDomain):
 
 @dataclass(frozen=True)
 class FullLengths(PositionDomain):
-    """T in [1, max_len] for a full pass whose input `input` has its time axis at `axis`:
-    y[t] may read x[t'] iff `masking.causal_allowed(t, t', 0)`."""
+    """T in [1, max_len] for a full pass whose input `input` has its time axis at `axis`: y[t] may
+    read x[t'] iff x[t'] arrived no later than x[t] (causal) and, windowed, is one of the last R
+    inputs, R = L (W - 1) + 1 the receptive field of L layers of window W (each layer reaches W - 1
+    back). Built from the order of arrival, not from the predicates the builder calls
+    (masking.causal_allowed / window_allowed). Lengths above max_len are not states of this
+    domain: a windowed model.onnx accepts any T, and a proof over [1, max_len] says nothing about
+    longer ones."""
 
     max_len: int
     input: str
     shape: tuple[int | str, ...]  # the declared input shape (the symbolic entry is the time axis)
     axis: int = 1
-    window: int | None = None  # windowed: y[t] may read x[t'] iff masking.window_allowed(t, t', R),
-    # R = L (W - 1) + 1 the receptive field of L layers of window W (each layer reaches W - 1 back)
+    window: int | None = None
     layers: int = 1
     kind = "full-pass lengths"
 
@@ -145,14 +167,18 @@ class FullLengths(PositionDomain):
             out.append(State(f"T {t}", t, {}, {self.input: dims}))
         return out
 
+    def receptive_field(self) -> int | None:
+        return None if self.window is None else self.layers * (self.window - 1) + 1
+
     def _table(self) -> np.ndarray:
-        n = self.max_len
-        if self.window is not None:
-            w = self.layers * (self.window - 1) + 1
-            return np.array(
-                [[masking.window_allowed(t, j, w) for j in range(n)] for t in range(n)], dtype=bool
-            )
-        return np.array([[masking.causal_allowed(t, j, 0) for j in range(n)] for t in range(n)], dtype=bool)
+        n, field = self.max_len, self.receptive_field()
+        table = np.zeros((n, n), dtype=bool)  # [t, t']
+        arrived: list[int] = []  # the inputs so far, oldest first
+        for t in range(n):
+            arrived.append(t)
+            recent = arrived if field is None else arrived[-field:]  # windowed: the last R only
+            table[t, recent] = True
+        return table
 
     def live(self, state: State, source: str, n_t: int, n_rows: int) -> np.ndarray:
         return _cached(self, "_live", self._table)[:n_t, :n_rows]
@@ -161,12 +187,13 @@ class FullLengths(PositionDomain):
 @dataclass(frozen=True)
 class RingPositions(PositionDomain):
     """A sliding window of `window` keys (the own key and window - 1 cached ones) on a ring of
-    `window` slots, enumerated for pos in [0, positions): the step at pos reads slot s iff s holds
-    one of the window - 1 positions before pos (`ring_buffer.recent_slot(pos, k, window)`,
-    k = 1 .. window - 1; slot pos mod window is the one being written). For phase B's windowed
-    step graph; the ring states repeat with period `window` once the ring is full, so `positions`
-    >= 2 * window covers the fill and one full wrap (the graph must then take pos only through
-    its ring state; see docs/contracts.md)."""
+    `window` slots, for every ring position r in [0, 3W) the session feeds (runtime/session.py).
+    The slots the step at r may read are built by simulating the ring, not from the slot
+    predicate the graph builder calls (ring_buffer.slot_read): the positions 0..r-1 committed to
+    slot q mod W (the layout, runtime/backends/layout.py), a slot read iff the position it holds
+    is one of the W - 1 before r. Ring position r stands for every absolute position p with
+    ring_position(p) = r, and the step reads alike at both (ring_buffer R10, proven), so the
+    3W states cover every position of an unbounded stream."""
 
     window: int
     positions: int
@@ -180,12 +207,12 @@ class RingPositions(PositionDomain):
         ]
 
     def live(self, state: State, source: str, n_t: int, n_rows: int) -> np.ndarray:
-        row = np.zeros(n_rows, dtype=bool)
-        for k in range(1, self.window):
-            s = ring_buffer.recent_slot(state.value, k, self.window)
-            if s != -1:
-                row[s] = True
-        return row[None, :]
+        w, p = self.window, state.value
+        held = [-1] * w  # the position each slot holds (-1: never written)
+        for q in range(p):
+            held[q % w] = q
+        row = np.array([q >= 0 and q in range(p - w + 1, p) for q in held], dtype=bool)
+        return row[None, :n_rows]
 
 
 def _cached(obj: Any, name: str, make: Callable[[], np.ndarray]) -> np.ndarray:
@@ -1077,10 +1104,13 @@ def prove_graph(model: Any, spec: GraphSpec, where: str, *, stop_at_first: bool 
         proof.claims.append(Claim(name, FAILED, stale_any))
     elif soft_only:
         where_txt = "; ".join(f"{src} via {', '.join(sorted(s))}" for src, s in sorted(soft_only.items()))
+        # A step graph must not depend on stale cache rows whatever they hold (after a reset they
+        # hold the previous sequence, which nothing validates now): "only if finite" fails it. A
+        # full pass reads only this call's inputs, finite by the input-domain contract.
         proof.claims.append(
             Claim(
                 name,
-                IF_FINITE,
+                FAILED if word == "row" else IF_FINITE,
                 f"over {span}: only live {word}s reach the outputs by value, but {word}s outside the live set "
                 f"still reach them through a product with an exactly-zero weight ({where_txt}): independent of "
                 "them only if they are finite (0 * inf = NaN; a zero result also takes their sign); "
@@ -1135,11 +1165,17 @@ def _bounded_work(model: Any, interp: Interpreter, spec: GraphSpec, shape_change
             f"no control flow; static I/O shapes; every one of the {len(model.graph.node)} nodes has the same "
             "shapes at every position; no shape computed from data",
         )
+    windowed = getattr(spec.domain, "window", None) is not None
+    bound = (
+        "its work grows with T and is fixed by T alone (a windowed model.onnx takes any T)"
+        if windowed
+        else f"at most {getattr(spec.domain, 'max_len', '?')}"
+    )
     return Claim(
         "bounded work",
         PROVEN,
-        f"no control flow; the only symbolic dimension is the length (I/O {symbolic}), at most "
-        f"{getattr(spec.domain, 'max_len', '?')}; no shape computed from data",
+        f"no control flow; the only symbolic dimension is the length (I/O {symbolic}), {bound}; no shape "
+        "computed from data",
     )
 
 
@@ -1224,12 +1260,271 @@ def prove_model_proto(
         return GraphProof(
             "?", where, "?", 0, len(model.graph.node), 0.0, [Claim("analysis", FAILED, str(exc))]
         )
-    return prove_graph(model, spec, where, stop_at_first=stop_at_first)
+    proof = prove_graph(model, spec, where, stop_at_first=stop_at_first)
+    domain = spec.domain
+    if isinstance(domain, FullLengths) and domain.window is not None:
+        note = (
+            f" [window W = {domain.window}, {domain.layers} layer(s): y[t] may read the last "
+            f"{domain.receptive_field()} inputs; lengths T <= {domain.max_len} only: this model.onnx accepts "
+            "longer T, which the enumeration does not cover]"
+        )
+        for c in proof.claims:
+            if c.name in ("causal", "reads every past input"):
+                c.detail += note
+    return proof
 
 
-def load_onnx(data: bytes, where: str) -> Any:
+# --- ssm artifacts: a position-free step, and a full pass that is one Scan --------------------------
+
+
+def _single_state() -> State:
+    return State("the one state (no position input)", 0, {}, {})
+
+
+def _dependencies(model: Any, sources: dict[str, int | None]) -> tuple[dict[str, Any], Atoms, Interpreter]:
+    """Interpret a graph with no position input once: (outputs, atoms, interpreter). Raises
+    Unsupported when a shape is not static or an operator is outside the supported set."""
+    interp = Interpreter(model, [])
+    static = {}
+    for vi in model.graph.input:
+        if vi.name in interp.inputs:
+            dims = declared_shape(vi)
+            if not all(isinstance(d, int) and d > 0 for d in dims):
+                raise Unsupported(f"input {vi.name} {list(dims)} has a symbolic dimension")
+            static[vi.name] = tuple(int(d) for d in dims)
+    outs, atoms, _, _ = interp.run(_single_state(), sources, static)
+    return outs, atoms, interp
+
+
+def _reads(val: Any, atoms: Atoms, source: str, axis: int | None = None, *, soft: bool = False) -> np.ndarray:
+    """bool [n_t, count of `source`'s atoms]: which atoms each index along `axis` of the output
+    depends on by value (soft=True: also through an exactly-zero factor, for claims of absence)."""
+    if not isinstance(val, Sym):
+        return np.zeros((1, atoms.offsets[source][1]), dtype=bool)
+    bits = _full(val.hard | val.soft if soft else val.hard, val.shape, True)
+    w = atoms.words
+    if axis is None:
+        per = _union_all(bits)[None]
+    else:
+        per = _or_reduce(bits, [i for i in range(len(val.shape)) if i != axis], keepdims=False).reshape(-1, w)
+    first, count = atoms.offsets[source]
+    return _unpack(per)[:, first : first + count]
+
+
+def prove_ssm_step(model: Any, where: str) -> GraphProof:
+    """An ssm step graph (x, state -> y, state_new): state-only, reads every layer's state, layer
+    order, bounded work (module docstring)."""
+    from tickformer.artifact import format as fmt
+
+    start = time.monotonic()
+    proof = GraphProof("step", where, "position-free (one state)", 1, len(model.graph.node), 0.0)
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [vi.name for vi in model.graph.input if vi.name not in inits]
+    outputs = [vi.name for vi in model.graph.output]
+    data = [n for n in inputs if n != fmt.SSM_STATE]
+    if fmt.SSM_STATE not in inputs or len(data) != 1 or fmt.SSM_STATE_NEW not in outputs or len(outputs) != 2:
+        proof.claims.append(
+            Claim(
+                "state-only",
+                FAILED,
+                f"an ssm step has inputs (x, {fmt.SSM_STATE}) and outputs (y, {fmt.SSM_STATE_NEW}); this one "
+                f"has {inputs} -> {outputs}",
+            )
+        )
+        proof.seconds = time.monotonic() - start
+        return proof
+    x, y = data[0], next(o for o in outputs if o != fmt.SSM_STATE_NEW)
+    try:
+        outs, atoms, interp = _dependencies(model, {fmt.SSM_STATE: 1, x: None})
+    except Unsupported as exc:
+        proof.claims.append(Claim("analysis", FAILED, f"cannot analyse the graph: {exc}"))
+        proof.seconds = time.monotonic() - start
+        return proof
+    proof.claims.append(_bounded_work(model, interp, _SSM_STEP_SPEC, None))
+    proof.claims.append(
+        Claim(
+            "state-only",
+            PROVEN,
+            f"the graph's only inputs are {x} and {fmt.SSM_STATE} (no position, no cache): the step is the "
+            "same function of (x, state) at every position of a stream of any length",
+        )
+    )
+    n_layers = atoms.offsets[fmt.SSM_STATE][1]
+    y_state = _reads(outs[y], atoms, fmt.SSM_STATE)[0]
+    y_x = _reads(outs[y], atoms, x)[0]
+    new_state = _reads(outs[fmt.SSM_STATE_NEW], atoms, fmt.SSM_STATE, axis=1)  # [L (new), L (old)]
+    new_x = _reads(outs[fmt.SSM_STATE_NEW], atoms, x, axis=1)  # [L, 1]
+    if not (y_state.all() and y_x.all() and new_x.all() and np.diagonal(new_state).all()):
+        missing = [f"layer {i}" for i in np.flatnonzero(~y_state)] + ([x] if not y_x.all() else [])
+        proof.claims.append(
+            Claim(
+                "reads its state",
+                FAILED,
+                f"{y} does not depend on {', '.join(missing) or 'x'}, or a layer's new state not on its own "
+                f"state and {x}",
+            )
+        )
+    else:
+        proof.claims.append(
+            Claim(
+                "reads its state",
+                PROVEN,
+                f"{y} depends on {x} and on the state of each of the {n_layers} layers; each layer's new state "
+                f"on its own state and {x}",
+            )
+        )
+    any_state = _reads(outs[fmt.SSM_STATE_NEW], atoms, fmt.SSM_STATE, axis=1, soft=True)
+    deeper = np.triu(any_state, k=1)  # new state of layer i reading the state of a layer j > i
+    if deeper.any():
+        i, j = (int(v) for v in np.argwhere(deeper)[0])
+        proof.claims.append(
+            Claim(
+                "layer order", FAILED, f"the new state of layer {i} depends on the state of layer {j} > {i}"
+            )
+        )
+    else:
+        proof.claims.append(
+            Claim(
+                "layer order",
+                PROVEN,
+                "the new state of layer l depends on the states of layers <= l only (a deeper layer's state "
+                "cannot reach a shallower one)",
+            )
+        )
+    proof.seconds = time.monotonic() - start
+    return proof
+
+
+_SSM_STEP_SPEC = GraphSpec("step", {}, {}, "", PositionDomain(), static=True)
+
+
+def _body_model(model: Any, body: Any) -> Any:
+    """The Scan body as a model of its own: its inputs and outputs, the outer graph's initializers
+    it reads (outer scope), the outer opsets."""
+    from onnx import helper
+
+    used = {i for n in body.node for i in n.input}
+    inits = [t for t in model.graph.initializer if t.name in used]
+    graph = helper.make_graph(list(body.node), body.name, list(body.input), list(body.output), inits)
+    return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+
+
+def prove_ssm_model(model: Any, where: str) -> GraphProof:
+    """An ssm full graph: one forward Scan over axis 1 of the input, from a constant state; causal
+    and bounded for every T by its structure, every past input read through the carried state."""
+    from onnx import helper
+
+    from tickformer.artifact import graph_rules
+
+    start = time.monotonic()
+    proof = GraphProof("model", where, "Scan structure, every length T", 0, len(model.graph.node), 0.0)
+
+    def fail(name: str, why: str) -> GraphProof:
+        proof.claims.append(Claim(name, FAILED, why))
+        proof.seconds = time.monotonic() - start
+        return proof
+
+    inits = {t.name for t in model.graph.initializer}
+    consts = inits | {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    inputs = [vi for vi in model.graph.input if vi.name not in inits]
+    scans = [n for n in model.graph.node if n.op_type == "Scan"]
+    flow = [n.op_type for n in model.graph.node if n.op_type in graph_rules.CONTROL_FLOW_OPS]
+    if len(inputs) != 1 or len(scans) != 1 or len(flow) != 1:
+        return fail(
+            "analysis",
+            f"an ssm full graph has one input and exactly one Scan (no other control flow); this one has inputs "
+            f"{[i.name for i in inputs]} and control flow {flow}",
+        )
+    x, scan = inputs[0].name, scans[0]
+    a = {at.name: helper.get_attribute_value(at) for at in scan.attribute}
+    n_scan = int(a.get("num_scan_inputs", 0))
+    states, scanned = (
+        list(scan.input)[: len(scan.input) - n_scan],
+        list(scan.input)[len(scan.input) - n_scan :],
+    )
+    directions = list(a.get("scan_input_directions", [])) + list(a.get("scan_output_directions", []))
+    n_state = len(states)
+    scan_outputs = list(scan.output)[n_state:]
+    shape = declared_shape(inputs[0])
+    problems = []
+    if scanned != [x] or list(a.get("scan_input_axes", [0])) != [1]:
+        problems.append(
+            f"its scan input is {scanned} on axes {list(a.get('scan_input_axes', [0]))}, not {x} on 1"
+        )
+    if any(d != 0 for d in directions):
+        problems.append(f"it scans in reverse (directions {directions}): output t would read later inputs")
+    if any(s not in consts for s in states):
+        problems.append(f"its initial state {[s for s in states if s not in consts]} is not a constant")
+    if len(shape) < 2 or isinstance(shape[1], int) and shape[1] < 1:
+        problems.append(f"input {x} {list(shape)} has no time axis 1")
+    consumers = [n.name or n.op_type for n in model.graph.node if x in n.input and n is not scan]
+    if consumers:
+        problems.append(f"{x} is also read outside the Scan, by {consumers}")
+    outs = [o.name for o in model.graph.output]
+    producers = {o: n for n in model.graph.node for o in n.output}
+    y = outs[0] if len(outs) == 1 else None
+    while y is not None and y in producers and producers[y].op_type == "Identity":
+        y = producers[y].input[0]
+    if y not in scan_outputs or list(a.get("scan_output_axes", [0])) != [1] * len(scan_outputs):
+        problems.append(f"the output {outs} is not the Scan's scan output along axis 1")
+    if problems:
+        return fail("causal", "; ".join(problems))
+    body = a["body"]
+    try:
+        body_model = _body_model(model, body)
+        body_in = [vi.name for vi in body.input]
+        body_out = [vi.name for vi in body.output]
+        k = n_state + scan_outputs.index(y)  # the body output that becomes the graph output
+        got, atoms, interp = _dependencies(body_model, {name: None for name in body_in})
+    except Unsupported as exc:
+        return fail("analysis", f"cannot analyse the Scan body: {exc}")
+    x_t, carried = body_in[-1], body_in[:n_state]
+    y_t, carried_out = got[body_out[k]], [got[o] for o in body_out[:n_state]]
+    proof.states = 1
+    body_work = _bounded_work(body_model, interp, _SSM_STEP_SPEC, None)
+    if body_work.status == FAILED:
+        return fail("bounded work", f"the Scan body: {body_work.detail}")
+    proof.claims.append(
+        Claim(
+            "bounded work",
+            PROVEN,
+            f"one Scan whose trip count is T, the length of {x} on axis 1 (a graph input: no loop count "
+            f"computed from data); its body, the same at every iteration: {body_work.detail}",
+        )
+    )
+    proof.claims.append(
+        Claim(
+            "causal",
+            PROVEN,
+            f"for every T, by the Scan's structure: iteration t reads {x}[:, t] and the state carried from "
+            "iterations < t only (forward scan, constant initial state, the body a function of (state, x_t)); "
+            f"{outs[0]}[:, t] is iteration t's scan output, so it depends on {x}[:, t'] for t' <= t only",
+        )
+    )
+    reach = all(_reads(y_t, atoms, s)[0].all() for s in carried + [x_t]) and all(
+        _reads(c, atoms, x_t)[0].all() and all(_reads(c, atoms, s)[0].any() for s in carried)
+        for c in carried_out
+    )
+    proof.claims.append(
+        Claim(
+            "reads every past input",
+            PROVEN if reach else FAILED,
+            f"the body's scan output depends on x_t and the carried state, and the carried state out on x_t and "
+            f"the state in: {outs[0]}[:, t] has a path from every {x}[:, t'], t' <= t"
+            if reach
+            else "the body's output or carried state does not depend on x_t and the state in",
+        )
+    )
+    proof.seconds = time.monotonic() - start
+    return proof
+
+
+# --- loading and dispatch ------------------------------------------------------------------------------
+
+
+def load_onnx(data: bytes, where: str, *, allowed: frozenset[str] = frozenset(), max_trip: int = 1) -> Any:
     """Parse verified bytes and apply the artifact graph rules (no external data, standard operators
-    only, no control flow): raises ArtifactError."""
+    only, no control flow but `allowed` with a static trip count): raises ArtifactError."""
     import onnx
 
     from tickformer.artifact import graph_rules
@@ -1241,48 +1536,101 @@ def load_onnx(data: bytes, where: str) -> Any:
         raise ArtifactError(
             f"{where}: not a valid ONNX model ({type(exc).__name__}); pass an exported graph"
         ) from None
-    graph_rules.check_graph(model, allowed=frozenset(), max_trip=1, where=where, what="a graph to prove")
+    graph_rules.check_graph(model, allowed=allowed, max_trip=max_trip, where=where, what="a graph to prove")
     return model
 
 
+def _ssm_kind(model: Any) -> str | None:
+    """'step' for an ssm step graph (a `state` input), 'model' for an ssm full graph (a Scan), else None."""
+    from tickformer.artifact import format as fmt
+
+    if fmt.SSM_STATE in {vi.name for vi in model.graph.input}:
+        return "step"
+    if any(n.op_type == "Scan" for n in model.graph.node):
+        return "model"
+    return None
+
+
+def _window_of(model: Any) -> tuple[int, int] | None:
+    """(W, layers) of one of our windowed full-pass graphs, read from its relative-position bias
+    initializers (one [H, W] table per self-attention layer, names.py), or None."""
+    from onnx import numpy_helper
+
+    tables = [t for t in model.graph.initializer if t.name.endswith(".rel_bias")]
+    if not tables:
+        return None
+    widths = {numpy_helper.to_array(t).shape[-1] for t in tables}
+    if len(widths) != 1:
+        raise Unsupported(f"relative-position tables of different widths {sorted(widths)}")
+    return int(widths.pop()), len(tables)
+
+
 def prove_artifact(path: str, *, trust: Any = None) -> list[GraphProof]:
-    """Prove every graph of an artifact we can analyse (decoder: model and step; encoder-decoder:
-    step), read through the verifying reader (`tickformer.artifact`)."""
+    """Prove every graph of an artifact we can analyse (decoder, windowed: model and step;
+    encoder-decoder: step; ssm: model and step), read through the verifying reader."""
     from tickformer.artifact import format as fmt
     from tickformer.artifact import open_artifact, verified_graph_bytes
 
     art = open_artifact(path, trust=trust)
+    kind = fmt.artifact_kind(art.config)
     proofs = []
     for graph in ("model", "step"):
         if graph not in art.manifest["graphs"]:
             continue
         where = str(art.root / fmt.GRAPH_FILES[graph])
-        model = load_onnx(verified_graph_bytes(art, graph), where)
+        allowed = fmt.allowed_control_flow(kind, graph)
+        model = load_onnx(verified_graph_bytes(art, graph), where, allowed=allowed, max_trip=art.max_len)
         cfg = art.config
-        proofs.append(
-            prove_model_proto(model, where, max_len=art.max_len, window=cfg.window, layers=cfg.n_layers)
-        )
+        if kind == "ssm":
+            proofs.append(prove_ssm_model(model, where) if graph == "model" else prove_ssm_step(model, where))
+        else:
+            proofs.append(
+                prove_model_proto(model, where, max_len=art.max_len, window=cfg.window, layers=cfg.n_layers)
+            )
     return proofs
 
 
 def prove_file(path: str, *, max_len: int | None = None) -> list[GraphProof]:
-    """Prove a bare .onnx file (one of our exported graphs), read once through tickformer.safe_files."""
-    from tickformer.errors import ArtifactError, FileRefused
+    """Prove a bare .onnx file (one of our exported graphs), read once through tickformer.safe_files.
+    Recognised by its inputs: an ssm step (state), an ssm full graph (one Scan), a step (pos), or a
+    full pass (needs max_len; windowed ones by their relative-position tables)."""
+    import onnx
+
+    from tickformer.errors import ArtifactError, ConfigError, FileRefused
     from tickformer.safe_files import read_path
 
     try:
         data = read_path(path)
     except FileRefused as exc:
         raise ArtifactError(f"{exc}; pass an artifact directory or an exported .onnx graph") from None
+    try:
+        kind = _ssm_kind(onnx.load_model_from_string(data))
+    except Exception:
+        kind = None  # load_onnx below names the problem
+    if kind is not None:
+        if max_len is not None:
+            raise ConfigError(f"{path} is an ssm graph: it has no max_len (drop --max-len)")
+        allowed = frozenset({"Scan"}) if kind == "model" else frozenset()
+        model = load_onnx(data, str(path), allowed=allowed)
+        return [prove_ssm_model(model, str(path)) if kind == "model" else prove_ssm_step(model, str(path))]
     model = load_onnx(data, str(path))
     if "pos" not in {vi.name for vi in model.graph.input} and max_len is None:
-        from tickformer.errors import ConfigError
-
         raise ConfigError(
             f"{path} is a full-pass graph (no 'pos' input) with a symbolic length: pass --max-len N "
             "(its artifact's max_len) to prove it for every T <= N"
         )
-    return [prove_model_proto(model, str(path), max_len=max_len)]
+    if "pos" in {vi.name for vi in model.graph.input}:
+        return [prove_model_proto(model, str(path), max_len=max_len)]
+    try:
+        windowed = _window_of(model)
+    except Unsupported as exc:
+        return [
+            GraphProof(
+                "?", str(path), "?", 0, len(model.graph.node), 0.0, [Claim("analysis", FAILED, str(exc))]
+            )
+        ]
+    window, layers = windowed if windowed is not None else (None, 1)
+    return [prove_model_proto(model, str(path), max_len=max_len, window=window, layers=layers)]
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -1309,7 +1657,7 @@ def report_text(data: dict[str, Any]) -> str:
     lines = []
     for g in data["graphs"]:
         lines.append(
-            f"{g['graph']} ({g['file']}): {g['status']} -- {g['states']} {g['domain']} states, "
+            f"{g['graph']} ({g['file']}): {g['status']} -- {g['domain']}: {g['states']} state(s), "
             f"{g['nodes']} nodes, {g['seconds']:.2f} s"
         )
         for c in g["claims"]:

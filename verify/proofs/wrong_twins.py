@@ -65,65 +65,64 @@ def merge_assoc_gap_linear_exp(ma: float, mb: float, mc: float) -> float:
     return abs(left[1] - right[1]) / max(left[1], right[1])
 
 
-# -- softmax on binary32 (verify/proofs/ieee754.py): twins of merge_row / finalize_row ----------
+# -- softmax on binary32 (verify/proofs/ieee754.py): twins of model.attention.merge / finalize ----------
+# Same signatures as the operator's functions (SoftmaxState in, SoftmaxState / array out), so the
+# solver runs them exactly where it runs the operator.
 
 
-def merge_row_arith_max(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
-    """The merged max computed as (a + b + |a - b|) / 2: rounds (not one of the inputs) and gives
-    NaN for two empty states (-inf + -inf + |NaN|)."""
-    m = (ma + mb + abs(ma - mb)) / 2.0
-    alpha, beta = np.exp(ma - m), np.exp(mb - m)
-    return m, alpha * la + beta * lb, alpha * aa + beta * ab
+def merge_arith_max(a: Any, b: Any) -> Any:
+    """The merged max computed as (a + b + |a - b|) / 2: exact over the reals, but in binary32 it
+    rounds (maxima of opposite sign near zero: one ulp off, neither input), overflows to inf for
+    two large finite maxima, and gives NaN for two empty states (-inf + -inf + |NaN|). The solver
+    returns whichever it finds first; tests/verify/test_ieee754.py shows rounding alone refutes it."""
+    from tickformer.model.attention import SoftmaxState, _safe_max
+
+    m = (a.m + b.m + abs(a.m - b.m)) / 2.0
+    m_safe = _safe_max(m)
+    alpha, beta = np.exp(a.m - m_safe), np.exp(b.m - m_safe)
+    return SoftmaxState(m, alpha * a.l + beta * b.l, alpha[..., None] * a.acc + beta[..., None] * b.acc)
 
 
-def merge_row_unguarded(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+def merge_unguarded(a: Any, b: Any) -> Any:
     """No safe max: two empty states give exp(-inf - (-inf)) = exp(NaN) = NaN."""
-    m = np.maximum(ma, mb)
-    alpha, beta = np.exp(ma - m), np.exp(mb - m)
-    return m, alpha * la + beta * lb, alpha * aa + beta * ab
+    from tickformer.model.attention import SoftmaxState
+
+    m = np.maximum(a.m, b.m)
+    alpha, beta = np.exp(a.m - m), np.exp(b.m - m)
+    return SoftmaxState(m, alpha * a.l + beta * b.l, alpha[..., None] * a.acc + beta[..., None] * b.acc)
 
 
-def merge_row_margin(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+def merge_margin(a: Any, b: Any) -> Any:
     """A 'safety margin' on the exponent (m + 2^-20 instead of m): the max side's factor is no
     longer exactly exp(0) = 1, so the normalizer of a selected key can drop below 1."""
-    m = np.maximum(ma, mb)
-    ref = ss_safe_max(m) + 2.0**-20
-    alpha, beta = np.exp(ma - ref), np.exp(mb - ref)
-    return m, alpha * la + beta * lb, alpha * aa + beta * ab
+    from tickformer.model.attention import SoftmaxState, _safe_max
+
+    m = np.maximum(a.m, b.m)
+    ref = _safe_max(m) + 2.0**-20
+    alpha, beta = np.exp(a.m - ref), np.exp(b.m - ref)
+    return SoftmaxState(m, alpha * a.l + beta * b.l, alpha[..., None] * a.acc + beta[..., None] * b.acc)
 
 
-def merge_row_factored(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
-    """l factored as la (alpha + beta lb / la) (one multiply 'saved' per row): the same over the
-    reals, but the rounding now depends on which state is first, so merge is not commutative."""
-    m = np.maximum(ma, mb)
-    ms = ss_safe_max(m)
-    alpha, beta = np.exp(ma - ms), np.exp(mb - ms)
-    l = la * (alpha + beta * (lb / la)) if la > 0.0 else beta * lb
-    return m, l, alpha * aa + beta * ab
-
-
-def merge_row_rescale_b_only(ma: Any, la: Any, aa: Any, mb: Any, lb: Any, ab: Any) -> tuple[Any, Any, Any]:
+def merge_rescale_b_only(a: Any, b: Any) -> Any:
     """Rescales only the incoming state (assumes the running state a holds the max, alpha = 1):
     right when it does, wrong -- and order-dependent -- when b's max is larger."""
-    m = np.maximum(ma, mb)
-    beta = np.exp(mb - ss_safe_max(m))
-    return m, la + beta * lb, aa + beta * ab
+    from tickformer.model.attention import SoftmaxState, _safe_max
+
+    m = np.maximum(a.m, b.m)
+    beta = np.exp(b.m - _safe_max(m))
+    return SoftmaxState(m, a.l + beta * b.l, a.acc + beta[..., None] * b.acc)
 
 
-def finalize_row_nonstrict(acc: Any, l: Any) -> Any:
+def finalize_nonstrict(state: Any) -> Any:
     """Guard l >= 0 instead of l > 0: an empty row computes 0 / 0 = NaN."""
-    return acc / l if l >= 0.0 else 0.0
+    has_keys = state.l >= 0
+    denom = np.where(has_keys, state.l, np.ones_like(state.l))
+    return np.where(has_keys[..., None], state.acc / denom[..., None], np.zeros_like(state.acc))
 
 
-def finalize_row_unguarded(acc: Any, l: Any) -> Any:
+def finalize_unguarded(state: Any) -> Any:
     """acc / l without the empty-row guard: 0 / 0 = NaN for a row with no selected key."""
-    return acc / l
-
-
-def ss_safe_max(m: Any) -> Any:
-    from tickformer.contracts.softmax_stability import safe_max
-
-    return safe_max(m)
+    return state.acc / state.l[..., None]
 
 
 # -- masking ------------------------------------------------------------------------------
@@ -144,9 +143,10 @@ def padding_allowed_inclusive(j: int, n_valid: int) -> bool:
     return j <= n_valid
 
 
-def cache_slot_visible_stale(slot: int, position: int) -> bool:
-    """Selects every slot ever written (ignores the reset): stale keys leak."""
-    return slot >= 0
+def cache_row_live_inclusive(row: int, position: int) -> bool:
+    """row <= position: also reads row `position`, which the step has not written yet (after a
+    reset it holds the previous sequence's key: the stale row leaks)."""
+    return row <= position
 
 
 # -- ring buffer --------------------------------------------------------------------------
@@ -226,19 +226,44 @@ def ring_step_wraps_to_zero(position: int, ring: int, window: int) -> bool:
     )
 
 
+def ring_reads_alike_mod_w(position: int, slot: int, window: int) -> bool:
+    """Claims the step could be fed p mod W (dropping the 'past the first window' half of the ring
+    position): once p >= W, the slots farther back than p mod W would no longer be read."""
+    from tickformer.contracts.ring_buffer import slot_read, window_distance
+
+    r = position % window
+    return (slot_read(r, slot, window) == slot_read(position, slot, window)) and (
+        window_distance(r, slot, window) == window_distance(position, slot, window)
+    )
+
+
+def block_write_in_place(ring: int, window: int) -> tuple[int, int]:
+    """Bumps the counter the current state reads, in place, before the commit (c[1] = c[1] + 1
+    at the end of the ring): an interrupt before the ring store leaves a state whose position
+    jumped by W, and the next state reads a counter nobody advanced."""
+    if ring == window - 1:
+        return 0, -1
+    if ring == 2 * window - 1:
+        return 1, 0
+    if ring == 3 * window - 1:
+        return 1, 1
+    return -1, -1
+
+
 def blocks_tracked_in_place(position: int, ring: int, c0: int, c1: int, window: int) -> bool:
-    """Bumps the counter of the block being left, in place, before the commit: an interrupt before
-    the ring store leaves a state whose position jumped by W."""
-    update = 0 if ring == window - 1 else 1 if ring == 2 * window - 1 else 2 if ring == 3 * window - 1 else -1
-    n0 = 0 if update == 0 else c0 + 1 if update == 1 else c0
-    n1 = c1 + 1 if update == 2 else c1
-    following = ring + 1 if ring + 1 < 3 * window else window
+    """contracts.ring_buffer.blocks_tracked with block_write_in_place as the session's write."""
+    from tickformer.contracts.ring_buffer import absolute_position, block_counter, next_ring_position
 
-    def back(r: int, block: int) -> int:
-        return r if r < window else window * (block + 1) + r % window
-
-    now = ring < window or (n1 if ring >= 2 * window else n0) == (c1 if ring >= 2 * window else c0)
-    after = following < window or back(following, n1 if following >= 2 * window else n0) == position + 1
+    cells = [c0, c1, -1]
+    target, source = block_write_in_place(ring, window)
+    if target >= 0:
+        cells[target] = cells[source] + 1
+    n0, n1 = cells[0], cells[1]
+    read = block_counter(ring, window)
+    now = ring < window or (n1 == c1 if read == 1 else n0 == c0)
+    following = next_ring_position(ring, window)
+    block = n1 if block_counter(following, window) == 1 else n0
+    after = following < window or absolute_position(following, block, window) == position + 1
     return now and after
 
 
@@ -260,9 +285,10 @@ def step_position_advance_on_failure(position: int, n_tokens: int, max_len: int,
 
 def release_time_float(start_ns: int, period_ns: int, tick: int) -> int:
     """Accumulates in floating point: drifts once start + tick * period passes 2**53 ns (~104 days
-    of uptime). Refuted for that reason by z3 on binary64 (verify/proofs/ieee754.release_drift:
-    e.g. 119 days of uptime, a 7 s period, 43453 ticks: 2 ns early); CrossHair alone only reaches
-    an OverflowError at periods near 1.8e308."""
+    of uptime). `tickformer prove` refutes it for that reason, by z3 on binary64 under realistic
+    preconditions (verify/proofs/ieee754.release_drift: an exact start, at least one tick, a
+    period of 1 us to 10 s; the witness is in claims/results/prove.json); CrossHair alone only
+    reaches an OverflowError at periods near 1.8e308, which is not credited."""
     return int(float(start_ns) + float(tick) * float(period_ns))
 
 
