@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from tickformer.artifact import open_artifact
-from tickformer.commands.demo import DemoConfig, loop_plant, reference
 from tickformer.control import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC
+from tickformer.control.demo import DemoConfig, loop_plant, reference
 from tickformer.export.writer import export_artifact
 from tickformer.model import preset
 from tickformer.model.checkpoint import load_checkpoint

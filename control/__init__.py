@@ -7,6 +7,9 @@
     delayed     the hidden pendulum (noisy angle, unknown constants, actuator delay) in the loop,
                 and MPC over K candidate commands with a learned model over the shared history
                 (Session.peek / commit), nominal physics or the true plant (oracle)
+    demo        the history-control demo as library code: its configuration, the training and
+                export of its two models, the four closed loops, their verdict and plots
+                (imported on use: `from tickformer.control import demo`)
 
 Used by `tickformer demo`; each controller has `step(obs) -> action`, so it runs under
 `tickformer.runtime.ControlLoop`.

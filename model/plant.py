@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tickformer import validation
 from tickformer.errors import ConfigError
 
 
@@ -46,8 +47,7 @@ class PendulumParams:
                 raise ConfigError(f"pendulum {name}={getattr(self, name)!r} must be > 0")
         if not self.damping >= 0:
             raise ConfigError(f"pendulum damping={self.damping!r} must be >= 0")
-        if not isinstance(self.substeps, int) or self.substeps < 1:
-            raise ConfigError(f"pendulum substeps={self.substeps!r} must be a positive integer")
+        validation.positive_int(self.substeps, "pendulum substeps")
 
     def to_dict(self) -> dict[str, float | int]:
         return {
@@ -175,7 +175,11 @@ SPLITS = ("train", "held_out")
 BANDS = 6  # each range cut into 6 equal bands: training draws bands 0, 2, 4; held-out 1, 3, 5
 START_THETA = 2.0  # rad: episodes start with theta uniform in [-2, 2] (strongly nonlinear swings)
 START_OMEGA = 1.0  # rad/s: and omega uniform in [-1, 1]
-TICK_COMMAND_SHARE = 0.5  # episodes whose command is redrawn every tick (the rest: held 1..max_hold)
+# Episode kinds and their shares: "held" (random levels held 1..max_hold ticks), "tick" (a random
+# command every tick), "tracking" (closed-loop-like: small angles, a noisy PD law tracking a sine)
+EPISODE_MIX: tuple[tuple[str, float], ...] = (("held", 0.5), ("tick", 0.5))
+TRACKING_START_THETA = 0.5  # rad: tracking episodes start with theta uniform in [-0.5, 0.5]
+TRACKING_MAX_AMPLITUDE = 0.5  # rad: their reference amplitude uniform in [0, 0.5]
 
 
 @dataclass(frozen=True)
@@ -198,12 +202,10 @@ class HiddenPendulum:
         for name in ("damping", "noise"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"hidden pendulum {name}={getattr(self, name)!r} must be >= 0")
-        for name in ("delay", "substeps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < (1 if name == "substeps" else 0):
-                raise ConfigError(
-                    f"hidden pendulum {name}={value!r} must be an integer >= {int(name == 'substeps')}"
-                )
+        validation.nonneg_int(
+            self.delay, "hidden pendulum delay", hint="ticks between a command and the joint"
+        )
+        validation.positive_int(self.substeps, "hidden pendulum substeps", hint="RK4 steps per tick")
 
     @property
     def coefficients(self) -> tuple[float, float, float]:
@@ -331,26 +333,56 @@ def _draw_episodes(
     plants = [draw_hidden(rng, split, base) for _ in range(n)]
     coef = np.array([p.coefficients for p in plants])  # [n, 3]
     a, b, c = coef[:, 0], coef[:, 1], coef[:, 2]
+    kinds = rng.choice(len(EPISODE_MIX), size=n, p=[share for _, share in EPISODE_MIX])  # [n]
+    names = [name for name, _ in EPISODE_MIX]
+    tracking = kinds == names.index("tracking") if "tracking" in names else np.zeros(n, dtype=bool)
     cmds = np.empty((n, steps))
     for i in range(n):
         t = 0
-        limit = 1 if rng.uniform() < TICK_COMMAND_SHARE else max_hold  # per-tick commands, or held
+        limit = 1 if names[kinds[i]] == "tick" else max_hold  # per-tick commands, or held
         while t < steps:
             hold = int(rng.integers(1, limit + 1))
             cmds[i, t : t + hold] = rng.uniform(-1.0, 1.0)
             t += hold
-    d = base.delay
-    applied = np.concatenate([np.zeros((n, d)), cmds], axis=1)[:, :steps]  # [n, steps]
+    start = np.where(tracking, TRACKING_START_THETA, START_THETA)  # [n]
     x = np.stack(
-        [rng.uniform(-START_THETA, START_THETA, n), rng.uniform(-START_OMEGA, START_OMEGA, n)], axis=-1
-    )
+        [
+            rng.uniform(-1.0, 1.0, n) * start,
+            rng.uniform(-START_OMEGA, START_OMEGA, n) * np.where(tracking, 0.5, 1.0),
+        ],
+        axis=-1,
+    )  # [n, 2]
+    noise = rng.normal(0.0, base.noise, size=(n, steps + 1))  # [n, T + 1]
+    # closed-loop-like episodes: a noisy PD law on the measured angle tracks a random sine (the
+    # small angles and state-dependent commands of the demo's loop), with random exploration
+    ref_a = rng.uniform(0.0, TRACKING_MAX_AMPLITUDE, n)  # [n] rad
+    ref_w = 2 * np.pi / rng.uniform(2.0, 8.0, n)  # [n] rad/s
+    ref_phi = rng.uniform(0.0, 2 * np.pi, n)  # [n]
+    kp, kd = rng.uniform(2.0, 10.0, n), rng.uniform(0.3, 2.0, n)  # [n] per rad, per rad/s
+    explore = rng.uniform(0.0, 0.5, n)  # [n] std of the exploration added to the command
+    redraw = rng.uniform(0.0, 0.3, n)  # [n] chance per tick of a uniform random command instead
+    jitter = rng.normal(0.0, 1.0, size=(n, steps))  # [n, T]
+    coin = rng.uniform(0.0, 1.0, size=(n, steps))  # [n, T]
+    d = base.delay
     theta = np.empty((n, steps + 1))
     theta[:, 0] = x[:, 0]
     h = base.dt / base.substeps
+    y_prev = x[:, 0] + noise[:, 0]
     for t in range(steps):
-        x = _rk4(x, a, b, c * applied[:, t], h, base.substeps)  # [n, 2]
+        y_t = theta[:, t] + noise[:, t]  # [n]
+        if tracking.any():
+            tt = t * base.dt
+            r = ref_a * np.sin(ref_w * tt + ref_phi)
+            r_dot = ref_a * ref_w * np.cos(ref_w * tt + ref_phi)
+            v = (y_t - y_prev) / base.dt if t else np.zeros(n)
+            law = np.clip(kp * (r - y_t) + kd * (r_dot - v) + explore * jitter[:, t], -1.0, 1.0)
+            law = np.where(coin[:, t] < redraw, cmds[:, t], law)
+            cmds[:, t] = np.where(tracking, law, cmds[:, t])
+        y_prev = y_t
+        applied = cmds[:, t - d] if t >= d else np.zeros(n)
+        x = _rk4(x, a, b, c * applied, h, base.substeps)  # [n, 2]
         theta[:, t + 1] = x[:, 0]
-    y = theta + rng.normal(0.0, base.noise, size=theta.shape)
+    y = theta + noise
     return theta, y, cmds, plants
 
 

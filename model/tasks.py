@@ -343,6 +343,11 @@ def pendulum_meta(data: PendulumData) -> dict[str, Any]:
 HIDDEN_TRAIN_TRANSITIONS = 64_000
 HIDDEN_HELD_OUT_TRANSITIONS = 16_000
 HIDDEN_HISTORY = 16  # baseline history (and first scored position + 1) for a model without a window
+HIDDEN_HORIZON_WEIGHTS = (
+    1.0,
+    1.0,
+    1.0,
+)  # loss weight of theta_{t+1..t+3}: the targets' scale is divided by sqrt(w)
 
 
 def hidden_io_widths(plant: HiddenPendulum = NOMINAL) -> tuple[int, int]:
@@ -422,7 +427,7 @@ def hidden_prepare(
         "x_mean": x.mean(0).tolist(),
         "x_std": x.std(0).tolist(),
         "dy_mean": dy.mean(0).tolist(),
-        "dy_std": dy.std(0).tolist(),
+        "dy_std": (dy.std(0) / np.sqrt(np.asarray(HIDDEN_HORIZON_WEIGHTS))).tolist(),
     }
     return HiddenData(tr_theta, tr_y, tr_c, te_theta, te_y, te_c, te_plants, norm, NOMINAL, steps)
 

@@ -123,3 +123,14 @@ def test_the_memoryless_twin_is_the_window_1_run_with_the_same_settings():
     other, _ = T._train_memoryless_twin(cfg, data)
     assert other is not twin and len(T._TWINS) == 2
     T._TWINS.clear()
+
+
+@pytest.mark.parametrize("field", ["delay", "substeps"])
+def test_a_bool_is_not_an_integer_count(field):
+    """True is an int to Python; as a delay or a substep count it is a mistake, refused with the name."""
+    with pytest.raises(ConfigError, match=field):
+        dataclasses.replace(NOMINAL, **{field: True})
+    from tickformer.model.plant import PendulumParams
+
+    with pytest.raises(ConfigError, match="substeps"):
+        PendulumParams(substeps=True)
