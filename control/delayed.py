@@ -188,12 +188,14 @@ class HistoryMPC(DelayedMPC):
     checked with the output-bound contract; a violation, or a measured angle outside the
     declared input domain, gives a non-finite action (the loop's fallback).
 
-    Bounded catch-up (`catch_up_max`): tokens that still need a plain step wait in a queue made
-    once, and at most `catch_up_max` of them are stepped per tick (None: all of them). While
-    the queue is not empty the tick's own token joins it and the tick has no prediction (the
-    loop's fallback holds the command): after a stall of many periods the work per tick stays
-    bounded instead of making the next ticks late too. A queue longer than `QUEUE` drops its
-    oldest tokens (counted in `dropped`; beyond a window-W model's W newest they change nothing)."""
+    Bounded catch-up (`catch_up_max` = m): tokens that still need a plain step wait in a queue
+    made once, and at most m of them are stepped per tick (None: all of them), plus one more on
+    a tick that cannot predict anyway, so a tick never runs more than m + 1 steps. While the
+    queue is not empty the tick's own token joins it and the tick has no prediction (the loop's
+    fallback holds the command); the queue shrinks by m tokens per such tick. After a
+    stall of many periods the work per tick stays bounded instead of making the next ticks late
+    too. A queue longer than `QUEUE` drops its oldest tokens (counted in `dropped`; beyond a
+    window-W model's W newest they change nothing)."""
 
     QUEUE = 2 * GAP_MAX + 2  # tokens the catch-up queue holds
 
@@ -241,6 +243,7 @@ class HistoryMPC(DelayedMPC):
         self._qz = [0.0] * self.QUEUE  # queued tokens' standardised measurements (a ring)
         self._qc = [0.0] * self.QUEUE  # and their actuated commands
         self._head = self._size = 0
+        self._defer = False  # this tick catches up and does not predict
         self.deferred = 0  # ticks without a prediction because the queue was not empty
         self.dropped = 0  # tokens dropped from a full queue (the oldest)
 
@@ -263,7 +266,8 @@ class HistoryMPC(DelayedMPC):
         """Commit the last tick's token with the command actuated (obs[3]) -- `commit(j)` of
         the peeked candidate, or into the queue -- then queue one token per skipped tick (y_i,
         held command), then step up to `catch_up_max` queued tokens, oldest first, every batch
-        row the same: one token per plant tick, and the K rows stay one history."""
+        row the same (one more if the queue is still not empty: this tick will not peek): one
+        token per plant tick, and the K rows stay one history."""
         actual = obs.item(3)
         if self._pending:
             self._pending = False
@@ -279,12 +283,17 @@ class HistoryMPC(DelayedMPC):
             if self.lo <= z <= self.hi:  # outside the declared domain: that tick stays out
                 self._push(z, actual)
         self.skipped += n
-        q = self.QUEUE
         for _ in range(min(self._size, self.catch_up_max)):
-            h = self._head
-            self._plain(self._qz[h], self._qc[h])
-            self._head = (h + 1) % q
-            self._size -= 1
+            self._pop()
+        self._defer = self._size > 0  # no prediction this tick: the peek's share goes to the queue
+        if self._defer:
+            self._pop()
+
+    def _pop(self) -> None:
+        h = self._head
+        self._plain(self._qz[h], self._qc[h])
+        self._head = (h + 1) % self.QUEUE
+        self._size -= 1
 
     def predict(self, obs: np.ndarray) -> bool:
         s, xs = self.session, self.xs
@@ -294,7 +303,7 @@ class HistoryMPC(DelayedMPC):
         if not (self.lo <= z <= self.hi):
             return False  # outside the model's declared input domain: no token for this tick
         self._pending, self._pend_z = True, z
-        if self._size:  # still catching up: this tick's token waits its turn in the queue
+        if self._defer:  # still catching up: this tick's token waits its turn in the queue
             self.deferred += 1
             return False
         self._z[...] = z
