@@ -59,11 +59,20 @@ class DemoConfig:
     settle_ticks: int = 100  # tracking RMS skips them (the window filling, the filters settling); RSS after
     kp: float = 2.0
     w_omega: float = 0.05
+    catch_up_max: int = 2  # plain steps per tick after a stall (HistoryMPC): a tick runs at most 3 steps
     realtime: bool = True  # SCHED_FIFO + mlockall for the certification and the loops, where granted
     quick: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("train_steps", "samples", "ticks", "n_boot", "verify_examples", "settle_ticks"):
+        for name in (
+            "train_steps",
+            "samples",
+            "ticks",
+            "n_boot",
+            "verify_examples",
+            "settle_ticks",
+            "catch_up_max",
+        ):
             validation.positive_int(getattr(self, name), f"--{name.replace('_', '-')}")
         validation.integer(self.candidates, "--candidates", min_value=2, hint="a choice needs alternatives")
         validation.positive_real(self.period_ms, "--period-ms")
@@ -320,13 +329,17 @@ def run_loops(
                 ex[name]["artifact"], backend="ort", contracts="monitor", budget_ns=cfg.tick_budget_ns
             )
             try:
-                controller = HistoryMPC(session, norm, plant, ex[name]["output_bound"], **weights)
+                controller = HistoryMPC(
+                    session, norm, plant, ex[name]["output_bound"], catch_up_max=cfg.catch_up_max, **weights
+                )
                 r = run_loop(controller, s, cfg, isolation=isolation)
                 r["window"] = session.window
                 r["sliding"] = session.sliding
                 r["final_position"] = session.position
                 r["skipped_ticks_taken_in"] = controller.skipped
                 r["tokens_replaced"] = controller.replaced
+                r["ticks_deferred_catching_up"] = controller.deferred
+                r["tokens_dropped"] = controller.dropped
                 assert session.monitor is not None
                 r["contracts"] = session.monitor.summary()
             finally:
@@ -385,14 +398,21 @@ def loop_verdict(loop: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def period_shares(certify: dict[str, Any] | None, loop: dict[str, Any]) -> dict[str, Any]:
-    """The step's share of the period: the certified batch-K step (p50, p99, max) and the model
-    controller's whole tick in the loop (peek + decision + commit; p50, p99)."""
+def period_shares(certify: dict[str, Any] | None, loop: dict[str, Any], cfg: DemoConfig) -> dict[str, Any]:
+    """Why this period: the step's share of it -- the certified batch-K step (p50, p99, max) and
+    the model controller's whole tick in the loop (peek + decision + commit; p50, p99) -- and
+    the rule the period is chosen by: the tick budget (half the period) holds the most graph
+    runs a tick may make (catch_up_max + 1, HistoryMPC) at the certified step's p99."""
     period_us = loop["period_ms"] * 1e3
     out: dict[str, Any] = {"period_us": period_us, "budget_us": loop["budget_ms"] * 1e3}
     if certify:
         for key in ("p50_us", "p99_us", "max_us"):
             out[f"certified_step_{key[:-3]}_share"] = certify[key] / period_us
+        runs = cfg.catch_up_max + 1
+        need = runs * certify["p99_us"]
+        out["rule"] = f"{runs} steps at the certified p99 fit in the tick budget (half the period)"
+        out["rule_need_us"] = need
+        out["rule_met"] = bool(need <= out["budget_us"])
     for key in ("step_p50_us", "step_p99_us"):
         out[f"model_tick_{key[5:-3]}_share"] = loop["model"][key] / period_us
     return out

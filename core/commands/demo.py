@@ -318,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
 
     ce = timed("certify", certify)
     lo = timed("loop", lambda: D.run_loops(ex, tr, cfg, isolation=lambda: Isolation(realtime=cfg.realtime)))
-    lo["period"] = D.period_shares(ce, lo)
+    lo["period"] = D.period_shares(ce, lo, cfg)
     D.plot_tracking(out / "tracking.png", lo, cfg)
     D.plot_latency(out / "latency.png", lo, cfg)
     summary["window"] = cfg.window

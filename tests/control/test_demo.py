@@ -127,6 +127,9 @@ def test_public_drops_the_per_tick_arrays():
 
 def test_period_shares():
     loop = {"period_ms": 2.0, "budget_ms": 1.0, "model": {"step_p50_us": 500.0, "step_p99_us": 1000.0}}
-    s = D.period_shares({"p50_us": 200.0, "p99_us": 400.0, "max_us": 2000.0}, loop)
+    cert = {"p50_us": 200.0, "p99_us": 300.0, "max_us": 2000.0}
+    s = D.period_shares(cert, loop, D.DemoConfig(catch_up_max=2))
     assert s["certified_step_p50_share"] == pytest.approx(0.1) and s["certified_step_max_share"] == 1.0
     assert s["model_tick_p50_share"] == 0.25 and s["model_tick_p99_share"] == 0.5
+    assert s["rule_need_us"] == 900.0 and s["rule_met"]  # 3 runs x 300 us <= 1000 us
+    assert not D.period_shares(cert, loop, D.DemoConfig(catch_up_max=3))["rule_met"]
