@@ -225,6 +225,8 @@ class HistoryMPC(DelayedMPC):
         self._mean = np.asarray(norm["dy_mean"], dtype=np.float64)  # [d + 1]
         self._shift = np.zeros_like(self._mean)  # [d + 1] y + dy_mean, per tick
         self._full = np.zeros((k, 1, self._mean.size))  # [K, 1, d + 1] float64
+        self._out_buf: Any = None  # the session's output buffer, and its view of the d + 1 angle columns
+        self._out_angles: Any = None
         self.pred = self._full[:, 0, self.d - 1 : self.d + 1]  # [K, 2] (theta_{t+d}, theta_{t+d+1})
         self.lo, self.hi = session.domain
         self._index = list(range(k))  # candidate indices as ints made once
@@ -307,12 +309,14 @@ class HistoryMPC(DelayedMPC):
             self.deferred += 1
             return False
         self._z[...] = z
-        out = s.peek(xs)  # [K, 1, d + 1] standardised theta_{t+j} - y_t
+        out = s.peek(xs)  # [K, 1, d_out]: standardised theta_{t+j} - y_t first (then any auxiliary outputs)
         if output_excess(out, self.bound) > 0.0:
             return False
+        if out is not self._out_buf:  # the session's output buffer: its angle columns viewed once
+            self._out_buf, self._out_angles = out, out[..., : self._mean.size]
         full = self._full  # (y + dy_mean) + dy_std * out, in float64 (out widened exactly)
         np.add(self._mean, y, out=self._shift)
-        np.multiply(out, self._scale, out=full)
+        np.multiply(self._out_angles, self._scale, out=full)
         np.add(full, self._shift, out=full)  # self.pred is its view
         return True
 
