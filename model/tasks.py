@@ -343,6 +343,7 @@ def pendulum_meta(data: PendulumData) -> dict[str, Any]:
 HIDDEN_TRAIN_TRANSITIONS = 64_000
 HIDDEN_HELD_OUT_TRANSITIONS = 16_000
 HIDDEN_HISTORY = 16  # baseline history (and first scored position + 1) for a model without a window
+HIDDEN_TARGETS = "relative"  # or "differences" (hidden_basis)
 HIDDEN_POSITION_WEIGHTS: Callable[[int], np.ndarray] | None = None  # loss weight per position [T]
 HIDDEN_HORIZON_WEIGHTS = (
     1.0,
@@ -372,9 +373,27 @@ def hidden_features(y: np.ndarray, cmds: np.ndarray, norm: dict[str, Any]) -> np
     return ((raw - np.asarray(norm["x_mean"])) / np.asarray(norm["x_std"])).astype(np.float32)
 
 
+def hidden_basis(delay: int) -> tuple[np.ndarray, np.ndarray]:
+    """(M, L = M^-1) [d + 1, d + 1] of the "differences" target encoding: e = M r maps the angles
+    relative to y_t, r_j = theta_{t+j} - y_t, to e_1 = r_1 and the second differences
+    e_j = theta_{t+j} - 2 theta_{t+j-1} + theta_{t+j-2} (theta_t read as y_t), so the last
+    column is the acceleration the command issued at t first acts on; r = L e."""
+    n = delay + 1
+    m = np.eye(n)
+    for j in range(1, n):
+        m[j, j - 1] = -2.0
+        if j >= 2:
+            m[j, j - 2] = 1.0
+    return m, np.linalg.inv(m)
+
+
 def hidden_predictions(y_now: np.ndarray | float, out: np.ndarray, norm: dict[str, Any]) -> np.ndarray:
-    """Model outputs [..., delay + 1] to predicted angles theta_{t+1..t+delay+1}: y_t + mean + std * out."""
-    return y_now + np.asarray(norm["dy_mean"]) + np.asarray(norm["dy_std"]) * out
+    """Model outputs [..., delay + 1] to predicted angles theta_{t+1..t+delay+1}: y_t + mean + std * out,
+    mapped back through the target basis L when the norm has one (`dy_basis`): y_t + L (mean + std * out)."""
+    e = np.asarray(norm["dy_mean"]) + np.asarray(norm["dy_std"]) * out
+    if "dy_basis" in norm:
+        e = e @ np.asarray(norm["dy_basis"]).T
+    return y_now + e
 
 
 @dataclass
@@ -436,12 +455,16 @@ def hidden_prepare(
     te_theta, te_y, te_c, te_plants = hidden_episodes(rng, n_test, steps + extra - 1, "held_out", NOMINAL)
     x = np.stack([tr_y[:, :steps], tr_c[:, :steps]], axis=-1).reshape(-1, 2)  # [N*T, 2]
     dy = _hidden_targets(tr_theta, tr_y, steps, NOMINAL.delay).reshape(-1, extra)  # [N*T, d+1]
+    if HIDDEN_TARGETS == "differences":
+        dy = dy @ hidden_basis(NOMINAL.delay)[0].T
     norm = {
         "x_mean": x.mean(0).tolist(),
         "x_std": x.std(0).tolist(),
         "dy_mean": dy.mean(0).tolist(),
         "dy_std": (dy.std(0) / np.sqrt(np.asarray(HIDDEN_HORIZON_WEIGHTS))).tolist(),
     }
+    if HIDDEN_TARGETS == "differences":
+        norm["dy_basis"] = hidden_basis(NOMINAL.delay)[1].tolist()
     train_aux = None
     if aux:
         raw = hidden_aux_targets(tr_plants)  # [N, 3]
@@ -458,9 +481,10 @@ def hidden_arrays(
     """Episodes -> (x [N, T, 2], standardised targets [N, T, delay + 1]) float32."""
     t, norm = data.steps, data.norm
     x = hidden_features(y[:, :t], cmds[:, :t], norm)  # [N, T, 2]
-    target = (_hidden_targets(theta, y, t, data.plant.delay) - np.asarray(norm["dy_mean"])) / np.asarray(
-        norm["dy_std"]
-    )
+    raw = _hidden_targets(theta, y, t, data.plant.delay)  # [N, T, d + 1]
+    if "dy_basis" in norm:
+        raw = raw @ hidden_basis(data.plant.delay)[0].T
+    target = (raw - np.asarray(norm["dy_mean"])) / np.asarray(norm["dy_std"])
     return x, target.astype(np.float32)
 
 
