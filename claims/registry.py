@@ -157,6 +157,9 @@ RESULTS: dict[str, ResultsFile] = {
         ResultsFile(
             "certify-growing", "claims/results/certify/c_grow.json", "conditions.utc", "refresh_demo"
         ),
+        ResultsFile(
+            "control-diagnosis", "benchmarks/results/control_diagnosis.json", "utc", "refresh_control_diagnosis"
+        ),
         ResultsFile("prove", "claims/results/prove.json", "utc", "refresh_prove"),
         ResultsFile("evt-accuracy", "claims/results/evt_accuracy.json", "utc", "refresh_evt"),
         ResultsFile("verify-margins", "claims/results/verify_margins.json", "utc", "refresh_verify"),
@@ -1285,6 +1288,8 @@ def refresh_demo() -> None:
         summary = json.loads((demo / "demo_summary.json").read_text())
         (out / "demo_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         _slim_certificate(demo / "certify" / "certificate.json", out / "certificate.json")
+        for plot in ("tracking.png", "latency.png"):  # docs/control.md shows them
+            shutil.copyfile(demo / plot, out / plot)
         art = str(demo / "artifact")
         runs = {
             "c1": ["--budget-us", "1000", "--samples", "50000"],
@@ -1376,6 +1381,10 @@ def refresh_verify() -> None:
 
 def refresh_bench_streaming() -> None:
     _run([PY, "-m", "pytest", "benchmarks/test_streaming.py", "-q", "-p", "no:randomly"])
+
+
+def refresh_control_diagnosis() -> None:
+    _run([PY, "benchmarks/control_diagnosis.py"])
 
 
 def refresh_streaming_accuracy() -> None:

@@ -446,13 +446,13 @@ def _save(fig: Any, path: Path) -> None:
 
 
 def plot_tracking(path: Path, loop: dict[str, Any], cfg: DemoConfig) -> None:
-    """Angle and tracking error of every controller over the first 40 s of plant time."""
+    """Angle and tracking error of every controller over the first 30 s of plant time."""
     plt = _pyplot()
     dt = loop["dt_s"]
-    n = min(len(loop["model"]["_theta"]), 400)  # the first 40 s of plant time
+    n = min(len(loop["model"]["_theta"]), 300)  # the first 30 s of plant time
     t = np.arange(n) * dt  # [n]
     ref = cfg.amplitude * np.sin(2 * np.pi * t / cfg.ref_period_s)  # [n]
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
     ax.plot(t, ref, "k--", lw=1, label="reference")
     for name in CONTROLLERS:
         th = loop[name]["_theta"][:n]
@@ -474,16 +474,16 @@ def plot_latency(path: Path, loop: dict[str, Any], cfg: DemoConfig) -> None:
     """Every tick's controller step time over the run (model and memoryless), running medians,
     the tick budget, the period, and the ticks that missed their deadline."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    for name in ("model", "memoryless"):
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for name, color in (("model", "tab:blue"), ("memoryless", "tab:orange")):
         us = loop[name]["_step_ns"] / 1e3  # [ticks]
-        ax.plot(np.arange(us.size), us, ",", alpha=0.4, label=f"{name} step (every tick)")
+        ax.plot(np.arange(us.size), us, ".", ms=1, alpha=0.3, color=color, label=f"{name} step (every tick)")
         w = max(1, us.size // 200)
         med = np.array([np.median(us[i : i + w]) for i in range(0, us.size, w)])
-        ax.plot(np.arange(med.size) * w, med, lw=1.5, label=f"{name} running median")
+        ax.plot(np.arange(med.size) * w, med, lw=1.2, color=color, label=f"{name} median of {w} ticks")
         late = loop[name]["_late_ticks"]
         if late.size:
-            ax.plot(late, us[late], "x", ms=5, label=f"{name} deadline misses ({late.size})")
+            ax.plot(late, us[late], "x", ms=5, color=color, label=f"{name} deadline misses ({late.size})")
     ax.axhline(cfg.tick_budget_ns / 1e3, color="r", lw=1, ls="--", label="tick budget")
     ax.axhline(cfg.period_ns / 1e3, color="k", lw=1, ls=":", label="period")
     ax.set_yscale("log")
