@@ -225,11 +225,6 @@ class HistoryMPC(DelayedMPC):
         self._mean = np.asarray(norm["dy_mean"], dtype=np.float64)  # [d + 1]
         self._shift = np.zeros_like(self._mean)  # [d + 1] y + dy_mean, per tick
         self._full = np.zeros((k, 1, self._mean.size))  # [K, 1, d + 1] float64
-        basis = norm.get("dy_basis")  # model.tasks.hidden_basis: theta - y = L (mean + std * out)
-        self._basis_t = None if basis is None else np.asarray(basis, dtype=np.float64).T.copy()  # [d+1, d+1]
-        self._inc = np.zeros_like(self._full)  # [K, 1, d + 1] mean + std * out, before the basis
-        self._out_buf: Any = None  # the session's output buffer, and its view of the d + 1 angle columns
-        self._out_angles: Any = None
         self.pred = self._full[:, 0, self.d - 1 : self.d + 1]  # [K, 2] (theta_{t+d}, theta_{t+d+1})
         self.lo, self.hi = session.domain
         self._index = list(range(k))  # candidate indices as ints made once
@@ -312,21 +307,12 @@ class HistoryMPC(DelayedMPC):
             self.deferred += 1
             return False
         self._z[...] = z
-        out = s.peek(xs)  # [K, 1, d_out]: standardised theta_{t+j} - y_t first (then any auxiliary outputs)
+        out = s.peek(xs)  # [K, 1, d + 1] standardised theta_{t+j} - y_t
         if output_excess(out, self.bound) > 0.0:
             return False
-        if out is not self._out_buf:  # the session's output buffer: its angle columns viewed once
-            self._out_buf, self._out_angles = out, out[..., : self._mean.size]
         full = self._full  # (y + dy_mean) + dy_std * out, in float64 (out widened exactly)
-        if self._basis_t is not None:  # y + L (dy_mean + dy_std * out)
-            inc = self._inc
-            np.multiply(self._out_angles, self._scale, out=inc)
-            np.add(inc, self._mean, out=inc)
-            np.matmul(inc, self._basis_t, out=full)
-            np.add(full, y, out=full)
-            return True
         np.add(self._mean, y, out=self._shift)
-        np.multiply(self._out_angles, self._scale, out=full)
+        np.multiply(out, self._scale, out=full)
         np.add(full, self._shift, out=full)  # self.pred is its view
         return True
 

@@ -269,34 +269,3 @@ def test_catch_up_of_one_per_tick_still_drains(hidden_art, plant):
         sim.actuate(held)
     assert ok.index(True) == 8 and all(ok[8:])  # ticks 10..17 deferred (net -1 each), 18 on predict
     assert session.position == sim.k - 1
-
-
-def test_history_mpc_maps_a_difference_basis_back_to_angles(hidden_art, plant):
-    """With the "differences" target encoding (model.tasks.hidden_basis: the model predicts
-    theta_{t+1} - y_t and second differences), pred is y + L (dy_mean + dy_std * out), the same
-    as tasks.hidden_predictions, and the controller still allocates nothing per tick."""
-    from tickformer.model.tasks import hidden_basis, hidden_predictions
-
-    norm = {
-        "x_mean": [0.05, 0.1],
-        "x_std": [2.0, 0.5],
-        "dy_mean": [0.01, 0.02, 0.03],
-        "dy_std": [0.1, 0.2, 0.3],
-        "dy_basis": hidden_basis(2)[1].tolist(),
-    }
-    session, twin = runtime.load(hidden_art, backend="ort"), runtime.load(hidden_art, backend="ort")
-    c = HistoryMPC(session, norm, plant, None)
-    y = 0.3
-    c.step(np.array([y, 0.1, 0.0, 0.0, 0.0]))
-    out = twin.step(c.xs)[:, 0, :].astype(np.float64)  # [K, 3] what the peek saw
-    np.testing.assert_allclose(c.pred, hidden_predictions(y, out, norm)[:, 1:3], rtol=0, atol=1e-12)
-    plain = {k: v for k, v in norm.items() if k != "dy_basis"}
-    assert not np.allclose(c.pred, hidden_predictions(y, out, plain)[:, 1:3])  # the basis matters
-    rng = np.random.default_rng(9)
-    observations = [np.array([rng.uniform(-0.5, 0.5), 0.1, 0.0, 0.0, 0.0]) for _ in range(64)]
-    assert (
-        _net_blocks(
-            HistoryMPC(runtime.load(hidden_art, backend="ort"), norm, plant, None), observations, 2000
-        )
-        == 0
-    )
