@@ -116,6 +116,15 @@ def loop_plant(cfg: DemoConfig) -> Any:
     return draw_hidden(np.random.default_rng([cfg.seed, 14]), "held_out")
 
 
+def start_runtime() -> None:
+    """Import the ORT backend (and ONNX Runtime) now, before the stages. ONNX Runtime starts a
+    short-lived pool of threads once, some 8-9 s after it is imported (seen in /proc/self/task:
+    three threads made and joined); under mlockall(MCL_FUTURE) their stacks become resident.
+    Imported by the export stage, that fell into the first measured loop; imported first, it
+    falls into training."""
+    import tickformer.runtime.backends.ort  # noqa: F401
+
+
 # ----------------------------------------------------------------------------- train, export
 
 

@@ -294,6 +294,7 @@ def run(args: argparse.Namespace) -> int:
         summary[name] = result
         return result
 
+    D.start_runtime()
     tr = timed("train", lambda: D.train_models(out, cfg, progress=interactive))
     ex = timed("export", lambda: D.export_models(out, tr, cfg))
     timed("verify", lambda: stage_verify(out, ex["model"]["artifact"], cfg))
