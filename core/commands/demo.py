@@ -9,9 +9,9 @@ one position per tick, sliding without reset.
 
 Stages (each a function, so a missing part of the checkout fails one stage with a clear note):
 
-    1. train      the windowed model (window 32) on `pendulum-hidden`, whose held-out metrics
-                  include the baselines (memoryless twin, linear AR, nominal physics), and the
-                  memoryless model (the same network with window 1) for the loop
+    1. train      the memoryless model (the same network with window 1), then the windowed
+                  model (window 32) on `pendulum-hidden`, whose held-out metrics include the
+                  baselines (the first model as the memoryless twin, linear AR, nominal physics)
     2. export     both with batch K (the K candidate commands x 1 stream, static shapes)
     3. verify     the contracts on the exported windowed artifact (tickformer.verify.properties)
     4. certify    the batch-K step the loop runs, on ONNX Runtime, against the tick budget
