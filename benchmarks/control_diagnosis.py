@@ -2,11 +2,13 @@
 back (no wall clock, no skipped ticks), and per tick, for the candidates of the decision rule
 (control/delayed.py), the predicted against the true theta_{t+d+1} (the horizon the cost uses).
 
-    python benchmarks/control_diagnosis.py [--windows 1 16 32 64] [--steps 1500] [--ticks 600]
+    python benchmarks/control_diagnosis.py [--steps N] [--ticks 600] [--plants 3] [--windows 32 ...]
 
-Trains one model per window on `pendulum-hidden` (the demo's settings; window 1 is the
-memoryless model), exports each with batch K, and runs HistoryMPC on each, then NominalMPC and
-OracleMPC. Per controller, over ticks after the settling prefix (the demo's `settle_ticks`):
+Trains the demo's two models (tickformer.control.demo.train_models: its recipe, the memoryless
+model and the windowed one; `--windows` adds windowed models of other widths, same recipe),
+exports each with batch K, and runs HistoryMPC on each, then NominalMPC and OracleMPC, on the
+demo's plant and `--plants - 1` more held-out draws. Per controller and plant, over the ticks
+after the settling prefix (the demo's `settle_ticks`):
 
     tracking_rms          RMS of theta - r (rad), as the demo computes it
     pred_err_rms          RMS over ticks of the mean over candidates of predicted - true theta_{t+d+1}
@@ -15,6 +17,11 @@ OracleMPC. Per controller, over ticks after the settling prefix (the demo's `set
     same_choice           share of ticks whose chosen candidate is the one the decision rule
                           picks on the true predictions
 
+and per model, on the held-out episodes of its training run (in-context identification): the
+correlation across episodes between the model's d theta_{t+3} / d c_t at the last position and
+the episode's actuator coefficient k / (m L^2), and the mean ratio of that slope to its
+first-order value k / (m L^2) dt^2 / 2.
+
 Writes benchmarks/results/control_diagnosis.json (docs/control.md cites it). Not part of the
 package; minutes on 2 cores.
 """
@@ -22,23 +29,23 @@ package; minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import json
+import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tickformer.artifact import open_artifact
-from tickformer.commands.demo import DemoConfig, loop_plant, reference
 from tickformer.control import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC
+from tickformer.control.demo import DemoConfig, loop_plant, reference, train_models
 from tickformer.export.writer import export_artifact
-from tickformer.model import preset
 from tickformer.model.checkpoint import load_checkpoint
-from tickformer.model.plant import hidden_step
-from tickformer.model.tasks import get_task
-from tickformer.model.train import TrainSettings, train
+from tickformer.model.plant import draw_hidden, hidden_step
 from tickformer.runtime import load
 
 OUT = Path(__file__).resolve().parent / "results" / "control_diagnosis.json"
@@ -81,65 +88,107 @@ def diagnose(ctl: Any, sim: HiddenPlantSim, ticks: int, settle: int) -> dict[str
     }
 
 
+def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
+    """In-context identification on the run's held-out episodes (module docstring)."""
+    from tickformer.model.checkpoint import load_checkpoint as _load
+    from tickformer.model.tasks import get_task, hidden_arrays
+    from tickformer.model.train import TrainSettings, seeded_generators
+    from tickformer.model.transformer import forward
+
+    ck = _load(checkpoint)
+    task = get_task("pendulum-hidden")
+    settings = TrainSettings.for_task(task, steps=cfg.train_steps, seed=cfg.seed)
+    data = task.prepare(ck.config, seeded_generators(settings.seed)["data"])
+    d = data.plant.delay
+    x, _ = hidden_arrays(data.test_theta, data.test_y, data.test_cmds, data)
+    outs = []
+    for c in (-1.0, 1.0):
+        xc = x.copy()
+        xc[:, -1, 1] = (c - data.norm["x_mean"][1]) / data.norm["x_std"][1]
+        outs.append(forward(ck.params, ck.config, xc)[:, -1, d] * data.norm["dy_std"][d])
+    slope = (outs[1] - outs[0]) / 2  # [N] rad per unit command
+    gain = np.array([p.coefficients[2] for p in data.test_plants])  # [N]
+    first_order = gain * data.plant.dt**2 / 2
+    return {
+        "slope_gain_correlation": float(np.corrcoef(slope, gain)[0, 1]),
+        "slope_to_first_order_mean": float(np.mean(slope / first_order)),
+        "slope_to_first_order_std": float(np.std(slope / first_order)),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--windows", type=int, nargs="+", default=[1, 16, 32, 64])
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=None, help="training steps (default: the demo's)")
     ap.add_argument("--ticks", type=int, default=600)
+    ap.add_argument("--plants", type=int, default=3, help="the demo's plant and this many - 1 more draws")
+    ap.add_argument("--windows", type=int, nargs="*", default=[], help="more windowed models to compare")
     args = ap.parse_args()
-    cfg = DemoConfig()
-    plant = loop_plant(cfg)
+    cfg = DemoConfig(quick=True)
+    if args.steps is not None:
+        cfg = dataclasses.replace(cfg, train_steps=args.steps)
+    plants = [loop_plant(cfg)] + [
+        draw_hidden(np.random.default_rng([cfg.seed + i, 14]), "held_out") for i in range(1, args.plants)
+    ]
     weights = {"kp": cfg.kp, "w_omega": cfg.w_omega}
-    task = get_task("pendulum-hidden")
-    settings = TrainSettings.for_task(task, steps=args.steps, seed=cfg.seed)
-
-    def sim() -> HiddenPlantSim:
-        return HiddenPlantSim(plant, reference(cfg), args.ticks + 1, seed=cfg.seed)
-
     result: dict[str, Any] = {
         "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "python benchmarks/control_diagnosis.py "
         + " ".join(
-            f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items()
+            f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in vars(args).items()
+            if v is not None and v != []
         ),
+        "load_average_before": list(os.getloadavg()),
+        "train_steps": cfg.train_steps,
         "ticks": args.ticks,
         "settle_ticks": cfg.settle_ticks,
         "candidates": cfg.candidates,
+        "plants": [p.to_dict() for p in plants],
+        "models": {},
         "controllers": {},
     }
+
+    def run(name: str, make: Any) -> None:
+        rows = []
+        for plant in plants:
+            sim = HiddenPlantSim(plant, reference(cfg), args.ticks + 1, seed=cfg.seed)
+            rows.append(diagnose(make(plant, sim), sim, args.ticks, cfg.settle_ticks))
+        result["controllers"][name] = rows
+        print(f"{name}: tracking {[round(r['tracking_rms'], 4) for r in rows]}", flush=True)
+
     with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        tr = train_models(Path(tmp), cfg)
+        result["train_seconds"] = round(time.perf_counter() - t0, 1)
+        ckpts = {"model": tr["checkpoint"], "memoryless": tr["checkpoint_memoryless"]}
         for w in args.windows:
-            run = train(
-                task,
-                preset(task.preset).replace(window=w),
-                settings,
-                out=Path(tmp) / f"ck{w}",
-                preset_name=task.preset,
-                progress=False,
-            )
-            art = export_artifact(run.checkpoint, Path(tmp) / f"art{w}", batch=cfg.candidates)
+            extra = train_models(Path(tmp) / f"w{w}", dataclasses.replace(cfg, window=w))
+            ckpts[f"window_{w}"] = extra["checkpoint"]
+        for name, ckpt in ckpts.items():
+            art = export_artifact(ckpt, Path(tmp) / f"art-{name}", batch=cfg.candidates)
             bound = open_artifact(art).manifest.get("output_bound")
-            session = load(art, backend="ort", contracts="off")
+            meta = load_checkpoint(ckpt).meta
+            h = meta["metrics"]
+            result["models"][name] = {
+                "window": load_checkpoint(ckpt).config.window,
+                "held_out_rmse": h["model_rmse"],
+                "held_out_rmse_3_step": h["model_rmse_3_step"],
+                **identification(ckpt, cfg),
+            }
+            session = load(art, backend="ort")
+
+            def fresh(
+                plant: Any, sim: Any, session: Any = session, meta: Any = meta, bound: Any = bound
+            ) -> Any:
+                session.reset()  # a new plant: a new history
+                return HistoryMPC(session, meta["norm"], plant, bound, **weights)
+
             try:
-                ctl = HistoryMPC(
-                    session, load_checkpoint(run.checkpoint).meta["norm"], plant, bound, **weights
-                )
-                row = diagnose(ctl, sim(), args.ticks, cfg.settle_ticks)
+                run(name, fresh)
             finally:
                 session.close()
-            h = run.metrics["held_out"]
-            row["held_out_rmse_3_step"] = h["model_rmse_3_step"]
-            result["controllers"][f"window_{w}"] = row
-            print(f"window {w}: {row}", flush=True)
-    result["controllers"]["nominal"] = diagnose(
-        NominalMPC(cfg.candidates, **weights), sim(), args.ticks, cfg.settle_ticks
-    )
-    s = sim()
-    result["controllers"]["oracle"] = diagnose(
-        OracleMPC(cfg.candidates, s, **weights), s, args.ticks, cfg.settle_ticks
-    )
-    for name in ("nominal", "oracle"):
-        print(f"{name}: {result['controllers'][name]}")
+    run("nominal", lambda plant, sim: NominalMPC(cfg.candidates, **weights))
+    run("oracle", lambda plant, sim: OracleMPC(cfg.candidates, sim, **weights))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {OUT}")

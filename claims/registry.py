@@ -157,6 +157,12 @@ RESULTS: dict[str, ResultsFile] = {
         ResultsFile(
             "certify-growing", "claims/results/certify/c_grow.json", "conditions.utc", "refresh_demo"
         ),
+        ResultsFile(
+            "control-diagnosis",
+            "benchmarks/results/control_diagnosis.json",
+            "utc",
+            "refresh_control_diagnosis",
+        ),
         ResultsFile("prove", "claims/results/prove.json", "utc", "refresh_prove"),
         ResultsFile("ieee754", "claims/results/ieee754.json", "utc", "refresh_ieee754"),
         ResultsFile("prove-graphs", "claims/results/prove_graphs.json", "utc", "refresh_prove_graphs"),
@@ -366,7 +372,7 @@ R = "README.md"
     .result("budget", "demo", "certify.budget_us", "{:.0f}")
     .result("certify p50", "demo", "certify.p50_us", "{:.1f}")
     .result("certify p99", "demo", "certify.p99_us", "{:.1f}")
-    .result("certify max", "demo", "certify.max_us", "{:.1f}", scale=1e-3)
+    .result("certify max", "demo", "certify.max_us", "{:.0f}")
     .result("period", "demo", "loop.period_ms", "{:g}")
     .result("model ticks", "demo", "loop.model.ticks", "{:,}")
     .result("model rms", "demo", "loop.model.tracking_rms", "{:.4f}")
@@ -1084,6 +1090,64 @@ for _name in ("mass", "length", "damping", "gain"):
     .param("noise", lambda: _nominal("noise"), "{:g}", "model/plant.py NOMINAL.noise")
     .param("dt", lambda: _nominal("dt"), "{:g}", "model/plant.py NOMINAL.dt")
 )
+
+
+def _hidden_task_setting(name: str) -> Any:
+    return getattr(importlib.import_module("tickformer.model.tasks").TASKS["pendulum-hidden"], name)
+
+
+def _hidden_episodes_per(transitions: str) -> int:
+    tasks = importlib.import_module("tickformer.model.tasks")
+    max_len = importlib.import_module("tickformer.model.config").preset("control-hidden").max_len
+    return getattr(tasks, transitions) // max_len
+
+
+def _max_hold() -> int:
+    import inspect
+
+    plant = importlib.import_module("tickformer.model.plant")
+    return inspect.signature(plant.hidden_episodes).parameters["max_hold"].default
+
+
+(
+    Span(f"{K}#data")
+    .param(
+        "tick share",
+        lambda: round(100 * dict(importlib.import_module("tickformer.model.plant").EPISODE_MIX)["tick"]),
+        "{}",
+        "model/plant.py EPISODE_MIX",
+    )
+    .literal("1", "the shortest hold, 1 tick")
+    .param("max hold", _max_hold, "{}", "model/plant.py hidden_episodes(max_hold=)")
+    .param(
+        "train episodes",
+        lambda: _hidden_episodes_per("HIDDEN_TRAIN_TRANSITIONS"),
+        "{:,}",
+        "HIDDEN_TRAIN_TRANSITIONS // max_len",
+    )
+    .param(
+        "train transitions",
+        lambda: importlib.import_module("tickformer.model.tasks").HIDDEN_TRAIN_TRANSITIONS,
+        "{:,}",
+        "model/tasks.py HIDDEN_TRAIN_TRANSITIONS",
+    )
+    .param(
+        "held-out episodes",
+        lambda: _hidden_episodes_per("HIDDEN_HELD_OUT_TRANSITIONS"),
+        "{:,}",
+        "HIDDEN_HELD_OUT_TRANSITIONS // max_len",
+    )
+    .param(
+        "held-out transitions",
+        lambda: importlib.import_module("tickformer.model.tasks").HIDDEN_HELD_OUT_TRANSITIONS,
+        "{:,}",
+        "model/tasks.py HIDDEN_HELD_OUT_TRANSITIONS",
+    )
+    .param("steps", lambda: _hidden_task_setting("steps"), "{:,}", "model/tasks.py TASKS['pendulum-hidden']")
+    .param(
+        "batch", lambda: _hidden_task_setting("batch_size"), "{}", "model/tasks.py TASKS['pendulum-hidden']"
+    )
+)
 _pred = Span(f"{K}#prediction")
 for _label, _key in (
     ("model", "train.held_out_rmse"),
@@ -1104,6 +1168,70 @@ for _label, _key in (
     .literal("1", "the memoryless model's window (row label)")
     .literal("3", "the 3-step horizon (column label)")
 )
+(
+    Span(f"{K}#period")
+    .result("period", "demo", "loop.period_ms", "{:g}")
+    .result("cert p50", "demo", "certify.p50_us", "{:.0f}")
+    .result("cert p99", "demo", "certify.p99_us", "{:.0f}")
+    .result("cert p50 share", "demo", "loop.period.certified_step_p50_share", "{:.1f}", scale=100)
+    .result("cert p99 share", "demo", "loop.period.certified_step_p99_share", "{:.1f}", scale=100)
+    .result("tick p50", "demo", "loop.model.step_p50_us", "{:.0f}")
+    .result("tick p99", "demo", "loop.model.step_p99_us", "{:.0f}")
+    .result("tick p50 share", "demo", "loop.period.model_tick_p50_share", "{:.1f}", scale=100)
+    .result("tick p99 share", "demo", "loop.period.model_tick_p99_share", "{:.1f}", scale=100)
+    .param(
+        "runs",
+        lambda: importlib.import_module("tickformer.control.demo").DemoConfig().catch_up_max + 1,
+        "{}",
+        "DemoConfig.catch_up_max + 1",
+    )
+    .result("rule need", "demo", "loop.period.rule_need_us", "{:.0f}")
+    .result("budget", "demo", "loop.period.budget_us", "{:.0f}")
+)
+_mon = Span(f"{K}#monitor").result("budget", "demo", "loop.period.budget_us", "{:.0f}")
+for _c in ("model", "memoryless"):
+    _mon.result(f"{_c} steps", "demo", f"loop.{_c}.contracts.steps", "{:,}")
+    for _k in ("input_domain", "output_bound", "latency"):
+        _mon.result(f"{_c} {_k}", "demo", f"loop.{_c}.contracts.contracts.{_k}.violations", "{:,}")
+
+
+def _diag_mean(d: Any, controller: str, key: str) -> list:
+    return [r[key] for r in d["controllers"][controller]]
+
+
+_diag = Span(f"{K}#diagnosis").literal("3", "the three plants (column label)")
+for _c in ("model", "nominal", "oracle"):
+    for _i in range(3):
+        (
+            _diag.derived(
+                f"{_c} track {_i}",
+                "control-diagnosis",
+                lambda d, c=_c, i=_i: d["controllers"][c][i]["tracking_rms"],
+                "{:.4f}",
+                f"controllers.{_c}[{_i}].tracking_rms",
+            )
+            .derived(
+                f"{_c} perr {_i}",
+                "control-diagnosis",
+                lambda d, c=_c, i=_i: d["controllers"][c][i]["pred_err_rms"],
+                "{:.4f}",
+                f"controllers.{_c}[{_i}].pred_err_rms",
+            )
+            .derived(
+                f"{_c} slope {_i}",
+                "control-diagnosis",
+                lambda d, c=_c, i=_i: (
+                    d["controllers"][c][i]["slope_pred"] / d["controllers"][c][i]["slope_true"]
+                ),
+                "{:.2f}",
+                f"controllers.{_c}[{_i}] slope_pred / slope_true",
+            )
+        )
+(
+    _diag.result("corr", "control-diagnosis", "models.model.slope_gain_correlation", "{:.2f}").result(
+        "corr memoryless", "control-diagnosis", "models.memoryless.slope_gain_correlation", "{:.2f}"
+    )
+)
 _loop = Span(f"{K}#loop")
 for _c in ("model", "memoryless", "nominal", "oracle"):
     (
@@ -1119,14 +1247,28 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
     Span(f"{K}#latency")
     .result("p50 first", "demo", "loop.model.step_p50_first_10pct_us", "{:.0f}")
     .result("p50 last", "demo", "loop.model.step_p50_last_10pct_us", "{:.0f}")
-    .result("rss start", "demo", "loop.model.rss_start_bytes", "{:.1f}", scale=1e-6)
+    .result("p50 change", "demo", "loop.model.step_p50_change", "{:+.1f}", scale=100)
+    .param(
+        "tolerance",
+        lambda: 100 * importlib.import_module("tickformer.control.demo").P50_DRIFT_TOLERANCE,
+        "{:.0f}",
+        "control/demo.py P50_DRIFT_TOLERANCE",
+    )
+    .result("warm ticks", "demo", "loop.model.rss_warm_tick", "{}")
+    .result("rss warm", "demo", "loop.model.rss_warm_bytes", "{:.1f}", scale=1e-6)
     .result("rss end", "demo", "loop.model.rss_end_bytes", "{:.1f}", scale=1e-6)
     .literal("10", "the first tenth of the ticks (column label)")
     .literal("10", "the last tenth of the ticks (column label)")
 )
 (
-    _loop.literal("32", "the model's window (column label)").literal(
-        "1", "the memoryless model's window (column label)"
+    _loop.literal("32", "the model's window (column label)")
+    .literal("1", "the memoryless model's window (column label)")
+    .result("ratio", "demo", "loop.verdict.tracking.model_to_oracle", "{:.2f}")
+    .param(
+        "target",
+        lambda: importlib.import_module("tickformer.control.demo").TRACKING_RATIO_TARGET,
+        "{}",
+        "control/demo.py",
     )
 )
 
@@ -1232,6 +1374,9 @@ LITERALS: dict[str, dict[str, str]] = {
         "1e-5": "the tolerance's floor (export/bounds.py)",
     },
     "docs/control.md": {
+        "1": "the tick budget in ms: half the demo's 2 ms period (DemoConfig)",
+        "160": "4 loops x 20,000 ticks x 2 ms, arithmetic on DemoConfig",
+        "40": "20,000 ticks x 2 ms, arithmetic on DemoConfig",
         "1e-6": "the EKF's process noise on theta (model/plant.py HiddenEKF q_theta)",
         "1e-3": "the EKF's process noise on omega (HiddenEKF q_omega)",
         "17": "the demo's candidates (DemoConfig.candidates)",
@@ -1244,6 +1389,7 @@ LITERALS: dict[str, dict[str, str]] = {
         "1.5": "the issue's target ratio to the oracle",
     },
     "docs/certify.md": {
+        "2": "the demo's 2 ms period (DemoConfig.period_ms)",
         "5": "the demo's 5 ms period (DemoConfig.period_ms)",
         "10": "duty cycle idle share (10%), and the demo's 10 ms tick budget",
         "95": "RT throttling's 95% and the 95% bootstrap level",
@@ -1368,6 +1514,8 @@ def refresh_demo() -> None:
         summary = json.loads((demo / "demo_summary.json").read_text())
         (out / "demo_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         _slim_certificate(demo / "certify" / "certificate.json", out / "certificate.json")
+        for plot in ("tracking.png", "latency.png"):  # docs/control.md shows them
+            shutil.copyfile(demo / plot, out / plot)
         art = str(demo / "artifact")
         runs = {
             "c1": ["--budget-us", "1000", "--samples", "50000"],
@@ -1477,6 +1625,10 @@ def refresh_verify() -> None:
 
 def refresh_bench_streaming() -> None:
     _run([PY, "-m", "pytest", "benchmarks/test_streaming.py", "-q", "-p", "no:randomly"])
+
+
+def refresh_control_diagnosis() -> None:
+    _run([PY, "benchmarks/control_diagnosis.py"])
 
 
 def refresh_streaming_accuracy() -> None:

@@ -186,7 +186,18 @@ class HistoryMPC(DelayedMPC):
     it (the loop fell back, or the prediction was unusable), so every token is what the plant
     got. Then one plain step per skipped tick, then the peek of this tick. Model outputs are
     checked with the output-bound contract; a violation, or a measured angle outside the
-    declared input domain, gives a non-finite action (the loop's fallback)."""
+    declared input domain, gives a non-finite action (the loop's fallback).
+
+    Bounded catch-up (`catch_up_max` = m): tokens that still need a plain step wait in a queue
+    made once, and at most m of them are stepped per tick (None: all of them), plus one more on
+    a tick that cannot predict anyway, so a tick never runs more than m + 1 steps. While the
+    queue is not empty the tick's own token joins it and the tick has no prediction (the loop's
+    fallback holds the command); the queue shrinks by m tokens per such tick. After a
+    stall of many periods the work per tick stays bounded instead of making the next ticks late
+    too. A queue longer than `QUEUE` drops its oldest tokens (counted in `dropped`; beyond a
+    window-W model's W newest they change nothing)."""
+
+    QUEUE = 2 * GAP_MAX + 2  # tokens the catch-up queue holds
 
     def __init__(
         self,
@@ -194,6 +205,8 @@ class HistoryMPC(DelayedMPC):
         norm: dict[str, Any],
         plant: HiddenPendulum,
         output_bound: float | None,
+        *,
+        catch_up_max: int | None = None,
         **weights: float,
     ) -> None:
         k = session.input_shape[0]
@@ -222,18 +235,39 @@ class HistoryMPC(DelayedMPC):
         self._pending = False  # a token of the last tick awaits its actuated command
         self._pend_z = 0.0  # its standardised measurement
         self._pend_j = -1  # the candidate chosen for it (-1: none)
-        self.skipped = 0  # skipped ticks taken in (plain steps committed)
+        self.skipped = 0  # skipped ticks taken in (their tokens queued)
         self.replaced = 0  # tokens committed with another command than the chosen candidate
+        self.catch_up_max = (
+            self.QUEUE if catch_up_max is None else validation.positive_int(catch_up_max, "catch_up_max")
+        )
+        self._qz = [0.0] * self.QUEUE  # queued tokens' standardised measurements (a ring)
+        self._qc = [0.0] * self.QUEUE  # and their actuated commands
+        self._head = self._size = 0
+        self._defer = False  # this tick catches up and does not predict
+        self.deferred = 0  # ticks without a prediction because the queue was not empty
+        self.dropped = 0  # tokens dropped from a full queue (the oldest)
 
     def _plain(self, z: float, command: float) -> None:
         self._gap_z[...] = z
         self._gap_c[...] = (command - self.cm) / self.cs
         self.session.step(self.gap_xs)
 
+    def _push(self, z: float, command: float) -> None:
+        q = self.QUEUE
+        if self._size == q:  # full: drop the oldest
+            self._head = (self._head + 1) % q
+            self._size -= 1
+            self.dropped += 1
+        i = (self._head + self._size) % q
+        self._qz[i], self._qc[i] = z, command
+        self._size += 1
+
     def catch_up(self, obs: np.ndarray) -> None:
-        """Commit the last tick's token with the command actuated (obs[3]), then one plain step
-        per skipped tick, every batch row the same (y_i, held command): one token per plant
-        tick, and the K rows stay one history."""
+        """Commit the last tick's token with the command actuated (obs[3]) -- `commit(j)` of
+        the peeked candidate, or into the queue -- then queue one token per skipped tick (y_i,
+        held command), then step up to `catch_up_max` queued tokens, oldest first, every batch
+        row the same (one more if the queue is still not empty: this tick will not peek): one
+        token per plant tick, and the K rows stay one history."""
         actual = obs.item(3)
         if self._pending:
             self._pending = False
@@ -242,13 +276,24 @@ class HistoryMPC(DelayedMPC):
                 self.session.commit(self._index[j])
             else:
                 self.replaced += 1
-                self._plain(self._pend_z, actual)
+                self._push(self._pend_z, actual)
         n = int(obs.item(4))
         for i in range(n):
             z = (obs.item(OBS_HEAD + i) - self.ym) / self.ys
             if self.lo <= z <= self.hi:  # outside the declared domain: that tick stays out
-                self._plain(z, actual)
+                self._push(z, actual)
         self.skipped += n
+        for _ in range(min(self._size, self.catch_up_max)):
+            self._pop()
+        self._defer = self._size > 0  # no prediction this tick: the peek's share goes to the queue
+        if self._defer:
+            self._pop()
+
+    def _pop(self) -> None:
+        h = self._head
+        self._plain(self._qz[h], self._qc[h])
+        self._head = (h + 1) % self.QUEUE
+        self._size -= 1
 
     def predict(self, obs: np.ndarray) -> bool:
         s, xs = self.session, self.xs
@@ -258,6 +303,9 @@ class HistoryMPC(DelayedMPC):
         if not (self.lo <= z <= self.hi):
             return False  # outside the model's declared input domain: no token for this tick
         self._pending, self._pend_z = True, z
+        if self._defer:  # still catching up: this tick's token waits its turn in the queue
+            self.deferred += 1
+            return False
         self._z[...] = z
         out = s.peek(xs)  # [K, 1, d + 1] standardised theta_{t+j} - y_t
         if output_excess(out, self.bound) > 0.0:

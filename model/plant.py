@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tickformer import validation
 from tickformer.errors import ConfigError
 
 
@@ -46,8 +47,7 @@ class PendulumParams:
                 raise ConfigError(f"pendulum {name}={getattr(self, name)!r} must be > 0")
         if not self.damping >= 0:
             raise ConfigError(f"pendulum damping={self.damping!r} must be >= 0")
-        if not isinstance(self.substeps, int) or self.substeps < 1:
-            raise ConfigError(f"pendulum substeps={self.substeps!r} must be a positive integer")
+        validation.positive_int(self.substeps, "pendulum substeps")
 
     def to_dict(self) -> dict[str, float | int]:
         return {
@@ -175,7 +175,10 @@ SPLITS = ("train", "held_out")
 BANDS = 6  # each range cut into 6 equal bands: training draws bands 0, 2, 4; held-out 1, 3, 5
 START_THETA = 2.0  # rad: episodes start with theta uniform in [-2, 2] (strongly nonlinear swings)
 START_OMEGA = 1.0  # rad/s: and omega uniform in [-1, 1]
-TICK_COMMAND_SHARE = 0.5  # episodes whose command is redrawn every tick (the rest: held 1..max_hold)
+# Episode kinds and their shares: "held" (random levels held 1..max_hold ticks) and "tick" (a new
+# random command every tick: the most excitation, so the command's effect is identifiable from the
+# stream; more of them made the closed loop track better, docs/control.md)
+EPISODE_MIX: tuple[tuple[str, float], ...] = (("held", 0.3), ("tick", 0.7))
 
 
 @dataclass(frozen=True)
@@ -198,12 +201,10 @@ class HiddenPendulum:
         for name in ("damping", "noise"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"hidden pendulum {name}={getattr(self, name)!r} must be >= 0")
-        for name in ("delay", "substeps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < (1 if name == "substeps" else 0):
-                raise ConfigError(
-                    f"hidden pendulum {name}={value!r} must be an integer >= {int(name == 'substeps')}"
-                )
+        validation.nonneg_int(
+            self.delay, "hidden pendulum delay", hint="ticks between a command and the joint"
+        )
+        validation.positive_int(self.substeps, "hidden pendulum substeps", hint="RK4 steps per tick")
 
     @property
     def coefficients(self) -> tuple[float, float, float]:
@@ -295,9 +296,11 @@ def hidden_episodes(
     max_hold: int = 8,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum]]:
     """n episodes of `steps` ticks, each with its own constants (`draw_hidden`), a random start
-    (theta in [-1, 1] rad, omega in [-1, 1] rad/s) and piecewise-constant random commands (levels
-    uniform in [-1, 1], held 1..max_hold ticks). Vectorised over episodes. Episodes that go over
-    the top (|theta| >= pi at any tick) are redrawn, so angles stay continuous without wrapping.
+    (theta uniform in [-START_THETA, START_THETA] rad, omega in [-START_OMEGA, START_OMEGA] rad/s)
+    and random commands, levels uniform in [-1, 1]: per EPISODE_MIX a new level every tick
+    ("tick") or each held 1..max_hold ticks ("held"). Vectorised over episodes. Episodes that go
+    over the top (|theta| >= pi at any tick) are redrawn, so angles stay continuous without
+    wrapping.
 
     Returns (theta [n, steps + 1] true angles, y [n, steps + 1] measured angles, commands
     [n, steps] issued at each tick, constants per episode)."""
@@ -331,10 +334,12 @@ def _draw_episodes(
     plants = [draw_hidden(rng, split, base) for _ in range(n)]
     coef = np.array([p.coefficients for p in plants])  # [n, 3]
     a, b, c = coef[:, 0], coef[:, 1], coef[:, 2]
+    names = [name for name, _ in EPISODE_MIX]
+    kinds = rng.choice(len(names), size=n, p=[share for _, share in EPISODE_MIX])  # [n]
     cmds = np.empty((n, steps))
     for i in range(n):
         t = 0
-        limit = 1 if rng.uniform() < TICK_COMMAND_SHARE else max_hold  # per-tick commands, or held
+        limit = 1 if names[kinds[i]] == "tick" else max_hold  # per-tick commands, or held
         while t < steps:
             hold = int(rng.integers(1, limit + 1))
             cmds[i, t : t + hold] = rng.uniform(-1.0, 1.0)

@@ -340,7 +340,7 @@ def pendulum_meta(data: PendulumData) -> dict[str, Any]:
 
 # Episodes are max_len ticks (the training sequence length) plus the `delay + 1` ticks of future
 # the last position's targets need. Transition counts are fixed, not episode counts.
-HIDDEN_TRAIN_TRANSITIONS = 64_000
+HIDDEN_TRAIN_TRANSITIONS = 1_000_000  # 15,625 episodes of 64 ticks: constants enough to learn to identify
 HIDDEN_HELD_OUT_TRANSITIONS = 16_000
 HIDDEN_HISTORY = 16  # baseline history (and first scored position + 1) for a model without a window
 
@@ -433,9 +433,8 @@ def hidden_arrays(
     """Episodes -> (x [N, T, 2], standardised targets [N, T, delay + 1]) float32."""
     t, norm = data.steps, data.norm
     x = hidden_features(y[:, :t], cmds[:, :t], norm)  # [N, T, 2]
-    target = (_hidden_targets(theta, y, t, data.plant.delay) - np.asarray(norm["dy_mean"])) / np.asarray(
-        norm["dy_std"]
-    )
+    raw = _hidden_targets(theta, y, t, data.plant.delay)  # [N, T, d + 1]
+    target = (raw - np.asarray(norm["dy_mean"])) / np.asarray(norm["dy_std"])
     return x, target.astype(np.float32)
 
 
@@ -654,9 +653,12 @@ TASKS: dict[str, Task] = {
             "command stream (unknown per-episode physics, actuator delay)"
         ),
         preset="control-hidden",
-        steps=1500,
-        batch_size=8,
-        warmup=150,
+        # In-context identification of each episode's constants needs many episodes and steps:
+        # 1,500 steps of 8 learnt a slope d theta / d command about the same for every episode
+        # (docs/control.md, benchmarks/control_diagnosis.py).
+        steps=10_000,
+        batch_size=16,
+        warmup=400,
         lr_scale=1.0,
         ema_decay=0.995,
         prepare=hidden_prepare,

@@ -11,11 +11,19 @@ Per-tick policy (the mission's "defined fallback"): the step's output is used on
     - the step returned (an exception counts as a *fault*),
     - it took at most `budget_ns` (`contracts.latency.over_budget_ns`; else an *overrun*),
     - it is finite and within the declared output bound (`contracts.output_bound.output_excess`;
-      else a *contract violation*).
+      else a *contract violation*),
+    - it is ready by the tick's deadline (`late_fallback`, the default; else a *late output*).
 Otherwise the tick actuates the fallback: the last good output ("hold") or a user-supplied safe
 action ("safe"), and the reason is counted. The loop itself never raises because of a step.
 A Python step cannot be pre-empted: an overrunning step still completes (and advances the
 session); only its late output is discarded.
+
+Deadline misses: a tick misses its deadline when its output is handed to `actuate` after the
+deadline (the release of the next tick); the lateness is measured at that hand-over. With
+`late_fallback` every such output is the fallback's (the actuator holds what it has: a late
+command never goes out), so every miss is covered by the fallback by construction. The next
+release is chosen after `actuate` returns, so the time `actuate` takes (in a simulation: the
+plant's own integration) can skip a period without making that tick's output late.
 
 Times are integers from an injectable clock (default `time.perf_counter_ns`), and waiting goes
 through an injectable `sleep(duration_ns)`, so tests drive the policy deterministically.
@@ -41,7 +49,8 @@ from tickformer.runtime.steppable import Steppable
 
 FALLBACKS = ("hold", "safe")
 # per-tick outcome flags (bit mask, stored in the optional trace)
-OK, OVERRUN, VIOLATION, FAULT, MISSED = 0, 1, 2, 4, 8
+OK, OVERRUN, VIOLATION, FAULT, MISSED, LATE = 0, 1, 2, 4, 8, 16
+FALLBACK_FLAGS = OVERRUN | VIOLATION | FAULT | LATE  # a tick with one of these actuated the fallback
 
 
 def sleep_ns(duration_ns: int) -> None:
@@ -64,7 +73,9 @@ class LoopConfig:
     for lower wake-up lateness; 0 = sleep only).
     flush_denormals: run the loop with flush-to-zero in its thread (runtime/denormals.py: the
     step's time then does not depend on the position or on subnormal values), restored after;
-    False leaves the thread's floating-point state as the caller set it."""
+    False leaves the thread's floating-point state as the caller set it.
+    late_fallback: an output ready after its tick's deadline is not actuated; the fallback is
+    (counted as a *late output*). False: a late output is still used (the miss is counted)."""
 
     period_ns: int
     budget_ns: int | None = None
@@ -76,6 +87,7 @@ class LoopConfig:
     hist_bins: int = 200
     spin_ns: int = 0
     flush_denormals: bool = True
+    late_fallback: bool = True
 
     def __post_init__(self) -> None:
         validation.positive_int(self.period_ns, "period_ns", hint="e.g. 1_000_000 for 1 kHz")
@@ -91,6 +103,7 @@ class LoopConfig:
             raise ConfigError(f"output_bound={self.output_bound!r} must be a positive finite number or None")
         validation.optional_positive_int(self.reset_at, "reset_at", hint="a position >= 1, or None")
         validation.boolean(self.flush_denormals, "flush_denormals")
+        validation.boolean(self.late_fallback, "late_fallback")
         validation.integer(
             self.spin_ns,
             "spin_ns",
@@ -132,6 +145,7 @@ class LoopStats:
     overflow: int
     last_fault: str | None
     denormals_flushed: bool = False  # flush-to-zero was on in the loop's thread
+    late_outputs: int = 0  # outputs ready after their deadline, replaced by the fallback (late_fallback)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -191,6 +205,7 @@ class ControlLoop:
         reset_at = config.reset_at if config.reset_at is not None else default_reset
         self._reset_at = reset_at
         self._budget = config.effective_budget_ns
+        self._y: Any = None  # the step's output between _step_checked and _decide
         self.trace: dict[str, np.ndarray] | None = None
         self._clear()
 
@@ -200,6 +215,7 @@ class ControlLoop:
         self._overflow = 0
         self._ticks = self._skipped = self._misses = 0
         self._overruns = self._violations = self._faults = self._fallbacks = self._resets = 0
+        self._late_outputs = 0
         self._wake_min = self._late_min = self._step_min = 1 << 62
         self._wake_max = self._late_max = self._step_max = -(1 << 62)
         self._wake_sum = self._late_sum = self._step_sum = self._step_last = 0
@@ -213,7 +229,8 @@ class ControlLoop:
 
     # ------------------------------------------------------------------ one tick
     def _step_checked(self, x: np.ndarray) -> int:
-        """Run the step, decide, and fill self._out. Returns the outcome flags. Real-time safe."""
+        """Run the step and check it; a good output is left in self._y for `_decide`. Returns
+        the outcome flags. Real-time safe."""
         session = self.session
         t0 = self.clock()
         try:
@@ -248,6 +265,17 @@ class ControlLoop:
         ):
             flags = VIOLATION
             self._violations += 1
+        self._y = y
+        return flags
+
+    def _decide(self, flags: int, ready: int, deadline: int) -> int:
+        """Fill self._out with the step's output or the fallback: a good output ready after the
+        deadline (`late_fallback`) is a late output. Returns the flags. Real-time safe."""
+        if flags == OK and self.config.late_fallback and ready > deadline:
+            flags = LATE
+            self._late_outputs += 1
+        y = self._y
+        self._y = None
         if flags == OK and y is not None:
             np.copyto(self._out, y)
             np.copyto(self._last_good, self._out)
@@ -289,7 +317,8 @@ class ControlLoop:
         """Execute `n_ticks` ticks (skipped periods do not count as executed ticks).
 
         trace=True preallocates per-tick arrays in `self.trace`: tick index k, wake lateness,
-        step time, lateness against the deadline, outcome flags (OVERRUN|VIOLATION|FAULT|MISSED).
+        step time, lateness of the output against the deadline, outcome flags
+        (OVERRUN|VIOLATION|FAULT|LATE|MISSED).
         """
         validation.positive_int(n_ticks, "n_ticks")
         self._clear()
@@ -331,9 +360,12 @@ class ControlLoop:
             self._record_wake(wake)
             x = observe(k)
             flags = self._step_checked(x)
+            deadline = deadline_of(start, period, k)
+            ready = clock()  # the output is handed to actuate now: the tick's lateness
+            flags = self._decide(flags, ready, deadline)
             actuate(self._out)
             finish = clock()
-            late = lateness_ns(finish, deadline_of(start, period, k))
+            late = lateness_ns(ready, deadline)
             self._record_late(late)
             k_next, skipped = next_tick(start, period, k, finish)
             if skipped:
@@ -375,4 +407,5 @@ class ControlLoop:
             overflow=self._overflow,
             last_fault=self._last_fault,
             denormals_flushed=self._ftz,
+            late_outputs=self._late_outputs,
         )

@@ -9,9 +9,9 @@ one position per tick, sliding without reset.
 
 Stages (each a function, so a missing part of the checkout fails one stage with a clear note):
 
-    1. train      the windowed model (window 32) on `pendulum-hidden`, whose held-out metrics
-                  include the baselines (memoryless twin, linear AR, nominal physics), and the
-                  memoryless model (the same network with window 1) for the loop
+    1. train      the memoryless model (the same network with window 1), then the windowed
+                  model (window 32) on `pendulum-hidden`, whose held-out metrics include the
+                  baselines (the first model as the memoryless twin, linear AR, nominal physics)
     2. export     both with batch K (the K candidate commands x 1 stream, static shapes)
     3. verify     the contracts on the exported windowed artifact (tickformer.verify.properties)
     4. certify    the batch-K step the loop runs, on ONNX Runtime, against the tick budget
@@ -23,13 +23,17 @@ Stages (each a function, so a missing part of the checkout fails one stage with 
                     memoryless  the same controller on the window-1 model
                     nominal     NominalMPC: true equations, nominal constants, EKF state
                     oracle      OracleMPC: true equations, the episode's true constants, EKF
-                  Per-tick step time is traced for the whole run (latency.png), RSS read at the
-                  start and end of the model's loop.
+                  Per-tick step time is traced for the whole run (latency.png), RSS read after
+                  the warm-up ticks and at the end; the sessions' contracts in monitor mode; each
+                  loop under SCHED_FIFO + mlockall + a frozen gc where granted (recorded).
 
 The plant is simulated: one tick advances it by its dt (0.1 s), also through skipped periods
 (the held command); the wall-clock period of the loop is independent of dt (faster than real
 time). Writes DIR/{checkpoint, checkpoint-memoryless, artifact, artifact-memoryless, certify/,
 demo_summary.json, tracking.png, latency.png}. `--quick` (tests): tiny budgets everywhere.
+
+This module parses the arguments, calls the stages (library code: tickformer.control.demo,
+tickformer.verify.properties, tickformer.certify) and prints.
 """
 
 from __future__ import annotations
@@ -38,142 +42,17 @@ import argparse
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
+from tickformer.control.demo import CONTROLLERS, QUICK, DemoConfig
+from tickformer.errors import TickformerError
 
-from tickformer import validation
-from tickformer.errors import ConfigError, TickformerError
-
-CONTROLLERS = ("model", "memoryless", "nominal", "oracle")
-
-
-@dataclass(frozen=True)
-class DemoConfig:
-    """Defaults sized for a few minutes on a shared 2-core machine (docs/control.md)."""
-
-    train_steps: int = 1500
-    seed: int = 0
-    samples: int = 20_000
-    n_boot: int = 100
-    verify_examples: int = 20
-    ticks: int = 20_000  # control ticks (plant periods of dt) per closed loop
-    period_ms: float = 5.0
-    tick_budget_ms: float | None = None  # default: half the period
-    candidates: int = 17
-    window: int = 32
-    amplitude: float = 0.25  # rad
-    ref_period_s: float = 4.0
-    settle_ticks: int = (
-        100  # tracking RMS skips the first ticks (the model's window filling, the filters settling)
-    )
-    kp: float = 2.0
-    w_omega: float = 0.05
-    quick: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("train_steps", "samples", "ticks", "n_boot", "verify_examples"):
-            validation.positive_int(getattr(self, name), f"--{name.replace('_', '-')}")
-        validation.integer(self.candidates, "--candidates", min_value=2, hint="a choice needs alternatives")
-        validation.positive_real(self.period_ms, "--period-ms")
-        if self.tick_budget_ms is not None and not (0 < self.tick_budget_ms <= self.period_ms):
-            raise ConfigError(
-                f"--tick-budget-ms {self.tick_budget_ms!r} must be in (0, period {self.period_ms}]"
-            )
-        if not self.quick and self.ticks < max(20_000, 20 * self.window):
-            raise ConfigError(
-                f"--ticks {self.ticks} is below the demo's minimum {max(20_000, 20 * self.window)} "
-                f"(20,000 and 20 windows); give --ticks N >= that, or --quick for a short test run"
-            )
-
-    @property
-    def period_ns(self) -> int:
-        return int(round(self.period_ms * 1e6))
-
-    @property
-    def tick_budget_ns(self) -> int:
-        ms = self.period_ms / 2 if self.tick_budget_ms is None else self.tick_budget_ms
-        return int(round(ms * 1e6))
-
-
-QUICK = {"train_steps": 30, "samples": 2000, "n_boot": 20, "verify_examples": 3, "ticks": 400}
-
-
-def reference(cfg: DemoConfig):
-    from tickformer.control import SineReference
-
-    return SineReference(cfg.amplitude, cfg.ref_period_s)
-
-
-def loop_plant(cfg: DemoConfig) -> Any:
-    """The loop's plant: constants drawn from the held-out bands (model.plant.draw_hidden), seeded."""
-    from tickformer.model.plant import draw_hidden
-
-    return draw_hidden(np.random.default_rng([cfg.seed, 14]), "held_out")
+__all__ = ["CONTROLLERS", "QUICK", "DemoConfig", "config_from_args", "register", "run", "summary_table"]
 
 
 # ----------------------------------------------------------------------------- stages
-
-
-def stage_train(out: Path, cfg: DemoConfig, progress: bool) -> dict[str, Any]:
-    from tickformer.model import preset
-    from tickformer.model.tasks import get_task
-    from tickformer.model.train import TrainSettings, train
-
-    task = get_task("pendulum-hidden")
-    settings = TrainSettings.for_task(task, steps=cfg.train_steps, seed=cfg.seed)
-    base = preset(task.preset)
-    runs = {}
-    for name, window, where in (
-        ("model", cfg.window, "checkpoint"),
-        ("memoryless", 1, "checkpoint-memoryless"),
-    ):
-        result = train(
-            task,
-            base.replace(window=window),
-            settings,
-            out=out / where,
-            preset_name=task.preset,
-            progress=progress,
-        )
-        runs[name] = (result, where)
-    h = runs["model"][0].metrics["held_out"]
-    return {
-        "checkpoint": str(runs["model"][0].checkpoint),
-        "checkpoint_memoryless": str(runs["memoryless"][0].checkpoint),
-        "seconds": round(sum(r.train_seconds for r, _ in runs.values()), 1),
-        "steps": cfg.train_steps,
-        "window": cfg.window,
-        "held_out_rmse": h["model_rmse"],
-        "held_out_rmse_3_step": h["model_rmse_3_step"],
-        "baselines": h.get("baselines"),
-        "ratio_to_memoryless": h.get("ratio_to_memoryless"),
-        "target_met": h.get("target_met"),
-        "memoryless_checkpoint_rmse": runs["memoryless"][0].metrics["held_out"]["model_rmse"],
-    }
-
-
-def stage_export(out: Path, tr: dict[str, Any], cfg: DemoConfig) -> dict[str, Any]:
-    from tickformer.artifact import open_artifact
-    from tickformer.export.writer import export_artifact
-
-    result: dict[str, Any] = {"batch": cfg.candidates}
-    for name, ckpt, where in (
-        ("model", tr["checkpoint"], "artifact"),
-        ("memoryless", tr["checkpoint_memoryless"], "artifact-memoryless"),
-    ):
-        art = export_artifact(ckpt, out / where, batch=cfg.candidates)
-        manifest = open_artifact(art).manifest
-        worst = max(p["max_abs"] for p in manifest["equivalence"]["pairs"].values())
-        result[name] = {
-            "artifact": str(art),
-            "max_len": manifest["max_len"],
-            "worst_backend_disagreement": worst,
-            "output_bound": manifest.get("output_bound"),
-        }
-    return result
 
 
 def stage_verify(out: Path, artifact: str, cfg: DemoConfig) -> dict[str, Any]:
@@ -190,9 +69,8 @@ def stage_verify(out: Path, artifact: str, cfg: DemoConfig) -> dict[str, Any]:
         model.close()
     rows = [r.to_dict() for r in results]
     failed = [r["name"] for r in rows if r["status"] == "fail"]
-    status = "fail: " + ", ".join(failed) if failed else "pass"
     return {
-        "status": status,
+        "status": "fail: " + ", ".join(failed) if failed else "pass",
         "properties": {r["name"]: f"{r['status']} ({r['examples']} examples)" for r in rows},
         "results": rows,
     }
@@ -202,7 +80,7 @@ def stage_certify(
     out: Path, artifact: str, cfg: DemoConfig, progress: Callable[[int], None] | None
 ) -> dict[str, Any]:
     """Certify the step the loop runs: the batch-K step of the windowed artifact (one call per
-    tick evaluates all K candidates), against the tick budget."""
+    tick evaluates all K candidates), against the tick budget, under the loops' isolation."""
     from tickformer.certify.campaign import CampaignConfig, EvtConfig, certify_artifact
     from tickformer.certify.report import write_report
 
@@ -210,13 +88,14 @@ def stage_certify(
         artifact,
         backend="ort",
         budget_ns=float(cfg.tick_budget_ns),
-        campaign=CampaignConfig(samples=cfg.samples, warmup=min(1000, cfg.samples // 2), seed=cfg.seed),
+        campaign=CampaignConfig(
+            samples=cfg.samples, warmup=min(1000, cfg.samples // 2), seed=cfg.seed, realtime=cfg.realtime
+        ),
         evt_config=EvtConfig(n_boot=cfg.n_boot, seed=cfg.seed),
         progress=progress,
     )
     write_report(out / "certify", report, durations)
-    st = report["stats"]
-    pwcet = report["pwcet"]  # estimated only from an admissible tail fit (certify.campaign.pwcet_result)
+    st, pwcet = report["stats"], report["pwcet"]  # pwcet: only from an admissible tail fit
     return {
         "verdict": report["verdict"],
         "reasons": report["reasons"],
@@ -231,167 +110,12 @@ def stage_certify(
         else None,
         "pwcet_1e-9": "estimated" if pwcet["estimated"] else pwcet["text"],
         "xi": (report.get("evt") or {}).get("fit", {}).get("xi"),
+        "isolation": report["conditions"].get("isolation"),
         "report": str(out / "certify"),
     }
 
 
-def rss_bytes() -> int:
-    """Resident set size of this process now (Linux /proc/self/statm; 0 where unavailable)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
-        return 0
-
-
-def run_loop(controller: Any, sim: Any, cfg: DemoConfig) -> dict[str, Any]:
-    """One closed loop under ControlLoop (trace on: every tick's step time and outcome)."""
-    from tickformer.runtime.control_loop import MISSED, OK, ControlLoop, LoopConfig
-
-    loop = ControlLoop(
-        controller,
-        LoopConfig(
-            period_ns=cfg.period_ns,
-            budget_ns=cfg.tick_budget_ns,
-            fallback="hold",
-            safe_action=(0.0,),
-            output_bound=1.0,
-            hist_bin_ns=50_000,
-            hist_bins=200,
-        ),
-    )
-    rss = [0, 0]
-    plant_observe = sim.observe
-
-    def observe(k: int) -> np.ndarray:
-        if k == 0:
-            rss[0] = rss_bytes()  # at the first tick: everything allocated, the trace resident
-        return plant_observe(k)
-
-    stats = loop.run(cfg.ticks, observe, sim.actuate, trace=True)
-    rss[1] = rss_bytes()
-    rss0, rss1 = rss
-    assert loop.trace is not None
-    step_ns = loop.trace["step_ns"].astype(np.float64)  # [ticks]
-    late = loop.trace["lateness_ns"]
-    flags = loop.trace["flags"]
-    missed = late > 0
-    covered = missed & ((flags & ~MISSED) != OK)  # the tick's output was the fallback's
-    tenth = max(1, cfg.ticks // 10)
-    d = stats.to_dict()
-    d.pop("histogram")
-    return {
-        "ticks": stats.ticks,
-        "deadline_misses": stats.deadline_misses,
-        "misses_covered_by_fallback": int(covered.sum()),
-        "fallbacks": stats.fallbacks,
-        "tracking_rms": sim.tracking(skip=min(cfg.settle_ticks, cfg.ticks // 4))["rms_rad"],
-        "tracking": sim.tracking(skip=min(cfg.settle_ticks, cfg.ticks // 4)),
-        "step_p50_us": float(np.percentile(step_ns, 50)) / 1e3,
-        "step_p99_us": float(np.percentile(step_ns, 99)) / 1e3,
-        "step_max_us": float(step_ns.max()) / 1e3,
-        "step_p50_first_10pct_us": float(np.percentile(step_ns[:tenth], 50)) / 1e3,
-        "step_p50_last_10pct_us": float(np.percentile(step_ns[-tenth:], 50)) / 1e3,
-        "rss_start_bytes": rss0,
-        "rss_end_bytes": rss1,
-        "deadlines": d,
-        "_step_ns": step_ns,
-        "_theta": sim.theta[: sim.k + 1].copy(),
-    }
-
-
-def stage_loop(ex: dict[str, Any], tr: dict[str, Any], cfg: DemoConfig) -> dict[str, Any]:
-    from tickformer.control import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC
-    from tickformer.model.checkpoint import load_checkpoint
-    from tickformer.runtime import load
-
-    plant = loop_plant(cfg)
-    weights = {"kp": cfg.kp, "w_omega": cfg.w_omega}
-    result: dict[str, Any] = {"plant": plant.to_dict(), "dt_s": plant.dt, "period_ms": cfg.period_ms}
-
-    def sim() -> Any:
-        return HiddenPlantSim(plant, reference(cfg), cfg.ticks * 64, seed=cfg.seed)
-
-    for name in CONTROLLERS:
-        s = sim()
-        if name in ("model", "memoryless"):
-            ckpt = tr["checkpoint"] if name == "model" else tr["checkpoint_memoryless"]
-            norm = load_checkpoint(ckpt).meta["norm"]
-            session = load(ex[name]["artifact"], backend="ort", contracts="off")
-            try:
-                controller = HistoryMPC(session, norm, plant, ex[name]["output_bound"], **weights)
-                result[name] = run_loop(controller, s, cfg)
-                result[name]["window"] = session.window
-                result[name]["sliding"] = session.sliding
-                result[name]["final_position"] = session.position
-            finally:
-                session.close()
-        elif name == "nominal":
-            result[name] = run_loop(NominalMPC(cfg.candidates, **weights), s, cfg)
-        else:
-            result[name] = run_loop(OracleMPC(cfg.candidates, s, **weights), s, cfg)
-    m, o = result["model"]["tracking_rms"], result["oracle"]["tracking_rms"]
-    result["model_to_oracle"] = m / o if o > 0 else None
-    result["target"] = "model tracking_rms <= 1.5 x oracle and < memoryless and < nominal"
-    result["target_met"] = bool(
-        o > 0
-        and m <= 1.5 * o
-        and m < result["memoryless"]["tracking_rms"]
-        and m < result["nominal"]["tracking_rms"]
-    )
-    return result
-
-
-# ----------------------------------------------------------------------------- report
-
-
-def plot_tracking(path: Path, loop: dict[str, Any], cfg: DemoConfig) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    dt = loop["dt_s"]
-    n = min(len(loop["model"]["_theta"]), 400)  # the first 40 s of plant time
-    t = np.arange(n) * dt
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
-    ref = cfg.amplitude * np.sin(2 * np.pi * t / cfg.ref_period_s)
-    ax.plot(t, ref, "k--", lw=1, label="reference")
-    for name in CONTROLLERS:
-        th = loop[name]["_theta"][:n]
-        ax.plot(t, th, lw=1, label=f"{name} (rms {loop[name]['tracking_rms']:.4f} rad)")
-        ax2.plot(t, th - ref, lw=1, label=name)
-    ax.set_ylabel("theta (rad)")
-    ax.legend(fontsize=7, loc="upper right")
-    ax2.set_ylabel("theta - reference (rad)")
-    ax2.set_xlabel("plant time (s)")
-    fig.suptitle(f"hidden pendulum, first {n} of {loop['model']['ticks']} ticks", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_latency(path: Path, loop: dict[str, Any], cfg: DemoConfig) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    for name in ("model", "memoryless"):
-        us = loop[name]["_step_ns"] / 1e3
-        ax.plot(np.arange(us.size), us, ",", alpha=0.5, label=f"{name} step (per tick)")
-        w = max(1, us.size // 200)
-        med = np.array([np.median(us[i : i + w]) for i in range(0, us.size, w)])
-        ax.plot(np.arange(med.size) * w, med, lw=1.5, label=f"{name} running median")
-    ax.axhline(cfg.tick_budget_ns / 1e3, color="r", lw=1, ls="--", label="tick budget")
-    ax.set_yscale("log")
-    ax.set_xlabel("tick")
-    ax.set_ylabel("controller step (us)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+# ----------------------------------------------------------------------------- printing
 
 
 def summary_table(summary: dict[str, Any], console: Any) -> None:
@@ -443,6 +167,12 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
                 f"step p50 {r['step_p50_us']:.0f} us (first 10% {r['step_p50_first_10pct_us']:.0f}, last 10% "
                 f"{r['step_p50_last_10pct_us']:.0f}), p99 {r['step_p99_us']:.0f} us",
             )
+        verdict = lo.get("verdict") or {}
+        if verdict:
+            t.add_row(
+                "targets",
+                "; ".join(f"{k} {'met' if v['met'] else '[bold]not met[/]'}" for k, v in verdict.items()),
+            )
     console.print(t)
 
 
@@ -489,6 +219,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=d.seed, help="seed (default 0)")
     p.add_argument(
+        "--no-realtime",
+        action="store_true",
+        help="do not request SCHED_FIFO and mlockall for the certification and the loops "
+        "(requested by default; a refusal is recorded, never fatal)",
+    )
+    p.add_argument(
         "--quick", action="store_true", help="tiny budgets everywhere (tests; numbers meaningless)"
     )
     p.set_defaults(func=run)
@@ -513,7 +249,7 @@ def _run_record() -> dict[str, Any]:
 
 
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
-    base = dict(QUICK) if args.quick else {}
+    base: dict[str, Any] = dict(QUICK) if args.quick else {}
     for name in ("train_steps", "samples", "n_boot", "ticks", "verify_examples"):
         value = getattr(args, name)
         if value is not None:
@@ -523,6 +259,7 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
         period_ms=args.period_ms,
         tick_budget_ms=args.tick_budget_ms,
         candidates=args.candidates,
+        realtime=not getattr(args, "no_realtime", False),
         quick=args.quick,
         **base,
     )
@@ -531,6 +268,10 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from tickformer.certify.campaign import Isolation
+    from tickformer.control import demo as D
+    from tickformer.durable import atomic_write
 
     cfg = config_from_args(args)
     out = Path(args.out)
@@ -553,8 +294,9 @@ def run(args: argparse.Namespace) -> int:
         summary[name] = result
         return result
 
-    tr = timed("train", lambda: stage_train(out, cfg, progress=interactive))
-    ex = timed("export", lambda: stage_export(out, tr, cfg))
+    D.start_runtime()
+    tr = timed("train", lambda: D.train_models(out, cfg, progress=interactive))
+    ex = timed("export", lambda: D.export_models(out, tr, cfg))
     timed("verify", lambda: stage_verify(out, ex["model"]["artifact"], cfg))
 
     def certify() -> dict[str, Any]:
@@ -575,22 +317,16 @@ def run(args: argparse.Namespace) -> int:
 
             return stage_certify(out, ex["model"]["artifact"], cfg, progress)
 
-    timed("certify", certify)
-    lo = timed("loop", lambda: stage_loop(ex, tr, cfg))
-    plot_tracking(out / "tracking.png", lo, cfg)
-    plot_latency(out / "latency.png", lo, cfg)
+    ce = timed("certify", certify)
+    lo = timed("loop", lambda: D.run_loops(ex, tr, cfg, isolation=lambda: Isolation(realtime=cfg.realtime)))
+    lo["period"] = D.period_shares(ce, lo, cfg)
+    D.plot_tracking(out / "tracking.png", lo, cfg)
+    D.plot_latency(out / "latency.png", lo, cfg)
     summary["window"] = cfg.window
     summary["max_len"] = ex["model"]["max_len"]
     summary["run"]["wall_s"] = round(time.perf_counter() - wall0, 1)
     summary["run"]["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    slim = dict(summary)
-    slim["loop"] = {
-        k: ({kk: vv for kk, vv in v.items() if not kk.startswith("_")} if isinstance(v, dict) else v)
-        for k, v in lo.items()
-    }
-    slim = json.loads(json.dumps(slim, default=str))
-    from tickformer.durable import atomic_write
-
+    slim = json.loads(json.dumps({**summary, "loop": D.public(lo)}, default=str))
     atomic_write(out / "demo_summary.json", (json.dumps(slim, indent=2) + "\n").encode())
     summary_table(summary, console)
     console.print(

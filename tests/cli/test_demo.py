@@ -18,7 +18,7 @@ LOOP_KEYS = {"ticks", "deadline_misses", "fallbacks", "tracking_rms", "step_p50_
 @pytest.mark.slow
 def test_demo_quick_runs_every_stage_and_reports(tmp_path, capsys) -> None:
     out = tmp_path / "demo"
-    code = main(["demo", "--out", str(out), "--quick", "--ticks", "120", "--period-ms", "5"])
+    code = main(["demo", "--out", str(out), "--quick", "--ticks", "120", "--period-ms", "5", "--no-realtime"])
     assert code == 0
     s = json.loads((out / "demo_summary.json").read_text())
     assert set(s["stage_seconds"]) == {"train", "export", "verify", "certify", "loop"}
@@ -32,13 +32,35 @@ def test_demo_quick_runs_every_stage_and_reports(tmp_path, capsys) -> None:
         assert r["ticks"] == 120
         assert r["fallbacks"] == sum(r["deadlines"][k] for k in ("overruns", "contract_violations", "faults"))
         assert math.isfinite(r["tracking_rms"]) and r["step_p50_us"] > 0
-        assert r["misses_covered_by_fallback"] <= r["deadline_misses"]
+        assert r["misses_covered_by_fallback"] == r["deadline_misses"]  # late outputs go to the fallback
+        assert r["fallbacks"] + r["deadlines"]["late_outputs"] >= r["deadline_misses"]
+        assert r["isolation"]["sched_fifo"] == {
+            "requested": False,
+            "granted": False,
+            "detail": r["isolation"]["sched_fifo"]["detail"],
+        }
+        assert r["rss_warm_tick"] == min(D.DemoConfig().settle_ticks, 120 // 4)
+        assert (
+            abs(r["step_p50_change"] - (r["step_p50_last_10pct_us"] / r["step_p50_first_10pct_us"] - 1))
+            < 1e-9
+        )
     for name in ("model", "memoryless"):
         r = s["loop"][name]
         # no reset, past the window: one token per plant tick (skipped ticks caught up), the last
         # tick's token still waiting for the command the loop actuated
-        assert r["sliding"] and r["final_position"] == r["tracking"]["plant_ticks"] - 1
+        assert r["final_position"] + r["tokens_dropped"] <= r["tracking"]["plant_ticks"] - 1
+        assert r["sliding"] and r["final_position"] >= r["tracking"]["plant_ticks"] - 1 - 3 * r["ticks"]
+        mon = r["contracts"]  # the session's contracts in monitor mode: counted, never raised
+        assert mon["mode"] == "monitor" and mon["steps"] >= r["ticks"] - r["ticks_deferred_catching_up"]
+        assert set(mon["contracts"]) >= {"input_domain", "output_bound", "latency"}
     assert s["loop"]["memoryless"]["window"] == 1
+    assert set(s["loop"]["verdict"]) == {"tracking", "deadlines", "step_p50_first_last", "rss"}
+    period = s["loop"]["period"]
+    assert (
+        period["period_us"] == 5000
+        and 0 < period["certified_step_p50_share"] < period["certified_step_max_share"]
+    )
+    assert "rule_met" in period and s["certify"]["isolation"]["sched_fifo"]["requested"] is False
     # the oracle closes the loop far better than the reference's own amplitude
     assert s["loop"]["oracle"]["tracking_rms"] < 0.5 * D.DemoConfig().amplitude
     assert (out / "tracking.png").exists() and (out / "latency.png").exists()
@@ -75,11 +97,13 @@ def test_quick_and_explicit_flags_combine() -> None:
         period_ms=2.0,
         tick_budget_ms=None,
         candidates=17,
+        no_realtime=False,
     )
     cfg = D.config_from_args(ns)
     assert cfg.ticks == 500 and cfg.train_steps == D.QUICK["train_steps"]
-    ns.quick, ns.ticks = False, None
-    assert D.config_from_args(ns).ticks == 20_000
+    assert cfg.realtime  # requested unless --no-realtime
+    ns.quick, ns.ticks, ns.no_realtime = False, None, True
+    assert D.config_from_args(ns).ticks == 20_000 and not D.config_from_args(ns).realtime
 
 
 def test_demo_bad_ticks_is_one_line(capsys) -> None:

@@ -200,3 +200,72 @@ def test_a_skipped_tick_without_catch_up_breaks_the_history(hidden_art, plant):
     sim.actuate(c.step(sim.observe(0)))
     c.step(sim.observe(5))
     assert session.position != sim.k
+
+
+def test_bounded_catch_up_spreads_a_stall_over_ticks_with_the_same_history(hidden_art, plant):
+    """catch_up_max=2 after 9 skipped ticks: at most 3 steps per tick (2 plain steps, and a
+    third -- plain, or the peek if the queue is then empty), no prediction (the loop's hold fallback) until the
+    queue is empty, each tick's own token queued behind the older ones; then the session holds
+    the same tokens in the same order as an uncapped controller fed the same stream (equal
+    caches up to the float32 rounding of an actuated command)."""
+    capped_s, free_s = runtime.load(hidden_art, backend="ort"), runtime.load(hidden_art, backend="ort")
+    capped = HistoryMPC(capped_s, NORM, plant, None, catch_up_max=2)
+    free = HistoryMPC(free_s, NORM, plant, None)
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 200, seed=3)
+    held = np.zeros(1, dtype=np.float32)
+    calls = [0]
+    for name in ("step", "peek"):
+        real = getattr(capped_s, name)
+        setattr(capped_s, name, lambda x, real=real: (calls.__setitem__(0, calls[0] + 1), real(x))[1])
+
+    def tick(k):
+        obs = sim.observe(k)
+        calls[0] = 0
+        u = capped.step(obs)
+        assert calls[0] <= 3, (k, calls[0])  # catch_up_max + 1 graph runs at most
+        free.step(obs)
+        if np.isfinite(u[0]):
+            held[0] = u[0]
+        sim.actuate(held)  # the loop's hold fallback on a non-finite action
+        return bool(np.isfinite(u[0]))
+
+    for k in range(5):
+        assert tick(k)
+    assert not tick(14)  # ticks 5..13 skipped: 9 queued, 3 stepped
+    assert capped_s.position == 5 + 3 and free_s.position == 14 and capped.deferred == 1
+    assert not tick(15) and not tick(16)  # 6 + 1 - 3 = 4, then 4 + 1 - 3 = 2 left
+    assert not tick(17)  # 2 + 1 - 2 = 1 left: one more would let it peek, a fourth step
+    assert tick(18)  # 1 + 1 - 2 = 0: it predicts
+    assert capped_s.position == free_s.position == 18 and capped.deferred == 4  # tick 18 pending
+    assert capped.dropped == 0
+    for a, b in zip(capped_s.backend.cache(), free_s.backend.cache()):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
+    with pytest.raises(Exception, match="catch_up_max"):
+        HistoryMPC(free_s, NORM, plant, None, catch_up_max=0)
+
+
+def test_a_full_catch_up_queue_drops_its_oldest_tokens(hidden_art, plant):
+    session = runtime.load(hidden_art, backend="ort")
+    c = HistoryMPC(session, NORM, plant, None, catch_up_max=1)
+    for i in range(c.QUEUE + 5):
+        c._push(float(i), 0.0)
+    assert c.dropped == 5 and c._size == c.QUEUE
+    assert c._qz[c._head] == 5.0  # the oldest left
+
+
+def test_catch_up_of_one_per_tick_still_drains(hidden_art, plant):
+    """m = 1: each deferred tick adds its own token and steps two (its share and the peek's),
+    so a 9-token backlog is gone after 8 deferred ticks (without the peek's share it never drains)."""
+    session = runtime.load(hidden_art, backend="ort")
+    c = HistoryMPC(session, NORM, plant, None, catch_up_max=1)
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 200, seed=3)
+    held = np.zeros(1, dtype=np.float32)
+    sim.actuate(c.step(sim.observe(0)))
+    k, ok = 10, []  # ticks 1..9 skipped
+    for k in range(10, 22):
+        u = c.step(sim.observe(k))
+        ok.append(bool(np.isfinite(u[0])))
+        held[0] = u[0] if ok[-1] else held[0]
+        sim.actuate(held)
+    assert ok.index(True) == 8 and all(ok[8:])  # ticks 10..17 deferred (net -1 each), 18 on predict
+    assert session.position == sim.k - 1

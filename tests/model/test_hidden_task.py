@@ -137,3 +137,14 @@ def test_an_ssm_model_trains_and_evaluates_on_the_hidden_task():
     held = result.metrics["held_out"]
     assert np.isfinite(held["model_rmse"]) and np.isfinite(held["baselines"]["memoryless"]["rmse"])
     T._TWINS.clear()
+
+
+@pytest.mark.parametrize("field", ["delay", "substeps"])
+def test_a_bool_is_not_an_integer_count(field):
+    """True is an int to Python; as a delay or a substep count it is a mistake, refused with the name."""
+    with pytest.raises(ConfigError, match=field):
+        dataclasses.replace(NOMINAL, **{field: True})
+    from tickformer.model.plant import PendulumParams
+
+    with pytest.raises(ConfigError, match="substeps"):
+        PendulumParams(substeps=True)

@@ -11,7 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tickformer.errors import ConfigError
-from tickformer.runtime.control_loop import FAULT, MISSED, OK, OVERRUN, VIOLATION, ControlLoop, LoopConfig
+from tickformer.runtime.control_loop import (
+    FALLBACK_FLAGS,
+    FAULT,
+    LATE,
+    MISSED,
+    OK,
+    OVERRUN,
+    VIOLATION,
+    ControlLoop,
+    LoopConfig,
+)
 
 
 class FakeClock:
@@ -169,9 +179,45 @@ def test_missed_periods_are_skipped_not_burst_through() -> None:
     # tick 1 (released at 1000) finishes at 3500 > its deadline 2000: ticks 2 and 3 are skipped
     assert loop.trace["tick"].tolist() == [0, 1, 4, 5]
     assert stats.skipped_periods == 2 and stats.deadline_misses == 1 and stats.lateness_max == 1500
-    assert loop.trace["flags"][1] == MISSED  # within budget, so its output was used
+    assert loop.trace["flags"][1] == LATE | MISSED  # within budget, but ready after its deadline
     assert loop.trace["wake_ns"].tolist() == [0, 0, 0, 0]  # the loop slept until release 4000
-    assert stats.fallbacks == 0
+    assert stats.fallbacks == stats.late_outputs == 1
+
+
+def test_a_late_output_is_replaced_by_the_fallback() -> None:
+    """An output ready after its deadline never goes out: the actuator holds the last good
+    output, so every deadline miss is covered by the fallback; the late output is not the
+    new "last good" one either."""
+    clock = FakeClock()
+    s = ScriptedSession(clock, [100, 1_500, 100, 1_200, 100])
+    loop, stats, acted = _run(s, clock, LoopConfig(period_ns=1000, budget_ns=2000), 5)
+    flags = loop.trace["flags"]
+    missed = loop.trace["lateness_ns"] > 0
+    assert stats.deadline_misses == 2 == stats.late_outputs and stats.overruns == 0
+    assert np.all((flags[missed] & FALLBACK_FLAGS) != 0)  # each miss covered
+    assert [a.tolist() for a in acted] == [[0, 0], [0, 0], [2, -2], [2, -2], [4, -4]]
+    # the same run with late_fallback=False uses the late outputs: the misses are not covered
+    clock = FakeClock()
+    s = ScriptedSession(clock, [100, 1_500, 100, 1_200, 100])
+    loop, stats, acted = _run(s, clock, LoopConfig(period_ns=1000, budget_ns=2000, late_fallback=False), 5)
+    assert stats.deadline_misses == 2 and stats.late_outputs == 0 and stats.fallbacks == 0
+    assert [a.tolist() for a in acted][1] == [1, -1]
+
+
+def test_lateness_is_measured_when_the_output_is_handed_over() -> None:
+    """A slow actuate (here 300 ns of fake time) after an output ready in time skips no
+    deadline: the output went out before it. The next release is chosen after actuate returns."""
+    clock = FakeClock()
+    s = ScriptedSession(clock, [800])
+
+    def actuate(u: np.ndarray) -> None:
+        clock.now += 300
+
+    loop = ControlLoop(s, LoopConfig(period_ns=1000), output_shape=(2,), clock=clock, sleep=clock.sleep)
+    stats = loop.run(3, lambda k: np.zeros(3, np.float32), actuate, trace=True)
+    assert stats.deadline_misses == 0 and stats.fallbacks == 0
+    assert loop.trace["lateness_ns"].tolist() == [-200, -200, -200]
+    assert loop.trace["tick"].tolist() == [0, 2, 4] and stats.skipped_periods == 3
 
 
 def test_non_finite_output_uses_safe_action() -> None:
@@ -292,7 +338,9 @@ def test_schedule_invariants(durations: list[int], oversleep: int, period: int, 
     last_skip = -(-last_late // period) if last_late > 0 else 0  # skipped after the last tick
     assert stats.skipped_periods == sum(b - a - 1 for a, b in zip(ticks, ticks[1:])) + last_skip
     assert (tr["wake_ns"] >= 0).all()
-    assert stats.fallbacks == stats.overruns + stats.contract_violations + stats.faults
+    assert stats.fallbacks == stats.overruns + stats.contract_violations + stats.faults + stats.late_outputs
+    late = tr["lateness_ns"] > 0
+    assert np.all((tr["flags"][late] & FALLBACK_FLAGS) != 0)  # every miss covered by the fallback
     assert stats.overruns == sum(1 for d in durations if d > budget)
     assert sum(stats.histogram) + stats.overflow == n
     for i in range(n - 1):

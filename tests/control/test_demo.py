@@ -1,0 +1,135 @@
+"""The demo's library code (control/demo.py): the loop statistics, the verdict, the plots."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tickformer.control import NominalMPC
+from tickformer.control import demo as D
+from tickformer.control.delayed import HiddenPlantSim
+
+
+def test_p50_drift_uses_the_first_and_last_tenth_and_the_stated_tolerance():
+    flat = np.full(1000, 500_000.0)  # 500 us every tick
+    d = D.p50_drift(flat)
+    assert d["step_p50_first_10pct_us"] == d["step_p50_last_10pct_us"] == 500.0
+    assert d["step_p50_change"] == 0.0 and d["step_p50_within_tolerance"]
+    assert len(d["step_p50_per_tenth_us"]) == 10
+    grown = flat.copy()
+    grown[-100:] *= 1.0 + 1.5 * D.P50_DRIFT_TOLERANCE  # only the last tenth is slower
+    d = D.p50_drift(grown)
+    assert d["step_p50_change"] == pytest.approx(1.5 * D.P50_DRIFT_TOLERANCE)
+    assert not d["step_p50_within_tolerance"]
+    grown[-101] *= 3.0  # one tick outside the last tenth changes nothing
+    assert D.p50_drift(grown)["step_p50_change"] == pytest.approx(1.5 * D.P50_DRIFT_TOLERANCE)
+
+
+def _loop(model_rms=0.012, oracle_rms=0.01, misses=1, covered=1, ticks=20_000, rss=(100, 100), change=0.0):
+    row = {"ticks": ticks, "deadline_misses": 0, "misses_covered_by_fallback": 0, "tracking_rms": 0.05}
+    loop = {name: dict(row) for name in D.CONTROLLERS}
+    loop["model"].update(
+        tracking_rms=model_rms,
+        deadline_misses=misses,
+        misses_covered_by_fallback=covered,
+        rss_warm_bytes=rss[0],
+        rss_end_bytes=rss[1],
+        step_p50_change=change,
+        step_p50_within_tolerance=abs(change) <= D.P50_DRIFT_TOLERANCE,
+    )
+    loop["oracle"]["tracking_rms"] = oracle_rms
+    return loop
+
+
+def test_loop_verdict_checks_each_target():
+    ok = D.loop_verdict(_loop())
+    assert all(v["met"] for v in ok.values()), ok
+    assert ok["tracking"]["model_to_oracle"] == pytest.approx(1.2)
+    assert not D.loop_verdict(_loop(model_rms=0.016))["tracking"]["met"]  # 1.6 x oracle
+    assert not D.loop_verdict(_loop(model_rms=0.06, oracle_rms=0.05))["tracking"]["met"]  # above memoryless
+    assert not D.loop_verdict(_loop(misses=3, covered=3))["deadlines"]["met"]  # 1.5 in 10^4
+    assert not D.loop_verdict(_loop(misses=2, covered=1))["deadlines"]["met"]  # one not covered
+    assert D.loop_verdict(_loop(misses=2, covered=2))["deadlines"]["met"]  # exactly 1 in 10^4
+    assert not D.loop_verdict(_loop(rss=(100, 4196)))["rss"]["met"]
+    assert not D.loop_verdict(_loop(change=-0.2))["step_p50_first_last"]["met"]
+
+
+class _Iso:
+    def __init__(self):
+        self.granted = {"sched_fifo": {"requested": True, "granted": False, "detail": "test"}}
+        self.entered = self.exited = 0
+
+    def __enter__(self):
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.exited += 1
+
+
+def test_run_loop_records_isolation_rss_after_warm_up_and_drift():
+    cfg = D.DemoConfig(quick=True, ticks=160, period_ms=0.5, settle_ticks=40)
+    plant = D.loop_plant(cfg)
+    sim = HiddenPlantSim(plant, D.reference(cfg), cfg.ticks * 64, seed=0)
+    iso = _Iso()
+    r = D.run_loop(NominalMPC(cfg.candidates), sim, cfg, isolation=lambda: iso)
+    assert iso.entered == iso.exited == 1 and r["isolation"] == iso.granted
+    assert r["ticks"] == 160 and r["rss_warm_tick"] == 40
+    assert r["rss_warm_bytes"] > 0 and r["rss_end_bytes"] > 0
+    assert r["misses_covered_by_fallback"] == r["deadline_misses"]  # late outputs go to the fallback
+    assert r["late_outputs"] == r["deadlines"]["late_outputs"]
+    assert {"step_p50_first_10pct_us", "step_p50_change", "step_p50_per_tenth_us"} <= set(r)
+    assert r["_step_ns"].shape == (160,)
+
+
+def test_plots_are_written_atomically(tmp_path, monkeypatch):
+    """A figure that fails half-way leaves the previous file whole (the bytes are rendered in
+    memory and written with one atomic replace); a good one replaces it."""
+    import matplotlib.figure
+
+    cfg = D.DemoConfig(quick=True, ticks=200)
+    n = 200
+    row = {
+        "_theta": np.zeros(n + 1),
+        "tracking_rms": 0.01,
+        "ticks": n,
+        "_step_ns": np.full(n, 3e5),
+        "_late_ticks": np.array([5]),
+    }
+    loop = {"dt_s": 0.1, **{name: dict(row) for name in D.CONTROLLERS}}
+    for plot, name in ((D.plot_tracking, "tracking.png"), (D.plot_latency, "latency.png")):
+        path = tmp_path / name
+        path.write_bytes(b"old")
+        real = matplotlib.figure.Figure.savefig
+
+        def broken(self, fname, *a, **k):
+            if hasattr(fname, "write"):
+                fname.write(b"\x89PNG half")
+            else:
+                with open(fname, "wb") as f:
+                    f.write(b"\x89PNG half")
+            raise OSError("disk full")
+
+        monkeypatch.setattr(matplotlib.figure.Figure, "savefig", broken)
+        with pytest.raises(OSError, match="disk full"):
+            plot(path, loop, cfg)
+        assert path.read_bytes() == b"old"
+        monkeypatch.setattr(matplotlib.figure.Figure, "savefig", real)
+        plot(path, loop, cfg)
+        assert path.read_bytes()[:4] == b"\x89PNG" and path.stat().st_size < 200_000
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_public_drops_the_per_tick_arrays():
+    loop = {"period_ms": 2.0, "model": {"ticks": 3, "_step_ns": np.zeros(3)}}
+    assert D.public(loop) == {"period_ms": 2.0, "model": {"ticks": 3}}
+
+
+def test_period_shares():
+    loop = {"period_ms": 2.0, "budget_ms": 1.0, "model": {"step_p50_us": 500.0, "step_p99_us": 1000.0}}
+    cert = {"p50_us": 200.0, "p99_us": 300.0, "max_us": 2000.0}
+    s = D.period_shares(cert, loop, D.DemoConfig(catch_up_max=2))
+    assert s["certified_step_p50_share"] == pytest.approx(0.1) and s["certified_step_max_share"] == 1.0
+    assert s["model_tick_p50_share"] == 0.25 and s["model_tick_p99_share"] == 0.5
+    assert s["rule_need_us"] == 900.0 and s["rule_met"]  # 3 runs x 300 us <= 1000 us
+    assert not D.period_shares(cert, loop, D.DemoConfig(catch_up_max=3))["rule_met"]
