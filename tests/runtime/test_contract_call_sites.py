@@ -96,6 +96,9 @@ def test_the_numpy_backend_static_mask_is_the_proven_cache_row_live(tiny_art, mo
     assert any(not np.array_equal(a, b) for a, b in zip(want, got))
 
 
+# numpy scores every cache row, stale ones too (q . inf is inf or NaN there) and selects afterwards:
+# the warning is the poison being computed and then selected out, which is what the test shows
+@pytest.mark.filterwarnings("ignore:invalid value encountered in matmul:RuntimeWarning")
 @pytest.mark.parametrize("backend", ["numpy", "ort", "c"])
 @pytest.mark.parametrize("poison", [np.inf, -np.inf, np.nan])
 def test_stale_rows_holding_inf_or_nan_do_not_leak(tiny_art, backend, poison):
