@@ -195,22 +195,24 @@ def _emulated_build(art, **options):
     return build_engines(art, BuildOptions(**options))
 
 
-def _tiny_inputs(seed):
+def _tiny_inputs(seed, steps=None):
+    """steps: the stream's length, max_len unless given (a windowed session slides past max_len)."""
     cfg = preset("tiny")
-    return cfg, np.random.default_rng(seed).uniform(-10, 10, (1, cfg.max_len, cfg.d_in)).astype(np.float32)
+    n = cfg.max_len if steps is None else steps
+    return cfg, np.random.default_rng(seed).uniform(-10, 10, (1, n, cfg.d_in)).astype(np.float32)
 
 
 # Checks shared by the plain tests and the mutation tests: each raises (AssertionError or the
 # backend's error) when the backend is wrong.
-def check_tensorrt_matches_numpy(art, stats, cuda, *, cuda_graph):
-    cfg, x = _tiny_inputs(0)
+def check_tensorrt_matches_numpy(art, stats, cuda, *, cuda_graph, steps=None):
+    cfg, x = _tiny_inputs(0, steps)
     ref = _step_all(rt.load(art, backend="numpy"), x)
     with rt.load(art, backend="tensorrt", cuda_graph=cuda_graph) as session:
         be = session.backend
         assert be.cuda_graph is cuda_graph, be.cuda_graph_reason
         launches = cuda.launches
         got = _step_all(session, x)
-        assert cuda.launches - launches == (cfg.max_len if cuda_graph else 0)  # one replay per step
+        assert cuda.launches - launches == (x.shape[1] if cuda_graph else 0)  # one replay per step
         np.testing.assert_allclose(got, ref, atol=1e-5, rtol=1e-5)
         np.testing.assert_allclose(session.run(x[:, :5]), ref[:, :5], atol=1e-5, rtol=1e-5)
         k, v = be.cache()  # the device cache holds exactly the rows the CPU backend commits
@@ -237,8 +239,8 @@ def check_step_output_ready_on_return(art, device, backend, **options):
             assert device.in_flight() == [], f"after commit {t}"
 
 
-def check_ort_gpu_matches_numpy(art, backend, record):
-    cfg, x = _tiny_inputs(5)
+def check_ort_gpu_matches_numpy(art, backend, record, steps=None):
+    cfg, x = _tiny_inputs(5, steps)
     with rt.load(art, backend=backend) as session:
         be = session.backend
         assert be.cuda_graph is True
@@ -506,12 +508,13 @@ def test_emulated_cli_build_records_options_in_the_manifest(tmp_path, emulated, 
 
 @pytest.mark.parametrize("cuda_graph", [True, False])
 def test_emulated_tensorrt_windowed_artifact_across_wraparound(tmp_path, emulated, cuda_graph):
-    """A windowed artifact (ring of 4 rows, 16 steps: 4 wraps): the device commit writes row
-    ring_slot(pos, W), the outputs and the device ring equal the numpy and ORT CPU backends'."""
+    """A windowed artifact (ring of 4 rows, 84 steps: 21 wraps, 5x past max_len 16, the 20W+ streams
+    of issue 13): the device commit writes row ring_slot(pos, W), the outputs and the device ring
+    equal the numpy and ORT CPU backends'."""
     stats, cuda = emulated
     art = make_artifact(tmp_path / "art", window=4)
     _emulated_build(art, precision="fp32")
-    check_tensorrt_matches_numpy(art, stats, cuda, cuda_graph=cuda_graph)
+    check_tensorrt_matches_numpy(art, stats, cuda, cuda_graph=cuda_graph, steps=21 * 4)
     assert stats["enqueue_errors"] == []
 
 
@@ -552,12 +555,14 @@ def test_emulated_ort_gpu_windowed_artifact_across_wraparound(
     tmp_path, monkeypatch, device, backend, device_commit
 ):
     """Windowed artifact on ORT CUDA / TensorRT EP: both commit paths (device copies, host
-    mirror) write row ring_slot(pos, W); 16 steps over a ring of 4 equal the numpy backend."""
+    mirror) write row ring_slot(pos, W); 84 steps (21 wraps, past max_len 16) over a ring of 4 equal
+    the numpy backend."""
     art = make_artifact(tmp_path / "art", window=4)
     _install_fake_ort(monkeypatch, device)
     if device_commit:
         fakes.install_cuda(monkeypatch, sys.modules, device)
-    assert check_ort_gpu_matches_numpy(art, backend, []) == ("device" if device_commit else "host-mirror")
+    mode = check_ort_gpu_matches_numpy(art, backend, [], steps=21 * 4)
+    assert mode == ("device" if device_commit else "host-mirror")
 
 
 @pytest.mark.parametrize("device_commit", [False, True])
