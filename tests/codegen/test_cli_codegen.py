@@ -49,6 +49,12 @@ def test_certify_with_the_c_backend(arts, tmp_path, c_compiler):
             "--quiet",
         ]
     )
-    assert code in (0, 2)  # PASS, or INCONCLUSIVE on a noisy machine; never FAIL at a 100 ms budget
     cert = json.loads((out / "certificate.json").read_text())
-    assert cert["conditions"]["backend"] == "c" and cert["verdict"] in ("PASS", "INCONCLUSIVE")
+    assert cert["conditions"]["backend"] == "c"
+    assert code == {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 2}[cert["verdict"]]
+    # No step comes near 100 ms. A FAIL may still come, honestly, from the extrapolation: on a
+    # noisy VM an admissible fit with a heavy (Frechet) tail puts the pWCET at 1e-9/step beyond any
+    # budget (seen in CI: 1970 s from 3000 samples). It must never come from an observed step.
+    if cert["verdict"] == "FAIL":
+        assert cert["pwcet"]["estimated"] and cert["pwcet"]["value_ns"] > 100_000_000
+        assert not any("observed max" in r for r in cert["reasons"]), cert["reasons"]
