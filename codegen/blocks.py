@@ -9,9 +9,9 @@ relocated data), the kernels it calls, and the layer function `tf_layer(s, l, b,
 reads the residual stream `s->h`, leaves the layer's output there, stages what the commit
 will keep, and never writes the committed state.
 
-Implemented: cache kind "static" and block kind "attention". What a ring cache (windowed
-attention) and a diagonal state-space block need is written in docs/codegen.md, section
-"Extending the generator".
+Implemented: cache kinds "static" (max_len rows, row = position) and "ring" (a sliding window
+of W rows, docs/streaming.md), block kind "attention". docs/codegen.md, section "Extending the
+generator", says what a new kind supplies.
 
 Not real-time code.
 """
@@ -23,6 +23,8 @@ from typing import Callable
 
 import numpy as np
 
+from tickformer.contracts import ring_buffer
+from tickformer.errors import ArtifactError
 from tickformer.model import names
 
 from . import kernels
@@ -41,7 +43,8 @@ class Weight:
 
 class StaticCache:
     """N = max_len rows; row p holds position p; at position pos rows j >= pos are stale and
-    selected out (keys to -inf, values to +0). Reset only sets the position to 0."""
+    selected out (keys to -inf, values to +0). Reset only sets the position to 0; tf_step
+    refuses a full context (TF_E_FULL)."""
 
     name = "static"
 
@@ -51,46 +54,258 @@ class StaticCache:
     def state_members(self, plan: Plan) -> list[str]:
         return [
             "float k[TF_LAYERS][TF_BATCH][TF_HEADS][TF_D_HEAD][TF_ROWS]; /* committed keys, transposed: "
-            "column p = position p */",
-            "float v[TF_LAYERS][TF_BATCH][TF_ROWS][TF_HEADS][TF_D_HEAD]; /* committed values: row p = "
-            "position p, heads side by side */",
+            "column j = cache row j */",
+            "float v[TF_LAYERS][TF_BATCH][TF_ROWS][TF_HEADS][TF_D_HEAD]; /* committed values: row j, "
+            "heads side by side */",
             "float k_new[TF_LAYERS][TF_BATCH][TF_HEADS][TF_D_HEAD]; /* staged by tf_stage, written by tf_commit */",
             "float v_new[TF_LAYERS][TF_BATCH][TF_HEADS][TF_D_HEAD];",
         ]
+
+    def weights(self, plan: Plan) -> list[Weight]:
+        return []
+
+    def tables(self, plan: Plan) -> str:
+        return ""
 
     def kernels(self, plan: Plan) -> list[str]:
         rows = self.rows(plan)
         return [
             kernels.values_c(rows, plan.heads, plan.dh),
-            kernels.attention_static_c(rows, plan.heads, plan.dh),
+            kernels.attention_c(rows, plan.heads, plan.dh),
         ]
 
-    def matvecs(self, plan: Plan) -> set[tuple[int, int, bool, bool]]:
-        return {(plan.dh, self.rows(plan), False, False)}  # one head's scores
+    def attention_args(self, plan: Plan) -> str:
+        """Extra arguments of the tf_attention call in layer l (before `pos`)."""
+        return ""
+
+    def matvecs(self, plan: Plan) -> set[tuple[int, int, bool]]:
+        return {(plan.dh, self.rows(plan), False)}  # one head's scores
 
     def sums(self, plan: Plan) -> set[int]:
         return {self.rows(plan)}
 
+    def commit_row(self, plan: Plan) -> str:
+        """C expression: the cache row the staged rows of `pos` go to (pos already checked)."""
+        return "pos"
+
     def commit_c(self, plan: Plan) -> str:
-        return """\
+        return f"""\
     int l, b, hd, d;
-    if (pos < 0 || pos >= TF_ROWS) {
+    int32_t row;
+    if (pos < 0 || pos >= TF_POSITIONS) {{
         return; /* tf_stage refused this position; nothing was staged for it */
+    }}
+    row = {self.commit_row(plan)};
+    for (l = 0; l < TF_LAYERS; l++) {{
+        for (b = 0; b < TF_BATCH; b++) {{
+            for (hd = 0; hd < TF_HEADS; hd++) {{
+                for (d = 0; d < TF_D_HEAD; d++) {{
+                    s->k[l][b][hd][d][row] = s->k_new[l][b][hd][d];
+                    s->v[l][b][row][hd][d] = s->v_new[l][b][hd][d];
+                }}
+            }}
+        }}
+    }}
+"""
+
+    def step_c(self, plan: Plan) -> str:
+        """The body of tf_step: refuse a full context, stage, commit, advance."""
+        return """\
+    int status;
+    if (s->pos >= TF_MAX_LEN) {
+        return TF_E_FULL;
     }
-    for (l = 0; l < TF_LAYERS; l++) {
-        for (b = 0; b < TF_BATCH; b++) {
-            for (hd = 0; hd < TF_HEADS; hd++) {
-                for (d = 0; d < TF_D_HEAD; d++) {
-                    s->k[l][b][hd][d][pos] = s->k_new[l][b][hd][d];
-                    s->v[l][b][pos][hd][d] = s->v_new[l][b][hd][d];
-                }
-            }
-        }
+    status = tf_stage(s, x, s->pos, y);
+    if (status != TF_OK) {
+        return status;
     }
+    tf_commit(s, s->pos);
+    s->pos = s->pos + 1;
+    return TF_OK;
 """
 
     def reset_c(self, plan: Plan) -> str:
-        return "    /* static cache: nothing to clear, stale rows are selected out by position */\n"
+        return "    /* nothing to clear: rows not written since the reset are selected out by position */\n"
+
+
+@dataclass(frozen=True)
+class RingTables:
+    """What the ring cache's C code looks up per ring position r in [0, 3W) -- every entry made
+    by calling contracts.ring_buffer (`ring_tables`), and checked there against it:
+
+    lim, excl    slot j is read at r iff j < lim[r] and j != excl[r]   (slot_read, R7)
+    boff         the scores' bias row at r is unrolled[boff[r] : boff[r] + W]   (window_distance, R5)
+    slot         the row the commit at r writes   (ring_slot, R1)
+    nxt          the ring position after r   (next_ring_position, R11)
+    unrolled     [2W - 1] distances: unrolled[i] = window_distance(W - 1, i, W); a head's bias
+                 table is emitted in this order, so the step reads each bias row contiguously
+    own          the column of the own key's distance (window_distance(r, ring_slot(r), W) = 0)
+    """
+
+    window: int
+    lim: tuple[int, ...]
+    excl: tuple[int, ...]
+    boff: tuple[int, ...]
+    slot: tuple[int, ...]
+    nxt: tuple[int, ...]
+    unrolled: tuple[int, ...]
+    own: int
+
+
+def ring_tables(window: int) -> RingTables:
+    """The ring cache's lookup tables for window W (RingTables), derived from the contract
+    functions the runtime calls and checked against them exhaustively: for every ring position
+    r in [0, 3W) and every slot j, (j < lim[r] and j != excl[r]) == slot_read(r, j, W) and
+    unrolled[boff[r] + j] == window_distance(r, j, W). A contract whose selection these two
+    forms cannot express is refused (ArtifactError), never approximated. Not real-time."""
+    w = window
+    unrolled = tuple(int(ring_buffer.window_distance(w - 1, i, w)) for i in range(2 * w - 1))
+    lim, excl, boff, slot, nxt = [], [], [], [], []
+    own = set()
+    for r in range(3 * w):
+        live = [bool(ring_buffer.slot_read(r, j, w)) for j in range(w)]
+        top = max((j + 1 for j in range(w) if live[j]), default=0)
+        holes = [j for j in range(top) if not live[j]]
+        hole = holes[0] if len(holes) == 1 else -1
+        if len(holes) > 1 or [(j < top and j != hole) for j in range(w)] != live:
+            raise ArtifactError(
+                f"contracts.ring_buffer.slot_read at ring position {r} (window {w}) reads slots "
+                f"{[j for j in range(w) if live[j]]}, which codegen's ring selection (j < lim, j != excl) "
+                "cannot express; use backend 'ort' or 'numpy' for this artifact"
+            )
+        dist = [int(ring_buffer.window_distance(r, j, w)) for j in range(w)]
+        starts = [o for o in range(w) if list(unrolled[o : o + w]) == dist]
+        if not starts:
+            raise ArtifactError(
+                f"contracts.ring_buffer.window_distance at ring position {r} (window {w}) gives distances "
+                f"{dist}, which are not a contiguous run of codegen's unrolled bias table; use backend 'ort' "
+                "or 'numpy' for this artifact"
+            )
+        lim.append(top)
+        excl.append(hole)
+        boff.append(starts[0])
+        slot.append(int(ring_buffer.ring_slot(r, w)))
+        nxt.append(int(ring_buffer.next_ring_position(r, w)))
+        own.add(unrolled.index(int(ring_buffer.window_distance(r, slot[-1], w))))
+    if len(own) != 1:
+        raise ArtifactError(f"the own key's bias column varies with the ring position (window {w}): {own}")
+    return RingTables(w, tuple(lim), tuple(excl), tuple(boff), tuple(slot), tuple(nxt), unrolled, own.pop())
+
+
+def ring_tables_c(t: RingTables) -> str:
+    """The tables as `static const int32_t` C arrays (tf_ring_lim, _excl, _boff, _slot, _next)."""
+
+    def table(name: str, values: tuple[int, ...], comment: str) -> str:
+        body = ", ".join(str(v) for v in values)
+        return f"/* {comment} */\nstatic const int32_t {name}[{len(values)}] = {{{body}}};\n"
+
+    return "\n".join(
+        [
+            f"/* ---- ring cache tables, one entry per ring position r in [0, {3 * t.window}): made by calling "
+            "contracts.ring_buffer and checked against it for every r and slot (codegen/blocks.py ring_tables) ---- */",
+            table(
+                "tf_ring_lim",
+                t.lim,
+                "slot j is read at r iff j < tf_ring_lim[r] && j != tf_ring_excl[r] (slot_read)",
+            ),
+            table(
+                "tf_ring_excl",
+                t.excl,
+                "the one slot below tf_ring_lim[r] not read: it holds position r - W (-1: none)",
+            ),
+            table(
+                "tf_ring_boff",
+                t.boff,
+                "bias row of r: tf_rel_bias[l][h][boff[r] + j] = rel_bias[h, window_distance(r, j, W)]",
+            ),
+            table("tf_ring_slot", t.slot, "the slot the commit at r writes (ring_slot)"),
+            table("tf_ring_next", t.nxt, "the ring position after r (next_ring_position)"),
+        ]
+    )
+
+
+class RingCache(StaticCache):
+    """A sliding window of W rows (docs/streaming.md): tf_stage's `pos` is the ring position r in
+    [0, 3W) (contracts.ring_buffer.ring_position; the Session hands the same to every backend);
+    the step reads the slots slot_read(r, j, W) selects, adds the learned relative-position bias
+    rel_bias[h, window_distance(r, j, W)] to their scores before the selection (model/attention.py),
+    commits to ring_slot(r, W), and tf_step walks next_ring_position: a stream never fills, so there
+    is no TF_E_FULL, and the position stored never grows past 3W. Reset only sets the position to 0:
+    at r < W only slots j < r are read (R7), so nothing written before the reset is. The tables are
+    `ring_tables(W)`, emitted as `static const int32_t` arrays."""
+
+    name = "ring"
+
+    def rows(self, plan: Plan) -> int:
+        assert plan.window is not None
+        return plan.window
+
+    def _tables(self, plan: Plan) -> RingTables:
+        assert plan.window is not None
+        return ring_tables(plan.window)
+
+    def weights(self, plan: Plan) -> list[Weight]:
+        """tf_rel_bias [L][H][2W - 1]: layer l's rel_bias [H, W] gathered at the unrolled distances,
+        so the bias of ring position r's scores is the contiguous row [boff[r], boff[r] + W)."""
+        t, cfg = self._tables(plan), plan.config
+        layers = names.decoder_layers(cfg)
+        tables = []
+        for layer in layers:
+            assert layer.self_attn_position is not None  # windowed configs have the bias group
+            table = plan.param(layer.self_attn_position["rel_bias"], (plan.heads, t.window))  # [H, W]
+            tables.append(table[:, list(t.unrolled)])  # [H, 2W - 1]
+        return [
+            Weight(
+                "tf_rel_bias",
+                np.stack(tables),
+                "dec.i.self_attn.rel_bias [H, W] at the distances window_distance(W - 1, i, W), i < 2W - 1",
+            )
+        ]
+
+    def tables(self, plan: Plan) -> str:
+        return ring_tables_c(self._tables(plan))
+
+    def kernels(self, plan: Plan) -> list[str]:
+        rows, t = self.rows(plan), self._tables(plan)
+        setup = kernels.RING_SETUP + " const int32_t boff = tf_ring_boff[pos];"
+        return [
+            kernels.values_c(rows, plan.heads, plan.dh, kernels.ring_live, kernels.RING_SETUP),
+            kernels.attention_c(
+                rows,
+                plan.heads,
+                plan.dh,
+                kernels.ring_live,
+                setup,
+                bias_pitch=len(t.unrolled),
+                bias_own=t.own,
+            ),
+        ]
+
+    def attention_args(self, plan: Plan) -> str:
+        pitch = plan.heads * len(self._tables(plan).unrolled)
+        return f"tf_rel_bias + l * {pitch}, "
+
+    def commit_row(self, plan: Plan) -> str:
+        return "tf_ring_slot[pos]"
+
+    def step_c(self, plan: Plan) -> str:
+        return """\
+    int status;
+    if (s->pos < 0 || s->pos >= TF_POSITIONS) {
+        return TF_E_POSITION; /* a corrupted stored ring position (tf_stage refuses it too; stated here so a
+                                 checker sees the table index below is in range) */
+    }
+    status = tf_stage(s, x, s->pos, y);
+    if (status != TF_OK) {
+        return status;
+    }
+    tf_commit(s, s->pos);
+    s->pos = tf_ring_next[s->pos]; /* slides: never full */
+    return TF_OK;
+"""
+
+    def reset_c(self, plan: Plan) -> str:
+        return "    /* nothing to clear: at ring position r < W only slots j < r are read (slot_read) */\n"
 
 
 class AttentionBlock:
@@ -148,9 +363,9 @@ class AttentionBlock:
             "float sc[TF_HEADS * TF_ROWS]; /* every head's scores, then softmax numerators */",
         ]
 
-    def matvecs(self, plan: Plan) -> set[tuple[int, int, bool, bool]]:
+    def matvecs(self, plan: Plan) -> set[tuple[int, int, bool]]:
         d, f = plan.d, plan.config.d_ff
-        return {(d, 3 * d, True, False), (d, d, True, False), (d, f, True, False), (f, d, True, False)}
+        return {(d, 3 * d, True), (d, d, True), (d, f, True), (f, d, True)}
 
     def layer_norms(self, plan: Plan) -> set[int]:
         return {plan.d}
@@ -173,6 +388,7 @@ class AttentionBlock:
         d, f, dh = plan.d, plan.config.d_ff, plan.dh
         scale = f32(float(np.float32(1.0 / np.sqrt(dh))))  # scaled_scores: dtype.type(1 / sqrt(d))
         mv = kernels.matvec_name
+        extra = CACHE_KINDS[plan.cache_kind].attention_args(plan)
         return f"""\
 /* One decoder layer l for batch row b at position pos: s->h [D] in, s->h out.
    Stages this position's k, v into s->k_new, s->v_new; reads, never writes, the cache. */
@@ -187,8 +403,8 @@ static void tf_layer(tf_state *s, int l, int b, int32_t pos)
             s->v_new[l][b][hd][d] = s->qkv[2 * TF_D_MODEL + hd * TF_D_HEAD + d];
         }}
     }}
-    tf_attention(s->qs, &s->k[l][b][0][0][0], &s->v[l][b][0][0][0], s->qkv + TF_D_MODEL, s->qkv + 2 * TF_D_MODEL, pos,
-                 s->sc, s->acc, s->att);
+    tf_attention(s->qs, &s->k[l][b][0][0][0], &s->v[l][b][0][0][0], s->qkv + TF_D_MODEL, s->qkv + 2 * TF_D_MODEL,
+                 {extra}pos, s->sc, s->acc, s->att);
     {mv(d, d, True)}(s->att, tf_w_o + l * {d * d}, tf_b_o + l * {d}, s->t);
     for (i = 0; i < TF_D_MODEL; i++) {{
         s->t[i] = s->h[i] + s->t[i];
@@ -205,5 +421,5 @@ static void tf_layer(tf_state *s, int l, int b, int32_t pos)
 """
 
 
-CACHE_KINDS = {"static": StaticCache()}
+CACHE_KINDS = {"static": StaticCache(), "ring": RingCache()}
 BLOCK_KINDS = {"attention": AttentionBlock()}

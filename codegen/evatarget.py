@@ -2,7 +2,8 @@
 
 `tf_eva_main` calls tf_step once for EVERY input in the declared domain (each value an
 interval [TF_DOMAIN_LO, TF_DOMAIN_HI]; token ids [0, V)), every position [0, max_len] (max_len:
-the full-context refusal), and a cache whose rows hold any float of magnitude <= the bound on
+the full-context refusal; a ring cache: every int32 value of the stored ring position, the
+ones outside [0, 3W) refused), and a cache whose rows hold any float of magnitude <= the bound on
 what the step itself can write there (`cache_bound`): one analysis covers every state a
 sequence can reach. EVA then reports every operation that may be undefined or produce a NaN
 (out-of-bounds index, invalid shift, signed overflow, NaN; -warn-special-float nan: the -inf of
@@ -49,7 +50,8 @@ def cache_bound(plan: Plan) -> float:
 
 
 def _embed_bound(plan: Plan) -> float:
-    """Bound on |h| entering layer 0: the embedding plus |PE| <= 1."""
+    """Bound on |h| entering layer 0: the embedding plus |PE| <= 1 (windowed: no PE; the 1 is kept
+    as margin)."""
     if plan.tokens:
         e = np.abs(plan.param(names.TOK_EMBED, (plan.config.vocab_size, plan.d))).astype(np.float64)
         return float(e.max()) * float(np.sqrt(plan.d)) + 1.0
@@ -61,6 +63,11 @@ def _embed_bound(plan: Plan) -> float:
 
 
 def eva_c(plan: Plan) -> str:
+    pos = (
+        "s.pos = Frama_C_interval(-2147483647 - 1, 2147483647); /* every int32: ring positions and refusals */"
+        if plan.window is not None
+        else "s.pos = Frama_C_interval(0, TF_MAX_LEN); /* every position, and a full context */"
+    )
     if plan.tokens:
         inputs = "        x[i] = Frama_C_interval(0, TF_D_OUT - 1);"
     else:
@@ -92,7 +99,7 @@ int tf_eva_main(void)
     for (i = 0; i < TF_BATCH * TF_D_IN; i++) {{
 {inputs}
     }}
-    s.pos = Frama_C_interval(0, TF_MAX_LEN); /* every position, and a full context */
+    {pos}
     status = tf_step(&s, x, y);              /* check, stage, output check, commit */
     tf_reset(&s);
     (void)tf_layout(Frama_C_interval(-1, 6));

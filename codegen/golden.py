@@ -1,11 +1,14 @@
 """Golden vectors: the numpy reference's step outputs, as a C header the test program checks.
 
-The reference is the `numpy` backend (runtime/backends/numpy.py: the model's own functions and
-the one online-softmax operator) run through a `Session`, so the golden outputs are what a
-Python user of the artifact gets. Two sequences: every position 0..max_len-1 (inputs uniform
-in the declared domain, the first two pinned at its edges; token ids across the vocabulary,
-both ends included), then -- after a reset -- a shorter second sequence, which checks that
-stale rows of the first one never leak into the second.
+The reference is the numpy model's full pass (model/transformer.py `forward`: the model's own
+functions and the one online-softmax operator over the whole sequence, with the window mask
+and relative-position bias for windowed models) -- not a step implementation, so the C step
+is checked against the definition rather than against another step. Two sequences: the
+first over every position 0..max_len-1 (a ring cache: max(max_len, 4W + 1) positions, so
+every ring position [0, 3W) and the wrap from 3W - 1 back to W are crossed; inputs uniform in
+the declared domain, the first two pinned at its edges; token ids across the vocabulary, both
+ends included), then -- after a reset -- a second sequence (8 positions; a ring cache 2W + 1,
+so it wraps too), which checks that rows of the first one never leak into the second.
 
 Bounds the test program applies (docs/codegen.md, "Equivalence"):
     per element   |c - r| <= atol + rtol |r|, the artifact's own tolerance (manifest.json
@@ -24,7 +27,7 @@ import numpy as np
 from . import c_text
 from .plan import Plan
 
-NORMWISE_U = 64  # in units of u = 2^-24: measured <= 10 on every test model (docs/codegen.md)
+NORMWISE_U = 64  # in units of u = 2^-24: the measured values are in docs/codegen.md (claims registry)
 UNIT_ROUNDOFF = 2.0**-24
 SECOND_SEQUENCE = 8  # positions of the sequence after the reset
 
@@ -33,15 +36,23 @@ SECOND_SEQUENCE = 8  # positions of the sequence after the reset
 class Golden:
     inputs: np.ndarray  # [T, B, d_in] float32 or [T, B, 1] int64, T = max_len + second
     outputs: np.ndarray  # [T, B, d_out] float32 (the reference's)
-    first: int  # positions of the first sequence (max_len); a reset precedes position `first`
+    first: int  # positions of the first sequence; a reset precedes position `first`
     atol: float
     rtol: float
 
 
+def sequence_lengths(plan: Plan) -> tuple[int, int]:
+    """(first, second) golden sequence lengths (module docstring)."""
+    n, w = plan.config.max_len, plan.window
+    if w is None:
+        return n, min(SECOND_SEQUENCE, n)
+    return max(n, 4 * w + 1), max(SECOND_SEQUENCE, 2 * w + 1)
+
+
 def reference_inputs(plan: Plan, seed: int = 0) -> tuple[np.ndarray, int]:
     """[T, B, 1, d_in] float32 / [T, B, 1] int64 step inputs and the length of the first sequence."""
-    cfg, b, n = plan.config, plan.batch, plan.config.max_len
-    second = min(SECOND_SEQUENCE, n)
+    cfg, b = plan.config, plan.batch
+    n, second = sequence_lengths(plan)
     rng = np.random.default_rng(seed)
     if plan.tokens:
         seq = rng.integers(0, cfg.vocab_size, size=(n + second, b, 1), dtype=np.int64)  # [T, B, 1]

@@ -3,17 +3,18 @@
 A `Plan` is everything the emitted C depends on -- the model's shapes, the batch, the declared
 input domain and output bound, the weights, and two kinds that select the emitters:
 
-    cache_kind   how past keys are kept: "static" (N = max_len rows, row p holds position p;
-                 rows >= pos are stale and selected out). A ring cache (slot = pos mod W for a
-                 sliding window) is a second kind behind the same hooks (codegen/blocks.py).
-    block_kind   what one layer computes: "attention" (post-LN self-attention + FFN). A
-                 diagonal state-space block is a second kind behind the same hooks.
+    cache_kind   how past keys are kept, tickformer.artifact.format.cache_kind: "static" (N =
+                 max_len rows, row p holds position p; rows >= pos are stale and selected out)
+                 or "ring" (a sliding window of W rows: the step at ring position r in [0, 3W)
+                 reads the slots contracts.ring_buffer.slot_read selects and commits to
+                 ring_slot(r, W); codegen/blocks.py RingCache).
+    block_kind   what one layer computes: "attention" (post-LN self-attention + FFN).
 
 Refusals (each an ArtifactError that names the thing and what to use instead): an
 architecture or input kind without an emitter (encoder-decoder for now), a config field this
-generator does not know (a future field -- a window, a block type -- changes the step's
-meaning, so guessing would emit a wrong step), a manifest key it does not know, and weights
-whose names or shapes differ from the documented scheme (docs/artifact_format.md).
+generator does not know (a future field changes the step's meaning, so guessing would emit a
+wrong step), a manifest key it does not know, and weights whose names or shapes differ from
+the documented scheme (docs/artifact_format.md).
 
 Not real-time code (reads the artifact once).
 """
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from tickformer.artifact import Artifact
+from tickformer.artifact import format as fmt
 from tickformer.errors import ArtifactError
 from tickformer.model.config import Config
 
@@ -46,6 +48,7 @@ KNOWN_CONFIG_FIELDS = frozenset(
         "max_len",
         "dropout",
         "ln_eps",
+        "window",  # a sliding window: the ring cache kind
     }
 )
 # Manifest keys of format version 2 (docs/artifact_format.md). Same rule.
@@ -72,7 +75,7 @@ KNOWN_MANIFEST_KEYS = frozenset(
         "manifest_sha256",
     }
 )
-SUPPORTED = "decoder-only artifacts with continuous or token inputs"
+SUPPORTED = "decoder-only attention artifacts (full or windowed) with continuous or token inputs"
 
 
 @dataclass(frozen=True)
@@ -103,8 +106,18 @@ class Plan:
 
     @property
     def rows(self) -> int:
-        """Cache rows N (the static cache: max_len)."""
-        return self.config.max_len
+        """Cache rows N: max_len (static cache) or the window W (ring cache); format.cache_rows."""
+        return fmt.cache_rows(self.config)
+
+    @property
+    def window(self) -> int | None:
+        return self.config.window
+
+    @property
+    def positions(self) -> int:
+        """How many values tf_stage's `pos` takes: max_len (static: the absolute position) or 3W
+        (ring: the ring position, contracts.ring_buffer.ring_position)."""
+        return self.config.max_len if self.window is None else 3 * self.window
 
     @property
     def tokens(self) -> bool:
@@ -146,12 +159,6 @@ def plan_for(artifact: Artifact) -> Plan:
             f"the C step cannot honour them: use backend 'ort' or 'numpy' for this artifact"
         )
     raw = manifest.get("config", {})
-    if isinstance(raw, dict) and raw.get("window") is not None:
-        raise ArtifactError(
-            f"{artifact.root}: windowed artifacts (window {raw['window']}: a ring KV cache) are not generated "
-            "yet: codegen has the cache kind 'static' only (codegen/blocks.py, docs/streaming.md); use backend "
-            "'ort' or 'numpy' for this artifact"
-        )
     unknown = sorted(set(raw) - KNOWN_CONFIG_FIELDS)
     if unknown:
         raise ArtifactError(
@@ -180,6 +187,7 @@ def plan_for(artifact: Artifact) -> Plan:
         output_bound=_output_bound(manifest),
         artifact_sha256=sha,
         params=artifact.params(),
+        cache_kind=fmt.cache_kind(cfg),
     )
 
 

@@ -2,14 +2,17 @@
 `Makefile` that builds the library, runs them, and gathers the static evidence.
 
 tf_test (no Python, no files: everything is compiled in from tf_golden.h) checks
-  1. golden: the reference's outputs at every position of a max_len sequence and of a second
-     sequence after tf_reset, per element within the artifact's tolerance and normwise within
+  1. golden: the reference's outputs at every position of a first sequence (max_len positions;
+     a ring cache: max(max_len, 4W + 1), across the ring's wrap-around) and of a second sequence
+     after tf_reset, per element within the artifact's tolerance and normwise within
      TF_GOLDEN_NORMWISE;
   2. stale rows: the same sequences from a state whose every byte was first set to a NaN or
      an inf pattern (then tf_reset) give bitwise the same outputs -- nothing stale leaks;
   3. determinism: a second run is bitwise equal to the first;
   4. refusals: NaN, +-inf, out-of-domain inputs (bad token ids), bad positions and a full
-     context return their status and leave the state byte-for-byte unchanged.
+     context (static cache) return their status and leave the state byte-for-byte unchanged;
+     a ring cache instead slides: TF_MAX_LEN + 3W + 1 steps are accepted and the stored ring
+     position stays in [0, 3W).
 tf_expcheck checks tf_expneg on every STRIDE-th float32 (STRIDE 1: all 2^32 of them): within
 1 ULP of double-precision exp on [-86.5, 0] (1,118,633,985 values), exactly 0 below it and for
 -inf, 1 above 0, NaN for NaN -- which proves the ACSL contract Frama-C uses for it.
@@ -145,7 +148,7 @@ static void check_refusals(void)
     memcpy(x, tf_golden_x, sizeof(x));
     memcpy(&snapshot, &state, sizeof(state));
     expect_refusal("position -1", tf_stage(&state, x, -1, y), TF_E_POSITION);
-    expect_refusal("position max_len", tf_stage(&state, x, TF_MAX_LEN, y), TF_E_POSITION);
+    expect_refusal("position TF_POSITIONS", tf_stage(&state, x, TF_POSITIONS, y), TF_E_POSITION);
 #if TF_TOKENS
     x[0] = -1;
     expect_refusal("token -1", tf_step(&state, x, y), TF_E_TOKEN);
@@ -165,11 +168,24 @@ static void check_refusals(void)
 #endif
     memcpy(x, tf_golden_x, sizeof(x));
     tf_reset(&state);
+#if TF_RING
+    for (t = 0; t < TF_MAX_LEN + 3 * TF_WINDOW + 1; t++) {
+        const int status = tf_step(&state, x, y);
+        if (status != TF_OK || state.pos < 0 || state.pos >= TF_POSITIONS) {
+            fail("a ring cache must slide", t, status);
+        }
+    }
+    printf("slides: %d steps accepted, ring position in [0, %d)\n", TF_MAX_LEN + 3 * TF_WINDOW + 1, TF_POSITIONS);
+    state.pos = TF_POSITIONS; /* a corrupted stored ring position */
+    memcpy(&snapshot, &state, sizeof(state));
+    expect_refusal("stored ring position 3W", tf_step(&state, x, y), TF_E_POSITION);
+#else
     for (t = 0; t < TF_MAX_LEN; t++) {
         (void)tf_step(&state, x, y);
     }
     memcpy(&snapshot, &state, sizeof(state));
     expect_refusal("full context", tf_step(&state, x, y), TF_E_FULL);
+#endif
     printf("refusals: status codes as documented, state unchanged byte for byte\n");
 }
 
@@ -358,7 +374,7 @@ def expcheck_c() -> str:
 def eva_unroll(plan: Plan) -> int:
     """The longest constant loop of the step (EVA's -eva-auto-loop-unroll)."""
     cfg = plan.config
-    return 1 + max(cfg.max_len, cfg.d_ff, 3 * plan.d, plan.d_out, plan.batch * plan.d_in)
+    return 1 + max(plan.rows, cfg.d_ff, 3 * plan.d, plan.d_out, plan.batch * plan.d_in)
 
 
 def makefile(plan: Plan) -> str:

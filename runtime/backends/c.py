@@ -4,7 +4,9 @@
     session = tickformer.runtime.load("ART", backend="c", library="DIR/libtf_model.so")  # prebuilt
 
 Loading (not real-time): codegen.plan_for refuses what the generator does not support
-(encoder-decoder artifacts, unknown config fields); the library comes from the build cache
+(encoder-decoder artifacts, unknown config fields); windowed artifacts run on the generated
+ring cache (`ring_cache = True`: `pos` is the Session's ring position in [0, 3W), commit writes
+slot ring_slot(pos, W)); the library comes from the build cache
 (codegen/toolchain.py: keyed by the artifact's hash, the generator, the compiler and the
 flags; built with the system C compiler on a miss, atomically) or from `library=`, and must
 report this artifact's manifest hash. Options: cc= (compiler), cflags= (replacing the
@@ -41,7 +43,7 @@ from tickformer.errors import BackendError, ConfigError
 from .base import Backend
 
 STATUS_TEXT = {
-    1: "position outside 0..max_len-1",
+    1: "position outside the step's range (static cache: 0..max_len-1; ring cache: ring positions 0..3W-1)",
     2: "an input value is NaN or infinite",
     3: "an input value is outside the declared domain",
     4: "a token id is outside the vocabulary",
@@ -67,6 +69,7 @@ class CBackend(Backend):
 
     name = "c"
     static_cache = True
+    ring_cache = True  # windowed artifacts: the generated ring cache (codegen/blocks.py RingCache)
 
     def __init__(
         self,
@@ -147,23 +150,29 @@ class CBackend(Backend):
 
     # --- not real-time ---------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
-        """The full pass as max_len-bounded steps on a private state (this session's is untouched)."""
-        t = x.shape[1]
+        """The full pass as steps on a private state (this session's is untouched): positions
+        0..T-1 (T <= max_len), or for a windowed artifact the ring positions of 0..T-1 (any T),
+        walked with contracts.ring_buffer.next_ring_position as the Session walks them."""
+        from tickformer.contracts.ring_buffer import next_ring_position
+
+        t, window = x.shape[1], self.config.window
         state = _aligned(self._state.nbytes)
         xin = np.zeros_like(self._x)
         out = np.zeros((x.shape[0], t, self._y.shape[-1]), np.float32)  # [B, T, d_out | V]
         y = np.zeros_like(self._y)
         refs = (_ref(state), _ref(xin), _ref(y))
         self._reset_fn(refs[0])
+        key = 0  # the position, or the ring position standing in for it
         for pos in range(t):
             np.copyto(xin, x[:, pos : pos + 1])
-            status = self._stage_fn(refs[0], refs[1], pos, refs[2])
+            status = self._stage_fn(refs[0], refs[1], key, refs[2])
             if status:
                 raise BackendError(
                     f"the C step refused position {pos} of the full pass: {STATUS_TEXT.get(status, f'status {status}')}"
                 )
-            self._commit_fn(refs[0], pos)
+            self._commit_fn(refs[0], key)
             out[:, pos] = y[:, 0]
+            key = key + 1 if window is None else next_ring_position(key, window)
         return out
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from _cgutil import DECODERS, run_make
+from _cgutil import DECODERS, WINDOWED, run_make
 
 from tickformer.codegen import FILES, generate, write
 from tickformer.errors import ArtifactError
@@ -52,7 +52,7 @@ def test_source_is_free_of_what_embedded_code_must_not_use(arts):
     assert "static const float tf_w_qkv" in code  # weights are static const arrays
 
 
-@pytest.mark.parametrize("name", DECODERS)
+@pytest.mark.parametrize("name", DECODERS + WINDOWED)
 def test_make_test_passes(arts, name, tmp_path, c_compiler, make_tool):
     out = write(arts[name], tmp_path / name)
     done = run_make(out, "test", make_tool, c_compiler)
@@ -67,6 +67,7 @@ def test_make_test_passes(arts, name, tmp_path, c_compiler, make_tool):
     ):
         assert check in log
     assert "special values exact" in log
+    assert ("slides: " in log) == (name in WINDOWED)  # a ring cache never fills
 
 
 def test_golden_check_can_fail(arts, tmp_path, c_compiler, make_tool):

@@ -28,16 +28,6 @@ def test_unknown_config_field_is_refused(arts):
         plan_for(dataclasses.replace(art, manifest=manifest))
 
 
-def test_a_window_is_refused_by_name(arts):
-    """A windowed artifact needs a ring cache kind codegen does not have yet: refused, named."""
-    art = open_artifact(arts["tiny"])
-    manifest = {**art.manifest, "config": {**art.manifest["config"], "window": 8}}
-    with pytest.raises(
-        ArtifactError, match=r"windowed artifacts \(window 8: a ring KV cache\) are not generated"
-    ):
-        plan_for(dataclasses.replace(art, manifest=manifest))
-
-
 def test_unknown_manifest_key_is_refused(arts):
     art = open_artifact(arts["tiny"])
     with pytest.raises(ArtifactError, match=r"manifest keys \['cache'\] are not known"):
@@ -53,9 +43,13 @@ def test_missing_weight_is_named(arts):
         source.source(dataclasses.replace(plan, params=params), "test")
 
 
-@pytest.mark.parametrize("name", ["tiny", "tokens", "batch2", "odd", "narrow"])
+@pytest.mark.parametrize("name", ["tiny", "tokens", "batch2", "odd", "narrow", "win1", "win4"])
 def test_decoders_are_planned(arts, name):
     art = open_artifact(arts[name])
     plan = plan_for(art)
-    assert (plan.cache_kind, plan.block_kind) == ("static", "attention")
+    assert (plan.cache_kind, plan.block_kind) == (
+        "static" if art.config.window is None else "ring",
+        "attention",
+    )
+    assert plan.rows == (art.config.window or art.max_len)
     assert plan.batch == art.batch and plan.domain == art.input_domain
