@@ -52,3 +52,22 @@ def test_certify_with_the_c_backend(arts, tmp_path, c_compiler):
     assert code in (0, 2)  # PASS, or INCONCLUSIVE on a noisy machine; never FAIL at a 100 ms budget
     cert = json.loads((out / "certificate.json").read_text())
     assert cert["conditions"]["backend"] == "c" and cert["verdict"] in ("PASS", "INCONCLUSIVE")
+
+
+def test_certify_a_windowed_artifact_with_the_c_backend(arts, tmp_path, c_compiler):
+    """One sliding stream across wrap-around: the campaign times every slot of the ring."""
+    out = tmp_path / "cert"
+    args = ["certify", str(arts["win4"]), "--backend", "c", "--budget-us", "100000", "--samples", "2000"]
+    code = main([*args, "--warmup", "100", "--n-boot", "20", "--out", str(out), "--quiet"])
+    assert code in (0, 2)
+    cert = json.loads((out / "certificate.json").read_text())
+    assert cert["conditions"]["backend"] == "c"
+    ring = cert["campaign"]["ring"]
+    assert ring["window"] == 4 and ring["every_slot_timed"] and ring["wraps"] > 100
+
+
+def test_codegen_a_windowed_artifact(arts, tmp_path, capsys, c_compiler, make_tool):
+    out = tmp_path / "c"
+    assert main(["codegen", str(arts["wintokens"]), "--out", str(out), "--test", "--cc", c_compiler]) == 0
+    printed = capsys.readouterr().out
+    assert "slides: " in printed and "tf_test: all checks passed" in printed
