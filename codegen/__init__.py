@@ -31,7 +31,7 @@ from tickformer.artifact import Artifact, open_artifact
 from tickformer.durable import replace_dir
 from tickformer.errors import ArtifactError
 
-from . import evatarget, golden, source, testprog
+from . import evatarget, golden, source, ssm_kernels, testprog
 from .plan import Plan, plan_for
 
 __all__ = ["FILES", "Plan", "generate", "generator_id", "plan_for", "write"]
@@ -47,6 +47,7 @@ FILES = (
     "README",
 )
 MODEL_FILES = ("tf_model.h", "tf_model.c")
+SSM_FILES = ("tf_ssmcheck.c",)  # beside FILES for ssm artifacts
 
 
 # Modules outside codegen/ whose code decides the generated text (not only the artifact's
@@ -92,6 +93,10 @@ def generate(art: "str | os.PathLike[str] | Artifact", *, plan: Plan | None = No
     files["tf_test.c"] = testprog.test_c(plan).encode()
     files["tf_expcheck.c"] = testprog.expcheck_c().encode()
     files["tf_eva.c"] = evatarget.eva_c(plan).encode()
+    if plan.block_kind == "ssm":
+        from tickformer.model.ssm import ELEMENTARY_ERROR_U
+
+        files["tf_ssmcheck.c"] = ssm_kernels.ssmcheck_c(ELEMENTARY_ERROR_U).encode()
     files["Makefile"] = testprog.makefile(plan).encode()
     files["README"] = _readme(plan, artifact).encode()
     return files

@@ -63,6 +63,8 @@ def _embed_bound(plan: Plan) -> float:
 
 
 def eva_c(plan: Plan) -> str:
+    if plan.block_kind == "ssm":
+        return _eva_ssm_c(plan)
     pos = (
         "s.pos = Frama_C_interval(-2147483647 - 1, 2147483647); /* every int32: ring positions and refusals */"
         if plan.window is not None
@@ -101,8 +103,67 @@ int tf_eva_main(void)
     }}
     {pos}
     status = tf_step(&s, x, y);              /* check, stage, output check, commit */
+    s.pending = Frama_C_interval(-1, TF_POSITIONS); /* a deferred commit of any position, or none */
+    status = status == TF_OK ? tf_stage_pending(&s, x, s.pos, y) : status;
     tf_reset(&s);
-    (void)tf_layout(Frama_C_interval(-1, 6));
+    (void)tf_layout(Frama_C_interval(-1, 7));
+    (void)tf_artifact_sha256();
+    return status;
+}}
+#endif
+"""
+
+
+def _eva_ssm_c(plan: Plan) -> str:
+    """The ssm entry point: the state's interval assumption (both buffers, every layer l in
+    [-S_l, S_l], the manifest's state_bound: contracts/state_bound.py, monitored at run time and
+    checked by the step itself, TF_E_STATE), every input in the domain, every position."""
+    inputs = (
+        "        x[i] = Frama_C_interval(0, TF_D_OUT - 1);"
+        if plan.tokens
+        else "        x[i] = Frama_C_float_interval(TF_DOMAIN_LO, TF_DOMAIN_HI);"
+    )
+    bounds = ", ".join(f32_up(b) for b in plan.state_bound)
+    return f"""\
+/* tf_eva.c -- Frama-C EVA entry point for the generated ssm step (generated; do not edit).
+   make frama-c: the step for every input in the declared domain, every position (any int32: its
+   parity picks the buffer; negative ones are refused), and every state within the manifest's
+   per-layer state_bound (the assumption: contracts/state_bound.py, which the step checks on the
+   state it writes). */
+#include "tf_model.h"
+
+#ifdef TF_FRAMA_C
+#include "__fc_builtin.h"
+
+static const float tf_eva_state_bound[TF_LAYERS] = {{{bounds}}};
+
+static tf_state s;
+
+int tf_eva_main(void)
+{{
+    tf_input x[TF_BATCH * TF_D_IN];
+    float y[TF_BATCH * TF_D_OUT];
+    int i, p, b, l, d, n, status;
+    for (p = 0; p < 2; p++) {{
+        for (b = 0; b < TF_BATCH; b++) {{
+            for (l = 0; l < TF_LAYERS; l++) {{
+                for (d = 0; d < TF_D_MODEL; d++) {{
+                    for (n = 0; n < TF_D_STATE; n++) {{
+                        s.state[p][b][l][d][n] = Frama_C_float_interval(-tf_eva_state_bound[l], tf_eva_state_bound[l]);
+                    }}
+                }}
+            }}
+        }}
+    }}
+    for (i = 0; i < TF_BATCH * TF_D_IN; i++) {{
+{inputs}
+    }}
+    s.pos = Frama_C_interval(-2147483647 - 1, 2147483647); /* every int32: its parity, and refusals */
+    status = tf_stage(&s, x, s.pos, y);
+    tf_commit(&s, s.pos);
+    status = status == TF_OK ? tf_step(&s, x, y) : status;
+    tf_reset(&s);
+    (void)tf_layout(Frama_C_interval(-1, 4));
     (void)tf_artifact_sha256();
     return status;
 }}

@@ -3,7 +3,11 @@
 The reference is the numpy model's full pass (model/transformer.py `forward`: the model's own
 functions and the one online-softmax operator over the whole sequence, with the window mask
 and relative-position bias for windowed models) -- not a step implementation, so the C step
-is checked against the definition rather than against another step. Two sequences: the
+is checked against the definition rather than against another step. For the state-space block
+it is the numpy recurrence (the numpy backend's step, model/ssm.py `ssm_step`, through a
+Session): the full pass there is the training scan, a different summation of the same
+recurrence (docs/ssm.md bounds the two apart), and the C step is the recurrence; 4 max_len steps,
+a reset, 8 more. Two sequences: the
 first over every position 0..max_len-1 (a ring cache: max(max_len, 4W + 1) positions, so
 every ring position [0, 3W) and the wrap from 3W - 1 back to W are crossed; inputs uniform in
 the declared domain, the first two pinned at its edges; token ids across the vocabulary, both
@@ -44,6 +48,8 @@ class Golden:
 def sequence_lengths(plan: Plan) -> tuple[int, int]:
     """(first, second) golden sequence lengths (module docstring)."""
     n, w = plan.config.max_len, plan.window
+    if plan.block_kind == "ssm":
+        return 4 * n, SECOND_SEQUENCE
     if w is None:
         return n, min(SECOND_SEQUENCE, n)
     return max(n, 4 * w + 1), max(SECOND_SEQUENCE, 2 * w + 1)
@@ -75,14 +81,16 @@ def compute(plan: Plan, artifact_path: str, seed: int = 0) -> Golden:
     art = open_artifact(artifact_path)
     params = art.params()
     xs, first = reference_inputs(plan, seed)  # [T, B, 1(, d_in)]
-    seqs = [xs[:first], xs[first:]]
-    outputs = []
-    for seq in seqs:
-        x = np.moveaxis(seq[:, :, 0], 0, 1)  # [B, t(, d_in)]
-        outputs.append(
-            np.moveaxis(forward(params, art.config, np.ascontiguousarray(x)), 1, 0)
-        )  # [t, B, d_out]
-    ys = np.concatenate(outputs)  # [T, B, d_out]
+    if plan.block_kind == "ssm":
+        ys = _ssm_recurrence(art, xs, first)  # [T, B, d_out]
+    else:
+        outputs = []
+        for seq in (xs[:first], xs[first:]):
+            x = np.moveaxis(seq[:, :, 0], 0, 1)  # [B, t(, d_in)]
+            outputs.append(
+                np.moveaxis(forward(params, art.config, np.ascontiguousarray(x)), 1, 0)
+            )  # [t, B, d_out]
+        ys = np.concatenate(outputs)  # [T, B, d_out]
     tol = art.tolerance
     inputs = xs if plan.tokens else xs[:, :, 0, :]  # [T, B, 1] / [T, B, d_in]
     return Golden(
@@ -92,6 +100,21 @@ def compute(plan: Plan, artifact_path: str, seed: int = 0) -> Golden:
         atol=float(tol["atol"]),
         rtol=float(tol["rtol"]),
     )
+
+
+def _ssm_recurrence(art, xs: np.ndarray, first: int) -> np.ndarray:
+    """The ssm reference: the numpy backend's step (model/ssm.py ssm_step, the recurrence, not the
+    training scan) through a Session, reset after `first` steps. xs [T, B, 1(, d_in)] -> [T, B, d_out]."""
+    from tickformer import runtime
+
+    session = runtime.load(art.root, backend="numpy")
+    out = []
+    for t, x in enumerate(xs):
+        if t == first:
+            session.reset()
+        out.append(session.step(np.ascontiguousarray(x))[:, 0].copy())  # [B, d_out]
+    session.close()
+    return np.stack(out)  # [T, B, d_out]
 
 
 def header(golden: Golden, plan: Plan) -> str:

@@ -49,6 +49,8 @@ KNOWN_CONFIG_FIELDS = frozenset(
         "dropout",
         "ln_eps",
         "window",  # a sliding window: the ring cache kind
+        "block",  # "attention" or "ssm" (the state-space block kind)
+        "d_state",
     }
 )
 # Manifest keys of format version 2 (docs/artifact_format.md). Same rule.
@@ -73,9 +75,14 @@ KNOWN_MANIFEST_KEYS = frozenset(
         "created_utc",
         "source",
         "manifest_sha256",
+        "kind",  # "ssm" (the only value written today); another is refused by name
+        "state_bound",
     }
 )
-SUPPORTED = "decoder-only attention artifacts (full or windowed) with continuous or token inputs"
+KINDS = ("ssm",)  # manifest "kind" values with a block kind here (format.artifact_kind)
+SUPPORTED = (
+    "decoder-only artifacts with continuous or token inputs: attention (full or windowed) or the ssm block"
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ class Plan:
     params: dict[str, np.ndarray] = field(repr=False)
     cache_kind: str = "static"
     block_kind: str = "attention"
+    state_bound: tuple[float, ...] = ()  # ssm: the manifest's per-layer state bound S_l
 
     # --- shapes (llama2.c names) ------------------------------------------------------------
     @property
@@ -115,9 +123,22 @@ class Plan:
 
     @property
     def positions(self) -> int:
-        """How many values tf_stage's `pos` takes: max_len (static: the absolute position) or 3W
-        (ring: the ring position, contracts.ring_buffer.ring_position)."""
+        """How many values tf_stage's `pos` takes: max_len (static: the absolute position), 3W
+        (ring: the ring position, contracts.ring_buffer.ring_position), or any int32 >= 0 (ssm:
+        the session's position, of which only the parity matters)."""
+        if self.block_kind == "ssm":
+            return 2**31 - 1
         return self.config.max_len if self.window is None else 3 * self.window
+
+    @property
+    def d_state(self) -> int:
+        return self.config.d_state
+
+    @property
+    def has_pe(self) -> bool:
+        """Whether the embedding adds the sinusoidal table (model/transformer.py embed: not for
+        windowed models nor ssm blocks)."""
+        return self.window is None and self.block_kind != "ssm"
 
     @property
     def tokens(self) -> bool:
@@ -151,6 +172,12 @@ def plan_for(artifact: Artifact) -> Plan:
     """Check that codegen supports `artifact` and read what the C step needs. Raises
     ArtifactError naming the unsupported kind or field. Not real-time (reads weights.npz)."""
     manifest = artifact.manifest
+    kind = manifest.get("kind")
+    if kind is not None and kind not in KINDS:
+        raise ArtifactError(
+            f"{artifact.root}: codegen does not support artifact kind {kind!r} (it supports {SUPPORTED}); "
+            "use backend 'ort' or 'numpy' for this artifact"
+        )
     unknown_keys = sorted(set(manifest) - KNOWN_MANIFEST_KEYS)
     if unknown_keys:
         raise ArtifactError(
@@ -180,6 +207,11 @@ def plan_for(artifact: Artifact) -> Plan:
     sha = manifest.get("manifest_sha256")
     if not isinstance(sha, str) or len(sha) != 64:
         raise ArtifactError(f"{artifact.root}: manifest has no manifest_sha256; re-export the artifact")
+    ssm = cfg.block == "ssm"
+    if ssm != (kind == "ssm"):
+        raise ArtifactError(
+            f"{artifact.root}: config block {cfg.block!r} and manifest kind {kind!r} disagree; re-export the artifact"
+        )
     return Plan(
         config=cfg,
         batch=artifact.batch,
@@ -187,8 +219,26 @@ def plan_for(artifact: Artifact) -> Plan:
         output_bound=_output_bound(manifest),
         artifact_sha256=sha,
         params=artifact.params(),
-        cache_kind=fmt.cache_kind(cfg),
+        cache_kind="state" if ssm else fmt.cache_kind(cfg),
+        block_kind="ssm" if ssm else "attention",
+        state_bound=_state_bound(manifest, cfg.n_layers) if ssm else (),
     )
+
+
+def _state_bound(manifest: dict[str, Any], layers: int) -> tuple[float, ...]:
+    """The manifest's per-layer state bound S_l (contracts/state_bound.py), checked finite."""
+    raw = manifest.get("state_bound")
+    values = raw.get("layers") if isinstance(raw, dict) else None
+    try:
+        bound = tuple(float(v) for v in values)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        bound = ()
+    if len(bound) != layers or not all(0.0 < b < float("inf") for b in bound):
+        raise ArtifactError(
+            f"manifest state_bound {raw!r} does not give a finite positive bound per layer ({layers}); re-export the "
+            "artifact"
+        )
+    return bound
 
 
 def _output_bound(manifest: dict[str, Any]) -> float | None:

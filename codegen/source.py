@@ -32,7 +32,7 @@ import numpy as np
 from tickformer.model import names
 
 from . import c_text, kernels
-from .blocks import BLOCK_KINDS, CACHE_KINDS, Weight
+from .blocks import BLOCK_KINDS, CACHE_KINDS, StaticCache, Weight
 from .plan import Plan
 
 STATUS = (
@@ -51,8 +51,13 @@ STATUS = (
         "an output is NaN, infinite or beyond the artifact's output bound (nothing staged is committed)",
     ),
     ("TF_E_FULL", 6, "tf_step, static cache only: the context is full (position TF_MAX_LEN); call tf_reset"),
+    (
+        "TF_E_STATE",
+        7,
+        "ssm: the state written is NaN, infinite or beyond the manifest's state_bound (not committed)",
+    ),
 )
-LAYOUT_FIELDS = ("size", "k", "v", "k_new", "v_new", "pos")  # tf_layout(i): byte offset (0: sizeof)
+LAYOUT_FIELDS = StaticCache.layout  # the attention kinds' tf_layout fields: 0 sizeof, then byte offsets
 
 
 def header(plan: Plan, generator: str) -> str:
@@ -72,7 +77,17 @@ def header(plan: Plan, generator: str) -> str:
         ]
     )
     in_type = "int64_t" if plan.tokens else "float"
-    what_pos = "the ring position" if plan.window else "the position"
+    what_pos = (
+        "the session's position, only its parity matters"
+        if plan.block_kind == "ssm"
+        else ("the ring position" if plan.window else "the position")
+    )
+    layout_text = ", ".join(cache.layout[1:])
+    pos_range = (
+        "ssm: 0 or 1, the buffer read next"
+        if plan.block_kind == "ssm"
+        else ("ring position, in [0, 3W)" if plan.window else "in [0, max_len]")
+    )
     lo, hi = plan.domain
     return f"""\
 /* tf_model.h -- the step of one tickformer artifact as C99 (generated; do not edit).
@@ -91,6 +106,8 @@ def header(plan: Plan, generator: str) -> str:
 #define TF_MAX_LEN {cfg.max_len}
 #define TF_RING {1 if plan.window is not None else 0} /* 1: a ring cache (sliding window), tf_step never fills */
 #define TF_WINDOW {plan.window or 0} /* the window W (ring cache), 0 for a static cache */
+#define TF_SSM {1 if plan.block_kind == "ssm" else 0} /* 1: the state-space block, a fixed state, tf_step never fills */
+#define TF_D_STATE {plan.d_state} /* states per channel (ssm), 0 for attention */
 #define TF_ROWS {cache.rows(plan)} /* cache rows ({plan.cache_kind} cache) */
 #define TF_POSITIONS {plan.positions} /* tf_stage's pos is in [0, TF_POSITIONS): {what_pos} */
 #define TF_LAYERS {cfg.n_layers}
@@ -111,8 +128,9 @@ enum tf_status {{
    tf_reset makes ANY memory a valid initial state: nothing but `pos` is read before it is
    written, except cache rows, which are selected out until this stream commits them. */
 typedef struct tf_state {{
-    int32_t pos; /* tf_step's next position ({"ring position, in [0, 3W)" if plan.window else "in [0, max_len]"}) */
-    int32_t reserved[15]; /* keeps the arrays 64-byte aligned when the state is */
+    int32_t pos; /* tf_step's next position ({pos_range}) */
+    int32_t pending; /* tf_defer_commit: the position whose staged rows tf_stage_pending commits first (-1: none) */
+    int32_t reserved[14]; /* keeps the arrays 64-byte aligned when the state is */
 {members}
     /* scratch: overwritten by every tf_stage, never read before written */
 {scratch}
@@ -121,9 +139,10 @@ typedef struct tf_state {{
 void tf_reset(tf_state *s);
 int tf_stage(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, float y[TF_BATCH * TF_D_OUT]);
 void tf_commit(tf_state *s, int32_t pos);
+int tf_stage_pending(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, float y[TF_BATCH * TF_D_OUT]);
 int tf_step(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], float y[TF_BATCH * TF_D_OUT]);
 const char *tf_artifact_sha256(void);
-int32_t tf_layout(int32_t field); /* 0: sizeof(tf_state); 1..5: byte offset of k, v, k_new, v_new, pos */
+int32_t tf_layout(int32_t field); /* 0: sizeof(tf_state); then byte offsets of {layout_text} */
 
 #endif
 """
@@ -135,7 +154,7 @@ def _weights(plan: Plan) -> list[Weight]:
     cfg = plan.config
     out = (
         []
-        if plan.window is not None  # windowed models have no absolute positions (model/transformer.py embed)
+        if not plan.has_pe  # windowed models and ssm blocks have no absolute positions (model/transformer.py embed)
         else [
             Weight(
                 "tf_pe",
@@ -178,9 +197,9 @@ static void tf_embed_row(const tf_input *x, int32_t pos, float *restrict h)
     }}
 }}
 """
-    if plan.window is not None:
+    if not plan.has_pe:
         return f"""\
-/* x W_in + b_in (model/transformer.py embed; windowed: no absolute positions) */
+/* x W_in + b_in (model/transformer.py embed; windowed or ssm: no absolute positions) */
 static void tf_embed_row(const tf_input *x, int32_t pos, float *restrict h)
 {{{_unused_pos(plan)}
     {kernels.matvec_name(plan.d_in, d, True)}(x, tf_w_in, tf_b_in, h);
@@ -201,16 +220,16 @@ static void tf_embed_row(const tf_input *x, int32_t pos, float *restrict h)
 
 def _pe_term(plan: Plan) -> tuple[str, str]:
     """The positional term of a token embedding and its comment (none for windowed models)."""
-    if plan.window is not None:
-        return "", " (windowed: no absolute positions)"
+    if not plan.has_pe:
+        return "", " (windowed or ssm: no absolute positions)"
     return " + tf_pe[pos * TF_D_MODEL + i]", " + PE[pos]"
 
 
 def _unused_pos(plan: Plan) -> str:
     return (
-        "\n    (void)pos; /* windowed: the embedding does not depend on the position */"
-        if plan.window
-        else ""
+        ""
+        if plan.has_pe
+        else "\n    (void)pos; /* no absolute positions: the embedding does not depend on pos */"
     )
 
 
@@ -290,15 +309,25 @@ static int tf_check_output(const float y[TF_BATCH * TF_D_OUT])
 
 
 def source(plan: Plan, generator: str) -> str:
-    what_pos = "the ring position" if plan.window else "the absolute position"
-    what_step = "slides: never full" if plan.window else "refuses a full context"
+    what_pos = (
+        "the session's position: buffer pos & 1 is read"
+        if plan.block_kind == "ssm"
+        else ("the ring position" if plan.window else "the absolute position")
+    )
+    what_step = "never full" if plan.window or plan.block_kind == "ssm" else "refuses a full context"
     cache = CACHE_KINDS[plan.cache_kind]
     block = BLOCK_KINDS[plan.block_kind]
+    layer_call = (
+        "status = tf_layer(s, l, b, pos);\n"
+        "            if (status != TF_OK) {\n                return status;\n            }"
+        if block.layer_status
+        else "tf_layer(s, l, b, pos);"
+    )
     matvecs = set(block.matvecs(plan)) | set(cache.matvecs(plan))
     matvecs.add((plan.d, plan.d_out, not plan.tokens))
     if not plan.tokens:
         matvecs.add((plan.d_in, plan.d, True))
-    sums = set(cache.sums(plan)) | set(block.layer_norms(plan))
+    sums = set(cache.sums(plan)) | set(block.sums(plan)) | set(block.layer_norms(plan))
     sum_texts, leaves = [], set()
     for n in sorted(sums):
         text, used = kernels.sum_c(n)
@@ -308,7 +337,7 @@ def source(plan: Plan, generator: str) -> str:
         c_text.array(w.name, w.values, comment=w.comment, shapes_only_variant=True) for w in _weights(plan)
     )
     fields = ", ".join(
-        ("(int32_t)sizeof(tf_state)", *(f"(int32_t)offsetof(tf_state, {f})" for f in LAYOUT_FIELDS[1:]))
+        ("(int32_t)sizeof(tf_state)", *(f"(int32_t)offsetof(tf_state, {f})" for f in cache.layout[1:]))
     )
     parts = [
         f"""\
@@ -351,6 +380,7 @@ typedef union {{
         ),
         *(kernels.relu_c(n) for n in sorted(block.relus(plan))),
         *cache.kernels(plan),
+        *block.kernels(plan),
         block.layer_c(plan),
         _embed_c(plan),
         _project_c(plan),
@@ -364,7 +394,7 @@ typedef union {{
 int tf_stage(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, float y[TF_BATCH * TF_D_OUT])
 {{
     int status, b, l, o;
-    if (pos < 0 || pos >= TF_POSITIONS) {{
+    if ({cache.position_refused(plan)}) {{
         return TF_E_POSITION;
     }}
     status = tf_check_input(x);
@@ -374,7 +404,7 @@ int tf_stage(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, flo
     for (b = 0; b < TF_BATCH; b++) {{
         tf_embed_row(x + b * TF_D_IN, pos, s->h);
         for (l = 0; l < TF_LAYERS; l++) {{
-            tf_layer(s, l, b, pos);
+            {layer_call}
         }}
         tf_project_row(s->h, s->out);
         for (o = 0; o < TF_D_OUT; o++) {{
@@ -390,6 +420,19 @@ void tf_commit(tf_state *s, int32_t pos)
 {{
 {cache.commit_c(plan)}}}
 
+/* tf_commit of s->pending if one is set, then tf_stage: one call per tick for a caller that records
+   its commit as `s->pending = pos` (a store, no call) and stages again later -- the Python backend
+   (runtime/backends/c.py). The committed state is the same as tf_commit at once; the rows of the
+   pending position are written before this step reads the cache. */
+int tf_stage_pending(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, float y[TF_BATCH * TF_D_OUT])
+{{
+    if (s->pending >= 0) {{
+        tf_commit(s, s->pending);
+        s->pending = -1;
+    }}
+    return tf_stage(s, x, pos, y);
+}}
+
 /* One whole tick: stages, commits and advances only on success ({what_step}). */
 int tf_step(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], float y[TF_BATCH * TF_D_OUT])
 {{
@@ -399,6 +442,7 @@ int tf_step(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], float y[TF_BATCH 
 void tf_reset(tf_state *s)
 {{
 {cache.reset_c(plan)}    s->pos = 0;
+    s->pending = -1;
 }}
 
 const char *tf_artifact_sha256(void)
@@ -408,8 +452,8 @@ const char *tf_artifact_sha256(void)
 
 int32_t tf_layout(int32_t field)
 {{
-    static const int32_t offsets[{len(LAYOUT_FIELDS)}] = {{{fields}}};
-    if (field < 0 || field >= {len(LAYOUT_FIELDS)}) {{
+    static const int32_t offsets[{len(cache.layout)}] = {{{fields}}};
+    if (field < 0 || field >= {len(cache.layout)}) {{
         return -1;
     }}
     return offsets[field];

@@ -19,7 +19,11 @@ and V (stored [L, B, N, H, dh]: row p is position p's value projection, all head
 so one pass over the rows accumulates every head), so tests can plant values in the C cache.
 
 Real-time (tests/runtime/test_c_backend.py, with tracemalloc): `step` copies x into the input
-buffer (np.copyto, 0 B) and calls `tf_stage(state, x, pos, y)`; `commit` calls `tf_commit`.
+buffer (np.copyto, 0 B) and calls `tf_stage_pending(state, x, pos, y)`; `commit` stores pos in
+`tf_state.pending` (a ctypes int32 over the state buffer, made at load), and the next
+tf_stage_pending applies it before reading the cache: one C call per tick, the committed state
+as with an immediate tf_commit (`cache()` applies a pending commit first; deferred_commit=False
+calls tf_commit at once, for comparison: benchmarks/test_c_step.py).
 No Python object is allocated, not even transiently: the pointer arguments are
 `ctypes.byref` objects made once (ctypes passes them as they are), `pos` is a plain int
 (ctypes converts it to a C int directly), argtypes are deliberately left unset (with them,
@@ -48,6 +52,7 @@ STATUS_TEXT = {
     3: "an input value is outside the declared domain",
     4: "a token id is outside the vocabulary",
     5: "an output is NaN, infinite or beyond the artifact's output bound",
+    7: "the state written is NaN, infinite or beyond the manifest's state_bound",
 }
 ALIGN = 64
 
@@ -79,6 +84,7 @@ class CBackend(Backend):
         cflags: Sequence[str] | None = None,
         cache_dir: "str | os.PathLike[str] | None" = None,
         library: "str | os.PathLike[str] | None" = None,
+        deferred_commit: bool = True,
     ) -> None:
         super().__init__(artifact)
         from tickformer.codegen import toolchain
@@ -97,9 +103,14 @@ class CBackend(Backend):
         self.library_path = str(path)
         self._lib = toolchain.load_library(path, self._plan)
         cfg, batch = self.config, artifact.batch
-        layout = [int(self._lib.tf_layout(i)) for i in range(6)]  # size, k, v, k_new, v_new, pos
+        layout = [int(self._lib.tf_layout(i)) for i in range(7)]  # size, k, v, k_new, v_new, pos, pending
         cache_bytes = int(np.prod(self.cache_shape)) * 4
-        if layout[0] <= 0 or layout[2] - layout[1] != cache_bytes or layout[3] - layout[2] != cache_bytes:
+        if (
+            layout[0] <= 0
+            or layout[2] - layout[1] != cache_bytes
+            or layout[3] - layout[2] != cache_bytes
+            or not 0 <= layout[6] <= layout[0] - 4
+        ):
             raise BackendError(
                 f"{path}: its state layout {layout} does not match this artifact's cache "
                 f"{self.cache_shape}; regenerate it"
@@ -125,18 +136,24 @@ class CBackend(Backend):
         )  # kept alive with the buffers
         self._stage_fn = self._lib.tf_stage
         self._stage_fn.restype = ctypes.c_int
+        self._stage_pending_fn = self._lib.tf_stage_pending
+        self._stage_pending_fn.restype = ctypes.c_int
         self._commit_fn = self._lib.tf_commit
         self._commit_fn.restype = None
         self._reset_fn = self._lib.tf_reset
         self._reset_fn.restype = None
-        self._reset_fn(self._refs[0])
+        self._reset_fn(self._refs[0])  # pos 0, no pending commit
+        self._pending = ctypes.c_int32.from_buffer(self._state, layout[6])  # tf_state.pending, in place
+        self.deferred_commit = bool(deferred_commit)
+        self._run = self._stage_pending_fn if self.deferred_commit else self._stage_fn
 
     # --- real-time path ------------------------------------------------------------------------
     def step(self, x: np.ndarray, pos: int) -> np.ndarray:
-        """Real-time safe: one copy into the input buffer and one C call; 0 bytes allocated."""
+        """Real-time safe: one copy into the input buffer and one C call (tf_stage_pending: the
+        deferred commit of the previous step, then the stage); 0 bytes allocated."""
         np.copyto(self._x, x)
         sref, xref, yref = self._refs
-        status = self._stage_fn(sref, xref, pos, yref)
+        status = self._run(sref, xref, pos, yref)
         if status:
             raise BackendError(
                 f"the C step refused position {pos}: {STATUS_TEXT.get(status, f'status {status}')}; the "
@@ -145,8 +162,21 @@ class CBackend(Backend):
         return self._y
 
     def commit(self, pos: int) -> None:
-        """Real-time safe: tf_commit copies the staged rows into cache row pos (0 bytes)."""
-        self._commit_fn(self._refs[0], pos)
+        """Real-time safe, 0 bytes. Deferred (the default): one int32 store, `tf_state.pending =
+        pos`; the next tf_stage_pending (or `cache()`) copies the staged rows into the cache row
+        before anything reads the cache, so the committed state is the same as an immediate
+        tf_commit, at one C call per tick instead of two. deferred_commit=False: tf_commit now."""
+        if self.deferred_commit:
+            self._pending.value = pos
+        else:
+            self._commit_fn(self._refs[0], pos)
+
+    def _flush(self) -> None:
+        """Apply a deferred commit (not real-time: cache() and close())."""
+        pending = self._pending.value
+        if pending >= 0:
+            self._commit_fn(self._refs[0], pending)
+            self._pending.value = -1
 
     # --- not real-time ---------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
@@ -176,6 +206,8 @@ class CBackend(Backend):
         return out
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
+        """The committed K and V caches as views of the C state (a deferred commit applied first)."""
+        self._flush()
         return self._k_t.swapaxes(-1, -2), self._v
 
     def close(self) -> None:

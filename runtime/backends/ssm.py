@@ -206,3 +206,4 @@ class OrtSsmBackend(SsmBackend):
 
 
 SSM_BACKENDS: dict[str, type[SsmBackend]] = {"numpy": NumpySsmBackend, "ort": OrtSsmBackend}
+import tickformer.runtime.backends.c_ssm  # noqa: E402,F401  registers backend "c" (the generated C step)

@@ -65,9 +65,19 @@ def private_cache(tmp_path_factory):
 def arts(tmp_path_factory):
     """name -> artifact directory: continuous (d_in 3 -> d_out 2), tokens (V = 11), batch 2,
     odd shapes, a narrow domain, an encoder-decoder (which codegen refuses), and windowed ones
-    (ring caches): W = 1, W = 4, W = max_len = 16, and tokens with W = 5."""
+    (ring caches): W = 1, W = 4, W = max_len = 16, and tokens with W = 5; ssm blocks: continuous
+    (d_state 4) and tokens with batch 2 (d_state 3)."""
     tiny = preset("tiny")
+    ssm = tiny.replace(block="ssm", d_state=4)
     return {
+        "ssm": _export(tmp_path_factory, ssm, "ssm", 15),
+        "ssmtokens": _export(
+            tmp_path_factory,
+            TINY_TOKENS.replace(block="ssm", d_state=3, max_len=12),
+            "ssmtokens",
+            16,
+            batch=2,
+        ),
         "win1": _export(tmp_path_factory, tiny.replace(window=1), "win1", 11),
         "win4": _export(tmp_path_factory, tiny.replace(window=4), "win4", 12),
         "winfull": _export(tmp_path_factory, tiny.replace(window=tiny.max_len), "winfull", 13),

@@ -71,3 +71,19 @@ def test_codegen_a_windowed_artifact(arts, tmp_path, capsys, c_compiler, make_to
     assert main(["codegen", str(arts["wintokens"]), "--out", str(out), "--test", "--cc", c_compiler]) == 0
     printed = capsys.readouterr().out
     assert "slides: " in printed and "tf_test: all checks passed" in printed
+
+
+def test_codegen_and_certify_an_ssm_artifact(arts, tmp_path, capsys, c_compiler, make_tool):
+    out = tmp_path / "c"
+    assert main(["codegen", str(arts["ssm"]), "--out", str(out), "--test", "--cc", c_compiler]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "never full: " in printed
+        and "tf_test: all checks passed" in printed
+        and "contracts: 0 broken" in printed
+    )
+    cert_dir = tmp_path / "cert"
+    args = ["certify", str(arts["ssm"]), "--backend", "c", "--budget-us", "100000", "--samples", "1000"]
+    assert main([*args, "--warmup", "100", "--n-boot", "20", "--out", str(cert_dir), "--quiet"]) in (0, 2)
+    cert = json.loads((cert_dir / "certificate.json").read_text())
+    assert cert["conditions"]["backend"] == "c" and cert["verdict"] in ("PASS", "INCONCLUSIVE")

@@ -20,7 +20,7 @@ from tickformer import runtime
 from tickformer.codegen import plan_for, write
 from tickformer.codegen.golden import NORMWISE_U, UNIT_ROUNDOFF
 from tickformer.codegen.toolchain import BUILD_RECORD, LIBRARY, build_library, cache_root
-from tickformer.errors import ArtifactError, BackendError, BackendUnavailable, ConfigError
+from tickformer.errors import ArtifactError, BackendError, BackendUnavailable, ConfigError, ContractViolation
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 from tickformer.runtime import open_artifact
@@ -212,7 +212,7 @@ def test_allocation_probe_sees_argtypes(tiny_art, compiler):
 
     path, _ = tiny_art
     session = runtime.load(path, backend="c")
-    fn = session.backend._lib.tf_stage
+    fn = session.backend._run  # the function step calls (tf_stage_pending)
     try:
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
         session.backend._refs = tuple(
@@ -418,3 +418,37 @@ def test_windowed_zero_python_allocations_per_step(ring_arts, name, compiler):
     xs = stream(session, session.max_len, seed=5)
     rise, net = _peak_rise(session, xs, 5_000, reset_every=None)
     assert rise == 0 and net == 0
+
+
+def test_deferred_commit_equals_an_immediate_one(tiny_art, ring_arts, compiler):
+    """The default (commit = a store of pos, applied by the next tf_stage_pending) against
+    deferred_commit=False (tf_commit at once): bitwise the same outputs and caches, static and ring,
+    across a reset."""
+    for path in (tiny_art[0], ring_arts["w4"]):
+        a, b = runtime.load(path, backend="c"), runtime.load(path, backend="c", deferred_commit=False)
+        assert a.backend.deferred_commit and not b.backend.deferred_commit
+        xs = stream(a, a.max_len, seed=8)
+        for t, x in enumerate(xs):
+            if t == 9:
+                a.reset()
+                b.reset()
+            assert a.step(x).tobytes() == b.step(x).tobytes(), t
+            if t % 5 == 0:
+                for u, v in zip(a.backend.cache(), b.backend.cache()):
+                    assert u.tobytes() == v.tobytes(), t
+
+
+def test_a_monitor_veto_commits_nothing(tiny_art, compiler):
+    """contracts='check': the step whose output the monitor refuses is not committed, even deferred
+    -- the cache, after the pending commit of the previous step, is what it was."""
+    path, _ = tiny_art
+    session = runtime.load(path, backend="c", contracts="check")
+    xs = stream(session, 4, seed=9)
+    session.step(xs[0])
+    k, v = (a.copy() for a in session.backend.cache())
+    session.monitor.output_bound = 1e-9  # every output breaks it now
+    with pytest.raises(ContractViolation):
+        session.step(xs[1])
+    assert session.position == 1
+    k2, v2 = session.backend.cache()
+    assert k2.tobytes() == k.tobytes() and v2.tobytes() == v.tobytes()

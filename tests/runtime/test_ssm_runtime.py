@@ -146,7 +146,7 @@ def test_the_position_wraps_without_losing_the_state(ssm_art, monkeypatch):
     np.testing.assert_allclose(ys, stepped(fresh, seq), atol=tol, rtol=tol)
 
 
-@pytest.mark.parametrize("backend", ["ort-cuda", "ort-trt", "tensorrt", "c", "numpy-growing"])
+@pytest.mark.parametrize("backend", ["ort-cuda", "ort-trt", "tensorrt", "numpy-growing"])
 def test_backends_without_an_ssm_path_refuse_clearly(ssm_art, backend):
     path, _, _ = ssm_art
     with pytest.raises(BackendUnavailable) as info:
