@@ -92,7 +92,15 @@ class StaticCache:
         """C condition on `pos` under which tf_stage refuses it (TF_E_POSITION)."""
         return "pos < 0 || pos >= TF_POSITIONS"
 
-    layout = ("size", "k", "v", "k_new", "v_new", "pos", "pending")  # tf_layout(i): 0 sizeof, then byte offsets
+    layout = (
+        "size",
+        "k",
+        "v",
+        "k_new",
+        "v_new",
+        "pos",
+        "pending",
+    )  # tf_layout(i): 0 sizeof, then byte offsets
 
     def commit_c(self, plan: Plan) -> str:
         return f"""\
