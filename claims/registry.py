@@ -1591,6 +1591,22 @@ _CE = "codegen-evidence"
     .result("wrong", _CE, "expcheck.wrong", "{}")
 )
 Span(f"{D}#exp-small").run("exp(-86.5)", lambda: math.exp(-86.5), "{:.1e}", "math.exp(-86.5)")
+Span(f"{D}#ssm-flush").run("exp(-86.5)", lambda: math.exp(-86.5), "{:.1e}", "math.exp(-86.5)")
+(
+    Span(f"{D}#tanh-split")
+    .param(
+        "split",
+        lambda: importlib.import_module("tickformer.codegen.ssm_kernels").TANH_SMALL,
+        "{}",
+        "codegen/ssm_kernels.py TANH_SMALL",
+    )
+    .run(
+        "e max",
+        lambda: math.exp(-2 * importlib.import_module("tickformer.codegen.ssm_kernels").TANH_SMALL),
+        "{:.2f}",
+        "exp(-2 TANH_SMALL)",
+    )
+)
 (
     Span(f"{D}#exp-time")
     .result("wall", _CE, "expcheck.wall_s", "{:.0f}")
