@@ -1701,6 +1701,82 @@ Span(f"{D}#unroll").result("unroll", _CE, "plan.eva_unroll", "{}")
     .result("cached", _CE, "first_load.cached_s", "{:.0f}", scale=1e3)
     .result("load", _CE, "load_average_before.0", "{:.2f}")
 )
+# docs/codegen.md: the windowed and ssm subjects (claims/codegen_evidence.py --subject ...)
+RESULTS["codegen-windowed"] = ResultsFile(
+    "codegen-windowed", "claims/results/codegen_windowed.json", "utc", "refresh_codegen_windowed"
+)
+
+
+def refresh_codegen_windowed() -> None:
+    _run(
+        [
+            PY,
+            "claims/codegen_evidence.py",
+            "--subject",
+            "windowed",
+            "--out",
+            "claims/results/codegen_windowed.json",
+            "--frama-c",
+        ]
+    )
+
+
+_CW = "codegen-windowed"
+(
+    Span(f"{D}#golden-windowed")
+    .param("window", lambda: _preset_field("control-hidden", "window"), "{}", "preset('control-hidden').window")
+    .param("max_len", lambda: _preset_field("control-hidden", "max_len"), "{}", "preset('control-hidden').max_len")
+    .result("steps", _CW, "codegen_test.golden.steps", "{}")
+    .run("first", lambda: 4 * _preset_field("control-hidden", "window") + 1, "{}", "4W + 1")
+    .literal("1", "the + 1 of 4W + 1 (codegen/golden.py)")
+    .run("second", lambda: 2 * _preset_field("control-hidden", "window") + 1, "{}", "2W + 1")
+    .literal("1", "the + 1 of 2W + 1")
+    .result("max abs", _CW, "codegen_test.golden.max_abs", sci(2))
+    .result("normwise", _CW, "codegen_test.golden.normwise_u", "{:.2f}")
+)
+(
+    Span(f"{D}#rtol-u")
+    .derived(
+        "rtol",
+        _CE,
+        lambda d: float(re.search(r"rtol ([\d.e+-]+)", d["codegen_test"]["golden"]["line"]).group(1)),
+        sci(2),
+        "tf_test's golden line: the artifact's rtol",
+    )
+    .derived(
+        "rtol u",
+        _CE,
+        lambda d: float(re.search(r"rtol ([\d.e+-]+)", d["codegen_test"]["golden"]["line"]).group(1)) / 2.0**-24,
+        "{:.0f}",
+        "rtol / 2^-24",
+    )
+)
+
+
+(
+    Span(f"{D}#evidence-windowed")
+    .result("stack", _CW, "stack.worst.tf_step", "{}")
+    .result("alarms", _CW, "frama_c.alarms", "{}")
+    .result("pre valid", _CW, "frama_c.preconditions_valid", "{}")
+    .result("pre total", _CW, "frama_c.preconditions_total", "{}")
+    .result("assert unknown", _CW, "frama_c.assertions_unknown", "{}")
+    .result("functions", _CW, "frama_c.functions_analyzed", "{}")
+    .result("of", _CW, "frama_c.functions_total", "{}")
+    .run("ring positions", lambda: 3 * _preset_field("control-hidden", "window"), "{}", "3W")
+    .literal("0", "the ring positions start at 0")
+    .result("lo", _CW, "frama_c.output_range.0", "{:.2f}")
+    .result("hi", _CW, "frama_c.output_range.1", "{:.2f}")
+    .result("bound", _CW, "plan.output_bound", "{:.2f}")
+    .result("wall", _CW, "frama_c.wall_s", "{:.0f}")
+)
+
+
+def _preset_field(name: str, field: str) -> Any:
+    from tickformer.model import preset
+
+    return getattr(preset(name), field)
+
+
 LITERALS["docs/codegen.md"] = {
     "512": "the machine's L2 per core, 512 KB (benchmarks/README.md)",
     "32": "the machine's L3, 32 MB",

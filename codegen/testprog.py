@@ -348,7 +348,8 @@ sanitize: tf_test_san
 	./tf_test_san
 
 stack: tf_model.o
-	@echo "stack bytes per function (-fstack-usage; 'static' = a fixed frame):"
+	@echo "stack bytes per function (-fstack-usage; 'static' = a fixed frame); frames only -- the worst case per"
+	@echo "entry point over the call graph (tf_model.ci): python -m tickformer.codegen.evidence ."
 	@cat tf_model.su
 
 cppcheck:
