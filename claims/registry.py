@@ -1771,6 +1771,71 @@ _CW = "codegen-windowed"
 )
 
 
+RESULTS["codegen-ssm"] = ResultsFile("codegen-ssm", "claims/results/codegen_ssm.json", "utc", "refresh_codegen_ssm")
+
+
+def refresh_codegen_ssm() -> None:
+    _run(
+        [
+            PY,
+            "claims/codegen_evidence.py",
+            "--subject",
+            "ssm",
+            "--out",
+            "claims/results/codegen_ssm.json",
+            "--expcheck",
+            "--frama-c",
+        ]
+    )
+
+
+_CSS = "codegen-ssm"
+(
+    Span(f"{D}#golden-ssm")
+    .param("d_state", lambda: 16, "{}", "claims/codegen_evidence.py SUBJECTS['ssm']")
+    .result("steps", _CSS, "codegen_test.golden.steps", "{}")
+    .run("first", lambda: 4 * _preset_field("control", "max_len"), "{}", "4 max_len (codegen/golden.py)")
+    .literal("4", "4 max_len")
+    .literal("8", "the 8 steps after a reset (codegen/golden.py)")
+    .result("max abs", _CSS, "codegen_test.golden.max_abs", sci(2))
+    .result("normwise", _CSS, "codegen_test.golden.normwise_u", "{:.2f}")
+)
+(
+    Span(f"{D}#ssmcheck")
+    .result("softplus", _CSS, "ssmcheck.softplus.max_u", "{:.3f}")
+    .result("softplus n", _CSS, "ssmcheck.softplus.values", "{:,}")
+    .literal("-86.5", "tf_expneg's domain edge")
+    .result("tanh", _CSS, "ssmcheck.tanh.max_u", "{:.3f}")
+    .result("tanh n", _CSS, "ssmcheck.tanh.values", "{:,}")
+    .result("keep", _CSS, "ssmcheck.keep.max_u", "{:.3f}")
+    .result("keep n", _CSS, "ssmcheck.keep.values", "{:,}")
+    .param(
+        "assumed",
+        lambda: importlib.import_module("tickformer.model.ssm").ELEMENTARY_ERROR_U,
+        "{:g}",
+        "model/ssm.py ELEMENTARY_ERROR_U",
+    )
+    .result("broken", _CSS, "ssmcheck.broken", "{}")
+    .result("wall", _CSS, "ssmcheck.wall_s", "{:.0f}")
+)
+
+
+(
+    Span(f"{D}#evidence-ssm")
+    .result("stack", _CSS, "stack.worst.tf_step", "{}")
+    .result("alarms", _CSS, "frama_c.alarms", "{}")
+    .result("pre valid", _CSS, "frama_c.preconditions_valid", "{}")
+    .result("pre total", _CSS, "frama_c.preconditions_total", "{}")
+    .result("assert unknown", _CSS, "frama_c.assertions_unknown", "{}")
+    .result("functions", _CSS, "frama_c.functions_analyzed", "{}")
+    .result("of", _CSS, "frama_c.functions_total", "{}")
+    .result("lo", _CSS, "frama_c.output_range.0", "{:.2f}")
+    .result("hi", _CSS, "frama_c.output_range.1", "{:.2f}")
+    .result("bound", _CSS, "plan.output_bound", "{:.2f}")
+    .result("wall", _CSS, "frama_c.wall_s", "{:.0f}")
+)
+
+
 def _preset_field(name: str, field: str) -> Any:
     from tickformer.model import preset
 
