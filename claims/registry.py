@@ -1724,8 +1724,15 @@ def refresh_codegen_windowed() -> None:
 _CW = "codegen-windowed"
 (
     Span(f"{D}#golden-windowed")
-    .param("window", lambda: _preset_field("control-hidden", "window"), "{}", "preset('control-hidden').window")
-    .param("max_len", lambda: _preset_field("control-hidden", "max_len"), "{}", "preset('control-hidden').max_len")
+    .param(
+        "window", lambda: _preset_field("control-hidden", "window"), "{}", "preset('control-hidden').window"
+    )
+    .param(
+        "max_len",
+        lambda: _preset_field("control-hidden", "max_len"),
+        "{}",
+        "preset('control-hidden').max_len",
+    )
     .result("steps", _CW, "codegen_test.golden.steps", "{}")
     .run("first", lambda: 4 * _preset_field("control-hidden", "window") + 1, "{}", "4W + 1")
     .literal("1", "the + 1 of 4W + 1 (codegen/golden.py)")
@@ -1746,7 +1753,9 @@ _CW = "codegen-windowed"
     .derived(
         "rtol u",
         _CE,
-        lambda d: float(re.search(r"rtol ([\d.e+-]+)", d["codegen_test"]["golden"]["line"]).group(1)) / 2.0**-24,
+        lambda d: (
+            float(re.search(r"rtol ([\d.e+-]+)", d["codegen_test"]["golden"]["line"]).group(1)) / 2.0**-24
+        ),
         "{:.0f}",
         "rtol / 2^-24",
     )
@@ -1771,7 +1780,9 @@ _CW = "codegen-windowed"
 )
 
 
-RESULTS["codegen-ssm"] = ResultsFile("codegen-ssm", "claims/results/codegen_ssm.json", "utc", "refresh_codegen_ssm")
+RESULTS["codegen-ssm"] = ResultsFile(
+    "codegen-ssm", "claims/results/codegen_ssm.json", "utc", "refresh_codegen_ssm"
+)
 
 
 def refresh_codegen_ssm() -> None:
