@@ -1,17 +1,19 @@
 """The two hooks the generator is built around: how past keys are kept (cache kind) and what one
 layer computes (block kind). `codegen/source.py` asks them for C text and never looks inside.
 
-A cache kind supplies the committed state's members, the per-head attention kernel over that
-state (which rows are live at position pos: the selection), the commit (which row position pos
-is written to) and the reset. A block kind supplies its weights (stacked over layers, one
+A cache kind supplies the committed state's members, the attention kernels over that state
+(which rows are live at position pos: the selection), the commit (which row position pos is
+written to), tf_step's advance, the reset, the tf_layout fields and the positions tf_stage
+refuses. A block kind supplies its weights (stacked over layers, one
 array per kind of weight, indexed by layer: no pointer tables, so the library holds no
 relocated data), the kernels it calls, and the layer function `tf_layer(s, l, b, pos)`, which
 reads the residual stream `s->h`, leaves the layer's output there, stages what the commit
 will keep, and never writes the committed state.
 
-Implemented: cache kinds "static" (max_len rows, row = position) and "ring" (a sliding window
-of W rows, docs/streaming.md), block kind "attention". docs/codegen.md, section "Extending the
-generator", says what a new kind supplies.
+Implemented: cache kinds "static" (max_len rows, row = position), "ring" (a sliding window of W
+rows, docs/streaming.md) and "state" (the ssm block's double-buffered state, docs/ssm.md);
+block kinds "attention" and "ssm". docs/codegen.md, section "Extending the generator", says
+what a new kind supplies.
 
 Not real-time code.
 """

@@ -19,7 +19,7 @@ optimisation level and the vector width, and lets GCC/Clang vectorise without -f
   does not if-convert a float `?:` whose arm is arithmetic, and would not vectorise the loop.
 - exp is our own (`tf_expneg`): Cody-Waite reduction by ln 2 and a degree-6 polynomial
   (the Cephes expf coefficients), evaluated without fused multiply-add. Proven by exhaustive
-  check over every float32 in its domain (codegen/expcheck.py): error < 1 ULP (docs/codegen.md).
+  check over every float32 in its domain (tf_expcheck.c, codegen/testprog.py): error < 1 ULP (docs/codegen.md).
 - The build uses -ffp-contract=off (GCC's default under -std=c99; Clang also gets the STDC
   pragma): a fused multiply-add rounds once where the reference rounds twice, and contraction
   would make results depend on -march.

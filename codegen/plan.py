@@ -7,13 +7,17 @@ input domain and output bound, the weights, and two kinds that select the emitte
                  max_len rows, row p holds position p; rows >= pos are stale and selected out)
                  or "ring" (a sliding window of W rows: the step at ring position r in [0, 3W)
                  reads the slots contracts.ring_buffer.slot_read selects and commits to
-                 ring_slot(r, W); codegen/blocks.py RingCache).
-    block_kind   what one layer computes: "attention" (post-LN self-attention + FFN).
+                 ring_slot(r, W); codegen/blocks.py RingCache), or "state" for the ssm block
+                 (its double-buffered state, StateCache).
+    block_kind   what one layer computes: "attention" (post-LN self-attention + FFN) or "ssm"
+                 (the selective state-space mixer + FFN, manifest kind "ssm"; its per-layer
+                 state_bound is read into the plan).
 
 Refusals (each an ArtifactError that names the thing and what to use instead): an
 architecture or input kind without an emitter (encoder-decoder for now), a config field this
 generator does not know (a future field changes the step's meaning, so guessing would emit a
-wrong step), a manifest key it does not know, and weights whose names or shapes differ from
+wrong step), a manifest key it does not know, a manifest `kind` without a block kind here
+(named), and weights whose names or shapes differ from
 the documented scheme (docs/artifact_format.md).
 
 Not real-time code (reads the artifact once).
