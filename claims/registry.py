@@ -1452,16 +1452,26 @@ def _session_path_us() -> float:
 
 
 D = "docs/codegen.md"
+_MACHINE = "machine_info"
 (
     Span(f"{D}#speed-when")
+    .literal("2", "the 2-core VM")
     .derived(
-        "load", _CS, lambda d: d["machine_info"]["tickformer"]["load_average_start"][0], "{:.2f}", "load"
+        "ghz", _CS, lambda d: float(d[_MACHINE]["cpu"]["hz_actual_friendly"].split()[0]), "{:.1f}", "cpu hz"
     )
-    .derived("date", _CS, lambda d: d["machine_info"]["tickformer"]["date_utc"][:16], "{}", "date_utc")
+    .derived(
+        "l2", _CS, lambda d: d[_MACHINE]["cpu"]["l2_cache_size"] / 2**20, "{:.0f}", "cpu l2_cache_size (MiB)"
+    )
+    .literal("2", "lscpu: 2 instances")
+    .derived(
+        "l3", _CS, lambda d: d[_MACHINE]["cpu"]["l3_cache_size"] / 2**20, "{:.0f}", "cpu l3_cache_size (MiB)"
+    )
+    .derived("load", _CS, lambda d: d[_MACHINE]["tickformer"]["load_average_start"][0], "{:.2f}", "load")
+    .derived("date", _CS, lambda d: d[_MACHINE]["tickformer"]["date_utc"][:16], "{}", "date_utc")
 )
 _SP = Span(f"{D}#speed").result("window", _CS, "benchmarks.0.extra_info.window", "{}")
 _SP.literal("1", "position 1 (header)").literal("2", "N/2 (header)")
-for _s in ("c", "ort"):
+for _s in ("c", "c-call", "ort"):
     for _pos in ("1", "N/2", "N"):
         _SP.derived(f"{_s} p50 {_pos}", _CS, _c_get(_INTER, f"stats.{_s}.{_pos}.p50"), "{:.1f}", "p50 (us)")
     _SP.derived(f"{_s} p99", _CS, _c_get(_INTER, f"stats.{_s}.N.p99"), "{:.1f}", "p99 at N (us)")
@@ -1481,12 +1491,21 @@ for _s in ("c", "ort"):
 )
 Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}", "interleaved rounds")
 (
+    Span(f"{D}#session-path")
+    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .derived("c p50", _CS, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
+    .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+    .derived(
+        "validation", _CS, _c_get(_INTER, "session_validation_us.p50"), "{:.2f}", "session validation p50"
+    )
+    .derived("saved", _CS, _c_get(_INTER, "deferred_saves_us_at_N"), "{:.2f}", "c-call p50 - c p50 at N")
+)
+(
     Span(f"{D}#floor")
     .derived("total", _CS, _c_get(_FLOOR, "bytes_per_step.total"), "{:,}", "bytes_per_step.total")
     .derived("weights", _CS, _c_get(_FLOOR, "bytes_per_step.weights"), "{:,}", "bytes_per_step.weights")
     .derived("cache", _CS, _c_get(_FLOOR, "bytes_per_step.cache"), "{:,}", "bytes_per_step.cache")
     .param("rows", lambda: parameter_max_len("control"), "{}", "preset('control').max_len")
-    .literal("512", "the L2 size of the machine (benchmarks/README.md)")
     .literal("64", "the floor kernel's 64 accumulators (benchmarks/test_c_step.py)")
     .literal("8", "8 AVX vectors of 8 floats")
     .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
@@ -1505,7 +1524,6 @@ Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}",
         "{:.1f}",
         "ort p50 at N / in-C p50 at N",
     )
-    .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
     .derived("c tail", _CS, _c_get(_INTER, "tail_ratio_at_N.c"), "{:.2f}", "c p99.9/p50 at N")
     .derived("ort tail", _CS, _c_get(_INTER, "tail_ratio_at_N.ort"), "{:.2f}", "ort p99.9/p50 at N")
     .derived("c p99.9", _CS, _c_get(_INTER, "stats.c.N.p99~9"), "{:.1f}", "c p99.9 at N")
@@ -1516,41 +1534,44 @@ Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}",
     .derived(
         "session/floor", _CS, _c_get(_FLOOR, "session_p50_over_floor"), "{:.2f}", "session_p50_over_floor"
     )
-    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
-    .derived("c p50 b", _CS, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
-    .derived("in-c p50 c", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
 )
 (
     Span(f"{D}#why-not-5x")
     .literal("5", "the target's 5x")
-    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
-    .derived(
-        "floor+path",
-        _CS,
-        lambda d: _c_val(_FLOOR, "pass_us.p50") + _session_path_us(),
-        "{:.1f}",
-        "floor + path",
-    )
-    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
-    .derived("path b", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
-    .literal("5", "the target's 5x")
-    .derived(
-        "ort needed",
-        _CS,
-        lambda d: 5 * (_c_val(_FLOOR, "pass_us.p50") + _session_path_us()),
-        "{:.0f}",
-        "5 x (floor + path)",
-    )
     .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
     .run("quiet ort", lambda: step_p50("ort", "N"), "{:.1f}", "benchmarks/results/latest.json ort p50 at N")
+    .derived(
+        "vs quiet",
+        _CS,
+        lambda d: step_p50("ort", "N") / dig(_c_case(d, _INTER), "stats.c.N.p50"),
+        "{:.1f}",
+        "latest.json ort p50 at N / c p50 at N",
+    )
     .literal("5", "the target's 5x")
-    .run("quiet step", lambda: step_p50("ort", "N") / 5, "{:.1f}", "latest.json ort p50 at N / 5")
-    .derived("in-c/floor", _CS, _c_get(_FLOOR, "in_c_p50_over_floor"), "{:.2f}", "in_c_p50_over_floor")
+    .run("needed", lambda: step_p50("ort", "N") / 5, "{:.1f}", "latest.json ort p50 at N / 5")
+    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
+    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .literal("5", "the target's 5x")
 )
 (
     Span(f"{D}#tails")
     .derived("in-c p99.9", _CS, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N")
     .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+)
+_WIN = "ratio/c-vs-ort-windowed"
+(
+    Span(f"{D}#speed-windowed")
+    .derived("window", _CS, _c_get(_WIN, "window"), "{}", "windowed subject's W")
+    .derived("window b", _CS, _c_get(_WIN, "window"), "{}", "windowed subject's W")
+    .literal("8", "256 / 32 wraps per round")
+    .derived("rounds", _CS, _c_get(_WIN, "rounds"), "{}", "windowed rounds")
+    .derived("bytes", _CS, _c_get(_WIN, "bytes_per_step.total"), "{:,}", "windowed bytes_per_step.total")
+    .derived("c p50", _CS, _c_get(_WIN, "stats.c.N.p50"), "{:.2f}", "windowed c p50 at N")
+    .derived("ort p50", _CS, _c_get(_WIN, "stats.ort.N.p50"), "{:.1f}", "windowed ort p50 at N")
+    .derived("ratio", _CS, _c_get(_WIN, "ratio_p50_at_N"), "{:.2f}", "windowed ratio_p50_at_N")
+    .derived("c tail", _CS, _c_get(_WIN, "tail_ratio_at_N.c"), "{:.2f}", "windowed c p99.9/p50 at N")
+    .derived("ort tail", _CS, _c_get(_WIN, "tail_ratio_at_N.ort"), "{:.2f}", "windowed ort p99.9/p50 at N")
+    .derived("in-c", _CS, _c_get(_WIN, "in_c.stats_at_N.p50"), "{:.2f}", "windowed tf_step in C p50 at N")
 )
 
 
