@@ -1471,7 +1471,7 @@ _MACHINE = "machine_info"
 )
 _SP = Span(f"{D}#speed").result("window", _CS, "benchmarks.0.extra_info.window", "{}")
 _SP.literal("1", "position 1 (header)").literal("2", "N/2 (header)")
-for _s in ("c", "c-call", "ort"):
+for _s in ("c", "c-deferred", "ort"):
     for _pos in ("1", "N/2", "N"):
         _SP.derived(f"{_s} p50 {_pos}", _CS, _c_get(_INTER, f"stats.{_s}.{_pos}.p50"), "{:.1f}", "p50 (us)")
     _SP.derived(f"{_s} p99", _CS, _c_get(_INTER, f"stats.{_s}.N.p99"), "{:.1f}", "p99 at N (us)")

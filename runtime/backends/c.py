@@ -19,11 +19,12 @@ and V (stored [L, B, N, H, dh]: row p is position p's value projection, all head
 so one pass over the rows accumulates every head), so tests can plant values in the C cache.
 
 Real-time (tests/runtime/test_c_backend.py, with tracemalloc): `step` copies x into the input
-buffer (np.copyto, 0 B) and calls `tf_stage_pending(state, x, pos, y)`; `commit` stores pos in
-`tf_state.pending` (a ctypes int32 over the state buffer, made at load), and the next
-tf_stage_pending applies it before reading the cache: one C call per tick, the committed state
-as with an immediate tf_commit (`cache()` applies a pending commit first; deferred_commit=False
-calls tf_commit at once, for comparison: benchmarks/test_c_step.py).
+buffer (np.copyto, 0 B) and calls `tf_stage(state, x, pos, y)`; `commit` calls `tf_commit`.
+deferred_commit=True makes a tick one C call instead of two: `commit` only stores pos in
+`tf_state.pending` (a ctypes int32 over the state buffer, made at load) and the next step's
+`tf_stage_pending` applies it before it reads the cache -- the same committed state, but the
+`cache()` views (which apply a pending commit when called) lag one commit behind between
+calls; it saved 0.10 us of 13.4 in the benchmark (docs/codegen.md), so it is not the default.
 No Python object is allocated, not even transiently: the pointer arguments are
 `ctypes.byref` objects made once (ctypes passes them as they are), `pos` is a plain int
 (ctypes converts it to a C int directly), argtypes are deliberately left unset (with them,
@@ -84,7 +85,7 @@ class CBackend(Backend):
         cflags: Sequence[str] | None = None,
         cache_dir: "str | os.PathLike[str] | None" = None,
         library: "str | os.PathLike[str] | None" = None,
-        deferred_commit: bool = True,
+        deferred_commit: bool = False,
     ) -> None:
         super().__init__(artifact)
         from tickformer.codegen import toolchain
@@ -149,8 +150,8 @@ class CBackend(Backend):
 
     # --- real-time path ------------------------------------------------------------------------
     def step(self, x: np.ndarray, pos: int) -> np.ndarray:
-        """Real-time safe: one copy into the input buffer and one C call (tf_stage_pending: the
-        deferred commit of the previous step, then the stage); 0 bytes allocated."""
+        """Real-time safe: one copy into the input buffer and one C call (tf_stage; deferred:
+        tf_stage_pending, the previous step's commit then the stage); 0 bytes allocated."""
         np.copyto(self._x, x)
         sref, xref, yref = self._refs
         status = self._run(sref, xref, pos, yref)
@@ -162,10 +163,9 @@ class CBackend(Backend):
         return self._y
 
     def commit(self, pos: int) -> None:
-        """Real-time safe, 0 bytes. Deferred (the default): one int32 store, `tf_state.pending =
-        pos`; the next tf_stage_pending (or `cache()`) copies the staged rows into the cache row
-        before anything reads the cache, so the committed state is the same as an immediate
-        tf_commit, at one C call per tick instead of two. deferred_commit=False: tf_commit now."""
+        """Real-time safe, 0 bytes: tf_commit copies the staged rows into cache row pos. Deferred
+        (deferred_commit=True): one int32 store, `tf_state.pending = pos`; the next
+        tf_stage_pending (or `cache()`) applies it before anything reads the cache."""
         if self.deferred_commit:
             self._pending.value = pos
         else:

@@ -212,7 +212,7 @@ def test_allocation_probe_sees_argtypes(tiny_art, compiler):
 
     path, _ = tiny_art
     session = runtime.load(path, backend="c")
-    fn = session.backend._run  # the function step calls (tf_stage_pending)
+    fn = session.backend._run  # the function step calls
     try:
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
         session.backend._refs = tuple(
@@ -421,11 +421,11 @@ def test_windowed_zero_python_allocations_per_step(ring_arts, name, compiler):
 
 
 def test_deferred_commit_equals_an_immediate_one(tiny_art, ring_arts, compiler):
-    """The default (commit = a store of pos, applied by the next tf_stage_pending) against
-    deferred_commit=False (tf_commit at once): bitwise the same outputs and caches, static and ring,
-    across a reset."""
+    """deferred_commit=True (commit = a store of pos, applied by the next tf_stage_pending) against
+    the default (tf_commit at once): bitwise the same outputs and caches, static and ring, across a
+    reset."""
     for path in (tiny_art[0], ring_arts["w4"]):
-        a, b = runtime.load(path, backend="c"), runtime.load(path, backend="c", deferred_commit=False)
+        a, b = runtime.load(path, backend="c", deferred_commit=True), runtime.load(path, backend="c")
         assert a.backend.deferred_commit and not b.backend.deferred_commit
         xs = stream(a, a.max_len, seed=8)
         for t, x in enumerate(xs):
@@ -439,10 +439,10 @@ def test_deferred_commit_equals_an_immediate_one(tiny_art, ring_arts, compiler):
 
 
 def test_a_monitor_veto_commits_nothing(tiny_art, compiler):
-    """contracts='check': the step whose output the monitor refuses is not committed, even deferred
-    -- the cache, after the pending commit of the previous step, is what it was."""
+    """contracts='check': the step whose output the monitor refuses is not committed, deferred or
+    not -- the cache, after the pending commit of the previous step, is what it was."""
     path, _ = tiny_art
-    session = runtime.load(path, backend="c", contracts="check")
+    session = runtime.load(path, backend="c", contracts="check", deferred_commit=True)
     xs = stream(session, 4, seed=9)
     session.step(xs[0])
     k, v = (a.copy() for a in session.backend.cache())
