@@ -4,10 +4,10 @@ The reference is the numpy model's full pass (model/transformer.py `forward`: th
 functions and the one online-softmax operator over the whole sequence, with the window mask
 and relative-position bias for windowed models) -- not a step implementation, so the C step
 is checked against the definition rather than against another step. For the state-space block
-it is the numpy recurrence (the numpy backend's step, model/ssm.py `ssm_step`, through a
-Session): the full pass there is the training scan, a different summation of the same
-recurrence (docs/ssm.md bounds the two apart), and the C step is the recurrence; 4 max_len steps,
-a reset, 8 more. Two sequences: the
+it is the numpy recurrence (the model's functions with model/ssm.py `ssm_recurrent`, i.e.
+`ssm_step` position by position): the full pass there is the training scan, a different
+summation of the same recurrence (docs/ssm.md bounds the two apart), and the C step is the
+recurrence; 4 max_len steps, a reset, 8 more. Two sequences: the
 first over every position 0..max_len-1 (a ring cache: max(max_len, 4W + 1) positions, so
 every ring position [0, 3W) and the wrap from 3W - 1 back to W are crossed; inputs uniform in
 the declared domain, the first two pinned at its edges; token ids across the vocabulary, both
@@ -103,18 +103,27 @@ def compute(plan: Plan, artifact_path: str, seed: int = 0) -> Golden:
 
 
 def _ssm_recurrence(art, xs: np.ndarray, first: int) -> np.ndarray:
-    """The ssm reference: the numpy backend's step (model/ssm.py ssm_step, the recurrence, not the
-    training scan) through a Session, reset after `first` steps. xs [T, B, 1(, d_in)] -> [T, B, d_out]."""
-    from tickformer import runtime
+    """The ssm reference: the model's own functions with the mixer as its recurrence
+    (model/ssm.py ssm_recurrent: ssm_step position by position, what the numpy backend steps),
+    not the training scan; layer by layer over each sequence (every other sublayer is
+    positionwise). xs [T, B, 1(, d_in)] -> [T, B, d_out], the state zero at 0 and at `first`."""
+    from tickformer.model import names
+    from tickformer.model.layers import feed_forward, layer_norm
+    from tickformer.model.ssm import ssm_recurrent
+    from tickformer.model.transformer import embed, project_out
 
-    session = runtime.load(art.root, backend="numpy")
-    out = []
-    for t, x in enumerate(xs):
-        if t == first:
-            session.reset()
-        out.append(session.step(np.ascontiguousarray(x))[:, 0].copy())  # [B, d_out]
-    session.close()
-    return np.stack(out)  # [T, B, d_out]
+    cfg, p = art.config, art.params()
+    outputs = []
+    for seq in (xs[:first], xs[first:]):
+        h = embed(p, cfg, np.ascontiguousarray(np.moveaxis(seq[:, :, 0], 0, 1)))  # [B, t, D], no positions
+        for mixer, mixer_norm, ffn, ffn_norm in names.ssm_layers(cfg):
+            out, _ = ssm_recurrent(h, **mixer.take(p))  # [B, t, D], from a zero state
+            h = layer_norm(h + out, **mixer_norm.take(p), eps=cfg.ln_eps)
+            h = layer_norm(
+                h + feed_forward(h, **ffn.take(p)), **ffn_norm.take(p), eps=cfg.ln_eps
+            )  # [B, t, D]
+        outputs.append(np.moveaxis(project_out(p, cfg, h), 1, 0))  # [t, B, d_out]
+    return np.concatenate(outputs)  # [T, B, d_out]
 
 
 def header(golden: Golden, plan: Plan) -> str:
