@@ -52,7 +52,8 @@ def test_source_is_free_of_what_embedded_code_must_not_use(arts):
     assert "static const float tf_w_qkv" in code  # weights are static const arrays
 
 
-@pytest.mark.parametrize("name", DECODERS + WINDOWED + SSM)
+# wintokens and ssm run their `make test` through `tickformer codegen --test` (test_cli_codegen.py)
+@pytest.mark.parametrize("name", DECODERS + ("win1", "win4", "winfull", "ssmtokens"))
 def test_make_test_passes(arts, name, tmp_path, c_compiler, make_tool):
     out = write(arts[name], tmp_path / name)
     done = run_make(out, "test", make_tool, c_compiler)
