@@ -1,7 +1,8 @@
 """Regenerate benchmarks/README.md (tables, pass/fail against the targets, plots) from results.
 
 Reads benchmarks/results/latest.json (pytest-benchmark, our per-step statistics in each
-benchmark's extra_info), results/machine.json and results/memory.json (written by the suite),
+benchmark's extra_info), results/machine.json, results/memory.json, results/streaming.json and
+results/c_step.json (written by the suite),
 results/samples/*.npy (raw per-step samples, for the histograms) and the hand-written
 benchmarks/ANALYSIS.md (profiling notes, included verbatim). Plots: matplotlib, Agg backend.
 
@@ -433,6 +434,67 @@ def streaming_section(streaming: dict | None) -> str:
     return "\n\n".join(parts)
 
 
+def c_step_section(c_step: dict | None) -> str:
+    """results/c_step.json (benchmarks/test_c_step.py): the generated C step beside ORT, one run."""
+    if not c_step or "session" not in c_step:
+        return (
+            "_Not measured (results/c_step.json missing; `python -m pytest benchmarks/test_c_step.py "
+            "--benchmark-json=benchmarks/results/c_step_bench.json`)._"
+        )
+    s = c_step["session"]
+    names = {
+        "c": 'Session.step, backend "c" (tf_stage + tf_commit: two C calls per tick)',
+        "c-deferred": 'Session.step, backend "c", deferred_commit=True (one C call per tick)',
+        "ort": 'Session.step, backend "ort" (IOBinding)',
+    }
+
+    def row(label: str, st: dict, extra: str = "") -> list[str]:
+        return [
+            label,
+            us(st["p50"]),
+            us(st["p99"]),
+            us(st["p99.9"]),
+            f"{st['tail_ratio']:.2f}",
+            str(st["n"]),
+            extra,
+        ]
+
+    rows = [row(names.get(k, k), v["N"]) for k, v in s["stats"].items()]
+    in_c = c_step.get("in_c")
+    if in_c:
+        rows.append(row("tf_step timed in C (no Python), -O2", in_c["stats"]["N"]))
+    floor = c_step.get("floor")
+    if floor:
+        fl = floor["pass_us"]
+        rows.append(
+            row(
+                f"memory-bandwidth floor: {floor['bytes_per_step']['total']:,} bytes read once",
+                fl,
+                f"{floor['read_GBps_at_p50']:.1f} GB/s",
+            )
+        )
+    parts = [
+        f"_From results/c_step.json: preset `control`, static cache (max_len 256), {s['rounds']} interleaved "
+        "rounds (one whole sequence of each subject in turn), statistics at N (the last 4 positions); "
+        "docs/codegen.md judges the targets._",
+        table(["subject", "p50", "p99", "p99.9", "p99.9/p50", "n", ""], rows),
+        f"ORT p50 / c p50 at N: {ratio(s['ratio_p50_at_N'])} (two calls), "
+        f"{ratio(s.get('ratio_p50_at_N_deferred'))} (deferred commit); the Session's own input validation: "
+        f"{us(s.get('session_validation_us', {}).get('p50'))} p50.",
+    ]
+    w = c_step.get("windowed")
+    if w:
+        rows = [row(names.get(k, k), v["N"]) for k, v in w["stats"].items()]
+        rows.append(row("tf_step timed in C (no Python), -O2", w["in_c"]["stats_at_N"]))
+        parts += [
+            f"Windowed (the same model with window {w['window']}: a ring cache of {w['window']} rows, sliding "
+            f"sessions, {w['rounds']} interleaved rounds; {w['bytes_per_step']['total']:,} bytes per step):",
+            table(["subject", "p50", "p99", "p99.9", "p99.9/p50", "n", ""], rows),
+            f"ORT p50 / c p50 at N: {ratio(w['ratio_p50_at_N'])}.",
+        ]
+    return "\n\n".join(parts)
+
+
 def training_section(cases: dict[str, dict]) -> str:
     rows = []
     for case, info in sorted(cases.items()):
@@ -604,6 +666,7 @@ def render(results: Path, out_dir: Path) -> str:
     machine = ((latest or {}).get("machine_info") or {}).get("tickformer")
     memory = load_json(results / "memory.json")
     streaming = load_json(results / "streaming.json")
+    c_step = load_json(results / "c_step.json")
     cases = index_benchmarks(latest)
     targets_md, _ = targets(cases, memory)
     scaling_md = {}
@@ -667,6 +730,10 @@ each benchmark's `extra_info`, the machine in `machine_info.tickformer`), `resul
 ## Streaming: one unbounded stream on a ring KV cache (windowed model)
 
 {streaming_section(streaming)}
+
+## The generated C step (backend "c") beside ORT
+
+{c_step_section(c_step)}
 
 ## Training throughput: numpy trainer vs torch CPU (same model, same batch, 1 thread)
 

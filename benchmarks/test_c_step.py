@@ -1,12 +1,15 @@
 """The generated C step (backend "c", docs/codegen.md) beside the ORT step, in one run.
 
 Model: preset `control` (the other suites' model), batch 1, one thread, flush-to-zero
-(conftest.py). Three measurements, all in the same process and minutes:
+(conftest.py). Measurements, all in the same process and minutes:
 
-1. `test_c_vs_ort_interleaved`: Session.step on backend "c" and on backend "ort" (its
-   defaults), one whole sequence of max_len steps of each in turn for ROUNDS rounds, so a slow
-   spell of this shared machine lands on both alike; every step timed alone
+1. `test_c_vs_ort_interleaved`: Session.step on backend "c" (its default: tf_stage and
+   tf_commit, two C calls per tick), on backend "c" with deferred_commit=True (one C call per
+   tick: the commit applied by the next step's tf_stage_pending) and on backend "ort"
+   (its defaults), one whole sequence of max_len steps of each in turn for ROUNDS rounds, so a
+   slow spell of this shared machine lands on all alike; every step timed alone
    (perf_counter_ns). Stats at positions 1, N/2, N (windows of 4 steps, as test_step_latency).
+   Also the Session's own validation of the input (`_validate_step_input`) timed alone.
 2. `test_c_step_without_python`: the same code's tf_step timed in C (clock_gettime around
    each call, CLOCK_MONOTONIC), no Python at all -- what the step costs on a real-time core;
    built with the backend's flags, and once with -O3 instead of -O2 (the backend's choice).
@@ -14,6 +17,10 @@ Model: preset `control` (the other suites' model), batch 1, one thread, flush-to
    exactly the step's bytes (codegen.evidence.bytes_per_step: weights + the whole K/V cache)
    read end to end with 64 float accumulators (8 AVX vectors), each pass timed in C; the
    floor is the p50 pass time (bytes / measured read bandwidth at that working-set size).
+
+4. `test_windowed_c_vs_ort`: the same model with window 32 (a ring cache of 32 rows; sliding
+   sessions, max_len steps per round cross the ring's wrap 8 times), c and ort interleaved,
+   and its tf_step timed in C.
 
 Targets (judged in docs/codegen.md from the JSON this writes, results/c_step.json): the C
 step's p50 >= 5x faster than the ORT step's at max_len; its p99.9/p50 no worse than ORT's;
@@ -124,44 +131,62 @@ def x_step(control):
     return np.random.default_rng(7).standard_normal((1, 1, config.d_in)).astype(np.float32)  # [1, 1, d_in]
 
 
-def test_c_vs_ort_interleaved(benchmark, artifact, compiler, x_step):
-    from tickformer import runtime
-
-    c_session = runtime.load(artifact, backend="c")
-    c = subjects.session_subject("c", c_session, x_step)
-    ort = subjects.session_subject("ort", subjects.open_session(artifact, "ort"), x_step)
-    n = c_session.max_len
-    out = {"c": np.zeros((ROUNDS, n), np.int64), "ort": np.zeros((ROUNDS, n), np.int64)}
+def interleaved(subjects_: dict, n: int, rounds: int, benchmark) -> tuple[dict, int]:
+    """Per-step samples [rounds, n] of every subject, one whole sequence of each in turn per
+    round (3 warm-up rounds discarded); (stats at 1, N/2, N per subject, rounds done)."""
+    out = {name: np.zeros((rounds, n), np.int64) for name in subjects_}
     done = [0]
 
     def one_round() -> None:
         i = done[0]
-        harness.timed_sequence(c.reset, c.step, out["c"][i])
-        harness.timed_sequence(ort.reset, ort.step, out["ort"][i])
+        for name, subject in subjects_.items():
+            harness.timed_sequence(subject.reset, subject.step, out[name][i])
         done[0] += 1
 
-    try:
-        for _ in range(3):  # warm-up rounds, discarded
-            harness.timed_sequence(c.reset, c.step, out["c"][0])
-            harness.timed_sequence(ort.reset, ort.step, out["ort"][0])
-        with harness.quiet_gc():
-            benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
-    finally:
-        c.close()
-        ort.close()
+    for _ in range(3):
+        for name, subject in subjects_.items():
+            harness.timed_sequence(subject.reset, subject.step, out[name][0])
+    with harness.quiet_gc():
+        benchmark.pedantic(one_round, rounds=rounds, iterations=1)
     stats = {
         name: {label: harness.summarize(samples[: done[0], lo:hi]) for label, (lo, hi) in windows(n).items()}
         for name, samples in out.items()
     }
+    return stats, done[0], out
+
+
+def test_c_vs_ort_interleaved(benchmark, artifact, compiler, x_step):
+    from tickformer import runtime
+
+    c_session = runtime.load(artifact, backend="c")
+    subjects_ = {
+        "c": subjects.session_subject("c", c_session, x_step),
+        "c-deferred": subjects.session_subject(
+            "c-deferred", runtime.load(artifact, backend="c", deferred_commit=True), x_step
+        ),
+        "ort": subjects.session_subject("ort", subjects.open_session(artifact, "ort"), x_step),
+    }
+    n = c_session.max_len
+    try:
+        stats, done, out = interleaved(subjects_, n, ROUNDS, benchmark)
+        validation = np.zeros(20_000, np.int64)
+        with harness.quiet_gc():
+            harness.timed_calls(lambda: c_session._validate_step_input(x_step), validation)
+    finally:
+        for subject in subjects_.values():
+            subject.close()
     for name, samples in out.items():
-        harness.save_samples(f"c_step/session-{name}@N", samples[: done[0], n - WINDOW :].ravel())
+        harness.save_samples(f"c_step/session-{name}@N", samples[:done, n - WINDOW :].ravel())
     at_n = {name: s["N"] for name, s in stats.items()}
     RESULTS["session"] = {
-        "rounds": done[0],
+        "rounds": done,
         "window": WINDOW,
         "stats": stats,
         "ratio_p50_at_N": at_n["ort"]["p50"] / at_n["c"]["p50"],
+        "ratio_p50_at_N_deferred": at_n["ort"]["p50"] / at_n["c-deferred"]["p50"],
+        "deferred_saves_us_at_N": at_n["c"]["p50"] - at_n["c-deferred"]["p50"],
         "tail_ratio_at_N": {name: s["tail_ratio"] for name, s in at_n.items()},
+        "session_validation_us": harness.summarize(validation),
         "c_library": c_session.backend.library_path,
         "flush_to_zero": harness.flush_to_zero(),
     }
@@ -251,3 +276,51 @@ def test_bandwidth_floor(benchmark, artifact, compiler, tmp_path):
             floor[label] = subject["p50"] / stats["p50"]
     RESULTS["floor"] = floor
     benchmark.extra_info.update({"case": "c-step/bandwidth-floor", "unit": "us", **floor})
+
+
+WINDOWED = 32  # the windowed subject's W (preset control-hidden's window)
+W_ROUNDS = 60
+
+
+def test_windowed_c_vs_ort(benchmark, control, artifact_for, compiler, x_step, tmp_path):
+    """The control model with window 32: sliding sessions on the ring cache, c and ort interleaved;
+    its tf_step timed in C; its bytes per step (W rows)."""
+    from tickformer import runtime
+    from tickformer.codegen import model_sources, plan_for
+    from tickformer.codegen.evidence import bytes_per_step
+    from tickformer.codegen.toolchain import DEFAULT_FLAGS, GCC_FLAGS
+    from tickformer.runtime import open_artifact
+
+    config, _ = control
+    art = artifact_for(config.replace(window=WINDOWED))[0]
+    c_session = runtime.load(art, backend="c")
+    subjects_ = {
+        "c": subjects.session_subject("c", c_session, x_step),
+        "ort": subjects.session_subject("ort", subjects.open_session(art, "ort"), x_step),
+    }
+    n = c_session.max_len
+    try:
+        stats, done, _ = interleaved(subjects_, n, W_ROUNDS, benchmark)
+    finally:
+        for subject in subjects_.values():
+            subject.close()
+    plan = plan_for(open_artifact(art))
+    for name, data in model_sources(plan).items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "bench.c").write_text(STEP_BENCH_C)
+    flags = list(DEFAULT_FLAGS) + (list(GCC_FLAGS) if compiler.kind == "gcc" else [])
+    _compile(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
+    reps = C_REPS // 4
+    subprocess.run([str(tmp_path / "bench"), str(reps), str(tmp_path / "w.bin")], check=True)
+    in_c = np.fromfile(tmp_path / "w.bin", dtype=np.int64).reshape(reps, n)
+    at_n = {name: s["N"] for name, s in stats.items()}
+    RESULTS["windowed"] = {
+        "window": WINDOWED,
+        "rounds": done,
+        "stats": stats,
+        "ratio_p50_at_N": at_n["ort"]["p50"] / at_n["c"]["p50"],
+        "tail_ratio_at_N": {name: s["tail_ratio"] for name, s in at_n.items()},
+        "in_c": {"reps": reps, "stats_at_N": harness.summarize(in_c[:, n - WINDOW :])},
+        "bytes_per_step": bytes_per_step(plan),
+    }
+    benchmark.extra_info.update({"case": "ratio/c-vs-ort-windowed", "unit": "us", **RESULTS["windowed"]})

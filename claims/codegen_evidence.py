@@ -1,8 +1,13 @@
 """The evidence figures of docs/codegen.md, measured on the control artifact (about a minute;
 `--expcheck` adds the exhaustive exp check, about a minute more; `--frama-c` adds Frama-C EVA,
-about four minutes).
+about four minutes), or with `--subject windowed` on the windowed control model (preset
+`control-hidden`, window 32: a ring cache) or `--subject ssm` (preset `control` with the ssm
+block, d_state 16) -- the same steps but the native-build stack, cppcheck timing, first load and
+exp check (for ssm, `--expcheck` runs the exhaustive `make ssmcheck` instead).
 
     python claims/codegen_evidence.py --out claims/results/codegen_evidence.json [--expcheck] [--frama-c]
+    python claims/codegen_evidence.py --subject windowed --out claims/results/codegen_windowed.json [--frama-c]
+    python claims/codegen_evidence.py --subject ssm --out claims/results/codegen_ssm.json [--expcheck] [--frama-c]
 
 Steps, each the command docs/codegen.md names (ART: the control preset, init_params seed 0):
   1. `tickformer codegen ART --out C --test`: tf_test's golden line (steps, max |c - r|, normwise
@@ -64,6 +69,8 @@ def golden(out: str) -> dict:
     return {
         "line": line,
         "steps": _num(r"golden: (\d+) steps", line, int),
+        "atol": _num(r"atol ([\d.e+-]+)", line),
+        "rtol": _num(r"rtol ([\d.e+-]+)", line),
         "max_abs": _num(r"max \|c - r\| = ([\d.e+-]+)", line),
         "normwise_u": _num(r"normwise ([\d.]+) u", line),
         "bound_u": _num(r"bound ([\d.]+) u", line),
@@ -199,15 +206,22 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--expcheck", action="store_true", help="also the exhaustive exp check (~1 min)")
     parser.add_argument("--frama-c", action="store_true", help="also Frama-C EVA (~4 min)")
+    parser.add_argument(
+        "--subject", choices=sorted(SUBJECTS), default="control", help="the model (module docstring)"
+    )
     args = parser.parse_args()
-    from tickformer.export.writer import export_params
-    from tickformer.model import init_params, preset
-
     command = (
-        "python claims/codegen_evidence.py --out claims/results/codegen_evidence.json"
+        "python claims/codegen_evidence.py"
+        + ("" if args.subject == "control" else f" --subject {args.subject}")
+        + f" --out {args.out}"
         + (" --expcheck" if args.expcheck else "")
         + (" --frama-c" if args.frama_c else "")
     )
+    if args.subject != "control":
+        return other_subject(args, command)
+    from tickformer.export.writer import export_params
+    from tickformer.model import init_params, preset
+
     data: dict = {"load_average_before": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory() as tmp:
         art, c_dir, native = Path(tmp) / "control-art", Path(tmp) / "control-c", Path(tmp) / "control-native"
@@ -240,6 +254,76 @@ def main() -> int:
             data["frama_c"] = {**frama_c(out, wall, cpu), "output_range": eva_output_range(c_dir)}
             save(args.out, data, command)
     return 0
+
+
+SUBJECTS = {  # --subject -> (preset, changes); init_params seed 0
+    "control": ("control", {}),
+    "windowed": ("control-hidden", {}),
+    "ssm": ("control", {"block": "ssm", "d_state": 16}),
+}
+
+
+def other_subject(args: argparse.Namespace, command: str) -> int:
+    """The golden/refusal/sanitizer/cppcheck run (`tickformer codegen ART --out C --test`), the
+    stack and symbols, what the plan derives, and optionally Frama-C EVA, for SUBJECTS[subject]."""
+    from tickformer.export.writer import export_params
+    from tickformer.model import init_params, preset
+
+    name, changes = SUBJECTS[args.subject]
+    cfg = preset(name).replace(**changes)
+    data: dict = {
+        "load_average_before": [round(x, 2) for x in os.getloadavg()],
+        "preset": name,
+        "changes": changes,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        art, c_dir = Path(tmp) / "art", Path(tmp) / "c"
+        export_params(cfg, init_params(cfg, 0), art)
+        out, wall, cpu = _sh([TICK, "codegen", str(art), "--out", str(c_dir), "--test"])
+        data["codegen_test"] = {
+            "golden": golden(out),
+            "all_checks_passed": out.count("tf_test: all checks passed"),
+            "cppcheck_no_findings": "cppcheck: no findings" in out,
+            "slides": next((line for line in out.splitlines() if line.startswith("slides:")), None),
+            "never_full": next((line for line in out.splitlines() if line.startswith("never full:")), None),
+            "ssm_sampled": ssm_line(out) if "ssm elementary" in out else None,
+            "wall_s": wall,
+            "cpu_s": cpu,
+        }
+        data["stack"] = stack(c_dir)
+        data["plan"] = plan_figures(art)
+        save(args.out, data, command)
+        if args.expcheck and args.subject == "ssm":
+            out, wall, cpu = _sh(["make", "-C", str(c_dir), "ssmcheck"])
+            data["ssmcheck"] = {**ssm_line(out), "wall_s": wall, "cpu_s": cpu}
+            save(args.out, data, command)
+        if args.frama_c:
+            out, wall, cpu = _sh(["make", "-C", str(c_dir), "frama-c"])
+            data["frama_c"] = {**frama_c(out, wall, cpu), "output_range": eva_output_range(c_dir)}
+            save(args.out, data, command)
+    return 0
+
+
+def ssm_line(out: str) -> dict:
+    """tf_ssmcheck's line: values checked and the maximum relative error (u) per function."""
+    line = _line(out, "ssm elementary")
+    fields = {}
+    for name in ("softplus", "tanh", "keep"):
+        m = re.search(rf"{name} (\d+) values max ([\d.]+) u at \w+ = (\S+?)[;:]", line)
+        if m is None:
+            raise SystemExit(f"{name!r} not found in {line!r}")
+        fields[name] = {
+            "values": int(m.group(1)),
+            "max_u": float(m.group(2)),
+            "at": float.fromhex(m.group(3)),
+        }
+    return {
+        "line": line,
+        "stride": _num(r"\(stride (\d+)", line, int),
+        "bound_u": _num(r"bound ([\d.]+) u", line),
+        "broken": _num(r"contracts: (\d+) broken", line, int),
+        **fields,
+    }
 
 
 if __name__ == "__main__":

@@ -1705,16 +1705,26 @@ def _session_path_us() -> float:
 
 
 D = "docs/codegen.md"
+_MACHINE = "machine_info"
 (
     Span(f"{D}#speed-when")
+    .literal("2", "the 2-core VM")
     .derived(
-        "load", _CS, lambda d: d["machine_info"]["tickformer"]["load_average_start"][0], "{:.2f}", "load"
+        "ghz", _CS, lambda d: float(d[_MACHINE]["cpu"]["hz_actual_friendly"].split()[0]), "{:.1f}", "cpu hz"
     )
-    .derived("date", _CS, lambda d: d["machine_info"]["tickformer"]["date_utc"][:16], "{}", "date_utc")
+    .derived(
+        "l2", _CS, lambda d: d[_MACHINE]["cpu"]["l2_cache_size"] / 2**20, "{:.0f}", "cpu l2_cache_size (MiB)"
+    )
+    .literal("2", "lscpu: 2 instances")
+    .derived(
+        "l3", _CS, lambda d: d[_MACHINE]["cpu"]["l3_cache_size"] / 2**20, "{:.0f}", "cpu l3_cache_size (MiB)"
+    )
+    .derived("load", _CS, lambda d: d[_MACHINE]["tickformer"]["load_average_start"][0], "{:.2f}", "load")
+    .derived("date", _CS, lambda d: d[_MACHINE]["tickformer"]["date_utc"][:16], "{}", "date_utc")
 )
 _SP = Span(f"{D}#speed").result("window", _CS, "benchmarks.0.extra_info.window", "{}")
 _SP.literal("1", "position 1 (header)").literal("2", "N/2 (header)")
-for _s in ("c", "ort"):
+for _s in ("c", "c-deferred", "ort"):
     for _pos in ("1", "N/2", "N"):
         _SP.derived(f"{_s} p50 {_pos}", _CS, _c_get(_INTER, f"stats.{_s}.{_pos}.p50"), "{:.1f}", "p50 (us)")
     _SP.derived(f"{_s} p99", _CS, _c_get(_INTER, f"stats.{_s}.N.p99"), "{:.1f}", "p99 at N (us)")
@@ -1734,12 +1744,21 @@ for _s in ("c", "ort"):
 )
 Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}", "interleaved rounds")
 (
+    Span(f"{D}#session-path")
+    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .derived("c p50", _CS, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
+    .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+    .derived(
+        "validation", _CS, _c_get(_INTER, "session_validation_us.p50"), "{:.2f}", "session validation p50"
+    )
+    .derived("saved", _CS, _c_get(_INTER, "deferred_saves_us_at_N"), "{:.2f}", "c-call p50 - c p50 at N")
+)
+(
     Span(f"{D}#floor")
     .derived("total", _CS, _c_get(_FLOOR, "bytes_per_step.total"), "{:,}", "bytes_per_step.total")
     .derived("weights", _CS, _c_get(_FLOOR, "bytes_per_step.weights"), "{:,}", "bytes_per_step.weights")
     .derived("cache", _CS, _c_get(_FLOOR, "bytes_per_step.cache"), "{:,}", "bytes_per_step.cache")
     .param("rows", lambda: parameter_max_len("control"), "{}", "preset('control').max_len")
-    .literal("512", "the L2 size of the machine (benchmarks/README.md)")
     .literal("64", "the floor kernel's 64 accumulators (benchmarks/test_c_step.py)")
     .literal("8", "8 AVX vectors of 8 floats")
     .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
@@ -1758,7 +1777,6 @@ Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}",
         "{:.1f}",
         "ort p50 at N / in-C p50 at N",
     )
-    .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
     .derived("c tail", _CS, _c_get(_INTER, "tail_ratio_at_N.c"), "{:.2f}", "c p99.9/p50 at N")
     .derived("ort tail", _CS, _c_get(_INTER, "tail_ratio_at_N.ort"), "{:.2f}", "ort p99.9/p50 at N")
     .derived("c p99.9", _CS, _c_get(_INTER, "stats.c.N.p99~9"), "{:.1f}", "c p99.9 at N")
@@ -1769,41 +1787,44 @@ Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}",
     .derived(
         "session/floor", _CS, _c_get(_FLOOR, "session_p50_over_floor"), "{:.2f}", "session_p50_over_floor"
     )
-    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
-    .derived("c p50 b", _CS, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
-    .derived("in-c p50 c", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
 )
 (
     Span(f"{D}#why-not-5x")
     .literal("5", "the target's 5x")
-    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
-    .derived(
-        "floor+path",
-        _CS,
-        lambda d: _c_val(_FLOOR, "pass_us.p50") + _session_path_us(),
-        "{:.1f}",
-        "floor + path",
-    )
-    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
-    .derived("path b", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
-    .literal("5", "the target's 5x")
-    .derived(
-        "ort needed",
-        _CS,
-        lambda d: 5 * (_c_val(_FLOOR, "pass_us.p50") + _session_path_us()),
-        "{:.0f}",
-        "5 x (floor + path)",
-    )
     .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
     .run("quiet ort", lambda: step_p50("ort", "N"), "{:.1f}", "benchmarks/results/latest.json ort p50 at N")
+    .derived(
+        "vs quiet",
+        _CS,
+        lambda d: step_p50("ort", "N") / dig(_c_case(d, _INTER), "stats.c.N.p50"),
+        "{:.1f}",
+        "latest.json ort p50 at N / c p50 at N",
+    )
     .literal("5", "the target's 5x")
-    .run("quiet step", lambda: step_p50("ort", "N") / 5, "{:.1f}", "latest.json ort p50 at N / 5")
-    .derived("in-c/floor", _CS, _c_get(_FLOOR, "in_c_p50_over_floor"), "{:.2f}", "in_c_p50_over_floor")
+    .run("needed", lambda: step_p50("ort", "N") / 5, "{:.1f}", "latest.json ort p50 at N / 5")
+    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
+    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .literal("5", "the target's 5x")
 )
 (
     Span(f"{D}#tails")
     .derived("in-c p99.9", _CS, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N")
     .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+)
+_WIN = "ratio/c-vs-ort-windowed"
+(
+    Span(f"{D}#speed-windowed")
+    .derived("window", _CS, _c_get(_WIN, "window"), "{}", "windowed subject's W")
+    .derived("window b", _CS, _c_get(_WIN, "window"), "{}", "windowed subject's W")
+    .literal("8", "256 / 32 wraps per round")
+    .derived("rounds", _CS, _c_get(_WIN, "rounds"), "{}", "windowed rounds")
+    .derived("bytes", _CS, _c_get(_WIN, "bytes_per_step.total"), "{:,}", "windowed bytes_per_step.total")
+    .derived("c p50", _CS, _c_get(_WIN, "stats.c.N.p50"), "{:.2f}", "windowed c p50 at N")
+    .derived("ort p50", _CS, _c_get(_WIN, "stats.ort.N.p50"), "{:.1f}", "windowed ort p50 at N")
+    .derived("ratio", _CS, _c_get(_WIN, "ratio_p50_at_N"), "{:.2f}", "windowed ratio_p50_at_N")
+    .derived("c tail", _CS, _c_get(_WIN, "tail_ratio_at_N.c"), "{:.2f}", "windowed c p99.9/p50 at N")
+    .derived("ort tail", _CS, _c_get(_WIN, "tail_ratio_at_N.ort"), "{:.2f}", "windowed ort p99.9/p50 at N")
+    .derived("in-c", _CS, _c_get(_WIN, "in_c.stats_at_N.p50"), "{:.2f}", "windowed tf_step in C p50 at N")
 )
 
 
@@ -1844,6 +1865,22 @@ _CE = "codegen-evidence"
     .result("wrong", _CE, "expcheck.wrong", "{}")
 )
 Span(f"{D}#exp-small").run("exp(-86.5)", lambda: math.exp(-86.5), "{:.1e}", "math.exp(-86.5)")
+Span(f"{D}#ssm-flush").run("exp(-86.5)", lambda: math.exp(-86.5), "{:.1e}", "math.exp(-86.5)")
+(
+    Span(f"{D}#tanh-split")
+    .param(
+        "split",
+        lambda: importlib.import_module("tickformer.codegen.ssm_kernels").TANH_SMALL,
+        "{}",
+        "codegen/ssm_kernels.py TANH_SMALL",
+    )
+    .run(
+        "e max",
+        lambda: math.exp(-2 * importlib.import_module("tickformer.codegen.ssm_kernels").TANH_SMALL),
+        "{:.2f}",
+        "exp(-2 TANH_SMALL)",
+    )
+)
 (
     Span(f"{D}#exp-time")
     .result("wall", _CE, "expcheck.wall_s", "{:.0f}")
@@ -1938,6 +1975,158 @@ Span(f"{D}#unroll").result("unroll", _CE, "plan.eva_unroll", "{}")
     .result("cached", _CE, "first_load.cached_s", "{:.0f}", scale=1e3)
     .result("load", _CE, "load_average_before.0", "{:.2f}")
 )
+# docs/codegen.md: the windowed and ssm subjects (claims/codegen_evidence.py --subject ...)
+RESULTS["codegen-windowed"] = ResultsFile(
+    "codegen-windowed", "claims/results/codegen_windowed.json", "utc", "refresh_codegen_windowed"
+)
+
+
+def refresh_codegen_windowed() -> None:
+    _run(
+        [
+            PY,
+            "claims/codegen_evidence.py",
+            "--subject",
+            "windowed",
+            "--out",
+            "claims/results/codegen_windowed.json",
+            "--frama-c",
+        ]
+    )
+
+
+_CW = "codegen-windowed"
+(
+    Span(f"{D}#golden-windowed")
+    .param(
+        "window", lambda: _preset_field("control-hidden", "window"), "{}", "preset('control-hidden').window"
+    )
+    .param(
+        "max_len",
+        lambda: _preset_field("control-hidden", "max_len"),
+        "{}",
+        "preset('control-hidden').max_len",
+    )
+    .result("steps", _CW, "codegen_test.golden.steps", "{}")
+    .run("first", lambda: 4 * _preset_field("control-hidden", "window") + 1, "{}", "4W + 1")
+    .literal("1", "the + 1 of 4W + 1 (codegen/golden.py)")
+    .run("second", lambda: 2 * _preset_field("control-hidden", "window") + 1, "{}", "2W + 1")
+    .literal("1", "the + 1 of 2W + 1")
+    .result("max abs", _CW, "codegen_test.golden.max_abs", sci(2))
+    .result("normwise", _CW, "codegen_test.golden.normwise_u", "{:.2f}")
+)
+(
+    Span(f"{D}#rtol-u")
+    .derived(
+        "rtol",
+        _CE,
+        lambda d: float(re.search(r"rtol ([\d.e+-]+)", d["codegen_test"]["golden"]["line"]).group(1)),
+        sci(2),
+        "tf_test's golden line: the artifact's rtol",
+    )
+    .derived(
+        "rtol u",
+        _CE,
+        lambda d: (
+            float(re.search(r"rtol ([\d.e+-]+)", d["codegen_test"]["golden"]["line"]).group(1)) / 2.0**-24
+        ),
+        "{:.0f}",
+        "rtol / 2^-24",
+    )
+)
+
+
+(
+    Span(f"{D}#evidence-windowed")
+    .result("stack", _CW, "stack.worst.tf_step", "{}")
+    .result("alarms", _CW, "frama_c.alarms", "{}")
+    .result("pre valid", _CW, "frama_c.preconditions_valid", "{}")
+    .result("pre total", _CW, "frama_c.preconditions_total", "{}")
+    .result("assert unknown", _CW, "frama_c.assertions_unknown", "{}")
+    .result("functions", _CW, "frama_c.functions_analyzed", "{}")
+    .result("of", _CW, "frama_c.functions_total", "{}")
+    .run("ring positions", lambda: 3 * _preset_field("control-hidden", "window"), "{}", "3W")
+    .literal("0", "the ring positions start at 0")
+    .result("lo", _CW, "frama_c.output_range.0", "{:.2f}")
+    .result("hi", _CW, "frama_c.output_range.1", "{:.2f}")
+    .result("bound", _CW, "plan.output_bound", "{:.2f}")
+    .result("wall", _CW, "frama_c.wall_s", "{:.0f}")
+)
+
+
+RESULTS["codegen-ssm"] = ResultsFile(
+    "codegen-ssm", "claims/results/codegen_ssm.json", "utc", "refresh_codegen_ssm"
+)
+
+
+def refresh_codegen_ssm() -> None:
+    _run(
+        [
+            PY,
+            "claims/codegen_evidence.py",
+            "--subject",
+            "ssm",
+            "--out",
+            "claims/results/codegen_ssm.json",
+            "--expcheck",
+            "--frama-c",
+        ]
+    )
+
+
+_CSS = "codegen-ssm"
+(
+    Span(f"{D}#golden-ssm")
+    .param("d_state", lambda: 16, "{}", "claims/codegen_evidence.py SUBJECTS['ssm']")
+    .result("steps", _CSS, "codegen_test.golden.steps", "{}")
+    .run("first", lambda: 4 * _preset_field("control", "max_len"), "{}", "4 max_len (codegen/golden.py)")
+    .literal("4", "4 max_len")
+    .literal("8", "the 8 steps after a reset (codegen/golden.py)")
+    .result("max abs", _CSS, "codegen_test.golden.max_abs", sci(2))
+    .result("normwise", _CSS, "codegen_test.golden.normwise_u", "{:.2f}")
+)
+(
+    Span(f"{D}#ssmcheck")
+    .result("softplus", _CSS, "ssmcheck.softplus.max_u", "{:.3f}")
+    .result("softplus n", _CSS, "ssmcheck.softplus.values", "{:,}")
+    .literal("-86.5", "tf_expneg's domain edge")
+    .result("tanh", _CSS, "ssmcheck.tanh.max_u", "{:.3f}")
+    .result("tanh n", _CSS, "ssmcheck.tanh.values", "{:,}")
+    .result("keep", _CSS, "ssmcheck.keep.max_u", "{:.3f}")
+    .result("keep n", _CSS, "ssmcheck.keep.values", "{:,}")
+    .param(
+        "assumed",
+        lambda: importlib.import_module("tickformer.model.ssm").ELEMENTARY_ERROR_U,
+        "{:g}",
+        "model/ssm.py ELEMENTARY_ERROR_U",
+    )
+    .result("broken", _CSS, "ssmcheck.broken", "{}")
+    .result("wall", _CSS, "ssmcheck.wall_s", "{:.0f}")
+)
+
+
+(
+    Span(f"{D}#evidence-ssm")
+    .result("stack", _CSS, "stack.worst.tf_step", "{}")
+    .result("alarms", _CSS, "frama_c.alarms", "{}")
+    .result("pre valid", _CSS, "frama_c.preconditions_valid", "{}")
+    .result("pre total", _CSS, "frama_c.preconditions_total", "{}")
+    .result("assert unknown", _CSS, "frama_c.assertions_unknown", "{}")
+    .result("functions", _CSS, "frama_c.functions_analyzed", "{}")
+    .result("of", _CSS, "frama_c.functions_total", "{}")
+    .result("lo", _CSS, "frama_c.output_range.0", "{:.2f}")
+    .result("hi", _CSS, "frama_c.output_range.1", "{:.2f}")
+    .result("bound", _CSS, "plan.output_bound", "{:.2f}")
+    .result("wall", _CSS, "frama_c.wall_s", "{:.0f}")
+)
+
+
+def _preset_field(name: str, field: str) -> Any:
+    from tickformer.model import preset
+
+    return getattr(preset(name), field)
+
+
 LITERALS["docs/codegen.md"] = {
     "512": "the machine's L2 per core, 512 KB (benchmarks/README.md)",
     "32": "the machine's L3, 32 MB",

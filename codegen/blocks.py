@@ -1,17 +1,19 @@
 """The two hooks the generator is built around: how past keys are kept (cache kind) and what one
 layer computes (block kind). `codegen/source.py` asks them for C text and never looks inside.
 
-A cache kind supplies the committed state's members, the per-head attention kernel over that
-state (which rows are live at position pos: the selection), the commit (which row position pos
-is written to) and the reset. A block kind supplies its weights (stacked over layers, one
+A cache kind supplies the committed state's members, the attention kernels over that state
+(which rows are live at position pos: the selection), the commit (which row position pos is
+written to), tf_step's advance, the reset, the tf_layout fields and the positions tf_stage
+refuses. A block kind supplies its weights (stacked over layers, one
 array per kind of weight, indexed by layer: no pointer tables, so the library holds no
 relocated data), the kernels it calls, and the layer function `tf_layer(s, l, b, pos)`, which
 reads the residual stream `s->h`, leaves the layer's output there, stages what the commit
 will keep, and never writes the committed state.
 
-Implemented: cache kind "static" and block kind "attention". What a ring cache (windowed
-attention) and a diagonal state-space block need is written in docs/codegen.md, section
-"Extending the generator".
+Implemented: cache kinds "static" (max_len rows, row = position), "ring" (a sliding window of W
+rows, docs/streaming.md) and "state" (the ssm block's double-buffered state, docs/ssm.md);
+block kinds "attention" and "ssm". docs/codegen.md, section "Extending the generator", says
+what a new kind supplies.
 
 Not real-time code.
 """
@@ -23,9 +25,11 @@ from typing import Callable
 
 import numpy as np
 
+from tickformer.contracts import ring_buffer
+from tickformer.errors import ArtifactError
 from tickformer.model import names
 
-from . import kernels
+from . import c_text, kernels, ssm_kernels
 from .c_text import f32
 from .plan import Plan
 
@@ -41,7 +45,8 @@ class Weight:
 
 class StaticCache:
     """N = max_len rows; row p holds position p; at position pos rows j >= pos are stale and
-    selected out (keys to -inf, values to +0). Reset only sets the position to 0."""
+    selected out (keys to -inf, values to +0). Reset only sets the position to 0; tf_step
+    refuses a full context (TF_E_FULL)."""
 
     name = "static"
 
@@ -51,46 +56,272 @@ class StaticCache:
     def state_members(self, plan: Plan) -> list[str]:
         return [
             "float k[TF_LAYERS][TF_BATCH][TF_HEADS][TF_D_HEAD][TF_ROWS]; /* committed keys, transposed: "
-            "column p = position p */",
-            "float v[TF_LAYERS][TF_BATCH][TF_ROWS][TF_HEADS][TF_D_HEAD]; /* committed values: row p = "
-            "position p, heads side by side */",
+            "column j = cache row j */",
+            "float v[TF_LAYERS][TF_BATCH][TF_ROWS][TF_HEADS][TF_D_HEAD]; /* committed values: row j, "
+            "heads side by side */",
             "float k_new[TF_LAYERS][TF_BATCH][TF_HEADS][TF_D_HEAD]; /* staged by tf_stage, written by tf_commit */",
             "float v_new[TF_LAYERS][TF_BATCH][TF_HEADS][TF_D_HEAD];",
         ]
+
+    def weights(self, plan: Plan) -> list[Weight]:
+        return []
+
+    def tables(self, plan: Plan) -> str:
+        return ""
 
     def kernels(self, plan: Plan) -> list[str]:
         rows = self.rows(plan)
         return [
             kernels.values_c(rows, plan.heads, plan.dh),
-            kernels.attention_static_c(rows, plan.heads, plan.dh),
+            kernels.attention_c(rows, plan.heads, plan.dh),
         ]
 
-    def matvecs(self, plan: Plan) -> set[tuple[int, int, bool, bool]]:
-        return {(plan.dh, self.rows(plan), False, False)}  # one head's scores
+    def attention_args(self, plan: Plan) -> str:
+        """Extra arguments of the tf_attention call in layer l (before `pos`)."""
+        return ""
+
+    def matvecs(self, plan: Plan) -> set[tuple[int, int, bool]]:
+        return {(plan.dh, self.rows(plan), False)}  # one head's scores
 
     def sums(self, plan: Plan) -> set[int]:
         return {self.rows(plan)}
 
+    def commit_row(self, plan: Plan) -> str:
+        """C expression: the cache row the staged rows of `pos` go to (pos already checked)."""
+        return "pos"
+
+    def position_refused(self, plan: Plan) -> str:
+        """C condition on `pos` under which tf_stage refuses it (TF_E_POSITION)."""
+        return "pos < 0 || pos >= TF_POSITIONS"
+
+    layout = (
+        "size",
+        "k",
+        "v",
+        "k_new",
+        "v_new",
+        "pos",
+        "pending",
+    )  # tf_layout(i): 0 sizeof, then byte offsets
+
     def commit_c(self, plan: Plan) -> str:
-        return """\
+        return f"""\
     int l, b, hd, d;
-    if (pos < 0 || pos >= TF_ROWS) {
+    int32_t row;
+    if (pos < 0 || pos >= TF_POSITIONS) {{
         return; /* tf_stage refused this position; nothing was staged for it */
+    }}
+    row = {self.commit_row(plan)};
+    for (l = 0; l < TF_LAYERS; l++) {{
+        for (b = 0; b < TF_BATCH; b++) {{
+            for (hd = 0; hd < TF_HEADS; hd++) {{
+                for (d = 0; d < TF_D_HEAD; d++) {{
+                    s->k[l][b][hd][d][row] = s->k_new[l][b][hd][d];
+                    s->v[l][b][row][hd][d] = s->v_new[l][b][hd][d];
+                }}
+            }}
+        }}
+    }}
+"""
+
+    def step_c(self, plan: Plan) -> str:
+        """The body of tf_step: refuse a full context, stage, commit, advance."""
+        return """\
+    int status;
+    if (s->pos >= TF_MAX_LEN) {
+        return TF_E_FULL;
     }
-    for (l = 0; l < TF_LAYERS; l++) {
-        for (b = 0; b < TF_BATCH; b++) {
-            for (hd = 0; hd < TF_HEADS; hd++) {
-                for (d = 0; d < TF_D_HEAD; d++) {
-                    s->k[l][b][hd][d][pos] = s->k_new[l][b][hd][d];
-                    s->v[l][b][pos][hd][d] = s->v_new[l][b][hd][d];
-                }
-            }
-        }
+    status = tf_stage(s, x, s->pos, y);
+    if (status != TF_OK) {
+        return status;
     }
+    tf_commit(s, s->pos);
+    s->pos = s->pos + 1;
+    return TF_OK;
 """
 
     def reset_c(self, plan: Plan) -> str:
-        return "    /* static cache: nothing to clear, stale rows are selected out by position */\n"
+        return "    /* nothing to clear: rows not written since the reset are selected out by position */\n"
+
+
+@dataclass(frozen=True)
+class RingTables:
+    """What the ring cache's C code looks up per ring position r in [0, 3W) -- every entry made
+    by calling contracts.ring_buffer (`ring_tables`), and checked there against it:
+
+    lim, excl    slot j is read at r iff j < lim[r] and j != excl[r]   (slot_read, R7)
+    boff         the scores' bias row at r is unrolled[boff[r] : boff[r] + W]   (window_distance, R5)
+    slot         the row the commit at r writes   (ring_slot, R1)
+    nxt          the ring position after r   (next_ring_position, R11)
+    unrolled     [2W - 1] distances: unrolled[i] = window_distance(W - 1, i, W); a head's bias
+                 table is emitted in this order, so the step reads each bias row contiguously
+    own          the column of the own key's distance (window_distance(r, ring_slot(r), W) = 0)
+    """
+
+    window: int
+    lim: tuple[int, ...]
+    excl: tuple[int, ...]
+    boff: tuple[int, ...]
+    slot: tuple[int, ...]
+    nxt: tuple[int, ...]
+    unrolled: tuple[int, ...]
+    own: int
+
+
+def ring_tables(window: int) -> RingTables:
+    """The ring cache's lookup tables for window W (RingTables), derived from the contract
+    functions the runtime calls and checked against them exhaustively: for every ring position
+    r in [0, 3W) and every slot j, (j < lim[r] and j != excl[r]) == slot_read(r, j, W) and
+    unrolled[boff[r] + j] == window_distance(r, j, W). A contract whose selection these two
+    forms cannot express is refused (ArtifactError), never approximated. Not real-time."""
+    w = window
+    unrolled = tuple(int(ring_buffer.window_distance(w - 1, i, w)) for i in range(2 * w - 1))
+    lim, excl, boff, slot, nxt = [], [], [], [], []
+    own = set()
+    for r in range(3 * w):
+        live = [bool(ring_buffer.slot_read(r, j, w)) for j in range(w)]
+        top = max((j + 1 for j in range(w) if live[j]), default=0)
+        holes = [j for j in range(top) if not live[j]]
+        hole = holes[0] if len(holes) == 1 else -1
+        if len(holes) > 1 or [(j < top and j != hole) for j in range(w)] != live:
+            raise ArtifactError(
+                f"contracts.ring_buffer.slot_read at ring position {r} (window {w}) reads slots "
+                f"{[j for j in range(w) if live[j]]}, which codegen's ring selection (j < lim, j != excl) "
+                "cannot express; use backend 'ort' or 'numpy' for this artifact"
+            )
+        dist = [int(ring_buffer.window_distance(r, j, w)) for j in range(w)]
+        starts = [o for o in range(w) if list(unrolled[o : o + w]) == dist]
+        if not starts:
+            raise ArtifactError(
+                f"contracts.ring_buffer.window_distance at ring position {r} (window {w}) gives distances "
+                f"{dist}, which are not a contiguous run of codegen's unrolled bias table; use backend 'ort' "
+                "or 'numpy' for this artifact"
+            )
+        lim.append(top)
+        excl.append(hole)
+        boff.append(starts[0])
+        slot.append(int(ring_buffer.ring_slot(r, w)))
+        nxt.append(int(ring_buffer.next_ring_position(r, w)))
+        own.add(unrolled.index(int(ring_buffer.window_distance(r, slot[-1], w))))
+    if len(own) != 1:
+        raise ArtifactError(f"the own key's bias column varies with the ring position (window {w}): {own}")
+    return RingTables(w, tuple(lim), tuple(excl), tuple(boff), tuple(slot), tuple(nxt), unrolled, own.pop())
+
+
+def ring_tables_c(t: RingTables) -> str:
+    """The tables as `static const int32_t` C arrays (tf_ring_lim, _excl, _boff, _slot, _next)."""
+
+    def table(name: str, values: tuple[int, ...], comment: str) -> str:
+        body = ", ".join(str(v) for v in values)
+        return f"/* {comment} */\nstatic const int32_t {name}[{len(values)}] = {{{body}}};\n"
+
+    return "\n".join(
+        [
+            f"/* ---- ring cache tables, one entry per ring position r in [0, {3 * t.window}): made by calling "
+            "contracts.ring_buffer and checked against it for every r and slot (codegen/blocks.py ring_tables) ---- */",
+            table(
+                "tf_ring_lim",
+                t.lim,
+                "slot j is read at r iff j < tf_ring_lim[r] && j != tf_ring_excl[r] (slot_read)",
+            ),
+            table(
+                "tf_ring_excl",
+                t.excl,
+                "the one slot below tf_ring_lim[r] not read: it holds position r - W (-1: none)",
+            ),
+            table(
+                "tf_ring_boff",
+                t.boff,
+                "bias row of r: tf_rel_bias[l][h][boff[r] + j] = rel_bias[h, window_distance(r, j, W)]",
+            ),
+            table("tf_ring_slot", t.slot, "the slot the commit at r writes (ring_slot)"),
+            table("tf_ring_next", t.nxt, "the ring position after r (next_ring_position)"),
+        ]
+    )
+
+
+class RingCache(StaticCache):
+    """A sliding window of W rows (docs/streaming.md): tf_stage's `pos` is the ring position r in
+    [0, 3W) (contracts.ring_buffer.ring_position; the Session hands the same to every backend);
+    the step reads the slots slot_read(r, j, W) selects, adds the learned relative-position bias
+    rel_bias[h, window_distance(r, j, W)] to their scores before the selection (model/attention.py),
+    commits to ring_slot(r, W), and tf_step walks next_ring_position: a stream never fills, so there
+    is no TF_E_FULL, and the position stored never grows past 3W. Reset only sets the position to 0:
+    at r < W only slots j < r are read (R7), so nothing written before the reset is. The tables are
+    `ring_tables(W)`, emitted as `static const int32_t` arrays."""
+
+    name = "ring"
+
+    def rows(self, plan: Plan) -> int:
+        assert plan.window is not None
+        return plan.window
+
+    def _tables(self, plan: Plan) -> RingTables:
+        assert plan.window is not None
+        return ring_tables(plan.window)
+
+    def weights(self, plan: Plan) -> list[Weight]:
+        """tf_rel_bias [L][H][2W - 1]: layer l's rel_bias [H, W] gathered at the unrolled distances,
+        so the bias of ring position r's scores is the contiguous row [boff[r], boff[r] + W)."""
+        t, cfg = self._tables(plan), plan.config
+        layers = names.decoder_layers(cfg)
+        tables = []
+        for layer in layers:
+            assert layer.self_attn_position is not None  # windowed configs have the bias group
+            table = plan.param(layer.self_attn_position["rel_bias"], (plan.heads, t.window))  # [H, W]
+            tables.append(table[:, list(t.unrolled)])  # [H, 2W - 1]
+        return [
+            Weight(
+                "tf_rel_bias",
+                np.stack(tables),
+                "dec.i.self_attn.rel_bias [H, W] at the distances window_distance(W - 1, i, W), i < 2W - 1",
+            )
+        ]
+
+    def tables(self, plan: Plan) -> str:
+        return ring_tables_c(self._tables(plan))
+
+    def kernels(self, plan: Plan) -> list[str]:
+        rows, t = self.rows(plan), self._tables(plan)
+        setup = kernels.RING_SETUP + " const int32_t boff = tf_ring_boff[pos];"
+        return [
+            kernels.values_c(rows, plan.heads, plan.dh, kernels.ring_live, kernels.RING_SETUP),
+            kernels.attention_c(
+                rows,
+                plan.heads,
+                plan.dh,
+                kernels.ring_live,
+                setup,
+                bias_pitch=len(t.unrolled),
+                bias_own=t.own,
+            ),
+        ]
+
+    def attention_args(self, plan: Plan) -> str:
+        pitch = plan.heads * len(self._tables(plan).unrolled)
+        return f"tf_rel_bias + l * {pitch}, "
+
+    def commit_row(self, plan: Plan) -> str:
+        return "tf_ring_slot[pos]"
+
+    def step_c(self, plan: Plan) -> str:
+        return """\
+    int status;
+    if (s->pos < 0 || s->pos >= TF_POSITIONS) {
+        return TF_E_POSITION; /* a corrupted stored ring position (tf_stage refuses it too; stated here so a
+                                 checker sees the table index below is in range) */
+    }
+    status = tf_stage(s, x, s->pos, y);
+    if (status != TF_OK) {
+        return status;
+    }
+    tf_commit(s, s->pos);
+    s->pos = tf_ring_next[s->pos]; /* slides: never full */
+    return TF_OK;
+"""
+
+    def reset_c(self, plan: Plan) -> str:
+        return "    /* nothing to clear: at ring position r < W only slots j < r are read (slot_read) */\n"
 
 
 class AttentionBlock:
@@ -98,6 +329,13 @@ class AttentionBlock:
     h = LN1(h + MHA(h)); h = LN2(h + FFN(h)), with Q, K, V from one [D, 3D] product."""
 
     name = "attention"
+    layer_status = False  # tf_layer returns void (SsmBlock's returns a status)
+
+    def kernels(self, plan: Plan) -> list[str]:
+        return []
+
+    def sums(self, plan: Plan) -> set[int]:
+        return set()
 
     def weights(self, plan: Plan) -> list[Weight]:
         d, f, n = plan.d, plan.config.d_ff, plan.config.n_layers
@@ -148,9 +386,9 @@ class AttentionBlock:
             "float sc[TF_HEADS * TF_ROWS]; /* every head's scores, then softmax numerators */",
         ]
 
-    def matvecs(self, plan: Plan) -> set[tuple[int, int, bool, bool]]:
+    def matvecs(self, plan: Plan) -> set[tuple[int, int, bool]]:
         d, f = plan.d, plan.config.d_ff
-        return {(d, 3 * d, True, False), (d, d, True, False), (d, f, True, False), (f, d, True, False)}
+        return {(d, 3 * d, True), (d, d, True), (d, f, True), (f, d, True)}
 
     def layer_norms(self, plan: Plan) -> set[int]:
         return {plan.d}
@@ -173,6 +411,7 @@ class AttentionBlock:
         d, f, dh = plan.d, plan.config.d_ff, plan.dh
         scale = f32(float(np.float32(1.0 / np.sqrt(dh))))  # scaled_scores: dtype.type(1 / sqrt(d))
         mv = kernels.matvec_name
+        extra = CACHE_KINDS[plan.cache_kind].attention_args(plan)
         return f"""\
 /* One decoder layer l for batch row b at position pos: s->h [D] in, s->h out.
    Stages this position's k, v into s->k_new, s->v_new; reads, never writes, the cache. */
@@ -187,8 +426,8 @@ static void tf_layer(tf_state *s, int l, int b, int32_t pos)
             s->v_new[l][b][hd][d] = s->qkv[2 * TF_D_MODEL + hd * TF_D_HEAD + d];
         }}
     }}
-    tf_attention(s->qs, &s->k[l][b][0][0][0], &s->v[l][b][0][0][0], s->qkv + TF_D_MODEL, s->qkv + 2 * TF_D_MODEL, pos,
-                 s->sc, s->acc, s->att);
+    tf_attention(s->qs, &s->k[l][b][0][0][0], &s->v[l][b][0][0][0], s->qkv + TF_D_MODEL, s->qkv + 2 * TF_D_MODEL,
+                 {extra}pos, s->sc, s->acc, s->att);
     {mv(d, d, True)}(s->att, tf_w_o + l * {d * d}, tf_b_o + l * {d}, s->t);
     for (i = 0; i < TF_D_MODEL; i++) {{
         s->t[i] = s->h[i] + s->t[i];
@@ -205,5 +444,248 @@ static void tf_layer(tf_state *s, int l, int b, int32_t pos)
 """
 
 
-CACHE_KINDS = {"static": StaticCache()}
-BLOCK_KINDS = {"attention": AttentionBlock()}
+class StateCache(StaticCache):
+    """The state-space block's recurrent state (artifact kind "ssm", docs/ssm.md): no KV cache; the
+    whole state [B, L, D, N] twice, `state[2]` (double buffering as runtime/backends/ssm.py): the
+    step at position pos reads buffer pos & 1 and writes buffer 1 - (pos & 1), so a refused step
+    leaves the state it read untouched and the commit is the position store alone (tf_commit has
+    nothing to copy). tf_stage takes any pos >= 0 (the session's position: only its parity
+    matters); tf_step keeps s->pos in {0, 1}. Reset zeroes buffer 0 (bounded work: the state's
+    size, L B D N floats) and sets pos to 0."""
+
+    name = "state"
+    layout = ("size", "state", "pos", "pending")
+
+    def rows(self, plan: Plan) -> int:
+        return 0
+
+    def position_refused(self, plan: Plan) -> str:
+        return "pos < 0"
+
+    def state_members(self, plan: Plan) -> list[str]:
+        return [
+            "float state[2][TF_BATCH][TF_LAYERS][TF_D_MODEL][TF_D_STATE]; /* buffer pos & 1 read, the other "
+            "written */",
+        ]
+
+    def kernels(self, plan: Plan) -> list[str]:
+        return []
+
+    def matvecs(self, plan: Plan) -> set[tuple[int, int, bool]]:
+        return set()
+
+    def sums(self, plan: Plan) -> set[int]:
+        return set()
+
+    def commit_c(self, plan: Plan) -> str:
+        return """\
+    (void)s;
+    (void)pos; /* the step wrote buffer 1 - (pos & 1); advancing the position commits it */
+"""
+
+    def step_c(self, plan: Plan) -> str:
+        return """\
+    int status;
+    status = tf_stage(s, x, s->pos, y); /* refuses a negative stored position: a corrupted state */
+    if (status != TF_OK) {
+        return status;
+    }
+    s->pos = (s->pos & 1) ^ 1; /* the commit: the buffer just written is read next */
+    return TF_OK;
+"""
+
+    def reset_c(self, plan: Plan) -> str:
+        return """\
+    {
+        int b, l, d, n;
+        for (b = 0; b < TF_BATCH; b++) {
+            for (l = 0; l < TF_LAYERS; l++) {
+                for (d = 0; d < TF_D_MODEL; d++) {
+                    for (n = 0; n < TF_D_STATE; n++) {
+                        s->state[0][b][l][d][n] = 0.0f; /* the buffer position 0 reads */
+                    }
+                }
+            }
+        }
+    }
+"""
+
+
+class SsmBlock(AttentionBlock):
+    """Post-LN layer with the selective state-space mixer in place of self-attention (model/ssm.py
+    ssm_step, runtime/backends/ssm.py's numpy step): h = LN1(h + mixer(h)); h = LN2(h + FFN(h)).
+
+    The mixer, per channel d and state n (z, B, C from one [D, D + 2N] product):
+        delta = softplus(z); s = delta a (a = exp(a_log), computed at generation by numpy in
+        float32: the reference's own values); lam = exp(-s); keep = 2t / (1 + t), t = tanh(s / 2);
+        u = x[d] B[n]; h_new = lam h + keep u; y[d] = sum_n h_new C[n] + d_skip x[d];
+        out = y W_o + b_o.
+    Reads state[pos & 1], writes state[1 - (pos & 1)], and checks the state it wrote against the
+    manifest's per-layer `state_bound` (TF_E_STATE: finite and within the bound) before the step
+    returns TF_OK."""
+
+    name = "ssm"
+    layer_status = True  # tf_layer returns TF_E_STATE when the state it wrote breaks its bound
+
+    def _groups(self, plan: Plan) -> tuple[tuple[names.Group, names.Group, names.Group, names.Group], ...]:
+        return names.ssm_layers(plan.config)
+
+    def weights(self, plan: Plan) -> list[Weight]:
+        d, f, n = plan.d, plan.config.d_ff, plan.d_state
+        groups = self._groups(plan)
+
+        def stack(fn: Callable[[int], np.ndarray]) -> np.ndarray:
+            return np.stack([fn(i) for i in range(len(groups))])
+
+        def mix(i: int, leaf: str, shape: tuple[int, ...]) -> np.ndarray:
+            return plan.param(groups[i][0][leaf], shape)
+
+        def norm(i: int, which: int, leaf: str) -> np.ndarray:
+            return plan.param(groups[i][which][leaf], (d,))
+
+        def ffn(i: int, leaf: str, shape: tuple[int, ...]) -> np.ndarray:
+            return plan.param(groups[i][2][leaf], shape)
+
+        w_zbc = stack(
+            lambda i: np.concatenate(
+                [mix(i, "w_delta", (d, d)), mix(i, "w_b", (d, n)), mix(i, "w_c", (d, n))], axis=1
+            )
+        )  # [L, D, D + 2N]
+        b_zbc = stack(
+            lambda i: np.concatenate([mix(i, "b_delta", (d,)), mix(i, "b_b", (n,)), mix(i, "b_c", (n,))])
+        )
+        a = stack(
+            lambda i: np.exp(mix(i, "a_log", (d, n)))
+        )  # [L, D, N] float32, numpy's exp as the reference
+        return [
+            Weight("tf_w_zbc", w_zbc, "dec.i.ssm.w_delta | w_b | w_c, columns side by side"),
+            Weight("tf_b_zbc", b_zbc, "dec.i.ssm.b_delta | b_b | b_c"),
+            Weight("tf_ssm_a", a, "exp(dec.i.ssm.a_log), numpy float32 (model/ssm.py coefficients)"),
+            Weight("tf_d_skip", stack(lambda i: mix(i, "d_skip", (d,))), "dec.i.ssm.d_skip"),
+            Weight("tf_w_o", stack(lambda i: mix(i, "w_o", (d, d))), "dec.i.ssm.w_o"),
+            Weight("tf_b_o", stack(lambda i: mix(i, "b_o", (d,))), "dec.i.ssm.b_o"),
+            Weight("tf_ln1_g", stack(lambda i: norm(i, 1, "g")), "dec.i.ln1.g"),
+            Weight("tf_ln1_b", stack(lambda i: norm(i, 1, "b")), "dec.i.ln1.b"),
+            Weight("tf_w1", stack(lambda i: ffn(i, "w1", (d, f))), "dec.i.ffn.w1"),
+            Weight("tf_b1", stack(lambda i: ffn(i, "b1", (f,))), "dec.i.ffn.b1"),
+            Weight("tf_w2", stack(lambda i: ffn(i, "w2", (f, d))), "dec.i.ffn.w2"),
+            Weight("tf_b2", stack(lambda i: ffn(i, "b2", (d,))), "dec.i.ffn.b2"),
+            Weight("tf_ln2_g", stack(lambda i: norm(i, 3, "g")), "dec.i.ln2.g"),
+            Weight("tf_ln2_b", stack(lambda i: norm(i, 3, "b")), "dec.i.ln2.b"),
+        ]
+
+    def scratch_members(self, plan: Plan) -> list[str]:
+        return [
+            "float zbc[TF_D_MODEL + 2 * TF_D_STATE]; /* this position's z | B | C */",
+            "float delta[TF_D_MODEL]; /* softplus(z) */",
+            "float prod[TF_D_MODEL * TF_D_STATE]; /* h_new C, summed per channel */",
+            "float ymix[TF_D_MODEL]; /* the mixer's readout before W_o */",
+            "float ff[TF_D_FF];",
+        ]
+
+    def matvecs(self, plan: Plan) -> set[tuple[int, int, bool]]:
+        d, f, n = plan.d, plan.config.d_ff, plan.d_state
+        return {(d, d + 2 * n, True), (d, d, True), (d, f, True), (f, d, True)}
+
+    def sums(self, plan: Plan) -> set[int]:
+        return {plan.d_state}
+
+    def layer_norm_bound(self, plan: Plan) -> float:
+        d, worst = plan.d, 0.0
+        for _, mixer_norm, _, ffn_norm in self._groups(plan):
+            for norm in (mixer_norm, ffn_norm):
+                g = float(np.abs(plan.param(norm["g"], (d,))).max())
+                b = float(np.abs(plan.param(norm["b"], (d,))).max())
+                worst = max(worst, g * float(np.sqrt(d)) + b)
+        return worst * (1 + 1e-5)
+
+    def kernels(self, plan: Plan) -> list[str]:
+        return [ssm_kernels.elementary_c(), self._mixer_c(plan), self._state_check_c(plan)]
+
+    def _mixer_c(self, plan: Plan) -> str:
+        d, n = plan.d, plan.d_state
+        return f"""\
+/* The selective state-space mixer of one layer for one batch row (model/ssm.py ssm_step): x [D] in,
+   hr [D][N] the state read, hw [D][N] the state written, out [D]. zbc: x [W_delta | W_B | W_C] + b. */
+static void tf_mixer(const float *restrict x, const float *restrict zbc, const float *restrict a,
+                     const float *restrict d_skip, const float *restrict hr, float *restrict hw,
+                     float *restrict delta, float *restrict prod, float *restrict y)
+{{
+    int d, n;
+    const float *restrict bt = zbc + {d};
+    const float *restrict ct = zbc + {d + n};
+    for (d = 0; d < {d}; d++) {{
+        delta[d] = tf_softplus(zbc[d]); /* > 0 (0 only where it underflows) */
+    }}
+    for (d = 0; d < {d}; d++) {{
+        const float xd = x[d];
+        const float dd = delta[d];
+        for (n = 0; n < {n}; n++) {{
+            const float sv = dd * a[d * {n} + n];      /* s = delta a >= 0 */
+            const float lam = tf_expneg(-sv);           /* exp(-s) in [0, 1] */
+            const float t = tf_tanh_pos(sv * 0.5f);
+            const float keep = (t + t) / (1.0f + t);    /* 1 - exp(-s), as one_minus_exp_neg */
+            const float u = xd * bt[n];
+            const float hn = lam * hr[d * {n} + n] + keep * u;
+            hw[d * {n} + n] = hn;
+            prod[d * {n} + n] = hn * ct[n];
+        }}
+    }}
+    for (d = 0; d < {d}; d++) {{
+        y[d] = tf_sum_{n}(prod + d * {n}) + d_skip[d] * x[d]; /* readout: (h C).sum(-1) + d_skip x */
+    }}
+}}
+"""
+
+    def _state_check_c(self, plan: Plan) -> str:
+        bounds = ", ".join(c_text.f32_up(b) for b in plan.state_bound)
+        return f"""\
+/* The state written by this step, every layer l finite and within the manifest's state_bound S_l
+   (contracts/state_bound.py: |h| <= S_l for inputs in the domain, from lam in [0, 1]). NaN fails. */
+static const float tf_state_bound[TF_LAYERS] = {{{bounds}}};
+
+static int tf_check_state(const float *restrict hw, int l)
+{{
+    int i;
+    const float bound = tf_state_bound[l];
+    int bad = 0;
+    for (i = 0; i < TF_D_MODEL * TF_D_STATE; i++) {{
+        const float v = hw[i];
+        bad |= !((v < 0.0f ? -v : v) <= bound);
+    }}
+    return bad ? TF_E_STATE : TF_OK;
+}}
+"""
+
+    def layer_c(self, plan: Plan) -> str:
+        d, f, n = plan.d, plan.config.d_ff, plan.d_state
+        mv = kernels.matvec_name
+        return f"""\
+/* One layer l for batch row b at position pos: s->h [D] in, s->h out. Reads state[pos & 1], writes
+   state[1 - (pos & 1)] (never the state read); returns TF_E_STATE if the written state breaks its bound. */
+static int tf_layer(tf_state *s, int l, int b, int32_t pos)
+{{
+    int i;
+    const int rd = (int)(pos & 1);
+    {mv(d, d + 2 * n, True)}(s->h, tf_w_zbc + l * {d * (d + 2 * n)}, tf_b_zbc + l * {d + 2 * n}, s->zbc);
+    tf_mixer(s->h, s->zbc, tf_ssm_a + l * {d * n}, tf_d_skip + l * {d}, &s->state[rd][b][l][0][0],
+             &s->state[1 - rd][b][l][0][0], s->delta, s->prod, s->ymix);
+    {mv(d, d, True)}(s->ymix, tf_w_o + l * {d * d}, tf_b_o + l * {d}, s->t);
+    for (i = 0; i < TF_D_MODEL; i++) {{
+        s->t[i] = s->h[i] + s->t[i];
+    }}
+    tf_layer_norm_{d}(s->t, tf_ln1_g + l * {d}, tf_ln1_b + l * {d}, s->h, s->sq);
+    {mv(d, f, True)}(s->h, tf_w1 + l * {d * f}, tf_b1 + l * {f}, s->ff);
+    tf_relu_{f}(s->ff);
+    {mv(f, d, True)}(s->ff, tf_w2 + l * {f * d}, tf_b2 + l * {d}, s->t);
+    for (i = 0; i < TF_D_MODEL; i++) {{
+        s->t[i] = s->h[i] + s->t[i];
+    }}
+    tf_layer_norm_{d}(s->t, tf_ln2_g + l * {d}, tf_ln2_b + l * {d}, s->h, s->sq);
+    return tf_check_state(&s->state[1 - rd][b][l][0][0], l);
+}}
+"""
+
+
+CACHE_KINDS = {"static": StaticCache(), "ring": RingCache(), "state": StateCache()}
+BLOCK_KINDS = {"attention": AttentionBlock(), "ssm": SsmBlock()}

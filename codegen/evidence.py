@@ -129,11 +129,28 @@ def bytes_per_step(plan: "Plan") -> dict[str, int]:
     """Bytes one step must read (batch row by batch row, as the C step does): every weight of
     every layer, the input and output projections, one row of the positional table (and of the
     embedding), and every row of the K and V caches (static cache: all max_len rows, live or
-    not). Scratch activations are a few KB and stay in L1; they are not counted."""
-    cfg, d, f, n = plan.config, plan.d, plan.config.d_ff, plan.config.max_len
+    not; ring cache: the W slots, and per layer and head the W relative-position biases of this
+    ring position; ssm block: its weights, and the state read and the state written).
+    Scratch activations are a few KB and stay in L1; they are not counted."""
+    cfg, d, f, n = plan.config, plan.d, plan.config.d_ff, plan.rows
+    if plan.block_kind == "ssm":
+        s = plan.d_state
+        mixer = d * (d + 2 * s) + (d + 2 * s) + d * s + d + d * d + d  # z|B|C, a, d_skip, W_o
+        layer = mixer + f * d + f + d * f + d + 4 * d  # + FFN, 2 LayerNorms
+        io = (d + d * plan.d_out) if plan.tokens else (plan.d_in * d + d + d * plan.d_out + plan.d_out)
+        weights = 4 * (cfg.n_layers * layer + io)
+        state = 4 * 2 * cfg.n_layers * d * s  # read one buffer, write the other
+        return {
+            "weights": weights * plan.batch,
+            "cache": state * plan.batch,
+            "total": (weights + state) * plan.batch,
+        }
     layer = d * 3 * d + 3 * d + d * d + d + f * d + f + d * f + d + 4 * d  # QKV, W_o, FFN, 2 LayerNorms
+    if plan.window is not None:
+        layer += plan.heads * plan.window  # this ring position's bias row of every head
     io = (d + d * plan.d_out) if plan.tokens else (plan.d_in * d + d + d * plan.d_out + plan.d_out)
-    weights = 4 * (cfg.n_layers * layer + io + d)  # + one PE row
+    pe = d if plan.window is None else 0  # one PE row (windowed models have none)
+    weights = 4 * (cfg.n_layers * layer + io + pe)
     cache = 4 * 2 * cfg.n_layers * plan.heads * n * plan.dh
     return {
         "weights": weights * plan.batch,

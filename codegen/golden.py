@@ -1,11 +1,18 @@
 """Golden vectors: the numpy reference's step outputs, as a C header the test program checks.
 
-The reference is the `numpy` backend (runtime/backends/numpy.py: the model's own functions and
-the one online-softmax operator) run through a `Session`, so the golden outputs are what a
-Python user of the artifact gets. Two sequences: every position 0..max_len-1 (inputs uniform
-in the declared domain, the first two pinned at its edges; token ids across the vocabulary,
-both ends included), then -- after a reset -- a shorter second sequence, which checks that
-stale rows of the first one never leak into the second.
+The reference is the numpy model's full pass (model/transformer.py `forward`: the model's own
+functions and the one online-softmax operator over the whole sequence, with the window mask
+and relative-position bias for windowed models) -- not a step implementation, so the C step
+is checked against the definition rather than against another step. For the state-space block
+it is the numpy recurrence (the model's functions with model/ssm.py `ssm_recurrent`, i.e.
+`ssm_step` position by position): the full pass there is the training scan, a different
+summation of the same recurrence (docs/ssm.md bounds the two apart), and the C step is the
+recurrence; 4 max_len steps, a reset, 8 more. Two sequences: the
+first over every position 0..max_len-1 (a ring cache: max(max_len, 4W + 1) positions, so
+every ring position [0, 3W) and the wrap from 3W - 1 back to W are crossed; inputs uniform in
+the declared domain, the first two pinned at its edges; token ids across the vocabulary, both
+ends included), then -- after a reset -- a second sequence (8 positions; a ring cache 2W + 1,
+so it wraps too), which checks that rows of the first one never leak into the second.
 
 Bounds the test program applies (docs/codegen.md, "Equivalence"):
     per element   |c - r| <= atol + rtol |r|, the artifact's own tolerance (manifest.json
@@ -24,7 +31,7 @@ import numpy as np
 from . import c_text
 from .plan import Plan
 
-NORMWISE_U = 64  # in units of u = 2^-24: measured <= 10 on every test model (docs/codegen.md)
+NORMWISE_U = 64  # in units of u = 2^-24: the measured values are in docs/codegen.md (claims registry)
 UNIT_ROUNDOFF = 2.0**-24
 SECOND_SEQUENCE = 8  # positions of the sequence after the reset
 
@@ -33,15 +40,25 @@ SECOND_SEQUENCE = 8  # positions of the sequence after the reset
 class Golden:
     inputs: np.ndarray  # [T, B, d_in] float32 or [T, B, 1] int64, T = max_len + second
     outputs: np.ndarray  # [T, B, d_out] float32 (the reference's)
-    first: int  # positions of the first sequence (max_len); a reset precedes position `first`
+    first: int  # positions of the first sequence; a reset precedes position `first`
     atol: float
     rtol: float
 
 
+def sequence_lengths(plan: Plan) -> tuple[int, int]:
+    """(first, second) golden sequence lengths (module docstring)."""
+    n, w = plan.config.max_len, plan.window
+    if plan.block_kind == "ssm":
+        return 4 * n, SECOND_SEQUENCE
+    if w is None:
+        return n, min(SECOND_SEQUENCE, n)
+    return max(n, 4 * w + 1), max(SECOND_SEQUENCE, 2 * w + 1)
+
+
 def reference_inputs(plan: Plan, seed: int = 0) -> tuple[np.ndarray, int]:
     """[T, B, 1, d_in] float32 / [T, B, 1] int64 step inputs and the length of the first sequence."""
-    cfg, b, n = plan.config, plan.batch, plan.config.max_len
-    second = min(SECOND_SEQUENCE, n)
+    cfg, b = plan.config, plan.batch
+    n, second = sequence_lengths(plan)
     rng = np.random.default_rng(seed)
     if plan.tokens:
         seq = rng.integers(0, cfg.vocab_size, size=(n + second, b, 1), dtype=np.int64)  # [T, B, 1]
@@ -64,14 +81,16 @@ def compute(plan: Plan, artifact_path: str, seed: int = 0) -> Golden:
     art = open_artifact(artifact_path)
     params = art.params()
     xs, first = reference_inputs(plan, seed)  # [T, B, 1(, d_in)]
-    seqs = [xs[:first], xs[first:]]
-    outputs = []
-    for seq in seqs:
-        x = np.moveaxis(seq[:, :, 0], 0, 1)  # [B, t(, d_in)]
-        outputs.append(
-            np.moveaxis(forward(params, art.config, np.ascontiguousarray(x)), 1, 0)
-        )  # [t, B, d_out]
-    ys = np.concatenate(outputs)  # [T, B, d_out]
+    if plan.block_kind == "ssm":
+        ys = _ssm_recurrence(art, xs, first)  # [T, B, d_out]
+    else:
+        outputs = []
+        for seq in (xs[:first], xs[first:]):
+            x = np.moveaxis(seq[:, :, 0], 0, 1)  # [B, t(, d_in)]
+            outputs.append(
+                np.moveaxis(forward(params, art.config, np.ascontiguousarray(x)), 1, 0)
+            )  # [t, B, d_out]
+        ys = np.concatenate(outputs)  # [T, B, d_out]
     tol = art.tolerance
     inputs = xs if plan.tokens else xs[:, :, 0, :]  # [T, B, 1] / [T, B, d_in]
     return Golden(
@@ -81,6 +100,30 @@ def compute(plan: Plan, artifact_path: str, seed: int = 0) -> Golden:
         atol=float(tol["atol"]),
         rtol=float(tol["rtol"]),
     )
+
+
+def _ssm_recurrence(art, xs: np.ndarray, first: int) -> np.ndarray:
+    """The ssm reference: the model's own functions with the mixer as its recurrence
+    (model/ssm.py ssm_recurrent: ssm_step position by position, what the numpy backend steps),
+    not the training scan; layer by layer over each sequence (every other sublayer is
+    positionwise). xs [T, B, 1(, d_in)] -> [T, B, d_out], the state zero at 0 and at `first`."""
+    from tickformer.model import names
+    from tickformer.model.layers import feed_forward, layer_norm
+    from tickformer.model.ssm import ssm_recurrent
+    from tickformer.model.transformer import embed, project_out
+
+    cfg, p = art.config, art.params()
+    outputs = []
+    for seq in (xs[:first], xs[first:]):
+        h = embed(p, cfg, np.ascontiguousarray(np.moveaxis(seq[:, :, 0], 0, 1)))  # [B, t, D], no positions
+        for mixer, mixer_norm, ffn, ffn_norm in names.ssm_layers(cfg):
+            out, _ = ssm_recurrent(h, **mixer.take(p))  # [B, t, D], from a zero state
+            h = layer_norm(h + out, **mixer_norm.take(p), eps=cfg.ln_eps)
+            h = layer_norm(
+                h + feed_forward(h, **ffn.take(p)), **ffn_norm.take(p), eps=cfg.ln_eps
+            )  # [B, t, D]
+        outputs.append(np.moveaxis(project_out(p, cfg, h), 1, 0))  # [t, B, d_out]
+    return np.concatenate(outputs)  # [T, B, d_out]
 
 
 def header(golden: Golden, plan: Plan) -> str:

@@ -19,7 +19,7 @@ optimisation level and the vector width, and lets GCC/Clang vectorise without -f
   does not if-convert a float `?:` whose arm is arithmetic, and would not vectorise the loop.
 - exp is our own (`tf_expneg`): Cody-Waite reduction by ln 2 and a degree-6 polynomial
   (the Cephes expf coefficients), evaluated without fused multiply-add. Proven by exhaustive
-  check over every float32 in its domain (codegen/expcheck.py): error < 1 ULP (docs/codegen.md).
+  check over every float32 in its domain (tf_expcheck.c, codegen/testprog.py): error < 1 ULP (docs/codegen.md).
 - The build uses -ffp-contract=off (GCC's default under -std=c99; Clang also gets the STDC
   pragma): a fused multiply-add rounds once where the reference rounds twice, and contraction
   would make results depend on -march.
@@ -109,53 +109,37 @@ UNROLL = 4  # input rows per pass over y: y = (((y + x0 w0) + x1 w1) + x2 w2) + 
 # rounding as four separate passes (C evaluates + left to right), a quarter of the loads and stores of y
 
 
-def matvec_name(n_in: int, n_out: int, bias: bool, masked: bool = False) -> str:
-    return f"tf_mv_{n_in}x{n_out}" + ("" if bias else "_nb") + ("_live" if masked else "")
+def matvec_name(n_in: int, n_out: int, bias: bool) -> str:
+    return f"tf_mv_{n_in}x{n_out}" + ("" if bias else "_nb")
 
 
-def matvec_c(n_in: int, n_out: int, bias: bool, masked: bool = False) -> str:
+def matvec_c(n_in: int, n_out: int, bias: bool) -> str:
     """y[o] = sum_i x[i] w[i * n_out + o] (+ b[o]) for w [n_in][n_out], summed in order
     i = 0..n_in-1 for each o (numpy: x @ w + b), vectorised over o, UNROLL rows per pass.
-    masked: row i contributes only if i < pos -- its w row is ANDed to +0 bits otherwise, so a
-    row holding inf or NaN adds +0 (the value half of the attention over a static cache)."""
-    name = matvec_name(n_in, n_out, bias, masked)
+    (The attention's value half, where rows not selected must add +0 whatever they hold, is
+    `values_c`.)"""
+    name = matvec_name(n_in, n_out, bias)
     args = (
         "const float *restrict x, const float *restrict w, "
         + ("const float *restrict b, " if bias else "")
-        + ("int32_t pos, " if masked else "")
         + "float *restrict y"
     )
-
-    def term(row: str, xv: str, k: int) -> str:
-        ref = f"w{k}[o]"
-        return f"{xv} * tf_and_bits({ref}, m{k})" if masked else f"{xv} * {ref}"
-
-    def masks(rows: list[str]) -> str:
-        return (
-            "".join(
-                f"\n        const uint32_t m{k} = 0u - (uint32_t)({row} < pos);" for k, row in enumerate(rows)
-            )
-            if masked
-            else ""
-        )
-
     singles = 1 + (n_in - 1) % UNROLL  # rows 1.. handled one at a time, the rest UNROLL at a time
-    first = "x[0] * tf_and_bits(w[o], m_first)" if masked else "x[0] * w[o]"
     body = [
-        f"""/* [{n_in}] x [{n_in}][{n_out}] -> [{n_out}]{" + bias" if bias else ""}{", rows >= pos selected out" if masked else ""}: output-major, order i = 0..{n_in - 1} per output */
+        f"""/* [{n_in}] x [{n_in}][{n_out}] -> [{n_out}]{" + bias" if bias else ""}: output-major, order i = 0..{n_in - 1} per output */
 static void {name}({args})
 {{
-    int i, o;{chr(10) + "    const uint32_t m_first = 0u - (uint32_t)(0 < pos);" if masked else ""}
+    int i, o;
     for (o = 0; o < {n_out}; o++) {{
-        y[o] = {first};
+        y[o] = x[0] * w[o];
     }}"""
     ]
     if singles > 1:
         body.append(f"""    for (i = 1; i < {singles}; i++) {{
         const float x0 = x[i];
-        const float *restrict w0 = w + i * {n_out};{masks(["i"])}
+        const float *restrict w0 = w + i * {n_out};
         for (o = 0; o < {n_out}; o++) {{
-            y[o] = y[o] + {term("i", "x0", 0)};
+            y[o] = y[o] + x0 * w0[o];
         }}
     }}""")
     if singles < n_in:
@@ -165,14 +149,10 @@ static void {name}({args})
         )
         expr = "y[o]"
         for k in range(UNROLL):
-            expr = (
-                f"({expr} + {term(f'i + {k}', f'x{k}', k)})"
-                if k < UNROLL - 1
-                else f"{expr} + {term(f'i + {k}', f'x{k}', k)}"
-            )
+            expr = f"({expr} + x{k} * w{k}[o])" if k < UNROLL - 1 else f"{expr} + x{k} * w{k}[o]"
         body.append(f"""    for (i = {singles}; i < {n_in}; i += {UNROLL}) {{
 {loads}
-{rows}{masks([f"i + {k}" for k in range(UNROLL)])}
+{rows}
         for (o = 0; o < {n_out}; o++) {{
             y[o] = {expr};
         }}
@@ -357,11 +337,29 @@ static void tf_relu_{n}(float *restrict x)
 """
 
 
-# --- the attention over the static cache, all heads of one layer --------------------------------
-def values_c(rows: int, heads: int, dh: int) -> str:
-    """acc[h][d] = sum_j p[h][j] v[j][h][d] over live rows j < pos, every head in one pass over
-    the rows: 8 independent output vectors per row (d_model 64) instead of 2 per head, and the
-    same order of additions per output (j = 0, 1, ...), UNROLL rows per pass."""
+# --- the attention over the cache, all heads of one layer -----------------------------------------
+def static_live(index: str) -> str:
+    """The static cache's selection: row `index` holds an earlier position of this sequence iff
+    index < pos (C int expression, 0 or 1)."""
+    return f"({index} < pos)"
+
+
+def ring_live(index: str) -> str:
+    """The ring cache's selection at ring position pos, from the two numbers per ring position
+    that codegen/blocks.py RingCache derives from contracts.ring_buffer.slot_read (and checks
+    against it for every ring position and slot): slot `index` is read iff index < lim and
+    index != excl (C int expression, 0 or 1; `lim`, `excl` declared by RING_SETUP)."""
+    return f"(({index} < lim) & ({index} != excl))"
+
+
+RING_SETUP = "const int32_t lim = tf_ring_lim[pos], excl = tf_ring_excl[pos];"
+
+
+def values_c(rows: int, heads: int, dh: int, live=static_live, setup: str = "") -> str:
+    """acc[h][d] = sum_j p[h][j] v[j][h][d] over live rows j (`live`, a C predicate on the row
+    index: static_live or ring_live), every head in one pass over the rows: 8 independent output
+    vectors per row (d_model 64) instead of 2 per head, and the same order of additions per
+    output (j = 0, 1, ...), UNROLL rows per pass."""
     d = heads * dh
     singles = rows % UNROLL
     single = (
@@ -369,7 +367,7 @@ def values_c(rows: int, heads: int, dh: int) -> str:
         if not singles
         else f"""
     for (i = 0; i < {singles}; i++) {{
-        const uint32_t m0 = 0u - (uint32_t)(i < pos);
+        const uint32_t m0 = 0u - (uint32_t){live("i")};
         for (hd = 0; hd < {heads}; hd++) {{
             const float x0 = p[hd * {rows} + i];
             const float *restrict w0 = v + i * {d} + hd * {dh};
@@ -380,7 +378,9 @@ def values_c(rows: int, heads: int, dh: int) -> str:
         }}
     }}"""
     )
-    masks = "\n".join(f"        const uint32_t m{k} = 0u - (uint32_t)(i + {k} < pos);" for k in range(UNROLL))
+    masks = "\n".join(
+        f"        const uint32_t m{k} = 0u - (uint32_t){live(f'(i + {k})')};" for k in range(UNROLL)
+    )
     xs = "\n".join(f"            const float x{k} = p[hd * {rows} + i + {k}];" for k in range(UNROLL))
     ws = "\n".join(
         f"            const float *restrict w{k} = v + (i + {k}) * {d} + hd * {dh};" for k in range(UNROLL)
@@ -389,15 +389,11 @@ def values_c(rows: int, heads: int, dh: int) -> str:
     for k in range(UNROLL):
         term = f"x{k} * tf_and_bits(w{k}[o], m{k})"
         expr = f"({expr} + {term})" if k < UNROLL - 1 else f"{expr} + {term}"
-    return f"""\
-/* Values of the live rows for every head: acc [{heads}][{dh}] = sum_j p[h][j] v[j][h][:], rows j >= pos
-   add +0 whatever they hold. p: [{heads}][{rows}] softmax numerators; v: [{rows}][{heads}][{dh}]. */
-static void tf_values(const float *restrict p, const float *restrict v, int32_t pos, float *restrict acc)
-{{
-    int i, hd, o;
-    for (o = 0; o < {d}; o++) {{
-        acc[o] = 0.0f;
-    }}{single}
+    setup_line = f"\n    {setup}" if setup else ""
+    loop = (
+        ""
+        if singles == rows
+        else f"""
     for (i = {singles}; i < {rows}; i += {UNROLL}) {{
 {masks}
         for (hd = 0; hd < {heads}; hd++) {{
@@ -408,39 +404,83 @@ static void tf_values(const float *restrict p, const float *restrict v, int32_t 
                 yh[o] = {expr};
             }}
         }}
-    }}
+    }}"""
+    )
+    return f"""\
+/* Values of the live rows for every head: acc [{heads}][{dh}] = sum_j p[h][j] v[j][h][:], rows not selected
+   add +0 whatever they hold. p: [{heads}][{rows}] softmax numerators; v: [{rows}][{heads}][{dh}]. */
+static void tf_values(const float *restrict p, const float *restrict v, int32_t pos, float *restrict acc)
+{{
+    int i, hd, o;{setup_line}
+    for (o = 0; o < {d}; o++) {{
+        acc[o] = 0.0f;
+    }}{single}{loop}
 }}
 """
 
 
-def attention_static_c(rows: int, heads: int, dh: int) -> str:
+def attention_c(
+    rows: int,
+    heads: int,
+    dh: int,
+    live=static_live,
+    setup: str = "",
+    bias_pitch: int | None = None,
+    bias_own: int = 0,
+) -> str:
     """The online-softmax attention of every head of one layer (model/attention.py): per head,
-    the cache rows as one piece (chunk_state with stale rows selected out) and the own key as a
-    second (m = s, l = 1, acc = v), merged and finalised as `merge` and `finalize` do."""
+    the cache rows as one piece (chunk_state with the rows `live` does not select set to -inf)
+    and the own key as a second (m = s, l = 1, acc = v), merged and finalised as `merge` and
+    `finalize` do.
+
+    bias_pitch (windowed models): the scores get the relative-position term before the
+    selection, as model/attention.py adds it -- per head a row of bias_pitch floats, read
+    contiguously from offset `boff` (declared by `setup`) so the add vectorises with the score
+    loop; the own key's term is the constant column bias_own."""
     lanes_end = rows - rows % 8
     d = heads * dh
+    biased = bias_pitch is not None
+    bias_arg = "\n                         const float *restrict bias," if biased else ""
+    setup_line = f"\n    {setup}" if setup else ""
+    if biased:
+        select = f"""\
+        /* relative-position term (model/attention.py: added before the selection), then the selection:
+           a slot not read at this ring position scores -inf whatever it holds (NaN, inf, an evicted key) */
+        {{
+            const float *restrict bh = bias + hd * {bias_pitch} + boff;
+            for (j = 0; j < {rows}; j++) {{
+                sh[j] = tf_live_or_neg_inf(sh[j] + bh[j], 0u - (uint32_t){live("j")});
+            }}
+        }}"""
+        own_bias = f"\n        s_own = s_own + bias[hd * {bias_pitch} + {bias_own}]; /* distance 0 */"
+        what = "ring slots"
+    else:
+        select = f"""\
+        /* selection: a stale row's score is -inf whatever the row holds (NaN, inf, old keys) */
+        for (j = 0; j < {rows}; j++) {{
+            sh[j] = tf_live_or_neg_inf(sh[j], 0u - (uint32_t){live("j")});
+        }}"""
+        own_bias = ""
+        what = "rows"
     return f"""\
-/* All {heads} heads at position pos over the static cache. kt: [{heads}][{dh}][{rows}] keys, transposed;
-   v: [{rows}][{heads}][{dh}] values, row j = position j. qs: [{heads}][{dh}] queries scaled by 1/sqrt(dh);
-   kn, vn: [{heads}][{dh}] this position's own keys and values. Row j is live iff j < pos; the work is the
-   same for every pos (all {rows} rows are read). sc: scratch [{heads}][{rows}]; acc: scratch [{d}];
+/* All {heads} heads at position pos over the cache. kt: [{heads}][{dh}][{rows}] keys, transposed;
+   v: [{rows}][{heads}][{dh}] values, row j = cache row j. qs: [{heads}][{dh}] queries scaled by 1/sqrt(dh);
+   kn, vn: [{heads}][{dh}] this position's own keys and values. Which {what} are live: {live("j")}; the
+   work is the same for every pos (all {rows} rows are read). sc: scratch [{heads}][{rows}]; acc: scratch [{d}];
    out: [{d}], the heads side by side (merge_heads). */
 static void tf_attention(const float *restrict qs, const float *restrict kt, const float *restrict v,
-                         const float *restrict kn, const float *restrict vn, int32_t pos,
+                         const float *restrict kn, const float *restrict vn,{bias_arg} int32_t pos,
                          float *restrict sc, float *restrict acc, float *restrict out)
 {{
     float lane[8];
     float m_c[{heads}], l_c[{heads}];
-    int hd, j, k, o;
+    int hd, j, k, o;{setup_line}
     for (hd = 0; hd < {heads}; hd++) {{
         float *restrict sh = sc + hd * {rows};
         float m_safe;
         /* scores of every cache row (constant work): sh[j] = sum_d qs[d] kt[d][j] */
         {matvec_name(dh, rows, False)}(qs + hd * {dh}, kt + hd * {dh * rows}, sh);
-        /* selection: a stale row's score is -inf whatever the row holds (NaN, inf, old keys) */
-        for (j = 0; j < {rows}; j++) {{
-            sh[j] = tf_live_or_neg_inf(sh[j], 0u - (uint32_t)(j < pos));
-        }}
+{select}
         /* piece 1, the cache: m_c = max (exact in any order), -inf when no row is live */
         for (k = 0; k < 8; k++) {{
             lane[k] = -INFINITY;
@@ -463,7 +503,7 @@ static void tf_attention(const float *restrict qs, const float *restrict kt, con
         }}
         l_c[hd] = tf_sum_{rows}(sh);
     }}
-    /* acc = sum_j p_j v_j over live rows, all heads in one pass (stale rows add +0) */
+    /* acc = sum_j p_j v_j over live rows, all heads in one pass (rows not selected add +0) */
     tf_values(sc, v, pos, acc);
     /* piece 2, the own key: m = s_own, l = 1, acc = vn; merge; finalize (l >= 1: no 0/0) */
     for (hd = 0; hd < {heads}; hd++) {{
@@ -473,7 +513,7 @@ static void tf_attention(const float *restrict qs, const float *restrict kt, con
         float m, alpha, beta, l;
         for (o = 1; o < {dh}; o++) {{
             s_own = s_own + q[o] * kh[o];
-        }}
+        }}{own_bias}
         if (s_own >= m_c[hd]) {{ /* merge: the side holding the max gets factor exp(0) = 1 exactly */
             m = s_own;
             alpha = tf_expneg(m_c[hd] - m);

@@ -3,17 +3,22 @@
 A `Plan` is everything the emitted C depends on -- the model's shapes, the batch, the declared
 input domain and output bound, the weights, and two kinds that select the emitters:
 
-    cache_kind   how past keys are kept: "static" (N = max_len rows, row p holds position p;
-                 rows >= pos are stale and selected out). A ring cache (slot = pos mod W for a
-                 sliding window) is a second kind behind the same hooks (codegen/blocks.py).
-    block_kind   what one layer computes: "attention" (post-LN self-attention + FFN). A
-                 diagonal state-space block is a second kind behind the same hooks.
+    cache_kind   how past keys are kept, tickformer.artifact.format.cache_kind: "static" (N =
+                 max_len rows, row p holds position p; rows >= pos are stale and selected out)
+                 or "ring" (a sliding window of W rows: the step at ring position r in [0, 3W)
+                 reads the slots contracts.ring_buffer.slot_read selects and commits to
+                 ring_slot(r, W); codegen/blocks.py RingCache), or "state" for the ssm block
+                 (its double-buffered state, StateCache).
+    block_kind   what one layer computes: "attention" (post-LN self-attention + FFN) or "ssm"
+                 (the selective state-space mixer + FFN, manifest kind "ssm"; its per-layer
+                 state_bound is read into the plan).
 
 Refusals (each an ArtifactError that names the thing and what to use instead): an
 architecture or input kind without an emitter (encoder-decoder for now), a config field this
-generator does not know (a future field -- a window, a block type -- changes the step's
-meaning, so guessing would emit a wrong step), a manifest key it does not know, and weights
-whose names or shapes differ from the documented scheme (docs/artifact_format.md).
+generator does not know (a future field changes the step's meaning, so guessing would emit a
+wrong step), a manifest key it does not know, a manifest `kind` without a block kind here
+(named), and weights whose names or shapes differ from
+the documented scheme (docs/artifact_format.md).
 
 Not real-time code (reads the artifact once).
 """
@@ -26,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from tickformer.artifact import Artifact
+from tickformer.artifact import format as fmt
 from tickformer.errors import ArtifactError
 from tickformer.model.config import Config
 
@@ -46,6 +52,9 @@ KNOWN_CONFIG_FIELDS = frozenset(
         "max_len",
         "dropout",
         "ln_eps",
+        "window",  # a sliding window: the ring cache kind
+        "block",  # "attention" or "ssm" (the state-space block kind)
+        "d_state",
     }
 )
 # Manifest keys of format version 2 (docs/artifact_format.md). Same rule.
@@ -70,9 +79,14 @@ KNOWN_MANIFEST_KEYS = frozenset(
         "created_utc",
         "source",
         "manifest_sha256",
+        "kind",  # "ssm" (the only value written today); another is refused by name
+        "state_bound",
     }
 )
-SUPPORTED = "decoder-only artifacts with continuous or token inputs"
+KINDS = ("ssm",)  # manifest "kind" values with a block kind here (format.artifact_kind)
+SUPPORTED = (
+    "decoder-only artifacts with continuous or token inputs: attention (full or windowed) or the ssm block"
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,7 @@ class Plan:
     params: dict[str, np.ndarray] = field(repr=False)
     cache_kind: str = "static"
     block_kind: str = "attention"
+    state_bound: tuple[float, ...] = ()  # ssm: the manifest's per-layer state bound S_l
 
     # --- shapes (llama2.c names) ------------------------------------------------------------
     @property
@@ -103,8 +118,31 @@ class Plan:
 
     @property
     def rows(self) -> int:
-        """Cache rows N (the static cache: max_len)."""
-        return self.config.max_len
+        """Cache rows N: max_len (static cache) or the window W (ring cache); format.cache_rows."""
+        return fmt.cache_rows(self.config)
+
+    @property
+    def window(self) -> int | None:
+        return self.config.window
+
+    @property
+    def positions(self) -> int:
+        """How many values tf_stage's `pos` takes: max_len (static: the absolute position), 3W
+        (ring: the ring position, contracts.ring_buffer.ring_position), or any int32 >= 0 (ssm:
+        the session's position, of which only the parity matters)."""
+        if self.block_kind == "ssm":
+            return 2**31 - 1
+        return self.config.max_len if self.window is None else 3 * self.window
+
+    @property
+    def d_state(self) -> int:
+        return self.config.d_state
+
+    @property
+    def has_pe(self) -> bool:
+        """Whether the embedding adds the sinusoidal table (model/transformer.py embed: not for
+        windowed models nor ssm blocks)."""
+        return self.window is None and self.block_kind != "ssm"
 
     @property
     def tokens(self) -> bool:
@@ -138,6 +176,12 @@ def plan_for(artifact: Artifact) -> Plan:
     """Check that codegen supports `artifact` and read what the C step needs. Raises
     ArtifactError naming the unsupported kind or field. Not real-time (reads weights.npz)."""
     manifest = artifact.manifest
+    kind = manifest.get("kind")
+    if kind is not None and kind not in KINDS:
+        raise ArtifactError(
+            f"{artifact.root}: codegen does not support artifact kind {kind!r} (it supports {SUPPORTED}); "
+            "use backend 'ort' or 'numpy' for this artifact"
+        )
     unknown_keys = sorted(set(manifest) - KNOWN_MANIFEST_KEYS)
     if unknown_keys:
         raise ArtifactError(
@@ -146,12 +190,6 @@ def plan_for(artifact: Artifact) -> Plan:
             f"the C step cannot honour them: use backend 'ort' or 'numpy' for this artifact"
         )
     raw = manifest.get("config", {})
-    if isinstance(raw, dict) and raw.get("window") is not None:
-        raise ArtifactError(
-            f"{artifact.root}: windowed artifacts (window {raw['window']}: a ring KV cache) are not generated "
-            "yet: codegen has the cache kind 'static' only (codegen/blocks.py, docs/streaming.md); use backend "
-            "'ort' or 'numpy' for this artifact"
-        )
     unknown = sorted(set(raw) - KNOWN_CONFIG_FIELDS)
     if unknown:
         raise ArtifactError(
@@ -173,6 +211,11 @@ def plan_for(artifact: Artifact) -> Plan:
     sha = manifest.get("manifest_sha256")
     if not isinstance(sha, str) or len(sha) != 64:
         raise ArtifactError(f"{artifact.root}: manifest has no manifest_sha256; re-export the artifact")
+    ssm = cfg.block == "ssm"
+    if ssm != (kind == "ssm"):
+        raise ArtifactError(
+            f"{artifact.root}: config block {cfg.block!r} and manifest kind {kind!r} disagree; re-export the artifact"
+        )
     return Plan(
         config=cfg,
         batch=artifact.batch,
@@ -180,7 +223,26 @@ def plan_for(artifact: Artifact) -> Plan:
         output_bound=_output_bound(manifest),
         artifact_sha256=sha,
         params=artifact.params(),
+        cache_kind="state" if ssm else fmt.cache_kind(cfg),
+        block_kind="ssm" if ssm else "attention",
+        state_bound=_state_bound(manifest, cfg.n_layers) if ssm else (),
     )
+
+
+def _state_bound(manifest: dict[str, Any], layers: int) -> tuple[float, ...]:
+    """The manifest's per-layer state bound S_l (contracts/state_bound.py), checked finite."""
+    raw = manifest.get("state_bound")
+    values = raw.get("layers") if isinstance(raw, dict) else None
+    try:
+        bound = tuple(float(v) for v in values)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        bound = ()
+    if len(bound) != layers or not all(0.0 < b < float("inf") for b in bound):
+        raise ArtifactError(
+            f"manifest state_bound {raw!r} does not give a finite positive bound per layer ({layers}); re-export the "
+            "artifact"
+        )
+    return bound
 
 
 def _output_bound(manifest: dict[str, Any]) -> float | None:

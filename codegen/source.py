@@ -3,14 +3,16 @@
 The C API (the contract is in docs/codegen.md; the Python `c` backend uses stage/commit):
 
     int  tf_stage(tf_state *s, const tf_input x[], int32_t pos, float y[]);
-         checks pos and x (finite, in the declared domain; token ids in [0, V)), runs the step,
-         writes y, stages this position's K/V rows, checks y (finite, |y| <= the artifact's
-         output bound). Never writes the committed state: on any status != TF_OK the cache is
-         exactly as before.
-    void tf_commit(tf_state *s, int32_t pos);   staged rows -> cache row of pos
+         pos: the absolute position (static cache) or the ring position in [0, 3W) (ring
+         cache, contracts.ring_buffer.ring_position); checks pos and x (finite, in the
+         declared domain; token ids in [0, V)), runs the step, writes y, stages this
+         position's K/V rows, checks y (finite, |y| <= the artifact's output bound). Never
+         writes the committed state: on any status != TF_OK the cache is exactly as before.
+    void tf_commit(tf_state *s, int32_t pos);   staged rows -> cache row of pos (ring: its slot)
     int  tf_step(tf_state *s, const tf_input x[], float y[]);
-         the whole tick for callers without Python: refuses when the context is full,
-         stages, commits and advances s->pos only if everything succeeded.
+         the whole tick for callers without Python: stages, commits and advances s->pos only if
+         everything succeeded; a static cache refuses when the context is full, a ring cache
+         slides (s->pos walks the ring positions, next_ring_position).
     void tf_reset(tf_state *s);
 Memory: the weights are `static const` arrays in this file; everything that changes (the KV
 cache, the staged rows, the scratch activations, the position) is one `tf_state` struct of
@@ -30,12 +32,16 @@ import numpy as np
 from tickformer.model import names
 
 from . import c_text, kernels
-from .blocks import BLOCK_KINDS, CACHE_KINDS, Weight
+from .blocks import BLOCK_KINDS, CACHE_KINDS, StaticCache, Weight
 from .plan import Plan
 
 STATUS = (
     ("TF_OK", 0, "the step ran; y holds the output (stage: rows staged)"),
-    ("TF_E_POSITION", 1, "pos outside 0..TF_MAX_LEN-1"),
+    (
+        "TF_E_POSITION",
+        1,
+        "pos outside 0..TF_POSITIONS-1 (static cache: max_len; ring cache: 3 W ring positions)",
+    ),
     ("TF_E_NONFINITE", 2, "an input value is NaN or infinite"),
     ("TF_E_DOMAIN", 3, "an input value is outside the declared domain [TF_DOMAIN_LO, TF_DOMAIN_HI]"),
     ("TF_E_TOKEN", 4, "a token id is outside 0..TF_D_OUT-1"),
@@ -44,9 +50,14 @@ STATUS = (
         5,
         "an output is NaN, infinite or beyond the artifact's output bound (nothing staged is committed)",
     ),
-    ("TF_E_FULL", 6, "tf_step: the context is full (position TF_MAX_LEN); call tf_reset"),
+    ("TF_E_FULL", 6, "tf_step, static cache only: the context is full (position TF_MAX_LEN); call tf_reset"),
+    (
+        "TF_E_STATE",
+        7,
+        "ssm: the state written is NaN, infinite or beyond the manifest's state_bound (not committed)",
+    ),
 )
-LAYOUT_FIELDS = ("size", "k", "v", "k_new", "v_new", "pos")  # tf_layout(i): byte offset (0: sizeof)
+LAYOUT_FIELDS = StaticCache.layout  # the attention kinds' tf_layout fields: 0 sizeof, then byte offsets
 
 
 def header(plan: Plan, generator: str) -> str:
@@ -66,6 +77,17 @@ def header(plan: Plan, generator: str) -> str:
         ]
     )
     in_type = "int64_t" if plan.tokens else "float"
+    what_pos = (
+        "the session's position, only its parity matters"
+        if plan.block_kind == "ssm"
+        else ("the ring position" if plan.window else "the position")
+    )
+    layout_text = ", ".join(cache.layout[1:])
+    pos_range = (
+        "ssm: 0 or 1, the buffer read next"
+        if plan.block_kind == "ssm"
+        else ("ring position, in [0, 3W)" if plan.window else "in [0, max_len]")
+    )
     lo, hi = plan.domain
     return f"""\
 /* tf_model.h -- the step of one tickformer artifact as C99 (generated; do not edit).
@@ -82,7 +104,12 @@ def header(plan: Plan, generator: str) -> str:
 #define TF_D_IN {plan.d_in} /* inputs per batch row */
 #define TF_D_OUT {plan.d_out} /* outputs per batch row */
 #define TF_MAX_LEN {cfg.max_len}
+#define TF_RING {1 if plan.window is not None else 0} /* 1: a ring cache (sliding window), tf_step never fills */
+#define TF_WINDOW {plan.window or 0} /* the window W (ring cache), 0 for a static cache */
+#define TF_SSM {1 if plan.block_kind == "ssm" else 0} /* 1: the state-space block, a fixed state, tf_step never fills */
+#define TF_D_STATE {plan.d_state} /* states per channel (ssm), 0 for attention */
 #define TF_ROWS {cache.rows(plan)} /* cache rows ({plan.cache_kind} cache) */
+#define TF_POSITIONS {plan.positions} /* tf_stage's pos is in [0, TF_POSITIONS): {what_pos} */
 #define TF_LAYERS {cfg.n_layers}
 #define TF_HEADS {cfg.n_heads}
 #define TF_D_HEAD {plan.dh}
@@ -99,10 +126,11 @@ enum tf_status {{
 
 /* Everything that changes. Place it in static storage (or any memory of tf_layout(0) bytes).
    tf_reset makes ANY memory a valid initial state: nothing but `pos` is read before it is
-   written, except cache rows, which are selected out until this sequence commits them. */
+   written, except cache rows, which are selected out until this stream commits them. */
 typedef struct tf_state {{
-    int32_t pos; /* tf_step's next position */
-    int32_t reserved[15]; /* keeps the arrays 64-byte aligned when the state is */
+    int32_t pos; /* tf_step's next position ({pos_range}) */
+    int32_t pending; /* tf_defer_commit: the position whose staged rows tf_stage_pending commits first (-1: none) */
+    int32_t reserved[14]; /* keeps the arrays 64-byte aligned when the state is */
 {members}
     /* scratch: overwritten by every tf_stage, never read before written */
 {scratch}
@@ -111,9 +139,10 @@ typedef struct tf_state {{
 void tf_reset(tf_state *s);
 int tf_stage(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, float y[TF_BATCH * TF_D_OUT]);
 void tf_commit(tf_state *s, int32_t pos);
+int tf_stage_pending(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, float y[TF_BATCH * TF_D_OUT]);
 int tf_step(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], float y[TF_BATCH * TF_D_OUT]);
 const char *tf_artifact_sha256(void);
-int32_t tf_layout(int32_t field); /* 0: sizeof(tf_state); 1..5: byte offset of k, v, k_new, v_new, pos */
+int32_t tf_layout(int32_t field); /* 0: sizeof(tf_state); then byte offsets of {layout_text} */
 
 #endif
 """
@@ -123,13 +152,17 @@ def _weights(plan: Plan) -> list[Weight]:
     from tickformer.model.layers import positional_encoding
 
     cfg = plan.config
-    out = [
-        Weight(
-            "tf_pe",
-            positional_encoding(cfg.max_len, cfg.d_model),
-            "sinusoidal positions (model/layers.py positional_encoding)",
-        )
-    ]
+    out = (
+        []
+        if not plan.has_pe  # windowed models and ssm blocks have no absolute positions (model/transformer.py embed)
+        else [
+            Weight(
+                "tf_pe",
+                positional_encoding(cfg.max_len, cfg.d_model),
+                "sinusoidal positions (model/layers.py positional_encoding)",
+            )
+        ]
+    )
     if plan.tokens:
         e = plan.param(names.TOK_EMBED, (cfg.vocab_size, cfg.d_model))
         out.append(Weight("tf_embed", e, "tok_embed"))
@@ -145,22 +178,31 @@ def _weights(plan: Plan) -> list[Weight]:
             Weight("tf_w_out", plan.param(names.OUT_PROJ["w"], (cfg.d_model, cfg.d_out)), "out_proj.w"),
             Weight("tf_b_out", plan.param(names.OUT_PROJ["b"], (cfg.d_out,)), "out_proj.b"),
         ]
-    return out + BLOCK_KINDS[plan.block_kind].weights(plan)
+    return out + CACHE_KINDS[plan.cache_kind].weights(plan) + BLOCK_KINDS[plan.block_kind].weights(plan)
 
 
 def _embed_c(plan: Plan) -> str:
     d = plan.d
     if plan.tokens:
         sqrt_d = c_text.f32(float(np.float32(np.sqrt(d))))
+        pe, what = _pe_term(plan)
         return f"""\
-/* E[id] * sqrt(D) + PE[pos] (model/transformer.py embed) */
+/* E[id] * sqrt(D){what} (model/transformer.py embed) */
 static void tf_embed_row(const tf_input *x, int32_t pos, float *restrict h)
 {{
     int i;
-    const float *e = tf_embed + (int32_t)x[0] * TF_D_MODEL; /* 0 <= x[0] < V: checked */
+    const float *e = tf_embed + (int32_t)x[0] * TF_D_MODEL; /* 0 <= x[0] < V: checked */{_unused_pos(plan)}
     for (i = 0; i < TF_D_MODEL; i++) {{
-        h[i] = e[i] * {sqrt_d} + tf_pe[pos * TF_D_MODEL + i];
+        h[i] = e[i] * {sqrt_d}{pe};
     }}
+}}
+"""
+    if not plan.has_pe:
+        return f"""\
+/* x W_in + b_in (model/transformer.py embed; windowed or ssm: no absolute positions) */
+static void tf_embed_row(const tf_input *x, int32_t pos, float *restrict h)
+{{{_unused_pos(plan)}
+    {kernels.matvec_name(plan.d_in, d, True)}(x, tf_w_in, tf_b_in, h);
 }}
 """
     return f"""\
@@ -174,6 +216,21 @@ static void tf_embed_row(const tf_input *x, int32_t pos, float *restrict h)
     }}
 }}
 """
+
+
+def _pe_term(plan: Plan) -> tuple[str, str]:
+    """The positional term of a token embedding and its comment (none for windowed models)."""
+    if not plan.has_pe:
+        return "", " (windowed or ssm: no absolute positions)"
+    return " + tf_pe[pos * TF_D_MODEL + i]", " + PE[pos]"
+
+
+def _unused_pos(plan: Plan) -> str:
+    return (
+        ""
+        if plan.has_pe
+        else "\n    (void)pos; /* no absolute positions: the embedding does not depend on pos */"
+    )
 
 
 def _project_c(plan: Plan) -> str:
@@ -252,13 +309,25 @@ static int tf_check_output(const float y[TF_BATCH * TF_D_OUT])
 
 
 def source(plan: Plan, generator: str) -> str:
+    what_pos = (
+        "the session's position: buffer pos & 1 is read"
+        if plan.block_kind == "ssm"
+        else ("the ring position" if plan.window else "the absolute position")
+    )
+    what_step = "never full" if plan.window or plan.block_kind == "ssm" else "refuses a full context"
     cache = CACHE_KINDS[plan.cache_kind]
     block = BLOCK_KINDS[plan.block_kind]
+    layer_call = (
+        "status = tf_layer(s, l, b, pos);\n"
+        "            if (status != TF_OK) {\n                return status;\n            }"
+        if block.layer_status
+        else "tf_layer(s, l, b, pos);"
+    )
     matvecs = set(block.matvecs(plan)) | set(cache.matvecs(plan))
-    matvecs.add((plan.d, plan.d_out, not plan.tokens, False))
+    matvecs.add((plan.d, plan.d_out, not plan.tokens))
     if not plan.tokens:
-        matvecs.add((plan.d_in, plan.d, True, False))
-    sums = set(cache.sums(plan)) | set(block.layer_norms(plan))
+        matvecs.add((plan.d_in, plan.d, True))
+    sums = set(cache.sums(plan)) | set(block.sums(plan)) | set(block.layer_norms(plan))
     sum_texts, leaves = [], set()
     for n in sorted(sums):
         text, used = kernels.sum_c(n)
@@ -268,7 +337,7 @@ def source(plan: Plan, generator: str) -> str:
         c_text.array(w.name, w.values, comment=w.comment, shapes_only_variant=True) for w in _weights(plan)
     )
     fields = ", ".join(
-        ("(int32_t)sizeof(tf_state)", *(f"(int32_t)offsetof(tf_state, {f})" for f in LAYOUT_FIELDS[1:]))
+        ("(int32_t)sizeof(tf_state)", *(f"(int32_t)offsetof(tf_state, {f})" for f in cache.layout[1:]))
     )
     parts = [
         f"""\
@@ -298,6 +367,7 @@ typedef union {{
 /* ---- weights (hexadecimal constants: exactly the artifact's float32 values) ---- */
 """,
         weights,
+        cache.tables(plan),
         "/* ---- kernels ---- */\n",
         kernels.exp_c(),
         kernels.and_bits_c(),
@@ -310,6 +380,7 @@ typedef union {{
         ),
         *(kernels.relu_c(n) for n in sorted(block.relus(plan))),
         *cache.kernels(plan),
+        *block.kernels(plan),
         block.layer_c(plan),
         _embed_c(plan),
         _project_c(plan),
@@ -318,12 +389,12 @@ typedef union {{
         f"""\
 /* ---- the API (tf_model.h) ---- */
 
-/* Runs the step at position pos on x; writes y; stages this position's K/V rows.
-   Never writes the committed state. Bounded work, the same at every pos. */
+/* Runs the step at position pos ({what_pos}) on x; writes y; stages this
+   position's K/V rows. Never writes the committed state. Bounded work, the same at every pos. */
 int tf_stage(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, float y[TF_BATCH * TF_D_OUT])
 {{
     int status, b, l, o;
-    if (pos < 0 || pos >= TF_MAX_LEN) {{
+    if ({cache.position_refused(plan)}) {{
         return TF_E_POSITION;
     }}
     status = tf_check_input(x);
@@ -333,7 +404,7 @@ int tf_stage(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, flo
     for (b = 0; b < TF_BATCH; b++) {{
         tf_embed_row(x + b * TF_D_IN, pos, s->h);
         for (l = 0; l < TF_LAYERS; l++) {{
-            tf_layer(s, l, b, pos);
+            {layer_call}
         }}
         tf_project_row(s->h, s->out);
         for (o = 0; o < TF_D_OUT; o++) {{
@@ -343,32 +414,35 @@ int tf_stage(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, flo
     return tf_check_output(y);
 }}
 
-/* Copies the rows tf_stage staged into the cache row of pos. Call only after tf_stage(s, x,
-   pos, y) returned TF_OK (and the caller accepted y). */
+/* Copies the rows tf_stage staged into the cache row of pos ({cache.commit_row(plan)}). Call only after
+   tf_stage(s, x, pos, y) returned TF_OK (and the caller accepted y). */
 void tf_commit(tf_state *s, int32_t pos)
 {{
 {cache.commit_c(plan)}}}
 
-/* One whole tick: refuses a full context, stages, commits and advances only on success. */
+/* tf_commit of s->pending if one is set, then tf_stage: one call per tick for a caller that records
+   its commit as `s->pending = pos` (a store, no call) and stages again later -- the Python backend
+   (runtime/backends/c.py). The committed state is the same as tf_commit at once; the rows of the
+   pending position are written before this step reads the cache. */
+int tf_stage_pending(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t pos, float y[TF_BATCH * TF_D_OUT])
+{{
+    if (s->pending >= 0) {{
+        tf_commit(s, s->pending);
+        s->pending = -1;
+    }}
+    return tf_stage(s, x, pos, y);
+}}
+
+/* One whole tick: stages, commits and advances only on success ({what_step}). */
 int tf_step(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], float y[TF_BATCH * TF_D_OUT])
 {{
-    int status;
-    if (s->pos >= TF_MAX_LEN) {{
-        return TF_E_FULL;
-    }}
-    status = tf_stage(s, x, s->pos, y);
-    if (status != TF_OK) {{
-        return status;
-    }}
-    tf_commit(s, s->pos);
-    s->pos = s->pos + 1;
-    return TF_OK;
-}}
+{cache.step_c(plan)}}}
 
 /* Starts a new sequence. Constant time. Valid on a state of any content. */
 void tf_reset(tf_state *s)
 {{
 {cache.reset_c(plan)}    s->pos = 0;
+    s->pending = -1;
 }}
 
 const char *tf_artifact_sha256(void)
@@ -378,8 +452,8 @@ const char *tf_artifact_sha256(void)
 
 int32_t tf_layout(int32_t field)
 {{
-    static const int32_t offsets[{len(LAYOUT_FIELDS)}] = {{{fields}}};
-    if (field < 0 || field >= {len(LAYOUT_FIELDS)}) {{
+    static const int32_t offsets[{len(cache.layout)}] = {{{fields}}};
+    if (field < 0 || field >= {len(cache.layout)}) {{
         return -1;
     }}
     return offsets[field];

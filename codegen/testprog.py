@@ -2,14 +2,17 @@
 `Makefile` that builds the library, runs them, and gathers the static evidence.
 
 tf_test (no Python, no files: everything is compiled in from tf_golden.h) checks
-  1. golden: the reference's outputs at every position of a max_len sequence and of a second
-     sequence after tf_reset, per element within the artifact's tolerance and normwise within
+  1. golden: the reference's outputs at every position of a first sequence (max_len positions;
+     a ring cache: max(max_len, 4W + 1), across the ring's wrap-around) and of a second sequence
+     after tf_reset, per element within the artifact's tolerance and normwise within
      TF_GOLDEN_NORMWISE;
   2. stale rows: the same sequences from a state whose every byte was first set to a NaN or
      an inf pattern (then tf_reset) give bitwise the same outputs -- nothing stale leaks;
   3. determinism: a second run is bitwise equal to the first;
   4. refusals: NaN, +-inf, out-of-domain inputs (bad token ids), bad positions and a full
-     context return their status and leave the state byte-for-byte unchanged.
+     context (static cache) return their status and leave the state byte-for-byte unchanged;
+     a ring cache instead slides: TF_MAX_LEN + 3W + 1 steps are accepted and the stored ring
+     position stays in [0, 3W).
 tf_expcheck checks tf_expneg on every STRIDE-th float32 (STRIDE 1: all 2^32 of them): within
 1 ULP of double-precision exp on [-86.5, 0] (1,118,633,985 values), exactly 0 below it and for
 -inf, 1 above 0, NaN for NaN -- which proves the ACSL contract Frama-C uses for it.
@@ -102,6 +105,13 @@ static void poison(tf_state *s, unsigned char byte)
 
 static void poison_inf(tf_state *s)
 {
+#if TF_SSM
+    float *h = &s->state[0][0][0][0][0];
+    size_t i;
+    for (i = 0; i < sizeof(s->state) / sizeof(float); i++) {
+        h[i] = (i % 3) ? ((i % 2) ? INFINITY : -INFINITY) : NAN;
+    }
+#else
     float *k = &s->k[0][0][0][0][0];
     float *v = &s->v[0][0][0][0][0];
     size_t i;
@@ -111,6 +121,7 @@ static void poison_inf(tf_state *s)
     for (i = 0; i < sizeof(s->v) / sizeof(float); i++) {
         v[i] = (i % 3) ? INFINITY : NAN;
     }
+#endif
 }
 
 static void check_same(const char *what)
@@ -145,7 +156,9 @@ static void check_refusals(void)
     memcpy(x, tf_golden_x, sizeof(x));
     memcpy(&snapshot, &state, sizeof(state));
     expect_refusal("position -1", tf_stage(&state, x, -1, y), TF_E_POSITION);
-    expect_refusal("position max_len", tf_stage(&state, x, TF_MAX_LEN, y), TF_E_POSITION);
+#if !TF_SSM
+    expect_refusal("position TF_POSITIONS", tf_stage(&state, x, TF_POSITIONS, y), TF_E_POSITION);
+#endif
 #if TF_TOKENS
     x[0] = -1;
     expect_refusal("token -1", tf_step(&state, x, y), TF_E_TOKEN);
@@ -165,11 +178,35 @@ static void check_refusals(void)
 #endif
     memcpy(x, tf_golden_x, sizeof(x));
     tf_reset(&state);
+#if TF_RING
+    for (t = 0; t < TF_MAX_LEN + 3 * TF_WINDOW + 1; t++) {
+        const int status = tf_step(&state, x, y);
+        if (status != TF_OK || state.pos < 0 || state.pos >= TF_POSITIONS) {
+            fail("a ring cache must slide", t, status);
+        }
+    }
+    printf("slides: %d steps accepted, ring position in [0, %d)\n", TF_MAX_LEN + 3 * TF_WINDOW + 1, TF_POSITIONS);
+    state.pos = TF_POSITIONS; /* a corrupted stored ring position */
+    memcpy(&snapshot, &state, sizeof(state));
+    expect_refusal("stored ring position 3W", tf_step(&state, x, y), TF_E_POSITION);
+#elif TF_SSM
+    for (t = 0; t < TF_MAX_LEN + 5; t++) {
+        const int status = tf_step(&state, x, y);
+        if (status != TF_OK || state.pos < 0 || state.pos > 1) {
+            fail("an ssm state never fills", t, status);
+        }
+    }
+    printf("never full: %d steps accepted, the buffer read next in {0, 1}\n", TF_MAX_LEN + 5);
+    state.pos = -1; /* a corrupted stored position */
+    memcpy(&snapshot, &state, sizeof(state));
+    expect_refusal("stored position -1", tf_step(&state, x, y), TF_E_POSITION);
+#else
     for (t = 0; t < TF_MAX_LEN; t++) {
         (void)tf_step(&state, x, y);
     }
     memcpy(&snapshot, &state, sizeof(state));
     expect_refusal("full context", tf_step(&state, x, y), TF_E_FULL);
+#endif
     printf("refusals: status codes as documented, state unchanged byte for byte\n");
 }
 
@@ -260,6 +297,7 @@ MAKEFILE = r"""# Makefile -- build and check the C step of artifact {sha} (gener
 #                   depends on their values, and its parser is slow over 10^5 of them),
 #                   a sampled exp check
 #   make expcheck   the exhaustive exp check (all 2^32 float32)
+#   make ssmcheck   (ssm artifacts) the exhaustive check of softplus, tanh and 1 - exp(-s)
 #   make frama-c    Frama-C EVA on the step (if frama-c is installed: apt-get install frama-c-base):
 #                   no alarm for every input in the domain, position and reachable cache
 # Variables: CC, OPT (default -O2), ARCH (e.g. -march=native; default: the compiler's baseline).
@@ -279,7 +317,7 @@ CPPCHECK ?= cppcheck
 FRAMAC ?= frama-c
 EVA_UNROLL ?= {unroll}  # the longest constant loop: EVA unrolls every loop instead of widening it
 
-.PHONY: all shared test check sanitize stack cppcheck expcheck expcheck-sampled frama-c clean
+.PHONY: all shared test check sanitize stack cppcheck expcheck expcheck-sampled ssmcheck ssmcheck-sampled frama-c clean
 
 all: libtf_model.a tf_test
 
@@ -302,7 +340,7 @@ tf_test_san: tf_test.c tf_golden.h tf_model.c tf_model.h
 
 tf_expcheck: tf_expcheck.c tf_model.c tf_model.h
 	$(CC) -std=c99 -O2 $(ARCH) -ffp-contract=off -Wall -Wextra -Werror tf_expcheck.c -lm -o tf_expcheck
-
+{ssm_rules}
 check: tf_test
 	./tf_test
 
@@ -310,7 +348,8 @@ sanitize: tf_test_san
 	./tf_test_san
 
 stack: tf_model.o
-	@echo "stack bytes per function (-fstack-usage; 'static' = a fixed frame):"
+	@echo "stack bytes per function (-fstack-usage; 'static' = a fixed frame); frames only -- the worst case per"
+	@echo "entry point over the call graph (tf_model.ci): python -m tickformer.codegen.evidence ."
 	@cat tf_model.su
 
 cppcheck:
@@ -330,17 +369,17 @@ expcheck: tf_expcheck
 frama-c:
 	@if command -v $(FRAMAC) >/dev/null 2>&1; then \
 		$(FRAMAC) -machdep x86_64 -cpp-extra-args="-DTF_FRAMA_C" -eva -eva-precision 1 -eva-auto-loop-unroll $(EVA_UNROLL) -warn-special-float nan \
-			-eva-use-spec tf_expneg tf_model.c tf_eva.c -main tf_eva_main > tf_eva.log 2>&1; \
+			-eva-use-spec {eva_specs} tf_model.c tf_eva.c -main tf_eva_main > tf_eva.log 2>&1; \
 		grep -A16 "ANALYSIS SUMMARY" tf_eva.log; \
 		grep -q " 0 alarms generated" tf_eva.log && grep -q "Assertions .* 0 invalid .* 1 total" tf_eva.log \
 			&& test "$$(grep -c 'eva:alarm' tf_eva.log)" = "$$(grep -c 'tf_ln_bound. got status unknown' tf_eva.log)" \
 			&& echo "frama-c: EVA raised no alarm (one assumption: tf_ln_bound)"; \
 	else echo "frama-c: SKIPPED (not installed: apt-get install frama-c-base)"; fi
 
-test: check sanitize stack cppcheck expcheck-sampled
+test: check sanitize stack cppcheck expcheck-sampled{ssm_test}
 
 clean:
-	rm -f *.o *.a *.so *.su *.ci tf_test tf_test_san tf_expcheck tf_eva.log
+	rm -f *.o *.a *.so *.su *.ci tf_test tf_test_san tf_expcheck tf_ssmcheck tf_eva.log
 """
 
 
@@ -358,8 +397,27 @@ def expcheck_c() -> str:
 def eva_unroll(plan: Plan) -> int:
     """The longest constant loop of the step (EVA's -eva-auto-loop-unroll)."""
     cfg = plan.config
-    return 1 + max(cfg.max_len, cfg.d_ff, 3 * plan.d, plan.d_out, plan.batch * plan.d_in)
+    return 1 + max(plan.rows, cfg.d_ff, 3 * plan.d, plan.d * plan.d_state, plan.d_out, plan.batch * plan.d_in)
+
+
+SSM_RULES = r"""
+tf_ssmcheck: tf_ssmcheck.c tf_model.c tf_model.h
+	$(CC) -std=c99 -O2 $(ARCH) -ffp-contract=off -Wall -Wextra -Werror tf_ssmcheck.c -lm -o tf_ssmcheck
+
+ssmcheck-sampled: tf_ssmcheck
+	./tf_ssmcheck 997
+
+ssmcheck: tf_ssmcheck
+	./tf_ssmcheck 1
+"""
 
 
 def makefile(plan: Plan) -> str:
-    return MAKEFILE.replace("{sha}", plan.artifact_sha256).replace("{unroll}", str(eva_unroll(plan)))
+    ssm = plan.block_kind == "ssm"
+    return (
+        MAKEFILE.replace("{sha}", plan.artifact_sha256)
+        .replace("{unroll}", str(eva_unroll(plan)))
+        .replace("{ssm_rules}", SSM_RULES if ssm else "")
+        .replace("{ssm_test}", " ssmcheck-sampled" if ssm else "")
+        .replace("{eva_specs}", "tf_expneg,tf_softplus,tf_tanh_pos" if ssm else "tf_expneg")
+    )

@@ -4,7 +4,9 @@
     session = tickformer.runtime.load("ART", backend="c", library="DIR/libtf_model.so")  # prebuilt
 
 Loading (not real-time): codegen.plan_for refuses what the generator does not support
-(encoder-decoder artifacts, unknown config fields); the library comes from the build cache
+(encoder-decoder artifacts, unknown config fields); windowed artifacts run on the generated
+ring cache (`ring_cache = True`: `pos` is the Session's ring position in [0, 3W), commit writes
+slot ring_slot(pos, W)); the library comes from the build cache
 (codegen/toolchain.py: keyed by the artifact's hash, the generator, the compiler and the
 flags; built with the system C compiler on a miss, atomically) or from `library=`, and must
 report this artifact's manifest hash. Options: cc= (compiler), cflags= (replacing the
@@ -18,6 +20,11 @@ so one pass over the rows accumulates every head), so tests can plant values in 
 
 Real-time (tests/runtime/test_c_backend.py, with tracemalloc): `step` copies x into the input
 buffer (np.copyto, 0 B) and calls `tf_stage(state, x, pos, y)`; `commit` calls `tf_commit`.
+deferred_commit=True makes a tick one C call instead of two: `commit` only stores pos in
+`tf_state.pending` (a ctypes int32 over the state buffer, made at load) and the next step's
+`tf_stage_pending` applies it before it reads the cache -- the same committed state, but the
+`cache()` views (which apply a pending commit when called) lag one commit behind between
+calls; it saved 0.10 us of 13.4 in the benchmark (docs/codegen.md), so it is not the default.
 No Python object is allocated, not even transiently: the pointer arguments are
 `ctypes.byref` objects made once (ctypes passes them as they are), `pos` is a plain int
 (ctypes converts it to a C int directly), argtypes are deliberately left unset (with them,
@@ -41,11 +48,12 @@ from tickformer.errors import BackendError, ConfigError
 from .base import Backend
 
 STATUS_TEXT = {
-    1: "position outside 0..max_len-1",
+    1: "position outside the step's range (static cache: 0..max_len-1; ring cache: ring positions 0..3W-1)",
     2: "an input value is NaN or infinite",
     3: "an input value is outside the declared domain",
     4: "a token id is outside the vocabulary",
     5: "an output is NaN, infinite or beyond the artifact's output bound",
+    7: "the state written is NaN, infinite or beyond the manifest's state_bound",
 }
 ALIGN = 64
 
@@ -67,6 +75,7 @@ class CBackend(Backend):
 
     name = "c"
     static_cache = True
+    ring_cache = True  # windowed artifacts: the generated ring cache (codegen/blocks.py RingCache)
 
     def __init__(
         self,
@@ -76,6 +85,7 @@ class CBackend(Backend):
         cflags: Sequence[str] | None = None,
         cache_dir: "str | os.PathLike[str] | None" = None,
         library: "str | os.PathLike[str] | None" = None,
+        deferred_commit: bool = False,
     ) -> None:
         super().__init__(artifact)
         from tickformer.codegen import toolchain
@@ -94,9 +104,14 @@ class CBackend(Backend):
         self.library_path = str(path)
         self._lib = toolchain.load_library(path, self._plan)
         cfg, batch = self.config, artifact.batch
-        layout = [int(self._lib.tf_layout(i)) for i in range(6)]  # size, k, v, k_new, v_new, pos
+        layout = [int(self._lib.tf_layout(i)) for i in range(7)]  # size, k, v, k_new, v_new, pos, pending
         cache_bytes = int(np.prod(self.cache_shape)) * 4
-        if layout[0] <= 0 or layout[2] - layout[1] != cache_bytes or layout[3] - layout[2] != cache_bytes:
+        if (
+            layout[0] <= 0
+            or layout[2] - layout[1] != cache_bytes
+            or layout[3] - layout[2] != cache_bytes
+            or not 0 <= layout[6] <= layout[0] - 4
+        ):
             raise BackendError(
                 f"{path}: its state layout {layout} does not match this artifact's cache "
                 f"{self.cache_shape}; regenerate it"
@@ -122,18 +137,24 @@ class CBackend(Backend):
         )  # kept alive with the buffers
         self._stage_fn = self._lib.tf_stage
         self._stage_fn.restype = ctypes.c_int
+        self._stage_pending_fn = self._lib.tf_stage_pending
+        self._stage_pending_fn.restype = ctypes.c_int
         self._commit_fn = self._lib.tf_commit
         self._commit_fn.restype = None
         self._reset_fn = self._lib.tf_reset
         self._reset_fn.restype = None
-        self._reset_fn(self._refs[0])
+        self._reset_fn(self._refs[0])  # pos 0, no pending commit
+        self._pending = ctypes.c_int32.from_buffer(self._state, layout[6])  # tf_state.pending, in place
+        self.deferred_commit = bool(deferred_commit)
+        self._run = self._stage_pending_fn if self.deferred_commit else self._stage_fn
 
     # --- real-time path ------------------------------------------------------------------------
     def step(self, x: np.ndarray, pos: int) -> np.ndarray:
-        """Real-time safe: one copy into the input buffer and one C call; 0 bytes allocated."""
+        """Real-time safe: one copy into the input buffer and one C call (tf_stage; deferred:
+        tf_stage_pending, the previous step's commit then the stage); 0 bytes allocated."""
         np.copyto(self._x, x)
         sref, xref, yref = self._refs
-        status = self._stage_fn(sref, xref, pos, yref)
+        status = self._run(sref, xref, pos, yref)
         if status:
             raise BackendError(
                 f"the C step refused position {pos}: {STATUS_TEXT.get(status, f'status {status}')}; the "
@@ -142,31 +163,51 @@ class CBackend(Backend):
         return self._y
 
     def commit(self, pos: int) -> None:
-        """Real-time safe: tf_commit copies the staged rows into cache row pos (0 bytes)."""
-        self._commit_fn(self._refs[0], pos)
+        """Real-time safe, 0 bytes: tf_commit copies the staged rows into cache row pos. Deferred
+        (deferred_commit=True): one int32 store, `tf_state.pending = pos`; the next
+        tf_stage_pending (or `cache()`) applies it before anything reads the cache."""
+        if self.deferred_commit:
+            self._pending.value = pos
+        else:
+            self._commit_fn(self._refs[0], pos)
+
+    def _flush(self) -> None:
+        """Apply a deferred commit (not real-time: cache() and close())."""
+        pending = self._pending.value
+        if pending >= 0:
+            self._commit_fn(self._refs[0], pending)
+            self._pending.value = -1
 
     # --- not real-time ---------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
-        """The full pass as max_len-bounded steps on a private state (this session's is untouched)."""
-        t = x.shape[1]
+        """The full pass as steps on a private state (this session's is untouched): positions
+        0..T-1 (T <= max_len), or for a windowed artifact the ring positions of 0..T-1 (any T),
+        walked with contracts.ring_buffer.next_ring_position as the Session walks them."""
+        from tickformer.contracts.ring_buffer import next_ring_position
+
+        t, window = x.shape[1], self.config.window
         state = _aligned(self._state.nbytes)
         xin = np.zeros_like(self._x)
         out = np.zeros((x.shape[0], t, self._y.shape[-1]), np.float32)  # [B, T, d_out | V]
         y = np.zeros_like(self._y)
         refs = (_ref(state), _ref(xin), _ref(y))
         self._reset_fn(refs[0])
+        key = 0  # the position, or the ring position standing in for it
         for pos in range(t):
             np.copyto(xin, x[:, pos : pos + 1])
-            status = self._stage_fn(refs[0], refs[1], pos, refs[2])
+            status = self._stage_fn(refs[0], refs[1], key, refs[2])
             if status:
                 raise BackendError(
                     f"the C step refused position {pos} of the full pass: {STATUS_TEXT.get(status, f'status {status}')}"
                 )
-            self._commit_fn(refs[0], pos)
+            self._commit_fn(refs[0], key)
             out[:, pos] = y[:, 0]
+            key = key + 1 if window is None else next_ring_position(key, window)
         return out
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
+        """The committed K and V caches as views of the C state (a deferred commit applied first)."""
+        self._flush()
         return self._k_t.swapaxes(-1, -2), self._v
 
     def close(self) -> None:

@@ -264,6 +264,7 @@ SSM_BACKENDS: dict[str, tuple[str, str]] = {
     "ort-cuda": ("tickformer.runtime.backends.ort_gpu", "OrtCudaSsmBackend"),
     "ort-trt": ("tickformer.runtime.backends.ort_gpu", "OrtTensorRTSsmBackend"),
     "tensorrt": ("tickformer.runtime.backends.tensorrt", "TensorRTSsmBackend"),
+    "c": ("tickformer.runtime.backends.c_ssm", "CSsmBackend"),  # the generated C step (codegen)
 }
 
 # Backends that exist for attention artifacts but have no ssm variant, and why.

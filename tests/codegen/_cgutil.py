@@ -7,6 +7,8 @@ import subprocess
 import numpy as np
 
 DECODERS = ("tiny", "tokens", "batch2", "odd", "narrow")
+WINDOWED = ("win1", "win4", "winfull", "wintokens")  # ring caches: W = 1, 4, max_len; tokens
+SSM = ("ssm", "ssmtokens")  # the state-space block: continuous; tokens with batch 2
 
 
 def sequence(config, batch, length, domain=(-10.0, 10.0), seed=0):

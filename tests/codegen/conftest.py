@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # for `import _cgutil` (importlib import mode)
@@ -23,7 +24,12 @@ ODD = preset("tiny").replace(d_model=12, n_heads=3, d_ff=20, n_layers=3, max_len
 
 def _export(tmp_path_factory, config, name, seed, **kwargs):
     out = tmp_path_factory.mktemp(name) / "art"
-    export_params(config, init_params(config, seed), out, **kwargs)
+    params = init_params(config, seed)
+    rng = np.random.default_rng(seed)
+    for key in params:  # windowed: a trained-looking bias (the ALiBi init's distance-0 column is 0)
+        if key.endswith(".rel_bias"):
+            params[key] = (params[key] + rng.normal(0.0, 0.5, params[key].shape)).astype(np.float32)
+    export_params(config, params, out, **kwargs)
     return out
 
 
@@ -58,8 +64,24 @@ def private_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def arts(tmp_path_factory):
     """name -> artifact directory: continuous (d_in 3 -> d_out 2), tokens (V = 11), batch 2,
-    odd shapes, a narrow domain, and an encoder-decoder (which codegen refuses)."""
+    odd shapes, a narrow domain, an encoder-decoder (which codegen refuses), and windowed ones
+    (ring caches): W = 1, W = 4, W = max_len = 16, and tokens with W = 5; ssm blocks: continuous
+    (d_state 4) and tokens with batch 2 (d_state 3)."""
+    tiny = preset("tiny")
+    ssm = tiny.replace(block="ssm", d_state=4)
     return {
+        "ssm": _export(tmp_path_factory, ssm, "ssm", 15),
+        "ssmtokens": _export(
+            tmp_path_factory,
+            TINY_TOKENS.replace(block="ssm", d_state=3, max_len=12),
+            "ssmtokens",
+            16,
+            batch=2,
+        ),
+        "win1": _export(tmp_path_factory, tiny.replace(window=1), "win1", 11),
+        "win4": _export(tmp_path_factory, tiny.replace(window=4), "win4", 12),
+        "winfull": _export(tmp_path_factory, tiny.replace(window=tiny.max_len), "winfull", 13),
+        "wintokens": _export(tmp_path_factory, TINY_TOKENS.replace(window=5), "wintokens", 14),
         "tiny": _export(tmp_path_factory, preset("tiny"), "tiny", 1),
         "tokens": _export(tmp_path_factory, TINY_TOKENS, "tokens", 2),
         "batch2": _export(tmp_path_factory, preset("tiny"), "batch2", 3, batch=2),

@@ -1,6 +1,7 @@
 """Frama-C EVA over the generated step (`make frama-c`): no alarm -- no undefined behaviour,
-no NaN anywhere -- for every input in the declared domain, every position and every cache
-content a sequence can reach, with one stated assumption (the LayerNorm bound, tf_ln_bound).
+no NaN anywhere -- for every input in the declared domain, every position (a ring cache:
+every int32 value of the stored ring position) and every cache content a sequence can reach,
+with one stated assumption (the LayerNorm bound, tf_ln_bound).
 
 EVA analyses the TF_FRAMA_C build, where the three bitwise selections are written as `?:`
 (codegen/kernels.py and_bits_c); the test below checks that build gives bitwise the outputs of
@@ -23,7 +24,7 @@ from tickformer.codegen.toolchain import build_library
 from tickformer.runtime import open_artifact
 
 
-@pytest.mark.parametrize("name", ["tiny", "tokens"])
+@pytest.mark.parametrize("name", ["tiny", "tokens", "win4", "ssm"])
 def test_eva_raises_no_alarm(arts, name, tmp_path, c_compiler, make_tool):
     if shutil.which("frama-c") is None:
         pytest.skip(

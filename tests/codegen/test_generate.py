@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from _cgutil import DECODERS, run_make
+from _cgutil import DECODERS, SSM, WINDOWED, run_make
 
 from tickformer.codegen import FILES, generate, write
 from tickformer.errors import ArtifactError
@@ -52,7 +52,8 @@ def test_source_is_free_of_what_embedded_code_must_not_use(arts):
     assert "static const float tf_w_qkv" in code  # weights are static const arrays
 
 
-@pytest.mark.parametrize("name", DECODERS)
+# wintokens and ssm run their `make test` through `tickformer codegen --test` (test_cli_codegen.py)
+@pytest.mark.parametrize("name", DECODERS + ("win1", "win4", "winfull", "ssmtokens"))
 def test_make_test_passes(arts, name, tmp_path, c_compiler, make_tool):
     out = write(arts[name], tmp_path / name)
     done = run_make(out, "test", make_tool, c_compiler)
@@ -67,6 +68,9 @@ def test_make_test_passes(arts, name, tmp_path, c_compiler, make_tool):
     ):
         assert check in log
     assert "special values exact" in log
+    assert ("slides: " in log) == (name in WINDOWED)  # a ring cache never fills
+    assert ("never full: " in log) == (name in SSM)  # nor does a fixed state
+    assert ("ssm elementary" in log and "contracts: 0 broken" in log) == (name in SSM)
 
 
 def test_golden_check_can_fail(arts, tmp_path, c_compiler, make_tool):

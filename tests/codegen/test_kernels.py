@@ -3,7 +3,8 @@
 Claims checked: the sums follow numpy's pairwise summation bit for bit, so a LayerNorm of the
 same input gives the same bits as model/layers.py layer_norm; the products are bitwise
 independent of the unrolling (UNROLL rows per pass is the same rounding as one at a time);
-the masked product never lets a row >= pos through, whatever it holds.
+the value half of the attention never lets a row through that the selection (static: j < pos;
+ring: contracts.ring_buffer.slot_read at every ring position) does not read, whatever it holds.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def kernel_lib(tmp_path_factory, c_compiler):
     )
     text, _ = kernels.sum_c(64)
     parts.insert(-1, text.replace("tf_sum_64", "tf_sum_64_ln"))
-    for shape in ((5, 19, True, False), (64, 192, True, False), (7, 16, False, True)):
+    for shape in ((5, 19, True), (64, 192, True)):
         parts.append(kernels.matvec_c(*shape).replace("static void", "void"))
     src = tmp_path_factory.mktemp("kernels") / "k.c"
     src.write_text("\n".join(parts))
@@ -115,20 +116,57 @@ def test_matvec_is_sequential_in_the_input_index(kernel_lib):
         assert y.tobytes() == (want + b).tobytes()
 
 
-@pytest.mark.parametrize("pos", [0, 1, 3, 6, 7])
-def test_masked_matvec_selects_rows_below_pos(kernel_lib, pos):
-    lib, _ = kernel_lib
-    rng = np.random.default_rng(3)
-    x = rng.uniform(0, 1, 7).astype(np.float32)
-    x[pos:] = 0.0  # the softmax weights of stale rows are exactly 0 ...
-    w = rng.standard_normal((7, 16)).astype(np.float32)
-    w[pos:] = np.array([np.inf, -np.inf, np.nan, 1e38], np.float32)[
-        np.arange(16) % 4
-    ]  # ... their values anything
-    y = np.zeros(16, np.float32)
-    lib.tf_mv_7x16_nb_live(ptr(x), ptr(w), ctypes.c_int32(pos), ptr(y))
-    want = np.zeros(16, np.float32)
-    for i in range(pos):
-        want = want + x[i] * w[i]
-    assert np.isfinite(y).all()
-    np.testing.assert_array_equal(y, want)
+def _values_lib(tmp_path, c_compiler, rows, heads, dh, live, setup, tables=""):
+    src = tmp_path / "v.c"
+    src.write_text(
+        "\n".join(
+            [HEAD, kernels.and_bits_c(), tables, kernels.values_c(rows, heads, dh, live, setup)]
+        ).replace("static void tf_values", "void tf_values")
+    )
+    lib = src.with_suffix(".so")
+    subprocess.run(
+        [c_compiler, "-std=c99", "-O2", "-march=native", "-ffp-contract=off", "-Wall", "-Werror"]
+        + ["-Wno-unused-const-variable", "-fPIC", "-shared"]
+        + [str(src), "-o", str(lib)],
+        check=True,
+    )
+    return ctypes.CDLL(str(lib))
+
+
+def _check_values(lib, rows, heads, dh, pos, live):
+    """tf_values at `pos`: rows `live` selects contribute p v in order, every other row holds
+    inf/NaN/1e38 (and p > 0 there, so a leak would show) and must add exactly +0."""
+    rng = np.random.default_rng(pos)
+    p = rng.uniform(0, 1, (heads, rows)).astype(np.float32)  # [H, N]
+    v = rng.standard_normal((rows, heads, dh)).astype(np.float32)  # [N, H, dh]
+    junk = np.array([np.inf, -np.inf, np.nan, 1e38], np.float32)
+    for j in range(rows):
+        if not live[j]:
+            v[j] = junk[np.arange(heads * dh).reshape(heads, dh) % 4]
+    acc = np.zeros((heads, dh), np.float32)
+    lib.tf_values(ptr(p), ptr(v), ctypes.c_int32(pos), ptr(acc))
+    want = np.zeros((heads, dh), np.float32)
+    for j in range(rows):
+        if live[j]:
+            want = want + p[:, j : j + 1] * v[j]  # float32, rows in order
+    assert np.isfinite(acc).all()
+    assert acc.tobytes() == (want + np.float32(0.0)).tobytes(), pos
+
+
+def test_static_values_select_rows_below_pos(tmp_path, c_compiler):
+    lib = _values_lib(tmp_path, c_compiler, 7, 2, 4, kernels.static_live, "")
+    for pos in range(8):
+        _check_values(lib, 7, 2, 4, pos, [j < pos for j in range(7)])
+
+
+@pytest.mark.parametrize("window", [1, 4, 5, 9])
+def test_ring_values_read_exactly_the_slots_of_the_contract(tmp_path, c_compiler, window):
+    """Every ring position r in [0, 3W): the compiled selection reads the slots
+    contracts.ring_buffer.slot_read(r, j, W) says, and nothing from the others."""
+    from tickformer.codegen import blocks
+    from tickformer.contracts.ring_buffer import slot_read
+
+    tables = blocks.ring_tables_c(blocks.ring_tables(window))
+    lib = _values_lib(tmp_path, c_compiler, window, 3, 4, kernels.ring_live, kernels.RING_SETUP, tables)
+    for r in range(3 * window):
+        _check_values(lib, window, 3, 4, r, [bool(slot_read(r, j, window)) for j in range(window)])

@@ -1,5 +1,6 @@
 """Static evidence about the generated step, each check what docs/codegen.md reports:
 
+(each for static-cache models, a windowed one, win4, and an ssm one)
 - it compiles with `-std=c99 -Wall -Wextra -Werror -pedantic -Wvla -Wshadow -Wconversion` at
   -O0, -O2 and -O3 -march=native;
 - the object keeps no writable data and calls nothing outside ALLOWED_UNDEFINED; the call
@@ -31,12 +32,12 @@ LEVELS = [("-O0", ""), ("-O2", ""), ("-O3", "-march=native")]
 def outs(arts, tmp_path_factory):
     return {
         name: write(arts[name], tmp_path_factory.mktemp(f"ev_{name}") / "c")
-        for name in ("tiny", "tokens", "odd")
+        for name in ("tiny", "tokens", "odd", "win4", "ssm")
     }
 
 
 @pytest.mark.parametrize(("opt", "arch"), LEVELS)
-@pytest.mark.parametrize("name", ["tiny", "tokens", "odd"])
+@pytest.mark.parametrize("name", ["tiny", "tokens", "odd", "win4", "ssm"])
 def test_strict_build_and_symbols(outs, name, opt, arch, c_compiler, make_tool):
     out = outs[name]
     run_make(out, "clean", make_tool, c_compiler)
@@ -63,16 +64,19 @@ def test_stack_report_detects_recursion(tmp_path):
         evidence.stack_report(ci)
 
 
-def test_outputs_are_bitwise_identical_across_flags(arts, tmp_path, c_compiler):
-    """-O0 scalar code, -O2 baseline SSE, -O3 with the machine's widest vectors: the same bits."""
-    art = open_artifact(arts["odd"])
+@pytest.mark.parametrize("name", ["odd", "win4", "ssm"])
+def test_outputs_are_bitwise_identical_across_flags(arts, name, tmp_path, c_compiler):
+    """-O0 scalar code, -O2 baseline SSE, -O3 with the machine's widest vectors: the same bits
+    (windowed: a sliding stream of 3 max_len steps, across the ring's wraps)."""
+    art = open_artifact(arts[name])
     plan = plan_for(art)
-    xs = sequence(art.config, art.batch, art.max_len, art.input_domain, seed=3)
+    steps = art.max_len if art.config.window is None and art.config.block != "ssm" else 3 * art.max_len
+    xs = sequence(art.config, art.batch, steps, art.input_domain, seed=3)
     results = []
     for opt, arch in LEVELS:
         flags = ["-std=c99", opt, "-ffp-contract=off", "-fno-math-errno"] + ([arch] if arch else [])
         lib = build_library(plan, cflags=flags, cache_dir=tmp_path)
-        with runtime.load(arts["odd"], backend="c", library=lib) as session:
+        with runtime.load(arts[name], backend="c", library=lib) as session:
             results.append(np.stack([session.step(x).copy() for x in xs]))
     for other in results[1:]:
         assert other.tobytes() == results[0].tobytes()

@@ -20,7 +20,7 @@ from tickformer import runtime
 from tickformer.codegen import plan_for, write
 from tickformer.codegen.golden import NORMWISE_U, UNIT_ROUNDOFF
 from tickformer.codegen.toolchain import BUILD_RECORD, LIBRARY, build_library, cache_root
-from tickformer.errors import ArtifactError, BackendError, BackendUnavailable, ConfigError
+from tickformer.errors import ArtifactError, BackendError, BackendUnavailable, ConfigError, ContractViolation
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 from tickformer.runtime import open_artifact
@@ -156,9 +156,12 @@ def test_refused_output_leaves_position_and_cache_unchanged(tiny_art, tmp_path, 
     assert k.tobytes() == before[0].tobytes() and v.tobytes() == before[1].tobytes()
 
 
-def _peak_rise(session, xs, steps):
-    n = session.max_len
-    plan = [(xs[i % n], i % n == 0) for i in range(steps)]
+def _peak_rise(session, xs, steps, reset_every="max_len"):
+    """(peak rise, net blocks) of traced memory over `steps` Session.step calls (a reset every
+    max_len steps, or only before the first with reset_every=None: a sliding stream)."""
+    n = len(xs)
+    every = session.max_len if reset_every == "max_len" else 1 << 62
+    plan = [(xs[i % n], i % every == 0) for i in range(steps)]
     step, reset = session.step, session.reset
     get, reset_peak = tracemalloc.get_traced_memory, tracemalloc.reset_peak
 
@@ -209,7 +212,7 @@ def test_allocation_probe_sees_argtypes(tiny_art, compiler):
 
     path, _ = tiny_art
     session = runtime.load(path, backend="c")
-    fn = session.backend._lib.tf_stage
+    fn = session.backend._run  # the function step calls
     try:
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
         session.backend._refs = tuple(
@@ -304,3 +307,148 @@ def test_default_cache_location(monkeypatch, tmp_path):
     monkeypatch.delenv("TICKFORMER_CODEGEN_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert cache_root() == tmp_path / "tickformer" / "codegen"
+
+
+# --- windowed artifacts: the ring cache ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ring_arts(tmp_path_factory):
+    """Windowed tiny artifacts: W = 1, W = 4, W = max_len = 16, and tokens with W = 3; the
+    relative-position biases perturbed (the ALiBi init has a zero distance-0 column)."""
+    out = {}
+    tiny = preset("tiny")
+    tokens = tiny.replace(inputs="tokens", d_in=0, d_out=0, vocab_size=11)
+    for name, cfg, seed in (
+        ("w1", tiny.replace(window=1), 21),
+        ("w4", tiny.replace(window=4), 22),
+        ("wfull", tiny.replace(window=tiny.max_len), 23),
+        ("wtokens", tokens.replace(window=3), 24),
+    ):
+        params = init_params(cfg, seed)
+        rng = np.random.default_rng(seed)
+        for key in params:
+            if key.endswith(".rel_bias"):
+                params[key] = (params[key] + rng.normal(0.0, 0.5, params[key].shape)).astype(np.float32)
+        out[name] = tmp_path_factory.mktemp(name) / "art"
+        export_params(cfg, params, out[name], lengths=[1, 2])
+    return out
+
+
+def stream(session, steps, seed=0):
+    """`steps` seeded step inputs inside the session's domain (any length: windowed sessions slide)."""
+    rng = np.random.default_rng(seed)
+    b, cfg = session.batch, session.config
+    if session.tokens:
+        return [rng.integers(0, cfg.vocab_size, size=(b, 1), dtype=np.int64) for _ in range(steps)]
+    lo, hi = session.domain
+    return [rng.uniform(lo, hi, size=(b, 1, cfg.d_in)).astype(np.float32) for _ in range(steps)]
+
+
+@pytest.mark.parametrize("name", ["w1", "w4", "wfull", "wtokens"])
+def test_windowed_stream_equals_the_numpy_reference(ring_arts, name, compiler):
+    """A sliding stream of max(20 W, 3 max_len) + 1 steps (issue 13: >= 20x W), every wrap of the
+    ring included: per element within the artifact's tolerance, normwise within 64 u."""
+    ref, c = runtime.load(ring_arts[name], backend="numpy"), runtime.load(ring_arts[name], backend="c")
+    w = c.config.window
+    xs = stream(c, max(20 * w, 3 * c.max_len) + 1, seed=1)
+    r, y = run_steps(ref, xs).astype(np.float64), run_steps(c, xs).astype(np.float64)
+    assert c.position == len(xs) and c.ring_position == ref.ring_position
+    tol = ref.artifact.tolerance
+    assert (np.abs(y - r) <= tol["atol"] + tol["rtol"] * np.abs(r)).all()
+    assert np.abs(y - r).max() <= NORMWISE_U * UNIT_ROUNDOFF * np.abs(r).max()
+
+
+@pytest.mark.parametrize("name", ["w4", "wtokens"])
+def test_windowed_full_pass_longer_than_max_len(ring_arts, name, compiler):
+    """run() over T = 3 max_len + 5 (windowed: any T) walks the ring positions as a session does."""
+    c, ref = runtime.load(ring_arts[name], backend="c"), runtime.load(ring_arts[name], backend="numpy")
+    seq = np.concatenate(stream(c, 3 * c.max_len + 5, seed=2), axis=1)  # [B, T(, d_in)]
+    tol = ref.artifact.tolerance
+    np.testing.assert_allclose(c.run(seq), ref.run(seq), atol=tol["atol"], rtol=tol["rtol"])
+
+
+@pytest.mark.parametrize("name", ["w1", "w4", "wfull"])
+def test_unread_slots_planted_with_inf_and_nan_change_nothing(ring_arts, name, compiler):
+    """Before every step of a stream across several wraps, every slot the step does not read
+    (contracts.ring_buffer.slot_read at the session's ring position) gets inf, -inf or NaN:
+    the outputs are bitwise those of a clean session."""
+    from tickformer.contracts.ring_buffer import slot_read
+
+    clean, planted = runtime.load(ring_arts[name], backend="c"), runtime.load(ring_arts[name], backend="c")
+    w = clean.config.window
+    for t, x in enumerate(stream(clean, 7 * w + 3, seed=3)):
+        r = planted.ring_position
+        k, v = planted.backend.cache()  # [L, B, H, W, dh] views of the C state
+        for j in range(w):
+            if not slot_read(r, j, w):
+                k[:, :, :, j] = (np.inf, -np.inf, np.nan)[t % 3]
+                v[:, :, :, j] = (np.nan, np.inf, -np.inf)[t % 3]
+        assert planted.step(x).tobytes() == clean.step(x).tobytes(), (t, r)
+
+
+def test_windowed_refusal_leaves_ring_and_cache_unchanged(ring_arts, tmp_path, compiler):
+    """A step the C code refuses mid-stream (past a wrap) moves neither the ring position nor a byte
+    of the cache."""
+    import dataclasses
+
+    path = ring_arts["w4"]
+    plan = plan_for(open_artifact(path))
+    ok = runtime.load(path, backend="c")
+    tight = runtime.load(
+        path,
+        backend="c",
+        library=build_library(dataclasses.replace(plan, output_bound=1e-6), cache_dir=tmp_path),
+    )
+    xs = stream(ok, 15, seed=4)
+    for x in xs:
+        ok.step(x)
+    k, v = tight.backend.cache()
+    k[...], v[...] = ok.backend.cache()
+    tight._ring = ok.ring_position  # the same point of the stream
+    before = (tight.ring_position, k.copy(), v.copy())
+    with pytest.raises(BackendError, match="beyond the artifact's output bound; the cache is unchanged"):
+        tight.step(xs[0])
+    assert tight.ring_position == before[0]
+    assert k.tobytes() == before[1].tobytes() and v.tobytes() == before[2].tobytes()
+
+
+@pytest.mark.parametrize("name", ["w4", "wtokens"])
+def test_windowed_zero_python_allocations_per_step(ring_arts, name, compiler):
+    """A sliding Session.step over the c backend, across many wraps (no reset), allocates nothing."""
+    session = runtime.load(ring_arts[name], backend="c")
+    xs = stream(session, session.max_len, seed=5)
+    rise, net = _peak_rise(session, xs, 5_000, reset_every=None)
+    assert rise == 0 and net == 0
+
+
+def test_deferred_commit_equals_an_immediate_one(tiny_art, ring_arts, compiler):
+    """deferred_commit=True (commit = a store of pos, applied by the next tf_stage_pending) against
+    the default (tf_commit at once): bitwise the same outputs and caches, static and ring, across a
+    reset."""
+    for path in (tiny_art[0], ring_arts["w4"]):
+        a, b = runtime.load(path, backend="c", deferred_commit=True), runtime.load(path, backend="c")
+        assert a.backend.deferred_commit and not b.backend.deferred_commit
+        xs = stream(a, a.max_len, seed=8)
+        for t, x in enumerate(xs):
+            if t == 9:
+                a.reset()
+                b.reset()
+            assert a.step(x).tobytes() == b.step(x).tobytes(), t
+            if t % 5 == 0:
+                for u, v in zip(a.backend.cache(), b.backend.cache()):
+                    assert u.tobytes() == v.tobytes(), t
+
+
+def test_a_monitor_veto_commits_nothing(tiny_art, compiler):
+    """contracts='check': the step whose output the monitor refuses is not committed, deferred or
+    not -- the cache, after the pending commit of the previous step, is what it was."""
+    path, _ = tiny_art
+    session = runtime.load(path, backend="c", contracts="check", deferred_commit=True)
+    xs = stream(session, 4, seed=9)
+    session.step(xs[0])
+    k, v = (a.copy() for a in session.backend.cache())
+    session.monitor.output_bound = 1e-9  # every output breaks it now
+    with pytest.raises(ContractViolation):
+        session.step(xs[1])
+    assert session.position == 1
+    k2, v2 = session.backend.cache()
+    assert k2.tobytes() == k.tobytes() and v2.tobytes() == v.tobytes()

@@ -256,7 +256,7 @@ def test_slide_needs_a_windowed_artifact(tiny_art):
     assert runtime.load(tiny_art[0], backend="ort").on_full == "raise"
 
 
-@pytest.mark.parametrize("backend", ["numpy-growing", "c"])
+@pytest.mark.parametrize("backend", ["numpy-growing"])
 def test_backends_without_a_ring_cache_refuse_windowed_artifacts(window_art, backend):
     from tickformer.errors import BackendUnavailable
 
@@ -303,11 +303,13 @@ def test_control_loop_slides_a_windowed_session_instead_of_resetting(window_art,
             assert stats.resets == 2
 
 
-def test_codegen_refuses_windowed_artifacts_by_name(window_art):
+def test_codegen_plans_windowed_artifacts_on_a_ring_cache(window_art):
+    """Codegen generates windowed artifacts with its ring cache kind (docs/codegen.md; its tests
+    are tests/codegen/test_ring.py and tests/runtime/test_c_backend.py)."""
     from tickformer.codegen.plan import plan_for
 
-    with pytest.raises(ArtifactError, match="windowed artifacts .* not generated yet"):
-        plan_for(runtime.open_artifact(window_art[0]))
+    plan = plan_for(runtime.open_artifact(window_art[0]))
+    assert (plan.cache_kind, plan.rows) == ("ring", 4)  # window_art: W = 4
 
 
 def test_trt_lint_is_clean_on_the_windowed_graphs(window_art):
