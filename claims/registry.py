@@ -404,26 +404,33 @@ R = "README.md"
     .result("export measures", "demo", "export.model.worst_backend_disagreement", sci(0))
     .run("score reach", score_search_reach, "{:.2f}", "tests/contracts/test_score_bound.py search_reach()")
 )
-(
-    Span(f"{R}#ieee754")
-    .derived(
-        "proven",
-        "ieee754",
-        lambda d: sum(c["status"] == "proven" for c in d["claims"]),
-        "{}",
-        "claims proven",
+
+
+def ieee754_span(anchor: str) -> Span:
+    """The `tickformer prove --ieee754` figures (claims/results/ieee754.json), shown in two docs."""
+    return (
+        Span(anchor)
+        .derived(
+            "proven",
+            "ieee754",
+            lambda d: sum(c["status"] == "proven" for c in d["claims"]),
+            "{}",
+            "claims proven",
+        )
+        .derived("claims", "ieee754", lambda d: len(d["claims"]), "{}", "claims")
+        .derived(
+            "refuted",
+            "ieee754",
+            lambda d: sum(c["twin_status"] == "refuted" for c in d["claims"]),
+            "{}",
+            "twins refuted",
+        )
+        .derived("twins", "ieee754", lambda d: len(d["claims"]), "{}", "twins")
+        .result("wall", "ieee754", "wall_s", "{:.0f}")
     )
-    .derived("claims", "ieee754", lambda d: len(d["claims"]), "{}", "claims")
-    .derived(
-        "refuted",
-        "ieee754",
-        lambda d: sum(c["twin_status"] == "refuted" for c in d["claims"]),
-        "{}",
-        "twins refuted",
-    )
-    .derived("twins", "ieee754", lambda d: len(d["claims"]), "{}", "twins")
-    .result("wall", "ieee754", "wall_s", "{:.0f}")
-)
+
+
+ieee754_span(f"{R}#ieee754")
 (
     Span(f"{R}#prove")
     .run("specs", distinct_specs, "{}", "distinct specs of tickformer.verify.proofs.crosshair.PROOFS")
@@ -865,26 +872,7 @@ _B = "benchmarks/test_contract_overhead.py::"
     )
     .literal("2", "2 cores")
 )
-(
-    Span(f"{K}#ieee754")
-    .derived(
-        "proven",
-        "ieee754",
-        lambda d: sum(c["status"] == "proven" for c in d["claims"]),
-        "{}",
-        "claims proven",
-    )
-    .derived("claims", "ieee754", lambda d: len(d["claims"]), "{}", "claims")
-    .derived(
-        "refuted",
-        "ieee754",
-        lambda d: sum(c["twin_status"] == "refuted" for c in d["claims"]),
-        "{}",
-        "twins refuted",
-    )
-    .derived("twins", "ieee754", lambda d: len(d["claims"]), "{}", "twins")
-    .result("wall", "ieee754", "wall_s", "{:.0f}")
-)
+ieee754_span(f"{K}#ieee754")
 
 
 def graph_proof_seconds(kind: str, preset_name: str) -> Callable[[Any], float]:

@@ -16,11 +16,15 @@ print it, so a red CI log says how to rerun exactly those examples: `HYPOTHESIS_
 draws can depend on what ran before it in the process); one failing example alone reproduces
 with the `@reproduce_failure(...)` line Hypothesis prints for it.
 Tests with their own `@hypothesis.seed(...)` keep it.
+
+Generated C (codegen, the `c` backend) builds into a cache private to the test session, never the
+user's ~/.cache (fixture private_codegen_cache).
 """
 
 import os
 import secrets
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
@@ -29,6 +33,18 @@ settings.register_profile("repro", max_examples=60, derandomize=True, database=N
 settings.register_profile("dev", max_examples=300, **_COMMON)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_codegen_cache(tmp_path_factory):
+    """Every test that builds generated C builds it into this session's cache (codegen/toolchain.py)."""
+    old = os.environ.get("TICKFORMER_CODEGEN_CACHE")
+    os.environ["TICKFORMER_CODEGEN_CACHE"] = str(tmp_path_factory.mktemp("codegen-cache"))
+    yield
+    if old is None:
+        os.environ.pop("TICKFORMER_CODEGEN_CACHE", None)
+    else:
+        os.environ["TICKFORMER_CODEGEN_CACHE"] = old
 
 
 def pytest_configure(config):

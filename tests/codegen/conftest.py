@@ -49,18 +49,6 @@ def make_tool():
     return make
 
 
-@pytest.fixture(scope="session", autouse=True)
-def private_cache(tmp_path_factory):
-    """Every test builds into a cache of its own session, never the user's ~/.cache."""
-    old = os.environ.get("TICKFORMER_CODEGEN_CACHE")
-    os.environ["TICKFORMER_CODEGEN_CACHE"] = str(tmp_path_factory.mktemp("codegen-cache"))
-    yield
-    if old is None:
-        os.environ.pop("TICKFORMER_CODEGEN_CACHE", None)
-    else:
-        os.environ["TICKFORMER_CODEGEN_CACHE"] = old
-
-
 @pytest.fixture(scope="session")
 def arts(tmp_path_factory):
     """name -> artifact directory: continuous (d_in 3 -> d_out 2), tokens (V = 11), batch 2,

@@ -26,27 +26,6 @@ from tickformer.model import init_params, preset
 from tickformer.runtime import open_artifact
 
 
-@pytest.fixture(scope="module", autouse=True)
-def private_cache(tmp_path_factory):
-    old = os.environ.get("TICKFORMER_CODEGEN_CACHE")
-    os.environ["TICKFORMER_CODEGEN_CACHE"] = str(tmp_path_factory.mktemp("c-backend-cache"))
-    yield
-    if old is None:
-        os.environ.pop("TICKFORMER_CODEGEN_CACHE", None)
-    else:
-        os.environ["TICKFORMER_CODEGEN_CACHE"] = old
-
-
-@pytest.fixture(scope="module")
-def compiler():
-    from tickformer.codegen.toolchain import find_compiler
-
-    try:
-        return find_compiler()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.fixture(scope="module")
 def control_art(tmp_path_factory):
     """The benchmark's model: preset `control` (d_model 64, 4 heads, 2 layers, max_len 256)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import os
 import tracemalloc
 
 import numpy as np
@@ -19,31 +18,10 @@ from tickformer import runtime
 from tickformer.codegen import plan_for
 from tickformer.codegen.golden import NORMWISE_U, UNIT_ROUNDOFF
 from tickformer.codegen.toolchain import build_library
-from tickformer.errors import BackendError, BackendUnavailable, ContractViolation
+from tickformer.errors import BackendError, ContractViolation
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 from tickformer.runtime import open_artifact
-
-
-@pytest.fixture(scope="module", autouse=True)
-def private_cache(tmp_path_factory):
-    old = os.environ.get("TICKFORMER_CODEGEN_CACHE")
-    os.environ["TICKFORMER_CODEGEN_CACHE"] = str(tmp_path_factory.mktemp("c-ssm-cache"))
-    yield
-    if old is None:
-        os.environ.pop("TICKFORMER_CODEGEN_CACHE", None)
-    else:
-        os.environ["TICKFORMER_CODEGEN_CACHE"] = old
-
-
-@pytest.fixture(scope="module")
-def compiler():
-    from tickformer.codegen.toolchain import find_compiler
-
-    try:
-        return find_compiler()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
