@@ -345,15 +345,34 @@ HIDDEN_HELD_OUT_TRANSITIONS = 16_000
 HIDDEN_HISTORY = 16  # baseline history (and first scored position + 1) for a model without a window
 
 
-def hidden_io_widths(plant: HiddenPendulum = NOMINAL) -> tuple[int, int]:
-    """(d_in, d_out) of a `pendulum-hidden` model: inputs (y_t, c_t); outputs theta_{t+1..t+delay+1}."""
-    return 2, plant.delay + 1
+def hidden_io_widths(plant: HiddenPendulum = NOMINAL, lags: int = 0) -> tuple[int, int]:
+    """(d_in, d_out) of a `pendulum-hidden` model: inputs (y_t, c_t) and the `lags` commands
+    before, c_{t-1..t-lags}; outputs theta_{t+1..t+delay+1}."""
+    return 2 + lags, plant.delay + 1
+
+
+def hidden_lags(d_in: int) -> int:
+    """The command lags of a model whose token has d_in columns (hidden_io_widths)."""
+    return d_in - 2
+
+
+def lagged_commands(cmds: np.ndarray, lags: int) -> np.ndarray:
+    """Commands c [..., T] -> [..., T, 1 + lags]: c_t, c_{t-1}, ..., c_{t-lags}, 0 before the
+    first tick (the plant starts with no command in flight)."""
+    cols = [cmds]
+    for j in range(1, lags + 1):
+        shifted = np.zeros_like(cmds)  # [..., T]
+        shifted[..., j:] = cmds[..., :-j]
+        cols.append(shifted)
+    return np.stack(cols, axis=-1)
 
 
 def hidden_features(y: np.ndarray, cmds: np.ndarray, norm: dict[str, Any]) -> np.ndarray:
-    """Model inputs from raw signals: measured angles y [..., T], commands c [..., T] -> [..., T, 2]
-    float32, standardised with the training statistics in norm."""
-    raw = np.stack([y, cmds], axis=-1)  # [..., T, 2]
+    """Model inputs from raw signals: measured angles y [..., T], commands c [..., T] -> [..., T,
+    2 + lags] float32 (y_t, c_t, c_{t-1}, .., c_{t-lags}; lags from the width of norm), standardised
+    with the training statistics in norm (every command column with the command's)."""
+    lags = len(norm["x_mean"]) - 2
+    raw = np.concatenate([y[..., None], lagged_commands(cmds, lags)], axis=-1)  # [..., T, 2 + lags]
     return ((raw - np.asarray(norm["x_mean"])) / np.asarray(norm["x_std"])).astype(np.float32)
 
 
@@ -395,15 +414,18 @@ def hidden_prepare(
     """Training episodes (every constant from the even bands of its range) and held-out episodes
     (odd bands; model.plant.draw_hidden), config.max_len ticks each, all from rng (the training
     seed's data stream)."""
-    d_in, d_out = hidden_io_widths()
+    lags = hidden_lags(config.d_in)
+    d_in, d_out = hidden_io_widths(NOMINAL, max(0, lags))
     if (
         config.arch != "decoder"
         or config.inputs != "continuous"
+        or not 0 <= lags <= NOMINAL.delay
         or (config.d_in, config.d_out) != (d_in, d_out)
     ):
         raise ConfigError(
-            f"task 'pendulum-hidden' needs a decoder-only continuous model with d_in {d_in} (y, command) and "
-            f"d_out {d_out} (angles 1..{d_out} ticks ahead); use --preset control-hidden "
+            f"task 'pendulum-hidden' needs a decoder-only continuous model with d_in 2 (y, command) up to "
+            f"{2 + NOMINAL.delay} (and the commands in flight) and d_out {d_out} (angles 1..{d_out} ticks "
+            f"ahead); use --preset control-hidden "
             f"(got {config.arch}, {config.inputs}, d_in {config.d_in}, d_out {config.d_out})"
         )
     steps = config.max_len
@@ -418,9 +440,10 @@ def hidden_prepare(
     te_theta, te_y, te_c, te_plants = hidden_episodes(rng, n_test, steps + extra - 1, "held_out", NOMINAL)
     x = np.stack([tr_y[:, :steps], tr_c[:, :steps]], axis=-1).reshape(-1, 2)  # [N*T, 2]
     dy = _hidden_targets(tr_theta, tr_y, steps, NOMINAL.delay).reshape(-1, extra)  # [N*T, d+1]
+    x_mean, x_std = x.mean(0).tolist(), x.std(0).tolist()
     norm = {
-        "x_mean": x.mean(0).tolist(),
-        "x_std": x.std(0).tolist(),
+        "x_mean": x_mean + x_mean[1:] * lags,  # the lagged command columns standardised as the command
+        "x_std": x_std + x_std[1:] * lags,
         "dy_mean": dy.mean(0).tolist(),
         "dy_std": dy.std(0).tolist(),
     }
@@ -430,9 +453,9 @@ def hidden_prepare(
 def hidden_arrays(
     theta: np.ndarray, y: np.ndarray, cmds: np.ndarray, data: HiddenData
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Episodes -> (x [N, T, 2], standardised targets [N, T, delay + 1]) float32."""
+    """Episodes -> (x [N, T, 2 + lags], standardised targets [N, T, delay + 1]) float32."""
     t, norm = data.steps, data.norm
-    x = hidden_features(y[:, :t], cmds[:, :t], norm)  # [N, T, 2]
+    x = hidden_features(y[:, :t], cmds[:, :t], norm)  # [N, T, 2 + lags]
     raw = _hidden_targets(theta, y, t, data.plant.delay)  # [N, T, d + 1]
     target = (raw - np.asarray(norm["dy_mean"])) / np.asarray(norm["dy_std"])
     return x, target.astype(np.float32)

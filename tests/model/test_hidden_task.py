@@ -86,6 +86,27 @@ def test_prepare_refuses_a_wrong_model_with_the_fix():
         hidden_prepare(preset("control"), np.random.default_rng(0))
 
 
+def test_lag_columns_are_the_commands_before_each_tick():
+    """d_in 2 + lags: token t is (y_t, c_t, c_{t-1}, .., c_{t-lags}), 0 before the first tick,
+    every command column standardised with the command's statistics; more lags than the delay
+    (commands already acting) is refused with the fix."""
+    from tickformer.model.tasks import hidden_features, lagged_commands
+
+    c = np.array([[0.5, -0.25, 1.0, 0.75]])  # [1, T]
+    np.testing.assert_array_equal(
+        lagged_commands(c, 2)[0], [[0.5, 0, 0], [-0.25, 0.5, 0], [1.0, -0.25, 0.5], [0.75, 1.0, -0.25]]
+    )
+    base = preset("control-hidden")
+    data = hidden_prepare(base.replace(d_in=4), np.random.default_rng(5), n_train=20, n_test=4)
+    assert data.norm["x_mean"][2:] == [data.norm["x_mean"][1]] * 2
+    assert data.norm["x_std"][2:] == [data.norm["x_std"][1]] * 2
+    x = hidden_features(data.test_y[:, :6], data.test_cmds[:, :6], data.norm)  # [N, 6, 4]
+    np.testing.assert_array_equal(x[:, 1:, 2], x[:, :-1, 1])  # c_{t-1} is the token before's c
+    np.testing.assert_array_equal(x[:, 2:, 3], x[:, :-2, 1])
+    with pytest.raises(ConfigError, match="d_in 2 .* up to 4"):
+        hidden_prepare(base.replace(d_in=5), np.random.default_rng(0))
+
+
 def test_baselines_predict_far_better_than_holding_the_angle():
     cfg = preset("control-hidden")
     data = hidden_prepare(cfg, np.random.default_rng(5), n_train=60, n_test=20)
