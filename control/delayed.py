@@ -51,6 +51,7 @@ from tickformer import validation
 from tickformer.contracts.output_bound import output_excess
 from tickformer.errors import ConfigError
 from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenPendulum, HiddenStepper
+from tickformer.model.tasks import token_lags
 
 Reference = Callable[[float], tuple[float, float]]
 OBS_HEAD = 5  # obs[0:5] = (y_t, r, r', the command actuated last tick, n skipped ticks)
@@ -214,20 +215,22 @@ class HistoryMPC(DelayedMPC):
         super().__init__(k, plant.dt, **weights)
         self.session, self.bound = session, output_bound
         self.d = plant.delay
-        self.xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, 2 + lags]
+        self.xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, d_in]
         xm, xs = norm["x_mean"], norm["x_std"]
         self.ym, self.ys = float(xm[0]), float(xs[0])
         self.cm, self.cs = float(xm[1]), float(xs[1])
-        # a token (y_t, c_t, c_{t-1}, .., c_{t-lags}) (model.tasks hidden_features): the commands
-        # of the tokens before, in history order, standardised, newest first (Python floats)
-        self.lags = int(session.input_shape[-1]) - 2
-        if not 0 <= self.lags <= self.d or len(xm) != 2 + self.lags:
+        # a token (y_t, c_t, y_{t-1}, .., c_{t-1}, ..) (model.tasks hidden_features): the
+        # measurements and commands of the tokens before, in history order, standardised,
+        # newest first (Python floats)
+        self.y_lags, self.c_lags = token_lags(norm)
+        self.lags = self.y_lags + self.c_lags
+        if int(session.input_shape[-1]) != 2 + self.lags or len(xm) != 2 + self.lags:
             raise ConfigError(
-                f"HistoryMPC needs a pendulum-hidden artifact with 2..{2 + self.d} input columns and the "
-                f"matching norm (got {session.input_shape[-1]} columns, norm of {len(xm)}); export the "
-                "checkpoint trained for this plant"
+                f"HistoryMPC: the artifact's {session.input_shape[-1]} input columns, the norm's {len(xm)} and "
+                f"its lags {self.y_lags} + {self.c_lags} disagree; export the checkpoint whose norm this is"
             )
-        self._lag = [(0.0 - self.cm) / self.cs] * self.lags  # no command before the first tick
+        # nothing before the first tick: the plant at rest at 0, no command in flight
+        self._lag = [(0.0 - self.ym) / self.ys] * self.y_lags + [(0.0 - self.cm) / self.cs] * self.c_lags
         for j, c in enumerate(self._cand):
             self.xs[j, 0, 1] = (c - self.cm) / self.cs  # candidate column: fixed
         # the prediction theta_{t+j} = y + (dy_mean[j-1] + dy_std[j-1] * out[.., j-1]) for every
@@ -239,7 +242,7 @@ class HistoryMPC(DelayedMPC):
         self.pred = self._full[:, 0, self.d - 1 : self.d + 1]  # [K, 2] (theta_{t+d}, theta_{t+d+1})
         self.lo, self.hi = session.domain
         self._index = list(range(k))  # candidate indices as ints made once
-        self.gap_xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, 2 + lags] every row the same
+        self.gap_xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, d_in] every row the same
         # views made once, filled in place each tick (no Python loop over the K rows, no array made)
         self._z = self.xs[:, 0, 0]  # [K] the measurement column of the peek input
         self._gap_z, self._gap_c = self.gap_xs[:, 0, 0], self.gap_xs[:, 0, 1]  # [K], [K]
@@ -268,14 +271,18 @@ class HistoryMPC(DelayedMPC):
             col[...] = v
         self.session.step(self.gap_xs)
 
-    def _entered(self, command: float) -> None:
-        """A token with this actuated command joined the history (committed or queued): it is
-        c_{t-1} of the next token."""
-        lag = self._lag
-        for i in range(len(lag) - 1, 0, -1):
+    def _entered(self, z: float, command: float) -> None:
+        """A token (standardised measurement z, actuated command) joined the history (committed
+        or queued): its y and c are y_{t-1} and c_{t-1} of the next token."""
+        lag, ny = self._lag, self.y_lags
+        for i in range(ny - 1, 0, -1):
             lag[i] = lag[i - 1]
-        if lag:
-            lag[0] = (command - self.cm) / self.cs
+        for i in range(len(lag) - 1, ny, -1):
+            lag[i] = lag[i - 1]
+        if ny:
+            lag[0] = z
+        if self.c_lags:
+            lag[ny] = (command - self.cm) / self.cs
 
     def _push(self, z: float, command: float) -> None:
         q = self.QUEUE
@@ -286,7 +293,7 @@ class HistoryMPC(DelayedMPC):
         i = (self._head + self._size) % q
         self._qz[i], self._qc[i] = z, command
         self._ql[i][:] = self._lag  # slice assignment: the list made once is reused
-        self._entered(command)
+        self._entered(z, command)
         self._size += 1
 
     def catch_up(self, obs: np.ndarray) -> None:
@@ -301,7 +308,7 @@ class HistoryMPC(DelayedMPC):
             j = self._pend_j
             if j >= 0 and self.session.peek_pending and abs(self._cand[j] - actual) < 1e-6:
                 self.session.commit(self._index[j])
-                self._entered(actual)
+                self._entered(self._pend_z, actual)
             else:
                 self.replaced += 1
                 self._push(self._pend_z, actual)
