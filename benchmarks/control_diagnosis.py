@@ -22,6 +22,13 @@ correlation across episodes between the model's d theta_{t+3} / d c_t at the las
 the episode's actuator coefficient k / (m L^2), and the mean ratio of that slope to its
 first-order value k / (m L^2) dt^2 / 2.
 
+What a window can know (`--joint-windows`, default 32 and 0): the same decision rule on a
+physics estimator that identifies the constants itself, `JointEKF` (an extended Kalman filter
+over (theta, omega, g/L, b/(mL^2), k/(mL^2)), the prior at the nominal constants, no true
+constant anywhere), run from its prior over only the last W measurements every tick
+(`joint_ekf_window_W`; W = 0: over the whole stream, `joint_ekf_stream`). Its tracking is what a
+W-tick history holds for this decision rule (an EKF: not optimal, so a lower bound on it).
+
 Writes benchmarks/results/control_diagnosis.json (docs/control.md cites it). Not part of the
 package; minutes on 2 cores.
 """
@@ -45,7 +52,7 @@ from tickformer.control import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC
 from tickformer.control.demo import DemoConfig, loop_plant, reference, train_models
 from tickformer.export.writer import export_artifact
 from tickformer.model.checkpoint import load_checkpoint
-from tickformer.model.plant import draw_hidden, hidden_step
+from tickformer.model.plant import NOMINAL, draw_hidden, hidden_step, rk4_scalar
 from tickformer.runtime import load
 
 OUT = Path(__file__).resolve().parent / "results" / "control_diagnosis.json"
@@ -88,6 +95,69 @@ def diagnose(ctl: Any, sim: HiddenPlantSim, ticks: int, settle: int) -> dict[str
     }
 
 
+class JointEKF:
+    """Extended Kalman filter over x = (theta, omega, a = g/L, b = b/(mL^2), u = k/(mL^2)) of the
+    hidden pendulum: the constants as random walks (process noise q_const), the prior at the
+    nominal constants with a standard deviation of a range's worth, Jacobians by central
+    differences. Python floats and small numpy arrays: a benchmark, not real-time code."""
+
+    def __init__(self, plant: Any = NOMINAL, q_const: float = 1e-7) -> None:
+        self.h, self.n, self.r = plant.dt / plant.substeps, plant.substeps, plant.noise**2
+        self.prior = np.array(plant.coefficients)  # [3]
+        self.p0 = np.diag([self.r, 1.0, 2.5**2, 0.5**2, 3.0**2])  # [5, 5]
+        self.q = np.diag([1e-6, 1e-3, q_const, q_const, q_const])  # [5, 5]
+        self.x: np.ndarray | None = None
+
+    def f(self, x: np.ndarray, c: float) -> np.ndarray:
+        th, om = rk4_scalar(x[0], x[1], x[2], x[3], x[4] * c, self.h, self.n)
+        return np.array([th, om, x[2], x[3], x[4]])
+
+    def update(self, y: float, c: float) -> np.ndarray:
+        """Take in measurement y, the command c having acted over the last tick; returns x [5]."""
+        if self.x is None:
+            self.x, self.p = np.array([y, 0.0, *self.prior]), self.p0.copy()
+            return self.x
+        c = min(1.0, max(-1.0, c))
+        fx, jac = self.f(self.x, c), np.empty((5, 5))
+        for i in range(5):
+            e = np.zeros(5)
+            e[i] = 1e-5 * max(1.0, abs(self.x[i]))
+            jac[:, i] = (self.f(self.x + e, c) - self.f(self.x - e, c)) / (2 * e[i])
+        p = jac @ self.p @ jac.T + self.q
+        gain = p[:, 0] / (p[0, 0] + self.r)
+        self.x = fx + gain * (y - fx[0])
+        self.p = p - np.outer(gain, p[0, :])
+        self.x[2], self.x[3], self.x[4] = max(self.x[2], 1.0), max(self.x[3], 0.0), max(self.x[4], 0.1)
+        return self.x
+
+
+class JointMPC(NominalMPC):
+    """The decision rule on JointEKF's state and constants; window W > 0: the filter is run from
+    its prior over the last W measurements every tick, W = 0: once over the whole stream."""
+
+    def __init__(self, candidates: int, window: int, **weights: float) -> None:
+        super().__init__(candidates, **weights)
+        self.window, self.history = window, []
+        self.stream = JointEKF()
+
+    def catch_up(self, obs: np.ndarray) -> None:
+        self.issued[-1] = obs.item(3)
+
+    def predict(self, obs: np.ndarray) -> bool:
+        self.history.append((obs.item(0), self.issued[0]))  # y_t, the command that acted over t-1..t
+        ekf = JointEKF() if self.window else self.stream
+        for y, c in self.history[-self.window :] if self.window else self.history[-1:]:
+            x = ekf.update(y, c)
+        a, b, u, (h, n) = x[2], x[3], x[4], (ekf.h, ekf.n)
+        th, om = x[0], x[1]
+        for j in range(self.plant.delay):
+            th, om = rk4_scalar(th, om, a, b, u * min(1.0, max(-1.0, self.issued[1 + j])), h, n)
+        for j, c in enumerate(self._cand):
+            self.pred[j, 0] = th
+            self.pred[j, 1] = rk4_scalar(th, om, a, b, u * c, h, n)[0]
+        return True
+
+
 def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
     """In-context identification on the run's held-out episodes (module docstring)."""
     from tickformer.model.checkpoint import load_checkpoint as _load
@@ -122,6 +192,9 @@ def main() -> None:
     ap.add_argument("--ticks", type=int, default=600)
     ap.add_argument("--plants", type=int, default=3, help="the demo's plant and this many - 1 more draws")
     ap.add_argument("--windows", type=int, nargs="*", default=[], help="more windowed models to compare")
+    ap.add_argument(
+        "--joint-windows", type=int, nargs="*", default=[32, 0], help="JointEKF windows (0: the whole stream)"
+    )
     args = ap.parse_args()
     cfg = DemoConfig(quick=True)
     if args.steps is not None:
@@ -189,6 +262,11 @@ def main() -> None:
                 session.close()
     run("nominal", lambda plant, sim: NominalMPC(cfg.candidates, **weights))
     run("oracle", lambda plant, sim: OracleMPC(cfg.candidates, sim, **weights))
+    for w in args.joint_windows:
+        run(
+            f"joint_ekf_window_{w}" if w else "joint_ekf_stream",
+            lambda p, s, w=w: JointMPC(cfg.candidates, w, **weights),
+        )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {OUT}")

@@ -49,7 +49,9 @@ import numpy as np
 
 from tickformer import validation
 from tickformer.contracts.output_bound import output_excess
+from tickformer.errors import ConfigError
 from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenPendulum, HiddenStepper
+from tickformer.model.tasks import token_lags
 
 Reference = Callable[[float], tuple[float, float]]
 OBS_HEAD = 5  # obs[0:5] = (y_t, r, r', the command actuated last tick, n skipped ticks)
@@ -213,10 +215,22 @@ class HistoryMPC(DelayedMPC):
         super().__init__(k, plant.dt, **weights)
         self.session, self.bound = session, output_bound
         self.d = plant.delay
-        self.xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, 2]
+        self.xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, d_in]
         xm, xs = norm["x_mean"], norm["x_std"]
         self.ym, self.ys = float(xm[0]), float(xs[0])
         self.cm, self.cs = float(xm[1]), float(xs[1])
+        # a token (y_t, c_t, y_{t-1}, .., c_{t-1}, ..) (model.tasks hidden_features): the
+        # measurements and commands of the tokens before, in history order, standardised,
+        # newest first (Python floats)
+        self.y_lags, self.c_lags = token_lags(norm)
+        self.lags = self.y_lags + self.c_lags
+        if int(session.input_shape[-1]) != 2 + self.lags or len(xm) != 2 + self.lags:
+            raise ConfigError(
+                f"HistoryMPC: the artifact's {session.input_shape[-1]} input columns, the norm's {len(xm)} and "
+                f"its lags {self.y_lags} + {self.c_lags} disagree; export the checkpoint whose norm this is"
+            )
+        # nothing before the first tick: the plant at rest at 0, no command in flight
+        self._lag = [(0.0 - self.ym) / self.ys] * self.y_lags + [(0.0 - self.cm) / self.cs] * self.c_lags
         for j, c in enumerate(self._cand):
             self.xs[j, 0, 1] = (c - self.cm) / self.cs  # candidate column: fixed
         # the prediction theta_{t+j} = y + (dy_mean[j-1] + dy_std[j-1] * out[.., j-1]) for every
@@ -228,10 +242,12 @@ class HistoryMPC(DelayedMPC):
         self.pred = self._full[:, 0, self.d - 1 : self.d + 1]  # [K, 2] (theta_{t+d}, theta_{t+d+1})
         self.lo, self.hi = session.domain
         self._index = list(range(k))  # candidate indices as ints made once
-        self.gap_xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, 2] every row the same
+        self.gap_xs = np.zeros(session.input_shape, dtype=np.float32)  # [K, 1, d_in] every row the same
         # views made once, filled in place each tick (no Python loop over the K rows, no array made)
         self._z = self.xs[:, 0, 0]  # [K] the measurement column of the peek input
         self._gap_z, self._gap_c = self.gap_xs[:, 0, 0], self.gap_xs[:, 0, 1]  # [K], [K]
+        self._lag_cols = [self.xs[:, 0, 2 + i] for i in range(self.lags)]  # each [K]
+        self._gap_lag_cols = [self.gap_xs[:, 0, 2 + i] for i in range(self.lags)]  # each [K]
         self._pending = False  # a token of the last tick awaits its actuated command
         self._pend_z = 0.0  # its standardised measurement
         self._pend_j = -1  # the candidate chosen for it (-1: none)
@@ -242,15 +258,31 @@ class HistoryMPC(DelayedMPC):
         )
         self._qz = [0.0] * self.QUEUE  # queued tokens' standardised measurements (a ring)
         self._qc = [0.0] * self.QUEUE  # and their actuated commands
+        self._ql = [[0.0] * self.lags for _ in range(self.QUEUE)]  # and their lag columns
         self._head = self._size = 0
         self._defer = False  # this tick catches up and does not predict
         self.deferred = 0  # ticks without a prediction because the queue was not empty
         self.dropped = 0  # tokens dropped from a full queue (the oldest)
 
-    def _plain(self, z: float, command: float) -> None:
+    def _plain(self, z: float, command: float, lag: list[float]) -> None:
         self._gap_z[...] = z
         self._gap_c[...] = (command - self.cm) / self.cs
+        for col, v in zip(self._gap_lag_cols, lag):
+            col[...] = v
         self.session.step(self.gap_xs)
+
+    def _entered(self, z: float, command: float) -> None:
+        """A token (standardised measurement z, actuated command) joined the history (committed
+        or queued): its y and c are y_{t-1} and c_{t-1} of the next token."""
+        lag, ny = self._lag, self.y_lags
+        for i in range(ny - 1, 0, -1):
+            lag[i] = lag[i - 1]
+        for i in range(len(lag) - 1, ny, -1):
+            lag[i] = lag[i - 1]
+        if ny:
+            lag[0] = z
+        if self.c_lags:
+            lag[ny] = (command - self.cm) / self.cs
 
     def _push(self, z: float, command: float) -> None:
         q = self.QUEUE
@@ -260,6 +292,8 @@ class HistoryMPC(DelayedMPC):
             self.dropped += 1
         i = (self._head + self._size) % q
         self._qz[i], self._qc[i] = z, command
+        self._ql[i][:] = self._lag  # slice assignment: the list made once is reused
+        self._entered(z, command)
         self._size += 1
 
     def catch_up(self, obs: np.ndarray) -> None:
@@ -274,6 +308,7 @@ class HistoryMPC(DelayedMPC):
             j = self._pend_j
             if j >= 0 and self.session.peek_pending and abs(self._cand[j] - actual) < 1e-6:
                 self.session.commit(self._index[j])
+                self._entered(self._pend_z, actual)
             else:
                 self.replaced += 1
                 self._push(self._pend_z, actual)
@@ -291,7 +326,7 @@ class HistoryMPC(DelayedMPC):
 
     def _pop(self) -> None:
         h = self._head
-        self._plain(self._qz[h], self._qc[h])
+        self._plain(self._qz[h], self._qc[h], self._ql[h])
         self._head = (h + 1) % self.QUEUE
         self._size -= 1
 
@@ -307,6 +342,8 @@ class HistoryMPC(DelayedMPC):
             self.deferred += 1
             return False
         self._z[...] = z
+        for col, v in zip(self._lag_cols, self._lag):
+            col[...] = v
         out = s.peek(xs)  # [K, 1, d + 1] standardised theta_{t+j} - y_t
         if output_excess(out, self.bound) > 0.0:
             return False

@@ -234,8 +234,9 @@ PRESETS: dict[str, Config] = {
         max_len=256,
         dropout=0.0,
     ),
-    # The pendulum-hidden task (model/tasks.py): inputs (measured angle, command), outputs the
-    # angle 1..3 ticks ahead (actuator delay 2); small, so K candidates fit a control tick;
+    # The pendulum-hidden task (model/tasks.py): inputs (measured angle, command, and the two
+    # commands before it: the ones in flight), outputs the angle 1..3 ticks ahead (actuator
+    # delay 2); small, so K candidates fit a control tick;
     # a 32-tick window (3.2 s of history; 16 tracked worse in closed loop, docs/control.md), trained
     # on 64-tick sequences, streams without bound.
     "control-hidden": Config(
@@ -245,7 +246,7 @@ PRESETS: dict[str, Config] = {
         n_heads=2,
         d_ff=64,
         n_layers=2,
-        d_in=2,
+        d_in=4,
         d_out=3,
         max_len=64,
         dropout=0.0,

@@ -343,17 +343,55 @@ def pendulum_meta(data: PendulumData) -> dict[str, Any]:
 HIDDEN_TRAIN_TRANSITIONS = 1_000_000  # 15,625 episodes of 64 ticks: constants enough to learn to identify
 HIDDEN_HELD_OUT_TRANSITIONS = 16_000
 HIDDEN_HISTORY = 16  # baseline history (and first scored position + 1) for a model without a window
+# Loss weight of each horizon theta_{t+1..t+delay+1} (docs/control.md "Data, seeded"): the
+# controller decides on theta_{t+delay+1}, whose dependence on the command issued at t is the
+# small signal identification has to get right. Applied by scaling: horizon j's target is
+# standardised by dy_std_j / sqrt(w_j), so the MSE weighs it by w_j (norm["dy_std"] is that scale).
+HIDDEN_HORIZON_WEIGHTS = (0.2, 1.0, 2.0)
 
 
-def hidden_io_widths(plant: HiddenPendulum = NOMINAL) -> tuple[int, int]:
-    """(d_in, d_out) of a `pendulum-hidden` model: inputs (y_t, c_t); outputs theta_{t+1..t+delay+1}."""
-    return 2, plant.delay + 1
+HIDDEN_Y_LAGS = (
+    2  # earlier measurements in a token (y_{t-1}, y_{t-2}): velocity and curvature are linear in them
+)
+HIDDEN_C_LAGS_MAX = (
+    2 * NOMINAL.delay
+)  # earlier commands in a token: at most the in-flight ones and as many more
+
+
+def hidden_io_widths(plant: HiddenPendulum = NOMINAL, y_lags: int = 0, c_lags: int = 0) -> tuple[int, int]:
+    """(d_in, d_out) of a `pendulum-hidden` model: a token (y_t, c_t, y_{t-1..t-y_lags},
+    c_{t-1..t-c_lags}); outputs theta_{t+1..t+delay+1}."""
+    return 2 + y_lags + c_lags, plant.delay + 1
+
+
+def token_lags(norm: dict[str, Any]) -> tuple[int, int]:
+    """(measurement lags, command lags) of a token standardised by `norm` (its "lags" entry;
+    a norm without one is the plain (y_t, c_t) token, or commands only after it)."""
+    if "lags" in norm:
+        y_lags, c_lags = norm["lags"]
+        return int(y_lags), int(c_lags)
+    return 0, len(norm["x_mean"]) - 2
+
+
+def lagged(v: np.ndarray, lags: int) -> np.ndarray:
+    """v [..., T] -> [..., T, lags]: v_{t-1}, ..., v_{t-lags}, 0 before the first tick (the plant
+    starts at rest with no command in flight)."""
+    cols = []
+    for j in range(1, lags + 1):
+        shifted = np.zeros_like(v)  # [..., T]
+        shifted[..., j:] = v[..., :-j]
+        cols.append(shifted)
+    return np.stack(cols, axis=-1) if cols else np.zeros(v.shape + (0,), v.dtype)
 
 
 def hidden_features(y: np.ndarray, cmds: np.ndarray, norm: dict[str, Any]) -> np.ndarray:
-    """Model inputs from raw signals: measured angles y [..., T], commands c [..., T] -> [..., T, 2]
-    float32, standardised with the training statistics in norm."""
-    raw = np.stack([y, cmds], axis=-1)  # [..., T, 2]
+    """Model inputs from raw signals: measured angles y [..., T], commands c [..., T] -> [..., T,
+    2 + y_lags + c_lags] float32, the token (y_t, c_t, y_{t-1}, .., c_{t-1}, ..) (`token_lags`),
+    standardised with the training statistics in norm (every lag with its signal's)."""
+    y_lags, c_lags = token_lags(norm)
+    raw = np.concatenate(
+        [y[..., None], cmds[..., None], lagged(y, y_lags), lagged(cmds, c_lags)], axis=-1
+    )  # [..., T, 2 + y_lags + c_lags]
     return ((raw - np.asarray(norm["x_mean"])) / np.asarray(norm["x_std"])).astype(np.float32)
 
 
@@ -395,15 +433,20 @@ def hidden_prepare(
     """Training episodes (every constant from the even bands of its range) and held-out episodes
     (odd bands; model.plant.draw_hidden), config.max_len ticks each, all from rng (the training
     seed's data stream)."""
-    d_in, d_out = hidden_io_widths()
+    y_lags = HIDDEN_Y_LAGS if config.d_in > 2 + NOMINAL.delay else 0
+    c_lags = config.d_in - 2 - y_lags
+    d_in, d_out = hidden_io_widths(NOMINAL, y_lags, max(0, c_lags))
     if (
         config.arch != "decoder"
         or config.inputs != "continuous"
+        or not 0 <= c_lags <= HIDDEN_C_LAGS_MAX
         or (config.d_in, config.d_out) != (d_in, d_out)
     ):
         raise ConfigError(
-            f"task 'pendulum-hidden' needs a decoder-only continuous model with d_in {d_in} (y, command) and "
-            f"d_out {d_out} (angles 1..{d_out} ticks ahead); use --preset control-hidden "
+            f"task 'pendulum-hidden' needs a decoder-only continuous model with d_out {d_out} (angles "
+            f"1..{d_out} ticks ahead) and d_in 2 (y, command) up to {2 + NOMINAL.delay} (and the commands "
+            f"in flight), or {3 + NOMINAL.delay} up to {2 + HIDDEN_Y_LAGS + HIDDEN_C_LAGS_MAX} "
+            f"(and {HIDDEN_Y_LAGS} earlier measurements, more earlier commands); use --preset control-hidden "
             f"(got {config.arch}, {config.inputs}, d_in {config.d_in}, d_out {config.d_out})"
         )
     steps = config.max_len
@@ -418,11 +461,16 @@ def hidden_prepare(
     te_theta, te_y, te_c, te_plants = hidden_episodes(rng, n_test, steps + extra - 1, "held_out", NOMINAL)
     x = np.stack([tr_y[:, :steps], tr_c[:, :steps]], axis=-1).reshape(-1, 2)  # [N*T, 2]
     dy = _hidden_targets(tr_theta, tr_y, steps, NOMINAL.delay).reshape(-1, extra)  # [N*T, d+1]
-    norm = {
-        "x_mean": x.mean(0).tolist(),
-        "x_std": x.std(0).tolist(),
+    x_mean, x_std = x.mean(0).tolist(), x.std(0).tolist()
+    weights = np.asarray(HIDDEN_HORIZON_WEIGHTS, dtype=np.float64)  # [d + 1]
+    norm = {  # the lag columns standardised as their signal
+        "x_mean": x_mean + x_mean[:1] * y_lags + x_mean[1:] * c_lags,
+        "x_std": x_std + x_std[:1] * y_lags + x_std[1:] * c_lags,
+        "lags": [y_lags, c_lags],
         "dy_mean": dy.mean(0).tolist(),
-        "dy_std": dy.std(0).tolist(),
+        "dy_std": (
+            dy.std(0) / np.sqrt(weights)
+        ).tolist(),  # [d + 1] the loss weights (HIDDEN_HORIZON_WEIGHTS)
     }
     return HiddenData(tr_theta, tr_y, tr_c, te_theta, te_y, te_c, te_plants, norm, NOMINAL, steps)
 
@@ -430,9 +478,9 @@ def hidden_prepare(
 def hidden_arrays(
     theta: np.ndarray, y: np.ndarray, cmds: np.ndarray, data: HiddenData
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Episodes -> (x [N, T, 2], standardised targets [N, T, delay + 1]) float32."""
+    """Episodes -> (x [N, T, d_in], standardised targets [N, T, delay + 1]) float32."""
     t, norm = data.steps, data.norm
-    x = hidden_features(y[:, :t], cmds[:, :t], norm)  # [N, T, 2]
+    x = hidden_features(y[:, :t], cmds[:, :t], norm)  # [N, T, d_in]
     raw = _hidden_targets(theta, y, t, data.plant.delay)  # [N, T, d + 1]
     target = (raw - np.asarray(norm["dy_mean"])) / np.asarray(norm["dy_std"])
     return x, target.astype(np.float32)
@@ -583,8 +631,11 @@ def hidden_meta(data: HiddenData) -> dict[str, Any]:
         "norm": data.norm,
         "plant": data.plant.to_dict(),
         "param_ranges": {k: list(v) for k, v in PARAM_RANGES.items()},
-        "features": ["y (measured angle)", "command"],
+        "features": ["y (measured angle)", "command"]
+        + [f"y {j} tick{'s' if j > 1 else ''} before" for j in range(1, token_lags(data.norm)[0] + 1)]
+        + [f"command {j} tick{'s' if j > 1 else ''} before" for j in range(1, token_lags(data.norm)[1] + 1)],
         "outputs": "standardised theta_{t+j} - y_t, j = 1..delay+1: theta = y_t + dy_mean + dy_std * out",
+        "horizon_weights": list(HIDDEN_HORIZON_WEIGHTS),
         "sequence_length": data.steps,
     }
 

@@ -113,6 +113,56 @@ def test_history_mpc_predicts_from_the_peeked_columns_d_and_d_plus_1(hidden_art,
             assert c.pred[j, col] == expected, (j, col)
 
 
+@pytest.mark.parametrize("y_lags, c_lags", [(0, 2), (2, 4)])
+def test_history_mpc_lag_columns_are_the_tokens_before(plant, tmp_path, y_lags, c_lags):
+    """A model whose token carries earlier measurements and commands (model.tasks
+    hidden_features: y_t, c_t, y_{t-1}, .., c_{t-1}, ..): through skipped ticks, a bounded
+    catch-up and a fallback, the history the controller commits is the offline features of what
+    the plant measured and got, token for token (the caches of a twin session stepped with those
+    features are equal, tick after tick)."""
+    from tickformer.model.tasks import hidden_features
+
+    config = preset("tiny").replace(d_in=2 + y_lags + c_lags, d_out=3, window=8)
+    art = tmp_path / "art"
+    export_params(config, init_params(config, 5), art, batch=K)
+    norm = {
+        "x_mean": [0.05, 0.1] + [0.05] * y_lags + [0.1] * c_lags,
+        "x_std": [2.0, 0.5] + [2.0] * y_lags + [0.5] * c_lags,
+        "dy_mean": [0.01, 0.02, 0.03],
+        "dy_std": [0.1, 0.2, 0.3],
+    }
+    if y_lags:
+        norm["lags"] = [y_lags, c_lags]
+    session, twin = runtime.load(art, backend="ort"), runtime.load(art, backend="ort")
+    c = HistoryMPC(session, norm, plant, None, catch_up_max=1)
+    assert (c.y_lags, c.c_lags) == (y_lags, c_lags)
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 400, seed=3)
+    ys, cmds, pend, k = [], [], None, 0
+    for tick in range(60):
+        if tick in (12, 30):
+            k += 4  # the loop skipped periods: the plant moved under the held command
+        obs = sim.observe(k)
+        if pend is not None:  # the last tick's token, with the command actually actuated
+            ys.append(pend)
+            cmds.append(float(obs[3]))
+        n = int(obs[4])
+        ys += obs[5 : 5 + n].tolist()
+        cmds += [float(obs[3])] * n
+        u = c.step(obs)
+        if tick == 40:
+            u = np.full(1, np.nan)  # an unusable action: the plant gets 0, not the chosen candidate
+        sim.actuate(u)
+        pend, k = float(obs[0]), k + 1
+        x = hidden_features(np.array(ys), np.array(cmds), norm)  # [T, d_in]: every token known so far
+        while twin.position < session.position:  # the twin steps the tokens committed since
+            twin.step(np.repeat(x[twin.position][None, None], K, axis=0))
+        for a, b in zip(session.backend.cache(), twin.backend.cache()):  # the window's 8 tokens
+            np.testing.assert_array_equal(a, b)
+    assert c.skipped == 8 and c.replaced >= 1 and c.deferred >= 1
+    assert twin.position == session.position >= 60
+    assert len(set(map(tuple, x[:, 2:].tolist()))) > 5  # the lag columns move
+
+
 def test_history_mpc_falls_back_on_a_bad_prediction_and_keeps_the_history(hidden_art, plant):
     """An output over the declared bound: non-finite action (the loop's fallback); at the next
     tick the token is committed with the command actually actuated (a plain step), so the

@@ -86,6 +86,44 @@ def test_prepare_refuses_a_wrong_model_with_the_fix():
         hidden_prepare(preset("control"), np.random.default_rng(0))
 
 
+def test_lag_columns_are_the_signals_before_each_tick():
+    """A token (y_t, c_t, y_{t-1}, .., c_{t-1}, ..): d_in 2..4 adds the commands in flight, 5..8
+    two earlier measurements and up to four earlier commands; 0 before the first tick, every lag
+    standardised with its signal's statistics; wider tokens are refused with the fix."""
+    from tickformer.model.tasks import hidden_features, lagged, token_lags
+
+    c = np.array([[0.5, -0.25, 1.0, 0.75]])  # [1, T]
+    np.testing.assert_array_equal(lagged(c, 2)[0], [[0, 0], [0.5, 0], [-0.25, 0.5], [1.0, -0.25]])
+    base = preset("control-hidden")
+    for d_in, lags in ((2, (0, 0)), (4, (0, 2)), (8, (2, 4))):
+        data = hidden_prepare(base.replace(d_in=d_in), np.random.default_rng(5), n_train=20, n_test=4)
+        y_lags, c_lags = token_lags(data.norm)
+        assert (y_lags, c_lags) == lags
+        m = data.norm["x_mean"]
+        assert m[2 : 2 + y_lags] == [m[0]] * y_lags and m[2 + y_lags :] == [m[1]] * c_lags
+        x = hidden_features(data.test_y[:, :8], data.test_cmds[:, :8], data.norm)  # [N, 8, d_in]
+        assert x.shape[-1] == d_in
+        for j in range(1, y_lags + 1):  # y_{t-j} is the token j before's y
+            np.testing.assert_array_equal(x[:, j:, 1 + j], x[:, :-j, 0])
+        for j in range(1, c_lags + 1):
+            np.testing.assert_array_equal(x[:, j:, 1 + y_lags + j], x[:, :-j, 1])
+    with pytest.raises(ConfigError, match="d_in 2 .* up to 4.* or 5 up to 8"):
+        hidden_prepare(base.replace(d_in=9), np.random.default_rng(0))
+
+
+def test_horizon_weights_scale_the_targets():
+    """The MSE weighs horizon j by HIDDEN_HORIZON_WEIGHTS[j]: its target is standardised by
+    std_j / sqrt(w_j), and that scale is what norm["dy_std"] holds (predictions map back by it)."""
+    from tickformer.model.tasks import HIDDEN_HORIZON_WEIGHTS, _hidden_targets
+
+    data = hidden_prepare(preset("control-hidden"), np.random.default_rng(5), n_train=20, n_test=4)
+    raw = _hidden_targets(data.train_theta, data.train_y, data.steps, data.plant.delay).reshape(-1, 3)
+    np.testing.assert_allclose(
+        np.asarray(data.norm["dy_std"]) * np.sqrt(HIDDEN_HORIZON_WEIGHTS), raw.std(0), rtol=1e-12
+    )
+    assert HIDDEN_HORIZON_WEIGHTS[-1] > HIDDEN_HORIZON_WEIGHTS[0]  # the decision's horizon weighs most
+
+
 def test_baselines_predict_far_better_than_holding_the_angle():
     cfg = preset("control-hidden")
     data = hidden_prepare(cfg, np.random.default_rng(5), n_train=60, n_test=20)
