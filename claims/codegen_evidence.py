@@ -258,7 +258,8 @@ def main() -> int:
 
 SUBJECTS = {  # --subject -> (preset, changes); init_params seed 0
     "control": ("control", {}),
-    "windowed": ("control-hidden", {}),
+    # d_in 2 as measured (claims/results/codegen_windowed.json); the preset's token now has 4 columns
+    "windowed": ("control-hidden", {"d_in": 2}),
     "ssm": ("control", {"block": "ssm", "d_state": 16}),
 }
 
