@@ -324,6 +324,25 @@ class RingCache(StaticCache):
         return "    /* nothing to clear: at ring position r < W only slots j < r are read (slot_read) */\n"
 
 
+def residual_ffn_c(d: int, f: int) -> str:
+    """The C of every layer kind after its mixer wrote s->t [D]: residual + LayerNorm 1, the
+    ReLU feed-forward, residual + LayerNorm 2 (model/transformer.py's post-norm order)."""
+    mv = kernels.matvec_name
+    return f"""\
+    for (i = 0; i < TF_D_MODEL; i++) {{
+        s->t[i] = s->h[i] + s->t[i];
+    }}
+    tf_layer_norm_{d}(s->t, tf_ln1_g + l * {d}, tf_ln1_b + l * {d}, s->h, s->sq);
+    {mv(d, f, True)}(s->h, tf_w1 + l * {d * f}, tf_b1 + l * {f}, s->ff);
+    tf_relu_{f}(s->ff);
+    {mv(f, d, True)}(s->ff, tf_w2 + l * {f * d}, tf_b2 + l * {d}, s->t);
+    for (i = 0; i < TF_D_MODEL; i++) {{
+        s->t[i] = s->h[i] + s->t[i];
+    }}
+    tf_layer_norm_{d}(s->t, tf_ln2_g + l * {d}, tf_ln2_b + l * {d}, s->h, s->sq);
+"""
+
+
 class AttentionBlock:
     """Post-LN decoder layer (model/transformer.py decoder_layer, the numpy backend's step):
     h = LN1(h + MHA(h)); h = LN2(h + FFN(h)), with Q, K, V from one [D, 3D] product."""
@@ -429,18 +448,7 @@ static void tf_layer(tf_state *s, int l, int b, int32_t pos)
     tf_attention(s->qs, &s->k[l][b][0][0][0], &s->v[l][b][0][0][0], s->qkv + TF_D_MODEL, s->qkv + 2 * TF_D_MODEL,
                  {extra}pos, s->sc, s->acc, s->att);
     {mv(d, d, True)}(s->att, tf_w_o + l * {d * d}, tf_b_o + l * {d}, s->t);
-    for (i = 0; i < TF_D_MODEL; i++) {{
-        s->t[i] = s->h[i] + s->t[i];
-    }}
-    tf_layer_norm_{d}(s->t, tf_ln1_g + l * {d}, tf_ln1_b + l * {d}, s->h, s->sq);
-    {mv(d, f, True)}(s->h, tf_w1 + l * {d * f}, tf_b1 + l * {f}, s->ff);
-    tf_relu_{f}(s->ff);
-    {mv(f, d, True)}(s->ff, tf_w2 + l * {f * d}, tf_b2 + l * {d}, s->t);
-    for (i = 0; i < TF_D_MODEL; i++) {{
-        s->t[i] = s->h[i] + s->t[i];
-    }}
-    tf_layer_norm_{d}(s->t, tf_ln2_g + l * {d}, tf_ln2_b + l * {d}, s->h, s->sq);
-}}
+{residual_ffn_c(d, f)}}}
 """
 
 
@@ -671,18 +679,7 @@ static int tf_layer(tf_state *s, int l, int b, int32_t pos)
     tf_mixer(s->h, s->zbc, tf_ssm_a + l * {d * n}, tf_d_skip + l * {d}, &s->state[rd][b][l][0][0],
              &s->state[1 - rd][b][l][0][0], s->delta, s->prod, s->ymix);
     {mv(d, d, True)}(s->ymix, tf_w_o + l * {d * d}, tf_b_o + l * {d}, s->t);
-    for (i = 0; i < TF_D_MODEL; i++) {{
-        s->t[i] = s->h[i] + s->t[i];
-    }}
-    tf_layer_norm_{d}(s->t, tf_ln1_g + l * {d}, tf_ln1_b + l * {d}, s->h, s->sq);
-    {mv(d, f, True)}(s->h, tf_w1 + l * {d * f}, tf_b1 + l * {f}, s->ff);
-    tf_relu_{f}(s->ff);
-    {mv(f, d, True)}(s->ff, tf_w2 + l * {f * d}, tf_b2 + l * {d}, s->t);
-    for (i = 0; i < TF_D_MODEL; i++) {{
-        s->t[i] = s->h[i] + s->t[i];
-    }}
-    tf_layer_norm_{d}(s->t, tf_ln2_g + l * {d}, tf_ln2_b + l * {d}, s->h, s->sq);
-    return tf_check_state(&s->state[1 - rd][b][l][0][0], l);
+{residual_ffn_c(d, f)}    return tf_check_state(&s->state[1 - rd][b][l][0][0], l);
 }}
 """
 
