@@ -163,6 +163,12 @@ RESULTS: dict[str, ResultsFile] = {
             "utc",
             "refresh_control_diagnosis",
         ),
+        ResultsFile(
+            "control-side-runs",
+            "benchmarks/results/control_side_runs.json",
+            "recipe.r2_d4.utc",
+            "refresh_control_side_runs",
+        ),
         ResultsFile("prove", "claims/results/prove.json", "utc", "refresh_prove"),
         ResultsFile("ieee754", "claims/results/ieee754.json", "utc", "refresh_ieee754"),
         ResultsFile("prove-graphs", "claims/results/prove_graphs.json", "utc", "refresh_prove_graphs"),
@@ -698,7 +704,7 @@ for _f in ("certify-50k", "certify-rt"):
         "ljung c3",
         "certify-rt",
         lambda d: _test(d, "independence (Ljung")["p_value"],
-        "{:.2f}",
+        sci(1),
         "Ljung-Box p",
     )
     .derived("ks c3", "certify-rt", lambda d: _test(d, "identical")["p_value"], sci(1), "KS halves p")
@@ -1245,6 +1251,15 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
     .result("warm ticks", "demo", "loop.model.rss_warm_tick", "{}")
     .result("rss warm", "demo", "loop.model.rss_warm_bytes", "{:.1f}", scale=1e-6)
     .result("rss end", "demo", "loop.model.rss_end_bytes", "{:.1f}", scale=1e-6)
+    .result("rss growth", "demo", "loop.verdict.rss.growth_bytes", "{:,}")
+    .derived(
+        "rss growth pages",
+        "demo",
+        lambda d: d["loop"]["verdict"]["rss"]["growth_bytes"] / 4096,
+        "{:g}",
+        "loop.verdict.rss.growth_bytes / 4096 (the page size here)",
+    )
+    .result("warm ticks (text)", "demo", "loop.model.rss_warm_tick", "{}")
     .literal("10", "the first tenth of the ticks (column label)")
     .literal("10", "the last tenth of the ticks (column label)")
 )
@@ -1258,6 +1273,55 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
         "{}",
         "control/demo.py",
     )
+)
+
+
+_SR = "control-side-runs"
+_side = Span(f"{K}#side-runs").derived(
+    "plants", _SR, lambda d: len(d["recipe"]["r2_d4"]["ratio"]), "{}", "len(recipe.r2_d4.ratio)"
+)
+for _r in ("main_d2", "r2_d4", "r2_d6", "r2_d8"):
+    _side.derived(
+        f"{_r} d_in",
+        _SR,
+        lambda d, r=_r: (
+            d["recipe"][r]["variant"]
+            .get("cfg", {})
+            .get("d_in", importlib.import_module("tickformer.model.config").preset("control-hidden").d_in)
+        ),
+        "{}",
+        f"recipe.{_r}.variant.cfg.d_in (else the control-hidden preset's)",
+    )
+    if _r != "main_d2":  # main_d2's weights (1, 1, 1) are written "equal"
+        for _j in range(3):
+            _side.derived(
+                f"{_r} weight {_j}",
+                _SR,
+                lambda d, r=_r, j=_j: d["recipe"][r]["variant"]["hw"][j],
+                "{:g}",
+                f"recipe.{_r}.variant.hw.{_j}",
+            )
+    (
+        _side.result(f"{_r} ratio", _SR, f"recipe.{_r}.ratio_mean", "{:.2f}")
+        .result(f"{_r} demo plant", _SR, f"recipe.{_r}.ratio.0", "{:.2f}")
+        .result(f"{_r} rmse", _SR, f"recipe.{_r}.model_rmse", "{:.4f}")
+        .result(f"{_r} corr", _SR, f"recipe.{_r}.slope_corr", "{:.2f}")
+    )
+_RSS_EXPERIMENT = (
+    "measured by benchmarks/ort_thread_rss.py (a standalone model loop under Isolation(realtime=True); "
+    "strace -f -e clone3 and gdb on pthread_create, 2026-12-04; re-run twice, same figures): its output "
+    "is printed, not kept in a results file"
+)
+(
+    Span(f"{K}#rss")
+    .result("onnxruntime", "demo-certificate", "conditions.versions.onnxruntime", "{}")
+    .literal("5.5", f"the interval between the thread bursts, {_RSS_EXPERIMENT}")
+    .literal("8", "glibc's default thread stack here (RLIMIT_STACK 8 MiB)")
+    .literal("8000", f"the ticks of the loop, {_RSS_EXPERIMENT}")
+    .literal("1", f"the first RSS rise in MiB, {_RSS_EXPERIMENT}")
+    .literal("17", f"the second RSS rise in MiB, {_RSS_EXPERIMENT}")
+    .literal("9", f"when the second rise came (s), {_RSS_EXPERIMENT}")
+    .literal("10", f"when the second rise came (s), {_RSS_EXPERIMENT}")
 )
 
 
@@ -1617,6 +1681,14 @@ def refresh_bench_streaming() -> None:
 
 def refresh_control_diagnosis() -> None:
     _run([PY, "benchmarks/control_diagnosis.py"])
+
+
+def refresh_control_side_runs() -> None:
+    """docs/control.md's recipe side runs, each by the command recorded with it (minutes each)."""
+    import shlex
+
+    for run in _load_json("benchmarks/results/control_side_runs.json")["recipe"].values():
+        _run([PY, *shlex.split(run["command"])[1:]])
 
 
 def refresh_streaming_accuracy() -> None:
