@@ -1307,6 +1307,36 @@ for _r in ("main_d2", "r2_d4", "r2_d6", "r2_d8"):
         .result(f"{_r} rmse", _SR, f"recipe.{_r}.model_rmse", "{:.4f}")
         .result(f"{_r} corr", _SR, f"recipe.{_r}.slope_corr", "{:.2f}")
     )
+_side2 = (
+    Span(f"{K}#side-runs-2")
+    .derived("plants", _SR, lambda d: len(d["recipe"]["r3_l3"]["ratio"]), "{}", "len(recipe.r3_l3.ratio)")
+    .derived(
+        "d_ff",
+        _SR,
+        lambda d: d["recipe"]["r3_d48"]["variant"]["cfg"]["d_ff"],
+        "{}",
+        "recipe.r3_d48.variant.cfg.d_ff",
+    )
+)
+for _r, _setting in (
+    ("r3_steps20k", lambda v: f"{v['steps']:,}"),
+    ("r3_hw124", lambda v: f"{v['hw'][2]:g}"),
+    ("r3_d48", lambda v: f"{v['cfg']['d_model']}"),
+    ("r3_l3", lambda v: f"{v['cfg']['n_layers']}"),
+):
+    (
+        _side2.derived(
+            f"{_r} setting",
+            _SR,
+            lambda d, r=_r, f=_setting: f(d["recipe"][r]["variant"]),
+            "{}",
+            f"recipe.{_r}.variant",
+        )
+        .result(f"{_r} ratio", _SR, f"recipe.{_r}.ratio_mean", "{:.2f}")
+        .result(f"{_r} demo plant", _SR, f"recipe.{_r}.ratio.0", "{:.2f}")
+        .result(f"{_r} rmse", _SR, f"recipe.{_r}.model_rmse", "{:.4f}")
+        .result(f"{_r} corr", _SR, f"recipe.{_r}.slope_corr", "{:.2f}")
+    )
 _RSS_EXPERIMENT = (
     "measured by benchmarks/ort_thread_rss.py (a standalone model loop under Isolation(realtime=True); "
     "strace -f -e clone3 and gdb on pthread_create, 2026-12-04; re-run twice, same figures): its output "
