@@ -255,3 +255,14 @@ def swapped_artifact(art: Path, step_model, out: Path) -> Path:
 def floor_artifact(art: Path, out: Path) -> Path:
     """`art` with the do-nothing step graph of `floor_step_graph`."""
     return swapped_artifact(art, floor_step_graph(art / "step.onnx"), out)
+
+
+def open_floor_session(floor: Path):
+    """An ORT session on `floor_artifact`'s output, through the same load and Session.step path.
+    The floor graph is on purpose not the artifact's model, so the load's check that the graphs
+    carry weights.npz's weights (export/consistency.py) would rightly refuse it: for this one
+    benchmark subject, and only while it loads, that check is replaced by a no-op."""
+    from unittest import mock
+
+    with mock.patch("tickformer.export.consistency.check_graph_weights", lambda artifact: None):
+        return open_session(floor, "ort")

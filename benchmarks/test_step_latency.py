@@ -68,7 +68,7 @@ def build_stateful(name: str, request, control, x):
     art = request.getfixturevalue("artifact")
     if name == "ort-floor-io":
         art = subjects.floor_artifact(art, request.getfixturevalue("tmp_path") / "floor")
-        return subjects.session_subject(name, subjects.open_session(art, "ort"), x)
+        return subjects.session_subject(name, subjects.open_floor_session(art), x)
     if name == "ort-no-ftz":
         return subjects.session_subject(name, subjects.open_session(art, "ort"), x)
     return subjects.session_subject(name, subjects.open_session(art, name), x)
