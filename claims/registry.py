@@ -558,6 +558,19 @@ ieee754_span(f"{R}#ieee754")
         "latest.json ort-floor-io p99.9/p50",
     )
 )
+# The ORT step's regression since e937cfc: measured side by side by benchmarks/compare_commits.py (its
+# output is printed, not kept in a results file) and a one-off micro-benchmark of the V-row selection.
+_REGRESSION = (
+    "printed by python benchmarks/compare_commits.py --rounds 3 8d66d39 517c3c5 e937cfc^ e937cfc af0295e "
+    "(and --session), 2026-12-04; not kept in a results file"
+)
+_WHERE_BENCH = "a one-off micro-benchmark script (not committed), 2026-12-04; H 4, N 256, dh 16, one thread"
+(
+    Span(f"{R}#regression")
+    .literal("2.2", f"98.8 / 45.2, the step before and after e937cfc, {_REGRESSION}")
+    .literal("45.2", f"bare step p50 at e937cfc^ (us), {_REGRESSION}")
+    .literal("98.8", f"bare step p50 at e937cfc (us), {_REGRESSION}")
+)
 Span(f"{R}#nodes").run(
     "step nodes", step_graph_nodes, "{}", "ORT-optimised node count of build_step(control)"
 )
@@ -1040,6 +1053,57 @@ for _op in (
     .literal("1", "position 1")
     .run("growing N", lambda: step_p50("numpy-growing", "N"), "{:.1f}", "latest.json numpy-growing p50 at N")
 )
+_REG = Span(f"{E}#regression").literal("2.2", f"98.8 / 44.2 and 98.8 / 45.2, {_REGRESSION}")
+for _text, _why in (
+    ("3000", "calls per p50 (compare_commits.py)"),
+    ("2", "pos = max_len // 2"),
+    ("2026-12-03", "the date of the earlier benchmark"),
+    ("44.2", "8d66d39 bare step p50 (us)"),
+    ("40", "8d66d39 ORT node count"),
+    ("43.9", "517c3c5 bare step p50 (us)"),
+    ("45.2", "e937cfc^ bare step p50 (us)"),
+    ("98.8", "e937cfc bare step p50 (us)"),
+    ("44", "e937cfc ORT node count"),
+    ("98.5", "af0295e bare step p50 (us)"),
+    ("35.1", "--session: 8d66d39 Session.step p50 (us)"),
+    ("88.6", "--session: HEAD Session.step p50 (us)"),
+    ("0.397", "--session: ratio 8d66d39 / HEAD"),
+):
+    _REG.literal(_text, f"{_why}, {_REGRESSION}")
+_WB = Span(f"{E}#where-bench")
+for _text, _why in (
+    ("4", "H"),
+    ("256", "N"),
+    ("16", "dh"),
+    ("6.8", "MatMul(P, V) alone (us)"),
+    ("1", "the [N, 1] condition's shape"),
+    ("33.3", "Where ([N, 1] condition) + MatMul (us)"),
+    ("17.3", "Where (full-shape condition) + MatMul (us)"),
+    ("2", "Gather's axis"),
+    ("14.4", "Concat + Gather + MatMul (us)"),
+    ("26", "33.3 - 6.8, the selection per layer as built (us)"),
+    ("53", "twice 26.5: two layers, against the 53.6 us rise from e937cfc^ to e937cfc"),
+    ("8", "14.4 - 6.8, the Concat + Gather form per layer (us)"),
+):
+    _WB.literal(_text, f"{_why}, {_WHERE_BENCH}")
+(
+    Span(f"{E}#regression-targets")
+    .run("ort N p50", lambda: step_p50("ort", "N"), "{:.1f}", "latest.json step/ort at N, p50 (us)")
+    .literal("5", "the target's factor")
+    .run(
+        "torch ratio",
+        lambda: bench_cases()["ratio/ort-vs-torch"]["ratio_p50"],
+        "{:.2f}",
+        "latest.json ratio/ort-vs-torch",
+    )
+    .literal("10", "the target's factor")
+    .run(
+        "recompute ratio",
+        lambda: step_p50("ort-recompute", "N") / step_p50("ort", "N"),
+        "{:.0f}",
+        "report.py from latest.json",
+    )
+)
 
 
 # --- docs/verify.md: the normwise tolerance's measured margins (claims/verify_margins.py) -------------------
@@ -1385,6 +1449,13 @@ for _point in ("1000", "100000", "1000000"):
     .result("p50 ratio", "bench-streaming", "stream.p50_ratio_last_over_first", "{:.2f}")
     .result("rss ratio", "bench-streaming", "stream.rss_ratio_last_over_first", "{:.4f}")
     .derived("date", "bench-streaming", lambda d: d["date_utc"][:10], "{}", "date_utc (date)")
+    .derived(
+        "rss rise",
+        "bench-streaming",
+        lambda d: 1024 * (d["stream"]["rss_mib"]["100000"] - d["stream"]["rss_mib"]["1000"]),
+        "{:.0f}",
+        "KiB, rss_mib at 1e5 - at 1e3",
+    )
 )
 (
     Span(f"{S}#vs-static")
@@ -1878,10 +1949,16 @@ Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}",
         "session/floor", _CS, _c_get(_FLOOR, "session_p50_over_floor"), "{:.2f}", "session_p50_over_floor"
     )
 )
+# benchmarks/results/c_step.json: the C step beside ORT as `make bench` runs it (no date key of its own:
+# it is written by the same run as latest.json)
+RESULTS["c-step-suite"] = ResultsFile(
+    "c-step-suite", "benchmarks/results/c_step.json", "date_utc", "refresh_bench"
+)
 (
     Span(f"{D}#why-not-5x")
     .literal("5", "the target's 5x")
     .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
+    .literal("2026-12-04 20:05", "the start of the make bench run (latest.json machine_info)")
     .run("quiet ort", lambda: step_p50("ort", "N"), "{:.1f}", "benchmarks/results/latest.json ort p50 at N")
     .derived(
         "vs quiet",
@@ -1892,6 +1969,18 @@ Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}",
     )
     .literal("5", "the target's 5x")
     .run("needed", lambda: step_p50("ort", "N") / 5, "{:.1f}", "latest.json ort p50 at N / 5")
+    .result("suite ratio", "c-step-suite", "session.ratio_p50_at_N", "{:.2f}")
+    .result("suite c p50", "c-step-suite", "session.stats.c.N.p50", "{:.1f}")
+    .result("suite ort p50", "c-step-suite", "session.stats.ort.N.p50", "{:.1f}")
+    .literal("2.2", f"the ORT step's regression since e937cfc, {_REGRESSION}")
+    .literal("2026-12-04", "the date of the regression's section in docs/export_runtime.md")
+    .literal("2026-12-03", "the date of the earlier make bench run")
+    .literal(
+        "33.0", "ORT p50 at N in the make bench run of 2026-12-03 06:17 UTC (latest.json before 2026-12-04)"
+    )
+    .literal("2.6", "33.0 us / the c step's 12.5 us at N (c_step_bench.json)")
+    .literal("5", "the target's 5x")
+    .literal("6.6", "33.0 us / 5")
     .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
     .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
     .literal("5", "the target's 5x")
