@@ -13,7 +13,7 @@ Not real-time code: runs once, at export.
 
 from __future__ import annotations
 
-from typing import Mapping, NamedTuple
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -179,10 +179,19 @@ def qkv_step(
     return q, k, v
 
 
-def cache_rows_live(g: GraphBuilder, live: str, n_rows: int) -> str:
-    """The cache-row part of attend_step's live mask [N + 1] as a column [N, 1] (the V-row
-    selection's condition); one per step graph, shared by every layer."""
-    return g.op("Reshape", g.split(live, [n_rows, 1], axis=0)[0], g.ints([n_rows, 1]))  # [N, 1]
+def cache_rows_live(g: GraphBuilder, live: str, n_rows: int, v_cache_shape: Sequence[int]) -> tuple[str, str]:
+    """What attend_step's V-row selection reads, made once per step graph and shared by every
+    layer: the row index [N] int64 (row j where cache row j is live, N where it is stale; from
+    live's first N entries) and the zero row [B, H, 1, dh] that index N names once appended.
+    Why a Gather and not Where(live, V, 0): ONNX Runtime's broadcasting Where over the whole V
+    cache costs several times the MatMul it feeds (docs/export_runtime.md, "Regression found on
+    2026-12-04"); a Concat and a Gather move the same rows for a fraction of that."""
+    cache_live = g.split(live, [n_rows, 1], axis=0)[0]  # [N] bool
+    rows = np.arange(n_rows, dtype=np.int64)
+    index = g.op("Where", cache_live, g.const(rows), g.const(np.array([n_rows], np.int64)))  # [N]
+    b, h, _, dh = v_cache_shape
+    zero_row = g.const(np.zeros((b, h, 1, dh), np.float32))  # [B, H, 1, dh]
+    return index, zero_row
 
 
 def attend_step(
@@ -193,7 +202,7 @@ def attend_step(
     k_own: str,
     v_own: str,
     live: str,
-    live_rows: str,
+    v_rows: tuple[str, str],
     n_rows: int,
     bias: tuple[str, str] | None = None,
 ) -> str:
@@ -207,14 +216,14 @@ def attend_step(
     cache rows 0..pos-1 and, last, the own key (always live, so no row is empty and Softmax never
     sees an all -inf row). One Softmax over the N + 1 scores with the stale rows selected to -inf
     (weight exactly 0), then the weights split back into the cache's N and the own key's 1:
-    P_cache V_cache' + p_own v_own, where V_cache' = Where(live_rows, V_cache, 0) selects the V rows
-    too (live_rows bool [N, 1]: live's first N entries as a column, `cache_rows_live`, made once per
-    graph by the caller and shared by every layer, like live): a stale row's weight is exactly 0,
-    but 0 * inf and 0 * NaN are NaN, so without the
+    P_cache V_cache' + p_own v_own, where V_cache' = Gather(Concat(V_cache, zero row), index) selects
+    the V rows too (v_rows = (index [N], zero row [B, H, 1, dh]) from `cache_rows_live`, made once
+    per graph by the caller and shared by every layer, like live: a stale row's index names the
+    zero row): a stale row's weight is exactly 0, but 0 * inf and 0 * NaN are NaN, so without the
     selection a stale row holding inf or NaN would leak (with it, 0 * 0 = 0 whatever the row
-    holds; `tickformer prove ART` proves it on the exported graph). The cache is read in place
-    (never concatenated with the new row: that would copy O(N dh) per step); the selection is
-    one constant-size Where per layer. Timing: exp(-inf) and every exp argument below -87.3 pass through subnormal
+    holds; `tickformer prove ART` proves it on the exported graph). The scores read the cache in
+    place; the selection copies the V cache once per layer (constant size, the same at every
+    position). Timing: exp(-inf) and every exp argument below -87.3 pass through subnormal
     floats, an order of magnitude slower on x86 unless the thread flushes them to zero; ControlLoop and certify do
     (runtime/denormals.py), and then the step's time does not depend on the position.
     """
@@ -224,7 +233,9 @@ def attend_step(
         s_cache, s_own = g.op("Add", s_cache, bias[0]), g.op("Add", s_own, bias[1])
     s = select(g, live, g.op("Concat", s_cache, s_own, axis=-1))  # [B, H, 1, N + 1]
     p_cache, p_own = g.split(g.op("Softmax", s, axis=-1), [n_rows, 1], axis=-1)  # [B, H, 1, N], [B, H, 1, 1]
-    v_live = g.op("Where", live_rows, v_cache, g.scalar(0.0))  # [B, H, N, dh]: stale rows exactly 0
+    index, zero_row = v_rows
+    v_padded = g.op("Concat", v_cache, zero_row, axis=2)  # [B, H, N + 1, dh]: row N is zero
+    v_live = g.op("Gather", v_padded, index, axis=2)  # [B, H, N, dh]: stale rows exactly 0
     return g.op("Add", g.op("MatMul", p_cache, v_live), g.op("Mul", p_own, v_own))  # [B, H, 1, dh]
 
 

@@ -258,7 +258,7 @@ def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.M
         ).name  # [W]: the slots of the window (R7), the contract called
         distance = window_distance(pos, slot, config.window).name  # [W]: each slot's distance (R5)
         live = g.op("Concat", read, g.const(np.ones(1, np.bool_), "own_key_live"), axis=0)  # [W + 1]
-    live_rows = b.cache_rows_live(g, live, n)  # [N, 1]: the V-row selection, shared by every layer
+    v_rows = b.cache_rows_live(g, live, n, (batch, nh, n, dh))  # the V-row selection, shared by every layer
     cross = config.arch == "encoder-decoder"
     if cross:
         src_allowed = g.op("Reshape", "src_valid", g.ints([batch, 1, 1, n]))  # [B, 1, 1, N]
@@ -277,7 +277,7 @@ def build_step(params: Params, config: Config, batch: int, opset: int) -> onnx.M
         if layer.self_attn_position is not None and distance is not None:
             bias = _step_bias(g, params, layer.self_attn_position, distance, nh)
         heads = b.attend_step(
-            g, q, fmt.k_cache(i), fmt.v_cache(i), k_new, v_new, live, live_rows, n, bias
+            g, q, fmt.k_cache(i), fmt.v_cache(i), k_new, v_new, live, v_rows, n, bias
         )  # [B, H, 1, dh]
         r = _residual(g, params, h, merged(heads), sa["w_o"])  # h + attn W_o + b_o
         if layer.cross_attn is not None and layer.cross_attn_norm is not None:
