@@ -190,7 +190,9 @@ def cache_rows_live(g: GraphBuilder, live: str, n_rows: int, v_cache_shape: Sequ
     rows = np.arange(n_rows, dtype=np.int64)
     index = g.op("Where", cache_live, g.const(rows), g.const(np.array([n_rows], np.int64)))  # [N]
     b, h, _, dh = v_cache_shape
-    zero_row = g.const(np.zeros((b, h, 1, dh), np.float32))  # [B, H, 1, dh]
+    # expanded from a scalar: a numbered constant must be structural (export/consistency.py), and a
+    # named one would be a tensor that artifacts exported before this change do not hold
+    zero_row = g.op("Expand", g.scalar(0.0), g.ints([b, h, 1, dh]))  # [B, H, 1, dh]
     return index, zero_row
 
 

@@ -37,6 +37,7 @@ PLAIN_OPS = {
     "Relu",
     "Gather",
     "Concat",
+    "Expand",
     "Unsqueeze",
     "Slice",
     "Shape",
@@ -162,21 +163,26 @@ def test_model_onnx_is_causal_bitwise(t, length, seed, scale):
 @pytest.mark.parametrize("window", [None, 3])
 def test_step_builds_the_live_masks_once_for_every_layer(window):
     """The step graph's stale-row selections read masks made once per graph: every layer's score
-    Where (Where(live, s, -inf)) takes the same [N + 1] condition and every layer's V Where
-    (Where(live_rows, V_cache, 0), export/blocks.attend_step) the same [N, 1] one -- one Split and
-    one Reshape of `live` per step, not one per layer (a per-layer copy is work the step repeats
-    L times at every position on an engine that does not merge common subexpressions)."""
+    Where (Where(live, s, -inf)) takes the same [N + 1] condition and every layer's V selection
+    (Gather(Concat(V_cache, zero row), index), export/blocks.attend_step) the same zero row and
+    the same [N] row index, made by one Split of `live` and one Where per step, not one per layer
+    (a per-layer copy is work the step repeats L times at every position on an engine that does
+    not merge common subexpressions)."""
     cfg = preset("tiny").replace(n_layers=3, window=window)
     assert cfg.n_layers == 3
     step = build_graphs(init_params(cfg, 0), cfg, 1, 17)["step"]
     producers = {o: n for n in step.graph.node for o in n.output}
     v_caches = {f"v_cache.{i}" for i in range(cfg.n_layers)}
-    v_where = [n for n in step.graph.node if n.op_type == "Where" and n.input[1] in v_caches]
-    assert sorted(n.input[1] for n in v_where) == sorted(v_caches)  # every layer selects its V rows
-    assert len({n.input[0] for n in v_where}) == 1  # ... by one shared condition
-    live_rows = producers[v_where[0].input[0]]
-    assert live_rows.op_type == "Reshape"
-    live = producers[live_rows.input[0]]
+    v_pad = [n for n in step.graph.node if n.op_type == "Concat" and n.input[0] in v_caches]
+    assert sorted(n.input[0] for n in v_pad) == sorted(v_caches)  # every layer selects its V rows
+    assert len({n.input[1] for n in v_pad}) == 1  # ... with one shared zero row
+    gathers = [
+        n for n in step.graph.node if n.op_type == "Gather" and n.input[0] in {p.output[0] for p in v_pad}
+    ]
+    assert len(gathers) == cfg.n_layers and len({n.input[1] for n in gathers}) == 1  # ... by one shared index
+    index = producers[gathers[0].input[1]]
+    assert index.op_type == "Where"
+    live = producers[index.input[0]]
     assert live.op_type == "Split"
     splits_of_live = [n for n in step.graph.node if n.op_type == "Split" and n.input[0] == live.input[0]]
     assert splits_of_live == [live]

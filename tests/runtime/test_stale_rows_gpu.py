@@ -131,8 +131,9 @@ def test_poisoned_stale_rows_do_not_leak_on_the_gpu_backends(
 
 
 def test_poisoning_reaches_the_output_when_the_v_selection_is_dropped(tmp_path, monkeypatch, device):
-    """The check can fail: with the step graph's V-row selection removed (Where(live_rows, V, 0)
-    rewired to V) and the engine rebuilt from it, a NaN in a stale V row reaches the output."""
+    """The check can fail: with the step graph's V-row selection made to select every row (its
+    index never names the zero row) and the engine rebuilt from it, a NaN in a stale V row reaches
+    the output."""
     import onnx
 
     from tickformer.artifact import reader
@@ -142,7 +143,7 @@ def test_poisoning_reaches_the_output_when_the_v_selection_is_dropped(tmp_path, 
     cfg = preset("tiny")
     export_artifact(Checkpoint(config=cfg, params=init_params(cfg, seed=0), meta={}), tmp_path / "art")
     step = onnx.load_from_string(reader.verified_graph_bytes(rt.open_artifact(tmp_path / "art"), "step"))
-    assert sum(n.op_type == "Where" for n in step.graph.node) >= 1
+    assert sum(n.op_type == "Gather" for n in step.graph.node) >= 1
     xs = _inputs(4)
     session = _load(tmp_path / "art", "ort-cuda", monkeypatch, device, True)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -150,6 +151,8 @@ def test_poisoning_reaches_the_output_when_the_v_selection_is_dropped(tmp_path, 
     assert any(not np.isfinite(y).all() for y in dirty)
 
 
-def _ones_rows(g, live, n_rows):
+def _ones_rows(g, live, n_rows, v_cache_shape):
     """A V-row 'selection' that selects every row (the mutant): stale V rows reach the product."""
-    return g.const(np.ones((n_rows, 1), dtype=np.bool_), "all_rows_live")
+    b, h, _, dh = v_cache_shape
+    index = g.const(np.arange(n_rows, dtype=np.int64), "all_rows_live")  # no row ever names the zero row
+    return index, g.op("Expand", g.scalar(0.0), g.ints([b, h, 1, dh]))

@@ -129,6 +129,29 @@ def _drop_where(model, cond_from):
     return model
 
 
+def _drop_v_selection(model):
+    """Rewire the first layer's V-row selection, Gather(Concat(v_cache.i, zero row), index), to
+    v_cache.i itself (the mutant: stale V rows reach the product)."""
+    producers = {o: n for n in model.graph.node for o in n.output}
+    gather = next(
+        n
+        for n in model.graph.node
+        if n.op_type == "Gather"
+        and producers.get(n.input[0]) is not None
+        and producers[n.input[0]].op_type == "Concat"
+        and producers[n.input[0]].input[0].startswith("v_cache")
+    )
+    concat = producers[gather.input[0]]
+    src, dst = concat.input[0], gather.output[0]
+    for n in model.graph.node:
+        for i, x in enumerate(n.input):
+            if x == dst:
+                n.input[i] = src
+    model.graph.node.remove(gather)
+    model.graph.node.remove(concat)
+    return model
+
+
 def test_mutant_less_or_equal_reads_the_stale_row(art):
     m = _step(art)
     _node(m, "Less").op_type = "LessOrEqual"  # row pos (not yet written at this step) becomes live
@@ -145,10 +168,10 @@ def test_mutant_dropped_where_reads_every_row(art):
 
 
 def test_mutant_dropped_v_selection_fails_the_step(art, tmp_path):
-    """Without Where(live_rows, V, 0) a stale row reaches y through a zero weight (0 * inf = NaN):
+    """Without the V-row selection a stale row reaches y through a zero weight (0 * inf = NaN):
     the step must not depend on stale rows whatever they hold, so this is FAILED, not 'proven if
     finite', and the CLI exits 1 without --exact."""
-    m = _drop_where(_step(art), ("Reshape",))  # the V-row selection: its condition is cache_rows_live
+    m = _drop_v_selection(_step(art))
     proof = prove_model_proto(m, "mutant")
     detail = next(c.detail for c in proof.claims if c.name == "reads only live rows")
     assert _claims(proof)["reads only live rows"] == FAILED and "exactly-zero weight" in detail
