@@ -33,7 +33,8 @@ How (no sampling). The graph is interpreted once per state of the domain (each p
     apart ("soft"): the output is independent of them if and only if those factors are finite.
     A claim that holds for the hard atoms but not for the soft ones is "proven if finite", and
     the report names the nodes where the zero weight meets the unselected factor. Selecting V
-    as well (Where(live, V, 0)) removes them: 0 * 0 is 0 whatever the stale row holds.
+    as well (export/blocks.attend_step: Gather(Concat(V, zero row), index), stale rows naming the
+    zero row) removes them: 0 * 0 is 0 whatever the stale row holds.
 The abstraction over-approximates: an atom outside an element's set cannot influence it (every
 operator rule is a union, narrowed only by concrete selection and exact zeros). "reads every live
 row" is the structural converse: the live row is not selected out on some path; it does not
@@ -1115,7 +1116,8 @@ def prove_graph(model: Any, spec: GraphSpec, where: str, *, stop_at_first: bool 
                 f"still reach them through a product with an exactly-zero weight ({where_txt}): independent of "
                 "them only if they are finite (0 * inf = NaN; a zero result also takes their sign); "
                 + (
-                    "select V too (Where(live, V, 0)) to make it hold whatever they hold"
+                    "select the V rows too (stale rows replaced by a zero row, as export/blocks.attend_step does) "
+                    "to make it hold whatever they hold"
                     if word == "row"
                     else "holds for finite value vectors (inputs in a finite domain that do not overflow V)"
                 ),

@@ -1,0 +1,99 @@
+"""What the step graph's V-row selection costs in ONNX Runtime, form by form (docs/export_runtime.md,
+"Regression found on 2026-12-04"): P @ V for one layer of the `control` preset's shapes
+(H 4, N 256, dh 16, batch 1), alone and behind each way of zeroing the stale V rows:
+
+    python benchmarks/v_selection_forms.py
+
+- MatMul alone (no selection: a stale row holding inf or NaN leaks through 0 * inf = NaN);
+- Where with an [N, 1] condition (the form of e937cfc, broadcast over the V cache);
+- Where with a full-shape condition (no broadcasting: Where's own floor);
+- Concat(V, a zero row) + Gather(axis 2) (the form built since: stale rows name the zero row).
+
+One intra-op thread; 3 rounds of 3000 calls after 300 warm-up calls, the median of the per-round
+medians. Not part of the package or the test suite.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+H, N, DH = 4, 256, 16
+
+
+def session(nodes, inputs, inits=()):
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, H, 1, DH])
+    graph = helper.make_graph(nodes, "g", inputs, [out], initializer=list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def main() -> None:
+    v = helper.make_tensor_value_info("V", TensorProto.FLOAT, [1, H, N, DH])
+    p = helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, H, 1, N])
+    zero = numpy_helper.from_array(np.array(0, np.float32), "z")
+    zero_row = numpy_helper.from_array(np.zeros((1, H, 1, DH), np.float32), "zrow")
+    matmul = helper.make_node("MatMul", ["p", "w"], ["y"])
+    rng = np.random.default_rng(0)
+    base = {
+        "V": rng.standard_normal((1, H, N, DH)).astype(np.float32),
+        "p": rng.random((1, H, 1, N)).astype(np.float32),
+    }
+    forms = {
+        "MatMul alone": (
+            session([helper.make_node("MatMul", ["p", "V"], ["y"])], [p, v]),
+            {},
+        ),
+        "Where [N, 1] + MatMul": (
+            session(
+                [helper.make_node("Where", ["c", "V", "z"], ["w"]), matmul],
+                [p, v, helper.make_tensor_value_info("c", TensorProto.BOOL, [N, 1])],
+                [zero],
+            ),
+            {"c": np.ones((N, 1), bool)},
+        ),
+        "Where full shape + MatMul": (
+            session(
+                [helper.make_node("Where", ["c", "V", "z"], ["w"]), matmul],
+                [p, v, helper.make_tensor_value_info("c", TensorProto.BOOL, [1, H, N, DH])],
+                [zero],
+            ),
+            {"c": np.ones((1, H, N, DH), bool)},
+        ),
+        "Concat + Gather + MatMul": (
+            session(
+                [
+                    helper.make_node("Concat", ["V", "zrow"], ["vp"], axis=2),
+                    helper.make_node("Gather", ["vp", "i"], ["w"], axis=2),
+                    matmul,
+                ],
+                [p, v, helper.make_tensor_value_info("i", TensorProto.INT64, [N])],
+                [zero_row],
+            ),
+            {"i": np.arange(N, dtype=np.int64)},
+        ),
+    }
+    medians: dict[str, list[float]] = {name: [] for name in forms}
+    for _ in range(3):
+        for name, (sess, extra) in forms.items():
+            feeds = {**base, **extra}
+            feeds = {i.name: feeds[i.name] for i in sess.get_inputs()}
+            for _ in range(300):
+                sess.run(None, feeds)
+            times = []
+            for _ in range(3000):
+                t0 = time.perf_counter_ns()
+                sess.run(None, feeds)
+                times.append(time.perf_counter_ns() - t0)
+            medians[name].append(float(np.median(times)) / 1e3)
+    for name, values in medians.items():
+        print(f"{name:28s} {np.median(values):7.1f} us")
+
+
+if __name__ == "__main__":
+    main()
