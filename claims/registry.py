@@ -455,6 +455,11 @@ ieee754_span(f"{R}#ieee754")
     .result("prove wall", "prove", "wall_s", "{:.0f}")
     .literal("2", "the 2-core machine")
 )
+# The fix, commit 02c148b (vsel): the V-row selection as Gather(Concat(V_cache, zero row), index).
+_VSEL = (
+    "printed by python benchmarks/compare_commits.py --rounds 3 e937cfc^ 2dae658 vsel (vsel = 02c148b), "
+    "2026-12-04; not kept in a results file"
+)
 (
     Span(f"{R}#bench")
     .literal("10", "the target's factor (benchmarks/report.py targets())")
@@ -539,6 +544,7 @@ ieee754_span(f"{R}#ieee754")
     )
     .literal("2.0", "the target's ratio")
     .literal("4", "section 4 of the analysis")
+    .literal("15", f"59.8 - 45.0: the Gather form's cost over the two layers (us), {_VSEL}")
     .run(
         "tail ratio",
         lambda: bench_report().step_stats(bench_cases(), "ort", "all")["tail_ratio"],
@@ -564,12 +570,18 @@ _REGRESSION = (
     "printed by python benchmarks/compare_commits.py --rounds 3 8d66d39 517c3c5 e937cfc^ e937cfc af0295e "
     "(and --session), 2026-12-04; not kept in a results file"
 )
-_WHERE_BENCH = "a one-off micro-benchmark script (not committed), 2026-12-04; H 4, N 256, dh 16, one thread"
+_WHERE_BENCH = (
+    "printed by python benchmarks/v_selection_forms.py (committed with 02c148b), 2026-12-04; H 4, N 256, dh 16, "
+    "one thread"
+)
 (
     Span(f"{R}#regression")
     .literal("2.2", f"98.8 / 45.2, the step before and after e937cfc, {_REGRESSION}")
     .literal("45.2", f"bare step p50 at e937cfc^ (us), {_REGRESSION}")
     .literal("98.8", f"bare step p50 at e937cfc (us), {_REGRESSION}")
+    .literal("59.8", f"bare step p50 at 02c148b, the Gather form (us), {_VSEL}")
+    .literal("45.0", f"bare step p50 at e937cfc^ (us), {_VSEL}")
+    .literal("99.7", f"bare step p50 at 2dae658, the Where form (us), {_VSEL}")
 )
 Span(f"{R}#nodes").run(
     "step nodes", step_graph_nodes, "{}", "ORT-optimised node count of build_step(control)"
@@ -1081,14 +1093,37 @@ for _text, _why in (
     ("17.3", "Where (full-shape condition) + MatMul (us)"),
     ("2", "Gather's axis"),
     ("14.4", "Concat + Gather + MatMul (us)"),
-    ("26", "33.3 - 6.8, the selection per layer as built (us)"),
+    ("26", "33.3 - 6.8, the Where selection per layer as built in e937cfc (us)"),
     ("53", "twice 26.5: two layers, against the 53.6 us rise from e937cfc^ to e937cfc"),
     ("8", "14.4 - 6.8, the Concat + Gather form per layer (us)"),
 ):
     _WB.literal(_text, f"{_why}, {_WHERE_BENCH}")
+_FIX = Span(f"{E}#regression-fix")
+for _text, _why in (
+    ("45.0", "e937cfc^ bare step p50 (us)"),
+    ("40", "e937cfc^ ORT node count"),
+    ("99.7", "2dae658 (the Where form) bare step p50 (us)"),
+    ("44", "2dae658 ORT node count"),
+    ("59.8", "02c148b (the Gather form) bare step p50 (us)"),
+    ("46", "02c148b ORT node count"),
+    ("7", "(59.8 - 45.0) / 2: the Gather selection per layer (us)"),
+    ("26", "the Where selection per layer (us), 33.3 - 6.8 by v_selection_forms.py (where-bench above)"),
+):
+    _FIX.literal(_text, f"{_why}, {_VSEL}")
+(
+    Span(f"{E}#stale-cost")
+    .literal("7", f"(59.8 - 45.0) / 2: the Gather selection per layer (us), {_VSEL}")
+    .literal("26", f"the Where selection per layer (us), {_WHERE_BENCH} and {_VSEL}")
+)
+_BEFORE_FIX = (
+    "the make bench run of 2026-12-04 20:05 UTC, before 02c148b (latest.json since replaced; commit 2dae658)"
+)
 (
     Span(f"{E}#regression-targets")
     .run("ort N p50", lambda: step_p50("ort", "N"), "{:.1f}", "latest.json step/ort at N, p50 (us)")
+    .literal("87.9", f"ORT step p50 at N (us), {_BEFORE_FIX}")
+    .literal("2.08", f"ORT vs torch, interleaved, {_BEFORE_FIX}")
+    .literal("15", f"59.8 - 45.0: the Gather form's cost over the two layers (us), {_VSEL}")
     .literal("5", "the target's factor")
     .run(
         "torch ratio",
@@ -1958,7 +1993,7 @@ RESULTS["c-step-suite"] = ResultsFile(
     Span(f"{D}#why-not-5x")
     .literal("5", "the target's 5x")
     .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
-    .literal("2026-12-04 20:05", "the start of the make bench run (latest.json machine_info)")
+    .literal("2026-12-04 20:33", "the start of the make bench run (benchmarks/README.md)")
     .run("quiet ort", lambda: step_p50("ort", "N"), "{:.1f}", "benchmarks/results/latest.json ort p50 at N")
     .derived(
         "vs quiet",

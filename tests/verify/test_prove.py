@@ -43,8 +43,18 @@ def test_prove_cli_all_specs_hold_all_twins_refuted(tmp_path, capsys):
         ]
     )
     report = json.loads(out.read_text())
-    failed = [p["spec"] for p in report["proofs"] if p["status"] == "FAILED" or not p["twin_refuted"]]
-    assert rc == 0 and report["ok"], failed
+    failed = [p["spec"] for p in report["proofs"] if p["status"] == "FAILED"]
+    assert not failed, failed
+    # A twin is refuted by a search within a wall-clock budget: on a loaded machine the 2 s budget
+    # can end before CrossHair reaches the counterexample (seen: ring_reads_alike_mod_w, refuted at
+    # (37, 12, 13) by `tickformer prove`'s default budget). Such twins are re-run alone with a
+    # larger budget and must then be refuted; nothing else may make the run fail.
+    slow = [p for p in report["proofs"] if not p["twin_refuted"]]
+    for p in slow:
+        assert p["twin_refuter"] == "crosshair", p
+        again = check_conditions(p["spec"], p["twin"], 10.0, True)
+        assert any(r.verdict == COUNTEREXAMPLE for r in again), (p["twin"], again)
+    assert (rc == 0 and report["ok"]) if not slow else rc == 1
     assert len(report["proofs"]) == len(PROOFS)
     proven = {p["spec"] for p in report["proofs"] if p["status"] == "proven"}
     # every integer spec is proven over all paths, not merely 'no counterexample'; z3's query
@@ -55,7 +65,8 @@ def test_prove_cli_all_specs_hold_all_twins_refuted(tmp_path, capsys):
             again = check_conditions(p.spec_name, p.spec_name, 10.0, False)
             assert all(r.verdict == "confirmed" for r in again), again
     for p in report["proofs"]:
-        assert any(c["verdict"] == COUNTEREXAMPLE for c in p["twin_conditions"])
+        if p["twin_refuted"]:
+            assert any(c["verdict"] == COUNTEREXAMPLE for c in p["twin_conditions"])
     # the float-drift twin is refuted for its reason (binary64 drift under realistic bounds), its
     # witness in the report; CrossHair's OverflowError at ~1.8e308 is not what refutes it
     drift = next(p for p in report["proofs"] if p["twin"].endswith("release_time_float"))
