@@ -1983,15 +1983,20 @@ Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}",
     .derived(
         "session/floor", _CS, _c_get(_FLOOR, "session_p50_over_floor"), "{:.2f}", "session_p50_over_floor"
     )
+    .derived(
+        "needed", _CS, lambda d: dig(_c_case(d, _INTER), "stats.ort.N.p50") / 5, "{:.1f}", "ort p50 at N / 5"
+    )
+    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
 )
-# benchmarks/results/c_step.json: the C step beside ORT as `make bench` runs it (no date key of its own:
-# it is written by the same run as latest.json)
+# benchmarks/results/c_step.json: the C step beside ORT, rewritten by every run of benchmarks/test_c_step.py
+# (`make bench`'s or the c-step refresh's; no date key of its own)
 RESULTS["c-step-suite"] = ResultsFile(
     "c-step-suite", "benchmarks/results/c_step.json", "date_utc", "refresh_bench"
 )
 (
     Span(f"{D}#why-not-5x")
     .literal("5", "the target's 5x")
+    .literal("7.17", "c/ort p50 at N of the 17:49 UTC run at 450cb62, against the regressed ORT step")
     .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
     .literal("2026-12-04 20:33", "the start of the make bench run (benchmarks/README.md)")
     .run("quiet ort", lambda: step_p50("ort", "N"), "{:.1f}", "benchmarks/results/latest.json ort p50 at N")
@@ -2013,7 +2018,7 @@ RESULTS["c-step-suite"] = ResultsFile(
     .literal(
         "33.0", "ORT p50 at N in the make bench run of 2026-12-03 06:17 UTC (latest.json before 2026-12-04)"
     )
-    .literal("2.6", "33.0 us / the c step's 12.5 us at N (c_step_bench.json)")
+    .literal("2.5", "33.0 us / the c step's 13.4 us at N (c_step_bench.json)")
     .literal("5", "the target's 5x")
     .literal("6.6", "33.0 us / 5")
     .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
