@@ -722,7 +722,7 @@ for _f in ("certify-50k", "certify-rt"):
         "ljung c1",
         "certify-50k",
         lambda d: _test(d, "independence (Ljung")["p_value"],
-        sci(1),
+        "{:.2f}",
         "evt.tests Ljung-Box p",
     )
     .derived(
@@ -737,6 +737,10 @@ for _f in ("certify-50k", "certify-rt"):
     .derived("ad", "certify-50k", lambda d: _test(d, "goodness")["p_value"], "{:.3f}", "Anderson-Darling p")
     .derived("xi c1", "certify-50k", lambda d: d["evt"]["fit"]["xi"], "{:+.2f}", "evt.fit.xi")
     .derived("xi c3", "certify-rt", lambda d: d["evt"]["fit"]["xi"], "{:+.2f}", "evt.fit.xi")
+    .result("exceedance c3", "certify-rt", "pwcet.exceedance", sci(0))
+    .result("pwcet c3", "certify-rt", "pwcet.value_ns", "{:.2f}", scale=1e-6)
+    .result("pwcet level c3", "certify-rt", "pwcet.level", "{:.0f}", scale=100)
+    .result("pwcet upper c3", "certify-rt", "pwcet.upper_ns", "{:.2f}", scale=1e-6)
     .literal("1", "the 1 ms budget (column header)")
 )
 (
@@ -1325,6 +1329,7 @@ for _c in ("model", "nominal", "oracle"):
         "corr memoryless", "control-diagnosis", "models.memoryless.slope_gain_correlation", "{:.2f}"
     )
 )
+_PREV_DEMO = "the previous demo run (2026-12-04 19:16 UTC, commit 620700b), before 02c148b"
 _loop = Span(f"{K}#loop")
 for _c in ("model", "memoryless", "nominal", "oracle"):
     (
@@ -1361,6 +1366,7 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
     .result("warm ticks (text)", "demo", "loop.model.rss_warm_tick", "{}")
     .literal("10", "the first tenth of the ticks (column label)")
     .literal("10", "the last tenth of the ticks (column label)")
+    .literal("7", f"the RSS growth in pages of {_PREV_DEMO}")
 )
 (
     _loop.literal("32", "the model's window (column label)")
@@ -1372,6 +1378,8 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
         "{}",
         "control/demo.py",
     )
+    .literal("2.31", f"the model / oracle tracking ratio of {_PREV_DEMO}")
+    .literal("17", f"the model loop's fallbacks in {_PREV_DEMO}")
 )
 
 
