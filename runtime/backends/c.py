@@ -58,6 +58,14 @@ STATUS_TEXT = {
 ALIGN = 64
 
 
+def refused(status: int, pos: int, what: str) -> BackendError:
+    """The error for a nonzero status of the generated step at `pos`; `what` says what is left
+    as it was (the C step checks before it writes)."""
+    return BackendError(
+        f"the C step refused position {pos}: {STATUS_TEXT.get(status, f'status {status}')}; {what}"
+    )
+
+
 def _aligned(nbytes: int) -> np.ndarray:
     """A zeroed uint8 buffer of nbytes starting on an ALIGN-byte boundary."""
     raw = np.zeros(nbytes + ALIGN, dtype=np.uint8)
@@ -156,10 +164,7 @@ class CBackend(Backend):
         sref, xref, yref = self._refs
         status = self._run(sref, xref, pos, yref)
         if status:
-            raise BackendError(
-                f"the C step refused position {pos}: {STATUS_TEXT.get(status, f'status {status}')}; the "
-                "cache is unchanged"
-            )
+            raise refused(status, pos, "the cache is unchanged")
         return self._y
 
     def commit(self, pos: int) -> None:
@@ -197,9 +202,7 @@ class CBackend(Backend):
             np.copyto(xin, x[:, pos : pos + 1])
             status = self._stage_fn(refs[0], refs[1], key, refs[2])
             if status:
-                raise BackendError(
-                    f"the C step refused position {pos} of the full pass: {STATUS_TEXT.get(status, f'status {status}')}"
-                )
+                raise refused(status, pos, "the full pass stopped there")
             self._commit_fn(refs[0], key)
             out[:, pos] = y[:, 0]
             key = key + 1 if window is None else next_ring_position(key, window)

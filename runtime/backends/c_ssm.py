@@ -31,11 +31,11 @@ import numpy as np
 from tickformer.artifact.reader import Artifact
 from tickformer.errors import BackendError, ConfigError
 
-from .c import STATUS_TEXT, _aligned, _ref
-from .ssm import SsmBackend
+from .c import _aligned, _ref, refused
+from .ssm import HostSsmBackend
 
 
-class CSsmBackend(SsmBackend):
+class CSsmBackend(HostSsmBackend):
     """The generated ssm step (see the module docstring)."""
 
     name = "c"
@@ -51,7 +51,7 @@ class CSsmBackend(SsmBackend):
         cache_dir: "str | os.PathLike[str] | None" = None,
         library: "str | os.PathLike[str] | None" = None,
     ) -> None:
-        super().__init__(artifact)
+        super().__init__(artifact)  # host buffers, replaced by the C state's below (_bind_states)
         from tickformer.codegen import toolchain
         from tickformer.codegen.plan import plan_for
 
@@ -75,16 +75,9 @@ class CSsmBackend(SsmBackend):
                 f"{path}: its state layout {layout} does not hold this artifact's state {list(shape)}; regenerate it"
             )
         self._mem = _aligned(layout[0])
-        self._states = np.ndarray(shape, np.float32, buffer=self._mem, offset=layout[1])  # [2, B, L, D, N]
-        self._buffers = (self._states[0], self._states[1])  # views made once
+        # the two buffers are the C state's: state/staged_state/commit_candidate are HostSsmBackend's
+        self._bind_states(np.ndarray(shape, np.float32, buffer=self._mem, offset=layout[1]))
         batch = artifact.batch
-        self._cand = [
-            [
-                (self._states[1 - p][:i], self._states[1 - p][i + 1 :], self._states[1 - p][i : i + 1])
-                for i in range(batch)
-            ]
-            for p in (0, 1)
-        ]  # [parity][i]: rows before i, after i, row i of the buffer the step at that parity writes
         cfg = self.config
         if cfg.inputs == "tokens":
             self._x = np.zeros((batch, 1), np.int64)  # [B, 1]
@@ -105,33 +98,12 @@ class CSsmBackend(SsmBackend):
         sref, xref, yref = self._refs
         status = self._stage_fn(sref, xref, pos, yref)
         if status:
-            raise BackendError(
-                f"the C step refused position {pos}: {STATUS_TEXT.get(status, f'status {status}')}; the state is "
-                "unchanged"
-            )
+            raise refused(status, pos, "the state is unchanged")
         return self._y
-
-    def state(self, pos: int) -> np.ndarray:
-        """The committed state, a view [B, L, D, N] of the C state made at load (0 bytes)."""
-        return self._buffers[pos & 1]
-
-    def staged_state(self, pos: int) -> np.ndarray:
-        """The state the step at pos wrote, a view [B, L, D, N] made at load (0 bytes)."""
-        return self._buffers[1 - (pos & 1)]
 
     def reset(self) -> None:
         """tf_reset: buffer 0 zeroed (the state's size, constant in the stream length), 0 bytes."""
         self._reset_fn(self._refs[0])
-
-    def commit(self, pos: int) -> None:
-        """Nothing to copy: the session's position store selects the buffer."""
-
-    def commit_candidate(self, pos: int, i: int) -> None:
-        """Candidate i's staged state into every batch row of the staged buffer (peek). Real-time
-        safe: two broadcasting np.copyto calls between views made at load, 0 bytes."""
-        before, after, row = self._cand[pos & 1][i]
-        np.copyto(before, row)
-        np.copyto(after, row)
 
     # --- not real-time ---------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
@@ -147,9 +119,7 @@ class CSsmBackend(SsmBackend):
             np.copyto(xin, x[:, pos : pos + 1])
             status = self._stage_fn(refs[0], refs[1], pos, refs[2])
             if status:
-                raise BackendError(
-                    f"the C step refused position {pos} of the full pass: {STATUS_TEXT.get(status, f'status {status}')}"
-                )
+                raise refused(status, pos, "the full pass stopped there")
             out[:, pos] = y[:, 0]
         return out
 

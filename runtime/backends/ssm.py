@@ -86,15 +86,21 @@ class HostSsmBackend(SsmBackend):
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         super().__init__(artifact, **options)
-        self._states = np.zeros((2, *self.state_shape), dtype=np.float32)  # [2, B, L, D, N]
-        self._buffers = (self._states[0], self._states[1])  # views made once: indexing makes a new one
-        batch = artifact.batch
+        self._bind_states(np.zeros((2, *self.state_shape), dtype=np.float32))  # [2, B, L, D, N]
+
+    def _bind_states(self, states: np.ndarray) -> None:
+        """Use `states` [2, B, L, D, N] (host memory: numpy's own, or the C backend's tf_state) as
+        the two buffers, with every view the real-time path needs made now."""
+        self._states = states
+        self._buffers = (states[0], states[1])  # views made once: indexing makes a new one
         # [parity of pos][i]: (rows before i, rows after i, row i) of the buffer the step at pos
         # writes; made once so commit_candidate is two np.copyto calls (module docstring, "Peek").
         self._cand: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
         for parity in (0, 1):
-            staged = self._states[1 - parity]  # [B, L, D, N]
-            self._cand.append([(staged[:i], staged[i + 1 :], staged[i : i + 1]) for i in range(batch)])
+            staged = states[1 - parity]  # [B, L, D, N]
+            self._cand.append(
+                [(staged[:i], staged[i + 1 :], staged[i : i + 1]) for i in range(states.shape[1])]
+            )
 
     def state(self, pos: int) -> np.ndarray:
         """The committed state, a view [B, L, D, N] made at load (0 bytes)."""
