@@ -120,12 +120,18 @@ def _drop_where(model, cond_from):
         and producers.get(n.input[0]) is not None
         and producers[n.input[0]].op_type in cond_from
     )
-    src, dst = node.input[1], node.output[0]
+    return _bypass(model, [node], node.input[1])
+
+
+def _bypass(model, nodes, src):
+    """Feed the last of `nodes`' consumers from `src` instead, and remove `nodes` (a mutant)."""
+    dst = nodes[-1].output[0]
     for n in model.graph.node:
         for i, x in enumerate(n.input):
             if x == dst:
                 n.input[i] = src
-    model.graph.node.remove(node)
+    for node in nodes:
+        model.graph.node.remove(node)
     return model
 
 
@@ -142,14 +148,7 @@ def _drop_v_selection(model):
         and producers[n.input[0]].input[0].startswith("v_cache")
     )
     concat = producers[gather.input[0]]
-    src, dst = concat.input[0], gather.output[0]
-    for n in model.graph.node:
-        for i, x in enumerate(n.input):
-            if x == dst:
-                n.input[i] = src
-    model.graph.node.remove(gather)
-    model.graph.node.remove(concat)
-    return model
+    return _bypass(model, [concat, gather], concat.input[0])
 
 
 def test_mutant_less_or_equal_reads_the_stale_row(art):
