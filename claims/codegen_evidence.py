@@ -250,9 +250,7 @@ def main() -> int:
             data["expcheck"] = {**exp_line(out), "wall_s": wall, "cpu_s": cpu}
             save(args.out, data, command)
         if args.frama_c:
-            out, wall, cpu = _sh(["make", "-C", str(c_dir), "frama-c"])
-            data["frama_c"] = {**frama_c(out, wall, cpu), "output_range": eva_output_range(c_dir)}
-            save(args.out, data, command)
+            run_frama_c(c_dir, data, args.out, command)
     return 0
 
 
@@ -262,6 +260,14 @@ SUBJECTS = {  # --subject -> (preset, changes); init_params seed 0
     "windowed": ("control-hidden", {"d_in": 2}),
     "ssm": ("control", {"block": "ssm", "d_state": 16}),
 }
+
+
+def run_frama_c(c_dir: Path, data: dict, out_path: Path, command: str) -> None:
+    """`make frama-c` in the generated directory: EVA's verdicts and output range into data["frama_c"],
+    saved at once (the run takes minutes)."""
+    out, wall, cpu = _sh(["make", "-C", str(c_dir), "frama-c"])
+    data["frama_c"] = {**frama_c(out, wall, cpu), "output_range": eva_output_range(c_dir)}
+    save(out_path, data, command)
 
 
 def other_subject(args: argparse.Namespace, command: str) -> int:
@@ -299,9 +305,7 @@ def other_subject(args: argparse.Namespace, command: str) -> int:
             data["ssmcheck"] = {**ssm_line(out), "wall_s": wall, "cpu_s": cpu}
             save(args.out, data, command)
         if args.frama_c:
-            out, wall, cpu = _sh(["make", "-C", str(c_dir), "frama-c"])
-            data["frama_c"] = {**frama_c(out, wall, cpu), "output_range": eva_output_range(c_dir)}
-            save(args.out, data, command)
+            run_frama_c(c_dir, data, args.out, command)
     return 0
 
 

@@ -2067,17 +2067,13 @@ RESULTS["codegen-evidence"] = ResultsFile(
 )
 
 
+def _codegen_evidence(out: str, *flags: str) -> None:
+    """claims/codegen_evidence.py into `out` (one results file per subject)."""
+    _run([PY, "claims/codegen_evidence.py", *flags, "--out", out])
+
+
 def refresh_codegen_evidence() -> None:
-    _run(
-        [
-            PY,
-            "claims/codegen_evidence.py",
-            "--out",
-            "claims/results/codegen_evidence.json",
-            "--expcheck",
-            "--frama-c",
-        ]
-    )
+    _codegen_evidence("claims/results/codegen_evidence.json", "--expcheck", "--frama-c")
 
 
 _CE = "codegen-evidence"
@@ -2209,17 +2205,7 @@ RESULTS["codegen-windowed"] = ResultsFile(
 
 
 def refresh_codegen_windowed() -> None:
-    _run(
-        [
-            PY,
-            "claims/codegen_evidence.py",
-            "--subject",
-            "windowed",
-            "--out",
-            "claims/results/codegen_windowed.json",
-            "--frama-c",
-        ]
-    )
+    _codegen_evidence("claims/results/codegen_windowed.json", "--subject", "windowed", "--frama-c")
 
 
 _CW = "codegen-windowed"
@@ -2287,18 +2273,7 @@ RESULTS["codegen-ssm"] = ResultsFile(
 
 
 def refresh_codegen_ssm() -> None:
-    _run(
-        [
-            PY,
-            "claims/codegen_evidence.py",
-            "--subject",
-            "ssm",
-            "--out",
-            "claims/results/codegen_ssm.json",
-            "--expcheck",
-            "--frama-c",
-        ]
-    )
+    _codegen_evidence("claims/results/codegen_ssm.json", "--subject", "ssm", "--expcheck", "--frama-c")
 
 
 _CSS = "codegen-ssm"
