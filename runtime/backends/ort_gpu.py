@@ -93,7 +93,7 @@ from tickformer.export.ort_session import session_options
 
 from .base import Backend
 from .layout import commit_copies, commit_rows, layer_pitch, stacked_shapes
-from .ssm import SsmBackend
+from .ssm import DeviceSsmBackend
 
 _DEVICE = "cuda"
 
@@ -445,7 +445,7 @@ class OrtTensorRTBackend(_OrtTrtOptions, OrtCudaBackend):
     name = "ort-trt"
 
 
-class OrtCudaSsmBackend(_OrtGpu, SsmBackend):
+class OrtCudaSsmBackend(_OrtGpu, DeviceSsmBackend):
     """An ssm artifact on ONNX Runtime's CUDA EP (module docstring, "ssm artifacts"): the two
     state buffers on the device, one step session and binding per parity, optional CUDA graphs."""
 
@@ -616,14 +616,6 @@ class OrtCudaSsmBackend(_OrtGpu, SsmBackend):
         )
         self._sync_copies()
         return out
-
-    def state(self, pos: int) -> np.ndarray:
-        """The committed state, copied from the device into a host buffer made at load."""
-        return self._read_state(pos & 1, self._read[0])
-
-    def staged_state(self, pos: int) -> np.ndarray:
-        """The state the step at pos wrote, copied into its own host buffer (the monitor's read)."""
-        return self._read_state(1 - (pos & 1), self._read[1])
 
     # --- not real-time --------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:

@@ -79,6 +79,24 @@ class SsmBackend(Backend):
         raise BackendError("an ssm artifact has no KV cache; its state is session.state()")
 
 
+class DeviceSsmBackend(SsmBackend):
+    """The double-buffered state on a GPU (ort_gpu.py, tensorrt.py): the state views are copies
+    into host buffers made at load (`self._read`, one per view), by the backend's `_read_state`."""
+
+    _read: tuple[np.ndarray, np.ndarray]
+
+    def _read_state(self, buffer: int, out: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def state(self, pos: int) -> np.ndarray:
+        """The committed state, copied from the device into a host buffer made at load."""
+        return self._read_state(pos & 1, self._read[0])
+
+    def staged_state(self, pos: int) -> np.ndarray:
+        """The state the step at pos wrote, copied into its own host buffer (the monitor's read)."""
+        return self._read_state(1 - (pos & 1), self._read[1])
+
+
 class HostSsmBackend(SsmBackend):
     """The double-buffered state in host memory (numpy, ort), and its peek commit."""
 

@@ -73,7 +73,7 @@ from tickformer.errors import BackendError, BackendUnavailable
 from .base import Backend
 from .cuda import cuda_check, device_info, dims_tuple, require_cudart, require_tensorrt
 from .layout import commit_copies, commit_rows, layer_pitch, stacked_shapes
-from .ssm import SsmBackend
+from .ssm import DeviceSsmBackend
 from .tensorrt_engine import engine_bytes, engine_entry
 
 if TYPE_CHECKING:
@@ -515,7 +515,7 @@ class TensorRTBackend(_TensorRTEngines, Backend):
         )
 
 
-class TensorRTSsmBackend(_TensorRTEngines, SsmBackend):
+class TensorRTSsmBackend(_TensorRTEngines, DeviceSsmBackend):
     """An ssm artifact on the artifact's TensorRT engines (module docstring, "ssm artifacts"):
     the two state buffers on the device, one execution context and one CUDA graph per parity."""
 
@@ -681,14 +681,6 @@ class TensorRTSsmBackend(_TensorRTEngines, SsmBackend):
         )
         self._sync()
         return out
-
-    def state(self, pos: int) -> np.ndarray:
-        """The committed state, copied into a pinned host buffer made at load."""
-        return self._read_state(pos & 1, self._read[0])
-
-    def staged_state(self, pos: int) -> np.ndarray:
-        """The state the step at pos wrote, copied into its own pinned host buffer."""
-        return self._read_state(1 - (pos & 1), self._read[1])
 
     # --- not real-time --------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
