@@ -356,6 +356,33 @@ def check_npz_members(data: bytes, config: Config, *, where: str) -> None:
                 f"{where}: member {info.filename!r} declares {info.file_size} bytes, more than its parameter's "
                 f"{limit} (shape {tuple(shapes[name])}, float32, with header); the weights are not this config's"
             )
+    # np.load allocates the shape an .npy header declares before it reads a byte of data (a header
+    # of a few bytes can ask for any size: tests/reliability/test_fuzz_loaders.py found one), so
+    # every header must declare exactly its parameter's shape, float32, C order.
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for name, info in zip(names, infos):
+            header = _npy_header(archive, info)
+            want = (tuple(shapes[name]), False, PARAM_DTYPE)
+            if header is None or (header[0], header[1], header[2]) != want:
+                raise CheckpointError(
+                    f"{where}: member {info.filename!r} has the .npy header {header!r}, not shape "
+                    f"{tuple(shapes[name])} float32; the weights are not this config's (re-save them with np.savez)"
+                )
+
+
+def _npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple | None:
+    """(shape, fortran_order, dtype) of a member's .npy header, read without touching its data;
+    None if the header cannot be read."""
+    from numpy.lib import format as npy
+
+    try:
+        with archive.open(info) as stream:
+            version = npy.read_magic(stream)
+            read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+            shape, fortran, dtype = read(stream)
+    except Exception:  # an untrusted header: ValueError, EOFError, zlib.error, BadZipFile...
+        return None
+    return tuple(shape), bool(fortran), np.dtype(dtype)
 
 
 def parse_weights(data: bytes, config: Config, *, where: str) -> dict[str, np.ndarray]:

@@ -390,6 +390,32 @@ def test_npz_member_is_checked_by_name_and_size_before_decompression(
     ) in message
 
 
+@pytest.mark.timeout(60)
+def test_npy_header_declaring_a_huge_shape_is_refused_before_np_load_allocates_it(art_src, tmp_path):
+    """Found by test_fuzz_loaders (CI killed at 24 GiB): np.load allocates the shape an .npy header
+    declares before it reads the data, and a member of a few bytes may declare any shape. Every
+    header must now declare its parameter's shape, float32, C order, before np.load runs."""
+    from numpy.lib import format as npy
+
+    art = ru.fresh_copy(art_src[0], tmp_path / "art")
+    params = dict(art_src[1])
+    header = io.BytesIO()
+    npy.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (1 << 28,)})
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, value in params.items():
+            if name == "in_proj.w":  # 1 GiB declared in a member of a few dozen bytes
+                archive.writestr(name + ".npy", header.getvalue() + bytes(16))
+            else:
+                member = io.BytesIO()
+                np.save(member, value)
+                archive.writestr(name + ".npy", member.getvalue())
+    (art / "weights.npz").write_bytes(buffer.getvalue())
+    ru.rehash(art, ru.ART_MANIFEST, ["weights.npz"])
+    with pytest.raises(ArtifactError, match=r"'in_proj.w.npy' has the .npy header .*\(268435456,\)"):
+        open_artifact(art)
+
+
 @pytest.mark.timeout(30)
 def test_a_foreign_file_as_weights_is_named_not_pickled(art_src, tmp_path):
     """Before: np.load's fallback said "pickled data" for any non-npy file."""
