@@ -358,16 +358,25 @@ def check_npz_members(data: bytes, config: Config, *, where: str) -> None:
             )
     # np.load allocates the shape an .npy header declares before it reads a byte of data (a header
     # of a few bytes can ask for any size: tests/reliability/test_fuzz_loaders.py found one), so
-    # every header must declare exactly its parameter's shape, float32, C order.
+    # every header must be readable and declare no more bytes than its parameter holds (a wrong
+    # shape or dtype within that is named by check_params after the load).
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for name, info in zip(names, infos):
             header = _npy_header(archive, info)
-            want = (tuple(shapes[name]), False, PARAM_DTYPE)
-            if header is None or (header[0], header[1], header[2]) != want:
+            allowed = int(np.prod(shapes[name], dtype=np.int64)) * PARAM_DTYPE.itemsize
+            if header is None:
+                raise CheckpointError(f"{where}: member {info.filename!r} has no readable .npy header")
+            if _declared_bytes(header) > allowed:
                 raise CheckpointError(
-                    f"{where}: member {info.filename!r} has the .npy header {header!r}, not shape "
-                    f"{tuple(shapes[name])} float32; the weights are not this config's (re-save them with np.savez)"
+                    f"{where}: {name!r} has shape {header[0]}, config expects {tuple(shapes[name])} ({header[2]}, "
+                    f"declared in its .npy header: {_declared_bytes(header)} bytes, refused before loading)"
                 )
+
+
+def _declared_bytes(header: tuple) -> int:
+    """The bytes an .npy header's (shape, fortran_order, dtype) asks np.load to allocate."""
+    shape, _, dtype = header
+    return int(np.prod(shape, dtype=object)) * int(dtype.itemsize)  # object: no int64 overflow
 
 
 def _npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple | None:
