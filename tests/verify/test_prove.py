@@ -76,7 +76,10 @@ def test_prove_cli_all_specs_hold_all_twins_refuted(tmp_path, capsys):
     text = md.read_text()
     for entry in assurance.CONTRACTS:
         assert f"**{entry.name}**" in text
-    assert "SURVIVED" not in text and "not run" not in text
+    assert "not run" not in text
+    assert (
+        ("SURVIVED" not in text) if not slow else text.count("SURVIVED") <= len(slow)
+    )  # the re-run refuted those
 
 
 def test_surviving_twin_or_unprovable_spec_fails():
