@@ -207,7 +207,7 @@ def main() -> None:
         "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "python benchmarks/control_diagnosis.py "
         + " ".join(
-            f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
             for k, v in vars(args).items()
             if v is not None and v != []
         ),

@@ -4,7 +4,7 @@ demo's task, one variant of the training recipe or one loop setting at a time.
     python benchmarks/control_side_runs.py recipe NAME '{"cfg": {"d_in": 4}, "hw": [0.2, 1, 2]}'
     python benchmarks/control_side_runs.py deadlines CHECKPOINT 1m1,2m2,1m1,2m2,1m1,2m2
 
-`recipe`: trains the windowed model only (the demo's recipe, seed 0, with the variant's changes),
+`recipe`: trains the windowed model only (the demo's recipe, seed 0 unless `seed` is given, with the variant's changes),
 then on its held-out episodes the one-step and (delay + 1)-step RMSE and the in-context
 identification measure of control_diagnosis.py (correlation across episodes of the predicted
 d theta_{t+3} / d c_t with the actuator coefficient), then the closed loop of
@@ -18,6 +18,8 @@ and the ORT batch-K peek time (3000 peeks, p50 / p99). Variant keys:
     ylags    model.tasks.HIDDEN_Y_LAGS
     start    (model.plant.START_THETA, START_OMEGA): the training episodes' starting ranges
     steps, batch, warmup, lr, ema   TrainSettings (default: the task's 10,000 x 16, warmup 400)
+    seed     the training seed (default 0, the demo's): the data stream, the initial weights and
+             the batches all follow it
     sched    ["lin" | "cos", f]: the last fraction f of the steps decays the learning rate to 0
 
 `deadlines`: the demo's model loop (HistoryMPC on the checkpoint's batch-K artifact, ORT,
@@ -112,7 +114,7 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
         batch_size=v.pop("batch", 16),
         warmup=v.pop("warmup", 400),
         lr_scale=v.pop("lr", 1.0),
-        seed=0,
+        seed=v.pop("seed", 0),
         ema_decay=v.pop("ema", 0.995),
     )
     sched = v.pop("sched", None)

@@ -1296,8 +1296,13 @@ def _diag_mean(d: Any, controller: str, key: str) -> list:
     return [r[key] for r in d["controllers"][controller]]
 
 
-_diag = Span(f"{K}#diagnosis").literal("3", "the three plants (column label)")
-for _c in ("model", "nominal", "oracle"):
+_diag = (
+    Span(f"{K}#diagnosis")
+    .literal("3", "the three plants (column label)")
+    .literal("32", "the model's window (row label)")
+    .literal("32", "the joint EKF's window (row label)")
+)
+for _c in ("model", "nominal", "oracle", "joint_ekf_window_32", "joint_ekf_stream"):
     for _i in range(3):
         (
             _diag.derived(
@@ -1329,6 +1334,17 @@ for _c in ("model", "nominal", "oracle"):
         "corr memoryless", "control-diagnosis", "models.memoryless.slope_gain_correlation", "{:.2f}"
     )
 )
+for _c in ("model", "joint_ekf_window_32"):
+    for _i in range(3):
+        _diag.derived(
+            f"{_c} / oracle {_i}",
+            "control-diagnosis",
+            lambda d, c=_c, i=_i: (
+                d["controllers"][c][i]["tracking_rms"] / d["controllers"]["oracle"][i]["tracking_rms"]
+            ),
+            "{:.2f}",
+            f"controllers.{_c}[{_i}].tracking_rms / controllers.oracle[{_i}].tracking_rms",
+        )
 _PREV_DEMO = "the previous demo run (2026-12-04 19:16 UTC, commit 620700b), before 02c148b"
 _loop = Span(f"{K}#loop")
 for _c in ("model", "memoryless", "nominal", "oracle"):
@@ -1444,6 +1460,22 @@ for _r, _setting in (
         .result(f"{_r} rmse", _SR, f"recipe.{_r}.model_rmse", "{:.4f}")
         .result(f"{_r} corr", _SR, f"recipe.{_r}.slope_corr", "{:.2f}")
     )
+_seeds = Span(f"{K}#seeds")
+for _r, _seed in (("r2_d4", 0), ("r4_seed1", 1), ("r4_seed2", 2), ("r4_seed3", 3)):
+    (
+        _seeds.derived(
+            f"{_r} seed",
+            _SR,
+            lambda d, r=_r: d["recipe"][r]["variant"].get("seed", 0),
+            "{}",
+            f"recipe.{_r}.variant",
+        )
+        .result(f"{_r} ratio", _SR, f"recipe.{_r}.ratio_mean", "{:.2f}")
+        .result(f"{_r} demo plant", _SR, f"recipe.{_r}.ratio.0", "{:.2f}")
+        .result(f"{_r} rmse", _SR, f"recipe.{_r}.model_rmse", "{:.4f}")
+        .result(f"{_r} corr", _SR, f"recipe.{_r}.slope_corr", "{:.2f}")
+    )
+_seeds.literal("5", "the five plants (column label)")
 _RSS_EXPERIMENT = (
     "measured by benchmarks/ort_thread_rss.py (a standalone model loop under Isolation(realtime=True); "
     "strace -f -e clone3 and gdb on pthread_create, 2026-12-04; re-run twice, same figures): its output "
