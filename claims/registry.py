@@ -1441,40 +1441,36 @@ _side2 = (
         "recipe.r3_d48.variant.cfg.d_ff",
     )
 )
+
+
+def _recipe_row(span: Span, run: str, setting: Callable[[dict], Any]) -> None:
+    """One side run's row: its setting (from the variant), tracking / oracle (mean of the plants and
+    on the demo's plant), one-step RMSE and identification correlation."""
+    (
+        span.derived(
+            f"{run} setting",
+            _SR,
+            lambda d: setting(d["recipe"][run]["variant"]),
+            "{}",
+            f"recipe.{run}.variant",
+        )
+        .result(f"{run} ratio", _SR, f"recipe.{run}.ratio_mean", "{:.2f}")
+        .result(f"{run} demo plant", _SR, f"recipe.{run}.ratio.0", "{:.2f}")
+        .result(f"{run} rmse", _SR, f"recipe.{run}.model_rmse", "{:.4f}")
+        .result(f"{run} corr", _SR, f"recipe.{run}.slope_corr", "{:.2f}")
+    )
+
+
 for _r, _setting in (
     ("r3_steps20k", lambda v: f"{v['steps']:,}"),
     ("r3_hw124", lambda v: f"{v['hw'][2]:g}"),
     ("r3_d48", lambda v: f"{v['cfg']['d_model']}"),
     ("r3_l3", lambda v: f"{v['cfg']['n_layers']}"),
 ):
-    (
-        _side2.derived(
-            f"{_r} setting",
-            _SR,
-            lambda d, r=_r, f=_setting: f(d["recipe"][r]["variant"]),
-            "{}",
-            f"recipe.{_r}.variant",
-        )
-        .result(f"{_r} ratio", _SR, f"recipe.{_r}.ratio_mean", "{:.2f}")
-        .result(f"{_r} demo plant", _SR, f"recipe.{_r}.ratio.0", "{:.2f}")
-        .result(f"{_r} rmse", _SR, f"recipe.{_r}.model_rmse", "{:.4f}")
-        .result(f"{_r} corr", _SR, f"recipe.{_r}.slope_corr", "{:.2f}")
-    )
+    _recipe_row(_side2, _r, _setting)
 _seeds = Span(f"{K}#seeds")
-for _r, _seed in (("r2_d4", 0), ("r4_seed1", 1), ("r4_seed2", 2), ("r4_seed3", 3)):
-    (
-        _seeds.derived(
-            f"{_r} seed",
-            _SR,
-            lambda d, r=_r: d["recipe"][r]["variant"].get("seed", 0),
-            "{}",
-            f"recipe.{_r}.variant",
-        )
-        .result(f"{_r} ratio", _SR, f"recipe.{_r}.ratio_mean", "{:.2f}")
-        .result(f"{_r} demo plant", _SR, f"recipe.{_r}.ratio.0", "{:.2f}")
-        .result(f"{_r} rmse", _SR, f"recipe.{_r}.model_rmse", "{:.4f}")
-        .result(f"{_r} corr", _SR, f"recipe.{_r}.slope_corr", "{:.2f}")
-    )
+for _r in ("r2_d4", "r4_seed1", "r4_seed2", "r4_seed3"):
+    _recipe_row(_seeds, _r, lambda v: v.get("seed", 0))
 _seeds.literal("5", "the five plants (column label)")
 _RSS_EXPERIMENT = (
     "measured by benchmarks/ort_thread_rss.py (a standalone model loop under Isolation(realtime=True); "
