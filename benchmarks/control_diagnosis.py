@@ -52,7 +52,7 @@ from tickformer.control import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC
 from tickformer.control.demo import DemoConfig, loop_plant, reference, train_models
 from tickformer.export.writer import export_artifact
 from tickformer.model.checkpoint import load_checkpoint
-from tickformer.model.plant import NOMINAL, draw_hidden, hidden_step, rk4_scalar
+from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenStepper, draw_hidden, hidden_step, rk4_scalar
 from tickformer.runtime import load
 
 OUT = Path(__file__).resolve().parent / "results" / "control_diagnosis.json"
@@ -161,7 +161,7 @@ class JointMPC(NominalMPC):
 def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
     """In-context identification on the run's held-out episodes (module docstring)."""
     from tickformer.model.checkpoint import load_checkpoint as _load
-    from tickformer.model.tasks import get_task, hidden_arrays
+    from tickformer.model.tasks import get_task, hidden_arrays, hidden_model_angles
     from tickformer.model.train import TrainSettings, seeded_generators
     from tickformer.model.transformer import forward
 
@@ -183,7 +183,53 @@ def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
         "slope_gain_correlation": float(np.corrcoef(slope, gain)[0, 1]),
         "slope_to_first_order_mean": float(np.mean(slope / first_order)),
         "slope_to_first_order_std": float(np.std(slope / first_order)),
+        "noise_following": noise_following(hidden_model_angles(ck.params, ck.config, data), data),
+        "noise_following_oracle_filter": noise_following(oracle_filter_angles(data), data),
     }
+
+
+def noise_following(pred: np.ndarray, data: Any) -> list[dict[str, float]]:
+    """How much of a predictor's error is the measurement noise of y_t, per horizon j: the
+    least-squares slope k of its error (predicted - true theta_{t+j}) on the noise y_t - theta_t
+    over the held-out episodes at positions >= 31 (the demo's window full), its RMSE, and the RMSE
+    of error - k * noise. A predictor that passes y_t through unfiltered has k = 1; a Kalman
+    filter weighs the new measurement by its gain, k < 1. pred: [N, T, d + 1] angles (rad)."""
+    start, t = 31, data.steps
+    noise = data.test_y[:, start:t] - data.test_theta[:, start:t]  # [N, T - start]
+    out = []
+    for j in range(pred.shape[-1]):
+        err = pred[:, start:t, j] - data.test_theta[:, start + j + 1 : t + j + 1]  # [N, T - start]
+        k = float(np.sum(err * noise) / np.sum(noise * noise))
+        out.append(
+            {
+                "horizon": j + 1,
+                "rmse": float(np.sqrt(np.mean(err**2))),
+                "noise_slope": k,
+                "rmse_without_noise_part": float(np.sqrt(np.mean((err - k * noise) ** 2))),
+            }
+        )
+    return out
+
+
+def oracle_filter_angles(data: Any) -> np.ndarray:
+    """theta_{t+1..t+d+1} of the held-out episodes [N, T, d + 1] as the oracle controller predicts
+    them: model.plant.HiddenEKF with each episode's true constants over its measurements, then
+    forward through the commands (a command issued at tick k acts over [k + d, k + d + 1))."""
+    d, t = data.plant.delay, data.steps
+    cmds = data.test_cmds
+    pred = np.zeros((cmds.shape[0], t, d + 1))
+    for n, plant in enumerate(data.test_plants):
+        ekf, f = HiddenEKF(plant), HiddenStepper(plant)
+
+        def issued(k: int, n: int = n) -> float:
+            return float(cmds[n, k]) if k >= 0 else 0.0
+
+        for i in range(t):
+            th, om = ekf.update(float(data.test_y[n, i]), issued(i - 1 - d))
+            for j in range(d + 1):
+                th, om = f.step(th, om, issued(i + j - d))
+                pred[n, i, j] = th
+    return pred
 
 
 def main() -> None:

@@ -1334,6 +1334,22 @@ for _c in ("model", "nominal", "oracle", "joint_ekf_window_32", "joint_ekf_strea
         "corr memoryless", "control-diagnosis", "models.memoryless.slope_gain_correlation", "{:.2f}"
     )
 )
+for _h in (0, 2):
+    for _k, _fmt_k in (("rmse", "{:.4f}"), ("noise_slope", "{:.2f}"), ("rmse_without_noise_part", "{:.4f}")):
+        _diag.result(
+            f"model noise h{_h + 1} {_k}",
+            "control-diagnosis",
+            f"models.model.noise_following.{_h}.{_k}",
+            _fmt_k,
+        )
+for _k, _fmt_k in (("noise_slope", "{:.2f}"), ("rmse", "{:.4f}")):
+    _diag.result(
+        f"oracle filter noise h1 {_k}",
+        "control-diagnosis",
+        f"models.model.noise_following_oracle_filter.0.{_k}",
+        _fmt_k,
+    )
+_diag.literal("31", "the first scored position (the window full)")
 for _c in ("model", "joint_ekf_window_32"):
     for _i in range(3):
         _diag.derived(

@@ -30,7 +30,10 @@ def test_demo_quick_runs_every_stage_and_reports(tmp_path, capsys) -> None:
         r = s["loop"][name]
         assert LOOP_KEYS <= set(r), name
         assert r["ticks"] == 120
-        assert r["fallbacks"] == sum(r["deadlines"][k] for k in ("overruns", "contract_violations", "faults"))
+        # a late output (ready after its deadline, within the budget: a late wake-up) is the fallback's too
+        assert r["fallbacks"] == sum(
+            r["deadlines"][k] for k in ("overruns", "contract_violations", "faults", "late_outputs")
+        )
         assert math.isfinite(r["tracking_rms"]) and r["step_p50_us"] > 0
         assert r["misses_covered_by_fallback"] == r["deadline_misses"]  # late outputs go to the fallback
         assert r["fallbacks"] + r["deadlines"]["late_outputs"] >= r["deadline_misses"]
@@ -49,7 +52,10 @@ def test_demo_quick_runs_every_stage_and_reports(tmp_path, capsys) -> None:
         # no reset, past the window: one token per plant tick (skipped ticks caught up), the last
         # tick's token still waiting for the command the loop actuated
         assert r["final_position"] + r["tokens_dropped"] <= r["tracking"]["plant_ticks"] - 1
-        assert r["sliding"] and r["final_position"] >= r["tracking"]["plant_ticks"] - 1 - 3 * r["ticks"]
+        # tokens dropped from a full catch-up queue after a long stall are not in the history
+        assert r["sliding"] and (
+            r["final_position"] + r["tokens_dropped"] >= r["tracking"]["plant_ticks"] - 1 - 3 * r["ticks"]
+        )
         mon = r["contracts"]  # the session's contracts in monitor mode: counted, never raised
         assert mon["mode"] == "monitor" and mon["steps"] >= r["ticks"] - r["ticks_deferred_catching_up"]
         assert set(mon["contracts"]) >= {"input_domain", "output_bound", "latency"}

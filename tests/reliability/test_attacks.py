@@ -86,7 +86,7 @@ def test_checkpoint_file_replaced_by_a_link_or_fifo_is_refused_fast(
         lambda: load_checkpoint(ckpt),
         CheckpointError,
     )
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 20  # a hang is a timeout marker's; a VM stall is seconds
     assert name in message
     assert ("symbolic link" if target != "fifo itself" else "FIFO") in message
 
@@ -236,7 +236,7 @@ def test_a_racing_swap_never_hangs_or_loads_other_bytes(art_src, tmp_path, outco
         for _ in range(60):
             start = time.monotonic()
             outcome = outcomes.run(kind, lambda: open_artifact(art))
-            assert time.monotonic() - start < 5, outcome
+            assert time.monotonic() - start < 20, outcome  # a hang, not a VM stall
     finally:
         stop.set()
         thread.join(5)

@@ -25,7 +25,18 @@ A = importlib.import_module("tickformer.model.attention")
 
 @pytest.fixture(scope="module")
 def results():
-    return {r.claim.name: r for r in ieee754.run_all(timeout_ms=60_000)}
+    """Every claim and twin once. z3's timeout is wall-clock: on a loaded machine a query may end
+    'unknown' (z3 gave up in time) before it is decided; such a query is asked once more, alone,
+    with four times the time, and its second answer is the one the tests judge."""
+    out = {}
+    for r in ieee754.run_all(timeout_ms=60_000):
+        c = r.claim
+        if r.spec.status == "unknown" and r.spec.counterexample.startswith("z3:"):
+            r = dataclasses.replace(r, spec=ieee754.check(c, c.impl, timeout_ms=240_000))
+        if r.twin.status == "unknown" and r.twin.counterexample.startswith("z3:"):
+            r = dataclasses.replace(r, twin=ieee754.check(c, c.twin, timeout_ms=80_000, refute=True))
+        out[c.name] = r
+    return out
 
 
 def test_every_claim_proven_and_every_twin_refuted(results):
