@@ -51,8 +51,9 @@ def test_prove_cli_all_specs_hold_all_twins_refuted(tmp_path, capsys):
     report = json.loads(out.read_text())
     failed = [p["spec"] for p in report["proofs"] if p["status"] == "FAILED"]
     assert not failed, failed
-    # A twin is refuted by a search within a wall-clock budget: on a loaded machine the 2 s budget
-    # can end before CrossHair reaches the counterexample (seen: ring_reads_alike_mod_w, refuted at
+    # A twin is refuted by a search within a budget (CrossHair's per condition is CPU time, its z3
+    # queries' timeouts are wall-clock): on a slower or loaded machine the 2 s budget can end
+    # before CrossHair reaches the counterexample (seen in CI: ring_reads_alike_mod_w, refuted at
     # (37, 12, 13) by `tickformer prove`'s default budget). Such twins are re-run alone with a
     # larger budget and must then be refuted; nothing else may make the run fail. The same for
     # the binary64 drift twin, whose z3 query has a wall-clock budget too.
