@@ -20,7 +20,8 @@ after the settling prefix (the demo's `settle_ticks`):
 and per model, on the held-out episodes of its training run (in-context identification): the
 correlation across episodes between the model's d theta_{t+3} / d c_t at the last position and
 the episode's actuator coefficient k / (m L^2), and the mean ratio of that slope to its
-first-order value k / (m L^2) dt^2 / 2.
+first-order value k / (m L^2) dt^2 / 2; and how much of the model's prediction error is the
+measurement noise of y_t, beside the oracle's filter on the same episodes (`noise_following`).
 
 What a window can know (`--joint-windows`, default 32 and 0): the same decision rule on a
 physics estimator that identifies the constants itself, `JointEKF` (an extended Kalman filter
