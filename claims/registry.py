@@ -2082,6 +2082,36 @@ RESULTS["c-step-suite"] = ResultsFile(
     .derived("in-c p99.9", _CS, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N")
     .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
 )
+RESULTS["c-tails"] = ResultsFile("c-tails", "benchmarks/results/c_tails.json", "utc", "refresh_c_tails")
+
+
+def refresh_c_tails() -> None:
+    _run([PY, "benchmarks/c_tails.py"])
+
+
+_CT = "c-tails"
+(
+    Span(f"{D}#tails-robust")
+    .literal("600", "4 positions x 150 rounds per subject (benchmarks/test_c_step.py WINDOW, ROUNDS)")
+    .result("n", _CT, "plain.c.n", "{:,}")
+    .result("last", _CT, "last_positions", "{}")
+    .result("rounds", _CT, "rounds", "{}")
+    .result("plain c", _CT, "plain.c.tail_ratio", "{:.2f}")
+    .result("plain ort", _CT, "plain.ort.tail_ratio", "{:.2f}")
+    .result("iso c", _CT, "isolated.c.tail_ratio", "{:.2f}")
+    .result("iso ort", _CT, "isolated.ort.tail_ratio", "{:.2f}")
+    .literal("1", "the CPU the script pins to (Isolation(cpu=1))")
+    .result("iso c p99.9", _CT, "isolated.c.p99~9", "{:.1f}")
+    .result("iso c p50", _CT, "isolated.c.p50", "{:.1f}")
+    .derived(
+        "interruption",
+        _CT,
+        lambda d: d["isolated"]["c"]["p99.9"] - d["isolated"]["c"]["p50"],
+        "{:.0f}",
+        "isolated.c p99.9 - p50",
+    )
+    .literal("0.1", "the 0.1% of steps above the 99.9th percentile")
+)
 _WIN = "ratio/c-vs-ort-windowed"
 (
     Span(f"{D}#speed-windowed")
