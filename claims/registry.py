@@ -112,6 +112,13 @@ class Span:
     def literal(self, text: str, why: str) -> "Span":
         return self._add(f"literal {text}", lambda: text, "{}", f"definitional: {why}")
 
+    def literals(self, source: str, *pairs: tuple[str, str]) -> "Span":
+        """Numbers a span quotes from one record (a run kept in a docs table, not a results file):
+        each (text, why) a literal whose reason is `why, source`."""
+        for text, why in pairs:
+            self.literal(text, f"{why}, {source}")
+        return self
+
 
 def dig(data: Any, key: str) -> Any:
     for part in key.split("."):
@@ -1070,7 +1077,8 @@ for _op in (
     .run("growing N", lambda: step_p50("numpy-growing", "N"), "{:.1f}", "latest.json numpy-growing p50 at N")
 )
 _REG = Span(f"{E}#regression").literal("2.2", f"98.8 / 44.2 and 98.8 / 45.2, {_REGRESSION}")
-for _text, _why in (
+_REG.literals(
+    _REGRESSION,
     ("3000", "calls per p50 (compare_commits.py)"),
     ("2", "pos = max_len // 2"),
     ("2026-12-03", "the date of the earlier benchmark"),
@@ -1084,10 +1092,10 @@ for _text, _why in (
     ("35.1", "--session: 8d66d39 Session.step p50 (us)"),
     ("88.6", "--session: HEAD Session.step p50 (us)"),
     ("0.397", "--session: ratio 8d66d39 / HEAD"),
-):
-    _REG.literal(_text, f"{_why}, {_REGRESSION}")
+)
 _WB = Span(f"{E}#where-bench")
-for _text, _why in (
+_WB.literals(
+    _WHERE_BENCH,
     ("4", "H"),
     ("256", "N"),
     ("16", "dh"),
@@ -1100,10 +1108,10 @@ for _text, _why in (
     ("26", "33.3 - 6.8, the Where selection per layer as built in e937cfc (us)"),
     ("53", "twice 26.5: two layers, against the 53.6 us rise from e937cfc^ to e937cfc"),
     ("8", "14.4 - 6.8, the Concat + Gather form per layer (us)"),
-):
-    _WB.literal(_text, f"{_why}, {_WHERE_BENCH}")
+)
 _FIX = Span(f"{E}#regression-fix")
-for _text, _why in (
+_FIX.literals(
+    _VSEL,
     ("45.0", "e937cfc^ bare step p50 (us)"),
     ("40", "e937cfc^ ORT node count"),
     ("99.7", "2dae658 (the Where form) bare step p50 (us)"),
@@ -1112,8 +1120,7 @@ for _text, _why in (
     ("46", "02c148b ORT node count"),
     ("7", "(59.8 - 45.0) / 2: the Gather selection per layer (us)"),
     ("26", "the Where selection per layer (us), 33.3 - 6.8 by v_selection_forms.py (where-bench above)"),
-):
-    _FIX.literal(_text, f"{_why}, {_VSEL}")
+)
 (
     Span(f"{E}#stale-cost")
     .literal("7", f"(59.8 - 45.0) / 2: the Gather selection per layer (us), {_VSEL}")
