@@ -330,46 +330,50 @@ NPY_HEADER_MAX = 4096  # bytes of .npy header a member may carry beyond its data
 def check_npz_members(data: bytes, config: Config, *, where: str) -> None:
     """Before anything is decompressed: `data` is a zip archive whose members are exactly
     "<name>.npy" for the parameters of `config` (none twice), each declaring (in the zip
-    directory) an uncompressed size of at most its float32 data plus NPY_HEADER_MAX. This bounds
-    the work np.load can be made to do. Raises CheckpointError naming the first bad member."""
+    directory) an uncompressed size of at most its float32 data plus NPY_HEADER_MAX, and an .npy
+    header that can be read and declares no more bytes than that data. This bounds the work and
+    the memory np.load can be made to use. Raises CheckpointError naming the first bad member."""
     shapes = parameter_shapes(config)
     if not data.startswith(b"PK"):
         raise CheckpointError(
             f"{where}: not an .npz archive (no zip signature); re-save the weights with np.savez"
         )
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            infos = archive.infolist()
+        archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
         raise CheckpointError(f"{where}: not a readable .npz archive ({str(exc)[:120]})") from None
-    names = [info.filename[:-4] if info.filename.endswith(".npy") else info.filename for info in infos]
-    if len(set(names)) != len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        raise CheckpointError(f"{where}: members {[n[:60] for n in twice[:3]]} appear twice in the archive")
-    problem = _names_problem(config, set(names), where)
-    if problem is not None:
-        raise problem
-    for name, info in zip(names, infos):
-        limit = int(np.prod(shapes[name], dtype=np.int64)) * PARAM_DTYPE.itemsize + NPY_HEADER_MAX
-        if info.file_size > limit:
+    with archive:
+        infos = archive.infolist()
+        names = [info.filename[:-4] if info.filename.endswith(".npy") else info.filename for info in infos]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
             raise CheckpointError(
-                f"{where}: member {info.filename!r} declares {info.file_size} bytes, more than its parameter's "
-                f"{limit} (shape {tuple(shapes[name])}, float32, with header); the weights are not this config's"
+                f"{where}: members {[n[:60] for n in twice[:3]]} appear twice in the archive"
             )
-    # np.load allocates the shape an .npy header declares before it reads a byte of data (a header
-    # of a few bytes can ask for any size: tests/reliability/test_fuzz_loaders.py found one), so
-    # every header must be readable and declare no more bytes than its parameter holds (a wrong
-    # shape or dtype within that is named by check_params after the load).
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        for name, info in zip(names, infos):
+        problem = _names_problem(config, set(names), where)
+        if problem is not None:
+            raise problem
+        data_bytes = [int(np.prod(shapes[name], dtype=np.int64)) * PARAM_DTYPE.itemsize for name in names]
+        for name, info, size in zip(names, infos, data_bytes):  # the zip directory: nothing decompressed yet
+            if info.file_size > size + NPY_HEADER_MAX:
+                raise CheckpointError(
+                    f"{where}: member {info.filename!r} declares {info.file_size} bytes, more than its "
+                    f"parameter's {size + NPY_HEADER_MAX} (shape {tuple(shapes[name])}, float32, "
+                    "with header); the weights are not this config's"
+                )
+        # np.load allocates the shape an .npy header declares before it reads a byte of data (a
+        # header of a few bytes can ask for any size: tests/reliability/test_fuzz_loaders.py found
+        # one), so every header must be readable and declare no more bytes than its parameter holds
+        # (a wrong shape or dtype within that is named by check_params after the load).
+        for name, info, size in zip(names, infos, data_bytes):
             header = _npy_header(archive, info)
-            allowed = int(np.prod(shapes[name], dtype=np.int64)) * PARAM_DTYPE.itemsize
             if header is None:
                 raise CheckpointError(f"{where}: member {info.filename!r} has no readable .npy header")
-            if _declared_bytes(header) > allowed:
+            declared = _declared_bytes(header)
+            if declared > size:
                 raise CheckpointError(
                     f"{where}: {name!r} has shape {header[0]}, config expects {tuple(shapes[name])} ({header[2]}, "
-                    f"declared in its .npy header: {_declared_bytes(header)} bytes, refused before loading)"
+                    f"declared in its .npy header: {declared} bytes, refused before loading)"
                 )
 
 
