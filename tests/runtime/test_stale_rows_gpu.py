@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import tickformer.runtime as rt
+from tickformer.export.blocks import cache_rows_live  # the real one: the mutant below wraps it
 from tickformer.export.writer import export_artifact
 from tickformer.model.checkpoint import Checkpoint
 from tickformer.model.config import preset
@@ -152,7 +153,7 @@ def test_poisoning_reaches_the_output_when_the_v_selection_is_dropped(tmp_path, 
 
 
 def _ones_rows(g, live, n_rows, v_cache_shape):
-    """A V-row 'selection' that selects every row (the mutant): stale V rows reach the product."""
-    b, h, _, dh = v_cache_shape
-    index = g.const(np.arange(n_rows, dtype=np.int64), "all_rows_live")  # no row ever names the zero row
-    return index, g.op("Expand", g.scalar(0.0), g.ints([b, h, 1, dh]))
+    """A V-row 'selection' that selects every row (the mutant): the real one's zero row, but an
+    index that never names it, so stale V rows reach the product."""
+    _, zero_row = cache_rows_live(g, live, n_rows, v_cache_shape)
+    return g.const(np.arange(n_rows, dtype=np.int64), "all_rows_live"), zero_row
