@@ -15,11 +15,16 @@ medians. Not part of the package or the test suite.
 
 from __future__ import annotations
 
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+from tickformer.export.ort_session import make_session
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 
 H, N, DH = 4, 256, 16
 
@@ -28,9 +33,7 @@ def session(nodes, inputs, inits=()):
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, H, 1, DH])
     graph = helper.make_graph(nodes, "g", inputs, [out], initializer=list(inits))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return make_session(model)  # the runtime's options: one thread, all graph optimizations
 
 
 def main() -> None:
@@ -79,17 +82,17 @@ def main() -> None:
         ),
     }
     medians: dict[str, list[float]] = {name: [] for name in forms}
+    warm, times = np.zeros(300, np.int64), np.zeros(3000, np.int64)
     for _ in range(3):
         for name, (sess, extra) in forms.items():
             feeds = {**base, **extra}
             feeds = {i.name: feeds[i.name] for i in sess.get_inputs()}
-            for _ in range(300):
+
+            def call(sess=sess, feeds=feeds) -> None:
                 sess.run(None, feeds)
-            times = []
-            for _ in range(3000):
-                t0 = time.perf_counter_ns()
-                sess.run(None, feeds)
-                times.append(time.perf_counter_ns() - t0)
+
+            harness.timed_calls(call, warm)
+            harness.timed_calls(call, times)
             medians[name].append(float(np.median(times)) / 1e3)
     for name, values in medians.items():
         print(f"{name:28s} {np.median(values):7.1f} us")
