@@ -11,7 +11,7 @@ in turn per round, and the statistics are over the last `--last` positions of ev
 rounds x last samples per subject. The static cache reads all of its rows at every position, so
 those positions do the same work as max_len itself.
 
-Twice: as the benchmarks run (the garbage collector frozen and disabled, harness.quiet_gc), then
+Twice: as the benchmarks run (the garbage collector frozen and disabled: harness.quiet_gc), then
 inside certify.campaign.Isolation(realtime=True, cpu=1) -- SCHED_FIFO, mlockall, pinned to CPU 1,
 each request and whether it was granted recorded. Writes benchmarks/results/c_tails.json. Not
 part of the package; about a minute on 2 cores.
@@ -40,11 +40,8 @@ OUT = Path(__file__).resolve().parent / "results" / "c_tails.json"
 def interleaved_tails(subjects_: dict, n: int, rounds: int, last: int) -> dict:
     """Per subject: harness.summarize over the last `last` positions of `rounds` sequences, each
     subject's whole sequence in turn per round (3 warm-up rounds discarded)."""
-    samples = {name: np.zeros((rounds, n), np.int64) for name in subjects_}
-    for r in range(-3, rounds):
-        for name, s in subjects_.items():
-            harness.timed_sequence(s.reset, s.step, samples[name][max(r, 0)])
-    return {name: harness.summarize(v[:, n - last :]) for name, v in samples.items()}
+    out = harness.interleaved_sequences(subjects_, n, rounds, warmup_rounds=3)
+    return {name: harness.summarize(samples[:, n - last :]) for name, samples in out.items()}
 
 
 def main() -> None:
@@ -72,8 +69,7 @@ def main() -> None:
         subjects_ = {name: subjects.session_subject(name, s, x) for name, s in sessions.items()}
         n = sessions["c"].max_len
         try:
-            with harness.quiet_gc():
-                result["plain"] = interleaved_tails(subjects_, n, args.rounds, args.last)
+            result["plain"] = interleaved_tails(subjects_, n, args.rounds, args.last)
             with Isolation(realtime=True, cpu=1) as iso:
                 result["isolated"] = interleaved_tails(subjects_, n, args.rounds, args.last)
             result["isolation"] = iso.granted

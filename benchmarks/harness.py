@@ -115,6 +115,33 @@ class _RowCounter:
         return self.count - 1
 
 
+def interleaved_sequences(
+    subjects: dict, length: int, rounds: int, *, warmup_rounds: int, benchmark=None
+) -> dict[str, np.ndarray]:
+    """Every step of `rounds` sequences of each subject (objects with .reset and .step), one whole
+    sequence of each in turn per round, so that a slow spell of the shared machine lands on all
+    alike; `warmup_rounds` rounds first, discarded. The rounds run under quiet_gc, as
+    pytest-benchmark rounds when `benchmark` is given. Returns {name: ns [rounds run, length]}."""
+    out = {name: np.zeros((rounds, length), dtype=np.int64) for name in subjects}
+    for _ in range(warmup_rounds):
+        for name, subject in subjects.items():
+            timed_sequence(subject.reset, subject.step, out[name][0])
+    done = _RowCounter()
+
+    def one_round() -> None:
+        i = done.next()
+        for name, subject in subjects.items():
+            timed_sequence(subject.reset, subject.step, out[name][i])
+
+    with quiet_gc():
+        if benchmark is None:
+            for _ in range(rounds):
+                one_round()
+        else:
+            benchmark.pedantic(one_round, rounds=rounds, iterations=1)
+    return {name: samples[: done.count] for name, samples in out.items()}  # fewer if pytest-benchmark is off
+
+
 def measure_calls(
     benchmark, name: str, fn: Callable[[], object], *, samples: int, warmup: int, blocks: int = 10, **extra
 ) -> dict:

@@ -131,28 +131,16 @@ def x_step(control):
     return np.random.default_rng(7).standard_normal((1, 1, config.d_in)).astype(np.float32)  # [1, 1, d_in]
 
 
-def interleaved(subjects_: dict, n: int, rounds: int, benchmark) -> tuple[dict, int]:
+def interleaved(subjects_: dict, n: int, rounds: int, benchmark) -> tuple[dict, int, dict]:
     """Per-step samples [rounds, n] of every subject, one whole sequence of each in turn per
-    round (3 warm-up rounds discarded); (stats at 1, N/2, N per subject, rounds done)."""
-    out = {name: np.zeros((rounds, n), np.int64) for name in subjects_}
-    done = [0]
-
-    def one_round() -> None:
-        i = done[0]
-        for name, subject in subjects_.items():
-            harness.timed_sequence(subject.reset, subject.step, out[name][i])
-        done[0] += 1
-
-    for _ in range(3):
-        for name, subject in subjects_.items():
-            harness.timed_sequence(subject.reset, subject.step, out[name][0])
-    with harness.quiet_gc():
-        benchmark.pedantic(one_round, rounds=rounds, iterations=1)
+    round (3 warm-up rounds discarded; harness.interleaved_sequences); (stats at 1, N/2, N per
+    subject, rounds done, the samples)."""
+    out = harness.interleaved_sequences(subjects_, n, rounds, warmup_rounds=3, benchmark=benchmark)
     stats = {
-        name: {label: harness.summarize(samples[: done[0], lo:hi]) for label, (lo, hi) in windows(n).items()}
+        name: {label: harness.summarize(samples[:, lo:hi]) for label, (lo, hi) in windows(n).items()}
         for name, samples in out.items()
     }
-    return stats, done[0], out
+    return stats, len(next(iter(out.values()))), out
 
 
 def test_c_vs_ort_interleaved(benchmark, artifact, compiler, x_step):

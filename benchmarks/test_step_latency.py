@@ -168,34 +168,24 @@ def test_ort_vs_torch_interleaved(benchmark, request, control, x_step):
     n = config.max_len
     ort_subject = build_stateful("ort", request, control, x_step)
     torch_subject = build_stateful("torch", request, control, x_step)
-    out = {
-        "ort": np.zeros((INTERLEAVED_ROUNDS, n), dtype=np.int64),
-        "torch": np.zeros((INTERLEAVED_ROUNDS, n), dtype=np.int64),
-    }
-    done = [0]
-
-    def one_round() -> None:
-        i = done[0]
-        harness.timed_sequence(ort_subject.reset, ort_subject.step, out["ort"][i])
-        harness.timed_sequence(torch_subject.reset, torch_subject.step, out["torch"][i])
-        done[0] += 1
-
     try:
-        for _ in range(2):  # warm-up rounds, discarded
-            harness.timed_sequence(ort_subject.reset, ort_subject.step, out["ort"][0])
-            harness.timed_sequence(torch_subject.reset, torch_subject.step, out["torch"][0])
-        with harness.quiet_gc():
-            benchmark.pedantic(one_round, rounds=INTERLEAVED_ROUNDS, iterations=1)
+        out = harness.interleaved_sequences(
+            {"ort": ort_subject, "torch": torch_subject},
+            n,
+            INTERLEAVED_ROUNDS,
+            warmup_rounds=2,
+            benchmark=benchmark,
+        )
     finally:
         ort_subject.close()
         torch_subject.close()
     lo, hi = windows(n)["N"]
-    stats = {name: harness.summarize(samples[: done[0], lo:hi]) for name, samples in out.items()}
+    stats = {name: harness.summarize(samples[:, lo:hi]) for name, samples in out.items()}
     benchmark.extra_info.update(
         {
             "case": "ratio/ort-vs-torch",
             "unit": "us",
-            "rounds": done[0],
+            "rounds": len(out["ort"]),
             "window": [lo + 1, hi],
             "ort": stats["ort"],
             "torch": stats["torch"],
