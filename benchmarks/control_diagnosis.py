@@ -184,18 +184,21 @@ def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
         "slope_gain_correlation": float(np.corrcoef(slope, gain)[0, 1]),
         "slope_to_first_order_mean": float(np.mean(slope / first_order)),
         "slope_to_first_order_std": float(np.std(slope / first_order)),
-        "noise_following": noise_following(hidden_model_angles(ck.params, ck.config, data), data),
-        "noise_following_oracle_filter": noise_following(oracle_filter_angles(data), data),
+        "noise_following": noise_following(
+            hidden_model_angles(ck.params, ck.config, data), data, cfg.window - 1
+        ),
+        "noise_following_oracle_filter": noise_following(oracle_filter_angles(data), data, cfg.window - 1),
     }
 
 
-def noise_following(pred: np.ndarray, data: Any) -> list[dict[str, float]]:
+def noise_following(pred: np.ndarray, data: Any, start: int) -> list[dict[str, float]]:
     """How much of a predictor's error is the measurement noise of y_t, per horizon j: the
     least-squares slope k of its error (predicted - true theta_{t+j}) on the noise y_t - theta_t
-    over the held-out episodes at positions >= 31 (the demo's window full), its RMSE, and the RMSE
-    of error - k * noise. A predictor that passes y_t through unfiltered has k = 1; a Kalman
-    filter weighs the new measurement by its gain, k < 1. pred: [N, T, d + 1] angles (rad)."""
-    start, t = 31, data.steps
+    over the held-out episodes at positions >= start (the caller's: the demo's window full), its
+    RMSE, and the RMSE of error - k * noise. A predictor that passes y_t through unfiltered has
+    k = 1; a Kalman filter weighs the new measurement by its gain, k < 1. pred: [N, T, d + 1]
+    angles (rad)."""
+    t = data.steps
     noise = data.test_y[:, start:t] - data.test_theta[:, start:t]  # [N, T - start]
     out = []
     for j in range(pred.shape[-1]):
