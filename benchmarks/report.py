@@ -461,8 +461,13 @@ def c_step_section(c_step: dict | None) -> str:
 
     rows = [row(names.get(k, k), v["N"]) for k, v in s["stats"].items()]
     in_c = c_step.get("in_c")
+    built = "the backend's flags"
     if in_c:
-        rows.append(row("tf_step timed in C (no Python), -O2", in_c["stats"]["N"]))
+        built = " ".join(f for f in in_c["flags"] if f.startswith(("-O", "-mprefer")))
+        rows.append(row(f"tf_step timed in C (no Python), {built}", in_c["stats"]["N"]))
+        for key, label in (("o2", "-O2"), ("w256", "256-bit vectors"), ("o3", "-O3")):
+            if key in in_c:
+                rows.append(row(f"the same built with {label}", in_c[key]["stats_at_N"]))
     floor = c_step.get("floor")
     if floor:
         fl = floor["pass_us"]
@@ -479,13 +484,13 @@ def c_step_section(c_step: dict | None) -> str:
         "docs/codegen.md judges the targets._",
         table(["subject", "p50", "p99", "p99.9", "p99.9/p50", "n", ""], rows),
         f"ORT p50 / c p50 at N: {ratio(s['ratio_p50_at_N'])} (two calls), "
-        f"{ratio(s.get('ratio_p50_at_N_deferred'))} (deferred commit); the Session's own input validation: "
-        f"{us(s.get('session_validation_us', {}).get('p50'))} p50.",
+        f"{ratio(s.get('ratio_p50_at_N_deferred'))} (deferred commit); the Session's scan of the input values, "
+        f"timed alone (backend c leaves it to the C step): {us(s.get('session_validation_us', {}).get('p50'))} p50.",
     ]
     w = c_step.get("windowed")
     if w:
         rows = [row(names.get(k, k), v["N"]) for k, v in w["stats"].items()]
-        rows.append(row("tf_step timed in C (no Python), -O2", w["in_c"]["stats_at_N"]))
+        rows.append(row(f"tf_step timed in C (no Python), {built}", w["in_c"]["stats_at_N"]))
         parts += [
             f"Windowed (the same model with window {w['window']}: a ring cache of {w['window']} rows, sliding "
             f"sessions, {w['rounds']} interleaved rounds; {w['bytes_per_step']['total']:,} bytes per step):",

@@ -12,11 +12,13 @@ Model: preset `control` (the other suites' model), batch 1, one thread, flush-to
    Also the Session's own validation of the input (`_validate_step_input`) timed alone.
 2. `test_c_step_without_python`: the same code's tf_step timed in C (clock_gettime around
    each call, CLOCK_MONOTONIC), no Python at all -- what the step costs on a real-time core;
-   built with the backend's flags, and once with -O3 instead of -O2 (the backend's choice).
+   built with the backend's flags, once with -O2 instead of -O3 and once with 256-bit vectors
+   instead of 512 (GCC_FLAGS' -mprefer-vector-width=512): the backend's two choices, checked.
 3. `test_bandwidth_floor`: the memory-bandwidth floor of one step on this machine: a buffer of
    exactly the step's bytes (codegen.evidence.bytes_per_step: weights + the whole K/V cache)
-   read end to end with 64 float accumulators (8 AVX vectors), each pass timed in C; the
-   floor is the p50 pass time (bytes / measured read bandwidth at that working-set size).
+   read end to end with 64 float accumulators, each pass timed in C, built with 256-bit and
+   with 512-bit vectors (8 or 4 vectors of accumulators); the floor is the lower of the two p50
+   pass times (bytes / measured read bandwidth at that working-set size).
 
 4. `test_windowed_c_vs_ort`: the same model with window 32 (a ring cache of 32 rows; sliding
    sessions, max_len steps per round cross the ring's wrap 8 times), c and ort interleaved,
@@ -197,9 +199,11 @@ def test_c_step_without_python(benchmark, artifact, compiler, tmp_path):
         (tmp_path / name).write_bytes(data)
     (tmp_path / "bench.c").write_text(STEP_BENCH_C)
     flags = list(DEFAULT_FLAGS) + (list(GCC_FLAGS) if compiler.kind == "gcc" else [])
-    o3 = [f if f != "-O2" else "-O3" for f in flags]  # the backend's choice of -O2, checked
+    o2 = [f if f != "-O3" else "-O2" for f in flags]  # the backend's choice of -O3, checked
     _compile(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
-    _compile(compiler, o3, ["bench.c", "tf_model.c"], tmp_path / "bench_o3", tmp_path)
+    _compile(compiler, o2, ["bench.c", "tf_model.c"], tmp_path / "bench_o2", tmp_path)
+    w256 = [f if f != "-mprefer-vector-width=512" else "-mprefer-vector-width=256" for f in flags]
+    _compile(compiler, w256, ["bench.c", "tf_model.c"], tmp_path / "bench_w256", tmp_path)
     n = plan.config.max_len
 
     def measure(program: str, reps: int) -> np.ndarray:
@@ -212,16 +216,22 @@ def test_c_step_without_python(benchmark, artifact, compiler, tmp_path):
     samples = out["samples"]
     stats = {label: harness.summarize(samples[:, lo:hi]) for label, (lo, hi) in windows(n).items()}
     harness.save_samples("c_step/in-c@N", samples[:, n - WINDOW :].ravel())
-    o3_samples = measure("bench_o3", C_REPS // 4)
+    o2_samples = measure("bench_o2", C_REPS // 4)
+    w256_samples = measure("bench_w256", C_REPS // 4)
     RESULTS["in_c"] = {
         "reps": C_REPS,
         "flags": flags,
         "stats": stats,
         "all_positions": harness.summarize(samples),
-        "o3": {
-            "flags": o3,
+        "o2": {
+            "flags": o2,
             "reps": C_REPS // 4,
-            "stats_at_N": harness.summarize(o3_samples[:, n - WINDOW :]),
+            "stats_at_N": harness.summarize(o2_samples[:, n - WINDOW :]),
+        },
+        "w256": {
+            "flags": w256,
+            "reps": C_REPS // 4,
+            "stats_at_N": harness.summarize(w256_samples[:, n - WINDOW :]),
         },
     }
     benchmark.extra_info.update({"case": "c-step/in-c", "unit": "us", **RESULTS["in_c"]})
@@ -234,28 +244,40 @@ def test_bandwidth_floor(benchmark, artifact, compiler, tmp_path):
 
     step_bytes = bytes_per_step(plan_for(open_artifact(artifact)))
     (tmp_path / "floor.c").write_text(FLOOR_C)
-    _compile(
-        compiler,
-        ["-std=c99", "-O3", "-march=native", "-Wall", "-Werror"],
-        ["floor.c"],
-        tmp_path / "floor",
-        tmp_path,
-    )
+    widths = {}
+    for bits in (256, 512):  # 512: no-op without AVX-512; the step is built with it (GCC_FLAGS)
+        _compile(
+            compiler,
+            ["-std=c99", "-O3", "-march=native", f"-mprefer-vector-width={bits}", "-Wall", "-Werror"],
+            ["floor.c"],
+            tmp_path / f"floor{bits}",
+            tmp_path,
+        )
     samples_path = tmp_path / "floor.bin"
 
     def run() -> None:
-        subprocess.run(
-            [str(tmp_path / "floor"), str(step_bytes["total"]), str(FLOOR_PASSES), str(samples_path)],
-            check=True,
-            capture_output=True,
-        )
+        for bits in (256, 512):
+            subprocess.run(
+                [
+                    str(tmp_path / f"floor{bits}"),
+                    str(step_bytes["total"]),
+                    str(FLOOR_PASSES),
+                    str(samples_path),
+                ],
+                check=True,
+                capture_output=True,
+            )
+            widths[bits] = harness.summarize(np.fromfile(samples_path, dtype=np.int64))
 
     benchmark.pedantic(run, rounds=1, iterations=1)
-    stats = harness.summarize(np.fromfile(samples_path, dtype=np.int64))
+    best = min(widths, key=lambda bits: widths[bits]["p50"])
+    stats = widths[best]
     floor = {
         "bytes_per_step": step_bytes,
         "passes": FLOOR_PASSES,
         "pass_us": stats,
+        "vector_bits": best,
+        "pass_us_by_vector_bits": {str(bits): s for bits, s in widths.items()},
         "read_GBps_at_p50": step_bytes["total"] / (stats["p50"] * 1e-6) / 1e9,
     }
     for key, label in (("in_c", "in_c_p50_over_floor"), ("session", "session_p50_over_floor")):

@@ -1992,12 +1992,39 @@ for _s in ("c", "c-deferred", "ort"):
     .derived("in-c p99.9", _CS, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N (us)")
     .derived("in-c tail", _CS, _c_get(_IN_C, "stats.N.tail_ratio"), "{:.2f}", "in C p99.9/p50 at N")
     .derived("in-c n", _CS, _c_get(_IN_C, "stats.N.n"), "{}", "in C n at N")
-    .derived("o3 p50", _CS, _c_get(_IN_C, "o3.stats_at_N.p50"), "{:.1f}", "-O3 p50 at N (us)")
-    .derived("o3 n", _CS, _c_get(_IN_C, "o3.stats_at_N.n"), "{}", "-O3 n at N")
+    .literal("512", "the backend's -mprefer-vector-width=512 (codegen/toolchain.py GCC_FLAGS)")
+    .derived("o2 p50", _CS, _c_get(_IN_C, "o2.stats_at_N.p50"), "{:.1f}", "-O2 p50 at N (us)")
+    .derived("o2 n", _CS, _c_get(_IN_C, "o2.stats_at_N.n"), "{}", "-O2 n at N")
+    .literal("256", "the 256-bit build's -mprefer-vector-width=256 (benchmarks/test_c_step.py)")
+    .derived("w256 p50", _CS, _c_get(_IN_C, "w256.stats_at_N.p50"), "{:.1f}", "256-bit p50 at N (us)")
+    .derived("w256 n", _CS, _c_get(_IN_C, "w256.stats_at_N.n"), "{}", "256-bit n at N")
     .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
     .derived("floor n", _CS, _c_get(_FLOOR, "passes"), "{}", "floor passes")
 )
 Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}", "interleaved rounds")
+(
+    Span(f"{D}#what-changed")
+    .literals(
+        "the record before, docs/codegen.md of commit e35c3bb (run of 2026-12-04 20:41 UTC)",
+        ("2026-12-05", "the date of the change"),
+        ("2026-12-04 20:41", "its date"),
+        ("13.4", "c p50 at N through Session.step"),
+        ("11.2", "in C p50 at N, -O2, 256-bit"),
+        ("256", "its vector width"),
+        ("8", "lanes of a 256-bit float vector"),
+        ("16", "lanes of a 512-bit float vector"),
+        ("512", "-mprefer-vector-width=512"),
+        ("256", "the narrow build"),
+        ("512", "a 512-bit load"),
+        ("64", "TF_ALIGN64's bytes"),
+        ("256", "GCC's default width on AVX-512 machines"),
+    )
+    .derived("w256 p50", _CS, _c_get(_IN_C, "w256.stats_at_N.p50"), "{:.1f}", "256-bit p50 at N (us)")
+    .derived("o2 p50", _CS, _c_get(_IN_C, "o2.stats_at_N.p50"), "{:.1f}", "-O2 p50 at N (us)")
+    .derived(
+        "validation", _CS, _c_get(_INTER, "session_validation_us.p50"), "{:.2f}", "session validation p50"
+    )
+)
 (
     Span(f"{D}#session-path")
     .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
@@ -2015,13 +2042,16 @@ Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}",
     .derived("cache", _CS, _c_get(_FLOOR, "bytes_per_step.cache"), "{:,}", "bytes_per_step.cache")
     .param("rows", lambda: parameter_max_len("control"), "{}", "preset('control').max_len")
     .literal("64", "the floor kernel's 64 accumulators (benchmarks/test_c_step.py)")
-    .literal("8", "8 AVX vectors of 8 floats")
+    .literal("256", "the floor's 256-bit build")
+    .literal("512", "the floor's 512-bit build")
+    .derived("bits", _CS, _c_get(_FLOOR, "vector_bits"), "{}", "vector_bits of the faster floor build")
     .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
     .derived("GB/s", _CS, _c_get(_FLOOR, "read_GBps_at_p50"), "{:.1f}", "read_GBps_at_p50")
 )
 (
     Span(f"{D}#targets")
     .literal("5", "the target's 5x")
+    .literal("5", "the 5x of the verdict")
     .derived("ratio", _CS, _c_get(_INTER, "ratio_p50_at_N"), "{:.2f}", "ratio_p50_at_N")
     .derived("c p50", _CS, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
     .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
@@ -2055,8 +2085,6 @@ RESULTS["c-step-suite"] = ResultsFile(
 (
     Span(f"{D}#why-not-5x")
     .literal("5", "the target's 5x")
-    .literal("7.17", "c/ort p50 at N of the 17:49 UTC run at 450cb62, against the regressed ORT step")
-    .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
     .literal("2026-12-04 20:33", "the start of the make bench run (benchmarks/README.md)")
     .run("quiet ort", lambda: step_p50("ort", "N"), "{:.1f}", "benchmarks/results/latest.json ort p50 at N")
     .derived(
@@ -2066,8 +2094,6 @@ RESULTS["c-step-suite"] = ResultsFile(
         "{:.1f}",
         "latest.json ort p50 at N / c p50 at N",
     )
-    .literal("5", "the target's 5x")
-    .run("needed", lambda: step_p50("ort", "N") / 5, "{:.1f}", "latest.json ort p50 at N / 5")
     .result("suite ratio", "c-step-suite", "session.ratio_p50_at_N", "{:.2f}")
     .result("suite c p50", "c-step-suite", "session.stats.c.N.p50", "{:.1f}")
     .result("suite ort p50", "c-step-suite", "session.stats.ort.N.p50", "{:.1f}")
@@ -2077,7 +2103,13 @@ RESULTS["c-step-suite"] = ResultsFile(
     .literal(
         "33.0", "ORT p50 at N in the make bench run of 2026-12-03 06:17 UTC (latest.json before 2026-12-04)"
     )
-    .literal("2.5", "33.0 us / the c step's 13.4 us at N (c_step_bench.json)")
+    .derived(
+        "vs 33.0",
+        _CS,
+        lambda d: 33.0 / dig(_c_case(d, _INTER), "stats.c.N.p50"),
+        "{:.1f}",
+        "33.0 us / c p50 at N",
+    )
     .literal("5", "the target's 5x")
     .literal("6.6", "33.0 us / 5")
     .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")

@@ -56,11 +56,20 @@ def f32_down(value: float) -> str:
     return f32(float(down(value)))
 
 
-def array(name: str, values: np.ndarray, *, comment: str = "", shapes_only_variant: bool = False) -> str:
+def array(
+    name: str,
+    values: np.ndarray,
+    *,
+    comment: str = "",
+    shapes_only_variant: bool = False,
+    aligned: bool = False,
+) -> str:
     """`static const float name[n] = {...};` for a float32 array of any shape (flattened,
     C order), with its logical shape in a comment. shapes_only_variant: also a declaration
     without the values under TF_WEIGHT_SHAPES_ONLY, for static analysers that need no values
-    (cppcheck's parser is slow over 10^5 initialisers; no check of ours depends on them)."""
+    (cppcheck's parser is slow over 10^5 initialisers; no check of ours depends on them).
+    aligned: placed on a 64-byte boundary (TF_ALIGN64, tf_model.h), so a 64-byte vector load of
+    a row never straddles two cache lines."""
     flat = np.ascontiguousarray(values, dtype=np.float32).ravel()
     shape = "x".join(str(s) for s in values.shape) or "scalar"
     head = f"/* {comment} [{shape}] */\n" if comment else f"/* [{shape}] */\n"
@@ -68,12 +77,10 @@ def array(name: str, values: np.ndarray, *, comment: str = "", shapes_only_varia
         "    " + ", ".join(f32(float(v)) for v in flat[i : i + PER_LINE])
         for i in range(0, flat.size, PER_LINE)
     )
+    decl = f"static const float {name}[{flat.size}]" + (" TF_ALIGN64" if aligned else "")
     if not shapes_only_variant:
-        return f"{head}static const float {name}[{flat.size}] = {{\n{body}\n}};\n"
-    return (
-        f"{head}#if defined(TF_WEIGHT_SHAPES_ONLY)\nstatic const float {name}[{flat.size}];\n#else\n"
-        f"static const float {name}[{flat.size}] = {{\n{body}\n}};\n#endif\n"
-    )
+        return f"{head}{decl} = {{\n{body}\n}};\n"
+    return f"{head}#if defined(TF_WEIGHT_SHAPES_ONLY)\n{decl};\n#else\n{decl} = {{\n{body}\n}};\n#endif\n"
 
 
 def lines(parts: Iterable[str]) -> str:

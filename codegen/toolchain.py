@@ -4,12 +4,15 @@
     lib = load_library(path, plan)          # ctypes, checked against the artifact
 
 Compiler: the `cc=` argument, else $CC, else the first of cc, gcc, clang on PATH; none is a
-BackendUnavailable naming the package to install. Flags (DEFAULT_FLAGS): -O2 (GCC's -O3
-vectorises the attention's outer loops with shuffles and is slower on this step: docs/codegen.md),
--march=native (the library is built on the machine that runs it), -ffp-contract=off (no fused
-multiply-add: the reference rounds every product), -fno-math-errno (sqrtf becomes one
+BackendUnavailable naming the package to install. Flags (DEFAULT_FLAGS): -O3 (faster than -O2
+on the machine of docs/codegen.md "Speed"; an earlier AMD machine preferred -O2, and `cflags=`
+selects it), -march=native (the library is built on the machine that runs it), -ffp-contract=off
+(no fused multiply-add: the reference rounds every product), -fno-math-errno (sqrtf becomes one
 instruction; its argument var + eps is > 0), and with GCC -fno-tree-loop-distribute-patterns
-(no memset/memmove calls). Never -ffast-math: it breaks the -inf selection and the NaN checks.
+(no memset/memmove calls) and -mprefer-vector-width=512 (GCC otherwise keeps to 256-bit vectors
+on AVX-512 machines; the weights and the state are 64-byte aligned for it; a no-op without
+AVX-512). The outputs are the same bits at every level and width (docs/codegen.md). Never
+-ffast-math: it breaks the -inf selection and the NaN checks.
 
 Cache: the key is the SHA-256 of the artifact's manifest_sha256, the generator's id (a digest
 of codegen/*.py), the compiler's path and `--version` line, and the flags. A build happens in
@@ -44,8 +47,8 @@ from .plan import Plan
 
 LIBRARY = "libtf_model.so"
 BUILD_RECORD = "build.json"
-DEFAULT_FLAGS = ("-std=c99", "-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno")
-GCC_FLAGS = ("-fno-tree-loop-distribute-patterns",)
+DEFAULT_FLAGS = ("-std=c99", "-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno")
+GCC_FLAGS = ("-fno-tree-loop-distribute-patterns", "-mprefer-vector-width=512")
 SHARED_FLAGS = ("-fPIC", "-shared")
 CANDIDATES = ("cc", "gcc", "clang")
 COMPILE_TIMEOUT_S = 600

@@ -51,6 +51,12 @@ class BackendError(TickformerError):
     """A backend failed while running a graph; the session's position and cache are unchanged."""
 
 
+class InputRefused(BackendError):
+    """A backend's own input check (one that checks inputs itself, `Backend.checks_input`)
+    refused the step's input before anything was written. The Session turns it into the
+    InputError its own check raises for that input, so callers never see this class."""
+
+
 class FileRefused(TickformerError):
     """A file was refused before it was read: missing, a link, not a regular file, too large,
     of the wrong size or unreadable (`tickformer.safe_files`). `.name` is the file, `.reason`

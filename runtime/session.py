@@ -4,7 +4,9 @@ State (llama2.c style, allocated once at load): the backend's buffers (KV cache,
 output buffer), this session's token-check buffers and position ints, and the position. The step
 protocol:
 
-    1. validate x (closed? context full? type, dtype, shape, finite, in the declared domain)
+    1. validate x (closed? context full? type, dtype, shape, finite, in the declared domain; a
+       backend that checks its input itself, `Backend.checks_input` -- the generated C step --
+       gets the values checked there, and the session names a refused value with its own check)
     2. y = backend.step(x, pos)            -- may fail; never touches the cache
     3. contract monitor on y and latency  -- `check` mode may raise
     4. backend.commit(pos); position += 1  -- only now does state change
@@ -89,6 +91,7 @@ from tickformer.errors import (
     ConfigError,
     ContextFull,
     InputError,
+    InputRefused,
     SessionBusy,
     SessionClosed,
     TickformerError,
@@ -154,6 +157,9 @@ class Session:
         self.artifact = artifact
         self.config = cfg
         self.backend = backend
+        # The values are checked once per step, by the backend when it checks them itself (the C
+        # step's tf_check_input: the same predicate, docs/codegen.md), else here.
+        self._values_checked_by_backend = backend.checks_input
         self.batch = artifact.batch
         self.max_len = artifact.max_len
         self.contracts = contracts
@@ -288,7 +294,7 @@ class Session:
                 "the session was closed; load the artifact again with tickformer.runtime.load(...)"
             )
 
-    def _validate_step_input(self, x: np.ndarray) -> None:
+    def _check_step_type(self, x: np.ndarray) -> None:
         # Exactly np.ndarray: a subclass can hide values (a masked array's min() skips masked
         # NaN) or override min/max, and the engine reads the raw buffer. `type(x) is` allocates nothing.
         if type(x) is not np.ndarray or x.dtype != self.input_dtype or x.shape != self.input_shape:
@@ -297,6 +303,9 @@ class Session:
                 f"{self.input_shape}, got {_describe(x)}; "
                 f"convert with np.asarray(x, np.{self.input_dtype}).reshape{self.input_shape}"
             )
+
+    def _validate_step_input(self, x: np.ndarray) -> None:
+        self._check_step_type(x)
         if self.tokens:
             if not self._step_tokens_valid(x):
                 self._validate_values(x)  # raises with the message naming the bad id
@@ -416,12 +425,18 @@ class Session:
         monitor = self.monitor
         start = 0 if monitor is None else time.perf_counter_ns()
         self._check_open()
-        self._validate_step_input(x)
+        checked_by_backend = self._values_checked_by_backend
+        if checked_by_backend:
+            self._check_step_type(x)  # the values: tf_check_input, before the C step writes anything
+        else:
+            self._validate_step_input(x)
         if self.sliding:
             key = self._ring
         else:
             pos = self._position
             if not self._fits[pos]:  # contracts.position.can_step (P1), tabulated at load
+                if checked_by_backend:
+                    self._validate_step_input(x)  # a bad value is named first, as on every backend
                 raise ContextFull(
                     f"position {pos} is at max_len {self.max_len} of this artifact: the static cache is full; "
                     f"call reset() to start a new sequence, or re-export with a larger --max-len"
@@ -431,9 +446,16 @@ class Session:
                     "no source sequence: call set_source(src) (or generate(src, ...)) before step()"
                 )
             key = pos if self.window is None else self._ring_of[pos]  # windowed: its ring position
-        self._peeked = -1
+        peeked, self._peeked = self._peeked, -1
         try:
             y = self.backend.step(x, key)  # [B, 1, d_out | V]; may raise, state untouched
+        except InputRefused as exc:
+            self._peeked = peeked  # refused before it wrote anything: a pending peek stands
+            self._validate_step_input(x)  # raises the InputError naming the value
+            raise BackendError(
+                f"{exc}, but the session's check of the declared domain accepts this input: the library's "
+                "input check does not match the artifact; regenerate the library (backend 'c' rebuilds it)"
+            ) from exc
         except TickformerError:
             raise
         except Exception as exc:  # e.g. numpy FloatingPointError/MemoryError: ours, state untouched

@@ -62,6 +62,10 @@ class Backend(abc.ABC):
     runs_graphs: ClassVar[bool] = True  # runs the artifact's ONNX graphs (their weights are checked at load)
     supports_peek: ClassVar[bool] = False  # implements commit_candidate (module docstring, "Peek")
     ring_cache: ClassVar[bool] = False  # runs windowed artifacts (ring KV cache of W rows, module docstring)
+    # step() itself refuses a non-finite, out-of-domain or out-of-vocabulary input before it writes
+    # anything, raising errors.InputRefused: the Session then checks only the type, dtype and shape
+    # on the hot path and names the bad value only when the backend refused (runtime/session.py).
+    checks_input: ClassVar[bool] = False
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         if options:

@@ -32,6 +32,15 @@ ctypes builds a converted argument object per call), and the returned status is 
 (0 is cached). The library is a ctypes.PyDLL: the call keeps the GIL. The C step itself
 refuses bad input and non-finite or out-of-bound output with a status; this backend turns any
 status but 0 into a BackendError, and the cache is then unchanged (tf_stage never writes it).
+
+Input check (`checks_input`): the C step's tf_check_input (finite, inside the declared domain
+rounded inward to float32, token ids in the vocabulary) is the check of contracts/input_domain.py
+for float32 inputs, so the Session skips its own scan of the values (~0.5 us of the step) and
+checks only type, dtype and shape; a refused input (status 2, 3 or 4) raises InputRefused, which
+the Session turns into the InputError its own check names. Because a `library=` is matched to the
+artifact by hash only, loading probes the library's check at the domain's edges on a private
+state (the smallest and largest float32 inside, the nearest outside, NaN, inf; ids 0, V-1, -1, V)
+and refuses a library whose check disagrees.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tickformer.artifact import Artifact
-from tickformer.errors import BackendError, ConfigError
+from tickformer.errors import BackendError, ConfigError, InputRefused
 
 from .base import Backend
 
@@ -56,14 +65,14 @@ STATUS_TEXT = {
     7: "the state written is NaN, infinite or beyond the manifest's state_bound",
 }
 ALIGN = 64
+INPUT_STATUSES = (2, 3, 4)  # TF_E_NONFINITE, TF_E_DOMAIN, TF_E_TOKEN: tf_check_input's refusals
 
 
 def refused(status: int, pos: int, what: str) -> BackendError:
     """The error for a nonzero status of the generated step at `pos`; `what` says what is left
-    as it was (the C step checks before it writes)."""
-    return BackendError(
-        f"the C step refused position {pos}: {STATUS_TEXT.get(status, f'status {status}')}; {what}"
-    )
+    as it was (the C step checks before it writes). An input refusal is an InputRefused."""
+    kind = InputRefused if status in INPUT_STATUSES else BackendError
+    return kind(f"the C step refused position {pos}: {STATUS_TEXT.get(status, f'status {status}')}; {what}")
 
 
 def _aligned(nbytes: int) -> np.ndarray:
@@ -84,6 +93,7 @@ class CBackend(Backend):
     name = "c"
     static_cache = True
     ring_cache = True  # windowed artifacts: the generated ring cache (codegen/blocks.py RingCache)
+    checks_input = True  # tf_check_input (module docstring, "Input check"), probed at load
 
     def __init__(
         self,
@@ -155,6 +165,38 @@ class CBackend(Backend):
         self._pending = ctypes.c_int32.from_buffer(self._state, layout[6])  # tf_state.pending, in place
         self.deferred_commit = bool(deferred_commit)
         self._run = self._stage_pending_fn if self.deferred_commit else self._stage_fn
+        self._probe_input_check(path)
+
+    def _probe_input_check(self, path: Any) -> None:
+        """The library's input check refuses exactly what contracts/input_domain.py refuses, at
+        the edges where they could differ (module docstring); BackendError otherwise. On a
+        private state: the session's is untouched. Not real-time."""
+        state, y = _aligned(self._state.nbytes), np.zeros_like(self._y)
+        xin = np.zeros_like(self._x)
+        refs = (_ref(state), _ref(xin), _ref(y))
+        if self.config.inputs == "tokens":
+            v = self.config.vocab_size
+            cases = [(0, True), (v - 1, True), (-1, False), (v, False)]
+        else:
+            lo, hi = self.artifact.input_domain
+            f32 = np.float32
+            inside_lo = f32(lo) if f32(lo) >= lo else np.nextafter(f32(lo), f32(np.inf))
+            inside_hi = f32(hi) if f32(hi) <= hi else np.nextafter(f32(hi), f32(-np.inf))
+            cases = [(inside_lo, True), (inside_hi, True), (f32(np.nan), False), (f32(np.inf), False)]
+            if np.isfinite(inside_lo):
+                cases.append((np.nextafter(inside_lo, f32(-np.inf)), False))
+            if np.isfinite(inside_hi):
+                cases.append((np.nextafter(inside_hi, f32(np.inf)), False))
+        for value, accepted in cases:
+            self._reset_fn(refs[0])
+            xin.fill(value)
+            status = self._stage_fn(refs[0], refs[1], 0, refs[2])
+            if (status not in INPUT_STATUSES) != accepted:
+                raise BackendError(
+                    f"{path}: its input check {'refuses' if accepted else 'accepts'} the input value {value!r} "
+                    f"(status {status}), which the artifact's declared domain "
+                    f"{'accepts' if accepted else 'refuses'}; regenerate it"
+                )
 
     # --- real-time path ------------------------------------------------------------------------
     def step(self, x: np.ndarray, pos: int) -> np.ndarray:

@@ -25,7 +25,7 @@ from tickformer.codegen import evidence, plan_for, write
 from tickformer.codegen.toolchain import build_library
 from tickformer.runtime import open_artifact
 
-LEVELS = [("-O0", ""), ("-O2", ""), ("-O3", "-march=native")]
+LEVELS = [("-O0", []), ("-O2", []), ("-O3", ["-march=native", "-mprefer-vector-width=512"])]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def outs(arts, tmp_path_factory):
 def test_strict_build_and_symbols(outs, name, opt, arch, c_compiler, make_tool):
     out = outs[name]
     run_make(out, "clean", make_tool, c_compiler)
-    done = run_make(out, "tf_model.o", make_tool, c_compiler, f"OPT={opt}", f"ARCH={arch}")
+    done = run_make(out, "tf_model.o", make_tool, c_compiler, f"OPT={opt}", f"ARCH={' '.join(arch)}")
     assert done.returncode == 0, done.stdout + done.stderr
     writable, undefined = evidence.symbols(out / "tf_model.o")
     assert writable == [], f"the library holds writable data: {writable}"
@@ -74,7 +74,7 @@ def test_outputs_are_bitwise_identical_across_flags(arts, name, tmp_path, c_comp
     xs = sequence(art.config, art.batch, steps, art.input_domain, seed=3)
     results = []
     for opt, arch in LEVELS:
-        flags = ["-std=c99", opt, "-ffp-contract=off", "-fno-math-errno"] + ([arch] if arch else [])
+        flags = ["-std=c99", opt, "-ffp-contract=off", "-fno-math-errno", *arch]
         lib = build_library(plan, cflags=flags, cache_dir=tmp_path)
         with runtime.load(arts[name], backend="c", library=lib) as session:
             results.append(np.stack([session.step(x).copy() for x in xs]))

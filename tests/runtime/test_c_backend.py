@@ -20,7 +20,15 @@ from tickformer import runtime
 from tickformer.codegen import plan_for, write
 from tickformer.codegen.golden import NORMWISE_U, UNIT_ROUNDOFF
 from tickformer.codegen.toolchain import BUILD_RECORD, LIBRARY, build_library, cache_root
-from tickformer.errors import ArtifactError, BackendError, BackendUnavailable, ConfigError, ContractViolation
+from tickformer.errors import (
+    ArtifactError,
+    BackendError,
+    BackendUnavailable,
+    ConfigError,
+    ContextFull,
+    ContractViolation,
+    InputError,
+)
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 from tickformer.runtime import open_artifact
@@ -431,3 +439,105 @@ def test_a_monitor_veto_commits_nothing(tiny_art, compiler):
     assert session.position == 1
     k2, v2 = session.backend.cache()
     assert k2.tobytes() == k.tobytes() and v2.tobytes() == v.tobytes()
+
+
+# --- the input checked once, in C (runtime/backends/c.py "Input check") ----------------------
+
+
+def _edge_values(lo: float, hi: float) -> list[np.float32]:
+    """float32 values where a float32 check and the float64 domain could part: each bound's
+    nearest float32 on both sides, +-0, the extremes, NaN and the infinities."""
+    f32 = np.float32
+    out = [f32(0.0), f32(-0.0), f32(np.nan), f32(np.inf), f32(-np.inf)]
+    for bound in (lo, hi):
+        b = f32(bound)
+        out += [b, np.nextafter(b, f32(np.inf)), np.nextafter(b, f32(-np.inf))]
+    return out + [f32(np.finfo(np.float32).max), f32(-np.finfo(np.float32).max)]
+
+
+def _outcome(session, x):
+    try:
+        session.step(x)
+    except InputError as exc:
+        return str(exc)
+    return "ok"
+
+
+@pytest.mark.parametrize("art", ["tiny_art", "tokens_art"])
+def test_the_c_check_refuses_exactly_what_the_session_check_refuses(request, art, compiler):
+    """The Session skips its scan of the values on backend c (checks_input): every edge value, in
+    every input slot, gets the outcome and the message the numpy backend's Session gives, and a
+    refused step moves nothing."""
+    path, _ = request.getfixturevalue(art)
+    c, ref = runtime.load(path, backend="c"), runtime.load(path, backend="numpy")
+    assert c._values_checked_by_backend and not ref._values_checked_by_backend
+    if c.tokens:
+        v = c.config.vocab_size
+        values = [np.int64(i) for i in (0, v - 1, -1, v, -(2**63), 2**63 - 1)]
+    else:
+        values = _edge_values(*c.domain)
+    base = np.zeros(c.input_shape, c.input_dtype)
+    outcomes = set()
+    for value in values:
+        for slot in range(base.size):
+            x = base.copy()
+            x.flat[slot] = value
+            k, vv = (a.copy() for a in c.backend.cache())
+            got, want = _outcome(c, x), _outcome(ref, x)
+            assert got == want, (value, slot)
+            outcomes.add(got == "ok")
+            if got != "ok":
+                assert c.position == ref.position
+                assert all(a.tobytes() == b.tobytes() for a, b in zip(c.backend.cache(), (k, vv)))
+            if c.position == c.max_len:
+                c.reset(), ref.reset()
+    assert outcomes == {True, False}
+
+
+def test_a_bad_value_at_a_full_context_is_named_first(tiny_art, compiler):
+    """Precedence as on every backend: the InputError for the value before ContextFull."""
+    path, _ = tiny_art
+    for name in ("c", "numpy"):
+        session = runtime.load(path, backend=name)
+        good = np.zeros(session.input_shape, np.float32)
+        for _ in range(session.max_len):
+            session.step(good)
+        with pytest.raises(InputError, match="non-finite value nan"):
+            session.step(np.full(session.input_shape, np.nan, np.float32))
+        with pytest.raises(ContextFull):
+            session.step(good)
+
+
+def test_a_library_whose_input_check_disagrees_is_refused_at_load(tiny_art, tmp_path, compiler):
+    """The mutant the load probe exists for: a library built for a narrower (or wider) domain
+    than the artifact declares. With the Session's scan gone, it would refuse good inputs (or
+    accept bad ones) silently; loading refuses it, naming the value."""
+    import dataclasses
+
+    path, _ = tiny_art
+    plan = plan_for(open_artifact(path))
+    lo, hi = plan.domain
+    for domain, word in (
+        ((lo, hi * 0.5), "refuses"),
+        ((lo, float(np.nextafter(np.float32(hi), np.float32(np.inf)))), "accepts"),
+    ):
+        lib = build_library(dataclasses.replace(plan, domain=domain), cache_dir=tmp_path / word)
+        with pytest.raises(BackendError, match=f"its input check {word} the input value"):
+            runtime.load(path, backend="c", library=lib)
+
+
+def test_an_input_refusal_the_session_check_does_not_share_is_an_error(tiny_art, compiler, monkeypatch):
+    """Should the C check ever refuse what the Session's check accepts, the step fails loudly
+    (BackendError naming the disagreement), and nothing moves."""
+    from tickformer.errors import InputRefused
+
+    path, _ = tiny_art
+    session = runtime.load(path, backend="c")
+
+    def refuse(x, pos):
+        raise InputRefused("the C step refused position 0: an input value is outside the declared domain")
+
+    monkeypatch.setattr(session.backend, "step", refuse)
+    with pytest.raises(BackendError, match="the library's input check does not match the artifact"):
+        session.step(np.zeros(session.input_shape, np.float32))
+    assert session.position == 0
