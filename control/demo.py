@@ -458,15 +458,18 @@ def plot_tracking(path: Path, loop: dict[str, Any], cfg: DemoConfig) -> None:
     """Angle and tracking error of every controller over the first 30 s of plant time."""
     plt = _pyplot()
     dt = loop["dt_s"]
-    n = min(len(loop["model"]["_theta"]), 300)  # the first 30 s of plant time
+    # The first 30 s of plant time. Each loop's trace has its own length: skipped periods
+    # advance the plant too, so loops of the same tick count can end at different plant times.
+    n = min(max(len(loop[name]["_theta"]) for name in CONTROLLERS), 300)
     t = np.arange(n) * dt  # [n]
     ref = cfg.amplitude * np.sin(2 * np.pi * t / cfg.ref_period_s)  # [n]
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
     ax.plot(t, ref, "k--", lw=1, label="reference")
     for name in CONTROLLERS:
-        th = loop[name]["_theta"][:n]
-        ax.plot(t, th, lw=1, label=f"{name} (rms {loop[name]['tracking_rms']:.4f} rad)")
-        ax2.plot(t, th - ref, lw=1, label=name)
+        th = loop[name]["_theta"][:n]  # [m], m <= n
+        m = th.size
+        ax.plot(t[:m], th, lw=1, label=f"{name} (rms {loop[name]['tracking_rms']:.4f} rad)")
+        ax2.plot(t[:m], th - ref[:m], lw=1, label=name)
     ax.set_ylabel("theta (rad)")
     ax.legend(fontsize=7, loc="upper right")
     ax2.set_ylabel("theta - reference (rad)")

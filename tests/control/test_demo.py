@@ -133,3 +133,16 @@ def test_period_shares():
     assert s["model_tick_p50_share"] == 0.25 and s["model_tick_p99_share"] == 0.5
     assert s["rule_need_us"] == 900.0 and s["rule_met"]  # 3 runs x 300 us <= 1000 us
     assert not D.period_shares(cert, loop, D.DemoConfig(catch_up_max=3))["rule_met"]
+
+
+def test_tracking_plot_takes_traces_of_different_lengths(tmp_path):
+    """Skipped periods advance the plant, so loops of the same tick count end at different plant
+    times (CI: the model's trace 123 samples, the memoryless one's 121): each is plotted against
+    its own plant time, the shorter first or last alike."""
+    cfg = D.DemoConfig(quick=True, ticks=120)
+    lengths = dict(zip(D.CONTROLLERS, (121, 123, 119, 122)))
+    loop = {"dt_s": 0.1}
+    for name, n in lengths.items():
+        loop[name] = {"_theta": np.linspace(0.0, 0.1, n), "tracking_rms": 0.01, "ticks": 120}
+    D.plot_tracking(tmp_path / "tracking.png", loop, cfg)
+    assert (tmp_path / "tracking.png").read_bytes()[:4] == b"\x89PNG"
