@@ -35,12 +35,12 @@ status but 0 into a BackendError, and the cache is then unchanged (tf_stage neve
 
 Input check (`checks_input`): the C step's tf_check_input (finite, inside the declared domain
 rounded inward to float32, token ids in the vocabulary) is the check of contracts/input_domain.py
-for float32 inputs, so the Session skips its own scan of the values (~0.5 us of the step) and
-checks only type, dtype and shape; a refused input (status 2, 3 or 4) raises InputRefused, which
-the Session turns into the InputError its own check names. Because a `library=` is matched to the
-artifact by hash only, loading probes the library's check at the domain's edges on a private
-state (the smallest and largest float32 inside, the nearest outside, NaN, inf; ids 0, V-1, -1, V)
-and refuses a library whose check disagrees.
+for float32 inputs, so the Session skips its own scan of the values (about 0.7 us of the step,
+docs/codegen.md "Speed") and checks only type, dtype and shape; a refused input (status 2, 3 or
+4) raises InputRefused, which the Session turns into the InputError its own check names.
+Because a `library=` is matched to the artifact by hash only, loading probes the library's
+check at the domain's edges on a private state (the smallest and largest float32 inside, the
+nearest outside, NaN, inf; ids 0, V-1, -1, V) and refuses a library whose check disagrees.
 """
 
 from __future__ import annotations
