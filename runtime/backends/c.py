@@ -24,7 +24,7 @@ deferred_commit=True makes a tick one C call instead of two: `commit` only store
 `tf_state.pending` (a ctypes int32 over the state buffer, made at load) and the next step's
 `tf_stage_pending` applies it before it reads the cache -- the same committed state, but the
 `cache()` views (which apply a pending commit when called) lag one commit behind between
-calls; it saved 0.10 us of 13.4 in the benchmark (docs/codegen.md), so it is not the default.
+calls; it saves about a fifth of a microsecond (docs/codegen.md "Speed"), so it is not the default.
 No Python object is allocated, not even transiently: the pointer arguments are
 `ctypes.byref` objects made once (ctypes passes them as they are), `pos` is a plain int
 (ctypes converts it to a C int directly), argtypes are deliberately left unset (with them,
@@ -178,10 +178,11 @@ class CBackend(Backend):
             v = self.config.vocab_size
             cases = [(0, True), (v - 1, True), (-1, False), (v, False)]
         else:
+            from tickformer.codegen.c_text import down, up
+
             lo, hi = self.artifact.input_domain
             f32 = np.float32
-            inside_lo = f32(lo) if f32(lo) >= lo else np.nextafter(f32(lo), f32(np.inf))
-            inside_hi = f32(hi) if f32(hi) <= hi else np.nextafter(f32(hi), f32(-np.inf))
+            inside_lo, inside_hi = up(lo), down(hi)  # the generator's own rounding of TF_DOMAIN_LO/HI
             cases = [(inside_lo, True), (inside_hi, True), (f32(np.nan), False), (f32(np.inf), False)]
             if np.isfinite(inside_lo):
                 cases.append((np.nextafter(inside_lo, f32(-np.inf)), False))
