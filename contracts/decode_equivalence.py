@@ -19,8 +19,8 @@ Bound
     `control` preset (D = 64, d_ff = 256, 2 layers) that is about 4.9e-4.
     This tolerance is for the model, whose scores come from LayerNorm'd activations. The operator
     alone, fed raw scores of any magnitude, is held to a bound from each case's own conditioning
-    (tests/contracts/test_decode_equivalence.py `operator_bound`): a score error of one ulp at
-    |s| ~ 2000 moves the weights by 2.4e-4 relative, more than this tolerance allows.
+    (`operator_tolerance` below): a score error of one ulp at |s| ~ 2000 moves the weights by
+    2.4e-4 relative, more than this tolerance allows.
     Across backends (numpy vs ONNX Runtime, fp32) the same tolerance applies; fp16 engines
     need their own (the manifest's `tolerance` of an fp16 export).
 Reason
@@ -30,11 +30,12 @@ Reason
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import numpy as np
 
-from .softmax_stability import gamma, unit_roundoff
+from .softmax_stability import EXP_ULP, gamma, merge_rel_bound, unit_roundoff
 
 # One-line summary for the assurance table (the docstring above has the statement and derivation).
 BOUND = (
@@ -71,3 +72,26 @@ def equivalence_excess(y_step: np.ndarray, y_full: np.ndarray, rtol: float, atol
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         return float("inf")
     return float(np.max(np.abs(a - b) - (atol + rtol * np.abs(b)))) if a.size else 0.0
+
+
+def operator_tolerance(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
+    """A bound on |step - full| per output column for one query q [d] over keys k [T, d] and
+    values v [T, dv], two float32 evaluations of the same exact function softmax(q k^T/sqrt(d)) v
+    that differ only in order (BLAS blocking of a 1-row vs a T-row product, chunked merges).
+
+    Each side's score j is within delta_j = gamma_{d+1} |q|/sqrt(d) . |k_j| of the exact one (a
+    d-term dot product after one rounding of q's scaling, Higham 3.1: any order, FMA or not), so
+    the two sides' weights differ by a factor within exp(+-4 delta) (each normalised weight moves
+    by the score's error minus the weighted mean error, both sides) and their outputs by
+    expm1(4 delta) sum_j p_j |v_j| <= expm1(4 delta) max|v|. Each side's own evaluation adds its
+    relative roundoff against max|v|: the exp (EXP_ULP u), the sums of weights and of p v
+    (gamma_{T+1} each), the division (u), and a merge per piece (merge_rel_bound), first order,
+    counted twice for margin. delta is the largest delta_j. Tested in
+    tests/contracts/test_decode_equivalence.py. Allocates (test/verify helper)."""
+    u = unit_roundoff(np.float32)
+    d, t = q.shape[-1], k.shape[0]
+    dots = np.abs(k.astype(np.float64)) @ np.abs(q.astype(np.float64)) / math.sqrt(d)  # [T]
+    delta = gamma(d + 1, u) * float(dots.max())
+    pieces = -(-t // chunk)
+    own = 2.0 * ((EXP_ULP + 1.0) * u + 2.0 * gamma(t + 1, u) + pieces * merge_rel_bound(t))
+    return (math.expm1(4.0 * delta) + 2.0 * own) * np.abs(v.astype(np.float64)).max(axis=0)  # [dv]

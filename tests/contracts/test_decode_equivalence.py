@@ -1,22 +1,21 @@
 """Decode equivalence (contracts/decode_equivalence.py): stepping equals the full pass within
 decode_tolerance. Operator level: one query at a time against its causal prefix, and keys folded
 one piece at a time (chunk), within a bound derived from the case's own scores
-(`operator_bound`: decode_tolerance is the model's, for LayerNorm'd activations, and says nothing
-about raw scores of thousands). Model level: each position's prefix pass vs the full pass. The
-runtime's KV-cache step is compared in tests/verify (needs an exported artifact)."""
+(contracts.decode_equivalence.operator_tolerance: decode_tolerance is the model's, for LayerNorm'd
+activations, and says nothing about raw scores of thousands). Model level: each position's prefix
+pass vs the full pass. The runtime's KV-cache step is compared in tests/verify (needs an exported
+artifact)."""
 
 from __future__ import annotations
 
 import importlib
-import math
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tickformer.contracts.decode_equivalence import decode_tolerance, equivalence_excess
-from tickformer.contracts.softmax_stability import EXP_ULP, gamma, merge_rel_bound, unit_roundoff
+from tickformer.contracts.decode_equivalence import decode_tolerance, equivalence_excess, operator_tolerance
 from tickformer.model.config import preset
 from tickformer.model.transformer import forward, init_params
 
@@ -24,36 +23,14 @@ A = importlib.import_module("tickformer.model.attention")
 elems = st.floats(-30.0, 30.0, width=32)
 
 
-def operator_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
-    """A bound on |step - full| per output column for one query q [d] over keys k [T, d] and
-    values v [T, dv], two float32 evaluations of the same exact function softmax(q k^T/sqrt(d)) v
-    that differ only in order (BLAS blocking of a 1-row vs a T-row product, chunked merges).
-
-    Each side's score j is within delta_j = gamma_{d+1} |q|/sqrt(d) . |k_j| of the exact one (a
-    d-term dot product after one rounding of q's scaling, Higham 3.1: any order, FMA or not), so
-    the two sides' weights differ by a factor within exp(+-4 delta) (each normalised weight moves
-    by the score's error minus the weighted mean error, both sides) and their outputs by
-    expm1(4 delta) sum_j p_j |v_j| <= expm1(4 delta) max|v|. Each side's own evaluation adds its
-    relative roundoff against max|v|: the exp (EXP_ULP u), the sums of weights and of p v
-    (gamma_{T+1} each), the division (u), and a merge per piece (merge_rel_bound), first order,
-    counted twice for margin."""
-    u = unit_roundoff(np.float32)
-    d, t = q.shape[-1], k.shape[0]
-    dots = np.abs(k.astype(np.float64)) @ np.abs(q.astype(np.float64)) / math.sqrt(d)  # [T]
-    delta = gamma(d + 1, u) * float(dots.max())
-    pieces = -(-t // chunk)
-    own = 2.0 * ((EXP_ULP + 1.0) * u + 2.0 * gamma(t + 1, u) + pieces * merge_rel_bound(t))
-    return (math.expm1(4.0 * delta) + 2.0 * own) * np.abs(v.astype(np.float64)).max(axis=0)  # [dv]
-
-
 def _check_operator(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk: int) -> None:
     """Every position's step over its causal prefix against the full causal pass, within
-    operator_bound."""
+    operator_tolerance."""
     t = q.shape[0]
     full = A.attention(q, k, v, mask=A.causal_mask(t))  # [T, dv]
     for i in range(t):
         step = A.attention(q[i : i + 1], k[: i + 1], v[: i + 1], chunk=chunk)  # [1, dv] over the cache
-        bound = operator_bound(q[i], k[: i + 1], v[: i + 1], chunk)  # [dv]
+        bound = operator_tolerance(q[i], k[: i + 1], v[: i + 1], chunk)  # [dv]
         diff = np.abs(step.astype(np.float64) - full[i : i + 1].astype(np.float64))  # [1, dv]
         assert np.isfinite(step).all() and (diff <= bound).all(), (i, diff, bound)
 
@@ -78,10 +55,10 @@ def test_operator_equal_huge_scores_cancelling_values():
     v = np.full((t, d), 4.0, np.float32)  # [T, d]
     v[2, 0] = -8.0
     _check_operator(q, k, v, chunk=1)
-    assert operator_bound(q[2], k, v, 1)[0] > 6.5e-4  # the case's conditioning admits what it saw
+    assert operator_tolerance(q[2], k, v, 1)[0] > 6.5e-4  # the case's conditioning admits what it saw
 
 
-def test_operator_bound_catches_a_dropped_key():
+def test_operator_tolerance_catches_a_dropped_key():
     """The bound is not vacuous: a step that forgets the newest key (its own) is caught on a
     case of ordinary magnitude."""
     rng = np.random.default_rng(0)
@@ -89,7 +66,7 @@ def test_operator_bound_catches_a_dropped_key():
     full = A.attention(q, k, v, mask=A.causal_mask(6))  # [T, d]
     i = 5
     wrong = A.attention(q[i : i + 1], k[:i], v[:i], chunk=2)  # [1, d]: key i left out
-    assert (np.abs(wrong - full[i : i + 1]) > operator_bound(q[i], k[: i + 1], v[: i + 1], 2)).any()
+    assert (np.abs(wrong - full[i : i + 1]) > operator_tolerance(q[i], k[: i + 1], v[: i + 1], 2)).any()
 
 
 @settings(max_examples=20)
