@@ -465,7 +465,7 @@ def c_step_section(c_step: dict | None) -> str:
     if in_c:
         built = " ".join(f for f in in_c["flags"] if f.startswith(("-O", "-mprefer")))
         rows.append(row(f"tf_step timed in C (no Python), {built}", in_c["stats"]["N"]))
-        for key, label in (("o2", "-O2"), ("w256", "256-bit vectors"), ("o3", "-O3")):
+        for key, label in (("o2", "-O2"), ("w256", "256-bit vectors")):
             if key in in_c:
                 rows.append(row(f"the same built with {label}", in_c[key]["stats_at_N"]))
     floor = c_step.get("floor")
