@@ -22,7 +22,10 @@
    files present but not listed are reported by name, except the unhashed caches of TensorRT
    builds (`format.UNHASHED_CACHES`), the signature and hidden `.tmp` leftovers of an
    interrupted atomic write (`tickformer.durable`), which nothing reads as part of the model;
-7. the config, the graphs' recorded I/O against the config and batch (`format.expected_io`),
+7. the config: weights.npz must be a zip archive that can hold its parameters
+   (`model.checkpoint.check_weights_size`, O(1), so no inflated size makes the checks below
+   enumerate without end), the graphs' recorded
+   I/O against the config and batch (`format.expected_io`),
    the weights against the config (`model.checkpoint.parse_weights`: npz members by name and
    declared size before decompression), and, when onnx is installed, every graph's operators
    (`graph_rules.check_graph`: no external data, no custom domain, no control flow but what the
@@ -49,7 +52,7 @@ import numpy as np
 from tickformer import sealed, validation
 from tickformer.contracts.input_domain import check_domain
 from tickformer.errors import ArtifactError, CheckpointError, ConfigError, FileRefused, UntrustedArtifact
-from tickformer.model.checkpoint import parse_weights
+from tickformer.model.checkpoint import check_weights_size, parse_weights
 from tickformer.model.config import Config
 from tickformer.safe_files import MAX_FILE_BYTES, MAX_MANIFEST_BYTES, Directory, is_plain_name
 
@@ -474,6 +477,10 @@ def open_artifact(path: str | os.PathLike[str], *, trust: Any = None) -> Artifac
         )
     if WEIGHTS not in manifest["files"]:
         raise _fail(root, f"{MANIFEST} lists no {WEIGHTS}; re-export the artifact")
+    try:  # O(1), before expected_io enumerates the config's layers
+        check_weights_size(contents[WEIGHTS], config, where=f"{root / WEIGHTS}")
+    except CheckpointError as exc:
+        raise ArtifactError(f"{exc} (config in {MANIFEST}); re-export the artifact") from None
     _check_graph_io(root, manifest, config)
     artifact = Artifact(
         root=root,

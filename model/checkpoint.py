@@ -45,7 +45,7 @@ from tickformer.durable import replace_dir
 from tickformer.errors import CheckpointError, ConfigError, FileRefused
 from tickformer.safe_files import MAX_FILE_BYTES, MAX_MANIFEST_BYTES, Directory, is_plain_name
 
-from .config import Config
+from .config import Config, parameter_count
 from .transformer import parameter_shapes
 
 FORMAT = "tickformer-checkpoint"
@@ -327,17 +327,33 @@ def _parse_config(root: Path, data: bytes) -> Config:
 NPY_HEADER_MAX = 4096  # bytes of .npy header a member may carry beyond its data (np.save writes 128)
 
 
+def check_weights_size(data: bytes, config: Config, *, where: str) -> None:
+    """In O(1), before anything is enumerated per layer or per parameter: `data` starts as a zip
+    archive does, and the config's parameters (`parameter_count`, float32) fit in its bytes
+    (np.savez writes them uncompressed, so every genuine config passes). An inflated config is
+    refused here, whatever loop would come after (n_layers = 2^62 in a resealed manifest had the
+    artifact reader enumerate that many layers' graph inputs until memory ran out:
+    tests/reliability). Raises CheckpointError."""
+    if not data.startswith(b"PK"):
+        raise CheckpointError(
+            f"{where}: not an .npz archive (no zip signature); re-save the weights with np.savez"
+        )
+    need, nbytes = parameter_count(config) * PARAM_DTYPE.itemsize, len(data)
+    if need > nbytes:
+        raise CheckpointError(
+            f"{where}: the config declares {need} bytes of float32 parameters, more than the {nbytes} bytes "
+            "of the weights; the config does not belong to these weights"
+        )
+
+
 def check_npz_members(data: bytes, config: Config, *, where: str) -> None:
     """Before anything is decompressed: `data` is a zip archive whose members are exactly
     "<name>.npy" for the parameters of `config` (none twice), each declaring (in the zip
     directory) an uncompressed size of at most its float32 data plus NPY_HEADER_MAX, and an .npy
     header that can be read and declares no more bytes than that data. This bounds the work and
     the memory np.load can be made to use. Raises CheckpointError naming the first bad member."""
+    check_weights_size(data, config, where=where)  # before parameter_shapes enumerates the config
     shapes = parameter_shapes(config)
-    if not data.startswith(b"PK"):
-        raise CheckpointError(
-            f"{where}: not an .npz archive (no zip signature); re-save the weights with np.savez"
-        )
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:

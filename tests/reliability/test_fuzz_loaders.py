@@ -350,3 +350,58 @@ def test_strategies_really_mutate():
     assert changed == 50
     paths = ru.json_paths({"a": {"b": [1, {"c": math.pi}]}})
     assert ("a", "b", 1, "c") in paths and len(paths) == 5
+
+
+# --- an inflated config, found by the manifest fuzz in CI --------------------------------------------------
+# n_layers = 2^62 in a resealed manifest.json had the artifact reader enumerate that many layers' graph
+# inputs (format.expected_io) until the CI machine ran out of memory and killed pytest. Both loaders now
+# refuse a config whose parameters do not fit in its weights.npz (model.checkpoint.check_weights_size, O(1))
+# before anything is enumerated. Each load runs in a child with 2 GiB of address space and a time limit,
+# so the defect, should it return, fails the test instead of the machine.
+_CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from tickformer.errors import TickformerError
+try:
+    if sys.argv[1] == "artifact":
+        from tickformer import runtime
+        runtime.load(sys.argv[2], backend="numpy")
+    else:
+        from tickformer.model.checkpoint import load_checkpoint
+        load_checkpoint(sys.argv[2])
+    print("success")
+except TickformerError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def _load_in_child(kind: str, root) -> str:
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, kind, str(root)], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        return "HANG"
+    return done.stdout.strip() or f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
+
+
+@pytest.mark.parametrize("field", ["n_layers", "d_model", "d_ff"])
+def test_an_inflated_config_is_refused_before_it_is_enumerated(art_src, ckpt_src, scratch, field):
+    root = ru.fresh_copy(art_src[0], scratch / f"inflated-art-{field}")
+    document = ru.read_json(root / ru.ART_MANIFEST)
+    doc = ru.read_json(root / ru.ART_MANIFEST)
+    doc["config"][field] = 2**62
+    ru.write_json(root / ru.ART_MANIFEST, ru.resealed(doc, document))
+    reply = _load_in_child("artifact", root)
+    assert reply.startswith("ArtifactError") and "bytes of the weights" in reply, reply
+
+    root = ru.fresh_copy(ckpt_src[0], scratch / f"inflated-ckpt-{field}")
+    config = ru.read_json(root / "config.json")
+    config[field] = 2**62
+    ru.write_json(root / "config.json", config)
+    ru.rehash(root, ru.CKPT_MANIFEST, ["config.json"])
+    reply = _load_in_child("checkpoint", root)
+    assert reply.startswith("CheckpointError") and "bytes of the weights" in reply, reply
