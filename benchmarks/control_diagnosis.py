@@ -30,6 +30,18 @@ constant anywhere), run from its prior over only the last W measurements every t
 (`joint_ekf_window_W`; W = 0: over the whole stream, `joint_ekf_stream`). Its tracking is what a
 W-tick history holds for this decision rule (an EKF: not optimal, so a lower bound on it).
 
+Which part of the model's prediction costs the tracking (`hybrids`, the windowed model only): the
+model's controller with part of each tick's prediction replaced by the oracle's, on the same
+plants. A prediction per candidate j is (theta_{t+d}, theta_{t+d+1}(j)); its *common part* is
+theta_{t+d} and the mean over candidates of theta_{t+d+1} (what the history says the plant does
+anyway: the state estimate), its *command part* theta_{t+d+1}(j) minus that mean (what each
+candidate adds: the identified actuator). `HybridMPC` modes:
+
+    oracle_common      the oracle's common part, the model's command part
+    oracle_command     the model's common part, the oracle's command part
+    oracle_level       the oracle's theta_{t+d}, the model's increments theta_{t+d+1}(j) - theta_{t+d}
+    oracle_increment   the model's theta_{t+d}, the oracle's increments
+
 Writes benchmarks/results/control_diagnosis.json (docs/control.md cites it). Not part of the
 package; minutes on 2 cores.
 """
@@ -159,6 +171,52 @@ class JointMPC(NominalMPC):
         return True
 
 
+def blend(mode: str, m: np.ndarray, o: np.ndarray) -> None:
+    """Replace in the model's prediction m [K, 2] (theta_{t+d}, theta_{t+d+1}(j)) the part `mode`
+    names by the oracle's o [K, 2] (module docstring, `hybrids`); in place."""
+    if mode == "oracle_common":
+        m[:, 1] += o[:, 1].mean() - m[:, 1].mean()
+        m[:, 0] = o[:, 0]
+    elif mode == "oracle_command":
+        m[:, 1] = m[:, 1].mean() + (o[:, 1] - o[:, 1].mean())
+    elif mode == "oracle_level":
+        m[:, 1] += o[:, 0] - m[:, 0]
+        m[:, 0] = o[:, 0]
+    elif mode == "oracle_increment":
+        m[:, 1] = m[:, 0] + (o[:, 1] - o[:, 0])
+    else:
+        raise ValueError(f"mode {mode!r} is not one of {HybridMPC.MODES}")
+
+
+class HybridMPC(HistoryMPC):
+    """The model's controller (HistoryMPC) with part of its prediction replaced by the oracle's
+    (module docstring, `hybrids`); the oracle (OracleMPC on the same plant) sees the same
+    observations and the same chosen commands."""
+
+    MODES = ("oracle_common", "oracle_command", "oracle_level", "oracle_increment")
+
+    def __init__(self, mode: str, sim: HiddenPlantSim, *args: Any, **weights: float) -> None:
+        super().__init__(*args, **weights)
+        blend(mode, np.zeros((2, 2)), np.zeros((2, 2)))  # an unknown mode fails here, not mid-loop
+        self.mode, self.oracle = mode, OracleMPC(len(self.cand), sim, **weights)
+
+    def catch_up(self, obs: np.ndarray) -> None:
+        super().catch_up(obs)
+        self.oracle.catch_up(obs)
+
+    def predict(self, obs: np.ndarray) -> bool:
+        usable = super().predict(obs)
+        self.oracle.predict(obs)
+        if not usable:
+            return False
+        blend(self.mode, self.pred, self.oracle.pred)
+        return True
+
+    def chosen(self, j: int) -> None:
+        super().chosen(j)
+        self.oracle.chosen(j)
+
+
 def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
     """In-context identification on the run's held-out episodes (module docstring)."""
     from tickformer.model.checkpoint import load_checkpoint as _load
@@ -271,12 +329,12 @@ def main() -> None:
         "controllers": {},
     }
 
-    def run(name: str, make: Any) -> None:
+    def run(name: str, make: Any, into: str = "controllers") -> None:
         rows = []
         for plant in plants:
             sim = HiddenPlantSim(plant, reference(cfg), args.ticks + 1, seed=cfg.seed)
             rows.append(diagnose(make(plant, sim), sim, args.ticks, cfg.settle_ticks))
-        result["controllers"][name] = rows
+        result.setdefault(into, {})[name] = rows
         print(f"{name}: tracking {[round(r['tracking_rms'], 4) for r in rows]}", flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -308,6 +366,21 @@ def main() -> None:
 
             try:
                 run(name, fresh)
+                if name == "model":
+                    for mode in HybridMPC.MODES:
+
+                        def hybrid(
+                            plant: Any,
+                            sim: Any,
+                            session: Any = session,
+                            meta: Any = meta,
+                            bound: Any = bound,
+                            mode: str = mode,
+                        ) -> Any:
+                            session.reset()
+                            return HybridMPC(mode, sim, session, meta["norm"], plant, bound, **weights)
+
+                        run(f"model_{mode}", hybrid, "hybrids")
             finally:
                 session.close()
     run("nominal", lambda plant, sim: NominalMPC(cfg.candidates, **weights))

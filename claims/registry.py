@@ -171,6 +171,12 @@ RESULTS: dict[str, ResultsFile] = {
             "refresh_control_diagnosis",
         ),
         ResultsFile(
+            "control-sensitivity",
+            "benchmarks/results/control_sensitivity.json",
+            "utc",
+            "refresh_control_sensitivity",
+        ),
+        ResultsFile(
             "control-side-runs",
             "benchmarks/results/control_side_runs.json",
             "recipe.r2_d4.utc",
@@ -1368,6 +1374,25 @@ for _c in ("model", "joint_ekf_window_32"):
             "{:.2f}",
             f"controllers.{_c}[{_i}].tracking_rms / controllers.oracle[{_i}].tracking_rms",
         )
+_hyb = Span(f"{K}#hybrids").literal("3", "the three plants (column label)")
+for _h in (
+    "model",
+    "model_oracle_common",
+    "model_oracle_command",
+    "model_oracle_level",
+    "model_oracle_increment",
+):
+    _where = "controllers" if _h == "model" else "hybrids"
+    for _i in range(3):
+        _hyb.derived(
+            f"{_h} / oracle {_i}",
+            "control-diagnosis",
+            lambda d, w=_where, h=_h, i=_i: (
+                d[w][h][i]["tracking_rms"] / d["controllers"]["oracle"][i]["tracking_rms"]
+            ),
+            "{:.2f}",
+            f"{_where}.{_h}[{_i}].tracking_rms / controllers.oracle[{_i}].tracking_rms",
+        )
 _PREV_DEMO = "the previous demo run (2026-12-04 19:16 UTC, commit 620700b), before 02c148b"
 _loop = Span(f"{K}#loop")
 for _c in ("model", "memoryless", "nominal", "oracle"):
@@ -1489,12 +1514,56 @@ for _r, _setting in (
     ("r3_hw124", lambda v: f"{v['hw'][2]:g}"),
     ("r3_d48", lambda v: f"{v['cfg']['d_model']}"),
     ("r3_l3", lambda v: f"{v['cfg']['n_layers']}"),
+    ("r5_w64_len128", lambda v: f"{v['cfg']['window']}"),
 ):
     _recipe_row(_side2, _r, _setting)
+(
+    _side2.derived(
+        "r5 sequence length",
+        _SR,
+        lambda d: d["recipe"]["r5_w64_len128"]["variant"]["cfg"]["max_len"],
+        "{}",
+        "recipe.r5_w64_len128.variant.cfg.max_len",
+    )
+    .result("r5 date", _SR, "recipe.r5_w64_len128.utc", "{:.10}")
+    .result("r5 3-step rmse", _SR, "recipe.r5_w64_len128.model_rmse_3_step", "{:.4f}")
+    .result("recipe 3-step rmse", _SR, "recipe.r2_d4.model_rmse_3_step", "{:.4f}")
+)
 _seeds = Span(f"{K}#seeds")
 for _r in ("r2_d4", "r4_seed1", "r4_seed2", "r4_seed3"):
     _recipe_row(_seeds, _r, lambda v: v.get("seed", 0))
 _seeds.literal("5", "the five plants (column label)")
+_CS = "control-sensitivity"
+_WRONG = ("gain", "mass", "length")  # the constants of g/L and k/(mL^2); damping's row is forgiving
+_sens = Span(f"{K}#sensitivity").derived("plants", _CS, lambda d: len(d["plants"]), "{}", "len(plants)")
+for _c in (*_WRONG, "damping"):
+    for _f in ("0.85", "1.15"):
+        _v = f"{_c} x {_f.replace('.', '~')}"  # dig reads '~' as a '.' inside a key
+        (
+            _sens.literal(_f, "a factor of benchmarks/control_sensitivity.py FACTORS (row label)")
+            .result(f"{_v} mean", _CS, f"variants.{_v}.ratio_mean", "{:.2f}")
+            .result(f"{_v} demo plant", _CS, f"variants.{_v}.ratio.0", "{:.2f}")
+        )
+_sens.result("unfiltered mean", _CS, "variants.unfiltered level.ratio_mean", "{:.2f}").result(
+    "unfiltered demo plant", _CS, "variants.unfiltered level.ratio.0", "{:.2f}"
+)
+for _i in range(5):
+    _sens.result(f"peak command {_i}", _CS, f"peak_command.{_i}", "{:.2f}")
+_sens.literal("15", "15%: the factors 0.85 and 1.15 of benchmarks/control_sensitivity.py FACTORS")
+
+
+def _sens_extremes(d: Any) -> list[float]:
+    return [
+        r
+        for c in _WRONG
+        for f in ("0.85", "1.15")
+        for r in (d["variants"][f"{c} x {f}"]["ratio_mean"], d["variants"][f"{c} x {f}"]["ratio"][0])
+    ]
+
+
+_sens.derived(
+    "smallest", _CS, lambda d: min(_sens_extremes(d)), "{:.1f}", "min over the gain/mass/length rows"
+).derived("largest", _CS, lambda d: max(_sens_extremes(d)), "{:.1f}", "max over the gain/mass/length rows")
 _RSS_EXPERIMENT = (
     "measured by benchmarks/ort_thread_rss.py (a standalone model loop under Isolation(realtime=True); "
     "strace -f -e clone3 and gdb on pthread_create, 2026-12-04; re-run twice, same figures): its output "
@@ -1590,7 +1659,9 @@ FILES: dict[str, tuple[str, str]] = {
 
 # Definitional numbers outside spans that look like measurements (versions, thresholds, units).
 LITERALS: dict[str, dict[str, str]] = {
-    "README.md": {},
+    "README.md": {
+        "15": "15%: the factors 0.85 and 1.15 of benchmarks/control_sensitivity.py FACTORS",
+    },
     "docs/gpu.md": {
         "1e-5": "the emulated tests' tolerance (tests/runtime/test_gpu_backends.py)",
         "-1e9": "an example of the additive mask the fp16-range rule flags",
@@ -1876,6 +1947,10 @@ def refresh_bench_streaming() -> None:
 
 def refresh_control_diagnosis() -> None:
     _run([PY, "benchmarks/control_diagnosis.py"])
+
+
+def refresh_control_sensitivity() -> None:
+    _run([PY, "benchmarks/control_sensitivity.py"])
 
 
 def refresh_control_side_runs() -> None:
