@@ -1393,6 +1393,37 @@ for _h in (
             "{:.2f}",
             f"{_where}.{_h}[{_i}].tracking_rms / controllers.oracle[{_i}].tracking_rms",
         )
+
+
+_SR = "control-side-runs"
+
+
+def _burst(row: dict) -> int:
+    """Misses of a deadlines arm with another miss within a second of wall time."""
+    t = [k * row["period_ms"] / 1000 for k in row["missed_ticks"]]
+    return sum(1 for i, x in enumerate(t) if any(abs(x - y) < 1.0 for j, y in enumerate(t) if j != i))
+
+
+_arms = Span(f"{K}#deadline-arms").literal("2", "at most 1 in 10^4 of 20,000 ticks: the target")
+for _i in range(5):
+    (
+        _arms.literal(str(_i + 1), "the run's number (column label)")
+        .result(f"arm {_i} misses", _SR, f"deadlines.{_i}.deadline_misses", "{}")
+        .derived(
+            f"arm {_i} burst",
+            _SR,
+            lambda d, i=_i: _burst(d["deadlines"][i]),
+            "{}",
+            f"deadlines.{_i}.missed_ticks",
+        )
+        .result(f"arm {_i} wake", _SR, f"deadlines.{_i}.wake_lateness_max_us", "{:.1f}", scale=1e-3)
+        .result(f"arm {_i} load", _SR, f"deadlines.{_i}.load_average_before", "{:.2f}")
+    )
+_arms.result("arm ticks", _SR, "deadlines.0.ticks", "{:,}").result(
+    "arm period", _SR, "deadlines.0.period_ms", "{:g}"
+)
+
+
 _PREV_DEMO = "the previous demo run (2026-12-04 19:16 UTC, commit 620700b), before 02c148b"
 _loop = Span(f"{K}#loop")
 for _c in ("model", "memoryless", "nominal", "oracle"):
@@ -1447,7 +1478,6 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
 )
 
 
-_SR = "control-side-runs"
 _side = Span(f"{K}#side-runs").derived(
     "plants", _SR, lambda d: len(d["recipe"]["r2_d4"]["ratio"]), "{}", "len(recipe.r2_d4.ratio)"
 )
