@@ -10,7 +10,8 @@ identification measure of control_diagnosis.py (correlation across episodes of t
 d theta_{t+3} / d c_t with the actuator coefficient), then the closed loop of
 control_diagnosis.diagnose (no wall clock) on 5 held-out plants x 1000 ticks (the demo's plant
 first), with the ratio of each plant's tracking RMS to the oracle controller's on the same plant,
-and the ORT batch-K peek time (3000 peeks, p50 / p99). Variant keys:
+and the ORT batch-K peek time (3000 peeks, p50 / p99); each plant's tracking RMS over SEGMENTS of
+the stream too (`tracking_by_segment`, runs after 2026-12-05 only). Variant keys:
 
     cfg      Config overrides of the control-hidden preset (d_in: the token's lag columns,
              model.tasks hidden_io_widths; window, max_len, d_model, d_ff, n_layers)
@@ -53,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 OUT = Path(__file__).resolve().parent / "results" / "control_side_runs.json"
 PLANTS, TICKS, SETTLE = 5, 1000, 100
+SEGMENTS = ((100, 200), (200, 400), (400, 1000))  # plant ticks, after SETTLE: `tracking_by_segment`
 
 
 def _load() -> dict[str, Any]:
@@ -86,6 +88,17 @@ def _held_out(params: Any, config: Any, data: Any) -> dict[str, float]:
         "model_rmse_3_step": float(np.sqrt(np.mean(err[..., -1] ** 2))),
         "slope_corr": float(np.corrcoef(slope, gain)[0, 1]),
     }
+
+
+def _segments(sim: Any, ref: Any) -> list[float]:
+    """Tracking RMS (rad) of the plant ticks in each of SEGMENTS: does the error stay flat along
+    the stream (a window) or grow past the trained sequence length?"""
+    out = []
+    for a, b in SEGMENTS:
+        t = np.arange(a + 1, b + 1)
+        err = sim.theta[a + 1 : b + 1] - np.array([ref(float(k) * sim.plant.dt)[0] for k in t])
+        out.append(float(np.sqrt(np.mean(err**2))))
+    return out
 
 
 def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +163,9 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
         for i, plant in enumerate(plants):
             s = load(art, backend="ort", contracts="off")
             ctl = HistoryMPC(s, norm, plant, bound, kp=2.0, w_omega=0.05)
-            rows.append(diagnose(ctl, HiddenPlantSim(plant, ref, TICKS + 1, seed=0), TICKS, SETTLE))
+            sim = HiddenPlantSim(plant, ref, TICKS + 1, seed=0)
+            rows.append(diagnose(ctl, sim, TICKS, SETTLE))
+            rows[-1]["by_segment"] = _segments(sim, ref)
             if i == 0:
                 ns = []
                 for _ in range(3000):
@@ -165,6 +180,9 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
                 diagnose(OracleMPC(17, sim, kp=2.0, w_omega=0.05), sim, TICKS, SETTLE)["tracking_rms"]
             )
     res["tracking"] = [r["tracking_rms"] for r in rows]
+    res["tracking_by_segment"] = {
+        f"{a}-{b}": [r["by_segment"][i] for r in rows] for i, (a, b) in enumerate(SEGMENTS)
+    }
     res["pred_err"] = [r["pred_err_rms"] for r in rows]
     res["slope"] = [[r["slope_pred"], r["slope_true"]] for r in rows]
     res["oracle_tracking"] = oracle

@@ -1398,6 +1398,32 @@ for _h in (
 _SR = "control-side-runs"
 
 
+def _segment_mean(run: str, i: int) -> Callable[[Any], float]:
+    def get(d: Any) -> float:
+        segs = d["recipe"][run]["tracking_by_segment"]
+        return sum(list(segs.values())[i]) / len(list(segs.values())[i])
+
+    return get
+
+
+_cl = Span("docs/ssm.md#closed-loop")
+for _r in ("r6_ssm", "r6_window_segments"):
+    _cl.result(f"{_r} ratio", _SR, f"recipe.{_r}.ratio_mean", "{:.2f}")
+    for _i in range(3):
+        _cl.derived(
+            f"{_r} segment {_i}",
+            _SR,
+            _segment_mean(_r, _i),
+            "{:.4f}",
+            f"mean over the plants of recipe.{_r}.tracking_by_segment[{_i}]",
+        )
+_cl.literal("5", "the five plants (column label)").literal("16", "d_state of the run (row label)")
+_cl.literal("32", "the window of the demo's recipe (row label)")
+_cl.literal("64", "the control-hidden preset's max_len: the training sequence length")
+for _a in (100, 200, 400):  # "100-200 / 200-400 / 400-1000": the check reads each range's first bound
+    _cl.literal(str(_a), "a segment's first plant tick, control_side_runs.SEGMENTS (column label)")
+
+
 def _burst(row: dict) -> int:
     """Misses of a deadlines arm with another miss within a second of wall time."""
     t = [k * row["period_ms"] / 1000 for k in row["missed_ticks"]]
