@@ -72,6 +72,7 @@ def _read(path: Path, session) -> np.ndarray:
     import io
 
     from tickformer.errors import FileRefused, InputError
+    from tickformer.model.checkpoint import declared_bytes, read_npy_header
     from tickformer.safe_files import read_path
 
     try:
@@ -80,6 +81,14 @@ def _read(path: Path, session) -> np.ndarray:
         raise InputError(f"--input {exc}; pass a .npy file saved with np.save") from None
     if not raw.startswith(b"\x93NUMPY"):
         raise InputError(f"{path} is not a .npy file (it lacks the NumPy magic bytes); save it with np.save")
+    header = read_npy_header(io.BytesIO(raw))
+    if header is None:
+        raise InputError(f"cannot read the .npy header of {path}; save it with np.save")
+    if declared_bytes(header) > len(raw):  # np.load would allocate it before reading a byte
+        raise InputError(
+            f"{path}: its .npy header declares shape {header[0]} ({declared_bytes(header)} bytes), more "
+            f"than the file's {len(raw)} bytes (cut short, or not written by np.save); save it again with np.save"
+        )
     try:
         data = np.load(io.BytesIO(raw), allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:

@@ -14,6 +14,7 @@ option, bad choice) exit 2 with argparse's usage line plus one error line: check
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy.lib import format as np_format
 
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
@@ -108,6 +110,12 @@ def _files(root: Path) -> dict[str, str]:
     obj[0], obj[1] = {"a": 1}, [2]
     np.save(root / "pickled.npy", obj, allow_pickle=True)
     (root / "garbage.npy").write_bytes(b"this is not a numpy file")
+    header = io.BytesIO()  # 3.6 TiB declared in a file of a few dozen bytes: np.load allocates first
+    np_format.write_array_header_1_0(
+        header, {"descr": "<f4", "fortran_order": False, "shape": (10**6, 10**6)}
+    )
+    (root / "huge_header.npy").write_bytes(header.getvalue() + bytes(16))
+    (root / "bad_header.npy").write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr': 3 ]]]   \n" + bytes(16))
     (root / "garbage.onnx").write_bytes(b"\x08\x07garbage")
     (root / "afile").write_text("x")
     (root / "foreign.bin").write_bytes(b"\x89PNG\r\n\x1a\n not numpy at all")
@@ -219,6 +227,8 @@ CASES = [
     ("run", ["{ART}", "--input", "{TMP}/missing.npy"], "missing.npy"),
     ("run", ["{ART}", "--input", "{TMP}/garbage.npy"], "garbage.npy"),
     ("run", ["{ART}", "--input", "{TMP}/pickled.npy"], "pickled.npy"),
+    ("run", ["{ART}", "--input", "{TMP}/huge_header.npy"], "declares shape (1000000, 1000000)"),
+    ("run", ["{ART}", "--input", "{TMP}/bad_header.npy"], "cannot read the .npy header"),
     ("run", ["{ART}", "--input", "{TMP}/wide.npy"], "shape"),
     ("run", ["{ART}", "--input", "{TMP}/nan.npy"], "non-finite"),
     ("run", ["{ART}", "--input", "{TMP}/out_of_domain.npy"], "outside the declared domain"),

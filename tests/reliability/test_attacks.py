@@ -429,6 +429,33 @@ def test_a_foreign_file_as_weights_is_named_not_pickled(art_src, tmp_path):
     assert "pickle" not in str(info.value)
 
 
+def _zip_version_needed(data: bytes, version: int) -> bytes:
+    """An archive whose central directory says every member needs zip `version` to extract."""
+    out, at = bytearray(data), data.find(b"PK\x01\x02")
+    while at >= 0:
+        out[at + 6 : at + 8] = version.to_bytes(2, "little")
+        at = data.find(b"PK\x01\x02", at + 4)
+    return bytes(out)
+
+
+@pytest.mark.timeout(30)
+def test_weights_needing_a_zip_version_zipfile_lacks_are_refused_by_name(ckpt_src, art_src, tmp_path):
+    """Found by the checkpoint fuzz (CI, 2026-12-05): zipfile raised NotImplementedError("zip file
+    version 25.0"), which the loader did not turn into its own error. Before: that traceback."""
+    ckpt = ru.fresh_copy(ckpt_src[0], tmp_path / "ckpt")
+    weights = ckpt / "weights.npz"
+    weights.write_bytes(_zip_version_needed(weights.read_bytes(), 250))
+    ru.rehash(ckpt, ru.CKPT_MANIFEST, ["weights.npz"])
+    with pytest.raises(CheckpointError, match=r"not a readable .npz archive \(zip file version 25.0\)"):
+        load_checkpoint(ckpt)
+    art = ru.fresh_copy(art_src[0], tmp_path / "art")
+    weights = art / "weights.npz"
+    weights.write_bytes(_zip_version_needed(weights.read_bytes(), 250))
+    ru.rehash(art, ru.ART_MANIFEST, ["weights.npz"])
+    with pytest.raises(ArtifactError, match=r"not a readable .npz archive \(zip file version 25.0\)"):
+        open_artifact(art)
+
+
 # --- bounded work and consistent weights ----------------------------------------------------------------
 def _reseal_graph(art, model, name="step.onnx"):
     (art / name).write_bytes(model.SerializeToString())
