@@ -84,9 +84,10 @@ def _read(path: Path, session) -> np.ndarray:
     header = read_npy_header(io.BytesIO(raw))
     if header is None:
         raise InputError(f"cannot read the .npy header of {path}; save it with np.save")
-    if declared_bytes(header) > len(raw):  # np.load would allocate it before reading a byte
+    declared = declared_bytes(header)
+    if declared > len(raw):  # np.load would allocate it before reading a byte
         raise InputError(
-            f"{path}: its .npy header declares shape {header[0]} ({declared_bytes(header)} bytes), more "
+            f"{path}: its .npy header declares shape {header[0]} ({declared} bytes), more "
             f"than the file's {len(raw)} bytes (cut short, or not written by np.save); save it again with np.save"
         )
     try:

@@ -442,18 +442,16 @@ def _zip_version_needed(data: bytes, version: int) -> bytes:
 def test_weights_needing_a_zip_version_zipfile_lacks_are_refused_by_name(ckpt_src, art_src, tmp_path):
     """Found by the checkpoint fuzz (CI, 2026-12-05): zipfile raised NotImplementedError("zip file
     version 25.0"), which the loader did not turn into its own error. Before: that traceback."""
-    ckpt = ru.fresh_copy(ckpt_src[0], tmp_path / "ckpt")
-    weights = ckpt / "weights.npz"
-    weights.write_bytes(_zip_version_needed(weights.read_bytes(), 250))
-    ru.rehash(ckpt, ru.CKPT_MANIFEST, ["weights.npz"])
-    with pytest.raises(CheckpointError, match=r"not a readable .npz archive \(zip file version 25.0\)"):
-        load_checkpoint(ckpt)
-    art = ru.fresh_copy(art_src[0], tmp_path / "art")
-    weights = art / "weights.npz"
-    weights.write_bytes(_zip_version_needed(weights.read_bytes(), 250))
-    ru.rehash(art, ru.ART_MANIFEST, ["weights.npz"])
-    with pytest.raises(ArtifactError, match=r"not a readable .npz archive \(zip file version 25.0\)"):
-        open_artifact(art)
+    for src, manifest, load, error in (
+        (ckpt_src[0], ru.CKPT_MANIFEST, load_checkpoint, CheckpointError),
+        (art_src[0], ru.ART_MANIFEST, open_artifact, ArtifactError),
+    ):
+        root = ru.fresh_copy(src, tmp_path / src.name)
+        weights = root / "weights.npz"
+        weights.write_bytes(_zip_version_needed(weights.read_bytes(), 250))
+        ru.rehash(root, manifest, ["weights.npz"])
+        with pytest.raises(error, match=r"not a readable .npz archive \(zip file version 25.0\)"):
+            load(root)
 
 
 # --- bounded work and consistent weights ----------------------------------------------------------------
