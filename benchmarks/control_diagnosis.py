@@ -62,10 +62,10 @@ import numpy as np
 
 from tickformer.artifact import open_artifact
 from tickformer.control import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC
-from tickformer.control.demo import DemoConfig, loop_plant, reference, train_models
+from tickformer.control.demo import DemoConfig, loop_plants, reference, train_models
 from tickformer.export.writer import export_artifact
 from tickformer.model.checkpoint import load_checkpoint
-from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenStepper, draw_hidden, hidden_step, rk4_scalar
+from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenStepper, hidden_step, rk4_scalar
 from tickformer.runtime import load
 
 OUT = Path(__file__).resolve().parent / "results" / "control_diagnosis.json"
@@ -307,9 +307,7 @@ def main() -> None:
     cfg = DemoConfig(quick=True)
     if args.steps is not None:
         cfg = dataclasses.replace(cfg, train_steps=args.steps)
-    plants = [loop_plant(cfg)] + [
-        draw_hidden(np.random.default_rng([cfg.seed + i, 14]), "held_out") for i in range(1, args.plants)
-    ]
+    plants = loop_plants(cfg, args.plants)
     weights = {"kp": cfg.kp, "w_omega": cfg.w_omega}
     result: dict[str, Any] = {
         "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -3,8 +3,8 @@ decision rule (control/delayed.py) with a physics predictor that is right but fo
 
     python benchmarks/control_sensitivity.py [--ticks 1000] [--plants 5]
 
-On the side runs' plants (benchmarks/control_side_runs.py: the demo's held-out plant first,
-then draws [s, 14] for s = 1..plants-1), the demo's reference and noise seed, no wall clock:
+On the side runs' plants (control.demo.loop_plants: the demo's held-out plant first, then
+plants - 1 more draws), the demo's reference and noise seed, no wall clock:
 
     oracle                 OracleMPC: the true constants in its filter and its predictor
     <constant> x f         NominalMPC given the true constants but one, that one scaled by f
@@ -36,8 +36,8 @@ from typing import Any, Callable
 import numpy as np
 
 from tickformer.control import HiddenPlantSim, NominalMPC, OracleMPC
-from tickformer.control.demo import DemoConfig, reference
-from tickformer.model.plant import HiddenPendulum, draw_hidden
+from tickformer.control.demo import DemoConfig, loop_plants, reference
+from tickformer.model.plant import HiddenPendulum
 
 OUT = Path(__file__).resolve().parent / "results" / "control_sensitivity.json"
 CONSTANTS = ("gain", "mass", "length", "damping")
@@ -53,10 +53,6 @@ class UnfilteredOracle(OracleMPC):
         _, om = self.ekf.update(obs.item(0), self.issued[0])
         self._simulate(obs.item(0), om, self.issued, 1, self.f)
         return True
-
-
-def plants(n: int, cfg: DemoConfig) -> list[HiddenPendulum]:
-    return [draw_hidden(np.random.default_rng([cfg.seed + s, 14]), "held_out") for s in range(n)]
 
 
 def peak_command(plant: HiddenPendulum, cfg: DemoConfig) -> float:
@@ -94,7 +90,7 @@ def main() -> None:
     ap.add_argument("--plants", type=int, default=5)
     args = ap.parse_args()
     cfg = DemoConfig()
-    ps = plants(args.plants, cfg)
+    ps = loop_plants(cfg, args.plants)
     w = {"kp": cfg.kp, "w_omega": cfg.w_omega}
     k = cfg.candidates
     variants: dict[str, Callable[[HiddenPendulum, HiddenPlantSim], Any]] = {

@@ -90,23 +90,13 @@ def _held_out(params: Any, config: Any, data: Any) -> dict[str, float]:
     }
 
 
-def _segments(sim: Any, ref: Any) -> list[float]:
-    """Tracking RMS (rad) of the plant ticks in each of SEGMENTS: does the error stay flat along
-    the stream (a window) or grow past the trained sequence length?"""
-    out = []
-    for a, b in SEGMENTS:
-        t = np.arange(a + 1, b + 1)
-        err = sim.theta[a + 1 : b + 1] - np.array([ref(float(k) * sim.plant.dt)[0] for k in t])
-        out.append(float(np.sqrt(np.mean(err**2))))
-    return out
-
-
 def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
     from control_diagnosis import diagnose
 
     import tickformer.model.train as TR
     from tickformer.artifact import open_artifact
-    from tickformer.control import HiddenPlantSim, HistoryMPC, OracleMPC, SineReference
+    from tickformer.control import HiddenPlantSim, HistoryMPC, OracleMPC
+    from tickformer.control.demo import DemoConfig, loop_plants, reference
     from tickformer.export.writer import export_artifact
     from tickformer.model import plant as P
     from tickformer.model import preset
@@ -148,8 +138,8 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
         raise SystemExit(f"unknown variant keys {sorted(v)}")
     task = T.TASKS["pendulum-hidden"]
     task = type(task)(**{**task.__dict__, "evaluate": _held_out})  # no memoryless twin: one model
-    plants = [P.draw_hidden(np.random.default_rng([s, 14]), "held_out") for s in range(PLANTS)]
-    ref = SineReference(0.25, 4.0)
+    plants = loop_plants(DemoConfig(), PLANTS)  # the demo's plant first
+    ref = reference(DemoConfig())  # the demo's: 0.25 rad, period 4 s
     res: dict[str, Any] = {"variant": variant, "load_average_before": list(os.getloadavg())}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -165,7 +155,7 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
             ctl = HistoryMPC(s, norm, plant, bound, kp=2.0, w_omega=0.05)
             sim = HiddenPlantSim(plant, ref, TICKS + 1, seed=0)
             rows.append(diagnose(ctl, sim, TICKS, SETTLE))
-            rows[-1]["by_segment"] = _segments(sim, ref)
+            rows[-1]["by_segment"] = [sim.tracking(skip=a, until=b)["rms_rad"] for a, b in SEGMENTS]
             if i == 0:
                 ns = []
                 for _ in range(3000):

@@ -117,9 +117,10 @@ class HiddenPlantSim:
         self.last = min(1.0, max(-1.0, u0)) if math.isfinite(u0) else 0.0
         self._advance(self.last)
 
-    def tracking(self, skip: int = 0) -> dict[str, float]:
-        """RMS and max |theta - r| over plant ticks skip+1..k (skip: a settling prefix)."""
-        n = min(self.k, self.theta.size - 1)
+    def tracking(self, skip: int = 0, until: int | None = None) -> dict[str, float]:
+        """RMS and max |theta - r| over plant ticks skip+1..k (skip: a settling prefix; until:
+        stop at that tick instead of the last)."""
+        n = min(self.k, self.theta.size - 1, self.k if until is None else until)
         t = np.arange(skip + 1, n + 1) * self.plant.dt  # [n - skip]
         ref = np.array([self.reference(float(ti))[0] for ti in t])
         err = self.theta[skip + 1 : n + 1] - ref

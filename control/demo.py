@@ -109,11 +109,18 @@ def reference(cfg: DemoConfig) -> SineReference:
     return SineReference(cfg.amplitude, cfg.ref_period_s)
 
 
-def loop_plant(cfg: DemoConfig) -> Any:
-    """The loop's plant: constants drawn from the held-out bands (model.plant.draw_hidden), seeded."""
+def loop_plants(cfg: DemoConfig, n: int) -> list[Any]:
+    """The loop's plant, then n - 1 more: constants drawn from the held-out bands
+    (model.plant.draw_hidden), seeded cfg.seed, cfg.seed + 1, ... (the benchmarks compare
+    controllers on these: benchmarks/control_*.py)."""
     from tickformer.model.plant import draw_hidden
 
-    return draw_hidden(np.random.default_rng([cfg.seed, 14]), "held_out")
+    return [draw_hidden(np.random.default_rng([cfg.seed + s, 14]), "held_out") for s in range(n)]
+
+
+def loop_plant(cfg: DemoConfig) -> Any:
+    """The loop's plant (`loop_plants`' first)."""
+    return loop_plants(cfg, 1)[0]
 
 
 def start_runtime() -> None:

@@ -55,6 +55,19 @@ def test_oracle_and_nominal_close_the_loop(plant):
     assert nominal < 0.7 * zero  # wrong constants: closes the loop, far from the oracle
 
 
+def test_tracking_of_a_segment_is_the_rms_over_its_ticks(plant):
+    """`until` ends the scored ticks (benchmarks/control_side_runs.py scores segments with it)."""
+    ref = SineReference(0.25, 4.0)
+    sim = HiddenPlantSim(plant, ref, 300, seed=1)
+    _run(OracleMPC(9, sim), sim, 200)
+    ticks = np.arange(51, 121)
+    err = sim.theta[51:121] - np.array([ref(float(k) * plant.dt)[0] for k in ticks])
+    seg = sim.tracking(skip=50, until=120)
+    assert seg["plant_ticks"] == 120
+    assert seg["rms_rad"] == pytest.approx(float(np.sqrt(np.mean(err**2))), rel=1e-12)
+    assert sim.tracking(skip=50, until=None) == sim.tracking(skip=50)  # the default: to the last tick
+
+
 def test_decision_rule_picks_the_candidate_nearest_the_reference():
     class Fixed(OracleMPC.__mro__[2]):  # DelayedMPC with a hand-written prediction
         def predict(self, obs):
