@@ -22,6 +22,7 @@ import json
 import math
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -1398,24 +1399,16 @@ for _h in (
 _SR = "control-side-runs"
 
 
-def _segment_mean(run: str, i: int) -> Callable[[Any], float]:
-    def get(d: Any) -> float:
-        segs = d["recipe"][run]["tracking_by_segment"]
-        return sum(list(segs.values())[i]) / len(list(segs.values())[i])
-
-    return get
-
-
 _cl = Span("docs/ssm.md#closed-loop")
 for _r in ("r6_ssm", "r6_window_segments"):
     _cl.result(f"{_r} ratio", _SR, f"recipe.{_r}.ratio_mean", "{:.2f}")
-    for _i in range(3):
+    for _seg in ("100-200", "200-400", "400-1000"):  # control_side_runs.SEGMENTS
         _cl.derived(
-            f"{_r} segment {_i}",
+            f"{_r} segment {_seg}",
             _SR,
-            _segment_mean(_r, _i),
+            lambda d, r=_r, seg=_seg: statistics.fmean(d["recipe"][r]["tracking_by_segment"][seg]),
             "{:.4f}",
-            f"mean over the plants of recipe.{_r}.tracking_by_segment[{_i}]",
+            f"mean over the plants of recipe.{_r}.tracking_by_segment.{_seg}",
         )
 _cl.literal("5", "the five plants (column label)").literal("16", "d_state of the run (row label)")
 _cl.literal("32", "the window of the demo's recipe (row label)")
@@ -1609,12 +1602,9 @@ _sens.literal("15", "15%: the factors 0.85 and 1.15 of benchmarks/control_sensit
 
 
 def _sens_extremes(d: Any) -> list[float]:
-    return [
-        r
-        for c in _WRONG
-        for f in ("0.85", "1.15")
-        for r in (d["variants"][f"{c} x {f}"]["ratio_mean"], d["variants"][f"{c} x {f}"]["ratio"][0])
-    ]
+    """The gain, mass and length rows' entries: mean ratio and the demo plant's, each factor."""
+    rows = [d["variants"][f"{c} x {f}"] for c in _WRONG for f in ("0.85", "1.15")]
+    return [v for row in rows for v in (row["ratio_mean"], row["ratio"][0])]
 
 
 _sens.derived(
