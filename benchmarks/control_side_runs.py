@@ -3,6 +3,7 @@ demo's task, one variant of the training recipe or one loop setting at a time.
 
     python benchmarks/control_side_runs.py recipe NAME '{"cfg": {"d_in": 4}, "hw": [0.2, 1, 2]}'
     python benchmarks/control_side_runs.py deadlines CHECKPOINT 1m1,2m2,1m1,2m2,1m1,2m2
+    python benchmarks/control_side_runs.py ensemble NAME '{"seeds": [0, 1, 2, 3], "snapshots": [10000, 20000, 30000]}'
 
 `recipe`: trains the windowed model only (the demo's recipe, seed 0 unless `seed` is given, with the variant's changes),
 then on its held-out episodes the one-step and (delay + 1)-step RMSE and the in-context
@@ -30,8 +31,22 @@ P ms, catch_up_max M, tick budget B ms (default: half the period). Per arm: dead
 those covered by the fallback, fallbacks, overruns, late outputs, skipped and deferred ticks,
 step p50 / p99 / max, the worst wake-up lateness, the ticks that missed.
 
-Appends to benchmarks/results/control_side_runs.json (`recipe[NAME]`, `deadlines` list). Not part
-of the package; a recipe run is 1.5-3 minutes on 2 cores, a deadline arm its ticks x period.
+`ensemble`: the demo's recipe (its windowed model, `control.demo.train_models`' settings) trained
+once per seed for the largest snapshot's steps, two seeds at a time, each run's weights kept at
+every snapshot step (`model.train.train_steps(on_step=...)`: a snapshot at step k is what a
+k-step run returns). Per snapshot, on the 5 plants x 1000 ticks (`control_sensitivity.tracking`,
+no wall clock): each seed's tracking / oracle, and that of `AveragedMPC` over all the seeds (the
+decision rule on the mean of their predictions: what averaging removes is the part of the
+ratio that varies from seed to seed). And along the oracle's own loop (the same trajectory for
+every model), each model's error in predicting theta_{t+d}, theta_{t+d+1} and their difference,
+split by least squares into c * n_t + residual, n_t = y_t - theta_t the newest measurement's
+noise (`noise_coefficient`: 1 = the prediction carries that noise whole, as y_t + a learned
+increment that does not filter would).
+
+Appends to benchmarks/results/control_side_runs.json (`recipe[NAME]`, `deadlines` list,
+`ensemble[NAME]`). Not part
+of the package; a recipe run is 1.5-3 minutes on 2 cores, a deadline arm its ticks x period, the
+ensemble run of 4 seeds x 30,000 steps some 10 minutes.
 Training is deterministic, so a recipe run's numbers are reproduced bit for bit on one machine
 (its timings are not).
 """
@@ -183,6 +198,171 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
     return res
 
 
+def _train_snapshots(seed: int, snapshots: list[int], where: str) -> tuple[dict[int, str], float]:
+    """The demo's windowed model, seed `seed`, trained for max(snapshots) steps; a checkpoint of
+    the weights at each snapshot step under `where` (a worker process: one core)."""
+    from tickformer.control.demo import DemoConfig
+    from tickformer.model import preset
+    from tickformer.model.checkpoint import save_checkpoint
+    from tickformer.model.tasks import get_task
+    from tickformer.model.train import TrainSettings, train_steps
+
+    cfg = DemoConfig(seed=seed)
+    task = get_task("pendulum-hidden")
+    settings = TrainSettings.for_task(task, steps=max(snapshots), seed=seed)
+    config = preset(task.preset).replace(window=cfg.window)
+    kept: dict[int, dict[str, np.ndarray]] = {}
+
+    def keep(step: int, weights: Any) -> None:
+        if step in snapshots:
+            kept[step] = {n: v.astype(np.float32) for n, v in weights.items()}
+
+    _, _, data, seconds, _ = train_steps(task, config, settings, on_step=keep)
+    meta = {"task": task.name, "preset": task.preset, "seed": seed, "metrics": {}, **task.meta(data)}
+    paths = {
+        step: str(
+            save_checkpoint(
+                Path(where) / f"seed{seed}-step{step}", config, kept[step], {**meta, "steps": step}
+            )
+        )
+        for step in snapshots
+    }
+    return paths, seconds
+
+
+def _noise_split(err: np.ndarray, noise: np.ndarray) -> dict[str, float]:
+    """err = c * noise + residual by least squares (no intercept)."""
+    c = float(err @ noise / (noise @ noise))
+    return {
+        "rms": float(np.sqrt(np.mean(err**2))),
+        "noise_coefficient": c,
+        "residual_rms": float(np.std(err - c * noise)),
+    }
+
+
+def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from control_sensitivity import tracking
+
+    from tickformer.artifact import open_artifact
+    from tickformer.control import HiddenPlantSim, HistoryMPC, OracleMPC
+    from tickformer.control.delayed import DelayedMPC
+    from tickformer.control.demo import DemoConfig, loop_plants, reference
+    from tickformer.export.writer import export_artifact
+    from tickformer.model.checkpoint import load_checkpoint
+    from tickformer.model.tasks import hidden_features, hidden_predictions
+    from tickformer.runtime import load
+
+    class AveragedMPC(DelayedMPC):
+        """The decision rule on the mean of the members' predictions (each member a HistoryMPC
+        on its own session, all fed the same ticks and told the same choice)."""
+
+        def __init__(self, members: list[Any]) -> None:
+            super().__init__(len(members[0].cand), members[0].dt, kp=members[0].kp, w_omega=members[0].w)
+            self.members = members
+
+        def catch_up(self, obs: np.ndarray) -> None:
+            for m in self.members:
+                m.catch_up(obs)
+
+        def predict(self, obs: np.ndarray) -> bool:
+            ok = [m.predict(obs) for m in self.members]  # every member takes in this tick
+            if not all(ok):
+                return False
+            self.pred[...] = np.mean([m.pred for m in self.members], axis=0)
+            return True
+
+        def chosen(self, j: int) -> None:
+            for m in self.members:
+                m.chosen(j)
+
+    seeds, snapshots = list(spec["seeds"]), sorted(spec["snapshots"])
+    cfg = DemoConfig()
+    k, w = cfg.candidates, {"kp": cfg.kp, "w_omega": cfg.w_omega}
+    plants = loop_plants(cfg, PLANTS)
+    res: dict[str, Any] = {"spec": spec, "load_average_before": list(os.getloadavg())}
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        with ProcessPoolExecutor(max_workers=2) as pool:
+            runs = list(pool.map(_train_snapshots, seeds, [snapshots] * len(seeds), [tmp] * len(seeds)))
+        res["train_wall_s"] = round(time.perf_counter() - t0, 1)
+        res["train_s_per_seed"] = [round(r[1], 1) for r in runs]
+        oracle = tracking(lambda p, sim: OracleMPC(k, sim, **w), plants, cfg, TICKS)
+        streams = []  # the oracle's loop per plant: measured y [T], actuated commands [T], true theta [T + 1]
+        for p in plants:
+            sim = HiddenPlantSim(p, reference(cfg), TICKS + 1, seed=cfg.seed)
+            ctl, ys, cs = OracleMPC(k, sim, **w), [], []
+            for t in range(TICKS):
+                obs = sim.observe(t)
+                ys.append(obs.item(0))
+                sim.actuate(ctl.step(obs))
+                cs.append(sim.last)
+            streams.append((np.array(ys), np.array(cs), sim.theta[: TICKS + 1].copy()))
+        res["oracle_tracking"] = oracle
+        res["snapshots"] = {}
+        for step in snapshots:
+            members = []
+            for i, (paths, _) in enumerate(runs):
+                art = export_artifact(paths[step], Path(tmp) / f"art{i}-{step}", batch=k)
+                members.append(
+                    (
+                        art,
+                        load_checkpoint(paths[step]).meta["norm"],
+                        open_artifact(art).manifest.get("output_bound"),
+                    )
+                )
+
+            def history(p: Any, m: tuple[Any, ...]) -> Any:
+                return HistoryMPC(load(m[0], backend="ort", contracts="off"), m[1], p, m[2], **w)
+
+            singles = [tracking(lambda p, sim, m=m: history(p, m), plants, cfg, TICKS) for m in members]
+            both = tracking(lambda p, sim: AveragedMPC([history(p, m) for m in members]), plants, cfg, TICKS)
+            split: dict[str, list[dict[str, float]]] = {"theta_t+d": [], "theta_t+d+1": [], "increment": []}
+            for art, norm, _ in members:
+                for ys, cs, theta in streams:
+                    s = load(art, backend="ort", contracts="off")
+                    x = np.repeat(
+                        hidden_features(ys, cs, norm)[:, None, None, :], k, axis=1
+                    )  # [T, K, 1, d_in]
+                    out = np.array([s.step(x[t])[0, 0] for t in range(TICKS)], dtype=np.float64)  # [T, d + 1]
+                    s.close()
+                    pred = hidden_predictions(ys[:, None], out, norm)  # [T, d + 1] theta_{t+1..t+d+1}
+                    d = pred.shape[1] - 1
+                    at = np.arange(SETTLE, TICKS - d)  # ticks whose targets lie inside the stream
+                    noise = ys[at] - theta[at]
+                    e_d, e_d1 = pred[at, d - 1] - theta[at + d], pred[at, d] - theta[at + d + 1]
+                    split["theta_t+d"].append(_noise_split(e_d, noise))
+                    split["theta_t+d+1"].append(_noise_split(e_d1, noise))
+                    split["increment"].append(_noise_split(e_d1 - e_d, noise))
+            single_ratio = [[a / b for a, b in zip(t, oracle)] for t in singles]
+            res["snapshots"][str(step)] = {
+                "single_tracking": singles,
+                "single_ratio": single_ratio,
+                "single_ratio_mean": [float(np.mean(r)) for r in single_ratio],
+                "averaged_tracking": both,
+                "averaged_ratio": [a / b for a, b in zip(both, oracle)],
+                "averaged_ratio_mean": float(np.mean([a / b for a, b in zip(both, oracle)])),
+                "error_split": {
+                    key: {f: float(np.mean([r[f] for r in rows])) for f in rows[0]}
+                    for key, rows in split.items()
+                },
+            }
+            print(
+                step,
+                json.dumps(
+                    {
+                        kk: res["snapshots"][str(step)][kk]
+                        for kk in ("single_ratio_mean", "averaged_ratio_mean")
+                    }
+                ),
+                flush=True,
+            )
+    res["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    res["command"] = f"python benchmarks/control_side_runs.py ensemble {name} '{json.dumps(spec)}'"
+    return res
+
+
 def deadlines(checkpoint: str, arms: list[str], ticks: int = 20_000) -> list[dict[str, Any]]:
     from tickformer.artifact import open_artifact
     from tickformer.certify.campaign import Isolation
@@ -247,7 +427,7 @@ def deadlines(checkpoint: str, arms: list[str], ticks: int = 20_000) -> list[dic
 
 
 def main() -> None:
-    if len(sys.argv) < 4 or sys.argv[1] not in ("recipe", "deadlines"):
+    if len(sys.argv) < 4 or sys.argv[1] not in ("recipe", "deadlines", "ensemble"):
         raise SystemExit(__doc__)
     if sys.argv[1] == "recipe":
         name, variant = sys.argv[2], json.loads(sys.argv[3])
@@ -255,6 +435,11 @@ def main() -> None:
         data = _load()
         data["recipe"][name] = res
         print(name, json.dumps({k: res[k] for k in ("model_rmse", "slope_corr", "ratio", "ratio_mean")}))
+    elif sys.argv[1] == "ensemble":
+        name, spec = sys.argv[2], json.loads(sys.argv[3])
+        res = ensemble(name, spec)
+        data = _load()
+        data.setdefault("ensemble", {})[name] = res
     else:
         rows = deadlines(sys.argv[2], sys.argv[3].split(","))
         data = _load()

@@ -26,7 +26,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -173,9 +173,13 @@ def train_steps(
     settings: TrainSettings,
     *,
     progress: bool = False,
+    on_step: Callable[[int, Mapping[str, np.ndarray]], None] | None = None,
 ) -> tuple[dict[str, np.ndarray], list[float], Any, float, float]:
     """Run the optimisation only. Returns (params, per-step losses, task data, wall seconds,
-    CPU seconds of this process)."""
+    CPU seconds of this process). `on_step(step, weights)`, if given, is called after every
+    step with the weights training would return if it stopped there (the EMA when there is one,
+    in float64: the return value casts it to float32); they are live arrays, so copy what you
+    keep (benchmarks/control_side_runs.py takes the snapshots of one run this way)."""
     rngs = seeded_generators(settings.seed)
     params = init_params(config, seed=int(rngs["init"].integers(2**31)))
     data = task.prepare(config, rngs["data"])
@@ -207,6 +211,8 @@ def train_steps(
                     ema[name] *= settings.ema_decay
                     ema[name] += (1.0 - settings.ema_decay) * value
             losses.append(loss)
+            if on_step is not None:
+                on_step(step, params if ema is None else ema)
             if step % 10 == 0 or step == settings.steps:
                 bar.update(job, completed=step, loss=float(np.mean(losses[-10:])))
     seconds = (time.perf_counter_ns() - start) / 1e9

@@ -112,6 +112,27 @@ def test_weight_averaging_does_not_change_training_and_averages_iterates() -> No
         dataclasses.replace(plain, ema_decay=1.0)
 
 
+@pytest.mark.parametrize("ema_decay", [0.0, 0.5])
+def test_a_snapshot_on_step_k_is_what_a_k_step_run_returns(ema_decay) -> None:
+    """`on_step` hands out the weights a run stopped at that step would return (the averaged ones
+    when averaging), so one long run gives the snapshots of every shorter one."""
+    task = get_task("pendulum")
+    settings = TrainSettings(steps=4, batch_size=4, warmup=2, seed=3, ema_decay=ema_decay)
+    seen: dict[int, dict[str, np.ndarray]] = {}
+    final, *_ = train_steps(
+        task,
+        SMALL_CONTROL,
+        settings,
+        on_step=lambda step, w: seen.__setitem__(step, {n: v.astype(np.float32) for n, v in w.items()}),
+    )
+    assert sorted(seen) == [1, 2, 3, 4]
+    short, *_ = train_steps(task, SMALL_CONTROL, dataclasses.replace(settings, steps=2))
+    for name in final:
+        np.testing.assert_array_equal(seen[2][name], short[name])
+        np.testing.assert_array_equal(seen[4][name], final[name])
+    assert any(not np.array_equal(seen[2][n], final[n]) for n in final)  # the snapshots differ
+
+
 _FAULTS_CHILD = r"""
 import resource, sys
 import numpy as np
