@@ -325,7 +325,9 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                     x = np.repeat(
                         hidden_features(ys, cs, norm)[:, None, None, :], k, axis=1
                     )  # [T, K, 1, d_in]
-                    out = np.array([s.step(x[t])[0, 0] for t in range(TICKS)], dtype=np.float64)  # [T, d + 1]
+                    out = np.empty((TICKS, len(norm["dy_mean"])))  # [T, d + 1]
+                    for t in range(TICKS):  # copied out: step returns the session's reused buffer
+                        out[t] = s.step(x[t])[0, 0]
                     s.close()
                     pred = hidden_predictions(ys[:, None], out, norm)  # [T, d + 1] theta_{t+1..t+d+1}
                     d = pred.shape[1] - 1

@@ -1582,6 +1582,44 @@ _seeds = Span(f"{K}#seeds")
 for _r in ("r2_d4", "r4_seed1", "r4_seed2", "r4_seed3"):
     _recipe_row(_seeds, _r, lambda v: v.get("seed", 0))
 _seeds.literal("5", "the five plants (column label)")
+_ens = Span(f"{K}#ensemble").literal("5", "the five plants (column label)")
+_ens.literal("5", "the five plants (column label)").literal("0", "seed (column label)")
+_ens.literal("1", "seed (column label)").literal("2", "seed (column label)").literal("3", "seed (column label)")
+_E = "ensemble.seeds4_30k"
+for _step in ("5000", "10000", "20000", "30000"):
+    _ens.derived(
+        f"snapshot {_step}",
+        _SR,
+        lambda d, st=_step: f"{int(st):,}" if st in d["ensemble"]["seeds4_30k"]["snapshots"] else None,
+        "{}",
+        f"{_E}.snapshots keys",
+    )
+    for _s in range(4):
+        _ens.result(f"{_step} seed {_s}", _SR, f"{_E}.snapshots.{_step}.single_ratio_mean.{_s}", "{:.2f}")
+    (
+        _ens.result(f"{_step} averaged", _SR, f"{_E}.snapshots.{_step}.averaged_ratio_mean", "{:.2f}")
+        .result(f"{_step} averaged demo plant", _SR, f"{_E}.snapshots.{_step}.averaged_ratio.0", "{:.2f}")
+        .result(f"{_step} t+3 error", _SR, f"{_E}.snapshots.{_step}.error_split.theta_t+d+1.rms", "{:.4f}")
+        .result(
+            f"{_step} t+3 noise slope",
+            _SR,
+            f"{_E}.snapshots.{_step}.error_split.theta_t+d+1.noise_coefficient",
+            "{:.2f}",
+        )
+        .result(f"{_step} increment error", _SR, f"{_E}.snapshots.{_step}.error_split.increment.rms", "{:.4f}")
+    )
+(
+    _ens.param(
+        "demo steps",
+        lambda: f"{importlib.import_module('tickformer.control.demo').DemoConfig().train_steps:,}",
+        "{}",
+        "control/demo.py DemoConfig.train_steps",
+    )
+    .result("text averaged", _SR, f"{_E}.snapshots.10000.averaged_ratio_mean", "{:.2f}")
+    .result("text averaged demo plant", _SR, f"{_E}.snapshots.10000.averaged_ratio.0", "{:.2f}")
+    .literal("10,000", "the snapshot the sentence compares (a table row)")
+    .literal("30,000", "the snapshot the sentence compares (a table row)")
+)
 _CS = "control-sensitivity"
 _WRONG = ("gain", "mass", "length")  # the constants of g/L and k/(mL^2); damping's row is forgiving
 _sens = Span(f"{K}#sensitivity").derived("plants", _CS, lambda d: len(d["plants"]), "{}", "len(plants)")
