@@ -1582,9 +1582,9 @@ _seeds = Span(f"{K}#seeds")
 for _r in ("r2_d4", "r4_seed1", "r4_seed2", "r4_seed3"):
     _recipe_row(_seeds, _r, lambda v: v.get("seed", 0))
 _seeds.literal("5", "the five plants (column label)")
-_ens = Span(f"{K}#ensemble").literal("5", "the five plants (column label)")
-_ens.literal("5", "the five plants (column label)").literal("0", "seed (column label)")
-_ens.literal("1", "seed (column label)").literal("2", "seed (column label)").literal("3", "seed (column label)")
+_ens = Span(f"{K}#ensemble")
+for _label in ("5", "5", "0", "1", "2", "3"):  # column labels: the five plants (twice), the seeds
+    _ens.literal(_label, "a column label: the plants or a seed")
 _E = "ensemble.seeds4_30k"
 for _step in ("5000", "10000", "20000", "30000"):
     _ens.derived(
@@ -1606,7 +1606,9 @@ for _step in ("5000", "10000", "20000", "30000"):
             f"{_E}.snapshots.{_step}.error_split.theta_t+d+1.noise_coefficient",
             "{:.2f}",
         )
-        .result(f"{_step} increment error", _SR, f"{_E}.snapshots.{_step}.error_split.increment.rms", "{:.4f}")
+        .result(
+            f"{_step} increment error", _SR, f"{_E}.snapshots.{_step}.error_split.increment.rms", "{:.4f}"
+        )
     )
 (
     _ens.param(
