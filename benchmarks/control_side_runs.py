@@ -33,15 +33,15 @@ step p50 / p99 / max, the worst wake-up lateness, the ticks that missed.
 
 `ensemble`: the demo's recipe (its windowed model, `control.demo.train_models`' settings) trained
 once per seed for the largest snapshot's steps, two seeds at a time, each run's weights kept at
-every snapshot step (`model.train.train_steps(on_step=...)`: a snapshot at step k is what a
-k-step run returns). Per snapshot, on the 5 plants x 1000 ticks (`control_sensitivity.tracking`,
-no wall clock): each seed's tracking / oracle, and that of `AveragedMPC` over all the seeds (the
-decision rule on the mean of their predictions: what averaging removes is the part of the
-ratio that varies from seed to seed). And along the oracle's own loop (the same trajectory for
-every model), each model's error in predicting theta_{t+d}, theta_{t+d+1} and their difference,
-split by least squares into c * n_t + residual, n_t = y_t - theta_t the newest measurement's
-noise (`noise_coefficient`: 1 = the prediction carries that noise whole, as y_t + a learned
-increment that does not filter would).
+every snapshot step (`model.train.train_steps(on_step=...)`: a snapshot at step k is what a k-step
+run returns; the spec's optional `batch` changes the batch size). Per snapshot, on the 5 plants x
+1000 ticks (`control_sensitivity.tracking`, no wall clock): each seed's tracking / oracle, and that
+of `AveragedMPC` over all the seeds (the decision rule on the mean of their predictions: what
+averaging removes is the part of the ratio that varies from seed to seed). And along the oracle's
+own loop (the same trajectory for every model), each model's error in predicting theta_{t+d},
+theta_{t+d+1} and their difference, split by least squares into c * n_t + residual, n_t = y_t -
+theta_t the newest measurement's noise (`noise_coefficient`: 1 = the prediction carries that noise
+whole, as y_t + a learned increment that does not filter would).
 
 Appends to benchmarks/results/control_side_runs.json (`recipe[NAME]`, `deadlines` list,
 `ensemble[NAME]`). Not part
@@ -53,6 +53,7 @@ Training is deterministic, so a recipe run's numbers are reproduced bit for bit 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import math
@@ -198,9 +199,12 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
     return res
 
 
-def _train_snapshots(seed: int, snapshots: list[int], where: str) -> tuple[dict[int, str], float]:
-    """The demo's windowed model, seed `seed`, trained for max(snapshots) steps; a checkpoint of
-    the weights at each snapshot step under `where` (a worker process: one core)."""
+def _train_snapshots(
+    seed: int, snapshots: list[int], where: str, batch: int | None = None
+) -> tuple[dict[int, str], float]:
+    """The demo's windowed model, seed `seed`, trained for max(snapshots) steps (batch: the
+    batch size, default the demo's); a checkpoint of the weights at each snapshot step under
+    `where` (a worker process: one core)."""
     from tickformer.control.demo import DemoConfig
     from tickformer.model import preset
     from tickformer.model.checkpoint import save_checkpoint
@@ -210,6 +214,8 @@ def _train_snapshots(seed: int, snapshots: list[int], where: str) -> tuple[dict[
     cfg = DemoConfig(seed=seed)
     task = get_task("pendulum-hidden")
     settings = TrainSettings.for_task(task, steps=max(snapshots), seed=seed)
+    if batch is not None:
+        settings = dataclasses.replace(settings, batch_size=batch)
     config = preset(task.preset).replace(window=cfg.window)
     kept: dict[int, dict[str, np.ndarray]] = {}
 
@@ -277,6 +283,8 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             for m in self.members:
                 m.chosen(j)
 
+    if set(spec) - {"seeds", "snapshots", "batch"} or not {"seeds", "snapshots"} <= set(spec):
+        raise SystemExit(f"an ensemble spec has seeds, snapshots and optionally batch (got {sorted(spec)})")
     seeds, snapshots = list(spec["seeds"]), sorted(spec["snapshots"])
     cfg = DemoConfig()
     k, w = cfg.candidates, {"kp": cfg.kp, "w_omega": cfg.w_omega}
@@ -285,7 +293,10 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         with ProcessPoolExecutor(max_workers=2) as pool:
-            runs = list(pool.map(_train_snapshots, seeds, [snapshots] * len(seeds), [tmp] * len(seeds)))
+            n = len(seeds)
+            runs = list(
+                pool.map(_train_snapshots, seeds, [snapshots] * n, [tmp] * n, [spec.get("batch")] * n)
+            )
         res["train_wall_s"] = round(time.perf_counter() - t0, 1)
         res["train_s_per_seed"] = [round(r[1], 1) for r in runs]
         oracle = tracking(lambda p, sim: OracleMPC(k, sim, **w), plants, cfg, TICKS)

@@ -1610,6 +1610,37 @@ for _step in ("5000", "10000", "20000", "30000"):
             f"{_step} increment error", _SR, f"{_E}.snapshots.{_step}.error_split.increment.rms", "{:.4f}"
         )
     )
+_EB = "ensemble.batch32.snapshots.10000"
+_ens.derived(
+    "batch32 batch",
+    _SR,
+    lambda d: d["ensemble"]["batch32"]["spec"]["batch"],
+    "{}",
+    "ensemble.batch32.spec.batch",
+)
+_ens.derived(
+    "batch32 steps",
+    _SR,
+    lambda d: f"{d['ensemble']['batch32']['spec']['snapshots'][0]:,}",
+    "{}",
+    "ensemble.batch32.spec",
+)
+_ens.derived(
+    "batch32 batch (the sentence)",
+    _SR,
+    lambda d: d["ensemble"]["batch32"]["spec"]["batch"],
+    "{}",
+    "ensemble.batch32.spec",
+)
+for _s in range(4):
+    _ens.result(f"batch32 seed {_s}", _SR, f"{_EB}.single_ratio_mean.{_s}", "{:.2f}")
+(
+    _ens.result("batch32 averaged", _SR, f"{_EB}.averaged_ratio_mean", "{:.2f}")
+    .result("batch32 averaged demo plant", _SR, f"{_EB}.averaged_ratio.0", "{:.2f}")
+    .result("batch32 t+3 error", _SR, f"{_EB}.error_split.theta_t+d+1.rms", "{:.4f}")
+    .result("batch32 t+3 noise slope", _SR, f"{_EB}.error_split.theta_t+d+1.noise_coefficient", "{:.2f}")
+    .result("batch32 increment error", _SR, f"{_EB}.error_split.increment.rms", "{:.4f}")
+)
 (
     _ens.param(
         "demo steps",
