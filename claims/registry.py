@@ -804,7 +804,7 @@ for _f in ("certify-50k", "certify-rt"):
 
 
 # --- docs/contracts.md ---------------------------------------------------------------------------------
-K = "docs/contracts.md"
+KC = "docs/contracts.md"
 
 
 @functools.cache
@@ -846,7 +846,7 @@ def bench_median_us(fullname: str) -> float:
 
 
 (
-    Span(f"{K}#softmax")
+    Span(f"{KC}#softmax")
     .run("numpy", lambda: importlib.import_module("numpy").__version__, "{}", "numpy.__version__")
     .run("n7", lambda: softmax_sum_ratio(7), "{:.1g}", "softmax_sum_ratio(7) in claims/registry.py", tol=0.2)
     .literal("7", "n")
@@ -856,7 +856,7 @@ def bench_median_us(fullname: str) -> float:
     .literal("4096", "n")
 )
 (
-    Span(f"{K}#softmax-exp")
+    Span(f"{KC}#softmax-exp")
     .literal("2000001", "grid points")
     .literal("-87", "grid start")
     .literal("88", "grid end")
@@ -866,40 +866,57 @@ def bench_median_us(fullname: str) -> float:
     .literal("50", "range")
     .run("assoc", assoc_ratio, "{:.2f}", "assoc_ratio() in claims/registry.py")
 )
-Span(f"{K}#score").run(
+Span(f"{KC}#score").run(
     "reach", score_search_reach, "{:.2f}", "tests/contracts/test_score_bound.py search_reach()"
 )
-Span(f"{K}#decode").run(
+Span(f"{KC}#decode").run(
     "control", lambda: decode_tol("control"), sci(1), "decode_tolerance(preset('control'))"
 )
-_B = "benchmarks/test_contract_overhead.py::"
+_OVERHEAD = "benchmarks/test_contract_overhead.py::"
 (
-    Span(f"{K}#overhead")
-    .run("off", lambda: bench_median_us(_B + "test_monitor_check_step[off]"), "{:.2f}", "latest.json median")
-    .run("monitor", lambda: bench_median_us(_B + "test_monitor_check_step[monitor]"), "{:.2f}", "latest.json")
-    .run("check", lambda: bench_median_us(_B + "test_monitor_check_step[check]"), "{:.2f}", "latest.json")
-    .run("validate", lambda: bench_median_us(_B + "test_validate_input"), "{:.2f}", "latest.json median")
+    Span(f"{KC}#overhead")
+    .run(
+        "off",
+        lambda: bench_median_us(_OVERHEAD + "test_monitor_check_step[off]"),
+        "{:.2f}",
+        "latest.json median",
+    )
+    .run(
+        "monitor",
+        lambda: bench_median_us(_OVERHEAD + "test_monitor_check_step[monitor]"),
+        "{:.2f}",
+        "latest.json",
+    )
+    .run(
+        "check",
+        lambda: bench_median_us(_OVERHEAD + "test_monitor_check_step[check]"),
+        "{:.2f}",
+        "latest.json",
+    )
+    .run(
+        "validate", lambda: bench_median_us(_OVERHEAD + "test_validate_input"), "{:.2f}", "latest.json median"
+    )
     .run(
         "s off",
-        lambda: bench_median_us(_B + "test_session_step_contract_modes[off]"),
+        lambda: bench_median_us(_OVERHEAD + "test_session_step_contract_modes[off]"),
         "{:.1f}",
         "latest.json",
     )
     .run(
         "s mon",
-        lambda: bench_median_us(_B + "test_session_step_contract_modes[monitor]"),
+        lambda: bench_median_us(_OVERHEAD + "test_session_step_contract_modes[monitor]"),
         "{:.1f}",
         "latest.json",
     )
     .run(
         "s chk",
-        lambda: bench_median_us(_B + "test_session_step_contract_modes[check]"),
+        lambda: bench_median_us(_OVERHEAD + "test_session_step_contract_modes[check]"),
         "{:.1f}",
         "latest.json",
     )
 )
 (
-    Span(f"{K}#prove")
+    Span(f"{KC}#prove")
     .run("specs", distinct_specs, "{}", "distinct specs of PROOFS")
     .derived("proven", "prove", lambda d: spec_statuses(d).count("proven"), "{}", "distinct specs proven")
     .derived(
@@ -921,7 +938,7 @@ _B = "benchmarks/test_contract_overhead.py::"
     )
     .literal("2", "2 cores")
 )
-ieee754_span(f"{K}#ieee754")
+ieee754_span(f"{KC}#ieee754")
 
 
 def graph_proof_seconds(kind: str, preset_name: str) -> Callable[[Any], float]:
@@ -939,7 +956,7 @@ def _graph_secs(v: float) -> str:
 
 
 (
-    Span(f"{K}#graphs")
+    Span(f"{KC}#graphs")
     .derived("tiny decoder", "prove-graphs", graph_proof_seconds("decoder", "tiny"), _graph_secs, "wall_s")
     .derived(
         "control decoder", "prove-graphs", graph_proof_seconds("decoder", "control"), _graph_secs, "wall_s"
@@ -956,11 +973,11 @@ def _graph_secs(v: float) -> str:
     .derived("ssm", "prove-graphs", graph_proof_seconds("ssm", "tiny"), _graph_secs, "wall_s")
 )
 (
-    Span(f"{K}#int-specs")
+    Span(f"{KC}#int-specs")
     .run("int specs", lambda: int_proofs(True), "{}", "distinct int specs of PROOFS")
     .run("int proofs", lambda: int_proofs(False), "{}", "int entries of PROOFS")
 )
-Span(f"{K}#crosshair").run(
+Span(f"{KC}#crosshair").run(
     "version",
     lambda: importlib.import_module("importlib.metadata").version("crosshair-tool"),
     "{}",
@@ -2138,12 +2155,12 @@ def _c_get(case: str, key: str) -> Callable[[dict], Any]:
     return lambda d: dig(_c_case(d, case), key)
 
 
-_CS = "c-step"
+_CSTEP = "c-step"
 _INTER, _IN_C, _FLOOR = "ratio/c-vs-ort", "c-step/in-c", "c-step/bandwidth-floor"
 
 
 def _c_val(case: str, key: str) -> Any:
-    return dig(_c_case(RESULTS[_CS].load(), case), key)
+    return dig(_c_case(RESULTS[_CSTEP].load(), case), key)
 
 
 def _session_path_us() -> float:
@@ -2157,43 +2174,57 @@ _MACHINE = "machine_info"
     Span(f"{D}#speed-when")
     .literal("2", "the 2-core VM")
     .derived(
-        "ghz", _CS, lambda d: float(d[_MACHINE]["cpu"]["hz_actual_friendly"].split()[0]), "{:.1f}", "cpu hz"
+        "ghz",
+        _CSTEP,
+        lambda d: float(d[_MACHINE]["cpu"]["hz_actual_friendly"].split()[0]),
+        "{:.1f}",
+        "cpu hz",
     )
     .derived(
-        "l2", _CS, lambda d: d[_MACHINE]["cpu"]["l2_cache_size"] / 2**20, "{:.0f}", "cpu l2_cache_size (MiB)"
+        "l2",
+        _CSTEP,
+        lambda d: d[_MACHINE]["cpu"]["l2_cache_size"] / 2**20,
+        "{:.0f}",
+        "cpu l2_cache_size (MiB)",
     )
     .literal("2", "lscpu: 2 instances")
     .derived(
-        "l3", _CS, lambda d: d[_MACHINE]["cpu"]["l3_cache_size"] / 2**20, "{:.0f}", "cpu l3_cache_size (MiB)"
+        "l3",
+        _CSTEP,
+        lambda d: d[_MACHINE]["cpu"]["l3_cache_size"] / 2**20,
+        "{:.0f}",
+        "cpu l3_cache_size (MiB)",
     )
-    .derived("load", _CS, lambda d: d[_MACHINE]["tickformer"]["load_average_start"][0], "{:.2f}", "load")
-    .derived("date", _CS, lambda d: d[_MACHINE]["tickformer"]["date_utc"][:16], "{}", "date_utc")
+    .derived("load", _CSTEP, lambda d: d[_MACHINE]["tickformer"]["load_average_start"][0], "{:.2f}", "load")
+    .derived("date", _CSTEP, lambda d: d[_MACHINE]["tickformer"]["date_utc"][:16], "{}", "date_utc")
 )
-_SP = Span(f"{D}#speed").result("window", _CS, "benchmarks.0.extra_info.window", "{}")
+_SP = Span(f"{D}#speed").result("window", _CSTEP, "benchmarks.0.extra_info.window", "{}")
 _SP.literal("1", "position 1 (header)").literal("2", "N/2 (header)")
 for _s in ("c", "c-deferred", "ort"):
     for _pos in ("1", "N/2", "N"):
-        _SP.derived(f"{_s} p50 {_pos}", _CS, _c_get(_INTER, f"stats.{_s}.{_pos}.p50"), "{:.1f}", "p50 (us)")
-    _SP.derived(f"{_s} p99", _CS, _c_get(_INTER, f"stats.{_s}.N.p99"), "{:.1f}", "p99 at N (us)")
-    _SP.derived(f"{_s} p99.9", _CS, _c_get(_INTER, f"stats.{_s}.N.p99~9"), "{:.1f}", "p99.9 at N (us)")
-    _SP.derived(f"{_s} tail", _CS, _c_get(_INTER, f"tail_ratio_at_N.{_s}"), "{:.2f}", "p99.9/p50 at N")
-    _SP.derived(f"{_s} n", _CS, _c_get(_INTER, f"stats.{_s}.N.n"), "{}", "n at N")
+        _SP.derived(
+            f"{_s} p50 {_pos}", _CSTEP, _c_get(_INTER, f"stats.{_s}.{_pos}.p50"), "{:.1f}", "p50 (us)"
+        )
+    _SP.derived(f"{_s} p99", _CSTEP, _c_get(_INTER, f"stats.{_s}.N.p99"), "{:.1f}", "p99 at N (us)")
+    _SP.derived(f"{_s} p99.9", _CSTEP, _c_get(_INTER, f"stats.{_s}.N.p99~9"), "{:.1f}", "p99.9 at N (us)")
+    _SP.derived(f"{_s} tail", _CSTEP, _c_get(_INTER, f"tail_ratio_at_N.{_s}"), "{:.2f}", "p99.9/p50 at N")
+    _SP.derived(f"{_s} n", _CSTEP, _c_get(_INTER, f"stats.{_s}.N.n"), "{}", "n at N")
 (
-    _SP.derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N (us)")
-    .derived("in-c p99", _CS, _c_get(_IN_C, "stats.N.p99"), "{:.1f}", "in C p99 at N (us)")
-    .derived("in-c p99.9", _CS, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N (us)")
-    .derived("in-c tail", _CS, _c_get(_IN_C, "stats.N.tail_ratio"), "{:.2f}", "in C p99.9/p50 at N")
-    .derived("in-c n", _CS, _c_get(_IN_C, "stats.N.n"), "{}", "in C n at N")
+    _SP.derived("in-c p50", _CSTEP, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N (us)")
+    .derived("in-c p99", _CSTEP, _c_get(_IN_C, "stats.N.p99"), "{:.1f}", "in C p99 at N (us)")
+    .derived("in-c p99.9", _CSTEP, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N (us)")
+    .derived("in-c tail", _CSTEP, _c_get(_IN_C, "stats.N.tail_ratio"), "{:.2f}", "in C p99.9/p50 at N")
+    .derived("in-c n", _CSTEP, _c_get(_IN_C, "stats.N.n"), "{}", "in C n at N")
     .literal("512", "the backend's -mprefer-vector-width=512 (codegen/toolchain.py GCC_FLAGS)")
-    .derived("o2 p50", _CS, _c_get(_IN_C, "o2.stats_at_N.p50"), "{:.1f}", "-O2 p50 at N (us)")
-    .derived("o2 n", _CS, _c_get(_IN_C, "o2.stats_at_N.n"), "{}", "-O2 n at N")
+    .derived("o2 p50", _CSTEP, _c_get(_IN_C, "o2.stats_at_N.p50"), "{:.1f}", "-O2 p50 at N (us)")
+    .derived("o2 n", _CSTEP, _c_get(_IN_C, "o2.stats_at_N.n"), "{}", "-O2 n at N")
     .literal("256", "the 256-bit build's -mprefer-vector-width=256 (benchmarks/test_c_step.py)")
-    .derived("w256 p50", _CS, _c_get(_IN_C, "w256.stats_at_N.p50"), "{:.1f}", "256-bit p50 at N (us)")
-    .derived("w256 n", _CS, _c_get(_IN_C, "w256.stats_at_N.n"), "{}", "256-bit n at N")
-    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
-    .derived("floor n", _CS, _c_get(_FLOOR, "passes"), "{}", "floor passes")
+    .derived("w256 p50", _CSTEP, _c_get(_IN_C, "w256.stats_at_N.p50"), "{:.1f}", "256-bit p50 at N (us)")
+    .derived("w256 n", _CSTEP, _c_get(_IN_C, "w256.stats_at_N.n"), "{}", "256-bit n at N")
+    .derived("floor p50", _CSTEP, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
+    .derived("floor n", _CSTEP, _c_get(_FLOOR, "passes"), "{}", "floor passes")
 )
-Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}", "interleaved rounds")
+Span(f"{D}#speed-rounds").derived("rounds", _CSTEP, _c_get(_INTER, "rounds"), "{}", "interleaved rounds")
 (
     Span(f"{D}#what-changed")
     .literals(
@@ -2211,63 +2242,67 @@ Span(f"{D}#speed-rounds").derived("rounds", _CS, _c_get(_INTER, "rounds"), "{}",
         ("64", "TF_ALIGN64's bytes"),
         ("256", "GCC's default width on AVX-512 machines"),
     )
-    .derived("w256 p50", _CS, _c_get(_IN_C, "w256.stats_at_N.p50"), "{:.1f}", "256-bit p50 at N (us)")
-    .derived("o2 p50", _CS, _c_get(_IN_C, "o2.stats_at_N.p50"), "{:.1f}", "-O2 p50 at N (us)")
+    .derived("w256 p50", _CSTEP, _c_get(_IN_C, "w256.stats_at_N.p50"), "{:.1f}", "256-bit p50 at N (us)")
+    .derived("o2 p50", _CSTEP, _c_get(_IN_C, "o2.stats_at_N.p50"), "{:.1f}", "-O2 p50 at N (us)")
     .derived(
-        "validation", _CS, _c_get(_INTER, "session_validation_us.p50"), "{:.2f}", "session validation p50"
+        "validation", _CSTEP, _c_get(_INTER, "session_validation_us.p50"), "{:.2f}", "session validation p50"
     )
 )
 (
     Span(f"{D}#session-path")
-    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
-    .derived("c p50", _CS, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
-    .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+    .derived("path", _CSTEP, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .derived("c p50", _CSTEP, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
+    .derived("in-c p50", _CSTEP, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
     .derived(
-        "validation", _CS, _c_get(_INTER, "session_validation_us.p50"), "{:.2f}", "session validation p50"
+        "validation", _CSTEP, _c_get(_INTER, "session_validation_us.p50"), "{:.2f}", "session validation p50"
     )
-    .derived("saved", _CS, _c_get(_INTER, "deferred_saves_us_at_N"), "{:.2f}", "c-call p50 - c p50 at N")
+    .derived("saved", _CSTEP, _c_get(_INTER, "deferred_saves_us_at_N"), "{:.2f}", "c-call p50 - c p50 at N")
 )
 (
     Span(f"{D}#floor")
-    .derived("total", _CS, _c_get(_FLOOR, "bytes_per_step.total"), "{:,}", "bytes_per_step.total")
-    .derived("weights", _CS, _c_get(_FLOOR, "bytes_per_step.weights"), "{:,}", "bytes_per_step.weights")
-    .derived("cache", _CS, _c_get(_FLOOR, "bytes_per_step.cache"), "{:,}", "bytes_per_step.cache")
+    .derived("total", _CSTEP, _c_get(_FLOOR, "bytes_per_step.total"), "{:,}", "bytes_per_step.total")
+    .derived("weights", _CSTEP, _c_get(_FLOOR, "bytes_per_step.weights"), "{:,}", "bytes_per_step.weights")
+    .derived("cache", _CSTEP, _c_get(_FLOOR, "bytes_per_step.cache"), "{:,}", "bytes_per_step.cache")
     .param("rows", lambda: parameter_max_len("control"), "{}", "preset('control').max_len")
     .literal("64", "the floor kernel's 64 accumulators (benchmarks/test_c_step.py)")
     .literal("256", "the floor's 256-bit build")
     .literal("512", "the floor's 512-bit build")
-    .derived("bits", _CS, _c_get(_FLOOR, "vector_bits"), "{}", "vector_bits of the faster floor build")
-    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
-    .derived("GB/s", _CS, _c_get(_FLOOR, "read_GBps_at_p50"), "{:.1f}", "read_GBps_at_p50")
+    .derived("bits", _CSTEP, _c_get(_FLOOR, "vector_bits"), "{}", "vector_bits of the faster floor build")
+    .derived("floor p50", _CSTEP, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50 (us)")
+    .derived("GB/s", _CSTEP, _c_get(_FLOOR, "read_GBps_at_p50"), "{:.1f}", "read_GBps_at_p50")
 )
 (
     Span(f"{D}#targets")
     .literal("5", "the target's 5x")
     .literal("5", "the 5x of the verdict")
-    .derived("ratio", _CS, _c_get(_INTER, "ratio_p50_at_N"), "{:.2f}", "ratio_p50_at_N")
-    .derived("c p50", _CS, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
-    .derived("ort p50", _CS, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
+    .derived("ratio", _CSTEP, _c_get(_INTER, "ratio_p50_at_N"), "{:.2f}", "ratio_p50_at_N")
+    .derived("c p50", _CSTEP, _c_get(_INTER, "stats.c.N.p50"), "{:.1f}", "c p50 at N")
+    .derived("ort p50", _CSTEP, _c_get(_INTER, "stats.ort.N.p50"), "{:.1f}", "ort p50 at N")
     .derived(
         "in-c ratio",
-        _CS,
+        _CSTEP,
         lambda d: dig(_c_case(d, _INTER), "stats.ort.N.p50") / dig(_c_case(d, _IN_C), "stats.N.p50"),
         "{:.1f}",
         "ort p50 at N / in-C p50 at N",
     )
-    .derived("c tail", _CS, _c_get(_INTER, "tail_ratio_at_N.c"), "{:.2f}", "c p99.9/p50 at N")
-    .derived("ort tail", _CS, _c_get(_INTER, "tail_ratio_at_N.ort"), "{:.2f}", "ort p99.9/p50 at N")
-    .derived("c p99.9", _CS, _c_get(_INTER, "stats.c.N.p99~9"), "{:.1f}", "c p99.9 at N")
+    .derived("c tail", _CSTEP, _c_get(_INTER, "tail_ratio_at_N.c"), "{:.2f}", "c p99.9/p50 at N")
+    .derived("ort tail", _CSTEP, _c_get(_INTER, "tail_ratio_at_N.ort"), "{:.2f}", "ort p99.9/p50 at N")
+    .derived("c p99.9", _CSTEP, _c_get(_INTER, "stats.c.N.p99~9"), "{:.1f}", "c p99.9 at N")
     .literal("2", "the target's 2x")
-    .derived("in-c/floor", _CS, _c_get(_FLOOR, "in_c_p50_over_floor"), "{:.2f}", "in_c_p50_over_floor")
-    .derived("in-c p50 b", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
-    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
+    .derived("in-c/floor", _CSTEP, _c_get(_FLOOR, "in_c_p50_over_floor"), "{:.2f}", "in_c_p50_over_floor")
+    .derived("in-c p50 b", _CSTEP, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+    .derived("floor p50", _CSTEP, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
     .derived(
-        "session/floor", _CS, _c_get(_FLOOR, "session_p50_over_floor"), "{:.2f}", "session_p50_over_floor"
+        "session/floor", _CSTEP, _c_get(_FLOOR, "session_p50_over_floor"), "{:.2f}", "session_p50_over_floor"
     )
     .derived(
-        "needed", _CS, lambda d: dig(_c_case(d, _INTER), "stats.ort.N.p50") / 5, "{:.1f}", "ort p50 at N / 5"
+        "needed",
+        _CSTEP,
+        lambda d: dig(_c_case(d, _INTER), "stats.ort.N.p50") / 5,
+        "{:.1f}",
+        "ort p50 at N / 5",
     )
-    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .derived("path", _CSTEP, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
 )
 # benchmarks/results/c_step.json: the C step beside ORT, rewritten by every run of benchmarks/test_c_step.py
 # (`make bench`'s or the c-step refresh's; no date key of its own)
@@ -2282,7 +2317,7 @@ _ORT_BEFORE_E937CFC_US = 33.0  # latest.json of 2026-12-03, before the ORT step'
     .run("quiet ort", lambda: step_p50("ort", "N"), "{:.1f}", "benchmarks/results/latest.json ort p50 at N")
     .derived(
         "vs quiet",
-        _CS,
+        _CSTEP,
         lambda d: step_p50("ort", "N") / dig(_c_case(d, _INTER), "stats.c.N.p50"),
         "{:.1f}",
         "latest.json ort p50 at N / c p50 at N",
@@ -2296,21 +2331,21 @@ _ORT_BEFORE_E937CFC_US = 33.0  # latest.json of 2026-12-03, before the ORT step'
     .literal(f"{_ORT_BEFORE_E937CFC_US}", "ORT p50 at N in the make bench run of 2026-12-03 06:17 UTC")
     .derived(
         "vs 33.0",
-        _CS,
+        _CSTEP,
         lambda d: _ORT_BEFORE_E937CFC_US / dig(_c_case(d, _INTER), "stats.c.N.p50"),
         "{:.1f}",
         "that ORT p50 / c p50 at N",
     )
     .literal("5", "the target's 5x")
     .run("6.6", lambda: _ORT_BEFORE_E937CFC_US / 5, "{:.1f}", "that ORT p50 / 5")
-    .derived("floor p50", _CS, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
-    .derived("path", _CS, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
+    .derived("floor p50", _CSTEP, _c_get(_FLOOR, "pass_us.p50"), "{:.2f}", "floor pass p50")
+    .derived("path", _CSTEP, lambda d: _session_path_us(), "{:.1f}", "c p50 at N - in-C p50 at N")
     .literal("5", "the target's 5x")
 )
 (
     Span(f"{D}#tails")
-    .derived("in-c p99.9", _CS, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N")
-    .derived("in-c p50", _CS, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
+    .derived("in-c p99.9", _CSTEP, _c_get(_IN_C, "stats.N.p99~9"), "{:.1f}", "in C p99.9 at N")
+    .derived("in-c p50", _CSTEP, _c_get(_IN_C, "stats.N.p50"), "{:.1f}", "in C p50 at N")
 )
 RESULTS["c-tails"] = ResultsFile("c-tails", "benchmarks/results/c_tails.json", "utc", "refresh_c_tails")
 
@@ -2345,17 +2380,17 @@ _CT = "c-tails"
 _WIN = "ratio/c-vs-ort-windowed"
 (
     Span(f"{D}#speed-windowed")
-    .derived("window", _CS, _c_get(_WIN, "window"), "{}", "windowed subject's W")
-    .derived("window b", _CS, _c_get(_WIN, "window"), "{}", "windowed subject's W")
+    .derived("window", _CSTEP, _c_get(_WIN, "window"), "{}", "windowed subject's W")
+    .derived("window b", _CSTEP, _c_get(_WIN, "window"), "{}", "windowed subject's W")
     .literal("8", "256 / 32 wraps per round")
-    .derived("rounds", _CS, _c_get(_WIN, "rounds"), "{}", "windowed rounds")
-    .derived("bytes", _CS, _c_get(_WIN, "bytes_per_step.total"), "{:,}", "windowed bytes_per_step.total")
-    .derived("c p50", _CS, _c_get(_WIN, "stats.c.N.p50"), "{:.2f}", "windowed c p50 at N")
-    .derived("ort p50", _CS, _c_get(_WIN, "stats.ort.N.p50"), "{:.1f}", "windowed ort p50 at N")
-    .derived("ratio", _CS, _c_get(_WIN, "ratio_p50_at_N"), "{:.2f}", "windowed ratio_p50_at_N")
-    .derived("c tail", _CS, _c_get(_WIN, "tail_ratio_at_N.c"), "{:.2f}", "windowed c p99.9/p50 at N")
-    .derived("ort tail", _CS, _c_get(_WIN, "tail_ratio_at_N.ort"), "{:.2f}", "windowed ort p99.9/p50 at N")
-    .derived("in-c", _CS, _c_get(_WIN, "in_c.stats_at_N.p50"), "{:.2f}", "windowed tf_step in C p50 at N")
+    .derived("rounds", _CSTEP, _c_get(_WIN, "rounds"), "{}", "windowed rounds")
+    .derived("bytes", _CSTEP, _c_get(_WIN, "bytes_per_step.total"), "{:,}", "windowed bytes_per_step.total")
+    .derived("c p50", _CSTEP, _c_get(_WIN, "stats.c.N.p50"), "{:.2f}", "windowed c p50 at N")
+    .derived("ort p50", _CSTEP, _c_get(_WIN, "stats.ort.N.p50"), "{:.1f}", "windowed ort p50 at N")
+    .derived("ratio", _CSTEP, _c_get(_WIN, "ratio_p50_at_N"), "{:.2f}", "windowed ratio_p50_at_N")
+    .derived("c tail", _CSTEP, _c_get(_WIN, "tail_ratio_at_N.c"), "{:.2f}", "windowed c p99.9/p50 at N")
+    .derived("ort tail", _CSTEP, _c_get(_WIN, "tail_ratio_at_N.ort"), "{:.2f}", "windowed ort p99.9/p50 at N")
+    .derived("in-c", _CSTEP, _c_get(_WIN, "in_c.stats_at_N.p50"), "{:.2f}", "windowed tf_step in C p50 at N")
 )
 
 
@@ -2878,12 +2913,12 @@ def refresh_training_speed() -> None:
 
 
 _SHAPES = ("B16xT64", "B4xT256", "reverse B64xT9")
-_SP = Span(f"{T}#speed")
-_SP.derived("date", "training-speed", lambda d: d["modes"]["as_run"]["utc"][:10], "{}", "as_run utc (date)")
-_SP.result("load", "training-speed", "modes.as_run.load_avg_before", "{:.2f}")
+_SPT = Span(f"{T}#speed")
+_SPT.derived("date", "training-speed", lambda d: d["modes"]["as_run"]["utc"][:10], "{}", "as_run utc (date)")
+_SPT.result("load", "training-speed", "modes.as_run.load_avg_before", "{:.2f}")
 for _mode in ("as_run", "steady_malloc"):
     for _shape in _SHAPES:
-        _SP.derived(
+        _SPT.derived(
             f"{_mode} {_shape} speed-up",
             "training-speed",
             lambda d, m=_mode, sh=_shape: d["modes"][m]["commits"]["HEAD"]["speedup_over_base"][sh]["median"],
@@ -2892,14 +2927,14 @@ for _mode in ("as_run", "steady_malloc"):
         )
     for _commit in _SPEED_COMMITS:
         for _shape in _SHAPES:
-            _SP.derived(
+            _SPT.derived(
                 f"{_mode} {_commit} {_shape} ms",
                 "training-speed",
                 lambda d, m=_mode, c=_commit, sh=_shape: d["modes"][m]["commits"][c]["median_ms"][sh],
                 "{:.1f}",
                 "median ms over rounds",
             )
-_SP.derived(
+_SPT.derived(
     "lowest round",
     "training-speed",
     lambda d: min(

@@ -107,3 +107,22 @@ def test_checker_requires_every_document_declared(doc_root):
     (doc_root / "README.md").write_text("x")
     failures = check.check(_fake_registry([], {"README.md": ("covered", "")})).failures
     assert any("docs/new.md: not declared" in f for f in failures)
+
+
+def test_no_module_constant_of_the_registry_is_bound_twice():
+    """The registry's claims are lambdas that read module constants when the check runs, so a
+    constant bound again further down (a second `_B = ...`) silently re-points every earlier
+    claim that uses it. Loop variables, bound on purpose, are passed as default arguments."""
+    import ast
+
+    tree = ast.parse((ROOT / "claims" / "registry.py").read_text())
+    seen: dict[str, int] = {}
+    twice = []
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for t in targets:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(t, ast.Name):
+                if t.id in seen:
+                    twice.append(f"{t.id} (lines {seen[t.id]} and {node.lineno})")
+                seen[t.id] = node.lineno
+    assert not twice, f"module constants bound twice in claims/registry.py: {twice}"
