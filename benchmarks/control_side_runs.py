@@ -41,7 +41,8 @@ averaging removes is the part of the ratio that varies from seed to seed). And a
 own loop (the same trajectory for every model), each model's error in predicting theta_{t+d},
 theta_{t+d+1} and their difference, split by least squares into c * n_t + residual, n_t = y_t -
 theta_t the newest measurement's noise (`noise_coefficient`: 1 = the prediction carries that noise
-whole, as y_t + a learned increment that does not filter would).
+whole, as y_t + a learned increment that does not filter would); the same split of the oracle's
+own prediction for the command it chose (`oracle_error_split`).
 
 Appends to benchmarks/results/control_side_runs.json (`recipe[NAME]`, `deadlines` list,
 `ensemble[NAME]`). Not part
@@ -246,6 +247,11 @@ def _noise_split(err: np.ndarray, noise: np.ndarray) -> dict[str, float]:
     }
 
 
+def _mean_split(split: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Each quantity's `_noise_split` fields averaged over its rows (models x plants)."""
+    return {key: {f: float(np.mean([r[f] for r in rows])) for f in rows[0]} for key, rows in split.items()}
+
+
 def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     from concurrent.futures import ProcessPoolExecutor
 
@@ -301,16 +307,33 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         res["train_s_per_seed"] = [round(r[1], 1) for r in runs]
         oracle = tracking(lambda p, sim: OracleMPC(k, sim, **w), plants, cfg, TICKS)
         streams = []  # the oracle's loop per plant: measured y [T], actuated commands [T], true theta [T + 1]
+        oracle_split: dict[str, list[dict[str, float]]] = {
+            "theta_t+d": [],
+            "theta_t+d+1": [],
+            "increment": [],
+        }
         for p in plants:
             sim = HiddenPlantSim(p, reference(cfg), TICKS + 1, seed=cfg.seed)
             ctl, ys, cs = OracleMPC(k, sim, **w), [], []
+            chosen = np.empty(
+                (TICKS, 2)
+            )  # the oracle's own (theta_{t+d}, theta_{t+d+1}) of the command it chose
             for t in range(TICKS):
                 obs = sim.observe(t)
                 ys.append(obs.item(0))
                 sim.actuate(ctl.step(obs))
                 cs.append(sim.last)
+                chosen[t] = ctl.pred[int(np.argmin(np.abs(ctl.cand - ctl.last)))]
             streams.append((np.array(ys), np.array(cs), sim.theta[: TICKS + 1].copy()))
+            d = p.delay
+            at = np.arange(SETTLE, TICKS - d)
+            noise = streams[-1][0][at] - sim.theta[at]
+            e_d, e_d1 = chosen[at, 0] - sim.theta[at + d], chosen[at, 1] - sim.theta[at + d + 1]
+            oracle_split["theta_t+d"].append(_noise_split(e_d, noise))
+            oracle_split["theta_t+d+1"].append(_noise_split(e_d1, noise))
+            oracle_split["increment"].append(_noise_split(e_d1 - e_d, noise))
         res["oracle_tracking"] = oracle
+        res["oracle_error_split"] = _mean_split(oracle_split)
         res["snapshots"] = {}
         for step in snapshots:
             members = []
@@ -356,10 +379,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                 "averaged_tracking": both,
                 "averaged_ratio": [a / b for a, b in zip(both, oracle)],
                 "averaged_ratio_mean": float(np.mean([a / b for a, b in zip(both, oracle)])),
-                "error_split": {
-                    key: {f: float(np.mean([r[f] for r in rows])) for f in rows[0]}
-                    for key, rows in split.items()
-                },
+                "error_split": _mean_split(split),
             }
             print(
                 step,

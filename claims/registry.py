@@ -1658,6 +1658,14 @@ for _s in range(4):
     .result("batch32 t+3 noise slope", _SR, f"{_EB}.error_split.theta_t+d+1.noise_coefficient", "{:.2f}")
     .result("batch32 increment error", _SR, f"{_EB}.error_split.increment.rms", "{:.4f}")
 )
+_EO = "ensemble.seeds4_30k.oracle_error_split"
+(
+    _ens.result("oracle t+3 error", _SR, f"{_EO}.theta_t+d+1.rms", "{:.4f}")
+    .result("oracle t+3 noise slope", _SR, f"{_EO}.theta_t+d+1.noise_coefficient", "{:.2f}")
+    .result("oracle increment error", _SR, f"{_EO}.increment.rms", "{:.4f}")
+    .result("text 30k t+3 error", _SR, f"{_E}.snapshots.30000.error_split.theta_t+d+1.rms", "{:.4f}")
+    .result("text oracle t+3 error", _SR, f"{_EO}.theta_t+d+1.rms", "{:.4f}")
+)
 (
     _ens.param(
         "demo steps",
