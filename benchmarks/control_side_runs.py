@@ -42,7 +42,10 @@ own loop (the same trajectory for every model), each model's error in predicting
 theta_{t+d+1} and their difference, split by least squares into c * n_t + residual, n_t = y_t -
 theta_t the newest measurement's noise (`noise_coefficient`: 1 = the prediction carries that noise
 whole, as y_t + a learned increment that does not filter would); the same split of the oracle's
-own prediction for the command it chose (`oracle_error_split`).
+own prediction for the command it chose (`oracle_error_split`). Per model, the increment's error
+regressed jointly on n_t and the true velocity about t + d (`increment_velocity_coefficient_s`, mean
+over the plants: c / dt is the fraction by which the predicted increment over- (c > 0) or
+under-states (c < 0) the motion).
 
 Appends to benchmarks/results/control_side_runs.json (`recipe[NAME]`, `deadlines` list,
 `ensemble[NAME]`). Not part
@@ -353,8 +356,10 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             singles = [tracking(lambda p, sim, m=m: history(p, m), plants, cfg, TICKS) for m in members]
             both = tracking(lambda p, sim: AveragedMPC([history(p, m) for m in members]), plants, cfg, TICKS)
             split: dict[str, list[dict[str, float]]] = {"theta_t+d": [], "theta_t+d+1": [], "increment": []}
+            velocity = []  # per member: the increment error's coefficient on the true velocity (s)
             for art, norm, _ in members:
-                for ys, cs, theta in streams:
+                per_plant = []
+                for (ys, cs, theta), p in zip(streams, plants):
                     s = load(art, backend="ort", contracts="off")
                     x = np.repeat(
                         hidden_features(ys, cs, norm)[:, None, None, :], k, axis=1
@@ -371,6 +376,12 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                     split["theta_t+d"].append(_noise_split(e_d, noise))
                     split["theta_t+d+1"].append(_noise_split(e_d1, noise))
                     split["increment"].append(_noise_split(e_d1 - e_d, noise))
+                    # jointly with the noise: an error in proportion to the motion (a wrong velocity
+                    # scale, of either sign; a lag would give a negative one)
+                    omega = (theta[at + d + 1] - theta[at + d - 1]) / (2 * p.dt)  # true, about t + d
+                    coef = np.linalg.lstsq(np.stack([noise, omega], 1), e_d1 - e_d, rcond=None)[0]
+                    per_plant.append(float(coef[1]))
+                velocity.append(float(np.mean(per_plant)))
             single_ratio = [[a / b for a, b in zip(t, oracle)] for t in singles]
             res["snapshots"][str(step)] = {
                 "single_tracking": singles,
@@ -380,6 +391,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                 "averaged_ratio": [a / b for a, b in zip(both, oracle)],
                 "averaged_ratio_mean": float(np.mean([a / b for a, b in zip(both, oracle)])),
                 "error_split": _mean_split(split),
+                "increment_velocity_coefficient_s": velocity,
             }
             print(
                 step,

@@ -1658,6 +1658,36 @@ for _s in range(4):
     .result("batch32 t+3 noise slope", _SR, f"{_EB}.error_split.theta_t+d+1.noise_coefficient", "{:.2f}")
     .result("batch32 increment error", _SR, f"{_EB}.error_split.increment.rms", "{:.4f}")
 )
+for _step in ("5000", "10000", "20000", "30000"):
+    _ens.derived(
+        f"velocity row {_step}",
+        _SR,
+        lambda d, st=_step: f"{int(st):,}" if st in d["ensemble"]["seeds4_30k"]["snapshots"] else None,
+        "{}",
+        f"{_E}.snapshots keys",
+    )
+    for _s in range(4):
+        _ens.result(
+            f"{_step} velocity c {_s}",
+            _SR,
+            f"{_E}.snapshots.{_step}.increment_velocity_coefficient_s.{_s}",
+            "{:.4f}",
+        )
+    _ens.derived(
+        f"{_step} velocity mean abs",
+        _SR,
+        lambda d, st=_step: statistics.fmean(
+            abs(c) for c in d["ensemble"]["seeds4_30k"]["snapshots"][st]["increment_velocity_coefficient_s"]
+        ),
+        "{:.4f}",
+        f"mean |{_E}.snapshots.{_step}.increment_velocity_coefficient_s|",
+    )
+_ens.literal("2", "t + 2: the increment's first tick, t + d (the plant's delay)")
+_ens.literal("0", "seed (column label)").literal("1", "seed (column label)").literal(
+    "2", "seed (column label)"
+)
+_ens.literal("3", "seed (column label)")
+_ens.literal("10,000", "the demo's steps, the row the sentence points at")
 _EO = "ensemble.seeds4_30k.oracle_error_split"
 (
     _ens.result("oracle t+3 error", _SR, f"{_EO}.theta_t+d+1.rms", "{:.4f}")
