@@ -872,49 +872,19 @@ Span(f"{KC}#score").run(
 Span(f"{KC}#decode").run(
     "control", lambda: decode_tol("control"), sci(1), "decode_tolerance(preset('control'))"
 )
-_OVERHEAD = "benchmarks/test_contract_overhead.py::"
-(
-    Span(f"{KC}#overhead")
-    .run(
-        "off",
-        lambda: bench_median_us(_OVERHEAD + "test_monitor_check_step[off]"),
-        "{:.2f}",
-        "latest.json median",
+_overhead = Span(f"{KC}#overhead")
+for _name, _case, _form, _src in (  # benchmarks/test_contract_overhead.py, median (us)
+    ("off", "test_monitor_check_step[off]", "{:.2f}", "latest.json median"),
+    ("monitor", "test_monitor_check_step[monitor]", "{:.2f}", "latest.json"),
+    ("check", "test_monitor_check_step[check]", "{:.2f}", "latest.json"),
+    ("validate", "test_validate_input", "{:.2f}", "latest.json median"),
+    ("s off", "test_session_step_contract_modes[off]", "{:.1f}", "latest.json"),
+    ("s mon", "test_session_step_contract_modes[monitor]", "{:.1f}", "latest.json"),
+    ("s chk", "test_session_step_contract_modes[check]", "{:.1f}", "latest.json"),
+):
+    _overhead.run(
+        _name, lambda t=_case: bench_median_us(f"benchmarks/test_contract_overhead.py::{t}"), _form, _src
     )
-    .run(
-        "monitor",
-        lambda: bench_median_us(_OVERHEAD + "test_monitor_check_step[monitor]"),
-        "{:.2f}",
-        "latest.json",
-    )
-    .run(
-        "check",
-        lambda: bench_median_us(_OVERHEAD + "test_monitor_check_step[check]"),
-        "{:.2f}",
-        "latest.json",
-    )
-    .run(
-        "validate", lambda: bench_median_us(_OVERHEAD + "test_validate_input"), "{:.2f}", "latest.json median"
-    )
-    .run(
-        "s off",
-        lambda: bench_median_us(_OVERHEAD + "test_session_step_contract_modes[off]"),
-        "{:.1f}",
-        "latest.json",
-    )
-    .run(
-        "s mon",
-        lambda: bench_median_us(_OVERHEAD + "test_session_step_contract_modes[monitor]"),
-        "{:.1f}",
-        "latest.json",
-    )
-    .run(
-        "s chk",
-        lambda: bench_median_us(_OVERHEAD + "test_session_step_contract_modes[check]"),
-        "{:.1f}",
-        "latest.json",
-    )
-)
 (
     Span(f"{KC}#prove")
     .run("specs", distinct_specs, "{}", "distinct specs of PROOFS")

@@ -109,20 +109,53 @@ def test_checker_requires_every_document_declared(doc_root):
     assert any("docs/new.md: not declared" in f for f in failures)
 
 
-def test_no_module_constant_of_the_registry_is_bound_twice():
-    """The registry's claims are lambdas that read module constants when the check runs, so a
+def _bound_names(targets):
+    """Names a target list binds (x, a tuple of them); not `_`, and not d[k] or o.a, which bind none."""
+    import ast
+
+    for t in targets:
+        if isinstance(t, ast.Name) and t.id != "_":
+            yield t.id
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            yield from _bound_names(t.elts)
+
+
+def _module_scope_bindings(body):
+    """(name, line, kind) of every name bound at module scope: assignments, loop variables (also in
+    nested module-level loops and ifs) and defs; function and class bodies are not module scope."""
+    import ast
+
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            yield node.name, node.lineno, "def"
+            continue
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.For)):
+            targets = [node.target]
+        else:
+            targets = []
+        kind = "loop" if isinstance(node, ast.For) else "assign"
+        for name in _bound_names(targets):
+            yield name, node.lineno, kind
+        for field in ("body", "orelse"):
+            if isinstance(node, (ast.For, ast.If, ast.While, ast.With)):
+                yield from _module_scope_bindings(getattr(node, field, []))
+
+
+def test_no_module_name_of_the_registry_is_rebound():
+    """The registry's claims are lambdas that read module names when the check runs, so a
     constant bound again further down (a second `_B = ...`) silently re-points every earlier
-    claim that uses it. Loop variables, bound on purpose, are passed as default arguments."""
+    claim that uses it, and a loop variable named like a function (`_fmt`, `_test`) replaces the
+    function. Loop variables may be reused by other loops (each claim takes them as default
+    arguments); nothing else is bound twice."""
     import ast
 
     tree = ast.parse((ROOT / "claims" / "registry.py").read_text())
-    seen: dict[str, int] = {}
-    twice = []
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        for t in targets:
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(t, ast.Name):
-                if t.id in seen:
-                    twice.append(f"{t.id} (lines {seen[t.id]} and {node.lineno})")
-                seen[t.id] = node.lineno
-    assert not twice, f"module constants bound twice in claims/registry.py: {twice}"
+    first: dict[str, tuple[int, str]] = {}
+    clashes = []
+    for name, line, kind in _module_scope_bindings(tree.body):
+        if name in first and not (kind == "loop" and first[name][1] == "loop"):
+            clashes.append(f"{name} ({first[name][1]} line {first[name][0]}, {kind} line {line})")
+        first.setdefault(name, (line, kind))
+    assert not clashes, f"module names bound twice in claims/registry.py: {clashes}"
