@@ -213,7 +213,7 @@ def _train_snapshots(
     from tickformer.model import preset
     from tickformer.model.checkpoint import save_checkpoint
     from tickformer.model.tasks import get_task
-    from tickformer.model.train import TrainSettings, train_steps
+    from tickformer.model.train import TrainSettings, checkpoint_meta, train_steps
 
     cfg = DemoConfig(seed=seed)
     task = get_task("pendulum-hidden")
@@ -228,11 +228,13 @@ def _train_snapshots(
             kept[step] = {n: v.astype(np.float32) for n, v in weights.items()}
 
     _, _, data, seconds, _ = train_steps(task, config, settings, on_step=keep)
-    meta = {"task": task.name, "preset": task.preset, "seed": seed, "metrics": {}, **task.meta(data)}
     paths = {
         step: str(
             save_checkpoint(
-                Path(where) / f"seed{seed}-step{step}", config, kept[step], {**meta, "steps": step}
+                Path(where) / f"seed{seed}-step{step}",
+                config,
+                kept[step],
+                checkpoint_meta(task, data, task.preset, seed, step, {}),
             )
         )
         for step in snapshots
@@ -250,9 +252,30 @@ def _noise_split(err: np.ndarray, noise: np.ndarray) -> dict[str, float]:
     }
 
 
-def _mean_split(split: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """Each quantity's `_noise_split` fields averaged over its rows (models x plants)."""
-    return {key: {f: float(np.mean([r[f] for r in rows])) for f in rows[0]} for key, rows in split.items()}
+def _error_split(
+    th_d: np.ndarray, th_d1: np.ndarray, ys: np.ndarray, theta: np.ndarray, d: int, dt: float
+) -> tuple[dict[str, dict[str, float]], float]:
+    """Predicted theta_{t+d}, theta_{t+d+1} [T] along a stream (measured ys [T], true theta [T + 1])
+    against the truth, from tick SETTLE on: `_noise_split` of each and of their difference, and the
+    difference's coefficient on the true velocity about t + d, fitted jointly with the noise (an
+    error in proportion to the motion: a wrong velocity scale, of either sign; a lag would give a
+    negative one)."""
+    at = np.arange(SETTLE, ys.size - d)  # ticks whose targets lie inside the stream
+    noise = ys[at] - theta[at]
+    e_d, e_d1 = th_d[at] - theta[at + d], th_d1[at] - theta[at + d + 1]
+    omega = (theta[at + d + 1] - theta[at + d - 1]) / (2 * dt)  # [n] true, about t + d
+    coef = np.linalg.lstsq(np.stack([noise, omega], 1), e_d1 - e_d, rcond=None)[0]
+    split = {
+        "theta_t+d": _noise_split(e_d, noise),
+        "theta_t+d+1": _noise_split(e_d1, noise),
+        "increment": _noise_split(e_d1 - e_d, noise),
+    }
+    return split, float(coef[1])
+
+
+def _mean_split(rows: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """`_error_split` splits averaged over their rows (models x plants), field by field."""
+    return {key: {f: float(np.mean([r[key][f] for r in rows])) for f in rows[0][key]} for key in rows[0]}
 
 
 def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -308,35 +331,25 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             )
         res["train_wall_s"] = round(time.perf_counter() - t0, 1)
         res["train_s_per_seed"] = [round(r[1], 1) for r in runs]
-        oracle = tracking(lambda p, sim: OracleMPC(k, sim, **w), plants, cfg, TICKS)
-        streams = []  # the oracle's loop per plant: measured y [T], actuated commands [T], true theta [T + 1]
-        oracle_split: dict[str, list[dict[str, float]]] = {
-            "theta_t+d": [],
-            "theta_t+d+1": [],
-            "increment": [],
-        }
+        # the oracle's loop per plant: its tracking, its stream -- measured y [T], actuated commands
+        # [T], true theta [T + 1] -- on which every model is read, and its own prediction for the
+        # command it chose, split like theirs
+        oracle, streams, oracle_rows = [], [], []
         for p in plants:
             sim = HiddenPlantSim(p, reference(cfg), TICKS + 1, seed=cfg.seed)
-            ctl, ys, cs = OracleMPC(k, sim, **w), [], []
-            chosen = np.empty(
-                (TICKS, 2)
-            )  # the oracle's own (theta_{t+d}, theta_{t+d+1}) of the command it chose
+            ctl, ys, cs = OracleMPC(k, sim, **w), np.empty(TICKS), np.empty(TICKS)
+            chosen = np.empty((TICKS, 2))  # [T, 2] (theta_{t+d}, theta_{t+d+1}) of the chosen command
             for t in range(TICKS):
                 obs = sim.observe(t)
-                ys.append(obs.item(0))
+                ys[t] = obs.item(0)
                 sim.actuate(ctl.step(obs))
-                cs.append(sim.last)
+                cs[t] = sim.last
                 chosen[t] = ctl.pred[int(np.argmin(np.abs(ctl.cand - ctl.last)))]
-            streams.append((np.array(ys), np.array(cs), sim.theta[: TICKS + 1].copy()))
-            d = p.delay
-            at = np.arange(SETTLE, TICKS - d)
-            noise = streams[-1][0][at] - sim.theta[at]
-            e_d, e_d1 = chosen[at, 0] - sim.theta[at + d], chosen[at, 1] - sim.theta[at + d + 1]
-            oracle_split["theta_t+d"].append(_noise_split(e_d, noise))
-            oracle_split["theta_t+d+1"].append(_noise_split(e_d1, noise))
-            oracle_split["increment"].append(_noise_split(e_d1 - e_d, noise))
+            oracle.append(sim.tracking(skip=cfg.settle_ticks)["rms_rad"])  # as control_sensitivity.tracking
+            streams.append((ys, cs, sim.theta[: TICKS + 1].copy()))
+            oracle_rows.append(_error_split(chosen[:, 0], chosen[:, 1], ys, streams[-1][2], p.delay, p.dt)[0])
         res["oracle_tracking"] = oracle
-        res["oracle_error_split"] = _mean_split(oracle_split)
+        res["oracle_error_split"] = _mean_split(oracle_rows)
         res["snapshots"] = {}
         for step in snapshots:
             members = []
@@ -355,8 +368,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
             singles = [tracking(lambda p, sim, m=m: history(p, m), plants, cfg, TICKS) for m in members]
             both = tracking(lambda p, sim: AveragedMPC([history(p, m) for m in members]), plants, cfg, TICKS)
-            split: dict[str, list[dict[str, float]]] = {"theta_t+d": [], "theta_t+d+1": [], "increment": []}
-            velocity = []  # per member: the increment error's coefficient on the true velocity (s)
+            rows, velocity = [], []  # per model and plant; per model, its velocity coefficient (s)
             for art, norm, _ in members:
                 per_plant = []
                 for (ys, cs, theta), p in zip(streams, plants):
@@ -369,18 +381,9 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                         out[t] = s.step(x[t])[0, 0]
                     s.close()
                     pred = hidden_predictions(ys[:, None], out, norm)  # [T, d + 1] theta_{t+1..t+d+1}
-                    d = pred.shape[1] - 1
-                    at = np.arange(SETTLE, TICKS - d)  # ticks whose targets lie inside the stream
-                    noise = ys[at] - theta[at]
-                    e_d, e_d1 = pred[at, d - 1] - theta[at + d], pred[at, d] - theta[at + d + 1]
-                    split["theta_t+d"].append(_noise_split(e_d, noise))
-                    split["theta_t+d+1"].append(_noise_split(e_d1, noise))
-                    split["increment"].append(_noise_split(e_d1 - e_d, noise))
-                    # jointly with the noise: an error in proportion to the motion (a wrong velocity
-                    # scale, of either sign; a lag would give a negative one)
-                    omega = (theta[at + d + 1] - theta[at + d - 1]) / (2 * p.dt)  # true, about t + d
-                    coef = np.linalg.lstsq(np.stack([noise, omega], 1), e_d1 - e_d, rcond=None)[0]
-                    per_plant.append(float(coef[1]))
+                    split, c = _error_split(pred[:, p.delay - 1], pred[:, p.delay], ys, theta, p.delay, p.dt)
+                    rows.append(split)
+                    per_plant.append(c)
                 velocity.append(float(np.mean(per_plant)))
             single_ratio = [[a / b for a, b in zip(t, oracle)] for t in singles]
             res["snapshots"][str(step)] = {
@@ -390,7 +393,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                 "averaged_tracking": both,
                 "averaged_ratio": [a / b for a, b in zip(both, oracle)],
                 "averaged_ratio_mean": float(np.mean([a / b for a, b in zip(both, oracle)])),
-                "error_split": _mean_split(split),
+                "error_split": _mean_split(rows),
                 "increment_velocity_coefficient_s": velocity,
             }
             print(

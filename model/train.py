@@ -222,6 +222,17 @@ def train_steps(
     return params, losses, data, seconds, cpu_seconds
 
 
+def checkpoint_meta(
+    task: Task, data: Any, preset_name: str | None, seed: int, steps: int, metrics: dict[str, Any]
+) -> dict[str, Any]:
+    """What a checkpoint of `task` records besides its weights: the run (task, preset, seed,
+    steps, held-out metrics) and what the task needs to use the model (`task.meta`: e.g. the
+    input and output standardisation)."""
+    meta = {"task": task.name, "preset": preset_name, "seed": seed, "steps": steps, "metrics": metrics}
+    meta.update(task.meta(data))
+    return meta
+
+
 def train(
     task: Task,
     config: Config,
@@ -249,14 +260,7 @@ def train(
     }
     path = None
     if out is not None:
-        meta = {
-            "task": task.name,
-            "preset": preset_name,
-            "seed": settings.seed,
-            "steps": settings.steps,
-            "metrics": held_out,
-        }
-        meta.update(task.meta(data))
+        meta = checkpoint_meta(task, data, preset_name, settings.seed, settings.steps, held_out)
         extra = {
             "metrics.json": (json.dumps(metrics, indent=2, sort_keys=True) + "\n").encode(),
             "loss_curve.json": (json.dumps(losses) + "\n").encode(),
