@@ -50,7 +50,7 @@ under-states (c < 0) the motion).
 Appends to benchmarks/results/control_side_runs.json (`recipe[NAME]`, `deadlines` list,
 `ensemble[NAME]`). Not part
 of the package; a recipe run is 1.5-3 minutes on 2 cores, a deadline arm its ticks x period, the
-ensemble run of 4 seeds x 30,000 steps some 10 minutes.
+ensemble run of 4 seeds x 30,000 steps some 7 minutes (its training 6.5 of them).
 Training is deterministic, so a recipe run's numbers are reproduced bit for bit on one machine
 (its timings are not).
 """

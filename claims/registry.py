@@ -1658,6 +1658,7 @@ _ens.literal("0", "seed (column label)").literal("1", "seed (column label)").lit
 )
 _ens.literal("3", "seed (column label)")
 _ens.literal("10,000", "the demo's steps, the row the sentence points at")
+Span(f"{K}#ensemble-run").result("training", _SR, f"{_E}.train_wall_s", "{:.0f}")
 _EO = "ensemble.seeds4_30k.oracle_error_split"
 (
     _ens.result("oracle t+3 error", _SR, f"{_EO}.theta_t+d+1.rms", "{:.4f}")
