@@ -75,6 +75,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 OUT = Path(__file__).resolve().parent / "results" / "control_side_runs.json"
 PLANTS, TICKS, SETTLE = 5, 1000, 100
 SEGMENTS = ((100, 200), (200, 400), (400, 1000))  # plant ticks, after SETTLE: `tracking_by_segment`
+ENSEMBLE_KEYS = {"seeds", "snapshots", "batch", "cfg", "sched", "transitions"}
 
 
 def _load() -> dict[str, Any]:
@@ -110,6 +111,26 @@ def _held_out(params: Any, config: Any, data: Any) -> dict[str, float]:
     }
 
 
+def _scheduled_lr(steps: int, sched: list[Any]) -> Any:
+    """The trainer's learning rate (model.optim.noam_lr) with its last fraction f of `steps`
+    decayed to 0: sched = ["lin" | "cos", f]. Assigned to model.train.noam_lr by the caller."""
+    from tickformer.model.optim import noam_lr
+
+    kind, frac = sched
+    if kind not in ("lin", "cos") or not 0 < frac <= 1:
+        raise SystemExit(f'sched is ["lin" | "cos", f] with 0 < f <= 1 (got {sched})')
+
+    def lr_fn(step: int, *, d_model: int, warmup: int, scale: float = 1.0) -> float:
+        base = noam_lr(step, d_model=d_model, warmup=warmup, scale=scale)
+        first = steps * (1 - frac)
+        if step > first:
+            f = (step - first) / (steps - first)
+            base *= max(0.0, 1 - f) if kind == "lin" else 0.5 * (1 + math.cos(math.pi * f))
+        return base
+
+    return lr_fn
+
+
 def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
     from control_diagnosis import diagnose
 
@@ -122,7 +143,6 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
     from tickformer.model import preset
     from tickformer.model import tasks as T
     from tickformer.model.checkpoint import load_checkpoint
-    from tickformer.model.optim import noam_lr
     from tickformer.runtime import load
 
     v = dict(variant)
@@ -142,17 +162,7 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
     )
     sched = v.pop("sched", None)
     if sched:
-        kind, frac = sched
-
-        def lr_fn(step: int, *, d_model: int, warmup: int, scale: float = 1.0) -> float:
-            base = noam_lr(step, d_model=d_model, warmup=warmup, scale=scale)
-            first = steps * (1 - frac)
-            if step > first:
-                f = (step - first) / (steps - first)
-                base *= max(0.0, 1 - f) if kind == "lin" else 0.5 * (1 + math.cos(math.pi * f))
-            return base
-
-        TR.noam_lr = lr_fn
+        TR.noam_lr = _scheduled_lr(steps, sched)
     config = preset("control-hidden").replace(**v.pop("cfg", {}))
     if v:
         raise SystemExit(f"unknown variant keys {sorted(v)}")
@@ -204,23 +214,28 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
 
 
 def _train_snapshots(
-    seed: int, snapshots: list[int], where: str, batch: int | None = None
+    seed: int, snapshots: list[int], where: str, spec: dict[str, Any]
 ) -> tuple[dict[int, str], float]:
-    """The demo's windowed model, seed `seed`, trained for max(snapshots) steps (batch: the
-    batch size, default the demo's); a checkpoint of the weights at each snapshot step under
-    `where` (a worker process: one core)."""
+    """The demo's windowed model, seed `seed`, trained for max(snapshots) steps with the
+    ensemble spec's changes (module docstring); a checkpoint of the weights at each snapshot
+    step under `where` (a worker process: one core, so the patches stay in it)."""
+    import tickformer.model.tasks as T
+    import tickformer.model.train as TR
     from tickformer.control.demo import DemoConfig
     from tickformer.model import preset
     from tickformer.model.checkpoint import save_checkpoint
-    from tickformer.model.tasks import get_task
-    from tickformer.model.train import TrainSettings, checkpoint_meta, train_steps
 
     cfg = DemoConfig(seed=seed)
-    task = get_task("pendulum-hidden")
-    settings = TrainSettings.for_task(task, steps=max(snapshots), seed=seed)
-    if batch is not None:
-        settings = dataclasses.replace(settings, batch_size=batch)
-    config = preset(task.preset).replace(window=cfg.window)
+    task = T.get_task("pendulum-hidden")
+    settings = TR.TrainSettings.for_task(task, steps=max(snapshots), seed=seed)
+    if "batch" in spec:
+        settings = dataclasses.replace(settings, batch_size=spec["batch"])
+    if "sched" in spec:
+        TR.noam_lr = _scheduled_lr(settings.steps, spec["sched"])
+    if "transitions" in spec:
+        T.HIDDEN_TRAIN_TRANSITIONS = int(spec["transitions"])
+    config = preset(task.preset).replace(**{"window": cfg.window, **spec.get("cfg", {})})
+    train_steps, checkpoint_meta = TR.train_steps, TR.checkpoint_meta
     kept: dict[int, dict[str, np.ndarray]] = {}
 
     def keep(step: int, weights: Any) -> None:
@@ -278,10 +293,20 @@ def _mean_split(rows: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, 
     return {key: {f: float(np.mean([r[key][f] for r in rows])) for f in rows[0][key]} for key in rows[0]}
 
 
+def _reference_summary(rows: list[list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """control_sensitivity.reference_split rows [model][plant] -> each field's mean over models
+    and plants (`mean`) and over the models on the first plant, the demo's (`demo_plant`)."""
+    fields = rows[0][0]
+    return {
+        "mean": {f: float(np.mean([r[f] for m in rows for r in m])) for f in fields},
+        "demo_plant": {f: float(np.mean([m[0][f] for m in rows])) for f in fields},
+    }
+
+
 def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     from concurrent.futures import ProcessPoolExecutor
 
-    from control_sensitivity import tracking
+    from control_sensitivity import reference_split, tracking
 
     from tickformer.artifact import open_artifact
     from tickformer.control import HiddenPlantSim, HistoryMPC, OracleMPC
@@ -315,8 +340,11 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             for m in self.members:
                 m.chosen(j)
 
-    if set(spec) - {"seeds", "snapshots", "batch"} or not {"seeds", "snapshots"} <= set(spec):
-        raise SystemExit(f"an ensemble spec has seeds, snapshots and optionally batch (got {sorted(spec)})")
+    if set(spec) - ENSEMBLE_KEYS or not {"seeds", "snapshots"} <= set(spec):
+        raise SystemExit(
+            f"an ensemble spec has seeds, snapshots and optionally "
+            f"{sorted(ENSEMBLE_KEYS - {'seeds', 'snapshots'})} (got {sorted(spec)})"
+        )
     seeds, snapshots = list(spec["seeds"]), sorted(spec["snapshots"])
     cfg = DemoConfig()
     k, w = cfg.candidates, {"kp": cfg.kp, "w_omega": cfg.w_omega}
@@ -326,15 +354,13 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         with ProcessPoolExecutor(max_workers=2) as pool:
             n = len(seeds)
-            runs = list(
-                pool.map(_train_snapshots, seeds, [snapshots] * n, [tmp] * n, [spec.get("batch")] * n)
-            )
+            runs = list(pool.map(_train_snapshots, seeds, [snapshots] * n, [tmp] * n, [spec] * n))
         res["train_wall_s"] = round(time.perf_counter() - t0, 1)
         res["train_s_per_seed"] = [round(r[1], 1) for r in runs]
         # the oracle's loop per plant: its tracking, its stream -- measured y [T], actuated commands
         # [T], true theta [T + 1] -- on which every model is read, and its own prediction for the
         # command it chose, split like theirs
-        oracle, streams, oracle_rows = [], [], []
+        oracle, streams, oracle_rows, oracle_ref = [], [], [], []
         for p in plants:
             sim = HiddenPlantSim(p, reference(cfg), TICKS + 1, seed=cfg.seed)
             ctl, ys, cs = OracleMPC(k, sim, **w), np.empty(TICKS), np.empty(TICKS)
@@ -346,10 +372,12 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                 cs[t] = sim.last
                 chosen[t] = ctl.pred[int(np.argmin(np.abs(ctl.cand - ctl.last)))]
             oracle.append(sim.tracking(skip=cfg.settle_ticks)["rms_rad"])  # as control_sensitivity.tracking
+            oracle_ref.append(reference_split(sim, cfg.settle_ticks))
             streams.append((ys, cs, sim.theta[: TICKS + 1].copy()))
             oracle_rows.append(_error_split(chosen[:, 0], chosen[:, 1], ys, streams[-1][2], p.delay, p.dt)[0])
         res["oracle_tracking"] = oracle
         res["oracle_error_split"] = _mean_split(oracle_rows)
+        res["oracle_reference_split"] = _reference_summary([oracle_ref])
         res["snapshots"] = {}
         for step in snapshots:
             members = []
@@ -366,8 +394,19 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             def history(p: Any, m: tuple[Any, ...]) -> Any:
                 return HistoryMPC(load(m[0], backend="ort", contracts="off"), m[1], p, m[2], **w)
 
-            singles = [tracking(lambda p, sim, m=m: history(p, m), plants, cfg, TICKS) for m in members]
-            both = tracking(lambda p, sim: AveragedMPC([history(p, m) for m in members]), plants, cfg, TICKS)
+            single_ref: list[list[dict[str, float]]] = [[] for _ in members]  # [model][plant]
+            singles = [
+                tracking(lambda p, sim, m=m: history(p, m), plants, cfg, TICKS, splits=single_ref[i])
+                for i, m in enumerate(members)
+            ]
+            both_ref: list[dict[str, float]] = []
+            both = tracking(
+                lambda p, sim: AveragedMPC([history(p, m) for m in members]),
+                plants,
+                cfg,
+                TICKS,
+                splits=both_ref,
+            )
             rows, velocity = [], []  # per model and plant; per model, its velocity coefficient (s)
             for art, norm, _ in members:
                 per_plant = []
@@ -395,6 +434,8 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                 "averaged_ratio_mean": float(np.mean([a / b for a, b in zip(both, oracle)])),
                 "error_split": _mean_split(rows),
                 "increment_velocity_coefficient_s": velocity,
+                "single_reference_split": _reference_summary(single_ref),
+                "averaged_reference_split": _reference_summary([both_ref]),
             }
             print(
                 step,
