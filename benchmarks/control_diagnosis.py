@@ -19,8 +19,11 @@ after the settling prefix (the demo's `settle_ticks`):
 
 and per model, on the held-out episodes of its training run (in-context identification): the
 correlation across episodes between the model's d theta_{t+3} / d c_t at the last position and
-the episode's actuator coefficient k / (m L^2), and the mean ratio of that slope to its
-first-order value k / (m L^2) dt^2 / 2; and how much of the model's prediction error is the
+the episode's actuator coefficient k / (m L^2), and the ratio of that slope to its
+first-order value k / (m L^2) dt^2 / 2 (its mean, and its mean over the weakest and the
+strongest quarter of the actuators), and the slope's elasticity to the coefficient (the
+least-squares slope of log slope on log k / (m L^2): 1 = in proportion, below 1 = shrunk toward
+the training mean); and how much of the model's prediction error is the
 measurement noise of y_t, beside the oracle's filter on the same episodes (`noise_following`).
 
 What a window can know (`--joint-windows`, default 32 and 0): the same decision rule on a
@@ -238,10 +241,19 @@ def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
     slope = (outs[1] - outs[0]) / 2  # [N] rad per unit command
     gain = np.array([p.coefficients[2] for p in data.test_plants])  # [N]
     first_order = gain * data.plant.dt**2 / 2
+    ratio = slope / first_order  # [N]
+    weak, strong = gain <= np.quantile(gain, 0.25), gain >= np.quantile(gain, 0.75)
+    pos = slope > 0  # log-log fit over the episodes whose slope has the right sign
     return {
         "slope_gain_correlation": float(np.corrcoef(slope, gain)[0, 1]),
-        "slope_to_first_order_mean": float(np.mean(slope / first_order)),
-        "slope_to_first_order_std": float(np.std(slope / first_order)),
+        "slope_to_first_order_mean": float(np.mean(ratio)),
+        "slope_to_first_order_std": float(np.std(ratio)),
+        # shrinkage toward the training mean: the slope's elasticity to the actuator coefficient
+        # (1: in proportion; 0: the same slope for every episode) and the ratio in the weakest
+        # and the strongest quarter of the episodes' actuators
+        "slope_gain_elasticity": float(np.polyfit(np.log(gain[pos]), np.log(slope[pos]), 1)[0]),
+        "slope_to_first_order_weakest_quarter": float(np.mean(ratio[weak])),
+        "slope_to_first_order_strongest_quarter": float(np.mean(ratio[strong])),
         "noise_following": noise_following(
             hidden_model_angles(ck.params, ck.config, data), data, cfg.window - 1
         ),

@@ -34,7 +34,10 @@ step p50 / p99 / max, the worst wake-up lateness, the ticks that missed.
 `ensemble`: the demo's recipe (its windowed model, `control.demo.train_models`' settings) trained
 once per seed for the largest snapshot's steps, two seeds at a time, each run's weights kept at
 every snapshot step (`model.train.train_steps(on_step=...)`: a snapshot at step k is what a k-step
-run returns; the spec's optional `batch` changes the batch size). Per snapshot, on the 5 plants x
+run returns). Optional spec keys change the recipe: `batch` (the batch size), `cfg` (Config
+overrides, as the recipe's), `sched` (as the recipe's, over the largest snapshot's steps: then
+only that snapshot is what a run of its length returns), `transitions`
+(model.tasks.HIDDEN_TRAIN_TRANSITIONS: the training episodes' ticks in all). Per snapshot, on the 5 plants x
 1000 ticks (`control_sensitivity.tracking`, no wall clock): each seed's tracking / oracle, and that
 of `AveragedMPC` over all the seeds (the decision rule on the mean of their predictions: what
 averaging removes is the part of the ratio that varies from seed to seed). And along the oracle's
@@ -45,7 +48,10 @@ whole, as y_t + a learned increment that does not filter would); the same split 
 own prediction for the command it chose (`oracle_error_split`). Per model, the increment's error
 regressed jointly on n_t and the true velocity about t + d (`increment_velocity_coefficient_s`, mean
 over the plants: c / dt is the fraction by which the predicted increment over- (c > 0) or
-under-states (c < 0) the motion).
+under-states (c < 0) the motion). Per loop, the tracking error split against the reference
+(`control_sensitivity.reference_split`: e = a r + b r' + c, the systematic and the residual RMS),
+as means over the plants and on the demo's plant; per model, the in-context identification of
+`control_diagnosis.identification` on held-out episodes (correlation, shrinkage).
 
 Appends to benchmarks/results/control_side_runs.json (`recipe[NAME]`, `deadlines` list,
 `ensemble[NAME]`). Not part
@@ -306,6 +312,7 @@ def _reference_summary(rows: list[list[dict[str, float]]]) -> dict[str, dict[str
 def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     from concurrent.futures import ProcessPoolExecutor
 
+    from control_diagnosis import identification
     from control_sensitivity import reference_split, tracking
 
     from tickformer.artifact import open_artifact
@@ -424,6 +431,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                     rows.append(split)
                     per_plant.append(c)
                 velocity.append(float(np.mean(per_plant)))
+            ident = [identification(runs[i][0][step], DemoConfig(seed=seed)) for i, seed in enumerate(seeds)]
             single_ratio = [[a / b for a, b in zip(t, oracle)] for t in singles]
             res["snapshots"][str(step)] = {
                 "single_tracking": singles,
@@ -435,6 +443,9 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                 "error_split": _mean_split(rows),
                 "increment_velocity_coefficient_s": velocity,
                 "single_reference_split": _reference_summary(single_ref),
+                "identification": [
+                    {kk: v for kk, v in r.items() if not kk.startswith("noise_")} for r in ident
+                ],
                 "averaged_reference_split": _reference_summary([both_ref]),
             }
             print(
