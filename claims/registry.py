@@ -1707,6 +1707,185 @@ def _sens_extremes(d: Any) -> list[float]:
 _sens.derived(
     "smallest", _CS, lambda d: min(_sens_extremes(d)), "{:.1f}", "min over the gain/mass/length rows"
 ).derived("largest", _CS, lambda d: max(_sens_extremes(d)), "{:.1f}", "max over the gain/mass/length rows")
+_LE = Span(f"{K}#loop-error")
+_E10 = "ensemble.seeds4_10k"
+_S10 = f"{_E10}.snapshots.10000"
+_LE.literals("the span's text", ("10,000", "the snapshot (the demo's steps)"))
+for _row, _key in (
+    ("oracle", f"{_E10}.oracle_reference_split"),
+    ("single", f"{_S10}.single_reference_split"),
+    ("averaged", f"{_S10}.averaged_reference_split"),
+):
+    if _row == "single":
+        _LE.literal("0", "seeds 0-3 (row label)").literal("3", "seeds 0-3 (row label)")
+    for _field, _f in (
+        ("amplitude_coef", "{:.3f}"),
+        ("phase_coef_s", "{:.3f}"),
+        ("systematic_rms", "{:.4f}"),
+        ("residual_rms", "{:.4f}"),
+    ):
+        for _at in ("mean", "demo_plant"):
+            _LE.result(f"{_row} {_field} {_at}", _SR, f"{_key}.{_at}.{_field}", _f)
+(
+    _LE.result(
+        "text amplitude %", _SR, f"{_S10}.single_reference_split.demo_plant.amplitude_coef", "{:.0f}", -100.0
+    )
+    .result(
+        "text oracle amplitude %",
+        _SR,
+        f"{_E10}.oracle_reference_split.demo_plant.amplitude_coef",
+        "{:.0f}",
+        -100.0,
+    )
+    .literal("1", "elasticity 1: in proportion (definitional)")
+    .literal("0", "elasticity 0: the same slope for every episode (definitional)")
+    .literal("2", "dt^2 / 2: the first-order slope (definitional)")
+)
+for _i in range(4):
+    _LE.literal(str(_i), "a seed (row label)")
+    for _field, _f in (
+        ("slope_gain_correlation", "{:.2f}"),
+        ("slope_gain_elasticity", "{:.2f}"),
+        ("slope_to_first_order_weakest_quarter", "{:.2f}"),
+        ("slope_to_first_order_strongest_quarter", "{:.2f}"),
+    ):
+        _LE.result(f"seed {_i} {_field}", _SR, f"{_S10}.identification.{_i}.{_field}", _f)
+
+
+def _w64_episodes(spec: dict[str, Any]) -> int:
+    """The training episodes of an ensemble run: its transitions over its sequence length."""
+    return spec["transitions"] // spec["cfg"]["max_len"]
+
+
+def _ident_mean(d: Any, run: str, field: str) -> float:
+    """A `control_diagnosis.identification` field of a 10,000-step ensemble run, mean over its seeds."""
+    return statistics.fmean(r[field] for r in d["ensemble"][run]["snapshots"]["10000"]["identification"])
+
+
+(
+    _LE.derived(
+        "text weakest",
+        _SR,
+        lambda d: _ident_mean(d, "seeds4_10k", "slope_to_first_order_weakest_quarter"),
+        "{:.1f}",
+        "mean over the seeds of seeds4_10k's weakest-quarter ratio",
+    )
+    .derived(
+        "text strongest",
+        _SR,
+        lambda d: _ident_mean(d, "seeds4_10k", "slope_to_first_order_strongest_quarter"),
+        "{:.1f}",
+        "mean over the seeds of seeds4_10k's strongest-quarter ratio",
+    )
+    .param(
+        "demo plant actuator",
+        lambda: (
+            importlib.import_module("tickformer.control.demo")
+            .loop_plant(importlib.import_module("tickformer.control.demo").DemoConfig())
+            .coefficients[2]
+        ),
+        "{:.2f}",
+        "control/demo.py loop_plant: k / (m L^2) of the demo's plant",
+    )
+    .param(
+        "nominal actuator",
+        lambda: importlib.import_module("tickformer.model.plant").NOMINAL.coefficients[2],
+        "{:.1f}",
+        "model/plant.py NOMINAL: k / (m L^2)",
+    )
+    .literal("15", "15%: the factor 1.15 of benchmarks/control_sensitivity.py FACTORS")
+    .result("gain x 1.15 demo plant", _CS, "variants.gain x 1~15.ratio.0", "{:.2f}")
+)
+for _ens_run, _what in (
+    ("seeds4_10k", None),
+    ("sched_lin50", ("0", "the learning rate decayed to 0 (definitional)")),
+    ("episodes31k", None),
+    ("w64_len128", None),
+):
+    _rs = f"ensemble.{_ens_run}.snapshots.10000"
+    if _what is not None:
+        _LE.literal(*_what)
+    if _ens_run == "episodes31k":
+        _LE.derived(
+            "episodes31k episodes",
+            _SR,
+            lambda d: f"{d['ensemble']['episodes31k']['spec']['transitions'] // 64:,}",
+            "{}",
+            "ensemble.episodes31k.spec.transitions / 64 ticks an episode",
+        )
+    if _ens_run == "w64_len128":
+        _LE.derived(
+            "w64 window",
+            _SR,
+            lambda d: d["ensemble"]["w64_len128"]["spec"]["cfg"]["window"],
+            "{}",
+            "spec.cfg.window",
+        ).derived(
+            "w64 length",
+            _SR,
+            lambda d: d["ensemble"]["w64_len128"]["spec"]["cfg"]["max_len"],
+            "{}",
+            "spec.cfg.max_len",
+        )
+    for _s in range(4):
+        _LE.result(f"{_ens_run} seed {_s}", _SR, f"{_rs}.single_ratio_mean.{_s}", "{:.2f}")
+    (
+        _LE.result(f"{_ens_run} averaged", _SR, f"{_rs}.averaged_ratio_mean", "{:.2f}")
+        .result(f"{_ens_run} averaged demo", _SR, f"{_rs}.averaged_ratio.0", "{:.2f}")
+        .result(
+            f"{_ens_run} amplitude demo",
+            _SR,
+            f"{_rs}.single_reference_split.demo_plant.amplitude_coef",
+            "{:.3f}",
+        )
+        .derived(
+            f"{_ens_run} elasticity",
+            _SR,
+            lambda d, run=_ens_run: _ident_mean(d, run, "slope_gain_elasticity"),
+            "{:.2f}",
+            f"mean over the seeds of {_ens_run}'s elasticity",
+        )
+        .derived(
+            f"{_ens_run} weakest",
+            _SR,
+            lambda d, run=_ens_run: _ident_mean(d, run, "slope_to_first_order_weakest_quarter"),
+            "{:.2f}",
+            f"mean over the seeds of {_ens_run}'s weakest-quarter ratio",
+        )
+        .result(f"{_ens_run} training", _SR, f"ensemble.{_ens_run}.train_wall_s", "{:.0f}")
+    )
+(
+    _LE.literal("0", "seeds 0-3 (column label)")
+    .literal("1", "seeds 1 to 3")
+    .literal("3", "seeds 1 to 3")
+    .derived(
+        "seeds 1-3 mean",
+        _SR,
+        lambda d: statistics.fmean(
+            d["ensemble"]["seeds4_10k"]["snapshots"]["10000"]["single_ratio_mean"][1:]
+        ),
+        "{:.2f}",
+        "mean of seeds4_10k's seeds 1-3",
+    )
+    .literal("2", "the exponent of L^2 (definitional)")
+    .literal("1", "a seed (text)")
+    .literal("0", "seed 0 (text)")
+    .result("seed 0 text", _SR, "ensemble.seeds4_10k.snapshots.10000.single_ratio_mean.0", "{:.2f}")
+    .derived(
+        "w64 window text",
+        _SR,
+        lambda d: d["ensemble"]["w64_len128"]["spec"]["cfg"]["window"],
+        "{}",
+        "spec.cfg.window",
+    )
+    .derived(
+        "w64 episodes",
+        _SR,
+        lambda d: f"{_w64_episodes(d['ensemble']['w64_len128']['spec']):,}",
+        "{}",
+        "ensemble.w64_len128.spec transitions / max_len",
+    )
+)
 _RSS_EXPERIMENT = (
     "measured by benchmarks/ort_thread_rss.py (a standalone model loop under Isolation(realtime=True); "
     "strace -f -e clone3 and gdb on pthread_create, 2026-12-04; re-run twice, same figures): its output "
