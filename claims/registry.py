@@ -1430,6 +1430,25 @@ _arms.result("arm ticks", _SR, "deadlines.0.ticks", "{:,}").result(
 )
 
 
+_dperiod = Span(f"{K}#deadline-period")
+_dperiod.literal("1", "the 1 ms arm (text)").literal("2", "the 2 ms arm (text)").literal(
+    "2", "the 2 ms arm (text)"
+)
+for _i in range(5, 11):
+    (
+        _dperiod.derived(
+            f"period arm {_i} period",
+            _SR,
+            lambda d, i=_i: f"{d['deadlines'][i]['period_ms']:g}",
+            "{}",
+            f"deadlines.{_i}.period_ms",
+        )
+        .result(f"period arm {_i} misses", _SR, f"deadlines.{_i}.deadline_misses", "{}")
+        .result(f"period arm {_i} wake", _SR, f"deadlines.{_i}.wake_lateness_max_us", "{:.1f}", scale=1e-3)
+        .result(f"period arm {_i} load", _SR, f"deadlines.{_i}.load_average_before", "{:.2f}")
+    )
+
+
 _PREV_DEMO = "the previous demo run (2026-12-04 19:16 UTC, commit 620700b), before 02c148b"
 _loop = Span(f"{K}#loop")
 for _c in ("model", "memoryless", "nominal", "oracle"):
