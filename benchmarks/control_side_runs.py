@@ -241,21 +241,20 @@ def _train_snapshots(
     if "transitions" in spec:
         T.HIDDEN_TRAIN_TRANSITIONS = int(spec["transitions"])
     config = preset(task.preset).replace(**{"window": cfg.window, **spec.get("cfg", {})})
-    train_steps, checkpoint_meta = TR.train_steps, TR.checkpoint_meta
     kept: dict[int, dict[str, np.ndarray]] = {}
 
     def keep(step: int, weights: Any) -> None:
         if step in snapshots:
             kept[step] = {n: v.astype(np.float32) for n, v in weights.items()}
 
-    _, _, data, seconds, _ = train_steps(task, config, settings, on_step=keep)
+    _, _, data, seconds, _ = TR.train_steps(task, config, settings, on_step=keep)
     paths = {
         step: str(
             save_checkpoint(
                 Path(where) / f"seed{seed}-step{step}",
                 config,
                 kept[step],
-                checkpoint_meta(task, data, task.preset, seed, step, {}),
+                TR.checkpoint_meta(task, data, task.preset, seed, step, {}),
             )
         )
         for step in snapshots
