@@ -1588,23 +1588,37 @@ _seeds = Span(f"{K}#seeds")
 for _r in ("r2_d4", "r4_seed1", "r4_seed2", "r4_seed3"):
     _recipe_row(_seeds, _r, lambda v: v.get("seed", 0))
 _seeds.literal("5", "the five plants (column label)")
+
+
+def _ensemble_step_label(span: Span, name: str, run: str, step: str) -> None:
+    """A table row's label: the snapshot step of ensemble run `run`, written 10,000."""
+    span.derived(
+        name,
+        _SR,
+        lambda d: f"{int(step):,}" if step in d["ensemble"][run]["snapshots"] else None,
+        "{}",
+        f"ensemble.{run}.snapshots keys",
+    )
+
+
+def _ensemble_ratios(span: Span, name: str, snapshot: str) -> Span:
+    """A table row's tracking / oracle of an ensemble snapshot (`snapshot`, a key of the results
+    file): each of the four seeds, then the four averaged, mean of the plants and on the demo's."""
+    for s in range(4):
+        span.result(f"{name} seed {s}", _SR, f"{snapshot}.single_ratio_mean.{s}", "{:.2f}")
+    return span.result(f"{name} averaged", _SR, f"{snapshot}.averaged_ratio_mean", "{:.2f}").result(
+        f"{name} averaged demo plant", _SR, f"{snapshot}.averaged_ratio.0", "{:.2f}"
+    )
+
+
 _ens = Span(f"{K}#ensemble")
 for _label in ("5", "5", "0", "1", "2", "3"):  # column labels: the five plants (twice), the seeds
     _ens.literal(_label, "a column label: the plants or a seed")
 _E = "ensemble.seeds4_30k"
 for _step in ("5000", "10000", "20000", "30000"):
-    _ens.derived(
-        f"snapshot {_step}",
-        _SR,
-        lambda d, st=_step: f"{int(st):,}" if st in d["ensemble"]["seeds4_30k"]["snapshots"] else None,
-        "{}",
-        f"{_E}.snapshots keys",
-    )
-    for _s in range(4):
-        _ens.result(f"{_step} seed {_s}", _SR, f"{_E}.snapshots.{_step}.single_ratio_mean.{_s}", "{:.2f}")
+    _ensemble_step_label(_ens, f"snapshot {_step}", "seeds4_30k", _step)
     (
-        _ens.result(f"{_step} averaged", _SR, f"{_E}.snapshots.{_step}.averaged_ratio_mean", "{:.2f}")
-        .result(f"{_step} averaged demo plant", _SR, f"{_E}.snapshots.{_step}.averaged_ratio.0", "{:.2f}")
+        _ensemble_ratios(_ens, _step, f"{_E}.snapshots.{_step}")
         .result(f"{_step} t+3 error", _SR, f"{_E}.snapshots.{_step}.error_split.theta_t+d+1.rms", "{:.4f}")
         .result(
             f"{_step} t+3 noise slope",
@@ -1638,23 +1652,14 @@ _ens.derived(
     "{}",
     "ensemble.batch32.spec",
 )
-for _s in range(4):
-    _ens.result(f"batch32 seed {_s}", _SR, f"{_EB}.single_ratio_mean.{_s}", "{:.2f}")
 (
-    _ens.result("batch32 averaged", _SR, f"{_EB}.averaged_ratio_mean", "{:.2f}")
-    .result("batch32 averaged demo plant", _SR, f"{_EB}.averaged_ratio.0", "{:.2f}")
+    _ensemble_ratios(_ens, "batch32", _EB)
     .result("batch32 t+3 error", _SR, f"{_EB}.error_split.theta_t+d+1.rms", "{:.4f}")
     .result("batch32 t+3 noise slope", _SR, f"{_EB}.error_split.theta_t+d+1.noise_coefficient", "{:.2f}")
     .result("batch32 increment error", _SR, f"{_EB}.error_split.increment.rms", "{:.4f}")
 )
 for _step in ("5000", "10000", "20000", "30000"):
-    _ens.derived(
-        f"velocity row {_step}",
-        _SR,
-        lambda d, st=_step: f"{int(st):,}" if st in d["ensemble"]["seeds4_30k"]["snapshots"] else None,
-        "{}",
-        f"{_E}.snapshots keys",
-    )
+    _ensemble_step_label(_ens, f"velocity row {_step}", "seeds4_30k", _step)
     for _s in range(4):
         _ens.result(
             f"{_step} velocity c {_s}",
@@ -1771,9 +1776,15 @@ for _i in range(4):
         _LE.result(f"seed {_i} {_field}", _SR, f"{_S10}.identification.{_i}.{_field}", _f)
 
 
-def _w64_episodes(spec: dict[str, Any]) -> int:
-    """The training episodes of an ensemble run: its transitions over its sequence length."""
-    return spec["transitions"] // spec["cfg"]["max_len"]
+def _ensemble_episodes(spec: dict[str, Any]) -> int:
+    """The training episodes of an ensemble run: its transitions over its sequence length (the
+    spec's cfg, else the demo preset's)."""
+    default = importlib.import_module("tickformer.model").preset("control-hidden").max_len
+    return spec["transitions"] // spec.get("cfg", {}).get("max_len", default)
+
+
+def _w64_window(d: Any) -> int:
+    return d["ensemble"]["w64_len128"]["spec"]["cfg"]["window"]
 
 
 def _ident_mean(d: Any, run: str, field: str) -> float:
@@ -1828,29 +1839,20 @@ for _ens_run, _what in (
         _LE.derived(
             "episodes31k episodes",
             _SR,
-            lambda d: f"{d['ensemble']['episodes31k']['spec']['transitions'] // 64:,}",
+            lambda d: f"{_ensemble_episodes(d['ensemble']['episodes31k']['spec']):,}",
             "{}",
-            "ensemble.episodes31k.spec.transitions / 64 ticks an episode",
+            "ensemble.episodes31k.spec.transitions / the preset's max_len",
         )
     if _ens_run == "w64_len128":
-        _LE.derived(
-            "w64 window",
-            _SR,
-            lambda d: d["ensemble"]["w64_len128"]["spec"]["cfg"]["window"],
-            "{}",
-            "spec.cfg.window",
-        ).derived(
+        _LE.derived("w64 window", _SR, _w64_window, "{}", "spec.cfg.window").derived(
             "w64 length",
             _SR,
             lambda d: d["ensemble"]["w64_len128"]["spec"]["cfg"]["max_len"],
             "{}",
             "spec.cfg.max_len",
         )
-    for _s in range(4):
-        _LE.result(f"{_ens_run} seed {_s}", _SR, f"{_rs}.single_ratio_mean.{_s}", "{:.2f}")
     (
-        _LE.result(f"{_ens_run} averaged", _SR, f"{_rs}.averaged_ratio_mean", "{:.2f}")
-        .result(f"{_ens_run} averaged demo", _SR, f"{_rs}.averaged_ratio.0", "{:.2f}")
+        _ensemble_ratios(_LE, _ens_run, _rs)
         .result(
             f"{_ens_run} amplitude demo",
             _SR,
@@ -1890,17 +1892,11 @@ for _ens_run, _what in (
     .literal("1", "a seed (text)")
     .literal("0", "seed 0 (text)")
     .result("seed 0 text", _SR, "ensemble.seeds4_10k.snapshots.10000.single_ratio_mean.0", "{:.2f}")
-    .derived(
-        "w64 window text",
-        _SR,
-        lambda d: d["ensemble"]["w64_len128"]["spec"]["cfg"]["window"],
-        "{}",
-        "spec.cfg.window",
-    )
+    .derived("w64 window text", _SR, _w64_window, "{}", "spec.cfg.window")
     .derived(
         "w64 episodes",
         _SR,
-        lambda d: f"{_w64_episodes(d['ensemble']['w64_len128']['spec']):,}",
+        lambda d: f"{_ensemble_episodes(d['ensemble']['w64_len128']['spec']):,}",
         "{}",
         "ensemble.w64_len128.spec transitions / max_len",
     )
