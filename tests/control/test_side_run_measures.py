@@ -1,0 +1,55 @@
+"""The measures benchmarks/ computes for docs/control.md's tables on the closed loop: the tracking
+error split against the reference (`control_sensitivity.reference_split`) and the identified
+actuator's shrinkage (`control_diagnosis.slope_statistics`), on inputs whose answer is known."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tickformer.control import HiddenPlantSim
+from tickformer.control.reference import SineReference
+from tickformer.model.plant import NOMINAL
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from control_diagnosis import slope_statistics  # noqa: E402
+from control_sensitivity import reference_split  # noqa: E402
+
+
+def test_reference_split_recovers_amplitude_phase_offset_and_adds_up():
+    ref = SineReference(0.25, 4.0)
+    sim = HiddenPlantSim(NOMINAL, ref, 1000, seed=0)
+    sim.k = 1000  # a finished run whose angles are written below
+    t = np.arange(1001) * NOMINAL.dt
+    rr = np.array([ref(float(x)) for x in t])  # [T + 1, 2]
+    noise = 0.002 * np.random.default_rng(0).standard_normal(t.size)
+    sim.theta[:] = 0.9 * rr[:, 0] + 0.03 * rr[:, 1] + 0.004 + noise  # a = -0.1, b = 0.03 s, c = 0.004
+    s = reference_split(sim, 100)
+    assert s["amplitude_coef"] == pytest.approx(-0.1, abs=2e-3)
+    assert s["phase_coef_s"] == pytest.approx(0.03, abs=2e-3)
+    assert s["offset_rad"] == pytest.approx(0.004, abs=3e-4)
+    assert s["residual_rms"] == pytest.approx(0.002, rel=0.1)  # what is left is the noise
+    total = sim.tracking(skip=100)["rms_rad"]
+    assert np.hypot(s["systematic_rms"], s["residual_rms"]) == pytest.approx(total, rel=1e-12)
+
+
+def test_slope_statistics_measure_shrinkage_and_skip_wrong_signs():
+    gain = np.linspace(1.0, 9.0, 200)
+    dt = 0.1
+    exact = gain * dt**2 / 2
+    s = slope_statistics(exact, gain, dt)  # in proportion: no shrinkage
+    assert s["slope_gain_elasticity"] == pytest.approx(1.0)
+    assert s["slope_to_first_order_weakest_quarter"] == pytest.approx(1.0)
+    assert s["slope_to_first_order_strongest_quarter"] == pytest.approx(1.0)
+    shrunk = (
+        3.0**0.5 * gain**0.5 * dt**2 / 2
+    )  # the square root: half way to one slope for all, on a log scale
+    shrunk[0] = -1e-4  # an episode whose slope has the wrong sign is left out of the log fit
+    s = slope_statistics(shrunk, gain, dt)
+    assert s["slope_gain_elasticity"] == pytest.approx(0.5)
+    assert s["slope_fit_episodes"] == 199
+    assert s["slope_to_first_order_weakest_quarter"] > 1.0 > s["slope_to_first_order_strongest_quarter"]
