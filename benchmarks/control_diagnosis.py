@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
+import functools
 import json
 import os
 import tempfile
@@ -220,17 +221,29 @@ class HybridMPC(HistoryMPC):
         self.oracle.chosen(j)
 
 
+@functools.lru_cache(maxsize=8)
+def _held_out_episodes(config: Any, seed: int) -> Any:
+    """The `pendulum-hidden` task's data for `config` from training seed `seed`'s data stream."""
+    from tickformer.model.tasks import get_task
+    from tickformer.model.train import seeded_generators
+
+    return get_task("pendulum-hidden").prepare(config, seeded_generators(seed)["data"])
+
+
 def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
     """In-context identification on the run's held-out episodes (module docstring)."""
     from tickformer.model.checkpoint import load_checkpoint as _load
     from tickformer.model.tasks import get_task, hidden_arrays, hidden_model_angles
-    from tickformer.model.train import TrainSettings, seeded_generators
+    from tickformer.model.train import TrainSettings
     from tickformer.model.transformer import forward
 
     ck = _load(checkpoint)
     task = get_task("pendulum-hidden")
     settings = TrainSettings.for_task(task, steps=cfg.train_steps, seed=cfg.seed)
-    data = task.prepare(ck.config, seeded_generators(settings.seed)["data"])
+    # the episodes of the seed's data stream (made once per config and seed: the snapshots of
+    # one run share them), standardised as the model was trained: the checkpoint's norm, which a
+    # run with other training episodes (control_side_runs' `transitions`) computed from those
+    data = dataclasses.replace(_held_out_episodes(ck.config, settings.seed), norm=ck.meta["norm"])
     d = data.plant.delay
     x, _ = hidden_arrays(data.test_theta, data.test_y, data.test_cmds, data)
     outs = []
