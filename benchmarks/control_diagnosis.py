@@ -269,7 +269,7 @@ def slope_statistics(slope: np.ndarray, gain: np.ndarray, dt: float) -> dict[str
     quarter of the actuators); and the elasticity, the least-squares slope of log slope on log
     gain (1: in proportion; 0: the same slope for every episode; in between: shrunk toward the
     training mean), fitted over the episodes whose slope is positive (`slope_fit_episodes` of
-    them: the log needs it; 0 or 1 of 250 are not, in the runs of docs/control.md)."""
+    them: the log needs it; every episode of the runs episodes31k and w64_len128 has a positive one)."""
     ratio = slope / (gain * dt**2 / 2)  # [N]
     weak, strong = gain <= np.quantile(gain, 0.25), gain >= np.quantile(gain, 0.75)
     pos = slope > 0
