@@ -37,7 +37,10 @@ every snapshot step (`model.train.train_steps(on_step=...)`: a snapshot at step 
 run returns). Optional spec keys change the recipe: `batch` (the batch size), `cfg` (Config
 overrides, as the recipe's), `sched` (as the recipe's, over the largest snapshot's steps: then
 only that snapshot is what a run of its length returns), `transitions`
-(model.tasks.HIDDEN_TRAIN_TRANSITIONS: the training episodes' ticks in all). Per snapshot, on the 5 plants x
+(model.tasks.HIDDEN_TRAIN_TRANSITIONS: the training episodes' ticks in all); `hybrids` (a list of
+control_diagnosis.HybridMPC modes) adds, per seed and mode, the loop of that seed's model with that
+part of its prediction replaced by the oracle's (`hybrid_ratio_mean`, `hybrid_reference_split`).
+Per snapshot, on the 5 plants x
 1000 ticks (`control_sensitivity.tracking`, no wall clock): each seed's tracking / oracle, and that
 of `AveragedMPC` over all the seeds (the decision rule on the mean of their predictions: what
 averaging removes is the part of the ratio that varies from seed to seed). And along the oracle's
@@ -81,7 +84,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 OUT = Path(__file__).resolve().parent / "results" / "control_side_runs.json"
 PLANTS, TICKS, SETTLE = 5, 1000, 100
 SEGMENTS = ((100, 200), (200, 400), (400, 1000))  # plant ticks, after SETTLE: `tracking_by_segment`
-ENSEMBLE_KEYS = {"seeds", "snapshots", "batch", "cfg", "sched", "transitions"}
+ENSEMBLE_KEYS = {"seeds", "snapshots", "batch", "cfg", "sched", "transitions", "hybrids"}
 
 
 def _load() -> dict[str, Any]:
@@ -311,7 +314,7 @@ def _reference_summary(rows: list[list[dict[str, float]]]) -> dict[str, dict[str
 def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     from concurrent.futures import ProcessPoolExecutor
 
-    from control_diagnosis import identification
+    from control_diagnosis import HybridMPC, identification
     from control_sensitivity import reference_split, tracking
 
     from tickformer.artifact import open_artifact
@@ -352,6 +355,11 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             f"{sorted(ENSEMBLE_KEYS - {'seeds', 'snapshots'})} (got {sorted(spec)})"
         )
     seeds, snapshots = list(spec["seeds"]), sorted(spec["snapshots"])
+    modes = list(spec.get("hybrids", []))
+    if set(modes) - set(HybridMPC.MODES):
+        raise SystemExit(
+            f"hybrids: {sorted(set(modes) - set(HybridMPC.MODES))} not among {list(HybridMPC.MODES)}"
+        )
     cfg = DemoConfig()
     k, w = cfg.candidates, {"kp": cfg.kp, "w_omega": cfg.w_omega}
     plants = loop_plants(cfg, PLANTS)
@@ -431,6 +439,25 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                     per_plant.append(c)
                 velocity.append(float(np.mean(per_plant)))
             ident = [identification(runs[i][0][step], DemoConfig(seed=seed)) for i, seed in enumerate(seeds)]
+            hybrid_ratio, hybrid_ref = {}, {}
+            for mode in modes:
+                refs: list[list[dict[str, float]]] = [[] for _ in members]  # [model][plant]
+                hybrid_ratio[mode] = [
+                    float(np.mean([a / b for a, b in zip(t, oracle)]))
+                    for t in (
+                        tracking(
+                            lambda p, sim, m=m, mode=mode: HybridMPC(
+                                mode, sim, load(m[0], backend="ort", contracts="off"), m[1], p, m[2], **w
+                            ),
+                            plants,
+                            cfg,
+                            TICKS,
+                            splits=refs[i],
+                        )
+                        for i, m in enumerate(members)
+                    )
+                ]
+                hybrid_ref[mode] = _reference_summary(refs)
             single_ratio = [[a / b for a, b in zip(t, oracle)] for t in singles]
             res["snapshots"][str(step)] = {
                 "single_tracking": singles,
@@ -447,6 +474,9 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                 ],
                 "averaged_reference_split": _reference_summary([both_ref]),
             }
+            if modes:
+                res["snapshots"][str(step)]["hybrid_ratio_mean"] = hybrid_ratio
+                res["snapshots"][str(step)]["hybrid_reference_split"] = hybrid_ref
             print(
                 step,
                 json.dumps(

@@ -1776,6 +1776,39 @@ for _i in range(4):
         _LE.result(f"seed {_i} {_field}", _SR, f"{_S10}.identification.{_i}.{_field}", _f)
 
 
+_LP = Span(f"{K}#loop-parts")
+_H = "ensemble.hybrids4"
+_HS = f"{_H}.snapshots.10000"
+for _i in range(4):
+    _LP.literal(str(_i), "a seed (column label)")
+for _row, _ratios, _split in (
+    ("own", f"{_HS}.single_ratio_mean", f"{_HS}.single_reference_split"),
+    ("command", f"{_HS}.hybrid_ratio_mean.oracle_command", f"{_HS}.hybrid_reference_split.oracle_command"),
+    ("common", f"{_HS}.hybrid_ratio_mean.oracle_common", f"{_HS}.hybrid_reference_split.oracle_common"),
+    ("oracle", None, f"{_H}.oracle_reference_split"),
+):
+    if _ratios is None:
+        _LP.literal("1", "the oracle's tracking over its own")
+    else:
+        for _i in range(4):
+            _LP.result(f"{_row} seed {_i}", _SR, f"{_ratios}.{_i}", "{:.2f}")
+    for _field, _f in (
+        ("amplitude_coef", "{:.3f}"),
+        ("systematic_rms", "{:.4f}"),
+        ("residual_rms", "{:.4f}"),
+    ):
+        _LP.result(f"{_row} {_field}", _SR, f"{_split}.demo_plant.{_field}", _f)
+_LP.result(
+    "text common amplitude %",
+    _SR,
+    f"{_HS}.hybrid_reference_split.oracle_common.demo_plant.amplitude_coef",
+    "{:.0f}",
+    -100.0,
+).result(
+    "text oracle amplitude %", _SR, f"{_H}.oracle_reference_split.demo_plant.amplitude_coef", "{:.0f}", -100.0
+)
+
+
 def _ensemble_episodes(spec: dict[str, Any]) -> int:
     """The training episodes of an ensemble run: its transitions over its sequence length (the
     spec's cfg, else the demo preset's)."""

@@ -1,6 +1,7 @@
 """The measures benchmarks/ computes for docs/control.md's tables on the closed loop: the tracking
-error split against the reference (`control_sensitivity.reference_split`) and the identified
-actuator's shrinkage (`control_diagnosis.slope_statistics`), on inputs whose answer is known."""
+error split against the reference (`control_sensitivity.reference_split`), the identified
+actuator's shrinkage (`control_diagnosis.slope_statistics`) and the substitution of one part of a
+prediction by the oracle's (`control_diagnosis.blend`), on inputs whose answer is known."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tickformer.model.plant import NOMINAL
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from control_diagnosis import slope_statistics  # noqa: E402
+from control_diagnosis import HybridMPC, blend, slope_statistics  # noqa: E402
 from control_sensitivity import reference_split  # noqa: E402
 
 
@@ -53,3 +54,35 @@ def test_slope_statistics_measure_shrinkage_and_skip_wrong_signs():
     assert s["slope_gain_elasticity"] == pytest.approx(0.5)
     assert s["slope_fit_episodes"] == 199
     assert s["slope_to_first_order_weakest_quarter"] > 1.0 > s["slope_to_first_order_strongest_quarter"]
+
+
+def _parts(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A prediction [K, 2]'s common part (theta_{t+d}, the mean of theta_{t+d+1}) and its command
+    part (theta_{t+d+1} less that mean)."""
+    return np.array([p[0, 0], p[:, 1].mean()]), p[:, 1] - p[:, 1].mean()
+
+
+def test_blend_replaces_exactly_the_part_it_names():
+    rng = np.random.default_rng(3)
+    k = 17
+    m = np.stack([np.full(k, 0.3), 0.31 + 0.02 * np.linspace(-1, 1, k) + 1e-3 * rng.standard_normal(k)], 1)
+    o = np.stack([np.full(k, 0.28), 0.27 + 0.01 * np.linspace(-1, 1, k)], 1)
+    got = {}
+    for mode in HybridMPC.MODES:
+        got[mode] = m.copy()
+        blend(mode, got[mode], o)
+    common, command = _parts(got["oracle_common"])
+    np.testing.assert_allclose(common, _parts(o)[0], atol=1e-15)
+    np.testing.assert_allclose(command, _parts(m)[1], atol=1e-15)
+    common, command = _parts(got["oracle_command"])
+    np.testing.assert_allclose(common, _parts(m)[0], atol=1e-15)
+    np.testing.assert_allclose(command, _parts(o)[1], atol=1e-15)
+    both = got["oracle_common"].copy()
+    blend("oracle_command", both, o)  # the two parts together are the whole prediction
+    np.testing.assert_allclose(both, o, atol=1e-15)
+    np.testing.assert_allclose(got["oracle_level"][:, 0], o[:, 0])  # the level, the model's increments
+    np.testing.assert_allclose(np.diff(got["oracle_level"], axis=1), np.diff(m, axis=1), atol=1e-15)
+    np.testing.assert_allclose(got["oracle_increment"][:, 0], m[:, 0])  # the increments, the model's level
+    np.testing.assert_allclose(np.diff(got["oracle_increment"], axis=1), np.diff(o, axis=1), atol=1e-15)
+    with pytest.raises(ValueError, match="not one of"):
+        blend("oracle_everything", m.copy(), o)
