@@ -230,6 +230,15 @@ class HistoryMPC(DelayedMPC):
                 f"HistoryMPC: the artifact's {session.input_shape[-1]} input columns, the norm's {len(xm)} and "
                 f"its lags {self.y_lags} + {self.c_lags} disagree; export the checkpoint whose norm this is"
             )
+        # one output column per horizon theta_{t+1..t+d+1}: a model trained for another delay, or
+        # a norm of another model, would otherwise read the wrong columns (or fail mid-loop)
+        d_out = int(session.config.d_out)
+        if d_out != self.d + 1 or len(norm["dy_mean"]) != d_out or len(norm["dy_std"]) != d_out:
+            raise ConfigError(
+                f"HistoryMPC: the artifact's {d_out} output columns, the norm's {len(norm['dy_mean'])} "
+                f"horizons and the plant's delay {self.d} (which needs {self.d + 1}: theta_t+1..t+{self.d + 1}) "
+                f"disagree; use a checkpoint trained for this plant's delay, with its own norm"
+            )
         # nothing before the first tick: the plant at rest at 0, no command in flight
         self._lag = [(0.0 - self.ym) / self.ys] * self.y_lags + [(0.0 - self.cm) / self.cs] * self.c_lags
         for j, c in enumerate(self._cand):

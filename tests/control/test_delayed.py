@@ -126,6 +126,23 @@ def test_history_mpc_predicts_from_the_peeked_columns_d_and_d_plus_1(hidden_art,
             assert c.pred[j, col] == expected, (j, col)
 
 
+def test_history_mpc_refuses_outputs_that_are_not_one_per_horizon(hidden_art, plant):
+    """The artifact's output columns, the norm's horizons and the plant's delay must agree (d_out =
+    delay + 1), else the controller would read theta_{t+d}, theta_{t+d+1} from the wrong columns
+    or fail mid-loop: a clear error at construction instead, naming all three."""
+    import dataclasses
+
+    from tickformer.errors import ConfigError
+
+    session = runtime.load(hidden_art, backend="ort")  # d_out 3
+    with pytest.raises(ConfigError, match="delay 3"):
+        HistoryMPC(session, NORM, dataclasses.replace(plant, delay=3), None)
+    four = {**NORM, "dy_mean": [0.0] * 4, "dy_std": [0.1] * 4}
+    with pytest.raises(ConfigError, match="norm's 4 horizons"):
+        HistoryMPC(session, four, plant, None)
+    HistoryMPC(session, NORM, plant, None)  # agreeing: accepted
+
+
 @pytest.mark.parametrize("y_lags, c_lags", [(0, 2), (2, 4)])
 def test_history_mpc_lag_columns_are_the_tokens_before(plant, tmp_path, y_lags, c_lags):
     """A model whose token carries earlier measurements and commands (model.tasks
