@@ -39,7 +39,10 @@ overrides, as the recipe's), `sched` (as the recipe's, over the largest snapshot
 only that snapshot is what a run of its length returns), `transitions`
 (model.tasks.HIDDEN_TRAIN_TRANSITIONS: the training episodes' ticks in all); `hybrids` (a list of
 control_diagnosis.HybridMPC modes) adds, per seed and mode, the loop of that seed's model with that
-part of its prediction replaced by the oracle's (`hybrid_ratio_mean`, `hybrid_reference_split`).
+part of its prediction replaced by the oracle's (`hybrid_ratio_mean`, `hybrid_reference_split`);
+`plants` ([first, n]) judges on n other held-out plants instead of the 5, those
+`control.demo.loop_plants` draws from seed `first` on (fresh plants: the demo's recipe and seed
+were chosen on the default 5; the splits' `demo_plant` is then the first of them).
 Per snapshot, on the 5 plants x
 1000 ticks (`control_sensitivity.tracking`, no wall clock): each seed's tracking / oracle, and that
 of `AveragedMPC` over all the seeds (the decision rule on the mean of their predictions: what
@@ -84,7 +87,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 OUT = Path(__file__).resolve().parent / "results" / "control_side_runs.json"
 PLANTS, TICKS, SETTLE = 5, 1000, 100
 SEGMENTS = ((100, 200), (200, 400), (400, 1000))  # plant ticks, after SETTLE: `tracking_by_segment`
-ENSEMBLE_KEYS = {"seeds", "snapshots", "batch", "cfg", "sched", "transitions", "hybrids"}
+ENSEMBLE_KEYS = {"seeds", "snapshots", "batch", "cfg", "sched", "transitions", "hybrids", "plants"}
 
 
 def _load() -> dict[str, Any]:
@@ -362,7 +365,11 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         )
     cfg = DemoConfig()
     k, w = cfg.candidates, {"kp": cfg.kp, "w_omega": cfg.w_omega}
-    plants = loop_plants(cfg, PLANTS)
+    if "plants" in spec:
+        first, n_plants = spec["plants"]
+        plants = loop_plants(dataclasses.replace(cfg, seed=int(first)), int(n_plants))
+    else:
+        plants = loop_plants(cfg, PLANTS)
     res: dict[str, Any] = {"spec": spec, "load_average_before": list(os.getloadavg())}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()

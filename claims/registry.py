@@ -1809,6 +1809,67 @@ _LP.result(
 )
 
 
+_FP = Span(f"{K}#fresh-plants")
+_F = "ensemble.fresh20"
+_FP.derived(
+    "plants", _SR, lambda d: d["ensemble"]["fresh20"]["spec"]["plants"][1], "{}", f"{_F}.spec.plants[1]"
+)
+_FP.literal("1.5", "the issue's tracking target").literal("0", "seed 0 (the demo's, in the text)").literal(
+    "0", "seed 0 (the text, again)"
+)
+
+
+def _fresh_ratios(d: Any) -> list[list[float]]:
+    """fresh20's ratios per plant: each seed's, then the four averaged."""
+    s = d["ensemble"]["fresh20"]["snapshots"]["10000"]
+    return [*s["single_ratio"], s["averaged_ratio"]]
+
+
+for _i, _col in enumerate(("seed 0", "seed 1", "seed 2", "seed 3", "averaged")):
+    if _i < 4:
+        _FP.literal(str(_i), "a seed (column label)")
+    _FP.derived(
+        f"{_col} mean",
+        _SR,
+        lambda d, i=_i: statistics.fmean(_fresh_ratios(d)[i]),
+        "{:.2f}",
+        f"mean of {_col}'s ratios",
+    )
+    _FP.derived(
+        f"{_col} median",
+        _SR,
+        lambda d, i=_i: statistics.median(_fresh_ratios(d)[i]),
+        "{:.2f}",
+        f"median of {_col}'s ratios",
+    )
+    _FP.derived(
+        f"{_col} within",
+        _SR,
+        lambda d, i=_i: sum(r <= 1.5 for r in _fresh_ratios(d)[i]),
+        "{}",
+        f"{_col}'s plants with ratio <= 1.5",
+    )
+(
+    _FP.derived(
+        "text seed 0", _SR, lambda d: statistics.fmean(_fresh_ratios(d)[0]), "{:.2f}", "fresh20 seed 0's mean"
+    )
+    .result(
+        "text seed 0 on the five", _SR, "ensemble.seeds4_10k.snapshots.10000.single_ratio_mean.0", "{:.2f}"
+    )
+    .derived(
+        "text averaged",
+        _SR,
+        lambda d: statistics.fmean(_fresh_ratios(d)[4]),
+        "{:.2f}",
+        "fresh20 averaged mean",
+    )
+    .result(
+        "text averaged on the five", _SR, "ensemble.seeds4_10k.snapshots.10000.averaged_ratio_mean", "{:.2f}"
+    )
+    .result("text demo plant", "demo", "loop.verdict.tracking.model_to_oracle", "{:.2f}")
+)
+
+
 def _ensemble_episodes(spec: dict[str, Any]) -> int:
     """The training episodes of an ensemble run: its transitions over its sequence length (the
     spec's cfg, else the demo preset's)."""
