@@ -4,6 +4,7 @@ demo's task, one variant of the training recipe or one loop setting at a time.
     python benchmarks/control_side_runs.py recipe NAME '{"cfg": {"d_in": 4}, "hw": [0.2, 1, 2]}'
     python benchmarks/control_side_runs.py deadlines CHECKPOINT 1m1,2m2,1m1,2m2,1m1,2m2
     python benchmarks/control_side_runs.py ensemble NAME '{"seeds": [0, 1, 2, 3], "snapshots": [10000, 20000, 30000]}'
+    python benchmarks/control_side_runs.py physics NAME FIRST N
 
 `recipe`: trains the windowed model only (the demo's recipe, seed 0 unless `seed` is given, with the variant's changes),
 then on its held-out episodes the one-step and (delay + 1)-step RMSE and the in-context
@@ -59,8 +60,13 @@ under-states (c < 0) the motion). Per loop, the tracking error split against the
 as means over the plants and on the demo's plant; per model, the in-context identification of
 `control_diagnosis.identification` on held-out episodes (correlation, shrinkage).
 
+`physics`: what a window holds, on the plants `ensemble`'s `plants` key names ([FIRST, N]; FIRST 0:
+the default 5): control_diagnosis.JointMPC (the decision rule on a joint EKF that identifies the
+constants itself, from the nominal ones) over the last 32 measurements and over the whole stream,
+tracking / oracle per plant, no training (about a minute for 20 plants).
+
 Appends to benchmarks/results/control_side_runs.json (`recipe[NAME]`, `deadlines` list,
-`ensemble[NAME]`). Not part
+`ensemble[NAME]`, `physics[NAME]`). Not part
 of the package; a recipe run is 1.5-3 minutes on 2 cores, a deadline arm its ticks x period, the
 ensemble run of 4 seeds x 30,000 steps some 7 minutes (its training 6.5 of them).
 Training is deterministic, so a recipe run's numbers are reproduced bit for bit on one machine
@@ -499,6 +505,26 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return res
 
 
+def physics(name: str, first: int, n: int) -> dict[str, Any]:
+    from control_diagnosis import JointMPC
+    from control_sensitivity import tracking
+
+    from tickformer.control import OracleMPC
+    from tickformer.control.demo import DemoConfig, loop_plants
+
+    cfg = DemoConfig()
+    w = {"kp": cfg.kp, "w_omega": cfg.w_omega}
+    plants = loop_plants(dataclasses.replace(cfg, seed=first), n) if first else loop_plants(cfg, n)
+    oracle = tracking(lambda p, sim: OracleMPC(cfg.candidates, sim, **w), plants, cfg, TICKS)
+    res: dict[str, Any] = {"plants": [first, n], "oracle_tracking": oracle}
+    for window in (32, 0):
+        t = tracking(lambda p, sim: JointMPC(cfg.candidates, window, **w), plants, cfg, TICKS)
+        res[f"joint_window_{window}" if window else "joint_stream"] = [a / b for a, b in zip(t, oracle)]
+    res["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    res["command"] = f"python benchmarks/control_side_runs.py physics {name} {first} {n}"
+    return res
+
+
 def deadlines(checkpoint: str, arms: list[str], ticks: int = 20_000) -> list[dict[str, Any]]:
     from tickformer.artifact import open_artifact
     from tickformer.certify.campaign import Isolation
@@ -563,7 +589,7 @@ def deadlines(checkpoint: str, arms: list[str], ticks: int = 20_000) -> list[dic
 
 
 def main() -> None:
-    if len(sys.argv) < 4 or sys.argv[1] not in ("recipe", "deadlines", "ensemble"):
+    if len(sys.argv) < 4 or sys.argv[1] not in ("recipe", "deadlines", "ensemble", "physics"):
         raise SystemExit(__doc__)
     if sys.argv[1] == "recipe":
         name, variant = sys.argv[2], json.loads(sys.argv[3])
@@ -576,6 +602,13 @@ def main() -> None:
         res = ensemble(name, spec)
         data = _load()
         data.setdefault("ensemble", {})[name] = res
+    elif sys.argv[1] == "physics":
+        if len(sys.argv) != 5:
+            raise SystemExit("usage: control_side_runs.py physics NAME FIRST N")
+        name = sys.argv[2]
+        res = physics(name, int(sys.argv[3]), int(sys.argv[4]))
+        data = _load()
+        data.setdefault("physics", {})[name] = res
     else:
         rows = deadlines(sys.argv[2], sys.argv[3].split(","))
         data = _load()

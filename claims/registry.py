@@ -1820,12 +1820,27 @@ _FP.literal("1.5", "the issue's tracking target").literal("0", "seed 0 (the demo
 
 
 def _fresh_ratios(d: Any) -> list[list[float]]:
-    """fresh20's ratios per plant: each seed's, then the four averaged."""
-    s = d["ensemble"]["fresh20"]["snapshots"]["10000"]
-    return [*s["single_ratio"], s["averaged_ratio"]]
+    """fresh20's ratios per plant: each seed's, the four averaged, then the joint EKF's over 32
+    ticks and over the stream (`physics`, the same plants)."""
+    s, ph = d["ensemble"]["fresh20"]["snapshots"]["10000"], d["physics"]["fresh20"]
+    if ph["plants"] != d["ensemble"]["fresh20"]["spec"]["plants"]:
+        raise ValueError("fresh20's ensemble and physics runs are not on the same plants")
+    return [*s["single_ratio"], s["averaged_ratio"], ph["joint_window_32"], ph["joint_stream"]]
 
 
-for _i, _col in enumerate(("seed 0", "seed 1", "seed 2", "seed 3", "averaged")):
+_FP.derived(
+    "joint window (the column)",
+    _SR,
+    lambda d: 32 if "joint_window_32" in d["physics"]["fresh20"] else None,
+    "{}",
+    "physics.fresh20.joint_window_32",
+).param(
+    "the model's window (the text)",
+    lambda: _preset_field("control-hidden", "window"),
+    "{}",
+    "preset('control-hidden').window",
+)
+for _i, _col in enumerate(("seed 0", "seed 1", "seed 2", "seed 3", "averaged", "joint 32", "joint stream")):
     if _i < 4:
         _FP.literal(str(_i), "a seed (column label)")
     _FP.derived(
