@@ -60,9 +60,10 @@ under-states (c < 0) the motion). Per loop, the tracking error split against the
 as means over the plants and on the demo's plant; per model, the in-context identification of
 `control_diagnosis.identification` on held-out episodes (correlation, shrinkage).
 
-`physics`: what a window holds, on the plants `ensemble`'s `plants` key names ([FIRST, N]; FIRST 0:
+`physics`: what a window holds, on the plants `ensemble`'s `plants` key names ([FIRST, N]; 0 5:
 the default 5): control_diagnosis.JointMPC (the decision rule on a joint EKF that identifies the
-constants itself, from the nominal ones) over the last 32 measurements and over the whole stream,
+constants itself, from the nominal ones) over the last W measurements (the demo's window) and
+over the whole stream,
 tracking / oracle per plant, no training (about a minute for 20 plants).
 
 Appends to benchmarks/results/control_side_runs.json (`recipe[NAME]`, `deadlines` list,
@@ -155,7 +156,7 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
     import tickformer.model.train as TR
     from tickformer.artifact import open_artifact
     from tickformer.control import HiddenPlantSim, HistoryMPC, OracleMPC
-    from tickformer.control.demo import DemoConfig, loop_plants, reference
+    from tickformer.control.demo import DemoConfig, reference
     from tickformer.export.writer import export_artifact
     from tickformer.model import plant as P
     from tickformer.model import preset
@@ -186,7 +187,7 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
         raise SystemExit(f"unknown variant keys {sorted(v)}")
     task = T.TASKS["pendulum-hidden"]
     task = type(task)(**{**task.__dict__, "evaluate": _held_out})  # no memoryless twin: one model
-    plants = loop_plants(DemoConfig(), PLANTS)  # the demo's plant first
+    plants = _held_out_plants(DemoConfig().seed, PLANTS)  # the demo's plant first
     ref = reference(DemoConfig())  # the demo's: 0.25 rad, period 4 s
     res: dict[str, Any] = {"variant": variant, "load_average_before": list(os.getloadavg())}
     with tempfile.TemporaryDirectory() as tmp:
@@ -329,7 +330,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     from tickformer.artifact import open_artifact
     from tickformer.control import HiddenPlantSim, HistoryMPC, OracleMPC
     from tickformer.control.delayed import DelayedMPC
-    from tickformer.control.demo import DemoConfig, loop_plants, reference
+    from tickformer.control.demo import DemoConfig, reference
     from tickformer.export.writer import export_artifact
     from tickformer.model.checkpoint import load_checkpoint
     from tickformer.model.tasks import hidden_features, hidden_predictions
@@ -371,11 +372,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         )
     cfg = DemoConfig()
     k, w = cfg.candidates, {"kp": cfg.kp, "w_omega": cfg.w_omega}
-    if "plants" in spec:
-        first, n_plants = spec["plants"]
-        plants = loop_plants(dataclasses.replace(cfg, seed=int(first)), int(n_plants))
-    else:
-        plants = loop_plants(cfg, PLANTS)
+    plants = _held_out_plants(*spec.get("plants", (cfg.seed, PLANTS)))
     res: dict[str, Any] = {"spec": spec, "load_average_before": list(os.getloadavg())}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -452,24 +449,19 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                     per_plant.append(c)
                 velocity.append(float(np.mean(per_plant)))
             ident = [identification(runs[i][0][step], DemoConfig(seed=seed)) for i, seed in enumerate(seeds)]
-            hybrid_ratio, hybrid_ref = {}, {}
+            hybrid_ratio: dict[str, list[float]] = {}  # mode -> per seed, mean over the plants
+            hybrid_ref = {}
             for mode in modes:
                 refs: list[list[dict[str, float]]] = [[] for _ in members]  # [model][plant]
-                hybrid_ratio[mode] = [
-                    float(np.mean([a / b for a, b in zip(t, oracle)]))
-                    for t in (
-                        tracking(
-                            lambda p, sim, m=m, mode=mode: HybridMPC(
-                                mode, sim, load(m[0], backend="ort", contracts="off"), m[1], p, m[2], **w
-                            ),
-                            plants,
-                            cfg,
-                            TICKS,
-                            splits=refs[i],
-                        )
-                        for i, m in enumerate(members)
-                    )
-                ]
+                hybrid_ratio[mode] = []
+                for i, m in enumerate(members):
+
+                    def hybrid(p: Any, sim: Any, m: tuple[Any, ...] = m, mode: str = mode) -> Any:
+                        session = load(m[0], backend="ort", contracts="off")
+                        return HybridMPC(mode, sim, session, m[1], p, m[2], **w)
+
+                    t = tracking(hybrid, plants, cfg, TICKS, splits=refs[i])
+                    hybrid_ratio[mode].append(float(np.mean([a / b for a, b in zip(t, oracle)])))
                 hybrid_ref[mode] = _reference_summary(refs)
             single_ratio = [[a / b for a, b in zip(t, oracle)] for t in singles]
             res["snapshots"][str(step)] = {
@@ -505,19 +497,27 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return res
 
 
+def _held_out_plants(first: int, n: int) -> list[Any]:
+    """n held-out plants as `control.demo.loop_plants` draws them, from seed `first` on (the
+    demo's seed: the demo's plant and the side runs' default 5)."""
+    from tickformer.control.demo import DemoConfig, loop_plants
+
+    return loop_plants(dataclasses.replace(DemoConfig(), seed=int(first)), int(n))
+
+
 def physics(name: str, first: int, n: int) -> dict[str, Any]:
     from control_diagnosis import JointMPC
     from control_sensitivity import tracking
 
     from tickformer.control import OracleMPC
-    from tickformer.control.demo import DemoConfig, loop_plants
+    from tickformer.control.demo import DemoConfig
 
     cfg = DemoConfig()
     w = {"kp": cfg.kp, "w_omega": cfg.w_omega}
-    plants = loop_plants(dataclasses.replace(cfg, seed=first), n) if first else loop_plants(cfg, n)
+    plants = _held_out_plants(first, n)
     oracle = tracking(lambda p, sim: OracleMPC(cfg.candidates, sim, **w), plants, cfg, TICKS)
     res: dict[str, Any] = {"plants": [first, n], "oracle_tracking": oracle}
-    for window in (32, 0):
+    for window in (cfg.window, 0):
         t = tracking(lambda p, sim: JointMPC(cfg.candidates, window, **w), plants, cfg, TICKS)
         res[f"joint_window_{window}" if window else "joint_stream"] = [a / b for a, b in zip(t, oracle)]
     res["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
