@@ -86,3 +86,21 @@ def test_blend_replaces_exactly_the_part_it_names():
     np.testing.assert_allclose(np.diff(got["oracle_increment"], axis=1), np.diff(o, axis=1), atol=1e-15)
     with pytest.raises(ValueError, match="not one of"):
         blend("oracle_everything", m.copy(), o)
+
+
+def test_fresh_plants_are_other_held_out_plants():
+    """`control_side_runs.py`'s `plants` key ([first, n]) judges on plants no choice was made on:
+    the default ([the demo's seed, 5]) is exactly the demo's five, [100, 20] shares none of them,
+    and every plant has each constant in a held-out band (odd, of model.plant.BANDS)."""
+    from control_side_runs import PLANTS, _held_out_plants
+
+    from tickformer.control.demo import DemoConfig, loop_plants
+    from tickformer.model.plant import BANDS, PARAM_RANGES
+
+    five = loop_plants(DemoConfig(), PLANTS)
+    assert _held_out_plants(DemoConfig().seed, PLANTS) == five
+    fresh = _held_out_plants(100, 20)
+    assert len(set(fresh)) == 20 and not set(fresh) & set(five)
+    for p in fresh:
+        for name, (lo, hi) in PARAM_RANGES.items():
+            assert int((getattr(p, name) - lo) / ((hi - lo) / BANDS)) % 2 == 1, (name, p)
