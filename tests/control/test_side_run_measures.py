@@ -1,7 +1,8 @@
 """The measures benchmarks/ computes for docs/control.md's tables on the closed loop: the tracking
 error split against the reference (`control_sensitivity.reference_split`), the identified
 actuator's shrinkage (`control_diagnosis.slope_statistics`) and the substitution of one part of a
-prediction by the oracle's (`control_diagnosis.blend`), on inputs whose answer is known."""
+prediction by the oracle's (`control_diagnosis.blend`), on inputs whose answer is known; and the
+plants the side runs judge on (`control_side_runs._held_out_plants`)."""
 
 from __future__ import annotations
 
