@@ -95,11 +95,8 @@ def reference_split(sim: HiddenPlantSim, skip: int) -> dict[str, float]:
     error (b, in seconds: b r' is the error of a plant b seconds early, -b late, to first order)
     and an offset (c) -- and the residual, what does not. systematic_rms^2 + residual_rms^2 =
     the tracking RMS^2 (the fit's residual is orthogonal to its columns)."""
-    n = min(sim.k, sim.theta.size - 1)
-    t = np.arange(skip + 1, n + 1) * sim.plant.dt  # [m]
-    rr = np.array([sim.reference(float(ti)) for ti in t])  # [m, 2] (r, r')
-    e = sim.theta[skip + 1 : n + 1] - rr[:, 0]  # [m]
-    cols = np.column_stack([rr, np.ones(t.size)])  # [m, 3]
+    rr, e = sim.tracking_error(skip)  # [m, 2] (r, r'), [m]
+    cols = np.column_stack([rr, np.ones(e.size)])  # [m, 3]
     coef = np.linalg.lstsq(cols, e, rcond=None)[0]
     fit = cols @ coef
     return {

@@ -117,13 +117,22 @@ class HiddenPlantSim:
         self.last = min(1.0, max(-1.0, u0)) if math.isfinite(u0) else 0.0
         self._advance(self.last)
 
+    def _last_tick(self, until: int | None) -> int:
+        """The last plant tick whose angle is recorded, or `until` if earlier."""
+        return min(self.k, self.theta.size - 1, self.k if until is None else until)
+
+    def tracking_error(self, skip: int = 0, until: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Over plant ticks skip+1..k (skip: a settling prefix; until: stop at that tick instead
+        of the last): the reference and its rate at each tick [m, 2] and the error theta - r [m]."""
+        n = self._last_tick(until)
+        t = np.arange(skip + 1, n + 1) * self.plant.dt  # [m = n - skip]
+        rr = np.array([self.reference(float(ti)) for ti in t]).reshape(-1, 2)  # [m, 2] (r, r')
+        return rr, self.theta[skip + 1 : n + 1] - rr[:, 0]
+
     def tracking(self, skip: int = 0, until: int | None = None) -> dict[str, float]:
-        """RMS and max |theta - r| over plant ticks skip+1..k (skip: a settling prefix; until:
-        stop at that tick instead of the last)."""
-        n = min(self.k, self.theta.size - 1, self.k if until is None else until)
-        t = np.arange(skip + 1, n + 1) * self.plant.dt  # [n - skip]
-        ref = np.array([self.reference(float(ti))[0] for ti in t])
-        err = self.theta[skip + 1 : n + 1] - ref
+        """RMS and max |theta - r| over plant ticks skip+1..k (`tracking_error`)."""
+        err = self.tracking_error(skip, until)[1]
+        n = self._last_tick(until)
         return {
             "rms_rad": float(np.sqrt(np.mean(err**2))),
             "max_abs_rad": float(np.max(np.abs(err))),
