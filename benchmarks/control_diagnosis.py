@@ -233,17 +233,14 @@ def _held_out_episodes(config: Any, seed: int) -> Any:
 def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
     """In-context identification on the run's held-out episodes (module docstring)."""
     from tickformer.model.checkpoint import load_checkpoint as _load
-    from tickformer.model.tasks import get_task, hidden_arrays, hidden_model_angles
-    from tickformer.model.train import TrainSettings
+    from tickformer.model.tasks import hidden_arrays, hidden_model_angles
     from tickformer.model.transformer import forward
 
     ck = _load(checkpoint)
-    task = get_task("pendulum-hidden")
-    settings = TrainSettings.for_task(task, steps=cfg.train_steps, seed=cfg.seed)
     # the episodes of the seed's data stream (made once per config and seed: the snapshots of
     # one run share them), standardised as the model was trained: the checkpoint's norm, which a
     # run with other training episodes (control_side_runs' `transitions`) computed from those
-    data = dataclasses.replace(_held_out_episodes(ck.config, settings.seed), norm=ck.meta["norm"])
+    data = dataclasses.replace(_held_out_episodes(ck.config, cfg.seed), norm=ck.meta["norm"])
     d = data.plant.delay
     x, _ = hidden_arrays(data.test_theta, data.test_y, data.test_cmds, data)
     outs = []

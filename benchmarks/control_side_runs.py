@@ -130,6 +130,11 @@ def _held_out(params: Any, config: Any, data: Any) -> dict[str, float]:
     }
 
 
+def _over(tracking: list[float], oracle: list[float]) -> list[float]:
+    """Tracking / oracle, plant by plant."""
+    return [a / b for a, b in zip(tracking, oracle, strict=True)]
+
+
 def _scheduled_lr(steps: int, sched: list[Any]) -> Any:
     """The trainer's learning rate (model.optim.noam_lr) with its last fraction f of `steps`
     decayed to 0: sched = ["lin" | "cos", f]. Assigned to model.train.noam_lr by the caller."""
@@ -225,7 +230,7 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
     res["pred_err"] = [r["pred_err_rms"] for r in rows]
     res["slope"] = [[r["slope_pred"], r["slope_true"]] for r in rows]
     res["oracle_tracking"] = oracle
-    res["ratio"] = [a / b for a, b in zip(res["tracking"], oracle)]
+    res["ratio"] = _over(res["tracking"], oracle)
     res["ratio_mean"] = float(np.mean(res["ratio"]))
     res["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     res["command"] = f"python benchmarks/control_side_runs.py recipe {name} '{json.dumps(variant)}'"
@@ -461,16 +466,17 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                         return HybridMPC(mode, sim, session, m[1], p, m[2], **w)
 
                     t = tracking(hybrid, plants, cfg, TICKS, splits=refs[i])
-                    hybrid_ratio[mode].append(float(np.mean([a / b for a, b in zip(t, oracle)])))
+                    hybrid_ratio[mode].append(float(np.mean(_over(t, oracle))))
                 hybrid_ref[mode] = _reference_summary(refs)
-            single_ratio = [[a / b for a, b in zip(t, oracle)] for t in singles]
+            single_ratio = [_over(t, oracle) for t in singles]
+            averaged_ratio = _over(both, oracle)
             res["snapshots"][str(step)] = {
                 "single_tracking": singles,
                 "single_ratio": single_ratio,
                 "single_ratio_mean": [float(np.mean(r)) for r in single_ratio],
                 "averaged_tracking": both,
-                "averaged_ratio": [a / b for a, b in zip(both, oracle)],
-                "averaged_ratio_mean": float(np.mean([a / b for a, b in zip(both, oracle)])),
+                "averaged_ratio": averaged_ratio,
+                "averaged_ratio_mean": float(np.mean(averaged_ratio)),
                 "error_split": _mean_split(rows),
                 "increment_velocity_coefficient_s": velocity,
                 "single_reference_split": _reference_summary(single_ref),
@@ -519,7 +525,7 @@ def physics(name: str, first: int, n: int) -> dict[str, Any]:
     res: dict[str, Any] = {"plants": [first, n], "oracle_tracking": oracle}
     for window in (cfg.window, 0):
         t = tracking(lambda p, sim: JointMPC(cfg.candidates, window, **w), plants, cfg, TICKS)
-        res[f"joint_window_{window}" if window else "joint_stream"] = [a / b for a, b in zip(t, oracle)]
+        res[f"joint_window_{window}" if window else "joint_stream"] = _over(t, oracle)
     res["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     res["command"] = f"python benchmarks/control_side_runs.py physics {name} {first} {n}"
     return res
