@@ -522,10 +522,10 @@ def physics(name: str, first: int, n: int) -> dict[str, Any]:
     w = {"kp": cfg.kp, "w_omega": cfg.w_omega}
     plants = _held_out_plants(first, n)
     oracle = tracking(lambda p, sim: OracleMPC(cfg.candidates, sim, **w), plants, cfg, TICKS)
-    res: dict[str, Any] = {"plants": [first, n], "oracle_tracking": oracle}
-    for window in (cfg.window, 0):
+    res: dict[str, Any] = {"plants": [first, n], "window": cfg.window, "oracle_tracking": oracle}
+    for window, key in ((cfg.window, "joint_window"), (0, "joint_stream")):
         t = tracking(lambda p, sim: JointMPC(cfg.candidates, window, **w), plants, cfg, TICKS)
-        res[f"joint_window_{window}" if window else "joint_stream"] = _over(t, oracle)
+        res[key] = _over(t, oracle)
     res["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     res["command"] = f"python benchmarks/control_side_runs.py physics {name} {first} {n}"
     return res

@@ -1820,21 +1820,15 @@ _FP.literal("1.5", "the issue's tracking target").literal("0", "seed 0 (the demo
 
 
 def _fresh_ratios(d: Any) -> list[list[float]]:
-    """fresh20's ratios per plant: each seed's, the four averaged, then the joint EKF's over 32
-    ticks and over the stream (`physics`, the same plants)."""
+    """fresh20's ratios per plant: each seed's, the four averaged, then the joint EKF's over the
+    model's window and over the stream (`physics`, the same plants)."""
     s, ph = d["ensemble"]["fresh20"]["snapshots"]["10000"], d["physics"]["fresh20"]
     if ph["plants"] != d["ensemble"]["fresh20"]["spec"]["plants"]:
         raise ValueError("fresh20's ensemble and physics runs are not on the same plants")
-    return [*s["single_ratio"], s["averaged_ratio"], ph["joint_window_32"], ph["joint_stream"]]
+    return [*s["single_ratio"], s["averaged_ratio"], ph["joint_window"], ph["joint_stream"]]
 
 
-_FP.derived(
-    "joint window (the column)",
-    _SR,
-    lambda d: 32 if "joint_window_32" in d["physics"]["fresh20"] else None,
-    "{}",
-    "physics.fresh20.joint_window_32",
-).param(
+_FP.result("joint window (the column)", _SR, "physics.fresh20.window", "{}").param(
     "the model's window (the text)",
     lambda: _preset_field("control-hidden", "window"),
     "{}",
