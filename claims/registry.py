@@ -1776,6 +1776,15 @@ for _i in range(4):
         _LE.result(f"seed {_i} {_field}", _SR, f"{_S10}.identification.{_i}.{_field}", _f)
 
 
+def _same_run_ratio(d: Any, run: str, like: str, seed: int) -> float:
+    """Seed `seed`'s tracking / oracle in ensemble run `run` at 10,000 steps, which must equal
+    run `like`'s bit for bit (the same recipe and seeds: training is deterministic)."""
+    a, b = (d["ensemble"][r]["snapshots"]["10000"]["single_ratio_mean"][seed] for r in (run, like))
+    if a != b:
+        raise ValueError(f"{run} seed {seed} tracks at {a} of the oracle, {like} at {b}: not the same run")
+    return a
+
+
 _LP = Span(f"{K}#loop-parts")
 _H = "ensemble.hybrids4"
 _HS = f"{_H}.snapshots.10000"
@@ -1789,6 +1798,15 @@ for _row, _ratios, _split in (
 ):
     if _ratios is None:
         _LP.literal("1", "the oracle's tracking over its own")
+    elif _row == "own":  # the text says these loops repeat seeds4_10k's to the digit: checked here
+        for _i in range(4):
+            _LP.derived(
+                f"own seed {_i}",
+                _SR,
+                lambda d, i=_i: _same_run_ratio(d, "hybrids4", "seeds4_10k", i),
+                "{:.2f}",
+                f"{_ratios}.{_i}, equal to seeds4_10k's",
+            )
     else:
         for _i in range(4):
             _LP.result(f"{_row} seed {_i}", _SR, f"{_ratios}.{_i}", "{:.2f}")
