@@ -31,6 +31,10 @@ def test_reference_split_recovers_amplitude_phase_offset_and_adds_up():
     noise = 0.002 * np.random.default_rng(0).standard_normal(t.size)
     sim.theta[:] = 0.9 * rr[:, 0] + 0.03 * rr[:, 1] + 0.004 + noise  # a = -0.1, b = 0.03 s, c = 0.004
     s = reference_split(sim, 100)
+    # 900 ticks of N(0, 0.002^2) noise: standard errors 0.002 / (sqrt(900) x the column's RMS),
+    # about 4e-4 on a (r's RMS 0.18 rad), 2.4e-4 s on b (r''s RMS 0.28 rad/s) and 7e-5 rad on c;
+    # the bounds are 4 to 8 of them, and the residual RMS is the noise's own within 10% (its
+    # sampling spread over 900 ticks is about 1 / sqrt(1800) = 2.4%)
     assert s["amplitude_coef"] == pytest.approx(-0.1, abs=2e-3)
     assert s["phase_coef_s"] == pytest.approx(0.03, abs=2e-3)
     assert s["offset_rad"] == pytest.approx(0.004, abs=3e-4)
@@ -105,3 +109,25 @@ def test_fresh_plants_are_other_held_out_plants():
     for p in fresh:
         for name, (lo, hi) in PARAM_RANGES.items():
             assert int((getattr(p, name) - lo) / ((hi - lo) / BANDS)) % 2 == 1, (name, p)
+
+
+def test_scheduled_lr_decays_the_last_fraction_to_zero():
+    """The side runs' `sched` (["lin" | "cos", f]): the trainer's rate unchanged before the last
+    fraction f of the steps, then scaled down to exactly 0 at the last step, half way at the
+    middle of the decay (linear and cosine alike); a bad spec is refused."""
+    from control_side_runs import _scheduled_lr
+
+    from tickformer.model.optim import noam_lr
+
+    kw = {"d_model": 32, "warmup": 400}
+    for kind in ("lin", "cos"):
+        lr = _scheduled_lr(10_000, [kind, 0.5])
+        for step in (1, 400, 3000, 5000):
+            assert lr(step, **kw) == noam_lr(step, **kw)
+        assert lr(7500, **kw) == pytest.approx(0.5 * noam_lr(7500, **kw), rel=1e-12)
+        assert lr(10_000, **kw) == pytest.approx(0.0, abs=1e-18)
+        assert 0 < lr(9000, **kw) < noam_lr(9000, **kw)
+    assert _scheduled_lr(10_000, ["cos", 0.5])(6000, **kw) > _scheduled_lr(10_000, ["lin", 0.5])(6000, **kw)
+    for bad in (["exp", 0.5], ["lin", 0.0], ["lin", 1.5]):
+        with pytest.raises(SystemExit, match="sched is"):
+            _scheduled_lr(10_000, bad)
