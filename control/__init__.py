@@ -12,13 +12,14 @@ Used by `tickformer demo`; each controller has `step(obs) -> action`, so it runs
 `tickformer.runtime.ControlLoop`.
 """
 
-from .delayed import DelayedMPC, HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC
+from .delayed import DelayedMPC, HiddenPlantSim, HistoryMPC, IdentifiedMPC, NominalMPC, OracleMPC
 from .reference import SineReference
 
 __all__ = [
     "DelayedMPC",
     "HiddenPlantSim",
     "HistoryMPC",
+    "IdentifiedMPC",
     "NominalMPC",
     "OracleMPC",
     "SineReference",

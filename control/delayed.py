@@ -42,6 +42,7 @@ candidates, a fixed number of RK4 steps); zero net allocation over thousands of 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable
 
@@ -241,12 +242,14 @@ class HistoryMPC(DelayedMPC):
             )
         # one output column per horizon theta_{t+1..t+d+1}: a model trained for another delay, or
         # a norm of another model, would otherwise read the wrong columns (or fail mid-loop)
-        d_out = int(session.config.d_out)
-        if d_out != self.d + 1 or len(norm["dy_mean"]) != d_out or len(norm["dy_std"]) != d_out:
+        # (an identifying model has its identification columns after them: model.tasks)
+        d_out, n_id = int(session.config.d_out), len(norm.get("identify", ()))
+        if d_out != self.d + 1 + n_id or len(norm["dy_mean"]) != d_out or len(norm["dy_std"]) != d_out:
             raise ConfigError(
                 f"HistoryMPC: the artifact's {d_out} output columns, the norm's {len(norm['dy_mean'])} "
-                f"horizons and the plant's delay {self.d} (which needs {self.d + 1}: theta_t+1..t+{self.d + 1}) "
-                f"disagree; use a checkpoint trained for this plant's delay, with its own norm"
+                f"columns ({n_id} of them identification outputs) and the plant's delay {self.d} (which needs "
+                f"{self.d + 1} horizons: theta_t+1..t+{self.d + 1}) disagree; use a checkpoint trained for "
+                f"this plant's delay, with its own norm"
             )
         # nothing before the first tick: the plant at rest at 0, no command in flight
         self._lag = [(0.0 - self.ym) / self.ys] * self.y_lags + [(0.0 - self.cm) / self.cs] * self.c_lags
@@ -254,10 +257,11 @@ class HistoryMPC(DelayedMPC):
             self.xs[j, 0, 1] = (c - self.cm) / self.cs  # candidate column: fixed
         # the prediction theta_{t+j} = y + (dy_mean[j-1] + dy_std[j-1] * out[.., j-1]) for every
         # output column, into one float64 buffer; self.pred [K, 2] is its view of j = d, d + 1
-        self._scale = np.asarray(norm["dy_std"], dtype=np.float64)  # [d + 1]
-        self._mean = np.asarray(norm["dy_mean"], dtype=np.float64)  # [d + 1]
-        self._shift = np.zeros_like(self._mean)  # [d + 1] y + dy_mean, per tick
-        self._full = np.zeros((k, 1, self._mean.size))  # [K, 1, d + 1] float64
+        # (an identification column i holds y + its value: IdentifiedMPC subtracts y)
+        self._scale = np.asarray(norm["dy_std"], dtype=np.float64)  # [d_out]
+        self._mean = np.asarray(norm["dy_mean"], dtype=np.float64)  # [d_out]
+        self._shift = np.zeros_like(self._mean)  # [d_out] y + dy_mean, per tick
+        self._full = np.zeros((k, 1, self._mean.size))  # [K, 1, d_out] float64
         self.pred = self._full[:, 0, self.d - 1 : self.d + 1]  # [K, 2] (theta_{t+d}, theta_{t+d+1})
         self.lo, self.hi = session.domain
         self._index = list(range(k))  # candidate indices as ints made once
@@ -376,6 +380,28 @@ class HistoryMPC(DelayedMPC):
         self._pend_j = j
 
 
+def rollout(
+    pred: np.ndarray,
+    candidates: list[float],
+    th: float,
+    om: float,
+    issued: list[float],
+    first: int,
+    delay: int,
+    f: HiddenStepper,
+) -> None:
+    """The physics prediction every filter-based controller makes: from the state (th, om) at t
+    forward through the d commands in flight (issued[first:first + d], oldest first: they reach
+    the joint over t..t+d), then each candidate over one more tick; pred[j] = (theta_{t+d},
+    theta_{t+d+1}). Python floats, no list made."""
+    step = f.step
+    for j in range(delay):
+        th, om = step(th, om, issued[first + j])
+    for j, c in enumerate(candidates):
+        pred[j, 0] = th
+        pred[j, 1] = step(th, om, c)[0]
+
+
 class NominalMPC(DelayedMPC):
     """The true equations with `plant`'s constants (default: the nominal ones); state from an
     extended Kalman filter with the same constants over the measured angles (model.plant
@@ -409,14 +435,7 @@ class NominalMPC(DelayedMPC):
         issued[-1] = command
 
     def _simulate(self, th: float, om: float, flight: list[float], first: int, f: HiddenStepper) -> None:
-        """Forward through the d commands in flight (flight[first:first + d]), then each candidate."""
-        step = f.step
-        for j in range(self.plant.delay):
-            th, om = step(th, om, flight[first + j])
-        p = self.pred
-        for j, c in enumerate(self._cand):
-            p[j, 0] = th
-            p[j, 1] = step(th, om, c)[0]
+        rollout(self.pred, self._cand, th, om, flight, first, self.plant.delay, f)
 
     def chosen(self, j: int) -> None:
         self._shift(self._cand[j] if j >= 0 else self.last)
@@ -439,3 +458,87 @@ class OracleMPC(NominalMPC):
         sim = self.sim
         self._simulate(float(sim.state[0]), float(sim.state[1]), sim.in_flight.tolist(), 0, self.f)
         return True
+
+
+class IdentifiedMPC(HistoryMPC):
+    """The learned model identifies, a filter estimates: an identifying model (model.tasks
+    `HIDDEN_IDENTIFY_OUTPUTS`, its norm's "identify") on the same session as HistoryMPC (one
+    peek of the K candidates, committed the same way), of whose outputs only the three
+    constants (log g/L, log b/(m L^2), log k/(m L^2)) are used: averaged over the candidates,
+    smoothed over the ticks by an exponential moving average of weight `smoothing` on the newest
+    (the window's estimate varies from tick to tick; the plant's constants do not), and given to
+    an extended Kalman filter of (theta, omega) over the measured angles (model.plant.HiddenEKF)
+    and to the physics prediction (`rollout`), as NominalMPC with the model's constants in place
+    of the nominal ones. The filter sees every measured angle, skipped ticks included; a tick
+    whose model output is unusable (HistoryMPC: input domain, output bound, catching up) gives
+    no prediction, the constants unchanged. Bounded work: NominalMPC's plus one peek."""
+
+    def __init__(
+        self,
+        session: Any,
+        norm: dict[str, Any],
+        plant: HiddenPendulum,
+        output_bound: float | None,
+        *,
+        smoothing: float = 0.02,
+        catch_up_max: int | None = None,
+        **weights: float,
+    ) -> None:
+        names = list(norm.get("identify", ()))
+        if names[2:5] != ["log g/L", "log b/(m L^2)", "log k/(m L^2)"]:
+            raise ConfigError(
+                "IdentifiedMPC needs an identifying model (outputs the state and constants after its "
+                f"horizons; its norm's identify {names or 'is missing'}): train pendulum-hidden with "
+                f"d_out = delay + 6, or use HistoryMPC"
+            )
+        super().__init__(session, norm, plant, output_bound, catch_up_max=catch_up_max, **weights)
+        self.smoothing = validation.positive_real(smoothing, "smoothing", hint="in (0, 1]: 1 = no smoothing")
+        if self.smoothing > 1.0:
+            raise ConfigError(f"smoothing={smoothing!r} must be in (0, 1] (1: the newest estimate only)")
+        self.pred = np.zeros((self.pred.shape[0], 2))  # [K, 2] the physics prediction (not the horizons)
+        self._const_cols = [self.d + 1 + 2 + i for i in range(3)]  # the log constants' columns
+        self._sum = np.zeros((1, self._mean.size))  # [1, d_out] the candidates' sum, per tick
+        self.log_coef = [0.0, 0.0, 0.0]  # the smoothed log constants (Python floats)
+        self.identified = 0  # ticks whose output updated them
+        # the filter and the prediction share one stepper: the nominal constants until the model's
+        # first usable output (the filter's first update only starts it at (y, 0)), then the model's
+        known = dataclasses.replace(NOMINAL, delay=plant.delay, dt=plant.dt, substeps=plant.substeps)
+        self.f = HiddenStepper(known)
+        self.ekf = HiddenEKF(known)
+        self.ekf.f = self.f
+        self.issued = [0.0] * (plant.delay + 1)  # this controller's commands at t-d-1..t-1
+
+    def catch_up(self, obs: np.ndarray) -> None:
+        super().catch_up(obs)
+        issued = self.issued
+        issued[-1] = obs.item(3)  # what was actuated last tick
+        for i in range(int(obs.item(4))):  # skipped ticks: filter through them, the command held
+            self.ekf.update(obs.item(OBS_HEAD + i), issued[0])
+            self._shift_issued(issued[-1])
+
+    def predict(self, obs: np.ndarray) -> bool:
+        y = obs.item(0)
+        # the command that reached the joint over t-1..t was issued at t-1-d: issued[0]
+        th, om = self.ekf.update(y, self.issued[0])
+        if not super().predict(obs):
+            return False
+        np.sum(self._full, axis=0, out=self._sum)  # y + each column's value, summed over the candidates
+        k, lg, a = float(len(self._cand)), self.log_coef, self.smoothing
+        for i, col in enumerate(self._const_cols):
+            v = self._sum.item(0, col) / k - y
+            lg[i] = v if not self.identified else lg[i] + a * (v - lg[i])
+        f = self.f
+        f.a, f.b, f.c = math.exp(lg[0]), math.exp(lg[1]), math.exp(lg[2])
+        self.identified += 1
+        rollout(self.pred, self._cand, th, om, self.issued, 1, self.d, f)
+        return True
+
+    def _shift_issued(self, command: float) -> None:
+        issued = self.issued
+        for i in range(len(issued) - 1):
+            issued[i] = issued[i + 1]
+        issued[-1] = command
+
+    def chosen(self, j: int) -> None:
+        super().chosen(j)
+        self._shift_issued(self._cand[j] if j >= 0 else self.last)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -294,7 +295,8 @@ def hidden_episodes(
     base: HiddenPendulum = NOMINAL,
     *,
     max_hold: int = 8,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum]]:
+    omega: bool = False,
+) -> tuple[Any, ...]:
     """n episodes of `steps` ticks, each with its own constants (`draw_hidden`), a random start
     (theta uniform in [-START_THETA, START_THETA] rad, omega in [-START_OMEGA, START_OMEGA] rad/s)
     and random commands, levels uniform in [-1, 1]: per EPISODE_MIX a new level every tick
@@ -303,34 +305,36 @@ def hidden_episodes(
     wrapping.
 
     Returns (theta [n, steps + 1] true angles, y [n, steps + 1] measured angles, commands
-    [n, steps] issued at each tick, constants per episode)."""
+    [n, steps] issued at each tick, constants per episode), and with `omega=True` the true
+    angular velocities [n, steps + 1] last (the identification targets; the same draws either way)."""
     if n < 1 or steps < 1:
         raise ConfigError(f"need n >= 1 episodes of steps >= 1 (got n={n}, steps={steps})")
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum]]] = []
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum], np.ndarray]] = []
     have = 0
     for _ in range(100):
-        theta, y, cmds, plants = _draw_episodes(
+        theta, y, cmds, plants, om = _draw_episodes(
             rng, max(8, int((n - have) * 1.3)), steps, split, base, max_hold
         )
         ok = np.all(np.abs(theta) < np.pi, axis=-1)  # [draw]
         keep = np.flatnonzero(ok)[: n - have]
-        parts.append((theta[keep], y[keep], cmds[keep], [plants[i] for i in keep]))
+        parts.append((theta[keep], y[keep], cmds[keep], [plants[i] for i in keep], om[keep]))
         have += keep.size
         if have >= n:
             break
     else:  # pragma: no cover - only with absurd parameters
         raise ConfigError("could not draw episodes that stay below the top; narrow PARAM_RANGES")
-    return (
+    episodes = (
         np.concatenate([p[0] for p in parts]),
         np.concatenate([p[1] for p in parts]),
         np.concatenate([p[2] for p in parts]),
         [q for p in parts for q in p[3]],
     )
+    return episodes + (np.concatenate([p[4] for p in parts]),) if omega else episodes
 
 
 def _draw_episodes(
     rng: np.random.Generator, n: int, steps: int, split: str, base: HiddenPendulum, max_hold: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum]]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum], np.ndarray]:
     plants = [draw_hidden(rng, split, base) for _ in range(n)]
     coef = np.array([p.coefficients for p in plants])  # [n, 3]
     a, b, c = coef[:, 0], coef[:, 1], coef[:, 2]
@@ -349,14 +353,14 @@ def _draw_episodes(
     x = np.stack(
         [rng.uniform(-START_THETA, START_THETA, n), rng.uniform(-START_OMEGA, START_OMEGA, n)], axis=-1
     )
-    theta = np.empty((n, steps + 1))
-    theta[:, 0] = x[:, 0]
+    theta, omega = np.empty((n, steps + 1)), np.empty((n, steps + 1))
+    theta[:, 0], omega[:, 0] = x[:, 0], x[:, 1]
     h = base.dt / base.substeps
     for t in range(steps):
         x = _rk4(x, a, b, c * applied[:, t], h, base.substeps)  # [n, 2]
-        theta[:, t + 1] = x[:, 0]
+        theta[:, t + 1], omega[:, t + 1] = x[:, 0], x[:, 1]
     y = theta + rng.normal(0.0, base.noise, size=theta.shape)
-    return theta, y, cmds, plants
+    return theta, y, cmds, plants, omega
 
 
 def rk4_scalar(

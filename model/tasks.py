@@ -348,6 +348,11 @@ HIDDEN_HISTORY = 16  # baseline history (and first scored position + 1) for a mo
 # small signal identification has to get right. Applied by scaling: horizon j's target is
 # standardised by dy_std_j / sqrt(w_j), so the MSE weighs it by w_j (norm["dy_std"] is that scale).
 HIDDEN_HORIZON_WEIGHTS = (0.2, 1.0, 2.0)
+# Optional identification outputs after the horizons (a model whose d_out has these 5 more
+# columns, `hidden_io_widths(identify=True)`): the plant's state at t and its constants, in the
+# coordinates the dynamics use. A controller can run a filter with the identified constants
+# (control.delayed.IdentifiedMPC); each is standardised by its training std (loss weight 1).
+HIDDEN_IDENTIFY_OUTPUTS = ("theta_t - y_t", "omega_t", "log g/L", "log b/(m L^2)", "log k/(m L^2)")
 
 
 HIDDEN_Y_LAGS = (
@@ -358,10 +363,19 @@ HIDDEN_C_LAGS_MAX = (
 )  # earlier commands in a token: at most the in-flight ones and as many more
 
 
-def hidden_io_widths(plant: HiddenPendulum = NOMINAL, y_lags: int = 0, c_lags: int = 0) -> tuple[int, int]:
+def hidden_io_widths(
+    plant: HiddenPendulum = NOMINAL, y_lags: int = 0, c_lags: int = 0, *, identify: bool = False
+) -> tuple[int, int]:
     """(d_in, d_out) of a `pendulum-hidden` model: a token (y_t, c_t, y_{t-1..t-y_lags},
-    c_{t-1..t-c_lags}); outputs theta_{t+1..t+delay+1}."""
-    return 2 + y_lags + c_lags, plant.delay + 1
+    c_{t-1..t-c_lags}); outputs theta_{t+1..t+delay+1}, then with `identify` the
+    HIDDEN_IDENTIFY_OUTPUTS (the state at t and the constants)."""
+    return 2 + y_lags + c_lags, plant.delay + 1 + (len(HIDDEN_IDENTIFY_OUTPUTS) if identify else 0)
+
+
+def hidden_horizons(norm: dict[str, Any]) -> int:
+    """How many of a model's output columns are horizons theta_{t+1..}: all but its norm's
+    identification outputs (norm["identify"], absent on a horizons-only model)."""
+    return len(norm["dy_mean"]) - len(norm.get("identify", ()))
 
 
 def token_lags(norm: dict[str, Any]) -> tuple[int, int]:
@@ -396,8 +410,19 @@ def hidden_features(y: np.ndarray, cmds: np.ndarray, norm: dict[str, Any]) -> np
 
 
 def hidden_predictions(y_now: np.ndarray | float, out: np.ndarray, norm: dict[str, Any]) -> np.ndarray:
-    """Model outputs [..., delay + 1] to predicted angles theta_{t+1..t+delay+1}: y_t + mean + std * out."""
-    return y_now + np.asarray(norm["dy_mean"]) + np.asarray(norm["dy_std"]) * out
+    """Model outputs [..., d_out] to predicted angles theta_{t+1..t+delay+1} [..., delay + 1]:
+    y_t + mean + std * out over the horizon columns (`hidden_horizons`; the rest are identification)."""
+    h = hidden_horizons(norm)
+    return y_now + np.asarray(norm["dy_mean"][:h]) + np.asarray(norm["dy_std"][:h]) * out[..., :h]
+
+
+def hidden_identified(out: np.ndarray, norm: dict[str, Any]) -> np.ndarray:
+    """Model outputs [..., d_out] of an identifying model to its HIDDEN_IDENTIFY_OUTPUTS [..., 5]
+    in their own units (theta_t - y_t rad, omega_t rad/s, the log constants): mean + std * out."""
+    h = hidden_horizons(norm)
+    if h == len(norm["dy_mean"]):
+        raise ConfigError("this model has no identification outputs; train it with d_out = delay + 6")
+    return np.asarray(norm["dy_mean"][h:]) + np.asarray(norm["dy_std"][h:]) * out[..., h:]
 
 
 @dataclass
@@ -416,11 +441,41 @@ class HiddenData:
     plant: HiddenPendulum
     steps: int  # T
     train_settings: Any = None  # the run's TrainSettings (model.train sets it): the twin's too
+    # an identifying model's extra targets (None otherwise): true omega [N, T + delay + 1] and
+    # the log constants log (g/L, b/(m L^2), k/(m L^2)) [N, 3] of every episode
+    train_omega: np.ndarray | None = None
+    train_log_coef: np.ndarray | None = None
+    test_omega: np.ndarray | None = None
+    test_log_coef: np.ndarray | None = None
+
+    @property
+    def identify(self) -> bool:
+        return self.train_omega is not None
 
 
 def _hidden_targets(theta: np.ndarray, y: np.ndarray, steps: int, delay: int) -> np.ndarray:
     """theta_{t+j} - y_t for j = 1..delay+1 at t < steps: [N, steps, delay + 1]."""
     return np.stack([theta[:, j : j + steps] - y[:, :steps] for j in range(1, delay + 2)], axis=-1)
+
+
+def _identify_targets(
+    theta: np.ndarray, y: np.ndarray, omega: np.ndarray, log_coef: np.ndarray, steps: int
+) -> np.ndarray:
+    """HIDDEN_IDENTIFY_OUTPUTS at t < steps: [N, steps, 5] (theta_t - y_t, omega_t, the episode's
+    three log constants at every t)."""
+    n = theta.shape[0]
+    return np.concatenate(
+        [
+            (theta[:, :steps] - y[:, :steps])[..., None],
+            omega[:, :steps, None],
+            np.broadcast_to(log_coef[:, None, :], (n, steps, log_coef.shape[-1])),
+        ],
+        axis=-1,
+    )
+
+
+def _log_coefficients(plants: list[HiddenPendulum]) -> np.ndarray:
+    return np.log(np.array([p.coefficients for p in plants], dtype=np.float64))  # [N, 3]
 
 
 def hidden_prepare(
@@ -435,7 +490,8 @@ def hidden_prepare(
     seed's data stream)."""
     y_lags = HIDDEN_Y_LAGS if config.d_in > 2 + NOMINAL.delay else 0
     c_lags = config.d_in - 2 - y_lags
-    d_in, d_out = hidden_io_widths(NOMINAL, y_lags, max(0, c_lags))
+    identify = config.d_out == hidden_io_widths(NOMINAL, identify=True)[1]
+    d_in, d_out = hidden_io_widths(NOMINAL, y_lags, max(0, c_lags), identify=identify)
     if (
         config.arch != "decoder"
         or config.inputs != "continuous"
@@ -443,8 +499,9 @@ def hidden_prepare(
         or (config.d_in, config.d_out) != (d_in, d_out)
     ):
         raise ConfigError(
-            f"task 'pendulum-hidden' needs a decoder-only continuous model with d_out {d_out} (angles "
-            f"1..{d_out} ticks ahead) and d_in 2 (y, command) up to {2 + NOMINAL.delay} (and the commands "
+            f"task 'pendulum-hidden' needs a decoder-only continuous model with d_out {NOMINAL.delay + 1} (angles "
+            f"1..{NOMINAL.delay + 1} ticks ahead, or {NOMINAL.delay + 1 + len(HIDDEN_IDENTIFY_OUTPUTS)} with the "
+            f"state and constants after them) and d_in 2 (y, command) up to {2 + NOMINAL.delay} (and the commands "
             f"in flight), or {3 + NOMINAL.delay} up to {2 + HIDDEN_Y_LAGS + HIDDEN_C_LAGS_MAX} "
             f"(and {HIDDEN_Y_LAGS} earlier measurements, more earlier commands); use --preset control-hidden "
             f"(got {config.arch}, {config.inputs}, d_in {config.d_in}, d_out {config.d_out})"
@@ -457,8 +514,12 @@ def hidden_prepare(
     n_train = max(8, HIDDEN_TRAIN_TRANSITIONS // steps) if n_train is None else n_train
     n_test = max(4, HIDDEN_HELD_OUT_TRANSITIONS // steps) if n_test is None else n_test
     extra = NOMINAL.delay + 1
-    tr_theta, tr_y, tr_c, _ = hidden_episodes(rng, n_train, steps + extra - 1, "train", NOMINAL)
-    te_theta, te_y, te_c, te_plants = hidden_episodes(rng, n_test, steps + extra - 1, "held_out", NOMINAL)
+    tr_theta, tr_y, tr_c, tr_plants, tr_omega = hidden_episodes(
+        rng, n_train, steps + extra - 1, "train", NOMINAL, omega=True
+    )
+    te_theta, te_y, te_c, te_plants, te_omega = hidden_episodes(
+        rng, n_test, steps + extra - 1, "held_out", NOMINAL, omega=True
+    )
     x = np.stack([tr_y[:, :steps], tr_c[:, :steps]], axis=-1).reshape(-1, 2)  # [N*T, 2]
     dy = _hidden_targets(tr_theta, tr_y, steps, NOMINAL.delay).reshape(-1, extra)  # [N*T, d+1]
     x_mean, x_std = x.mean(0).tolist(), x.std(0).tolist()
@@ -472,16 +533,36 @@ def hidden_prepare(
             dy.std(0) / np.sqrt(weights)
         ).tolist(),  # [d + 1] the loss weights (HIDDEN_HORIZON_WEIGHTS)
     }
-    return HiddenData(tr_theta, tr_y, tr_c, te_theta, te_y, te_c, te_plants, norm, NOMINAL, steps)
+    data = HiddenData(tr_theta, tr_y, tr_c, te_theta, te_y, te_c, te_plants, norm, NOMINAL, steps)
+    if identify:
+        data.train_omega, data.train_log_coef = tr_omega, _log_coefficients(tr_plants)
+        data.test_omega, data.test_log_coef = te_omega, _log_coefficients(te_plants)
+        ident = _identify_targets(tr_theta, tr_y, tr_omega, data.train_log_coef, steps).reshape(
+            -1, len(HIDDEN_IDENTIFY_OUTPUTS)
+        )
+        norm["dy_mean"] = norm["dy_mean"] + ident.mean(0).tolist()
+        norm["dy_std"] = norm["dy_std"] + ident.std(0).tolist()  # loss weight 1 each
+        norm["identify"] = list(HIDDEN_IDENTIFY_OUTPUTS)
+    return data
 
 
 def hidden_arrays(
-    theta: np.ndarray, y: np.ndarray, cmds: np.ndarray, data: HiddenData
+    theta: np.ndarray,
+    y: np.ndarray,
+    cmds: np.ndarray,
+    data: HiddenData,
+    omega: np.ndarray | None = None,
+    log_coef: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Episodes -> (x [N, T, d_in], standardised targets [N, T, delay + 1]) float32."""
+    """Episodes -> (x [N, T, d_in], standardised targets [N, T, d_out]) float32; an identifying
+    model's targets need the episodes' omega and log constants too."""
     t, norm = data.steps, data.norm
     x = hidden_features(y[:, :t], cmds[:, :t], norm)  # [N, T, d_in]
     raw = _hidden_targets(theta, y, t, data.plant.delay)  # [N, T, d + 1]
+    if data.identify:
+        if omega is None or log_coef is None:
+            raise ConfigError("an identifying model's targets need the episodes' omega and constants")
+        raw = np.concatenate([raw, _identify_targets(theta, y, omega, log_coef, t)], axis=-1)
     target = (raw - np.asarray(norm["dy_mean"])) / np.asarray(norm["dy_std"])
     return x, target.astype(np.float32)
 
@@ -489,15 +570,21 @@ def hidden_arrays(
 def hidden_batch(data: HiddenData, rng: np.random.Generator, batch_size: int) -> Batch:
     """batch_size training episodes, drawn with replacement."""
     idx = rng.integers(0, data.train_theta.shape[0], size=batch_size)
-    x, target = hidden_arrays(data.train_theta[idx], data.train_y[idx], data.train_cmds[idx], data)
+    extra = (data.train_omega[idx], data.train_log_coef[idx]) if data.identify else (None, None)  # type: ignore[index]
+    x, target = hidden_arrays(data.train_theta[idx], data.train_y[idx], data.train_cmds[idx], data, *extra)
     return Batch(x=x, target=target)
 
 
 def hidden_model_angles(params: Params, config: Config, data: HiddenData) -> np.ndarray:
     """Predicted theta_{t+1..t+delay+1} of the held-out episodes [N, T, delay + 1] (rad)."""
-    x, _ = hidden_arrays(data.test_theta, data.test_y, data.test_cmds, data)
-    out = forward(params, config, x)  # [N, T, d+1]
-    return hidden_predictions(data.test_y[:, : data.steps, None], out.astype(np.float64), data.norm)
+    out = hidden_test_outputs(params, config, data)  # [N, T, d_out]
+    return hidden_predictions(data.test_y[:, : data.steps, None], out, data.norm)
+
+
+def hidden_test_outputs(params: Params, config: Config, data: HiddenData) -> np.ndarray:
+    """The model's raw (standardised) outputs on the held-out episodes [N, T, d_out] float64."""
+    x = hidden_features(data.test_y[:, : data.steps], data.test_cmds[:, : data.steps], data.norm)
+    return forward(params, config, x).astype(np.float64)
 
 
 def hidden_ar_angles(data: HiddenData, order: int) -> np.ndarray:
@@ -590,6 +677,8 @@ def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[st
             "with the nominal constants over the measured angles (model.plant.HiddenEKF)"
         ),
     }
+    if data.identify:
+        result["identification"] = hidden_identification(params, config, data, start)
     ratio = model[0] / baselines["memoryless"][0]
     result["ratio_to_memoryless"] = ratio
     result["target"] = "model_rmse <= 0.5 * memoryless and < linear_ar and < nominal"
@@ -597,6 +686,29 @@ def hidden_evaluate(params: Params, config: Config, data: HiddenData) -> dict[st
         ratio <= 0.5 and model[0] < baselines["linear_ar"][0] and model[0] < baselines["nominal"][0]
     )
     return result
+
+
+def hidden_identification(params: Params, config: Config, data: HiddenData, start: int) -> dict[str, Any]:
+    """How well an identifying model's state and constants outputs match the truth on the
+    held-out episodes, positions t >= start: RMSE of theta_t (rad) and omega_t (rad/s), the RMS
+    and the mean of each constant's relative error (identified / true - 1), and the measurement
+    noise's RMS for scale (theta_t's error would be it if the model passed y_t through)."""
+    assert data.test_omega is not None and data.test_log_coef is not None
+    got = hidden_identified(hidden_test_outputs(params, config, data), data.norm)[:, start:]  # [N, T', 5]
+    t = data.steps
+    theta_err = (data.test_y[:, start:t] + got[..., 0]) - data.test_theta[:, start:t]
+    omega_err = got[..., 1] - data.test_omega[:, start:t]
+    rel = np.exp(got[..., 2:] - data.test_log_coef[:, None, :]) - 1.0  # [N, T', 3]
+    names = ("g/L", "b/(m L^2)", "k/(m L^2)")
+    return {
+        "theta_rmse": float(np.sqrt(np.mean(theta_err**2))),
+        "omega_rmse": float(np.sqrt(np.mean(omega_err**2))),
+        "noise_rms": float(np.sqrt(np.mean((data.test_y[:, start:t] - data.test_theta[:, start:t]) ** 2))),
+        "constants_relative_error_rms": {
+            n: float(np.sqrt(np.mean(rel[..., i] ** 2))) for i, n in enumerate(names)
+        },
+        "constants_relative_error_mean": {n: float(np.mean(rel[..., i])) for i, n in enumerate(names)},
+    }
 
 
 def _train_memoryless_twin(config: Config, data: HiddenData) -> tuple[Params, Config]:
@@ -634,7 +746,12 @@ def hidden_meta(data: HiddenData) -> dict[str, Any]:
         "features": ["y (measured angle)", "command"]
         + [f"y {j} tick{'s' if j > 1 else ''} before" for j in range(1, token_lags(data.norm)[0] + 1)]
         + [f"command {j} tick{'s' if j > 1 else ''} before" for j in range(1, token_lags(data.norm)[1] + 1)],
-        "outputs": "standardised theta_{t+j} - y_t, j = 1..delay+1: theta = y_t + dy_mean + dy_std * out",
+        "outputs": "standardised theta_{t+j} - y_t, j = 1..delay+1: theta = y_t + dy_mean + dy_std * out"
+        + (
+            "; then " + ", ".join(HIDDEN_IDENTIFY_OUTPUTS) + ": value = dy_mean + dy_std * out"
+            if data.identify
+            else ""
+        ),
         "horizon_weights": list(HIDDEN_HORIZON_WEIGHTS),
         "sequence_length": data.steps,
     }

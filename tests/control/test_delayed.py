@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tickformer import runtime
-from tickformer.control import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC, SineReference
+from tickformer.control import HiddenPlantSim, HistoryMPC, IdentifiedMPC, NominalMPC, OracleMPC, SineReference
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 from tickformer.model.plant import draw_hidden
@@ -28,6 +28,28 @@ def hidden_art(tmp_path_factory):
     out = tmp_path_factory.mktemp("hidden") / "art"
     export_params(config, init_params(config, 3), out, batch=K)
     return out
+
+
+@pytest.fixture(scope="module")
+def identify_art(tmp_path_factory):
+    """A tiny windowed identifying model (d_in 2, d_out 3 horizons + 5 identification), batch K."""
+    config = preset("tiny").replace(d_in=2, d_out=8, window=4)
+    out = tmp_path_factory.mktemp("identify") / "art"
+    export_params(config, init_params(config, 4), out, batch=K)
+    return out
+
+
+def _identify_norm(plant, std):
+    """NORM with identification columns whose value is the plant's true constants + std * output
+    (std 0: exactly the true constants, whatever the untrained model outputs)."""
+    from tickformer.model.tasks import HIDDEN_IDENTIFY_OUTPUTS
+
+    return {
+        **NORM,
+        "dy_mean": NORM["dy_mean"] + [0.0, 0.0] + np.log(plant.coefficients).tolist(),
+        "dy_std": NORM["dy_std"] + [std] * 5,
+        "identify": list(HIDDEN_IDENTIFY_OUTPUTS),
+    }
 
 
 def _run(controller, sim, ticks):
@@ -138,7 +160,7 @@ def test_history_mpc_refuses_outputs_that_are_not_one_per_horizon(hidden_art, pl
     with pytest.raises(ConfigError, match="delay 3"):
         HistoryMPC(session, NORM, dataclasses.replace(plant, delay=3), None)
     four = {**NORM, "dy_mean": [0.0] * 4, "dy_std": [0.1] * 4}
-    with pytest.raises(ConfigError, match="norm's 4 horizons"):
+    with pytest.raises(ConfigError, match="norm's 4 columns"):
         HistoryMPC(session, four, plant, None)
     HistoryMPC(session, NORM, plant, None)  # agreeing: accepted
 
@@ -238,13 +260,16 @@ def _net_blocks(controller, observations, ticks):
     return sum(d.count_diff for d in diff)
 
 
-def test_controllers_allocate_nothing_net_per_tick(hidden_art, plant):
+def test_controllers_allocate_nothing_net_per_tick(hidden_art, identify_art, plant):
     """2,000 ticks of each controller leave zero net traced blocks (the model's session slides)."""
     rng = np.random.default_rng(9)
     observations = [np.array([rng.uniform(-0.5, 0.5), 0.1, 0.0, 0.0, 0.0]) for _ in range(64)]
     session = runtime.load(hidden_art, backend="ort")
     sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 10)
-    for controller in (HistoryMPC(session, NORM, plant, None), NominalMPC(K), OracleMPC(K, sim)):
+    identified = IdentifiedMPC(
+        runtime.load(identify_art, backend="ort"), _identify_norm(plant, 0.1), plant, None
+    )
+    for controller in (HistoryMPC(session, NORM, plant, None), NominalMPC(K), OracleMPC(K, sim), identified):
         assert _net_blocks(controller, observations, 2000) == 0, type(controller).__name__
 
 
@@ -349,3 +374,74 @@ def test_catch_up_of_one_per_tick_still_drains(hidden_art, plant):
         sim.actuate(held)
     assert ok.index(True) == 8 and all(ok[8:])  # ticks 10..17 deferred (net -1 each), 18 on predict
     assert session.position == sim.k - 1
+
+
+def _lockstep(a, b, plant, ticks, jump_at):
+    """Two controllers on two copies of the same plant and noise, the same ticks (one jump of 3
+    skipped ticks at `jump_at`); their actions tick by tick."""
+    sims = [HiddenPlantSim(plant, SineReference(0.25, 4.0), ticks + 10, seed=5) for _ in range(2)]
+    acts = []
+    k = 0
+    while k < ticks:
+        row = []
+        for c, sim in zip((a, b), sims):
+            u = c.step(sim.observe(k)).copy()
+            sim.actuate(u)
+            row.append(float(u[0]))
+        acts.append(row)
+        k += 4 if k == jump_at else 1
+    return np.array(acts), sims
+
+
+def test_identified_mpc_with_the_true_constants_is_the_oracle(identify_art, plant):
+    """An identifying model whose constants come out exactly right (std 0: the norm's mean is
+    the plant's log constants) makes IdentifiedMPC the oracle controller: its filter and its
+    prediction with the true constants, the commands in flight from its own record, the skipped
+    ticks filtered through. Same actions, tick for tick, through a jump of skipped ticks."""
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 10)
+    oracle = OracleMPC(K, sim)
+    ident = IdentifiedMPC(runtime.load(identify_art, backend="ort"), _identify_norm(plant, 0.0), plant, None)
+    acts, sims = _lockstep(oracle, ident, plant, 200, jump_at=60)
+    np.testing.assert_array_equal(acts[:, 0], acts[:, 1])
+    np.testing.assert_allclose(ident.pred, oracle.pred, rtol=0, atol=1e-12)
+    # one token per plant tick (the last tick's awaits its actuated command)
+    assert ident.identified == len(acts) and ident.session.position == sims[1].k - 1
+    assert sims[0].tracking(skip=50)["rms_rad"] < 0.1
+
+
+def test_identified_mpc_smooths_the_candidates_mean_of_the_constants_columns(identify_art, plant):
+    """With outputs that vary (std 0.2), the constants it uses are the exponential moving average
+    (weight `smoothing` on the newest, the first taken whole) of the candidates' mean of the three
+    constants columns, read back here from the controller's own decoded outputs tick by tick."""
+    from tickformer.model.tasks import HIDDEN_IDENTIFY_OUTPUTS
+
+    norm = _identify_norm(plant, 0.2)
+    c = IdentifiedMPC(runtime.load(identify_art, backend="ort"), norm, plant, None, smoothing=0.3)
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 100, seed=2)
+    first = 3 + HIDDEN_IDENTIFY_OUTPUTS.index("log g/L")
+    want, seen = None, []
+    for k in range(40):
+        obs = sim.observe(k)
+        sim.actuate(c.step(obs))
+        v = c._full[:, 0, first : first + 3].mean(axis=0) - obs[0]  # [3] this tick's estimate
+        seen.append(v)
+        want = v if want is None else want + 0.3 * (v - want)
+        np.testing.assert_allclose(c.log_coef, want, rtol=0, atol=1e-9)
+        np.testing.assert_allclose((c.f.a, c.f.b, c.f.c), np.exp(want), rtol=1e-12)
+    assert np.ptp(np.array(seen), axis=0).min() > 1e-3  # the estimates did vary
+
+
+def test_identified_mpc_refuses_what_it_cannot_use(hidden_art, identify_art, plant):
+    from tickformer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="needs an identifying model"):
+        IdentifiedMPC(runtime.load(hidden_art, backend="ort"), NORM, plant, None)
+    for bad in (0.0, 1.5):
+        with pytest.raises(ConfigError, match="smoothing"):
+            IdentifiedMPC(
+                runtime.load(identify_art, backend="ort"),
+                _identify_norm(plant, 0.1),
+                plant,
+                None,
+                smoothing=bad,
+            )

@@ -186,3 +186,79 @@ def test_a_bool_is_not_an_integer_count(field):
 
     with pytest.raises(ConfigError, match="substeps"):
         PendulumParams(substeps=True)
+
+
+def test_episodes_omega_is_the_true_velocity_of_the_same_draws():
+    """`omega=True` adds the true angular velocities of the same episodes (the rng consumed as
+    without it): replaying an episode's commands from its (theta_0, omega_0) gives back both."""
+    a = hidden_episodes(np.random.default_rng(6), 5, 40, "train")
+    theta, y, cmds, plants, omega = hidden_episodes(np.random.default_rng(6), 5, 40, "train", omega=True)
+    np.testing.assert_array_equal(a[0], theta)
+    np.testing.assert_array_equal(a[1], y)
+    for i in range(5):
+        states = hidden_rollout(np.array([theta[i, 0], omega[i, 0]]), cmds[i], plants[i])  # [41, 2]
+        np.testing.assert_allclose(states[:, 0], theta[i], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(states[:, 1], omega[i], rtol=0, atol=1e-12)
+
+
+def test_identifying_model_targets_are_the_state_and_the_constants():
+    """d_out = delay + 6: after the horizons, theta_t - y_t, omega_t and the episode's log
+    constants, each standardised by its training statistics; the horizons and the episodes are
+    those of the horizons-only model (same draws, same norm for its columns)."""
+    from tickformer.model.tasks import (
+        HIDDEN_IDENTIFY_OUTPUTS,
+        hidden_arrays,
+        hidden_horizons,
+        hidden_identified,
+        hidden_io_widths,
+    )
+
+    base = preset("control-hidden")
+    plain = hidden_prepare(base, np.random.default_rng(5), n_train=20, n_test=4)
+    d_out = hidden_io_widths(NOMINAL, identify=True)[1]
+    assert d_out == NOMINAL.delay + 1 + len(HIDDEN_IDENTIFY_OUTPUTS)
+    data = hidden_prepare(base.replace(d_out=d_out), np.random.default_rng(5), n_train=20, n_test=4)
+    np.testing.assert_array_equal(plain.train_theta, data.train_theta)
+    h = NOMINAL.delay + 1
+    assert hidden_horizons(data.norm) == h == hidden_horizons(plain.norm)
+    assert data.norm["dy_mean"][:h] == plain.norm["dy_mean"] and data.norm["identify"] == list(
+        HIDDEN_IDENTIFY_OUTPUTS
+    )
+    x, target = hidden_arrays(
+        data.train_theta, data.train_y, data.train_cmds, data, data.train_omega, data.train_log_coef
+    )
+    _, plain_target = hidden_arrays(plain.train_theta, plain.train_y, plain.train_cmds, plain)
+    np.testing.assert_array_equal(target[..., :h], plain_target)
+    got = hidden_identified(target.astype(np.float64), data.norm)  # back to their units
+    t = data.steps
+    np.testing.assert_allclose(got[..., 0], data.train_theta[:, :t] - data.train_y[:, :t], atol=1e-6)
+    np.testing.assert_allclose(got[..., 1], data.train_omega[:, :t], atol=1e-5)
+    i = 7
+    want = np.log(_train_plants_coefficients(data, i))  # [3]
+    np.testing.assert_allclose(got[i, :, 2:], np.broadcast_to(want, (t, 3)), atol=1e-5)
+    with pytest.raises(ConfigError, match="no identification outputs"):
+        hidden_identified(plain_target, plain.norm)
+    with pytest.raises(ConfigError, match="omega and constants"):
+        hidden_arrays(data.train_theta, data.train_y, data.train_cmds, data)
+
+
+def _train_plants_coefficients(data, i):
+    """Episode i's (g/L, b/(m L^2), k/(m L^2)) recovered from its own trajectory: the three
+    numbers that make one RK4 tick reproduce it (least squares over its ticks), so the test does
+    not read the constants the way the code under test does."""
+    from tickformer.model.plant import _rk4
+
+    th, om, c = data.train_theta[i], data.train_omega[i], data.train_cmds[i]
+    d = NOMINAL.delay
+    applied = np.concatenate([np.zeros(d), c])[: c.size]
+    h, n = NOMINAL.dt / NOMINAL.substeps, NOMINAL.substeps
+
+    def residual(coef):
+        a, b, k = coef
+        x = np.stack([th[:-1], om[:-1]], axis=-1)
+        nxt = _rk4(x, a, b, k * np.clip(applied, -1, 1), h, n)
+        return np.concatenate([nxt[:, 0] - th[1:], nxt[:, 1] - om[1:]])
+
+    from scipy.optimize import least_squares
+
+    return least_squares(residual, x0=np.array(NOMINAL.coefficients), xtol=1e-14, ftol=1e-14).x
