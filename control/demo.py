@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from tickformer import validation
 from tickformer.durable import atomic_write
 from tickformer.errors import ConfigError
 
-from .delayed import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC
+from .delayed import HiddenPlantSim, HistoryMPC, IdentifiedMPC, NominalMPC, OracleMPC
 from .reference import SineReference
 
 CONTROLLERS = ("model", "memoryless", "nominal", "oracle")
@@ -60,6 +61,10 @@ class DemoConfig:
     kp: float = 2.0
     w_omega: float = 0.05
     catch_up_max: int = 2  # plain steps per tick after a stall (HistoryMPC): a tick runs at most 3 steps
+    # the models output the plant's state and constants after their horizons, and the model's
+    # controller is IdentifiedMPC (its constants in a filter); False: horizons only, HistoryMPC
+    identify: bool = True
+    smoothing: float = 0.02  # IdentifiedMPC's moving-average weight on the newest constants estimate
     realtime: bool = True  # SCHED_FIFO + mlockall for the certification and the loops, where granted
     quick: bool = False
 
@@ -77,6 +82,9 @@ class DemoConfig:
         validation.integer(self.candidates, "--candidates", min_value=2, hint="a choice needs alternatives")
         validation.positive_real(self.period_ms, "--period-ms")
         validation.boolean(self.realtime, "realtime")
+        validation.boolean(self.identify, "identify")
+        if not 0.0 < self.smoothing <= 1.0:
+            raise ConfigError(f"smoothing={self.smoothing!r} must be in (0, 1] (1: the newest estimate only)")
         if self.tick_budget_ms is not None and not (0 < self.tick_budget_ms <= self.period_ms):
             raise ConfigError(
                 f"--tick-budget-ms {self.tick_budget_ms!r} must be in (0, period {self.period_ms}]"
@@ -141,12 +149,14 @@ def train_models(out: Path, cfg: DemoConfig, *, progress: bool = False) -> dict[
     same settings, training deterministic), so it is trained once. Writes out/checkpoint and
     out/checkpoint-memoryless."""
     from tickformer.model import preset
-    from tickformer.model.tasks import get_task
+    from tickformer.model.tasks import HIDDEN_IDENTIFY_OUTPUTS, get_task
     from tickformer.model.train import TrainSettings, train
 
     task = get_task("pendulum-hidden")
     settings = TrainSettings.for_task(task, steps=cfg.train_steps, seed=cfg.seed)
     base = preset(task.preset)
+    if cfg.identify:  # the state and the constants after the horizons (model.tasks)
+        base = base.replace(d_out=base.d_out + len(HIDDEN_IDENTIFY_OUTPUTS))
     runs = {}
     for name, window, where in (
         ("memoryless", 1, "checkpoint-memoryless"),
@@ -174,6 +184,8 @@ def train_models(out: Path, cfg: DemoConfig, *, progress: bool = False) -> dict[
         "ratio_to_memoryless": h.get("ratio_to_memoryless"),
         "target_met": h.get("target_met"),
         "memoryless_checkpoint_rmse": runs["memoryless"].metrics["held_out"]["model_rmse"],
+        "identify": cfg.identify,
+        "identification": h.get("identification"),
     }
 
 
@@ -345,10 +357,30 @@ def run_loops(
                 ex[name]["artifact"], backend="ort", contracts="monitor", budget_ns=cfg.tick_budget_ns
             )
             try:
-                controller = HistoryMPC(
-                    session, norm, plant, ex[name]["output_bound"], catch_up_max=cfg.catch_up_max, **weights
-                )
+                bound = ex[name]["output_bound"]
+                if "identify" in norm:
+                    controller: HistoryMPC = IdentifiedMPC(
+                        session,
+                        norm,
+                        plant,
+                        bound,
+                        smoothing=cfg.smoothing,
+                        catch_up_max=cfg.catch_up_max,
+                        **weights,
+                    )
+                else:
+                    controller = HistoryMPC(
+                        session, norm, plant, bound, catch_up_max=cfg.catch_up_max, **weights
+                    )
                 r = run_loop(controller, s, cfg, isolation=isolation)
+                r["controller"] = type(controller).__name__
+                if isinstance(controller, IdentifiedMPC):  # how far its constants ended from the plant's
+                    r["identified_relative_error"] = dict(
+                        zip(
+                            ("g/L", "b/(m L^2)", "k/(m L^2)"),
+                            (math.exp(v) / c - 1.0 for v, c in zip(controller.log_coef, plant.coefficients)),
+                        )
+                    )
                 r["window"] = session.window
                 r["sliding"] = session.sliding
                 r["final_position"] = session.position

@@ -18,8 +18,11 @@ Stages (each a function, so a missing part of the checkout fails one stage with 
     5. loop       four controllers (tickformer.control.delayed) on the same plant, reference
                   and measurement-noise seed, each under ControlLoop with absolute deadlines
                   (runtime/control_loop.py) at --period-ms, --ticks ticks:
-                    model       HistoryMPC: one Session.peek of K candidates over the shared
-                                history, commit of the chosen one, the session sliding
+                    model       IdentifiedMPC: one Session.peek of K candidates over the shared
+                                history, commit of the chosen one, the session sliding; the
+                                model's identified constants (outputs after its horizons,
+                                smoothed) in an EKF of the state and the physics prediction
+                                (--horizons-only: HistoryMPC, the model's predicted angles)
                     memoryless  the same controller on the window-1 model
                     nominal     NominalMPC: true equations, nominal constants, EKF state
                     oracle      OracleMPC: true equations, the episode's true constants, EKF
@@ -161,7 +164,7 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
         for name in CONTROLLERS:
             r = lo[name]
             t.add_row(
-                f"loop: {name}",
+                f"loop: {name}" + (f" ({r['controller']})" if "controller" in r else ""),
                 f"tracking rms {r['tracking_rms']:.4f} rad | {r['ticks']} ticks, misses {r['deadline_misses']} "
                 f"({r['misses_covered_by_fallback']} covered by the fallback), fallbacks {r['fallbacks']} | "
                 f"step p50 {r['step_p50_us']:.0f} us (first 10% {r['step_p50_first_10pct_us']:.0f}, last 10% "
@@ -225,6 +228,12 @@ def register(subparsers: Any) -> None:
         "(requested by default; a refusal is recorded, never fatal)",
     )
     p.add_argument(
+        "--horizons-only",
+        action="store_true",
+        help="train the models without the state and constants outputs and run HistoryMPC on their "
+        "predicted angles (the demo before IdentifiedMPC)",
+    )
+    p.add_argument(
         "--quick", action="store_true", help="tiny budgets everywhere (tests; numbers meaningless)"
     )
     p.set_defaults(func=run)
@@ -260,6 +269,7 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
         tick_budget_ms=args.tick_budget_ms,
         candidates=args.candidates,
         realtime=not getattr(args, "no_realtime", False),
+        identify=not getattr(args, "horizons_only", False),
         quick=args.quick,
         **base,
     )

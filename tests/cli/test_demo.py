@@ -60,6 +60,13 @@ def test_demo_quick_runs_every_stage_and_reports(tmp_path, capsys) -> None:
         assert mon["mode"] == "monitor" and mon["steps"] >= r["ticks"] - r["ticks_deferred_catching_up"]
         assert set(mon["contracts"]) >= {"input_domain", "output_bound", "latency"}
     assert s["loop"]["memoryless"]["window"] == 1
+    # both models identify (outputs after their horizons), and both run the identifying controller
+    assert s["train"]["identify"] and set(s["train"]["identification"]) >= {"omega_rmse", "theta_rmse"}
+    for name in ("model", "memoryless"):
+        r = s["loop"][name]
+        assert r["controller"] == "IdentifiedMPC"
+        assert set(r["identified_relative_error"]) == {"g/L", "b/(m L^2)", "k/(m L^2)"}
+        assert all(math.isfinite(v) and v > -1 for v in r["identified_relative_error"].values())
     assert set(s["loop"]["verdict"]) == {"tracking", "deadlines", "step_p50_first_last", "rss"}
     period = s["loop"]["period"]
     assert (
@@ -73,7 +80,7 @@ def test_demo_quick_runs_every_stage_and_reports(tmp_path, capsys) -> None:
     metrics = json.loads((out / "checkpoint" / "metrics.json").read_text())
     assert set(metrics["held_out"]["baselines"]) == {"memoryless", "linear_ar", "nominal"}
     text = capsys.readouterr().out
-    assert "report directory" in text and "loop: memoryless" in text
+    assert "report directory" in text and "loop: memoryless (IdentifiedMPC)" in text
 
 
 def test_demo_config_validation() -> None:
@@ -89,6 +96,9 @@ def test_demo_config_validation() -> None:
     cfg = D.DemoConfig(period_ms=18)
     assert cfg.tick_budget_ns == 9_000_000
     assert D.DemoConfig().ticks >= max(20_000, 20 * D.DemoConfig().window)
+    for bad in (0.0, 1.5):
+        with pytest.raises(ConfigError, match="smoothing"):
+            D.DemoConfig(smoothing=bad)
 
 
 def test_quick_and_explicit_flags_combine() -> None:
@@ -110,6 +120,22 @@ def test_quick_and_explicit_flags_combine() -> None:
     assert cfg.realtime  # requested unless --no-realtime
     ns.quick, ns.ticks, ns.no_realtime = False, None, True
     assert D.config_from_args(ns).ticks == 20_000 and not D.config_from_args(ns).realtime
+    assert D.config_from_args(ns).identify  # the default: the identifying models and controller
+    ns.horizons_only = True
+    assert not D.config_from_args(ns).identify
+
+
+def test_demo_horizons_only_trains_the_horizons_and_runs_history_mpc(tmp_path) -> None:
+    """--horizons-only: the demo before IdentifiedMPC (models with d_out = delay + 1, HistoryMPC)."""
+    from tickformer.control import demo as CD
+
+    cfg = D.DemoConfig(**{**D.QUICK, "ticks": 120}, quick=True, period_ms=5, realtime=False, identify=False)
+    tr = CD.train_models(tmp_path, cfg)
+    assert not tr["identify"] and tr["identification"] is None
+    ex = CD.export_models(tmp_path, tr, cfg)
+    loop = CD.run_loops(ex, tr, cfg)
+    assert loop["model"]["controller"] == loop["memoryless"]["controller"] == "HistoryMPC"
+    assert "identified_relative_error" not in loop["model"]
 
 
 def test_demo_bad_ticks_is_one_line(capsys) -> None:
