@@ -43,7 +43,10 @@ control_diagnosis.HybridMPC modes) adds, per seed and mode, the loop of that see
 part of its prediction replaced by the oracle's (`hybrid_ratio_mean`, `hybrid_reference_split`);
 `plants` ([first, n]) judges on n other held-out plants instead of the 5, those
 `control.demo.loop_plants` draws from seed `first` on (fresh plants: the demo's recipe and seed
-were chosen on the default 5; the splits' `demo_plant` is then the first of them).
+were chosen on the default 5; the splits' `demo_plant` is then the first of them);
+`identified` (a smoothing in (0, 1], with `cfg` {"d_out": delay + 6}: identifying models) adds,
+per seed, the loop of control.IdentifiedMPC on the same models (`identified_ratio`, its mean,
+median and plants within 1.5, `identified_reference_split`).
 Per snapshot, on the 5 plants x
 1000 ticks (`control_sensitivity.tracking`, no wall clock): each seed's tracking / oracle, and that
 of `AveragedMPC` over all the seeds (the decision rule on the mean of their predictions: what
@@ -94,7 +97,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 OUT = Path(__file__).resolve().parent / "results" / "control_side_runs.json"
 PLANTS, TICKS, SETTLE = 5, 1000, 100
 SEGMENTS = ((100, 200), (200, 400), (400, 1000))  # plant ticks, after SETTLE: `tracking_by_segment`
-ENSEMBLE_KEYS = {"seeds", "snapshots", "batch", "cfg", "sched", "transitions", "hybrids", "plants"}
+ENSEMBLE_KEYS = {
+    "seeds",
+    "snapshots",
+    "batch",
+    "cfg",
+    "sched",
+    "transitions",
+    "hybrids",
+    "plants",
+    "identified",
+}
 
 
 def _load() -> dict[str, Any]:
@@ -333,7 +346,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     from control_sensitivity import reference_split, tracking
 
     from tickformer.artifact import open_artifact
-    from tickformer.control import HiddenPlantSim, HistoryMPC, OracleMPC
+    from tickformer.control import HiddenPlantSim, HistoryMPC, IdentifiedMPC, OracleMPC
     from tickformer.control.delayed import DelayedMPC
     from tickformer.control.demo import DemoConfig, reference
     from tickformer.export.writer import export_artifact
@@ -375,6 +388,16 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         raise SystemExit(
             f"hybrids: {sorted(set(modes) - set(HybridMPC.MODES))} not among {list(HybridMPC.MODES)}"
         )
+    smoothing = spec.get("identified")
+    if smoothing is not None:
+        from tickformer.model.plant import NOMINAL
+        from tickformer.model.tasks import hidden_io_widths
+
+        d_out = hidden_io_widths(NOMINAL, identify=True)[1]
+        if spec.get("cfg", {}).get("d_out") != d_out or not 0 < float(smoothing) <= 1:
+            raise SystemExit(
+                f"identified: the IdentifiedMPC smoothing in (0, 1], on identifying models (cfg d_out {d_out})"
+            )
     cfg = DemoConfig()
     k, w = cfg.candidates, {"kp": cfg.kp, "w_omega": cfg.w_omega}
     plants = _held_out_plants(*spec.get("plants", (cfg.seed, PLANTS)))
@@ -485,6 +508,34 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                 ],
                 "averaged_reference_split": _reference_summary([both_ref]),
             }
+            if smoothing is not None:  # the same models under IdentifiedMPC: their constants in a filter
+                id_ref: list[list[dict[str, float]]] = [[] for _ in members]  # [model][plant]
+                id_tracking = [
+                    tracking(
+                        lambda p, sim, m=m: IdentifiedMPC(
+                            load(m[0], backend="ort", contracts="off"),
+                            m[1],
+                            p,
+                            m[2],
+                            smoothing=smoothing,
+                            **w,
+                        ),
+                        plants,
+                        cfg,
+                        TICKS,
+                        splits=id_ref[i],
+                    )
+                    for i, m in enumerate(members)
+                ]
+                id_ratio = [_over(t, oracle) for t in id_tracking]
+                res["snapshots"][str(step)].update(
+                    identified_tracking=id_tracking,
+                    identified_ratio=id_ratio,
+                    identified_ratio_mean=[float(np.mean(r)) for r in id_ratio],
+                    identified_ratio_median=[float(np.median(r)) for r in id_ratio],
+                    identified_within_target=[int(np.sum(np.array(r) <= 1.5)) for r in id_ratio],
+                    identified_reference_split=_reference_summary(id_ref),
+                )
             if modes:
                 res["snapshots"][str(step)]["hybrid_ratio_mean"] = hybrid_ratio
                 res["snapshots"][str(step)]["hybrid_reference_split"] = hybrid_ref
