@@ -6,7 +6,8 @@ demo's task, one variant of the training recipe or one loop setting at a time.
     python benchmarks/control_side_runs.py ensemble NAME '{"seeds": [0, 1, 2, 3], "snapshots": [10000, 20000, 30000]}'
     python benchmarks/control_side_runs.py physics NAME FIRST N
 
-`recipe`: trains the windowed model only (the demo's recipe, seed 0 unless `seed` is given, with the variant's changes),
+`recipe`: trains the windowed model only (the demo's recipe before IdentifiedMPC, horizons only: the
+control-hidden preset; seed 0 unless `seed` is given, with the variant's changes),
 then on its held-out episodes the one-step and (delay + 1)-step RMSE and the in-context
 identification measure of control_diagnosis.py (correlation across episodes of the predicted
 d theta_{t+3} / d c_t with the actuator coefficient), then the closed loop of
@@ -25,14 +26,15 @@ the stream too (`tracking_by_segment`, runs after 2026-12-05 only). Variant keys
              the batches all follow it
     sched    ["lin" | "cos", f]: the last fraction f of the steps decays the learning rate to 0
 
-`deadlines`: the demo's model loop (HistoryMPC on the checkpoint's batch-K artifact, ORT,
+`deadlines`: the model loop of the demo before IdentifiedMPC (HistoryMPC on the checkpoint's batch-K artifact, ORT,
 contracts in monitor mode, the demo's LoopConfig, `Isolation(realtime=True)`) for 20,000 ticks
 per arm, the arms run one after another in the order given (interleave them): `PmM[bB]` = period
 P ms, catch_up_max M, tick budget B ms (default: half the period). Per arm: deadline misses,
 those covered by the fallback, fallbacks, overruns, late outputs, skipped and deferred ticks,
 step p50 / p99 / max, the worst wake-up lateness, the ticks that missed.
 
-`ensemble`: the demo's recipe (its windowed model, `control.demo.train_models`' settings) trained
+`ensemble`: the horizons-only recipe (the windowed model of `control.demo.train_models`' settings,
+the control-hidden preset: the demo's before IdentifiedMPC; `cfg` {"d_out": 8} for the demo's now) trained
 once per seed for the largest snapshot's steps, two seeds at a time, each run's weights kept at
 every snapshot step (`model.train.train_steps(on_step=...)`: a snapshot at step k is what a k-step
 run returns). Optional spec keys change the recipe: `batch` (the batch size), `cfg` (Config
@@ -127,7 +129,7 @@ def _held_out(params: Any, config: Any, data: Any) -> dict[str, float]:
     d, start = data.plant.delay, (config.window or 16) - 1
     truth = np.stack([data.test_theta[:, j : j + data.steps] for j in range(1, d + 2)], axis=-1)[:, start:]
     err = T.hidden_model_angles(params, config, data)[:, start:] - truth
-    x, _ = T.hidden_arrays(data.test_theta, data.test_y, data.test_cmds, data)
+    x = T.hidden_features(data.test_y[:, : data.steps], data.test_cmds[:, : data.steps], data.norm)
     outs = []
     for c in (-1.0, 1.0):
         xc = x.copy()

@@ -1449,7 +1449,9 @@ for _i in range(5, 11):
     )
 
 
-_PREV_DEMO = "the previous demo run (2026-12-04 20:44 UTC, commit 3c9e217), HistoryMPC on the horizons-only model"
+_PREV_DEMO = (
+    "the previous demo run (2026-12-04 20:44 UTC, commit 3c9e217), HistoryMPC on the horizons-only model"
+)
 _loop = Span(f"{K}#loop")
 for _c in ("model", "memoryless", "nominal", "oracle"):
     (
@@ -1896,6 +1898,177 @@ for _i, _col in enumerate(("seed 0", "seed 1", "seed 2", "seed 3", "averaged", "
     )
     .literal("2.62", f"the demo's model / oracle tracking ratio in {_PREV_DEMO} (this recipe's seed 0)")
 )
+
+
+# docs/control.md "The model identifies, a filter estimates": the demo model's held-out
+# identification, IdentifiedMPC's loops over 4 seeds (ident4, ident4_fresh20) against the
+# horizons-only runs of the same seeds (seeds4_10k, fresh20) and the joint EKF (physics fresh20)
+_ID = Span(f"{K}#identification")
+_ID.result("theta", "demo", "train.identification.theta_rmse", "{:.4f}")
+_ID.result("noise", "demo", "train.identification.noise_rms", "{:.4f}")
+_ID.result("omega", "demo", "train.identification.omega_rmse", "{:.3f}")
+for _n in ("g/L", "b/(m L^2)", "k/(m L^2)"):
+    _ID.result(
+        f"{_n} rms", "demo", f"train.identification.constants_relative_error_rms.{_n}", "{:.1f}", 100.0
+    )
+    _ID.result(
+        f"{_n} mean", "demo", f"train.identification.constants_relative_error_mean.{_n}", "{:+.1f}", 100.0
+    )
+_IDD = Span(f"{K}#identified-demo")
+for _n in ("g/L", "b/(m L^2)", "k/(m L^2)"):
+    _IDD.result(f"{_n}", "demo", f"loop.model.identified_relative_error.{_n}", "{:+.1f}", 100.0)
+
+
+def _ident(d: Any, run: str) -> Any:
+    s = d["ensemble"][run]
+    if s["spec"].get("identified") is None or s["spec"]["seeds"] != [0, 1, 2, 3]:
+        raise ValueError(f"{run} is not an IdentifiedMPC run of seeds 0-3")
+    return s["snapshots"]["10000"]
+
+
+def _fresh_same_plants(d: Any) -> Any:
+    """ident4_fresh20's IdentifiedMPC ratios, checked to be on fresh20's and physics fresh20's plants."""
+    spec = d["ensemble"]["ident4_fresh20"]["spec"]["plants"]
+    if spec != d["ensemble"]["fresh20"]["spec"]["plants"] or spec != d["physics"]["fresh20"]["plants"]:
+        raise ValueError("ident4_fresh20, fresh20 and physics fresh20 are not on the same plants")
+    return _ident(d, "ident4_fresh20")["identified_ratio"]
+
+
+_IDS = Span(f"{K}#identified")
+for _i in range(4):
+    _IDS.literal(str(_i), "a seed (column label)")
+    _IDS.result(
+        f"horizons five {_i}", _SR, f"ensemble.seeds4_10k.snapshots.10000.single_ratio_mean.{_i}", "{:.2f}"
+    )
+    _IDS.derived(
+        f"identifying history five {_i}",
+        _SR,
+        lambda d, i=_i: _ident(d, "ident4")["single_ratio_mean"][i],
+        "{:.2f}",
+        f"ensemble.ident4.snapshots.10000.single_ratio_mean.{_i}",
+    )
+    _IDS.derived(
+        f"identified five {_i}",
+        _SR,
+        lambda d, i=_i: _ident(d, "ident4")["identified_ratio_mean"][i],
+        "{:.2f}",
+        f"ensemble.ident4.snapshots.10000.identified_ratio_mean.{_i}",
+    )
+    _IDS.derived(
+        f"identified demo plant {_i}",
+        _SR,
+        lambda d, i=_i: _ident(d, "ident4")["identified_ratio"][i][0],
+        "{:.2f}",
+        f"ensemble.ident4.snapshots.10000.identified_ratio.{_i}.0 (the demo's plant is the first)",
+    )
+    _IDS.derived(
+        f"horizons fresh {_i}",
+        _SR,
+        lambda d, i=_i: statistics.fmean(_fresh_ratios(d)[i]),
+        "{:.2f}",
+        f"mean of ensemble.fresh20's seed {_i} ratios",
+    )
+    _IDS.derived(
+        f"identified fresh mean {_i}",
+        _SR,
+        lambda d, i=_i: statistics.fmean(_fresh_same_plants(d)[i]),
+        "{:.2f}",
+        f"mean of ensemble.ident4_fresh20's seed {_i} IdentifiedMPC ratios",
+    )
+    _IDS.derived(
+        f"identified fresh median {_i}",
+        _SR,
+        lambda d, i=_i: statistics.median(_fresh_same_plants(d)[i]),
+        "{:.2f}",
+        f"median of ensemble.ident4_fresh20's seed {_i} IdentifiedMPC ratios",
+    )
+    _IDS.derived(
+        f"identified fresh within {_i}",
+        _SR,
+        lambda d, i=_i: sum(r <= 1.5 for r in _fresh_same_plants(d)[i]),
+        "{}",
+        f"ensemble.ident4_fresh20's seed {_i} plants with ratio <= 1.5",
+    )
+    _IDS.derived(
+        f"horizons fresh within {_i}",
+        _SR,
+        lambda d, i=_i: sum(r <= 1.5 for r in _fresh_ratios(d)[i]),
+        "{}",
+        f"ensemble.fresh20's seed {_i} plants with ratio <= 1.5",
+    )
+for _col, _i in (("mean", 5), ("median", 5)):
+    _IDS.derived(
+        f"joint window {_col}",
+        _SR,
+        lambda d, f=_col: (statistics.fmean if f == "mean" else statistics.median)(_fresh_ratios(d)[5]),
+        "{:.2f}",
+        f"{_col} of physics.fresh20.joint_window",
+    )
+_IDS.derived(
+    "joint window within",
+    _SR,
+    lambda d: sum(r <= 1.5 for r in _fresh_ratios(d)[5]),
+    "{}",
+    "physics.fresh20.joint_window plants with ratio <= 1.5",
+)
+for _name, _path in (
+    (
+        "identified systematic",
+        "ensemble.ident4.snapshots.10000.identified_reference_split.mean.systematic_rms",
+    ),
+    ("identified residual", "ensemble.ident4.snapshots.10000.identified_reference_split.mean.residual_rms"),
+    ("horizons systematic", "ensemble.seeds4_10k.snapshots.10000.single_reference_split.mean.systematic_rms"),
+    ("horizons residual", "ensemble.seeds4_10k.snapshots.10000.single_reference_split.mean.residual_rms"),
+    ("oracle systematic", "ensemble.ident4.oracle_reference_split.mean.systematic_rms"),
+    ("oracle residual", "ensemble.ident4.oracle_reference_split.mean.residual_rms"),
+):
+    _IDS.result(_name, _SR, _path, "{:.4f}")
+
+
+# README's tracking sentence (docs/control.md "The model identifies, a filter estimates")
+(
+    Span(f"{R}#identified")
+    .literal("2.62", f"the demo's model / oracle tracking ratio in {_PREV_DEMO}")
+    .literal("0", "seed 0, the demo's (in the text)")
+    .result("demo ratio", "demo", "loop.verdict.tracking.model_to_oracle", "{:.2f}")
+    .param(
+        "target",
+        lambda: importlib.import_module("tickformer.control.demo").TRACKING_RATIO_TARGET,
+        "{}",
+        "control/demo.py",
+    )
+    .derived(
+        "seed 0 fresh",
+        _SR,
+        lambda d: statistics.fmean(_fresh_same_plants(d)[0]),
+        "{:.2f}",
+        "ident4_fresh20 seed 0 mean",
+    )
+    .derived(
+        "worst fresh",
+        _SR,
+        lambda d: max(statistics.fmean(r) for r in _fresh_same_plants(d)),
+        "{:.2f}",
+        "ident4_fresh20 worst seed mean",
+    )
+    .derived(
+        "horizons best fresh",
+        _SR,
+        lambda d: min(statistics.fmean(r) for r in _fresh_ratios(d)[:4]),
+        "{:.2f}",
+        "fresh20 best seed mean",
+    )
+    .derived(
+        "horizons worst fresh",
+        _SR,
+        lambda d: max(statistics.fmean(r) for r in _fresh_ratios(d)[:4]),
+        "{:.2f}",
+        "fresh20 worst seed mean",
+    )
+)
+_smooth = lambda: importlib.import_module("tickformer.control.demo").DemoConfig().smoothing  # noqa: E731
+Span(f"{K}#smoothing").param("smoothing", _smooth, "{:g}", "DemoConfig.smoothing")
+Span(f"{K}#smoothing-2").param("smoothing", _smooth, "{:g}", "DemoConfig.smoothing")
 
 
 def _ensemble_episodes(spec: dict[str, Any]) -> int:

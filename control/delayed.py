@@ -1,5 +1,5 @@
 """Tracking control of the hidden pendulum (model.plant `HiddenPendulum`): the plant in the loop
-and four controllers that share one decision rule and differ only in what predicts the angle.
+and the controllers that share one decision rule and differ only in what predicts the angle.
 
 The plant measures only a noisy angle, its constants are unknown to every controller but the
 oracle, and a command issued at tick t reaches the joint at t + delay. So a command issued now
@@ -19,6 +19,10 @@ over which the decision acts is d + 1 ticks, all but the last already fixed).
                  of the chosen one once it is known to have been actuated (no reset; a
                  windowed session slides past its window). On a
                  window-1 model it is the memoryless baseline (attention over its own key only).
+    IdentifiedMPC  the learned model identifies, a filter estimates: HistoryMPC's session,
+                 peek and commit on a model that also outputs the plant's constants; those,
+                 smoothed over the ticks, in NominalMPC's filter and prediction in place of the
+                 nominal ones (model.tasks HIDDEN_IDENTIFY_OUTPUTS)
     NominalMPC   the true equations with the nominal constants; state (theta, omega) from an
                  extended Kalman filter with those constants over the measured angles
                  (model.plant.HiddenEKF), the commands in flight from its own record.

@@ -131,3 +131,20 @@ def test_scheduled_lr_decays_the_last_fraction_to_zero():
     for bad in (["exp", 0.5], ["lin", 0.0], ["lin", 1.5]):
         with pytest.raises(SystemExit, match="sched is"):
             _scheduled_lr(10_000, bad)
+
+
+def test_ensemble_identified_needs_identifying_models_and_a_smoothing_in_range():
+    """The `identified` key is refused before any training unless the spec trains identifying
+    models (cfg d_out = delay + 6) and the smoothing is in (0, 1]: a wrong spec fails in a
+    second, not after minutes of training."""
+    from control_side_runs import ensemble
+
+    base = {"seeds": [0], "snapshots": [10]}
+    for spec in (
+        {**base, "identified": 0.02},  # horizons-only models
+        {**base, "identified": 0.02, "cfg": {"d_out": 3}},
+        {**base, "identified": 0.0, "cfg": {"d_out": 8}},
+        {**base, "identified": 1.5, "cfg": {"d_out": 8}},
+    ):
+        with pytest.raises(SystemExit, match="identified"):
+            ensemble("t", spec)
