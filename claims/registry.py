@@ -1907,16 +1907,16 @@ _ID = Span(f"{K}#identification")
 _ID.result("theta", "demo", "train.identification.theta_rmse", "{:.4f}")
 _ID.result("noise", "demo", "train.identification.noise_rms", "{:.4f}")
 _ID.result("omega", "demo", "train.identification.omega_rmse", "{:.3f}")
-for _n in ("g/L", "b/(m L^2)", "k/(m L^2)"):
+for _idn in ("g/L", "b/(m L^2)", "k/(m L^2)"):
     _ID.result(
-        f"{_n} rms", "demo", f"train.identification.constants_relative_error_rms.{_n}", "{:.1f}", 100.0
+        f"{_idn} rms", "demo", f"train.identification.constants_relative_error_rms.{_idn}", "{:.1f}", 100.0
     )
     _ID.result(
-        f"{_n} mean", "demo", f"train.identification.constants_relative_error_mean.{_n}", "{:+.1f}", 100.0
+        f"{_idn} mean", "demo", f"train.identification.constants_relative_error_mean.{_idn}", "{:+.1f}", 100.0
     )
 _IDD = Span(f"{K}#identified-demo")
-for _n in ("g/L", "b/(m L^2)", "k/(m L^2)"):
-    _IDD.result(f"{_n}", "demo", f"loop.model.identified_relative_error.{_n}", "{:+.1f}", 100.0)
+for _idn in ("g/L", "b/(m L^2)", "k/(m L^2)"):
+    _IDD.result(f"{_idn}", "demo", f"loop.model.identified_relative_error.{_idn}", "{:+.1f}", 100.0)
 
 
 def _ident(d: Any, run: str) -> Any:
