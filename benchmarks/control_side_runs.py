@@ -469,11 +469,11 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                     x = np.repeat(
                         hidden_features(ys, cs, norm)[:, None, None, :], k, axis=1
                     )  # [T, K, 1, d_in]
-                    out = np.empty((TICKS, len(norm["dy_mean"])))  # [T, d + 1]
+                    out = np.empty((TICKS, len(norm["dy_mean"])))  # [T, d_out]
                     for t in range(TICKS):  # copied out: step returns the session's reused buffer
                         out[t] = s.step(x[t])[0, 0]
                     s.close()
-                    pred = hidden_predictions(ys[:, None], out, norm)  # [T, d + 1] theta_{t+1..t+d+1}
+                    pred = hidden_predictions(ys[:, None], out, norm)  # [T, d + 1] the horizons
                     split, c = _error_split(pred[:, p.delay - 1], pred[:, p.delay], ys, theta, p.delay, p.dt)
                     rows.append(split)
                     per_plant.append(c)

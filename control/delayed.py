@@ -506,7 +506,9 @@ class IdentifiedMPC(HistoryMPC):
         self.identified = 0  # ticks whose output updated them
         # the filter and the prediction share one stepper: the nominal constants until the model's
         # first usable output (the filter's first update only starts it at (y, 0)), then the model's
-        known = dataclasses.replace(NOMINAL, delay=plant.delay, dt=plant.dt, substeps=plant.substeps)
+        known = dataclasses.replace(  # the plant's sensor and timing, the nominal constants
+            plant, mass=NOMINAL.mass, length=NOMINAL.length, damping=NOMINAL.damping, gain=NOMINAL.gain
+        )
         self.f = HiddenStepper(known)
         self.ekf = HiddenEKF(known)
         self.ekf.f = self.f

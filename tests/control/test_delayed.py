@@ -393,11 +393,17 @@ def _lockstep(a, b, plant, ticks, jump_at):
     return np.array(acts), sims
 
 
-def test_identified_mpc_with_the_true_constants_is_the_oracle(identify_art, plant):
+@pytest.mark.parametrize("sensor", [{}, {"noise": 0.05, "substeps": 2}])
+def test_identified_mpc_with_the_true_constants_is_the_oracle(identify_art, plant, sensor):
     """An identifying model whose constants come out exactly right (std 0: the norm's mean is
     the plant's log constants) makes IdentifiedMPC the oracle controller: its filter and its
-    prediction with the true constants, the commands in flight from its own record, the skipped
-    ticks filtered through. Same actions, tick for tick, through a jump of skipped ticks."""
+    prediction with the true constants, the plant's measurement noise and integration, the
+    commands in flight from its own record, the skipped ticks filtered through. Same actions,
+    tick for tick, through a jump of skipped ticks; also on a plant whose noise and substeps are
+    not the nominal ones."""
+    import dataclasses
+
+    plant = dataclasses.replace(plant, **sensor)
     sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 10)
     oracle = OracleMPC(K, sim)
     ident = IdentifiedMPC(runtime.load(identify_art, backend="ort"), _identify_norm(plant, 0.0), plant, None)
@@ -445,3 +451,31 @@ def test_identified_mpc_refuses_what_it_cannot_use(hidden_art, identify_art, pla
                 None,
                 smoothing=bad,
             )
+
+
+def test_identified_mpc_filters_every_angle_even_without_a_usable_output(identify_art, plant):
+    """Every model output over its bound (a tiny output bound): no tick has a usable prediction,
+    so every action is the loop's fallback (NaN) and no constant is ever identified; the filter
+    still takes in every measured angle, with the commands actuated: its state is that of a
+    filter with the nominal constants fed the same stream."""
+    import dataclasses
+
+    from tickformer.model.plant import NOMINAL, HiddenEKF
+
+    c = IdentifiedMPC(runtime.load(identify_art, backend="ort"), _identify_norm(plant, 0.1), plant, 1e-9)
+    twin = HiddenEKF(
+        dataclasses.replace(
+            plant, mass=NOMINAL.mass, length=NOMINAL.length, damping=NOMINAL.damping, gain=NOMINAL.gain
+        )
+    )
+    sim = HiddenPlantSim(plant, SineReference(0.25, 4.0), 100, seed=4)
+    applied = [0.0] * (plant.delay + 1)  # the commands actuated at t-d-1..t-1
+    for k in range(30):
+        obs = sim.observe(k)
+        applied = applied[1:] + [float(obs[3])] if k else applied
+        state = twin.update(float(obs[0]), applied[0])
+        u = c.step(obs)
+        assert np.isnan(u[0])
+        sim.actuate(np.zeros(1))  # the loop's fallback: hold (here 0)
+        np.testing.assert_allclose((c.ekf.x0, c.ekf.x1), state, rtol=0, atol=1e-12)
+    assert c.identified == 0 and c.log_coef == [0.0, 0.0, 0.0]
