@@ -233,7 +233,7 @@ def _held_out_episodes(config: Any, seed: int) -> Any:
 def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
     """In-context identification on the run's held-out episodes (module docstring)."""
     from tickformer.model.checkpoint import load_checkpoint as _load
-    from tickformer.model.tasks import hidden_features, hidden_model_angles
+    from tickformer.model.tasks import hidden_model_angles, hidden_test_features
     from tickformer.model.transformer import forward
 
     ck = _load(checkpoint)
@@ -242,7 +242,7 @@ def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
     # run with other training episodes (control_side_runs' `transitions`) computed from those
     data = dataclasses.replace(_held_out_episodes(ck.config, cfg.seed), norm=ck.meta["norm"])
     d = data.plant.delay
-    x = hidden_features(data.test_y[:, : data.steps], data.test_cmds[:, : data.steps], data.norm)
+    x = hidden_test_features(data)
     outs = []
     for c in (-1.0, 1.0):
         xc = x.copy()

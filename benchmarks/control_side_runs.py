@@ -129,7 +129,7 @@ def _held_out(params: Any, config: Any, data: Any) -> dict[str, float]:
     d, start = data.plant.delay, (config.window or 16) - 1
     truth = np.stack([data.test_theta[:, j : j + data.steps] for j in range(1, d + 2)], axis=-1)[:, start:]
     err = T.hidden_model_angles(params, config, data)[:, start:] - truth
-    x = T.hidden_features(data.test_y[:, : data.steps], data.test_cmds[:, : data.steps], data.norm)
+    x = T.hidden_test_features(data)
     outs = []
     for c in (-1.0, 1.0):
         xc = x.copy()

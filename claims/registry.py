@@ -1449,6 +1449,10 @@ for _i in range(5, 11):
     )
 
 
+def _tracking_target() -> float:
+    return importlib.import_module("tickformer.control.demo").TRACKING_RATIO_TARGET
+
+
 _PREV_DEMO = (
     "the previous demo run (2026-12-04 20:44 UTC, commit 3c9e217), HistoryMPC on the horizons-only model"
 )
@@ -1494,12 +1498,7 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
     _loop.literal("32", "the model's window (column label)")
     .literal("1", "the memoryless model's window (column label)")
     .result("ratio", "demo", "loop.verdict.tracking.model_to_oracle", "{:.2f}")
-    .param(
-        "target",
-        lambda: importlib.import_module("tickformer.control.demo").TRACKING_RATIO_TARGET,
-        "{}",
-        "control/demo.py",
-    )
+    .param("target", _tracking_target, "{}", "control/demo.py TRACKING_RATIO_TARGET")
     .literal("2.62", f"the model / oracle tracking ratio of {_PREV_DEMO}")
     .literal("11", f"the model loop's deadline misses in {_PREV_DEMO}")
     .literal("33", f"the model loop's fallbacks in {_PREV_DEMO}")
@@ -2031,12 +2030,7 @@ for _name, _path in (
     .literal("2.62", f"the demo's model / oracle tracking ratio in {_PREV_DEMO}")
     .literal("0", "seed 0, the demo's (in the text)")
     .result("demo ratio", "demo", "loop.verdict.tracking.model_to_oracle", "{:.2f}")
-    .param(
-        "target",
-        lambda: importlib.import_module("tickformer.control.demo").TRACKING_RATIO_TARGET,
-        "{}",
-        "control/demo.py",
-    )
+    .param("target", _tracking_target, "{}", "control/demo.py TRACKING_RATIO_TARGET")
     .derived(
         "seed 0 fresh",
         _SR,

@@ -56,7 +56,7 @@ from tickformer import validation
 from tickformer.contracts.output_bound import output_excess
 from tickformer.errors import ConfigError
 from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenPendulum, HiddenStepper
-from tickformer.model.tasks import token_lags
+from tickformer.model.tasks import HIDDEN_CONSTANTS, token_lags
 
 Reference = Callable[[float], tuple[float, float]]
 OBS_HEAD = 5  # obs[0:5] = (y_t, r, r', the command actuated last tick, n skipped ticks)
@@ -406,7 +406,53 @@ def rollout(
         pred[j, 1] = step(th, om, c)[0]
 
 
-class NominalMPC(DelayedMPC):
+class _Filtered:
+    """What every filter-based controller keeps (NominalMPC, OracleMPC, IdentifiedMPC): the
+    stepper `f` of the constants it believes, an EKF of (theta, omega) through that same stepper
+    (model.plant HiddenEKF), and its own record of the commands it issued, `issued` = the
+    commands of ticks t-d-1..t-1 (the commands in flight). Mixed in before the decision rule's
+    class: `catch_up` and `chosen` do that class's part first (a session's commit, for
+    IdentifiedMPC), then the filter's. Python floats only."""
+
+    pred: np.ndarray
+    _cand: list[float]
+    last: float
+
+    def _start_filter(self, plant: HiddenPendulum) -> None:
+        self.f = HiddenStepper(plant)
+        self.ekf = HiddenEKF(plant)
+        self.ekf.f = self.f  # one stepper: the filter and the prediction use the same constants
+        self._delay = plant.delay
+        self.issued = [0.0] * (plant.delay + 1)
+
+    def catch_up(self, obs: np.ndarray) -> None:
+        super().catch_up(obs)  # type: ignore[misc]
+        issued = self.issued
+        issued[-1] = obs.item(3)  # what was actuated last tick (the loop's fallback, if it fell back)
+        for i in range(int(obs.item(4))):  # skipped ticks: filter through them, the command held
+            self.ekf.update(obs.item(OBS_HEAD + i), issued[0])
+            self._shift_issued(issued[-1])
+
+    def _filter(self, y: float) -> tuple[float, float]:
+        """The filtered (theta, omega) at t: the command that reached the joint over t-1..t was
+        issued at t-1-d, issued[0]."""
+        return self.ekf.update(y, self.issued[0])
+
+    def _shift_issued(self, command: float) -> None:
+        issued = self.issued
+        for i in range(len(issued) - 1):
+            issued[i] = issued[i + 1]
+        issued[-1] = command
+
+    def _simulate(self, th: float, om: float, flight: list[float], first: int, f: HiddenStepper) -> None:
+        rollout(self.pred, self._cand, th, om, flight, first, self._delay, f)
+
+    def chosen(self, j: int) -> None:
+        super().chosen(j)  # type: ignore[misc]
+        self._shift_issued(self._cand[j] if j >= 0 else self.last)
+
+
+class NominalMPC(_Filtered, DelayedMPC):
     """The true equations with `plant`'s constants (default: the nominal ones); state from an
     extended Kalman filter with the same constants over the measured angles (model.plant
     HiddenEKF), the commands in flight from this controller's own record of what it issued.
@@ -415,34 +461,12 @@ class NominalMPC(DelayedMPC):
     def __init__(self, candidates: int, plant: HiddenPendulum = NOMINAL, **weights: float) -> None:
         super().__init__(candidates, plant.dt, **weights)
         self.plant = plant
-        self.f = HiddenStepper(plant)
-        self.ekf = HiddenEKF(plant)
-        self.issued = [0.0] * (plant.delay + 1)  # this controller's commands at t-d-1..t-1
-
-    def catch_up(self, obs: np.ndarray) -> None:
-        issued = self.issued
-        issued[-1] = obs.item(3)  # what was actuated last tick (the loop's fallback, if it fell back)
-        for i in range(int(obs.item(4))):  # skipped ticks: filter through them, the command held
-            self.ekf.update(obs.item(OBS_HEAD + i), issued[0])
-            self._shift(issued[-1])
+        self._start_filter(plant)
 
     def predict(self, obs: np.ndarray) -> bool:
-        # the command that reached the joint over t-1..t was issued at t-1-d: issued[0]
-        th, om = self.ekf.update(obs.item(0), self.issued[0])
+        th, om = self._filter(obs.item(0))
         self._simulate(th, om, self.issued, 1, self.f)
         return True
-
-    def _shift(self, command: float) -> None:
-        issued = self.issued
-        for i in range(len(issued) - 1):
-            issued[i] = issued[i + 1]
-        issued[-1] = command
-
-    def _simulate(self, th: float, om: float, flight: list[float], first: int, f: HiddenStepper) -> None:
-        rollout(self.pred, self._cand, th, om, flight, first, self.plant.delay, f)
-
-    def chosen(self, j: int) -> None:
-        self._shift(self._cand[j] if j >= 0 else self.last)
 
 
 class OracleMPC(NominalMPC):
@@ -464,7 +488,7 @@ class OracleMPC(NominalMPC):
         return True
 
 
-class IdentifiedMPC(HistoryMPC):
+class IdentifiedMPC(_Filtered, HistoryMPC):
     """The learned model identifies, a filter estimates: an identifying model (model.tasks
     `HIDDEN_IDENTIFY_OUTPUTS`, its norm's "identify") on the same session as HistoryMPC (one
     peek of the K candidates, committed the same way), of whose outputs only the three
@@ -489,7 +513,7 @@ class IdentifiedMPC(HistoryMPC):
         **weights: float,
     ) -> None:
         names = list(norm.get("identify", ()))
-        if names[2:5] != ["log g/L", "log b/(m L^2)", "log k/(m L^2)"]:
+        if names[2:5] != [f"log {c}" for c in HIDDEN_CONSTANTS]:
             raise ConfigError(
                 "IdentifiedMPC needs an identifying model (outputs the state and constants after its "
                 f"horizons; its norm's identify {names or 'is missing'}): train pendulum-hidden with "
@@ -502,49 +526,29 @@ class IdentifiedMPC(HistoryMPC):
         self.pred = np.zeros((self.pred.shape[0], 2))  # [K, 2] the physics prediction (not the horizons)
         self._const_cols = [self.d + 1 + 2 + i for i in range(3)]  # the log constants' columns
         self._sum = np.zeros((1, self._mean.size))  # [1, d_out] the candidates' sum, per tick
+        self._k = float(self.pred.shape[0])  # K, to take the candidates' mean
         self.log_coef = [0.0, 0.0, 0.0]  # the smoothed log constants (Python floats)
         self.identified = 0  # ticks whose output updated them
-        # the filter and the prediction share one stepper: the nominal constants until the model's
-        # first usable output (the filter's first update only starts it at (y, 0)), then the model's
-        known = dataclasses.replace(  # the plant's sensor and timing, the nominal constants
-            plant, mass=NOMINAL.mass, length=NOMINAL.length, damping=NOMINAL.damping, gain=NOMINAL.gain
+        # the plant's sensor and timing, the nominal constants until the model's first usable
+        # output (the filter's first update only starts it at (y, 0)), then the model's
+        self._start_filter(
+            dataclasses.replace(
+                plant, mass=NOMINAL.mass, length=NOMINAL.length, damping=NOMINAL.damping, gain=NOMINAL.gain
+            )
         )
-        self.f = HiddenStepper(known)
-        self.ekf = HiddenEKF(known)
-        self.ekf.f = self.f
-        self.issued = [0.0] * (plant.delay + 1)  # this controller's commands at t-d-1..t-1
-
-    def catch_up(self, obs: np.ndarray) -> None:
-        super().catch_up(obs)
-        issued = self.issued
-        issued[-1] = obs.item(3)  # what was actuated last tick
-        for i in range(int(obs.item(4))):  # skipped ticks: filter through them, the command held
-            self.ekf.update(obs.item(OBS_HEAD + i), issued[0])
-            self._shift_issued(issued[-1])
 
     def predict(self, obs: np.ndarray) -> bool:
         y = obs.item(0)
-        # the command that reached the joint over t-1..t was issued at t-1-d: issued[0]
-        th, om = self.ekf.update(y, self.issued[0])
+        th, om = self._filter(y)  # every measured angle, whether or not the model's output is usable
         if not super().predict(obs):
             return False
         np.sum(self._full, axis=0, out=self._sum)  # y + each column's value, summed over the candidates
-        k, lg, a = float(len(self._cand)), self.log_coef, self.smoothing
+        lg, a = self.log_coef, self.smoothing
         for i, col in enumerate(self._const_cols):
-            v = self._sum.item(0, col) / k - y
+            v = self._sum.item(0, col) / self._k - y
             lg[i] = v if not self.identified else lg[i] + a * (v - lg[i])
         f = self.f
         f.a, f.b, f.c = math.exp(lg[0]), math.exp(lg[1]), math.exp(lg[2])
         self.identified += 1
-        rollout(self.pred, self._cand, th, om, self.issued, 1, self.d, f)
+        self._simulate(th, om, self.issued, 1, f)
         return True
-
-    def _shift_issued(self, command: float) -> None:
-        issued = self.issued
-        for i in range(len(issued) - 1):
-            issued[i] = issued[i + 1]
-        issued[-1] = command
-
-    def chosen(self, j: int) -> None:
-        super().chosen(j)
-        self._shift_issued(self._cand[j] if j >= 0 else self.last)

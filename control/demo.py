@@ -334,6 +334,7 @@ def run_loops(
     ORT with the session's contracts in monitor mode (counts per contract in `contracts`).
     Keys starting with "_" hold per-tick arrays for the plots (not JSON)."""
     from tickformer.model.checkpoint import load_checkpoint
+    from tickformer.model.tasks import HIDDEN_CONSTANTS
     from tickformer.runtime import load
 
     plant = loop_plant(cfg)
@@ -377,7 +378,7 @@ def run_loops(
                 if isinstance(controller, IdentifiedMPC):  # how far its constants ended from the plant's
                     r["identified_relative_error"] = dict(
                         zip(
-                            ("g/L", "b/(m L^2)", "k/(m L^2)"),
+                            HIDDEN_CONSTANTS,
                             (math.exp(v) / c - 1.0 for v, c in zip(controller.log_coef, plant.coefficients)),
                         )
                     )

@@ -352,7 +352,8 @@ HIDDEN_HORIZON_WEIGHTS = (0.2, 1.0, 2.0)
 # columns, `hidden_io_widths(identify=True)`): the plant's state at t and its constants, in the
 # coordinates the dynamics use. A controller can run a filter with the identified constants
 # (control.delayed.IdentifiedMPC); each is standardised by its training std (loss weight 1).
-HIDDEN_IDENTIFY_OUTPUTS = ("theta_t - y_t", "omega_t", "log g/L", "log b/(m L^2)", "log k/(m L^2)")
+HIDDEN_CONSTANTS = ("g/L", "b/(m L^2)", "k/(m L^2)")  # model.plant HiddenPendulum.coefficients, in order
+HIDDEN_IDENTIFY_OUTPUTS = ("theta_t - y_t", "omega_t") + tuple(f"log {c}" for c in HIDDEN_CONSTANTS)
 
 
 HIDDEN_Y_LAGS = (
@@ -581,10 +582,14 @@ def hidden_model_angles(params: Params, config: Config, data: HiddenData) -> np.
     return hidden_predictions(data.test_y[:, : data.steps, None], out, data.norm)
 
 
+def hidden_test_features(data: HiddenData) -> np.ndarray:
+    """The held-out episodes' model inputs [N, T, d_in] float32 (`hidden_features`)."""
+    return hidden_features(data.test_y[:, : data.steps], data.test_cmds[:, : data.steps], data.norm)
+
+
 def hidden_test_outputs(params: Params, config: Config, data: HiddenData) -> np.ndarray:
     """The model's raw (standardised) outputs on the held-out episodes [N, T, d_out] float64."""
-    x = hidden_features(data.test_y[:, : data.steps], data.test_cmds[:, : data.steps], data.norm)
-    return forward(params, config, x).astype(np.float64)
+    return forward(params, config, hidden_test_features(data)).astype(np.float64)
 
 
 def hidden_ar_angles(data: HiddenData, order: int) -> np.ndarray:
@@ -699,7 +704,7 @@ def hidden_identification(params: Params, config: Config, data: HiddenData, star
     theta_err = (data.test_y[:, start:t] + got[..., 0]) - data.test_theta[:, start:t]
     omega_err = got[..., 1] - data.test_omega[:, start:t]
     rel = np.exp(got[..., 2:] - data.test_log_coef[:, None, :]) - 1.0  # [N, T', 3]
-    names = ("g/L", "b/(m L^2)", "k/(m L^2)")
+    names = HIDDEN_CONSTANTS
     return {
         "theta_rmse": float(np.sqrt(np.mean(theta_err**2))),
         "omega_rmse": float(np.sqrt(np.mean(omega_err**2))),

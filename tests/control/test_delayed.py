@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from tickformer import runtime
-from tickformer.control import HiddenPlantSim, HistoryMPC, IdentifiedMPC, NominalMPC, OracleMPC, SineReference
+from tickformer.control import (
+    DelayedMPC,
+    HiddenPlantSim,
+    HistoryMPC,
+    IdentifiedMPC,
+    NominalMPC,
+    OracleMPC,
+    SineReference,
+)
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 from tickformer.model.plant import draw_hidden
@@ -21,22 +29,24 @@ def plant():
     return draw_hidden(np.random.default_rng(7), "held_out")
 
 
+def _tiny_art(tmp_path_factory, d_out, seed):
+    """A tiny windowed model of the pendulum-hidden shape (d_in 2), batch K, untrained."""
+    config = preset("tiny").replace(d_in=2, d_out=d_out, window=4)
+    out = tmp_path_factory.mktemp(f"hidden{d_out}") / "art"
+    export_params(config, init_params(config, seed), out, batch=K)
+    return out
+
+
 @pytest.fixture(scope="module")
 def hidden_art(tmp_path_factory):
-    """A tiny windowed model of the pendulum-hidden shape (d_in 2, d_out 3), batch K."""
-    config = preset("tiny").replace(d_in=2, d_out=3, window=4)
-    out = tmp_path_factory.mktemp("hidden") / "art"
-    export_params(config, init_params(config, 3), out, batch=K)
-    return out
+    """The horizons-only shape: d_out 3 (theta_{t+1..t+3})."""
+    return _tiny_art(tmp_path_factory, 3, 3)
 
 
 @pytest.fixture(scope="module")
 def identify_art(tmp_path_factory):
-    """A tiny windowed identifying model (d_in 2, d_out 3 horizons + 5 identification), batch K."""
-    config = preset("tiny").replace(d_in=2, d_out=8, window=4)
-    out = tmp_path_factory.mktemp("identify") / "art"
-    export_params(config, init_params(config, 4), out, batch=K)
-    return out
+    """The identifying shape: d_out 3 horizons + 5 identification outputs."""
+    return _tiny_art(tmp_path_factory, 8, 4)
 
 
 def _identify_norm(plant, std):
@@ -91,7 +101,7 @@ def test_tracking_of_a_segment_is_the_rms_over_its_ticks(plant):
 
 
 def test_decision_rule_picks_the_candidate_nearest_the_reference():
-    class Fixed(OracleMPC.__mro__[2]):  # DelayedMPC with a hand-written prediction
+    class Fixed(DelayedMPC):  # the decision rule on a hand-written prediction
         def predict(self, obs):
             self.pred[:, 0] = 0.0
             self.pred[:, 1] = self.cand  # candidate c moves theta to c
