@@ -350,7 +350,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     from tickformer.artifact import open_artifact
     from tickformer.control import HiddenPlantSim, HistoryMPC, IdentifiedMPC, OracleMPC
     from tickformer.control.delayed import DelayedMPC
-    from tickformer.control.demo import DemoConfig, reference
+    from tickformer.control.demo import TRACKING_RATIO_TARGET, DemoConfig, reference
     from tickformer.export.writer import export_artifact
     from tickformer.model.checkpoint import load_checkpoint
     from tickformer.model.tasks import hidden_features, hidden_predictions
@@ -535,7 +535,9 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                     identified_ratio=id_ratio,
                     identified_ratio_mean=[float(np.mean(r)) for r in id_ratio],
                     identified_ratio_median=[float(np.median(r)) for r in id_ratio],
-                    identified_within_target=[int(np.sum(np.array(r) <= 1.5)) for r in id_ratio],
+                    identified_within_target=[
+                        int(np.sum(np.array(r) <= TRACKING_RATIO_TARGET)) for r in id_ratio
+                    ],
                     identified_reference_split=_reference_summary(id_ref),
                 )
             if modes:

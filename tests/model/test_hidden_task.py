@@ -227,7 +227,8 @@ def test_identifying_model_targets_are_the_state_and_the_constants():
     x, target = hidden_arrays(
         data.train_theta, data.train_y, data.train_cmds, data, data.train_omega, data.train_log_coef
     )
-    _, plain_target = hidden_arrays(plain.train_theta, plain.train_y, plain.train_cmds, plain)
+    plain_x, plain_target = hidden_arrays(plain.train_theta, plain.train_y, plain.train_cmds, plain)
+    np.testing.assert_array_equal(x, plain_x)  # the same inputs: only the targets grow
     np.testing.assert_array_equal(target[..., :h], plain_target)
     got = hidden_identified(target.astype(np.float64), data.norm)  # back to their units
     t = data.steps
