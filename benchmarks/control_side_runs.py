@@ -48,7 +48,9 @@ part of its prediction replaced by the oracle's (`hybrid_ratio_mean`, `hybrid_re
 were chosen on the default 5; the splits' `demo_plant` is then the first of them);
 `identified` (a smoothing in (0, 1], with `cfg` {"d_out": delay + 6}: identifying models) adds,
 per seed, the loop of control.IdentifiedMPC on the same models (`identified_ratio`, its mean,
-median and plants within 1.5, `identified_reference_split`).
+median and plants within 1.5, `identified_reference_split`); `loop_share` sets
+model.plant.LOOP_SHARE, the closed-loop episodes' share of the training data (0: the recipe
+before 2026-12-05; runs before that date had no closed-loop episodes).
 Per snapshot, on the 5 plants x
 1000 ticks (`control_sensitivity.tracking`, no wall clock): each seed's tracking / oracle, and that
 of `AveragedMPC` over all the seeds (the decision rule on the mean of their predictions: what
@@ -76,7 +78,9 @@ Appends to benchmarks/results/control_side_runs.json (`recipe[NAME]`, `deadlines
 of the package; a recipe run is 1.5-3 minutes on 2 cores, a deadline arm its ticks x period, the
 ensemble run of 4 seeds x 30,000 steps some 7 minutes (its training 6.5 of them).
 Training is deterministic, so a recipe run's numbers are reproduced bit for bit on one machine
-(its timings are not).
+(its timings are not; another CPU's floating point trains a different model of the same recipe).
+Every run recorded before 2026-12-05 trained without closed-loop episodes: reproduce one with
+model.plant.LOOP_SHARE = 0 (the ensemble's `loop_share` key).
 """
 
 from __future__ import annotations
@@ -109,6 +113,7 @@ ENSEMBLE_KEYS = {
     "hybrids",
     "plants",
     "identified",
+    "loop_share",
 }
 
 
@@ -273,6 +278,10 @@ def _train_snapshots(
         TR.noam_lr = _scheduled_lr(settings.steps, spec["sched"])
     if "transitions" in spec:
         T.HIDDEN_TRAIN_TRANSITIONS = int(spec["transitions"])
+    if "loop_share" in spec:
+        import tickformer.model.plant as P
+
+        P.LOOP_SHARE = float(spec["loop_share"])
     config = preset(task.preset).replace(**{"window": cfg.window, **spec.get("cfg", {})})
     kept: dict[int, dict[str, np.ndarray]] = {}
 

@@ -736,7 +736,7 @@ for _f in ("certify-50k", "certify-rt"):
         "ljung c1",
         "certify-50k",
         lambda d: _test(d, "independence (Ljung")["p_value"],
-        "{:.2f}",
+        sci(1),
         "evt.tests Ljung-Box p",
     )
     .derived(
@@ -748,13 +748,16 @@ for _f in ("certify-50k", "certify-rt"):
     )
     .derived("ks c3", "certify-rt", lambda d: _test(d, "identical")["p_value"], sci(1), "KS halves p")
     .derived("ks c1", "certify-50k", lambda d: _test(d, "identical")["p_value"], sci(1), "KS halves p")
-    .derived("ad", "certify-50k", lambda d: _test(d, "goodness")["p_value"], "{:.3f}", "Anderson-Darling p")
+    .derived(
+        "rate c1", "certify-50k", lambda d: _test(d, "stationary")["p_value"], sci(1), "binomial halves p"
+    )
+    .derived(
+        "rate c3", "certify-rt", lambda d: _test(d, "stationary")["p_value"], sci(1), "binomial halves p"
+    )
+    .derived("ad c3", "certify-rt", lambda d: _test(d, "goodness")["p_value"], "{:.3f}", "Anderson-Darling p")
     .derived("xi c1", "certify-50k", lambda d: d["evt"]["fit"]["xi"], "{:+.2f}", "evt.fit.xi")
     .derived("xi c3", "certify-rt", lambda d: d["evt"]["fit"]["xi"], "{:+.2f}", "evt.fit.xi")
-    .result("exceedance c3", "certify-rt", "pwcet.exceedance", sci(0))
-    .result("pwcet c3", "certify-rt", "pwcet.value_ns", "{:.2f}", scale=1e-6)
-    .result("pwcet level c3", "certify-rt", "pwcet.level", "{:.0f}", scale=100)
-    .result("pwcet upper c3", "certify-rt", "pwcet.upper_ns", "{:.2f}", scale=1e-6)
+    .literal("1e-9", "the exceedance probability of the pWCET the certificate asks for")
     .literal("1", "the 1 ms budget (column header)")
 )
 (
@@ -1207,8 +1210,37 @@ def _max_hold() -> int:
     return inspect.signature(plant.hidden_episodes).parameters["max_hold"].default
 
 
+def _plant_constant(name: str) -> Any:
+    return getattr(importlib.import_module("tickformer.model.plant"), name)
+
+
 (
     Span(f"{K}#data")
+    .param(
+        "loop share", lambda: round(100 * _plant_constant("LOOP_SHARE")), "{}", "model/plant.py LOOP_SHARE"
+    )
+    .param(
+        "loop candidates", lambda: _plant_constant("LOOP_CANDIDATES"), "{}", "model/plant.py LOOP_CANDIDATES"
+    )
+    .param("loop kp", lambda: _plant_constant("LOOP_KP"), "{:g}", "model/plant.py LOOP_KP")
+    .param("loop w_omega", lambda: _plant_constant("LOOP_W_OMEGA"), "{:g}", "model/plant.py LOOP_W_OMEGA")
+    .param(
+        "amplitude lo", lambda: _plant_constant("LOOP_AMPLITUDE")[0], "{:g}", "model/plant.py LOOP_AMPLITUDE"
+    )
+    .param(
+        "amplitude hi", lambda: _plant_constant("LOOP_AMPLITUDE")[1], "{:g}", "model/plant.py LOOP_AMPLITUDE"
+    )
+    .param("period lo", lambda: _plant_constant("LOOP_PERIOD_S")[0], "{:g}", "model/plant.py LOOP_PERIOD_S")
+    .param("period hi", lambda: _plant_constant("LOOP_PERIOD_S")[1], "{:g}", "model/plant.py LOOP_PERIOD_S")
+    .param(
+        "explore", lambda: round(100 * _plant_constant("LOOP_EXPLORE")), "{}", "model/plant.py LOOP_EXPLORE"
+    )
+    .literal("2", "the start's range, [-2, 2] rad (START_THETA)")
+    .literal("-2", "the start's range")
+    .literal("1", "omega_0's range, [-1, 1] rad/s (START_OMEGA)")
+    .literal("-1", "omega_0's range's low end")
+    .literal("1", "the commands' range, [-1, 1]")
+    .literal("-1", "the commands' range's low end")
     .param(
         "tick share",
         lambda: round(100 * dict(importlib.import_module("tickformer.model.plant").EPISODE_MIX)["tick"]),
@@ -1453,6 +1485,10 @@ def _tracking_target() -> float:
     return importlib.import_module("tickformer.control.demo").TRACKING_RATIO_TARGET
 
 
+_PREV_DEMO_IDENTIFIED = (
+    "the previous demo run (2026-12-05 11:00 UTC, commit 775ed94, on another machine's CPU), "
+    "IdentifiedMPC on the recipe without closed-loop episodes"
+)
 _PREV_DEMO = (
     "the previous demo run (2026-12-04 20:44 UTC, commit 3c9e217), HistoryMPC on the horizons-only model"
 )
@@ -1493,15 +1529,19 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
     .literal("10", "the first tenth of the ticks (column label)")
     .literal("10", "the last tenth of the ticks (column label)")
     .literal("0", f"the RSS growth in pages of {_PREV_DEMO}")
+    .literal("3", f"the RSS growth in pages of {_PREV_DEMO_IDENTIFIED}")
 )
 (
     _loop.literal("32", "the model's window (column label)")
     .literal("1", "the memoryless model's window (column label)")
     .result("ratio", "demo", "loop.verdict.tracking.model_to_oracle", "{:.2f}")
     .param("target", _tracking_target, "{}", "control/demo.py TRACKING_RATIO_TARGET")
+    .literal("1.77", f"the model / oracle tracking ratio of {_PREV_DEMO_IDENTIFIED}")
+    .literal("1", f"the model loop's deadline misses in {_PREV_DEMO_IDENTIFIED}")
+    .literal("19", f"the model loop's fallbacks in {_PREV_DEMO_IDENTIFIED}")
     .literal("2.62", f"the model / oracle tracking ratio of {_PREV_DEMO}")
-    .literal("11", f"the model loop's deadline misses in {_PREV_DEMO}")
-    .literal("33", f"the model loop's fallbacks in {_PREV_DEMO}")
+    .result("certified p50 (text)", "demo", "certify.p50_us", "{:.0f}")
+    .literal("87", f"the certified step's p50 in {_PREV_DEMO_IDENTIFIED}")
 )
 
 

@@ -6,7 +6,7 @@ oracle, and a command issued at tick t reaches the joint at t + delay. So a comm
 first moves the angle at t + delay + 1: the commands in flight are already decided, and the one
 choice is among K candidate commands c_j in [-1, 1] (`DelayedMPC`). Each tick every controller
 predicts, per candidate, theta_{t+d} (the same for every candidate) and theta_{t+d+1}, and
-picks the candidate minimising
+picks the candidate minimising (model.plant.tracking_cost)
 
     (theta_{t+d+1} - r)^2 + w (omega_hat - omega_des)^2,   omega_hat = (theta_{t+d+1} - theta_{t+d}) / dt,
     omega_des = r' + kp (r - theta_{t+d+1})
@@ -55,7 +55,7 @@ import numpy as np
 from tickformer import validation
 from tickformer.contracts.output_bound import output_excess
 from tickformer.errors import ConfigError
-from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenPendulum, HiddenStepper
+from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenPendulum, HiddenStepper, tracking_cost
 from tickformer.model.tasks import HIDDEN_CONSTANTS, token_lags
 
 Reference = Callable[[float], tuple[float, float]]
@@ -183,10 +183,8 @@ class DelayedMPC:
         item = self.pred.item
         best, best_cost = 0, math.inf
         for j in range(len(self._cand)):
-            th0, th1 = item(j, 0), item(j, 1)
-            om_des = r_dot + self.kp * (r - th1)
-            om = (th1 - th0) / self.dt
-            cost = (th1 - r) ** 2 + self.w * (om - om_des) ** 2 + self.w_du * (self._cand[j] - self.last) ** 2
+            cost = tracking_cost(item(j, 0), item(j, 1), r, r_dot, self.dt, self.kp, self.w)
+            cost = cost + self.w_du * (self._cand[j] - self.last) ** 2
             if cost < best_cost:
                 best, best_cost = j, cost
         self.chosen(best)

@@ -180,6 +180,19 @@ START_OMEGA = 1.0  # rad/s: and omega uniform in [-1, 1]
 # random command every tick: the most excitation, so the command's effect is identifiable from the
 # stream; more of them made the closed loop track better, docs/control.md)
 EPISODE_MIX: tuple[tuple[str, float], ...] = (("held", 0.3), ("tick", 0.7))
+# Closed-loop episodes: LOOP_SHARE of the episodes are drawn in the regime the demo's controller
+# works in -- the decision rule of control.DelayedMPC (`tracking_cost` over LOOP_CANDIDATES
+# commands, LOOP_KP, LOOP_W_OMEGA) on the true state and constants, tracking a sine of random
+# amplitude, period and phase from near rest on it, a random candidate at a LOOP_EXPLORE share of
+# ticks. Random-command episodes show the constants in large swings; the loop asks the model about
+# windows of a small, slow, tracked motion, where they show differently (the damping barely: a
+# phase of a few degrees), and a model that never saw such windows identified the constants there
+# poorly (docs/control.md, "Training in the loop's regime"). The rest follow EPISODE_MIX.
+LOOP_SHARE = 0.6
+LOOP_AMPLITUDE = (0.1, 0.5)  # rad: the sine's amplitude, uniform (the demo's: 0.25)
+LOOP_PERIOD_S = (2.0, 8.0)  # s: its period, uniform (the demo's: 4)
+LOOP_EXPLORE = 0.1  # share of ticks whose command is a random candidate instead of the rule's
+LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA = 17, 2.0, 0.05  # control.demo.DemoConfig's (a test keeps them equal)
 
 
 @dataclass(frozen=True)
@@ -297,10 +310,11 @@ def hidden_episodes(
     max_hold: int = 8,
     omega: bool = False,
 ) -> tuple[Any, ...]:
-    """n episodes of `steps` ticks, each with its own constants (`draw_hidden`), a random start
-    (theta uniform in [-START_THETA, START_THETA] rad, omega in [-START_OMEGA, START_OMEGA] rad/s)
-    and random commands, levels uniform in [-1, 1]: per EPISODE_MIX a new level every tick
-    ("tick") or each held 1..max_hold ticks ("held"). Vectorised over episodes. Episodes that go
+    """n episodes of `steps` ticks, each with its own constants (`draw_hidden`): LOOP_SHARE of
+    them closed-loop episodes (`loop_episodes`), the others with a random start (theta uniform in
+    [-START_THETA, START_THETA] rad, omega in [-START_OMEGA, START_OMEGA] rad/s) and random
+    commands, levels uniform in [-1, 1]: per EPISODE_MIX a new level every tick ("tick") or each
+    held 1..max_hold ticks ("held"); shuffled together. Vectorised over episodes. Episodes that go
     over the top (|theta| >= pi at any tick) are redrawn, so angles stay continuous without
     wrapping.
 
@@ -332,7 +346,93 @@ def hidden_episodes(
     return episodes + (np.concatenate([p[4] for p in parts]),) if omega else episodes
 
 
+def tracking_cost(th0: Any, th1: Any, r: Any, r_dot: Any, dt: float, kp: float, w_omega: float) -> Any:
+    """The tracking controllers' cost of a candidate command (control.delayed module docstring):
+    (theta_{t+d+1} - r)^2 + w_omega (omega_hat - omega_des)^2, omega_hat = (th1 - th0) / dt,
+    omega_des = r_dot + kp (r - th1), for th0 = theta_{t+d}, th1 = theta_{t+d+1} under the
+    candidate. Floats or arrays (broadcast). One home: DelayedMPC decides with it, and the
+    closed-loop training episodes (`loop_episodes`) are drawn with it."""
+    om_des = r_dot + kp * (r - th1)
+    om = (th1 - th0) / dt
+    return (th1 - r) ** 2 + w_omega * (om - om_des) ** 2
+
+
+def loop_episodes(
+    rng: np.random.Generator,
+    n: int,
+    steps: int,
+    split: str,
+    base: HiddenPendulum = NOMINAL,
+    *,
+    explore: float = LOOP_EXPLORE,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum], np.ndarray]:
+    """n closed-loop episodes (LOOP_SHARE's comment): per episode its constants (`draw_hidden`),
+    a reference r(t) = A sin(2 pi t / T + phi) (A, T uniform over LOOP_AMPLITUDE, LOOP_PERIOD_S;
+    phi uniform), a start near it (theta_0 = r(0) + N(0, 0.05^2), omega_0 = r'(0) + N(0, 0.2^2)),
+    and at every tick t the command among LOOP_CANDIDATES in [-1, 1] minimising `tracking_cost`
+    against r(t + d + 1) on the true state carried through the commands in flight (an oracle
+    with the true state), or, with probability `explore`, a uniformly random candidate.
+    Vectorised over episodes. Returns (theta [n, steps + 1], y, commands [n, steps], constants,
+    omega [n, steps + 1]) as `hidden_episodes(omega=True)`."""
+    plants = [draw_hidden(rng, split, base) for _ in range(n)]
+    coef = np.array([p.coefficients for p in plants])  # [n, 3]
+    a, b, c = coef[:, 0], coef[:, 1], coef[:, 2]
+    amp = rng.uniform(*LOOP_AMPLITUDE, n)  # [n]
+    rate = 2.0 * np.pi / rng.uniform(*LOOP_PERIOD_S, n)  # [n] rad/s
+    phase = rng.uniform(0.0, 2.0 * np.pi, n)  # [n]
+    x = np.stack(
+        [
+            amp * np.sin(phase) + rng.normal(0.0, 0.05, n),
+            amp * rate * np.cos(phase) + rng.normal(0.0, 0.2, n),
+        ],
+        axis=-1,
+    )  # [n, 2]
+    cand = np.linspace(-1.0, 1.0, LOOP_CANDIDATES)  # [K]
+    d, dt, h, sub = base.delay, base.dt, base.dt / base.substeps, base.substeps
+    applied = np.zeros((n, steps + d))  # [n, steps + d] the command reaching the joint over t..t+1
+    cmds = np.empty((n, steps))
+    theta, omega = np.empty((n, steps + 1)), np.empty((n, steps + 1))
+    theta[:, 0], omega[:, 0] = x[:, 0], x[:, 1]
+    rows = np.arange(n)
+    for t in range(steps):
+        z = x
+        for j in range(d):  # the true state at t + d, through the commands in flight
+            z = _rk4(z, a, b, c * applied[:, t + j], h, sub)
+        ahead = np.repeat(z[:, None, :], cand.size, axis=1)  # [n, K, 2]
+        th1 = _rk4(ahead, a[:, None], b[:, None], c[:, None] * cand[None, :], h, sub)[..., 0]  # [n, K]
+        when = (t + d + 1) * dt
+        r = amp * np.sin(rate * when + phase)  # [n]
+        r_dot = amp * rate * np.cos(rate * when + phase)  # [n]
+        cost = tracking_cost(z[:, None, 0], th1, r[:, None], r_dot[:, None], dt, LOOP_KP, LOOP_W_OMEGA)
+        pick = np.argmin(cost, axis=1)  # [n]
+        explored = rng.random(n) < explore  # [n]
+        pick = np.where(explored, rng.integers(0, cand.size, n), pick)
+        cmds[:, t] = cand[pick]
+        applied[rows, t + d] = cmds[:, t]
+        x = _rk4(x, a, b, c * applied[:, t], h, sub)
+        theta[:, t + 1], omega[:, t + 1] = x[:, 0], x[:, 1]
+    y = theta + rng.normal(0.0, base.noise, size=theta.shape)
+    return theta, y, cmds, plants, omega
+
+
 def _draw_episodes(
+    rng: np.random.Generator, n: int, steps: int, split: str, base: HiddenPendulum, max_hold: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum], np.ndarray]:
+    """LOOP_SHARE of n (rounded) closed-loop episodes (`loop_episodes`), the rest random-command
+    episodes (`_open_episodes`), shuffled together; with LOOP_SHARE 0 exactly the draws of the
+    recipe before it (no extra random number consumed)."""
+    loop = int(round(n * LOOP_SHARE))
+    parts = [_open_episodes(rng, n - loop, steps, split, base, max_hold)] if n > loop else []
+    if not loop:
+        return parts[0]
+    parts.append(loop_episodes(rng, loop, steps, split, base))
+    order = rng.permutation(n)
+    theta, y, cmds, om = (np.concatenate([p[i] for p in parts])[order] for i in (0, 1, 2, 4))
+    plants = [q for p in parts for q in p[3]]
+    return theta, y, cmds, [plants[i] for i in order], om
+
+
+def _open_episodes(
     rng: np.random.Generator, n: int, steps: int, split: str, base: HiddenPendulum, max_hold: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[HiddenPendulum], np.ndarray]:
     plants = [draw_hidden(rng, split, base) for _ in range(n)]

@@ -146,3 +146,15 @@ def test_tracking_plot_takes_traces_of_different_lengths(tmp_path):
         loop[name] = {"_theta": np.linspace(0.0, 0.1, n), "tracking_rms": 0.01, "ticks": 120}
     D.plot_tracking(tmp_path / "tracking.png", loop, cfg)
     assert (tmp_path / "tracking.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_closed_loop_training_episodes_use_the_demo_controllers_rule():
+    """model.plant's closed-loop training episodes are drawn with the demo's decision rule (its
+    candidates, kp and w_omega): the data cannot import the controller, so the numbers are stated
+    twice and held equal here (a changed demo setting fails this, and the episodes must follow)."""
+    from tickformer.model.plant import LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA
+
+    cfg = D.DemoConfig()
+    assert (LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA) == (cfg.candidates, cfg.kp, cfg.w_omega)
+    ctl = NominalMPC(cfg.candidates, kp=cfg.kp, w_omega=cfg.w_omega)
+    assert (len(ctl.cand), ctl.kp, ctl.w) == (LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA)

@@ -263,3 +263,105 @@ def _train_plants_coefficients(data, i):
     from scipy.optimize import least_squares
 
     return least_squares(residual, x0=np.array(NOMINAL.coefficients), xtol=1e-14, ftol=1e-14).x
+
+
+def _replayed_references(seed, n, split):
+    """loop_episodes' references, from the same draws in its documented order (constants, then
+    amplitude, period, phase)."""
+    from tickformer.model.plant import LOOP_AMPLITUDE, LOOP_PERIOD_S
+
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        draw_hidden(rng, split)
+    amp = rng.uniform(*LOOP_AMPLITUDE, n)
+    rate = 2.0 * np.pi / rng.uniform(*LOOP_PERIOD_S, n)
+    return amp, rate, rng.uniform(0.0, 2.0 * np.pi, n)
+
+
+def _rule_costs(theta, omega, cmds, plant, t, r, r_dot):
+    """The controllers' own scalar code (control.delayed.rollout, model.plant.tracking_cost) on
+    the true state at tick t: each candidate's cost."""
+    from tickformer.control.delayed import rollout
+    from tickformer.model.plant import LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA, tracking_cost
+
+    d = plant.delay
+    cand = np.linspace(-1.0, 1.0, LOOP_CANDIDATES).tolist()
+    flight = [float(cmds[t - d + j]) if t - d + j >= 0 else 0.0 for j in range(d)]
+    pred = np.empty((len(cand), 2))
+    rollout(pred, cand, float(theta[t]), float(omega[t]), flight, 0, d, HiddenStepper(plant))
+    return np.array(
+        [tracking_cost(p0, p1, r, r_dot, plant.dt, LOOP_KP, LOOP_W_OMEGA) for p0, p1 in pred]
+    ), np.array(cand)
+
+
+def test_loop_episodes_follow_the_decision_rule_on_the_true_state():
+    """Without exploration every command of a closed-loop training episode is the candidate the
+    controllers' own scalar code (control.delayed.rollout through the commands in flight, then
+    model.plant.tracking_cost against r(t + d + 1)) picks on the true state: the vectorised
+    generator and the loop agree on the rule, the delay and the reference's timing (ties within
+    1e-12: the vectorised and the scalar RK4 may differ in the last bits)."""
+    from tickformer.model.plant import loop_episodes
+
+    n, steps = 6, 30
+    theta, y, cmds, plants, omega = loop_episodes(np.random.default_rng(7), n, steps, "train", explore=0.0)
+    assert theta.shape == y.shape == omega.shape == (n, steps + 1) and cmds.shape == (n, steps)
+    amp, rate, phase = _replayed_references(7, n, "train")
+    for i in range(n):
+        for t in range(steps):
+            when = (t + plants[i].delay + 1) * plants[i].dt
+            r, r_dot = (
+                amp[i] * np.sin(rate[i] * when + phase[i]),
+                amp[i] * rate[i] * np.cos(rate[i] * when + phase[i]),
+            )
+            cost, cand = _rule_costs(theta[i], omega[i], cmds[i], plants[i], t, r, r_dot)
+            chosen = cost[int(np.flatnonzero(cand == cmds[i, t])[0])]
+            assert chosen <= cost.min() + 1e-12, (i, t, cmds[i, t], cand[int(np.argmin(cost))])
+    # tracked: the angle follows the sine within a fraction of its amplitude after the start
+    when = np.arange(steps + 1) * plants[0].dt
+    ref = amp[:, None] * np.sin(rate[:, None] * when[None, :] + phase[:, None])
+    assert np.sqrt(np.mean((theta[:, 10:] - ref[:, 10:]) ** 2)) < 0.5 * amp.mean()
+
+
+def test_loop_episodes_explore_at_their_share():
+    """With the default exploration a share LOOP_EXPLORE of ticks draw a random candidate; one in
+    LOOP_CANDIDATES of those is the rule's own pick, so about LOOP_EXPLORE * 16/17 of the
+    commands differ from the rule's."""
+    from tickformer.model.plant import LOOP_CANDIDATES, LOOP_EXPLORE, loop_episodes
+
+    n, steps = 40, 30
+    theta, _, cmds, plants, omega = loop_episodes(np.random.default_rng(8), n, steps, "train")
+    amp, rate, phase = _replayed_references(8, n, "train")
+    off = 0
+    for i in range(n):
+        for t in range(steps):
+            when = (t + plants[i].delay + 1) * plants[i].dt
+            r, r_dot = (
+                amp[i] * np.sin(rate[i] * when + phase[i]),
+                amp[i] * rate[i] * np.cos(rate[i] * when + phase[i]),
+            )
+            cost, cand = _rule_costs(theta[i], omega[i], cmds[i], plants[i], t, r, r_dot)
+            off += cost[int(np.flatnonzero(cand == cmds[i, t])[0])] > cost.min() + 1e-12
+    want = LOOP_EXPLORE * (LOOP_CANDIDATES - 1) / LOOP_CANDIDATES * n * steps  # 113 of 1200
+    assert 0.6 * want < off < 1.4 * want  # binomial sd ~10: a wide, seed-fixed margin
+
+
+def test_training_episodes_mix_loop_and_random_commands(monkeypatch):
+    """LOOP_SHARE of the episodes are closed-loop ones (their commands on the candidates' grid; a
+    random-command episode's are uniform in [-1, 1], never on it), the rest the random-command
+    recipe; with LOOP_SHARE 0 the draws are exactly that recipe's (`_open_episodes`, the same
+    random numbers)."""
+    import tickformer.model.plant as P
+
+    theta, y, cmds, plants = hidden_episodes(np.random.default_rng(9), 200, 20, "train")
+    grid = np.linspace(-1.0, 1.0, P.LOOP_CANDIDATES)
+    on_grid = np.all(np.isclose(cmds[..., None], grid).any(-1), axis=1)  # [200]
+    assert abs(on_grid.sum() - P.LOOP_SHARE * 200) <= 20  # redrawn episodes shift the count a little
+    assert on_grid[
+        : int((1 - P.LOOP_SHARE) * 200) - 20
+    ].any()  # shuffled: unshuffled, the open ones come first
+    monkeypatch.setattr(P, "LOOP_SHARE", 0.0)
+    a = P._draw_episodes(np.random.default_rng(10), 12, 20, "train", NOMINAL, 8)
+    b = P._open_episodes(np.random.default_rng(10), 12, 20, "train", NOMINAL, 8)
+    for u, v in zip(a[:3] + a[4:], b[:3] + b[4:]):
+        np.testing.assert_array_equal(u, v)
+    assert a[3] == b[3]
