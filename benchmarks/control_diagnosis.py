@@ -335,7 +335,18 @@ def main() -> None:
     ap.add_argument(
         "--joint-windows", type=int, nargs="*", default=[32, 0], help="JointEKF windows (0: the whole stream)"
     )
+    ap.add_argument(
+        "--loop-share",
+        type=float,
+        default=None,
+        help="model.plant.LOOP_SHARE for the training data (default: the package's; 0: the recipe "
+        "before 2026-12-05, without closed-loop episodes, which the committed diagnosis ran on)",
+    )
     args = ap.parse_args()
+    if args.loop_share is not None:
+        import tickformer.model.plant as plant
+
+        plant.LOOP_SHARE = args.loop_share
     cfg = DemoConfig(quick=True)
     if args.steps is not None:
         cfg = dataclasses.replace(cfg, train_steps=args.steps)

@@ -21,6 +21,8 @@ the stream too (`tracking_by_segment`, runs after 2026-12-05 only). Variant keys
     hw       model.tasks.HIDDEN_HORIZON_WEIGHTS (default here: 1, 1, 1, an unweighted loss)
     ylags    model.tasks.HIDDEN_Y_LAGS
     start    (model.plant.START_THETA, START_OMEGA): the training episodes' starting ranges
+    loop_share  model.plant.LOOP_SHARE, the closed-loop episodes' share (0: the data before
+             2026-12-05, which every recipe run recorded before that date trained on)
     steps, batch, warmup, lr, ema   TrainSettings (default: the task's 10,000 x 16, warmup 400)
     seed     the training seed (default 0, the demo's): the data stream, the initial weights and
              the batches all follow it
@@ -195,6 +197,8 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
         T.HIDDEN_Y_LAGS = v.pop("ylags")
     if "start" in v:
         P.START_THETA, P.START_OMEGA = v.pop("start")
+    if "loop_share" in v:
+        P.LOOP_SHARE = float(v.pop("loop_share"))
     steps = v.pop("steps", 10_000)
     settings = TR.TrainSettings(
         steps=steps,

@@ -344,7 +344,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overhead-steps", type=int, default=200, help="interleaved pairs at --session-max-len")
     p.add_argument("--cache-cap-mb", type=float, default=1024.0)
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/ssm_bench.json"))
+    p.add_argument(
+        "--loop-share",
+        type=float,
+        default=None,
+        help="model.plant.LOOP_SHARE for the training data (default: the package's; 0: the history "
+        "task's data before 2026-12-05, without closed-loop episodes)",
+    )
     args = p.parse_args(argv)
+    if args.loop_share is not None:
+        import tickformer.model.plant as plant
+
+        plant.LOOP_SHARE = args.loop_share
 
     from tickformer import runtime
     from tickformer.export.writer import export_params
@@ -366,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         "task": args.task,
         "preset": task.preset,
         "train_steps": steps,
+        "loop_share": __import__("tickformer.model.plant", fromlist=["LOOP_SHARE"]).LOOP_SHARE,
         "seeds": seeds,
         "machine": {
             "python": platform.python_version(),

@@ -278,44 +278,42 @@ def _replayed_references(seed, n, split):
     return amp, rate, rng.uniform(0.0, 2.0 * np.pi, n)
 
 
-def _rule_costs(theta, omega, cmds, plant, t, r, r_dot):
-    """The controllers' own scalar code (control.delayed.rollout, model.plant.tracking_cost) on
-    the true state at tick t: each candidate's cost."""
+def _off_rule(seed, n, steps, **kw):
+    """loop_episodes(default_rng(seed), n, steps, "train", **kw) and, per episode and tick,
+    whether its command costs more than the rule's pick (ties within 1e-12: the vectorised and
+    the scalar RK4 may differ in the last bits), the cost computed by the controllers' own scalar
+    code (control.delayed.rollout through the commands in flight, then model.plant.tracking_cost
+    against r(t + d + 1)) on the true state."""
     from tickformer.control.delayed import rollout
-    from tickformer.model.plant import LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA, tracking_cost
+    from tickformer.model.plant import LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA, loop_episodes, tracking_cost
 
-    d = plant.delay
+    episodes = loop_episodes(np.random.default_rng(seed), n, steps, "train", **kw)
+    theta, _, cmds, plants, omega = episodes
+    amp, rate, phase = _replayed_references(seed, n, "train")
     cand = np.linspace(-1.0, 1.0, LOOP_CANDIDATES).tolist()
-    flight = [float(cmds[t - d + j]) if t - d + j >= 0 else 0.0 for j in range(d)]
     pred = np.empty((len(cand), 2))
-    rollout(pred, cand, float(theta[t]), float(omega[t]), flight, 0, d, HiddenStepper(plant))
-    return np.array(
-        [tracking_cost(p0, p1, r, r_dot, plant.dt, LOOP_KP, LOOP_W_OMEGA) for p0, p1 in pred]
-    ), np.array(cand)
+    off = np.zeros((n, steps), dtype=bool)
+    for i, p in enumerate(plants):
+        d = p.delay
+        for t in range(steps):
+            flight = [float(cmds[i, t - d + j]) if t - d + j >= 0 else 0.0 for j in range(d)]
+            rollout(pred, cand, float(theta[i, t]), float(omega[i, t]), flight, 0, d, HiddenStepper(p))
+            when = (t + d + 1) * p.dt
+            r = amp[i] * np.sin(rate[i] * when + phase[i])
+            r_dot = amp[i] * rate[i] * np.cos(rate[i] * when + phase[i])
+            cost = [tracking_cost(p0, p1, r, r_dot, p.dt, LOOP_KP, LOOP_W_OMEGA) for p0, p1 in pred]
+            off[i, t] = cost[cand.index(float(cmds[i, t]))] > min(cost) + 1e-12
+    return episodes, (amp, rate, phase), off
 
 
 def test_loop_episodes_follow_the_decision_rule_on_the_true_state():
     """Without exploration every command of a closed-loop training episode is the candidate the
-    controllers' own scalar code (control.delayed.rollout through the commands in flight, then
-    model.plant.tracking_cost against r(t + d + 1)) picks on the true state: the vectorised
-    generator and the loop agree on the rule, the delay and the reference's timing (ties within
-    1e-12: the vectorised and the scalar RK4 may differ in the last bits)."""
-    from tickformer.model.plant import loop_episodes
-
+    controllers' own scalar code picks on the true state (`_off_rule`): the vectorised generator
+    and the loop agree on the rule, the delay and the reference's timing."""
     n, steps = 6, 30
-    theta, y, cmds, plants, omega = loop_episodes(np.random.default_rng(7), n, steps, "train", explore=0.0)
+    (theta, y, cmds, plants, omega), (amp, rate, phase), off = _off_rule(7, n, steps, explore=0.0)
     assert theta.shape == y.shape == omega.shape == (n, steps + 1) and cmds.shape == (n, steps)
-    amp, rate, phase = _replayed_references(7, n, "train")
-    for i in range(n):
-        for t in range(steps):
-            when = (t + plants[i].delay + 1) * plants[i].dt
-            r, r_dot = (
-                amp[i] * np.sin(rate[i] * when + phase[i]),
-                amp[i] * rate[i] * np.cos(rate[i] * when + phase[i]),
-            )
-            cost, cand = _rule_costs(theta[i], omega[i], cmds[i], plants[i], t, r, r_dot)
-            chosen = cost[int(np.flatnonzero(cand == cmds[i, t])[0])]
-            assert chosen <= cost.min() + 1e-12, (i, t, cmds[i, t], cand[int(np.argmin(cost))])
+    assert not off.any(), np.argwhere(off)
     # tracked: the angle follows the sine within a fraction of its amplitude after the start
     when = np.arange(steps + 1) * plants[0].dt
     ref = amp[:, None] * np.sin(rate[:, None] * when[None, :] + phase[:, None])
@@ -326,23 +324,12 @@ def test_loop_episodes_explore_at_their_share():
     """With the default exploration a share LOOP_EXPLORE of ticks draw a random candidate; one in
     LOOP_CANDIDATES of those is the rule's own pick, so about LOOP_EXPLORE * 16/17 of the
     commands differ from the rule's."""
-    from tickformer.model.plant import LOOP_CANDIDATES, LOOP_EXPLORE, loop_episodes
+    from tickformer.model.plant import LOOP_CANDIDATES, LOOP_EXPLORE
 
     n, steps = 40, 30
-    theta, _, cmds, plants, omega = loop_episodes(np.random.default_rng(8), n, steps, "train")
-    amp, rate, phase = _replayed_references(8, n, "train")
-    off = 0
-    for i in range(n):
-        for t in range(steps):
-            when = (t + plants[i].delay + 1) * plants[i].dt
-            r, r_dot = (
-                amp[i] * np.sin(rate[i] * when + phase[i]),
-                amp[i] * rate[i] * np.cos(rate[i] * when + phase[i]),
-            )
-            cost, cand = _rule_costs(theta[i], omega[i], cmds[i], plants[i], t, r, r_dot)
-            off += cost[int(np.flatnonzero(cand == cmds[i, t])[0])] > cost.min() + 1e-12
+    off = _off_rule(8, n, steps)[2]
     want = LOOP_EXPLORE * (LOOP_CANDIDATES - 1) / LOOP_CANDIDATES * n * steps  # 113 of 1200
-    assert 0.6 * want < off < 1.4 * want  # binomial sd ~10: a wide, seed-fixed margin
+    assert 0.6 * want < off.sum() < 1.4 * want  # binomial sd ~10: a wide, seed-fixed margin
 
 
 def test_training_episodes_mix_loop_and_random_commands(monkeypatch):
