@@ -50,7 +50,10 @@ part of its prediction replaced by the oracle's (`hybrid_ratio_mean`, `hybrid_re
 were chosen on the default 5; the splits' `demo_plant` is then the first of them);
 `identified` (a smoothing in (0, 1], with `cfg` {"d_out": delay + 6}: identifying models) adds,
 per seed, the loop of control.IdentifiedMPC on the same models (`identified_ratio`, its mean,
-median and plants within 1.5, `identified_reference_split`); `loop_share` sets
+median and plants within 1.5, `identified_reference_split`); `long` (a tick count, with
+`identified`) adds, per seed, IdentifiedMPC's loop on the demo's plant for that many ticks against
+the oracle's (`identified_demo_plant_long`: the ratio over the whole loop after the settling
+ticks, up to the side runs' 1000 ticks, and after them); `loop_share` sets
 model.plant.LOOP_SHARE, the closed-loop episodes' share of the training data (0: the recipe
 before 2026-12-05; runs before that date had no closed-loop episodes).
 Per snapshot, on the 5 plants x
@@ -116,6 +119,7 @@ ENSEMBLE_KEYS = {
     "plants",
     "identified",
     "loop_share",
+    "long",
 }
 
 
@@ -363,7 +367,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     from tickformer.artifact import open_artifact
     from tickformer.control import HiddenPlantSim, HistoryMPC, IdentifiedMPC, OracleMPC
     from tickformer.control.delayed import DelayedMPC
-    from tickformer.control.demo import TRACKING_RATIO_TARGET, DemoConfig, reference
+    from tickformer.control.demo import TRACKING_RATIO_TARGET, DemoConfig, loop_plant, reference
     from tickformer.export.writer import export_artifact
     from tickformer.model.checkpoint import load_checkpoint
     from tickformer.model.tasks import hidden_features, hidden_predictions
@@ -413,6 +417,8 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             raise SystemExit(
                 f"identified: the IdentifiedMPC smoothing in (0, 1], on identifying models (cfg d_out {d_out})"
             )
+    if spec.get("long") and smoothing is None:
+        raise SystemExit("long: IdentifiedMPC's long loop needs `identified` (and identifying models)")
     cfg = DemoConfig()
     k, w = cfg.candidates, {"kp": cfg.kp, "w_omega": cfg.w_omega}
     plants = _held_out_plants(*spec.get("plants", (cfg.seed, PLANTS)))
@@ -553,6 +559,41 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                     ],
                     identified_reference_split=_reference_summary(id_ref),
                 )
+            if spec.get("long"):  # the demo's plant for as many ticks as the demo: early and late
+                n_long, demo_plant = int(spec["long"]), loop_plant(cfg)
+
+                def long_loop(make: Any) -> Any:
+                    sim = HiddenPlantSim(demo_plant, reference(cfg), n_long + 1, seed=cfg.seed)
+                    ctl = make(sim)
+                    for t in range(n_long):
+                        sim.actuate(ctl.step(sim.observe(t)))
+                    return sim
+
+                cut, settle = TICKS, cfg.settle_ticks  # the side runs' loop length
+                o_sim = long_loop(lambda sim: OracleMPC(k, sim, **w))
+                long: dict[str, Any] = {"ticks": n_long, "whole": [], "to_side_run_length": [], "after": []}
+                for m in members:
+                    sim = long_loop(
+                        lambda sim, m=m: IdentifiedMPC(
+                            load(m[0], backend="ort", contracts="off"),
+                            m[1],
+                            demo_plant,
+                            m[2],
+                            smoothing=smoothing,
+                            **w,
+                        )
+                    )
+                    for key, a, b in (
+                        ("whole", settle, None),
+                        ("to_side_run_length", settle, cut),
+                        ("after", cut, None),
+                    ):
+                        ratio = (
+                            sim.tracking(skip=a, until=b)["rms_rad"]
+                            / o_sim.tracking(skip=a, until=b)["rms_rad"]
+                        )
+                        long[key].append(float(ratio))
+                res["snapshots"][str(step)]["identified_demo_plant_long"] = long
             if modes:
                 res["snapshots"][str(step)]["hybrid_ratio_mean"] = hybrid_ratio
                 res["snapshots"][str(step)]["hybrid_reference_split"] = hybrid_ref

@@ -2097,20 +2097,25 @@ for _i in range(4):
         "{:.2f}",
         f"ensemble.loop4 identified_ratio.{_i}.0 (the demo's plant)",
     )
-    for _run, _share, _tag in (("loop4_fresh20", None, "fresh"), ("ident4_fresh20_here", 0, "fresh without")):
+    for _lr_run, _lr_share, _lr_tag in (
+        ("loop4_fresh20", None, "fresh"),
+        ("ident4_fresh20_here", 0, "fresh without"),
+    ):
         _LR.derived(
-            f"{_tag} mean {_i}",
+            f"{_lr_tag} mean {_i}",
             _SR,
-            lambda d, i=_i, r=_run, sh=_share: statistics.fmean(_loop_fresh(d, r, sh)[i]),
+            lambda d, i=_i, r=_lr_run, sh=_lr_share: statistics.fmean(_loop_fresh(d, r, sh)[i]),
             "{:.2f}",
-            f"mean of ensemble.{_run}'s seed {_i} IdentifiedMPC ratios",
+            f"mean of ensemble.{_lr_run}'s seed {_i} IdentifiedMPC ratios",
         )
         _LR.derived(
-            f"{_tag} within {_i}",
+            f"{_lr_tag} within {_i}",
             _SR,
-            lambda d, i=_i, r=_run, sh=_share: sum(x <= _tracking_target() for x in _loop_fresh(d, r, sh)[i]),
+            lambda d, i=_i, r=_lr_run, sh=_lr_share: sum(
+                x <= _tracking_target() for x in _loop_fresh(d, r, sh)[i]
+            ),
             "{}",
-            f"ensemble.{_run}'s seed {_i} plants within the target",
+            f"ensemble.{_lr_run}'s seed {_i} plants within the target",
         )
     _LR.derived(
         f"fresh median {_i}",

@@ -488,7 +488,8 @@ def hidden_prepare(
 ) -> HiddenData:
     """Training episodes (every constant from the even bands of its range) and held-out episodes
     (odd bands; model.plant.draw_hidden), config.max_len ticks each, all from rng (the training
-    seed's data stream)."""
+    seed's data stream); both mixed alike, closed-loop and random-command episodes
+    (model.plant.hidden_episodes, LOOP_SHARE)."""
     y_lags = HIDDEN_Y_LAGS if config.d_in > 2 + NOMINAL.delay else 0
     c_lags = config.d_in - 2 - y_lags
     identify = config.d_out == hidden_io_widths(NOMINAL, identify=True)[1]
