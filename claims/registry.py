@@ -2124,6 +2124,16 @@ for _i in range(4):
         "{:.2f}",
         f"median of ensemble.loop4_fresh20's seed {_i} IdentifiedMPC ratios",
     )
+for _i in range(4):
+    for _lr_key in ("whole", "after"):
+        _LR.result(
+            f"long {_lr_key} {_i}",
+            _SR,
+            f"ensemble.loop4_long.snapshots.10000.identified_demo_plant_long.{_lr_key}.{_i}",
+            "{:.2f}",
+        )
+_LR.result("long ticks", _SR, "ensemble.loop4_long.snapshots.10000.identified_demo_plant_long.ticks", "{:,}")
+_LR.literal("1000", "the side runs' loop length (row label)")
 for _name, _path in (
     ("systematic", "ensemble.loop4.snapshots.10000.identified_reference_split.mean.systematic_rms"),
     ("residual", "ensemble.loop4.snapshots.10000.identified_reference_split.mean.residual_rms"),
