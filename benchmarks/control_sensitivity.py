@@ -74,8 +74,10 @@ def tracking(
     cfg: DemoConfig,
     ticks: int,
     splits: list[dict[str, float]] | None = None,
+    sims: list[HiddenPlantSim] | None = None,
 ) -> list[float]:
-    """Tracking RMS per plant (rad); with `splits`, each plant's `reference_split` appended to it."""
+    """Tracking RMS per plant (rad); with `splits`, each plant's `reference_split` appended to it;
+    with `sims`, each plant's simulation after its loop (for other measures of the same run)."""
     out = []
     for p in ps:
         sim = HiddenPlantSim(p, reference(cfg), ticks + 1, seed=cfg.seed)
@@ -85,6 +87,8 @@ def tracking(
         out.append(sim.tracking(skip=cfg.settle_ticks)["rms_rad"])
         if splits is not None:
             splits.append(reference_split(sim, cfg.settle_ticks))
+        if sims is not None:
+            sims.append(sim)
     return out
 
 

@@ -409,14 +409,18 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         )
     smoothing = spec.get("identified")
     if smoothing is not None:
+        from tickformer.control.delayed import smoothing_weight
+        from tickformer.errors import ConfigError
         from tickformer.model.plant import NOMINAL
         from tickformer.model.tasks import hidden_io_widths
 
         d_out = hidden_io_widths(NOMINAL, identify=True)[1]
-        if spec.get("cfg", {}).get("d_out") != d_out or not 0 < float(smoothing) <= 1:
-            raise SystemExit(
-                f"identified: the IdentifiedMPC smoothing in (0, 1], on identifying models (cfg d_out {d_out})"
-            )
+        try:
+            smoothing = smoothing_weight(smoothing)
+        except ConfigError as e:
+            raise SystemExit(f"identified: the IdentifiedMPC {e}") from None
+        if spec.get("cfg", {}).get("d_out") != d_out:
+            raise SystemExit(f"identified: IdentifiedMPC needs identifying models (cfg d_out {d_out})")
     if spec.get("long") and smoothing is None:
         raise SystemExit("long: IdentifiedMPC's long loop needs `identified` (and identifying models)")
     cfg = DemoConfig()
@@ -466,6 +470,10 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
             def history(p: Any, m: tuple[Any, ...]) -> Any:
                 return HistoryMPC(load(m[0], backend="ort", contracts="off"), m[1], p, m[2], **w)
+
+            def identified(p: Any, m: tuple[Any, ...]) -> Any:
+                session = load(m[0], backend="ort", contracts="off")
+                return IdentifiedMPC(session, m[1], p, m[2], smoothing=smoothing, **w)
 
             single_ref: list[list[dict[str, float]]] = [[] for _ in members]  # [model][plant]
             singles = [
@@ -533,14 +541,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                 id_ref: list[list[dict[str, float]]] = [[] for _ in members]  # [model][plant]
                 id_tracking = [
                     tracking(
-                        lambda p, sim, m=m: IdentifiedMPC(
-                            load(m[0], backend="ort", contracts="off"),
-                            m[1],
-                            p,
-                            m[2],
-                            smoothing=smoothing,
-                            **w,
-                        ),
+                        lambda p, sim, m=m: identified(p, m),
                         plants,
                         cfg,
                         TICKS,
@@ -560,37 +561,22 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                     identified_reference_split=_reference_summary(id_ref),
                 )
             if spec.get("long"):  # the demo's plant for as many ticks as the demo: early and late
-                n_long, demo_plant = int(spec["long"]), loop_plant(cfg)
-
-                def long_loop(make: Any) -> Any:
-                    sim = HiddenPlantSim(demo_plant, reference(cfg), n_long + 1, seed=cfg.seed)
-                    ctl = make(sim)
-                    for t in range(n_long):
-                        sim.actuate(ctl.step(sim.observe(t)))
-                    return sim
-
+                n_long, demo_plant = int(spec["long"]), [loop_plant(cfg)]
                 cut, settle = TICKS, cfg.settle_ticks  # the side runs' loop length
-                o_sim = long_loop(lambda sim: OracleMPC(k, sim, **w))
+                o_sims: list[Any] = []
+                tracking(lambda p, sim: OracleMPC(k, sim, **w), demo_plant, cfg, n_long, sims=o_sims)
                 long: dict[str, Any] = {"ticks": n_long, "whole": [], "to_side_run_length": [], "after": []}
                 for m in members:
-                    sim = long_loop(
-                        lambda sim, m=m: IdentifiedMPC(
-                            load(m[0], backend="ort", contracts="off"),
-                            m[1],
-                            demo_plant,
-                            m[2],
-                            smoothing=smoothing,
-                            **w,
-                        )
-                    )
+                    sims: list[Any] = []
+                    tracking(lambda p, sim, m=m: identified(p, m), demo_plant, cfg, n_long, sims=sims)
                     for key, a, b in (
                         ("whole", settle, None),
                         ("to_side_run_length", settle, cut),
                         ("after", cut, None),
                     ):
                         ratio = (
-                            sim.tracking(skip=a, until=b)["rms_rad"]
-                            / o_sim.tracking(skip=a, until=b)["rms_rad"]
+                            sims[0].tracking(skip=a, until=b)["rms_rad"]
+                            / o_sims[0].tracking(skip=a, until=b)["rms_rad"]
                         )
                         long[key].append(float(ratio))
                 res["snapshots"][str(step)]["identified_demo_plant_long"] = long

@@ -56,7 +56,7 @@ from tickformer import validation
 from tickformer.contracts.output_bound import output_excess
 from tickformer.errors import ConfigError
 from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenPendulum, HiddenStepper, tracking_cost
-from tickformer.model.tasks import HIDDEN_CONSTANTS, token_lags
+from tickformer.model.tasks import HIDDEN_CONSTANTS, hidden_horizons, token_lags
 
 Reference = Callable[[float], tuple[float, float]]
 OBS_HEAD = 5  # obs[0:5] = (y_t, r, r', the command actuated last tick, n skipped ticks)
@@ -382,6 +382,14 @@ class HistoryMPC(DelayedMPC):
         self._pend_j = j
 
 
+def smoothing_weight(value: Any) -> float:
+    """IdentifiedMPC's moving-average weight on the newest estimate, checked: in (0, 1] (1: the
+    newest estimate only; 0 would never move off the first)."""
+    return validation.real(
+        value, "smoothing", min_value=0.0, max_value=1.0, exclude_min=True, hint="1: the newest estimate only"
+    )
+
+
 def rollout(
     pred: np.ndarray,
     candidates: list[float],
@@ -418,8 +426,7 @@ class _Filtered:
 
     def _start_filter(self, plant: HiddenPendulum) -> None:
         self.f = HiddenStepper(plant)
-        self.ekf = HiddenEKF(plant)
-        self.ekf.f = self.f  # one stepper: the filter and the prediction use the same constants
+        self.ekf = HiddenEKF(plant, stepper=self.f)  # one stepper: the filter and the prediction agree
         self._delay = plant.delay
         self.issued = [0.0] * (plant.delay + 1)
 
@@ -511,18 +518,18 @@ class IdentifiedMPC(_Filtered, HistoryMPC):
         **weights: float,
     ) -> None:
         names = list(norm.get("identify", ()))
-        if names[2:5] != [f"log {c}" for c in HIDDEN_CONSTANTS]:
+        wanted = [f"log {c}" for c in HIDDEN_CONSTANTS]
+        if not set(wanted) <= set(names):
             raise ConfigError(
                 "IdentifiedMPC needs an identifying model (outputs the state and constants after its "
                 f"horizons; its norm's identify {names or 'is missing'}): train pendulum-hidden with "
                 f"d_out = delay + 6, or use HistoryMPC"
             )
         super().__init__(session, norm, plant, output_bound, catch_up_max=catch_up_max, **weights)
-        self.smoothing = validation.positive_real(smoothing, "smoothing", hint="in (0, 1]: 1 = no smoothing")
-        if self.smoothing > 1.0:
-            raise ConfigError(f"smoothing={smoothing!r} must be in (0, 1] (1: the newest estimate only)")
+        self.smoothing = smoothing_weight(smoothing)
         self.pred = np.zeros((self.pred.shape[0], 2))  # [K, 2] the physics prediction (not the horizons)
-        self._const_cols = [self.d + 1 + 2 + i for i in range(3)]  # the log constants' columns
+        first = hidden_horizons(norm)  # the identification columns follow the horizons (model.tasks)
+        self._const_cols = [first + names.index(n) for n in wanted]  # the log constants' columns
         self._sum = np.zeros((1, self._mean.size))  # [1, d_out] the candidates' sum, per tick
         self._k = float(self.pred.shape[0])  # K, to take the candidates' mean
         self.log_coef = [0.0, 0.0, 0.0]  # the smoothed log constants (Python floats)

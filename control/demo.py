@@ -32,7 +32,7 @@ from tickformer import validation
 from tickformer.durable import atomic_write
 from tickformer.errors import ConfigError
 
-from .delayed import HiddenPlantSim, HistoryMPC, IdentifiedMPC, NominalMPC, OracleMPC
+from .delayed import HiddenPlantSim, HistoryMPC, IdentifiedMPC, NominalMPC, OracleMPC, smoothing_weight
 from .reference import SineReference
 
 CONTROLLERS = ("model", "memoryless", "nominal", "oracle")
@@ -83,8 +83,7 @@ class DemoConfig:
         validation.positive_real(self.period_ms, "--period-ms")
         validation.boolean(self.realtime, "realtime")
         validation.boolean(self.identify, "identify")
-        if not 0.0 < self.smoothing <= 1.0:
-            raise ConfigError(f"smoothing={self.smoothing!r} must be in (0, 1] (1: the newest estimate only)")
+        smoothing_weight(self.smoothing)
         if self.tick_budget_ms is not None and not (0 < self.tick_budget_ms <= self.period_ms):
             raise ConfigError(
                 f"--tick-budget-ms {self.tick_budget_ms!r} must be in (0, period {self.period_ms}]"

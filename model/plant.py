@@ -393,7 +393,6 @@ def loop_episodes(
     cmds = np.empty((n, steps))
     theta, omega = np.empty((n, steps + 1)), np.empty((n, steps + 1))
     theta[:, 0], omega[:, 0] = x[:, 0], x[:, 1]
-    rows = np.arange(n)
     for t in range(steps):
         z = x
         for j in range(d):  # the true state at t + d, through the commands in flight
@@ -408,7 +407,7 @@ def loop_episodes(
         explored = rng.random(n) < explore  # [n]
         pick = np.where(explored, rng.integers(0, cand.size, n), pick)
         cmds[:, t] = cand[pick]
-        applied[rows, t + d] = cmds[:, t]
+        applied[:, t + d] = cmds[:, t]
         x = _rk4(x, a, b, c * applied[:, t], h, sub)
         theta[:, t + 1], omega[:, t + 1] = x[:, 0], x[:, 1]
     y = theta + rng.normal(0.0, base.noise, size=theta.shape)
@@ -506,8 +505,17 @@ class HiddenEKF:
     joint over t-1..t (ignored on the first call) and returns the filtered (theta, omega).
     Python floats only (~30 us a call): no numpy allocation, bounded work."""
 
-    def __init__(self, plant: HiddenPendulum, *, q_theta: float = 1e-6, q_omega: float = 1e-3) -> None:
-        self.f = HiddenStepper(plant)
+    def __init__(
+        self,
+        plant: HiddenPendulum,
+        *,
+        q_theta: float = 1e-6,
+        q_omega: float = 1e-3,
+        stepper: HiddenStepper | None = None,
+    ) -> None:
+        # `stepper`: one the caller also predicts with (so the filter follows its constants when
+        # they change); default: this plant's own
+        self.f = HiddenStepper(plant) if stepper is None else stepper
         self.q0, self.q1 = q_theta, q_omega
         self.r = max(plant.noise, 1e-6) ** 2
         self.x0 = self.x1 = 0.0

@@ -148,3 +148,5 @@ def test_ensemble_identified_needs_identifying_models_and_a_smoothing_in_range()
     ):
         with pytest.raises(SystemExit, match="identified"):
             ensemble("t", spec)
+    with pytest.raises(SystemExit, match="long"):  # the long loop is IdentifiedMPC's
+        ensemble("t", {**base, "long": 2000})
