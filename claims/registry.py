@@ -183,6 +183,7 @@ RESULTS: dict[str, ResultsFile] = {
             "recipe.r2_d4.utc",
             "refresh_control_side_runs",
         ),
+        ResultsFile("test-tiers", "claims/results/test_tiers.json", "utc", "refresh_test_tiers"),
         ResultsFile("prove", "claims/results/prove.json", "utc", "refresh_prove"),
         ResultsFile("ieee754", "claims/results/ieee754.json", "utc", "refresh_ieee754"),
         ResultsFile("prove-graphs", "claims/results/prove_graphs.json", "utc", "refresh_prove_graphs"),
@@ -364,52 +365,47 @@ def _test(cert: dict, prefix: str) -> dict:
     .result("load", "recut-session", "load_avg", "{:.1f}")
 )
 
-# --- README.md ----------------------------------------------------------------------------------------
+# --- README.md and docs/status.md (the README's long form) -----------------------------------------------
 R = "README.md"
+ST = "docs/status.md"
+(
+    Span(f"{R}#tiers")
+    .literal("2", "the 2-core machine")
+    .result("make test", "test-tiers", "make_test.wall_s", "{:.0f}")
+    .result("make check", "test-tiers", "make_check.wall_s", "{:.0f}")
+    .derived("date", "test-tiers", lambda d: d["utc"][:10], "{}", "utc (date)")
+)
 (
     Span(f"{R}#timings")
-    .literal("2", "the 2-core machine")
     .result("demo wall", "demo", "run.wall_s", "{:.0f}")
-    .result("demo load", "demo", "run.load_average_before.0", "{:.1f}")
     .derived("demo date", "demo", lambda d: d["run"]["utc"][:10], "{}", "run.utc (date)")
 )
 (
     Span(f"{R}#demo")
-    .result("train steps", "demo", "train.steps", "{}")
-    .result("train seconds", "demo", "train.seconds", "{:.1f}")
-    .result("window", "demo", "train.window", "{}")
+    .result("model rms", "demo", "loop.model.virtual_time.tracking_rms", "{:.4f}")
+    .result("memoryless rms", "demo", "loop.memoryless.virtual_time.tracking_rms", "{:.4f}")
+    .result("nominal rms", "demo", "loop.nominal.virtual_time.tracking_rms", "{:.4f}")
+    .result("oracle rms", "demo", "loop.oracle.virtual_time.tracking_rms", "{:.4f}")
+    .result("ratio", "demo", "loop.verdict.tracking.model_to_oracle", "{:.2f}")
+    .param("target", lambda: _tracking_target(), "{}", "control/demo.py TRACKING_RATIO_TARGET")
     .result("held-out RMSE", "demo", "train.held_out_rmse", "{:.4f}")
     .result("memoryless RMSE", "demo", "train.baselines.memoryless.rmse", "{:.4f}")
     .result("AR RMSE", "demo", "train.baselines.linear_ar.rmse", "{:.4f}")
     .result("nominal RMSE", "demo", "train.baselines.nominal.rmse", "{:.4f}")
-    .result("export batch", "demo", "export.batch", "{}")
-    .result("export max_len", "demo", "export.model.max_len", "{}")
-    .result("export disagreement", "demo", "export.model.worst_backend_disagreement", sci(1))
-    .derived(
-        "verify properties", "demo", lambda d: len(d["verify"]["properties"]), "{}", "len(verify.properties)"
-    )
+    .result("period", "demo", "loop.period_ms", "{:g}")
+    .result("model misses", "demo", "loop.model.deadline_misses", "{:,}")
+    .result("model ticks", "demo", "loop.model.ticks", "{:,}")
+    .result("model fallbacks", "demo", "loop.model.fallbacks", "{:,}")
+    .result("wall-clock rms", "demo", "loop.model.tracking_rms", "{:.4f}")
+    .result("cost of lateness", "demo", "loop.model.tracking_cost_of_real_time", "{:+.4f}")
+    .result("load", "demo", "loop.load_average_before.0", "{:.1f}")
     .result("certify batch", "demo", "certify.batch", "{}")
     .result("budget", "demo", "certify.budget_us", "{:.0f}")
     .result("certify p50", "demo", "certify.p50_us", "{:.1f}")
-    .result("certify p99", "demo", "certify.p99_us", "{:.1f}")
     .result("certify max", "demo", "certify.max_us", "{:.0f}")
-    .result("period", "demo", "loop.period_ms", "{:g}")
-    .result("model ticks", "demo", "loop.model.ticks", "{:,}")
-    .result("model rms", "demo", "loop.model.tracking_rms", "{:.4f}")
-    .result("memoryless rms", "demo", "loop.memoryless.tracking_rms", "{:.4f}")
-    .result("nominal rms", "demo", "loop.nominal.tracking_rms", "{:.4f}")
-    .result("oracle rms", "demo", "loop.oracle.tracking_rms", "{:.4f}")
-    .result("model misses", "demo", "loop.model.deadline_misses", "{:,}")
-    .result("model covered", "demo", "loop.model.misses_covered_by_fallback", "{:,}")
-    .result("model fallbacks", "demo", "loop.model.fallbacks", "{:,}")
 )
 (
-    Span(f"{R}#params")
-    .run("paper-base", lambda: parameter_count("paper-base"), "{:,}", "tickformer info --preset paper-base")
-    .run("paper-big", lambda: parameter_count("paper-big"), "{:,}", "tickformer info --preset paper-big")
-)
-(
-    Span(f"{R}#assurance")
+    Span(f"{ST}#assurance")
     .param(
         "assoc factor", lambda: bound_constant("softmax_stability", r"within ([\d.]+) \(ln n"), "{}", "BOUND"
     )
@@ -450,32 +446,44 @@ def ieee754_span(anchor: str) -> Span:
     )
 
 
-ieee754_span(f"{R}#ieee754")
-(
-    Span(f"{R}#prove")
-    .run("specs", distinct_specs, "{}", "distinct specs of tickformer.verify.proofs.crosshair.PROOFS")
-    .derived("proven", "prove", lambda d: spec_statuses(d).count("proven"), "{}", "distinct specs proven")
-    .derived(
-        "bounded",
-        "prove",
-        lambda d: spec_statuses(d).count("no counterexample (bounded)"),
-        "{}",
-        "distinct specs 'no counterexample (bounded)'",
+ieee754_span(f"{ST}#ieee754")
+
+
+def prove_span(anchor: str) -> Span:
+    """The `tickformer prove` counts (claims/results/prove.json), stated in README and docs/status.md."""
+    return (
+        Span(anchor)
+        .run("specs", distinct_specs, "{}", "distinct specs of tickformer.verify.proofs.crosshair.PROOFS")
+        .derived("proven", "prove", lambda d: spec_statuses(d).count("proven"), "{}", "distinct specs proven")
+        .derived(
+            "bounded",
+            "prove",
+            lambda d: spec_statuses(d).count("no counterexample (bounded)"),
+            "{}",
+            "distinct specs 'no counterexample (bounded)'",
+        )
+        .derived(
+            "twins refuted",
+            "prove",
+            lambda d: sum(p["twin_refuted"] for p in d["proofs"]),
+            "{}",
+            "twins refuted",
+        )
+        .run("twins", proofs, "{}", "len(PROOFS)")
+        .result("prove wall", "prove", "wall_s", "{:.0f}")
+        .literal("2", "the 2-core machine")
     )
-    .derived(
-        "twins refuted", "prove", lambda d: sum(p["twin_refuted"] for p in d["proofs"]), "{}", "twins refuted"
-    )
-    .run("twins", proofs, "{}", "len(PROOFS)")
-    .result("prove wall", "prove", "wall_s", "{:.0f}")
-    .literal("2", "the 2-core machine")
-)
+
+
+prove_span(f"{R}#prove")
+prove_span(f"{ST}#prove")
 # The fix, commit 02c148b (vsel): the V-row selection as Gather(Concat(V_cache, zero row), index).
 _VSEL = (
     "printed by python benchmarks/compare_commits.py --rounds 3 e937cfc^ 2dae658 vsel (vsel = 02c148b), "
     "2026-12-04; not kept in a results file"
 )
 (
-    Span(f"{R}#bench")
+    Span(f"{ST}#bench")
     .literal("10", "the target's factor (benchmarks/report.py targets())")
     .run(
         "recompute ratio",
@@ -589,7 +597,7 @@ _WHERE_BENCH = (
     "one thread"
 )
 (
-    Span(f"{R}#regression")
+    Span(f"{ST}#regression")
     .literal("2.2", f"98.8 / 45.2, the step before and after e937cfc, {_REGRESSION}")
     .literal("45.2", f"bare step p50 at e937cfc^ (us), {_REGRESSION}")
     .literal("98.8", f"bare step p50 at e937cfc (us), {_REGRESSION}")
@@ -597,7 +605,7 @@ _WHERE_BENCH = (
     .literal("45.0", f"bare step p50 at e937cfc^ (us), {_VSEL}")
     .literal("99.7", f"bare step p50 at 2dae658, the Where form (us), {_VSEL}")
 )
-Span(f"{R}#nodes").run(
+Span(f"{ST}#nodes").run(
     "step nodes", step_graph_nodes, "{}", "ORT-optimised node count of build_step(control)"
 )
 
@@ -2145,7 +2153,7 @@ for _name, _path in (
 
 # README's tracking sentence (docs/control.md "The model identifies, a filter estimates")
 (
-    Span(f"{R}#identified")
+    Span(f"{ST}#identified")
     .result("demo ratio", "demo", "loop.verdict.tracking.model_to_oracle", "{:.2f}")
     .param("target", _tracking_target, "{}", "control/demo.py TRACKING_RATIO_TARGET")
     .literal("1.77", f"the demo's model / oracle tracking ratio in {_PREV_DEMO_IDENTIFIED}")
@@ -2368,6 +2376,8 @@ for _point in ("1000", "100000", "1000000"):
 
 FILES: dict[str, tuple[str, str]] = {
     "README.md": ("covered", ""),
+    "docs/README.md": ("covered", ""),
+    "docs/status.md": ("covered", ""),
     "docs/gpu.md": ("covered", ""),
     "docs/assurance.md": (
         "generated",
@@ -2397,7 +2407,9 @@ FILES: dict[str, tuple[str, str]] = {
 
 # Definitional numbers outside spans that look like measurements (versions, thresholds, units).
 LITERALS: dict[str, dict[str, str]] = {
-    "README.md": {
+    "README.md": {"3.11": "the Python version requirements.lock is made for (make lock)"},
+    "docs/README.md": {},
+    "docs/status.md": {
         "15": "15%: the factors 0.85 and 1.15 of benchmarks/control_sensitivity.py FACTORS",
     },
     "docs/gpu.md": {
@@ -2613,6 +2625,32 @@ def refresh_demo() -> None:
             cwd=ROOT,
         )
         _slim_certificate(rep / "certificate.json", ROOT / "claims" / "results" / "certify" / "c_grow.json")
+
+
+def refresh_test_tiers() -> None:
+    """`make test` and `make check` timed from a warm venv (each run once before, untimed, so the
+    venv, the compiled C and the caches are warm), with the machine's load beside them."""
+    import datetime as _dt
+    import os
+    import platform
+    import time
+
+    record: dict[str, Any] = {
+        "cpu_count": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+    }
+    for target in ("test", "check"):
+        subprocess.run(["make", target], cwd=ROOT, check=True, capture_output=True)
+        load = os.getloadavg()
+        t0 = time.perf_counter()
+        subprocess.run(["make", target], cwd=ROOT, check=True, capture_output=True)
+        record[f"make_{target}"] = {
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "load_average_before": [round(v, 2) for v in load],
+        }
+    record["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    record["command"] = "python claims/check.py --refresh test-tiers (make test, make check; warm venv)"
+    (ROOT / "claims/results/test_tiers.json").write_text(json.dumps(record, indent=2) + "\n")
 
 
 def refresh_prove() -> None:

@@ -241,9 +241,13 @@ def train(
     out: str | Path | None = None,
     preset_name: str | None = None,
     progress: bool = False,
+    on_step: Callable[[int, Mapping[str, np.ndarray]], None] | None = None,
 ) -> TrainResult:
-    """Train `config` on `task`, evaluate on the held-out set and (if `out`) save a checkpoint."""
-    params, losses, data, seconds, cpu_seconds = train_steps(task, config, settings, progress=progress)
+    """Train `config` on `task`, evaluate on the held-out set and (if `out`) save a checkpoint.
+    `progress`: a live bar on a terminal; `on_step`: as in `train_steps`."""
+    params, losses, data, seconds, cpu_seconds = train_steps(
+        task, config, settings, progress=progress, on_step=on_step
+    )
     eval_start = time.perf_counter_ns()
     with single_threaded_blas():
         held_out = task.evaluate(params, config, data)

@@ -20,7 +20,7 @@ from tickformer.errors import ConfigError
 
 from .backends import REGISTRY as BACKENDS
 from .backends import backend_class
-from .control_loop import ControlLoop, LoopConfig, LoopStats
+from .control_loop import ControlLoop, LoopConfig, LoopStats, VirtualClock
 from .session import CONTRACT_MODES, Session
 
 
@@ -68,6 +68,7 @@ __all__ = [
     "LoopConfig",
     "LoopStats",
     "Session",
+    "VirtualClock",
     "load",
     "open_artifact",
 ]

@@ -60,6 +60,24 @@ def sleep_ns(duration_ns: int) -> None:
         time.sleep(duration_ns / 1e9)
 
 
+class VirtualClock:
+    """Time that moves only when the loop sleeps: `ControlLoop(..., clock=vc.now, sleep=vc.sleep)`
+    runs the same loop, controller and policy with every tick released on schedule and every
+    step taking no time, so nothing is ever late. The outputs then depend only on the inputs and
+    the seeds, not on the machine or its load: the control quality of a controller, measured
+    deterministically (the demo's virtual-time run). Not a simulation of the step's cost."""
+
+    def __init__(self, start_ns: int = 0) -> None:
+        self._now = int(start_ns)
+
+    def now(self) -> int:
+        return self._now
+
+    def sleep(self, duration_ns: int) -> None:
+        if duration_ns > 0:
+            self._now += int(duration_ns)
+
+
 @dataclass(frozen=True)
 class LoopConfig:
     """period_ns: tick period. budget_ns: per-step latency budget (None: the period).

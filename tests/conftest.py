@@ -53,6 +53,8 @@ def pytest_configure(config):
         return
     seed = os.environ.get("HYPOTHESIS_SEED") or str(secrets.randbelow(2**32))
     config.option.hypothesis_seed = seed
+    # pytest-xdist's workers start after this hook and inherit the environment: one seed per run
+    os.environ["HYPOTHESIS_SEED"] = seed
 
 
 def pytest_report_header(config):

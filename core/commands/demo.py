@@ -26,6 +26,11 @@ Stages (each a function, so a missing part of the checkout fails one stage with 
                     memoryless  the same controller on the window-1 model
                     nominal     NominalMPC: true equations, nominal constants, EKF state
                     oracle      OracleMPC: true equations, the episode's true constants, EKF
+                  Each controller runs twice from the same start: in virtual time
+                  (runtime.control_loop.VirtualClock: every tick on time, so the tracking
+                  depends on the seed alone and is reproduced to the digit -- the result) and on
+                  the wall clock (deadlines, fallbacks, and what the late ticks cost the
+                  tracking, with the machine's load beside them).
                   Per-tick step time is traced for the whole run (latency.png), RSS read after
                   the warm-up ticks and at the end; the sessions' contracts in monitor mode; each
                   loop under SCHED_FIFO + mlockall + a frozen gc where granted (recorded).
@@ -163,12 +168,22 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
     if lo:
         for name in CONTROLLERS:
             r = lo[name]
+            v = r["virtual_time"]
             t.add_row(
                 f"loop: {name}" + (f" ({r['controller']})" if "controller" in r else ""),
-                f"tracking rms {r['tracking_rms']:.4f} rad | {r['ticks']} ticks, misses {r['deadline_misses']} "
-                f"({r['misses_covered_by_fallback']} covered by the fallback), fallbacks {r['fallbacks']} | "
-                f"step p50 {r['step_p50_us']:.0f} us (first 10% {r['step_p50_first_10pct_us']:.0f}, last 10% "
-                f"{r['step_p50_last_10pct_us']:.0f}), p99 {r['step_p99_us']:.0f} us",
+                f"tracking rms {v['tracking_rms']:.4f} rad (virtual time, deterministic) | wall clock: "
+                f"{r['ticks']} ticks, misses {r['deadline_misses']} ({r['misses_covered_by_fallback']} covered "
+                f"by the fallback), fallbacks {r['fallbacks']}, tracking {r['tracking_rms']:.4f} rad "
+                f"({r['tracking_cost_of_real_time']:+.4f}) | step p50 {r['step_p50_us']:.0f} us (first 10% "
+                f"{r['step_p50_first_10pct_us']:.0f}, last 10% {r['step_p50_last_10pct_us']:.0f}), p99 "
+                f"{r['step_p99_us']:.0f} us",
+            )
+        before, after = lo.get("load_average_before"), lo.get("load_average_after")
+        if before and after:
+            t.add_row(
+                "machine load",
+                f"load average {before[0]:.2f} before the loops, {after[0]:.2f} after ({lo['cpu_count']} CPUs): "
+                "the wall-clock rows depend on it, the virtual-time tracking does not",
             )
         verdict = lo.get("verdict") or {}
         if verdict:
@@ -304,8 +319,13 @@ def run(args: argparse.Namespace) -> int:
         summary[name] = result
         return result
 
+    def note(line: str) -> None:  # progress of the long stages, one line each (a log too)
+        console.print(f"  {line}", highlight=False, soft_wrap=True)
+
     D.start_runtime()
-    tr = timed("train", lambda: D.train_models(out, cfg, progress=interactive))
+    tr = timed(
+        "train", lambda: D.train_models(out, cfg, progress=interactive, note=None if interactive else note)
+    )
     ex = timed("export", lambda: D.export_models(out, tr, cfg))
     timed("verify", lambda: stage_verify(out, ex["model"]["artifact"], cfg))
 
@@ -328,7 +348,10 @@ def run(args: argparse.Namespace) -> int:
             return stage_certify(out, ex["model"]["artifact"], cfg, progress)
 
     ce = timed("certify", certify)
-    lo = timed("loop", lambda: D.run_loops(ex, tr, cfg, isolation=lambda: Isolation(realtime=cfg.realtime)))
+    lo = timed(
+        "loop",
+        lambda: D.run_loops(ex, tr, cfg, isolation=lambda: Isolation(realtime=cfg.realtime), progress=note),
+    )
     lo["period"] = D.period_shares(ce, lo, cfg)
     D.plot_tracking(out / "tracking.png", lo, cfg)
     D.plot_latency(out / "latency.png", lo, cfg)

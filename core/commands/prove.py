@@ -242,7 +242,13 @@ def _print_results(console, outcomes, wall: float) -> None:
         n = len(o.spec_results)
         confirmed = sum(r.verdict == "confirmed" for r in o.spec_results)
         cpu = sum(r.cpu_s for r in o.spec_results) + sum(r.cpu_s for r in o.twin_results)
-        verdict = o.spec_status if o.spec_ok else "[red]FAILED[/red]"
+        verdict = (
+            o.spec_status
+            if o.spec_ok
+            else "[red]FAILED (vacuous)[/red]"
+            if o.vacuous
+            else "[red]FAILED[/red]"
+        )
         twin = "[green]refuted[/green]" if o.twin_refuted else "[red]SURVIVED[/red]"
         table.add_row(
             o.proof.contract,

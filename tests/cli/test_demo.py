@@ -68,6 +68,15 @@ def test_demo_quick_runs_every_stage_and_reports(tmp_path, capsys) -> None:
         assert set(r["identified_relative_error"]) == {"g/L", "b/(m L^2)", "k/(m L^2)"}
         assert all(math.isfinite(v) and v > -1 for v in r["identified_relative_error"].values())
     assert set(s["loop"]["verdict"]) == {"tracking", "deadlines", "step_p50_first_last", "rss"}
+    # the quality verdict is the virtual-time run's; the wall-clock run says what lateness cost
+    for name in D.CONTROLLERS:
+        r = s["loop"][name]
+        v = r["virtual_time"]
+        assert v["ticks"] == 120 and math.isfinite(v["tracking_rms"]) and "_theta" not in v
+        assert r["tracking_cost_of_real_time"] == pytest.approx(r["tracking_rms"] - v["tracking_rms"])
+    m, o = (s["loop"][n]["virtual_time"]["tracking_rms"] for n in ("model", "oracle"))
+    assert s["loop"]["verdict"]["tracking"]["model_to_oracle"] == pytest.approx(m / o)
+    assert len(s["loop"]["load_average_before"]) == 3 and len(s["loop"]["load_average_after"]) == 3
     period = s["loop"]["period"]
     assert (
         period["period_us"] == 5000
@@ -81,6 +90,8 @@ def test_demo_quick_runs_every_stage_and_reports(tmp_path, capsys) -> None:
     assert set(metrics["held_out"]["baselines"]) == {"memoryless", "linear_ar", "nominal"}
     text = capsys.readouterr().out
     assert "report directory" in text and "loop: memoryless (IdentifiedMPC)" in text
+    assert "virtual time" in text and "machine load" in text
+    assert "train model (window 32): step 30/30" in text  # progress lines when not on a terminal
 
 
 def test_demo_config_validation() -> None:

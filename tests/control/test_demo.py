@@ -27,9 +27,11 @@ def test_p50_drift_uses_the_first_and_last_tenth_and_the_stated_tolerance():
 
 def _loop(model_rms=0.012, oracle_rms=0.01, misses=1, covered=1, ticks=20_000, rss=(100, 100), change=0.0):
     row = {"ticks": ticks, "deadline_misses": 0, "misses_covered_by_fallback": 0, "tracking_rms": 0.05}
-    loop = {name: dict(row) for name in D.CONTROLLERS}
+    loop = {name: {**row, "virtual_time": {"tracking_rms": 0.05}} for name in D.CONTROLLERS}
+    loop["model"]["virtual_time"]["tracking_rms"] = model_rms
+    loop["oracle"]["virtual_time"]["tracking_rms"] = oracle_rms
     loop["model"].update(
-        tracking_rms=model_rms,
+        tracking_rms=0.5,  # the wall-clock run's tracking: reported, never the verdict's
         deadline_misses=misses,
         misses_covered_by_fallback=covered,
         rss_warm_bytes=rss[0],
@@ -37,14 +39,14 @@ def _loop(model_rms=0.012, oracle_rms=0.01, misses=1, covered=1, ticks=20_000, r
         step_p50_change=change,
         step_p50_within_tolerance=abs(change) <= D.P50_DRIFT_TOLERANCE,
     )
-    loop["oracle"]["tracking_rms"] = oracle_rms
     return loop
 
 
 def test_loop_verdict_checks_each_target():
     ok = D.loop_verdict(_loop())
     assert all(v["met"] for v in ok.values()), ok
-    assert ok["tracking"]["model_to_oracle"] == pytest.approx(1.2)
+    assert ok["tracking"]["model_to_oracle"] == pytest.approx(1.2)  # virtual time
+    assert ok["tracking"]["model_to_oracle_real_time"] == pytest.approx(10.0)  # 0.5 / 0.05, reported
     assert not D.loop_verdict(_loop(model_rms=0.016))["tracking"]["met"]  # 1.6 x oracle
     assert not D.loop_verdict(_loop(model_rms=0.06, oracle_rms=0.05))["tracking"]["met"]  # above memoryless
     assert not D.loop_verdict(_loop(misses=3, covered=3))["deadlines"]["met"]  # 1.5 in 10^4
@@ -82,6 +84,62 @@ def test_run_loop_records_isolation_rss_after_warm_up_and_drift():
     assert r["_step_ns"].shape == (160,)
 
 
+class _StallingClock:
+    """A wall clock on which every call to the step costs `step_ns` and one tick in 7 stalls for
+    3 periods: what a loaded machine does to the loop."""
+
+    def __init__(self, period_ns: int) -> None:
+        self.now_ns, self.period_ns, self.calls = 0, period_ns, 0
+
+    def clock(self) -> int:
+        self.calls += 1
+        self.now_ns += self.period_ns // 10 + (3 * self.period_ns if self.calls % 29 == 0 else 0)
+        return self.now_ns
+
+    def sleep(self, ns: int) -> None:
+        self.now_ns += max(0, ns)
+
+
+def test_virtual_time_tracking_is_the_same_on_any_clock_and_load():
+    """The virtual-time run is bit-identical run to run, and the same loop on a stalling clock
+    (late ticks, skipped periods, fallbacks) tracks differently: the virtual clock is what makes
+    the quality number independent of the machine (a mutant run_virtual on the wall clock fails
+    the equality below under load, and the stalling run shows the difference it would make)."""
+    from tickformer.runtime.control_loop import ControlLoop
+
+    cfg = D.DemoConfig(quick=True, ticks=300, period_ms=1.0)
+    plant = D.loop_plant(cfg)
+
+    def fresh():
+        sim = HiddenPlantSim(plant, D.reference(cfg), cfg.ticks * 64, seed=0)
+        return NominalMPC(cfg.candidates), sim
+
+    a = D.run_virtual(*fresh(), cfg)
+    b = D.run_virtual(*fresh(), cfg)
+    assert a["tracking_rms"] == b["tracking_rms"] and np.array_equal(a["_theta"], b["_theta"])
+    assert a["ticks"] == cfg.ticks and a["fallbacks"] == 0
+    assert a["_theta"].size == cfg.ticks + 1  # no skipped period: one plant tick per loop tick
+    ctl, sim = fresh()
+    stall = _StallingClock(cfg.period_ns)
+    stats = ControlLoop(ctl, D.loop_config(cfg), clock=stall.clock, sleep=stall.sleep).run(
+        cfg.ticks, sim.observe, sim.actuate
+    )
+    assert stats.skipped_periods > 0 and stats.fallbacks > 0
+    assert sim.tracking(skip=min(cfg.settle_ticks, cfg.ticks // 4))["rms_rad"] != a["tracking_rms"]
+
+
+def test_virtual_clock_moves_only_when_the_loop_sleeps():
+    from tickformer.runtime.control_loop import VirtualClock
+
+    vc = VirtualClock(5)
+    assert vc.now() == vc.now() == 5
+    vc.sleep(-3)
+    vc.sleep(0)
+    assert vc.now() == 5
+    vc.sleep(10)
+    assert vc.now() == 15
+
+
 def test_plots_are_written_atomically(tmp_path, monkeypatch):
     """A figure that fails half-way leaves the previous file whole (the bytes are rendered in
     memory and written with one atomic replace); a good one replaces it."""
@@ -96,7 +154,7 @@ def test_plots_are_written_atomically(tmp_path, monkeypatch):
         "_step_ns": np.full(n, 3e5),
         "_late_ticks": np.array([5]),
     }
-    loop = {"dt_s": 0.1, **{name: dict(row) for name in D.CONTROLLERS}}
+    loop = {"dt_s": 0.1, **{name: {**row, "virtual_time": dict(row)} for name in D.CONTROLLERS}}
     for plot, name in ((D.plot_tracking, "tracking.png"), (D.plot_latency, "latency.png")):
         path = tmp_path / name
         path.write_bytes(b"old")
@@ -121,8 +179,11 @@ def test_plots_are_written_atomically(tmp_path, monkeypatch):
 
 
 def test_public_drops_the_per_tick_arrays():
-    loop = {"period_ms": 2.0, "model": {"ticks": 3, "_step_ns": np.zeros(3)}}
-    assert D.public(loop) == {"period_ms": 2.0, "model": {"ticks": 3}}
+    loop = {
+        "period_ms": 2.0,
+        "model": {"ticks": 3, "_step_ns": np.zeros(3), "virtual_time": {"ticks": 3, "_theta": np.zeros(4)}},
+    }
+    assert D.public(loop) == {"period_ms": 2.0, "model": {"ticks": 3, "virtual_time": {"ticks": 3}}}
 
 
 def test_period_shares():
@@ -143,7 +204,8 @@ def test_tracking_plot_takes_traces_of_different_lengths(tmp_path):
     lengths = dict(zip(D.CONTROLLERS, (121, 123, 119, 122)))
     loop = {"dt_s": 0.1}
     for name, n in lengths.items():
-        loop[name] = {"_theta": np.linspace(0.0, 0.1, n), "tracking_rms": 0.01, "ticks": 120}
+        virtual = {"_theta": np.linspace(0.0, 0.1, n), "tracking_rms": 0.01}
+        loop[name] = {"virtual_time": virtual, "tracking_rms": 0.01, "ticks": 120}
     D.plot_tracking(tmp_path / "tracking.png", loop, cfg)
     assert (tmp_path / "tracking.png").read_bytes()[:4] == b"\x89PNG"
 

@@ -14,8 +14,19 @@ Verdicts, as CrossHair reports them (crosshair.statespace.MessageType):
     not confirmed   no counterexample within the per-condition budget, but not every path was
                     exhausted: bounded evidence, not a proof;
     counterexample  a concrete input breaking the condition (the message names it).
+    vacuous         no input satisfying the preconditions was found: nothing was checked. A
+                    failure of the spec (its `pre:` conditions contradict each other, or are
+                    beyond the solver), never a pass.
 
-How CrossHair models the values (crosshair-tool 0.0.113, libimpl/builtinslib.py):
+Verdicts that depend on time (CrossHair's per-condition and per-path budgets and z3's query
+timeouts are wall-clock) are not accepted from a shared run alone: a spec found vacuous, an
+integer spec not confirmed, or a twin not refuted is re-run alone, one process at a time, with
+RETRY_FACTOR times the budget (`run_proofs`), and only that verdict stands. On a loaded 2-core
+machine the shared run found `ring_buffer.window_covered` vacuous (no path's solver call for its
+preconditions finished within the per-path budget); alone with more time it is proven.
+
+How CrossHair models the values (crosshair-tool 0.0.114, the version requirements.lock pins;
+libimpl/builtinslib.py):
     int    z3 unbounded integers, like Python's ints: proofs over int specs (masks, ring buffer,
            position, deadlines, latency) cover all integers, no overflow to model.
     float  per iteration it picks a z3 *Real* (~98%) or a z3 IEEE-754 double (~2%); a
@@ -174,10 +185,11 @@ PROOFS: tuple[Proof, ...] = (
     ),
 )
 
-CONFIRMED, NOT_CONFIRMED, COUNTEREXAMPLE, ERROR, NOT_RUN = (
+CONFIRMED, NOT_CONFIRMED, COUNTEREXAMPLE, VACUOUS, ERROR, NOT_RUN = (
     "confirmed",
     "not confirmed",
     "counterexample",
+    "vacuous",
     "error",
     "not run",
 )
@@ -244,7 +256,8 @@ def check_conditions(
         elif any(s == MessageType.SYNTAX_ERR for s in states):
             verdict, text = ERROR, messages[0].message
         elif any(s == MessageType.PRE_UNSAT for s in states):
-            verdict, text = ERROR, "no input satisfies the preconditions (vacuous)"
+            verdict = VACUOUS
+            text = f"no input satisfying the preconditions found within {per_condition_s:g} s (vacuous)"
         else:
             verdict, text = NOT_CONFIRMED, "no counterexample within the budget (paths not exhausted)"
         results.append(
@@ -286,6 +299,10 @@ class ProofOutcome:
         )
 
     @property
+    def vacuous(self) -> bool:
+        return any(r.verdict == VACUOUS for r in self.spec_results)
+
+    @property
     def spec_status(self) -> str:
         if not self.spec_ok:
             return "FAILED"
@@ -311,6 +328,37 @@ class ProofOutcome:
 TWIN_BUDGET = 2.0
 # z3's budget for the binary64 drift query (3-9 s on the loaded 2-core CI machine).
 DRIFT_TIMEOUT_S = 60.0
+# A time-dependent verdict (module docstring) is re-run alone with this many times the budget.
+RETRY_FACTOR = 4.0
+
+
+def _needs_retry(key: tuple[str, str], results: list[ConditionResult], values: dict[str, str]) -> bool:
+    """Whether a shared-run verdict could be the machine's load rather than the spec's: vacuous
+    anywhere; an integer spec not confirmed (CrossHair decides integer specs over all paths); a
+    twin not refuted."""
+    spec, target = key
+    if any(r.verdict == VACUOUS for r in results):
+        return True
+    if spec == target:
+        return values.get(spec) == "int" and any(r.verdict == NOT_CONFIRMED for r in results)
+    return not any(r.verdict == COUNTEREXAMPLE for r in results)
+
+
+def _retried(results: list[ConditionResult], budget_s: float) -> list[ConditionResult]:
+    """The re-run's verdicts, each message saying it comes from the re-run alone; a condition
+    still vacuous says what that means and what to fix."""
+    out = []
+    for r in results:
+        if r.verdict == VACUOUS:
+            message = (
+                f"vacuous: no input satisfying the preconditions found, even re-run alone with "
+                f"{budget_s:g} s per condition; nothing was checked -- fix the spec's `pre:` conditions "
+                f"(contradictory, or beyond the solver)"
+            )
+        else:
+            message = f"{r.message} (re-run alone with {budget_s:g} s per condition)"
+        out.append(dataclasses.replace(r, message=message))
+    return out
 
 
 def run_proofs(
@@ -323,8 +371,10 @@ def run_proofs(
 ) -> list[ProofOutcome]:
     """Run every spec (all conditions) and every twin (until refuted) in `jobs` processes.
 
-    Specs are shared between proofs (one spec may have two twins) and checked once. Anything not
-    finished within `total_s` wall-clock seconds is reported as NOT_RUN (which fails the run).
+    Specs are shared between proofs (one spec may have two twins) and checked once. A verdict
+    that may be the load's (`_needs_retry`) is then re-run alone, one at a time, with
+    RETRY_FACTOR times its budget, and the re-run's verdict stands. Anything not finished within
+    `total_s` wall-clock seconds is reported as NOT_RUN (which fails the run).
     """
     specs = sorted({p.spec_name for p in proofs})
     tasks: dict[tuple[str, str], tuple[str, str, float, bool]] = {}
@@ -356,6 +406,27 @@ def run_proofs(
             for fut in futures:
                 fut.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
+    values = {p.spec_name: p.values for p in proofs}
+    for key in [k for k, r in done.items() if _needs_retry(k, r, values)]:
+        left = deadline_s - time.monotonic()
+        if left <= 0:
+            break
+        with ProcessPoolExecutor(max_workers=1) as alone:
+            if key in smt:
+                spec, twin, budget = smt[key]
+                fut = alone.submit(refute_by_drift, spec, twin, budget * RETRY_FACTOR)
+                budget *= RETRY_FACTOR
+            else:
+                spec, target, budget, stop = tasks[key]
+                budget *= RETRY_FACTOR
+                fut = alone.submit(check_conditions, spec, target, budget, stop)
+            try:
+                done[key] = _retried(fut.result(timeout=left), budget)
+            except TimeoutError:
+                alone.shutdown(wait=False, cancel_futures=True)
+                break
+        if on_result is not None:
+            on_result(*key)
     outcomes = []
     for p in proofs:
         missing = [

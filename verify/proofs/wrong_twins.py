@@ -313,3 +313,16 @@ def next_tick_burst(start_ns: int, period_ns: int, tick: int, now_ns: int) -> tu
 def over_budget_ns_abs(elapsed_ns: int, budget_ns: int) -> int:
     """Reports slack as if it were lateness."""
     return abs(elapsed_ns - budget_ns)
+
+
+# -- the runner itself ------------------------------------------------------------------------
+
+
+def vacuous_spec(position: int) -> int:
+    """A spec no input can satisfy: the runner must fail it as vacuous, after its re-run alone,
+    never count it proven (tests/verify/test_prove.py).
+
+    pre: position > 0 and position < 0
+    post: __return__ == position
+    """
+    return position
