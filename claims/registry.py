@@ -228,6 +228,14 @@ def step_p50(impl: str, label: str) -> float:
     return bench_report().step_stats(bench_cases(), impl, label)["p50"]
 
 
+def locked_version(package: str) -> str:
+    """The version requirements.lock pins for `package` (the one the tests run with: tests/test_lock.py
+    fails when the installed one differs)."""
+    from lockfile import version
+
+    return version(package)
+
+
 def parameter_count(name: str) -> int:
     from tickformer.model.config import parameter_count, preset
 
@@ -634,9 +642,7 @@ for _name, _keys in (
 _FP16.literal("-10", "the domain edge (the all -10 row)").literal("-10", "the domain edge (the all -10 row)")
 _FP16.literal("1", "1+1 layers (tiny-seq2seq)").literal("2", "2+2 layers (reverse)")
 _FP16.literal("10", "the domain edge (the all +10 row)").literal("10", "the domain edge (the all +10 row)")
-Span(f"{G}#fp16-cmd").run(
-    "onnxruntime", lambda: importlib.import_module("onnxruntime").__version__, "{}", "onnxruntime.__version__"
-)
+Span(f"{G}#fp16-cmd").param("onnxruntime", lambda: locked_version("onnxruntime"), "{}", "requirements.lock")
 (
     Span(f"{G}#fp16-bound")
     .literal("2", "u = 2^-11")
@@ -858,7 +864,7 @@ def bench_median_us(fullname: str) -> float:
 
 (
     Span(f"{KC}#softmax")
-    .run("numpy", lambda: importlib.import_module("numpy").__version__, "{}", "numpy.__version__")
+    .param("numpy", lambda: locked_version("numpy"), "{}", "requirements.lock")
     .run("n7", lambda: softmax_sum_ratio(7), "{:.1g}", "softmax_sum_ratio(7) in claims/registry.py", tol=0.2)
     .literal("7", "n")
     .run("n1000", lambda: softmax_sum_ratio(1000), "{:.1g}", "softmax_sum_ratio(1000)", tol=0.0015)
@@ -958,12 +964,7 @@ def _graph_secs(v: float) -> str:
     .run("int specs", lambda: int_proofs(True), "{}", "distinct int specs of PROOFS")
     .run("int proofs", lambda: int_proofs(False), "{}", "int entries of PROOFS")
 )
-Span(f"{KC}#crosshair").run(
-    "version",
-    lambda: importlib.import_module("importlib.metadata").version("crosshair-tool"),
-    "{}",
-    "crosshair-tool",
-)
+Span(f"{KC}#crosshair").param("version", lambda: locked_version("crosshair-tool"), "{}", "requirements.lock")
 
 
 # --- docs/export_runtime.md ------------------------------------------------------------------------------
@@ -2423,12 +2424,12 @@ LITERALS: dict[str, dict[str, str]] = {
     "docs/architecture.md": {},
     "docs/benchmarks.md": {"2.13": "the torch version compared with", "5": "the 5x target (a threshold)"},
     "docs/contracts.md": {
-        "10": "the CI re-check's 10 s budget per condition (tests/verify/test_prove.py)",
-        "98": "CrossHair's share of z3 Real floats (crosshair/libimpl/builtinslib.py, 0.0.113)",
+        "98": "CrossHair's share of z3 Real floats (crosshair/libimpl/builtinslib.py, 0.0.114)",
         "2": "CrossHair's share of z3 IEEE doubles (same source)",
         "1e30": "a test's edge logits (tests/contracts/test_softmax_stability.py)",
         "3.4e38": "a test's edge logits (the fp32 maximum)",
         "1": "the drift query's shortest period, 1 us (verify/proofs/ieee754.py DRIFT_PRE)",
+        "10": "the drift query's longest period, 10 s (verify/proofs/ieee754.py DRIFT_PRE)",
         "1.8e308": "the float64 maximum, where CrossHair's OverflowError for the drift twin lies",
         "-87.33": "ln of float32's smallest normal number (verify/proofs/ieee754.py EXP_NORMAL_FROM)",
     },

@@ -136,6 +136,7 @@ def test_quick_and_explicit_flags_combine() -> None:
     assert not D.config_from_args(ns).identify
 
 
+@pytest.mark.slow  # the demo end to end, trains two models
 def test_demo_horizons_only_trains_the_horizons_and_runs_history_mpc(tmp_path) -> None:
     """--horizons-only: the demo before IdentifiedMPC (models with d_out = delay + 1, HistoryMPC)."""
     from tickformer.control import demo as CD

@@ -24,6 +24,7 @@ from tickformer.codegen.toolchain import build_library
 from tickformer.runtime import open_artifact
 
 
+@pytest.mark.slow  # Frama-C EVA on four artifacts
 @pytest.mark.parametrize("name", ["tiny", "tokens", "win4", "ssm"])
 def test_eva_raises_no_alarm(arts, name, tmp_path, c_compiler, make_tool):
     if shutil.which("frama-c") is None:

@@ -93,6 +93,7 @@ def test_cppcheck_finds_nothing(outs, c_compiler, make_tool):
         assert done.returncode == 0 and "cppcheck: no findings" in done.stdout, done.stdout + done.stderr
 
 
+@pytest.mark.slow  # builds and runs the C step under ASan/UBSan
 def test_sanitizers_find_nothing(outs, c_compiler, make_tool):
     for out in outs.values():
         done = run_make(out, "sanitize", make_tool, c_compiler)

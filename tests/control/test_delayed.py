@@ -270,6 +270,7 @@ def _net_blocks(controller, observations, ticks):
     return sum(d.count_diff for d in diff)
 
 
+@pytest.mark.slow  # long closed loops under tracemalloc
 def test_controllers_allocate_nothing_net_per_tick(hidden_art, identify_art, plant):
     """2,000 ticks of each controller leave zero net traced blocks (the model's session slides)."""
     rng = np.random.default_rng(9)

@@ -137,6 +137,7 @@ def test_baselines_predict_far_better_than_holding_the_angle():
         assert np.sqrt(np.mean((pred - truth) ** 2)) < 0.7 * hold
 
 
+@pytest.mark.slow  # trains three models
 def test_the_memoryless_twin_is_the_window_1_run_with_the_same_settings():
     """The windowed run's evaluation reuses a window-1 run of this process with the same
     settings as its memoryless baseline (training is deterministic): the reused weights equal a
@@ -163,6 +164,7 @@ def test_the_memoryless_twin_is_the_window_1_run_with_the_same_settings():
     T._TWINS.clear()
 
 
+@pytest.mark.slow  # training
 def test_an_ssm_model_trains_and_evaluates_on_the_hidden_task():
     """Regression: the evaluation's memoryless twin of an ssm model is the attention network of
     its sizes with window 1 (config.replace(window=1) alone raised ConfigError for block 'ssm')."""

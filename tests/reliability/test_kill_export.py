@@ -139,7 +139,10 @@ while True:
 """
 
 
-@pytest.mark.parametrize("writer, trials, max_delay", [("write_atomic", 10, 0.25), ("export_params", 3, 1.2)])
+@pytest.mark.parametrize(
+    "writer, trials, max_delay",
+    [pytest.param("write_atomic", 10, 0.25, marks=pytest.mark.slow), ("export_params", 3, 1.2)],
+)
 def test_killed_artifact_writer_leaves_old_new_or_nothing(
     two_artifacts, tmp_path, outcomes, writer, trials, max_delay
 ):

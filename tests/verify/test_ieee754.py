@@ -39,6 +39,7 @@ def results():
     return out
 
 
+@pytest.mark.slow  # the full SMT run (module fixture, ~40 s)
 def test_every_claim_proven_and_every_twin_refuted(results):
     assert set(results) == {c.name for c in ieee754.CLAIMS}
     for name, r in results.items():
@@ -49,6 +50,7 @@ def test_every_claim_proven_and_every_twin_refuted(results):
     assert data["ok"] and all(c["twin_status"] == "refuted" for c in data["claims"])
 
 
+@pytest.mark.slow  # the full SMT run (module fixture)
 def test_twins_refuted_for_their_reason(results):
     # the unguarded merge: NaN from two empty states; the unguarded finalize: 0 / 0
     assert "nan" in results["no NaN (merge)"].twin.counterexample

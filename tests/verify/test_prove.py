@@ -9,6 +9,8 @@ import inspect
 import json
 from pathlib import Path
 
+import pytest
+
 from tickformer.cli import main
 from tickformer.contracts import masking
 from tickformer.verify import assurance
@@ -29,6 +31,7 @@ from tickformer.verify.proofs.crosshair import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # the full CrossHair run
 def test_prove_cli_all_specs_hold_all_twins_refuted(tmp_path, capsys):
     out = tmp_path / "prove.json"
     md = tmp_path / "assurance.md"

@@ -100,6 +100,7 @@ def test_nan_model_is_caught_and_printed_literally(tmp_path, capsys):
     assert f"counterexample: {finite['counterexample']}" in out
 
 
+@pytest.mark.slow  # a long Hypothesis search
 def test_pole_at_a_simple_fraction_is_found(tmp_path):
     """x / (x - 1/3) is finite everywhere but at float32(1/3): uniform and Hypothesis's bounded
     float32 draws never give 1/3, the fractions branch does. 300 examples: a fixed seed does not
