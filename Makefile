@@ -66,7 +66,7 @@ claims: $(STAMP)  ## check every number README.md and docs/ state against its so
 
 bench: $(STAMP)  ## benchmarks against comparators (installs the torch comparator into the venv)
 	$(PY) -m pip install --quiet "torch==2.13.0" || echo "torch comparator unavailable; its benchmarks will be skipped"
-	$(PY) -m pytest benchmarks -q --benchmark-json=benchmarks/results/latest.json
+	$(PY) -m pytest benchmarks -q --benchmark-json=benchmarks/results/raw.json
 	$(PY) benchmarks/report.py
 
 clean:  ## remove the venv and run outputs

@@ -1,6 +1,6 @@
 """Benchmark-suite settings: one thread everywhere, the demo-sized model, machine description.
 
-Run: `python -m pytest benchmarks -q --benchmark-json=benchmarks/results/latest.json`, then
+Run: `python -m pytest benchmarks -q --benchmark-json=benchmarks/results/raw.json`, then
 `python benchmarks/report.py` (make bench does both). Targets are reported as pass/fail by
 report.py, never asserted here: a benchmark fails only when the thing measured is broken.
 

@@ -23,7 +23,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 COMMAND = (
     "make bench   # = pip install torch==2.13.0; python -m pytest benchmarks -q "
-    "--benchmark-json=benchmarks/results/latest.json; python benchmarks/report.py"
+    "--benchmark-json=benchmarks/results/raw.json; python benchmarks/report.py"
 )
 
 STEP_ORDER = [
@@ -622,6 +622,8 @@ def plots(
         fig.savefig(out_dir / "step_latency_hist.png", dpi=110)
         plt.close(fig)
         made.append("step_latency_hist.png")
+    elif (out_dir / "step_latency_hist.png").exists():  # the samples are not committed: the run's figure is
+        made.append("step_latency_hist.png")
     for axis, series in scaling.items():
         if not series:
             continue
@@ -705,7 +707,8 @@ machine; absolute microseconds move with the neighbours' load. Model: preset `co
 {COMMAND}
 ```
 
-Raw data: `benchmarks/results/latest.json` (pytest-benchmark; our per-step percentiles are in
+Statistics: `benchmarks/results/latest.json` (pytest-benchmark's JSON without the raw samples; our
+per-step percentiles are in
 each benchmark's `extra_info`, the machine in `machine_info.tickformer`), `results/memory.json`, and raw samples in
 `results/samples/*.npy` (not committed).
 
@@ -767,11 +770,27 @@ position (t = N).
 """
 
 
+def slim(raw: dict) -> dict:
+    """pytest-benchmark's JSON without each benchmark's raw samples (`stats.data`: about half of
+    a 20 MB file): every statistic this report and claims/ read is kept. latest.json is this
+    slim copy (committed); raw.json, pytest-benchmark's own output, is not committed."""
+    out = dict(raw)
+    out["benchmarks"] = [
+        {**b, "stats": {k: v for k, v in b["stats"].items() if k != "data"}} for b in raw["benchmarks"]
+    ]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=HERE / "results")
     parser.add_argument("--out", type=Path, default=HERE / "README.md")
     args = parser.parse_args(argv)
+    raw = args.results / "raw.json"
+    if raw.exists():  # a new `make bench` run: keep its statistics, not its 10 MB of samples
+        tmp = args.results / "latest.json.tmp"
+        tmp.write_text(json.dumps(slim(json.loads(raw.read_text())), indent=1) + "\n")
+        os.replace(tmp, args.results / "latest.json")
     if not (args.results / "latest.json").exists():
         print(
             f"report.py: {args.results / 'latest.json'} not found; run `make bench` (or the pytest command) first",

@@ -166,20 +166,8 @@ RESULTS: dict[str, ResultsFile] = {
             "certify-growing", "claims/results/certify/c_grow.json", "conditions.utc", "refresh_demo"
         ),
         ResultsFile(
-            "control-diagnosis",
-            "benchmarks/results/control_diagnosis.json",
-            "utc",
-            "refresh_control_diagnosis",
-        ),
-        ResultsFile(
-            "control-sensitivity",
-            "benchmarks/results/control_sensitivity.json",
-            "utc",
-            "refresh_control_sensitivity",
-        ),
-        ResultsFile(
             "control-side-runs",
-            "benchmarks/results/control_side_runs.json",
+            "experiments/results/control_side_runs.json",
             "recipe.r2_d4.utc",
             "refresh_control_side_runs",
         ),
@@ -190,7 +178,6 @@ RESULTS: dict[str, ResultsFile] = {
         ResultsFile("evt-accuracy", "claims/results/evt_accuracy.json", "utc", "refresh_evt"),
         ResultsFile("verify-margins", "claims/results/verify_margins.json", "utc", "refresh_verify"),
         ResultsFile("bench", "benchmarks/results/latest.json", "datetime", "refresh_bench"),
-        ResultsFile("recut-session", "benchmarks/results/recut_session.json", "utc", "refresh_recut_session"),
         ResultsFile("bench-memory", "benchmarks/results/memory.json", "date_utc", "refresh_bench"),
         ResultsFile(
             "bench-streaming", "benchmarks/results/streaming.json", "date_utc", "refresh_bench_streaming"
@@ -349,29 +336,9 @@ def bound_constant(contract: str, pattern: str) -> str:
 import importlib  # noqa: E402  (after the helpers that use it lazily)
 
 
-def _loops(data: dict, name: str, key: str) -> Any:
-    return dig(data, f"loop.{name}.{key}")
-
-
-def _failed_tests(cert: dict) -> list[dict]:
-    return [t for t in cert["evt"]["tests"] if not t["passed"]]
-
-
 def _test(cert: dict, prefix: str) -> dict:
     return next(t for t in cert["evt"]["tests"] if t["name"].startswith(prefix))
 
-
-# --- docs/benchmarks.md -------------------------------------------------------------------------------
-(
-    Span("docs/benchmarks.md#recut")
-    .result("before p50", "recut-session", "commits.a09c6da.p50_us", "{:.1f}")
-    .result("after p50", "recut-session", "commits.HEAD.p50_us", "{:.1f}")
-    .result("ratio", "recut-session", "commits.HEAD.ratio_to_first", "{:.2f}")
-    .result("ratio low", "recut-session", "commits.HEAD.ratio_range.0", "{:.2f}")
-    .result("ratio high", "recut-session", "commits.HEAD.ratio_range.1", "{:.2f}")
-    .derived("date", "recut-session", lambda d: d["utc"][:10], "{}", "utc (date)")
-    .result("load", "recut-session", "load_avg", "{:.1f}")
-)
 
 # --- README.md and docs/status.md (the README's long form) -----------------------------------------------
 R = "README.md"
@@ -487,7 +454,7 @@ prove_span(f"{R}#prove")
 prove_span(f"{ST}#prove")
 # The fix, commit 02c148b (vsel): the V-row selection as Gather(Concat(V_cache, zero row), index).
 _VSEL = (
-    "printed by python benchmarks/compare_commits.py --rounds 3 e937cfc^ 2dae658 vsel (vsel = 02c148b), "
+    "printed by python experiments/compare_commits.py --rounds 3 e937cfc^ 2dae658 vsel (vsel = 02c148b), "
     "2026-12-04; not kept in a results file"
 )
 (
@@ -594,24 +561,15 @@ _VSEL = (
         "latest.json ort-floor-io p99.9/p50",
     )
 )
-# The ORT step's regression since e937cfc: measured side by side by benchmarks/compare_commits.py (its
+# The ORT step's regression since e937cfc: measured side by side by experiments/compare_commits.py (its
 # output is printed, not kept in a results file) and a one-off micro-benchmark of the V-row selection.
 _REGRESSION = (
-    "printed by python benchmarks/compare_commits.py --rounds 3 8d66d39 517c3c5 e937cfc^ e937cfc af0295e "
+    "printed by python experiments/compare_commits.py --rounds 3 8d66d39 517c3c5 e937cfc^ e937cfc af0295e "
     "(and --session), 2026-12-04; not kept in a results file"
 )
 _WHERE_BENCH = (
-    "printed by python benchmarks/v_selection_forms.py (committed with 02c148b), 2026-12-04; H 4, N 256, dh 16, "
+    "printed by python experiments/v_selection_forms.py (committed with 02c148b), 2026-12-04; H 4, N 256, dh 16, "
     "one thread"
-)
-(
-    Span(f"{ST}#regression")
-    .literal("2.2", f"98.8 / 45.2, the step before and after e937cfc, {_REGRESSION}")
-    .literal("45.2", f"bare step p50 at e937cfc^ (us), {_REGRESSION}")
-    .literal("98.8", f"bare step p50 at e937cfc (us), {_REGRESSION}")
-    .literal("59.8", f"bare step p50 at 02c148b, the Gather form (us), {_VSEL}")
-    .literal("45.0", f"bare step p50 at e937cfc^ (us), {_VSEL}")
-    .literal("99.7", f"bare step p50 at 2dae658, the Where form (us), {_VSEL}")
 )
 Span(f"{ST}#nodes").run(
     "step nodes", step_graph_nodes, "{}", "ORT-optimised node count of build_step(control)"
@@ -1082,79 +1040,10 @@ for _op in (
     .literal("1", "position 1")
     .run("growing N", lambda: step_p50("numpy-growing", "N"), "{:.1f}", "latest.json numpy-growing p50 at N")
 )
-_REG = Span(f"{E}#regression").literal("2.2", f"98.8 / 44.2 and 98.8 / 45.2, {_REGRESSION}")
-_REG.literals(
-    _REGRESSION,
-    ("3000", "calls per p50 (compare_commits.py)"),
-    ("2", "pos = max_len // 2"),
-    ("2026-12-03", "the date of the earlier benchmark"),
-    ("44.2", "8d66d39 bare step p50 (us)"),
-    ("40", "8d66d39 ORT node count"),
-    ("43.9", "517c3c5 bare step p50 (us)"),
-    ("45.2", "e937cfc^ bare step p50 (us)"),
-    ("98.8", "e937cfc bare step p50 (us)"),
-    ("44", "e937cfc ORT node count"),
-    ("98.5", "af0295e bare step p50 (us)"),
-    ("35.1", "--session: 8d66d39 Session.step p50 (us)"),
-    ("88.6", "--session: HEAD Session.step p50 (us)"),
-    ("0.397", "--session: ratio 8d66d39 / HEAD"),
-)
-_WB = Span(f"{E}#where-bench")
-_WB.literals(
-    _WHERE_BENCH,
-    ("4", "H"),
-    ("256", "N"),
-    ("16", "dh"),
-    ("6.8", "MatMul(P, V) alone (us)"),
-    ("1", "the [N, 1] condition's shape"),
-    ("33.3", "Where ([N, 1] condition) + MatMul (us)"),
-    ("17.3", "Where (full-shape condition) + MatMul (us)"),
-    ("2", "Gather's axis"),
-    ("14.4", "Concat + Gather + MatMul (us)"),
-    ("26", "33.3 - 6.8, the Where selection per layer as built in e937cfc (us)"),
-    ("53", "twice 26.5: two layers, against the 53.6 us rise from e937cfc^ to e937cfc"),
-    ("8", "14.4 - 6.8, the Concat + Gather form per layer (us)"),
-)
-_FIX = Span(f"{E}#regression-fix")
-_FIX.literals(
-    _VSEL,
-    ("45.0", "e937cfc^ bare step p50 (us)"),
-    ("40", "e937cfc^ ORT node count"),
-    ("99.7", "2dae658 (the Where form) bare step p50 (us)"),
-    ("44", "2dae658 ORT node count"),
-    ("59.8", "02c148b (the Gather form) bare step p50 (us)"),
-    ("46", "02c148b ORT node count"),
-    ("7", "(59.8 - 45.0) / 2: the Gather selection per layer (us)"),
-    ("26", "the Where selection per layer (us), 33.3 - 6.8 by v_selection_forms.py (where-bench above)"),
-)
 (
     Span(f"{E}#stale-cost")
     .literal("7", f"(59.8 - 45.0) / 2: the Gather selection per layer (us), {_VSEL}")
     .literal("26", f"the Where selection per layer (us), {_WHERE_BENCH} and {_VSEL}")
-)
-_BEFORE_FIX = (
-    "the make bench run of 2026-12-04 20:05 UTC, before 02c148b (latest.json since replaced; commit 2dae658)"
-)
-(
-    Span(f"{E}#regression-targets")
-    .run("ort N p50", lambda: step_p50("ort", "N"), "{:.1f}", "latest.json step/ort at N, p50 (us)")
-    .literal("87.9", f"ORT step p50 at N (us), {_BEFORE_FIX}")
-    .literal("2.08", f"ORT vs torch, interleaved, {_BEFORE_FIX}")
-    .literal("15", f"59.8 - 45.0: the Gather form's cost over the two layers (us), {_VSEL}")
-    .literal("5", "the target's factor")
-    .run(
-        "torch ratio",
-        lambda: bench_cases()["ratio/ort-vs-torch"]["ratio_p50"],
-        "{:.2f}",
-        "latest.json ratio/ort-vs-torch",
-    )
-    .literal("10", "the target's factor")
-    .run(
-        "recompute ratio",
-        lambda: step_p50("ort-recompute", "N") / step_p50("ort", "N"),
-        "{:.0f}",
-        "report.py from latest.json",
-    )
 )
 
 
@@ -1334,96 +1223,6 @@ for _c in ("model", "memoryless"):
         _mon.result(f"{_c} {_k}", "demo", f"loop.{_c}.contracts.contracts.{_k}.violations", "{:,}")
 
 
-def _diag_mean(d: Any, controller: str, key: str) -> list:
-    return [r[key] for r in d["controllers"][controller]]
-
-
-_diag = (
-    Span(f"{K}#diagnosis")
-    .literal("3", "the three plants (column label)")
-    .literal("32", "the model's window (row label)")
-    .literal("32", "the joint EKF's window (row label)")
-)
-for _c in ("model", "nominal", "oracle", "joint_ekf_window_32", "joint_ekf_stream"):
-    for _i in range(3):
-        (
-            _diag.derived(
-                f"{_c} track {_i}",
-                "control-diagnosis",
-                lambda d, c=_c, i=_i: d["controllers"][c][i]["tracking_rms"],
-                "{:.4f}",
-                f"controllers.{_c}[{_i}].tracking_rms",
-            )
-            .derived(
-                f"{_c} perr {_i}",
-                "control-diagnosis",
-                lambda d, c=_c, i=_i: d["controllers"][c][i]["pred_err_rms"],
-                "{:.4f}",
-                f"controllers.{_c}[{_i}].pred_err_rms",
-            )
-            .derived(
-                f"{_c} slope {_i}",
-                "control-diagnosis",
-                lambda d, c=_c, i=_i: (
-                    d["controllers"][c][i]["slope_pred"] / d["controllers"][c][i]["slope_true"]
-                ),
-                "{:.2f}",
-                f"controllers.{_c}[{_i}] slope_pred / slope_true",
-            )
-        )
-(
-    _diag.result("corr", "control-diagnosis", "models.model.slope_gain_correlation", "{:.2f}").result(
-        "corr memoryless", "control-diagnosis", "models.memoryless.slope_gain_correlation", "{:.2f}"
-    )
-)
-for _h in (0, 2):
-    for _k, _fmt_k in (("rmse", "{:.4f}"), ("noise_slope", "{:.2f}"), ("rmse_without_noise_part", "{:.4f}")):
-        _diag.result(
-            f"model noise h{_h + 1} {_k}",
-            "control-diagnosis",
-            f"models.model.noise_following.{_h}.{_k}",
-            _fmt_k,
-        )
-for _k, _fmt_k in (("noise_slope", "{:.2f}"), ("rmse", "{:.4f}")):
-    _diag.result(
-        f"oracle filter noise h1 {_k}",
-        "control-diagnosis",
-        f"models.model.noise_following_oracle_filter.0.{_k}",
-        _fmt_k,
-    )
-_diag.literal("31", "the first scored position (the window full)")
-for _c in ("model", "joint_ekf_window_32"):
-    for _i in range(3):
-        _diag.derived(
-            f"{_c} / oracle {_i}",
-            "control-diagnosis",
-            lambda d, c=_c, i=_i: (
-                d["controllers"][c][i]["tracking_rms"] / d["controllers"]["oracle"][i]["tracking_rms"]
-            ),
-            "{:.2f}",
-            f"controllers.{_c}[{_i}].tracking_rms / controllers.oracle[{_i}].tracking_rms",
-        )
-_hyb = Span(f"{K}#hybrids").literal("3", "the three plants (column label)")
-for _h in (
-    "model",
-    "model_oracle_common",
-    "model_oracle_command",
-    "model_oracle_level",
-    "model_oracle_increment",
-):
-    _where = "controllers" if _h == "model" else "hybrids"
-    for _i in range(3):
-        _hyb.derived(
-            f"{_h} / oracle {_i}",
-            "control-diagnosis",
-            lambda d, w=_where, h=_h, i=_i: (
-                d[w][h][i]["tracking_rms"] / d["controllers"]["oracle"][i]["tracking_rms"]
-            ),
-            "{:.2f}",
-            f"{_where}.{_h}[{_i}].tracking_rms / controllers.oracle[{_i}].tracking_rms",
-        )
-
-
 _SR = "control-side-runs"
 
 
@@ -1443,51 +1242,6 @@ _cl.literal("32", "the window of the demo's recipe (row label)")
 _cl.literal("64", "the control-hidden preset's max_len: the training sequence length")
 for _a in (100, 200, 400):  # "100-200 / 200-400 / 400-1000": the check reads each range's first bound
     _cl.literal(str(_a), "a segment's first plant tick, control_side_runs.SEGMENTS (column label)")
-
-
-def _burst(row: dict) -> int:
-    """Misses of a deadlines arm with another miss within a second of wall time."""
-    t = [k * row["period_ms"] / 1000 for k in row["missed_ticks"]]
-    return sum(1 for i, x in enumerate(t) if any(abs(x - y) < 1.0 for j, y in enumerate(t) if j != i))
-
-
-_arms = Span(f"{K}#deadline-arms").literal("2", "at most 1 in 10^4 of 20,000 ticks: the target")
-for _i in range(5):
-    (
-        _arms.literal(str(_i + 1), "the run's number (column label)")
-        .result(f"arm {_i} misses", _SR, f"deadlines.{_i}.deadline_misses", "{}")
-        .derived(
-            f"arm {_i} burst",
-            _SR,
-            lambda d, i=_i: _burst(d["deadlines"][i]),
-            "{}",
-            f"deadlines.{_i}.missed_ticks",
-        )
-        .result(f"arm {_i} wake", _SR, f"deadlines.{_i}.wake_lateness_max_us", "{:.1f}", scale=1e-3)
-        .result(f"arm {_i} load", _SR, f"deadlines.{_i}.load_average_before", "{:.2f}")
-    )
-_arms.result("arm ticks", _SR, "deadlines.0.ticks", "{:,}").result(
-    "arm period", _SR, "deadlines.0.period_ms", "{:g}"
-)
-
-
-_dperiod = Span(f"{K}#deadline-period")
-_dperiod.literal("1", "the 1 ms arm (text)").literal("2", "the 2 ms arm (text)").literal(
-    "2", "the 2 ms arm (text)"
-)
-for _i in range(5, 11):
-    (
-        _dperiod.derived(
-            f"period arm {_i} period",
-            _SR,
-            lambda d, i=_i: f"{d['deadlines'][i]['period_ms']:g}",
-            "{}",
-            f"deadlines.{_i}.period_ms",
-        )
-        .result(f"period arm {_i} misses", _SR, f"deadlines.{_i}.deadline_misses", "{}")
-        .result(f"period arm {_i} wake", _SR, f"deadlines.{_i}.wake_lateness_max_us", "{:.1f}", scale=1e-3)
-        .result(f"period arm {_i} load", _SR, f"deadlines.{_i}.load_average_before", "{:.2f}")
-    )
 
 
 def _tracking_target() -> float:
@@ -1548,400 +1302,6 @@ for _c in ("model", "memoryless", "nominal", "oracle"):
 )
 
 
-_side = Span(f"{K}#side-runs").derived(
-    "plants", _SR, lambda d: len(d["recipe"]["r2_d4"]["ratio"]), "{}", "len(recipe.r2_d4.ratio)"
-)
-for _r in ("main_d2", "r2_d4", "r2_d6", "r2_d8"):
-    _side.derived(
-        f"{_r} d_in",
-        _SR,
-        lambda d, r=_r: (
-            d["recipe"][r]["variant"]
-            .get("cfg", {})
-            .get("d_in", importlib.import_module("tickformer.model.config").preset("control-hidden").d_in)
-        ),
-        "{}",
-        f"recipe.{_r}.variant.cfg.d_in (else the control-hidden preset's)",
-    )
-    if _r != "main_d2":  # main_d2's weights (1, 1, 1) are written "equal"
-        for _j in range(3):
-            _side.derived(
-                f"{_r} weight {_j}",
-                _SR,
-                lambda d, r=_r, j=_j: d["recipe"][r]["variant"]["hw"][j],
-                "{:g}",
-                f"recipe.{_r}.variant.hw.{_j}",
-            )
-    (
-        _side.result(f"{_r} ratio", _SR, f"recipe.{_r}.ratio_mean", "{:.2f}")
-        .result(f"{_r} demo plant", _SR, f"recipe.{_r}.ratio.0", "{:.2f}")
-        .result(f"{_r} rmse", _SR, f"recipe.{_r}.model_rmse", "{:.4f}")
-        .result(f"{_r} corr", _SR, f"recipe.{_r}.slope_corr", "{:.2f}")
-    )
-_side2 = (
-    Span(f"{K}#side-runs-2")
-    .derived("plants", _SR, lambda d: len(d["recipe"]["r3_l3"]["ratio"]), "{}", "len(recipe.r3_l3.ratio)")
-    .derived(
-        "d_ff",
-        _SR,
-        lambda d: d["recipe"]["r3_d48"]["variant"]["cfg"]["d_ff"],
-        "{}",
-        "recipe.r3_d48.variant.cfg.d_ff",
-    )
-)
-
-
-def _recipe_row(span: Span, run: str, setting: Callable[[dict], Any]) -> None:
-    """One side run's row: its setting (from the variant), tracking / oracle (mean of the plants and
-    on the demo's plant), one-step RMSE and identification correlation."""
-    (
-        span.derived(
-            f"{run} setting",
-            _SR,
-            lambda d: setting(d["recipe"][run]["variant"]),
-            "{}",
-            f"recipe.{run}.variant",
-        )
-        .result(f"{run} ratio", _SR, f"recipe.{run}.ratio_mean", "{:.2f}")
-        .result(f"{run} demo plant", _SR, f"recipe.{run}.ratio.0", "{:.2f}")
-        .result(f"{run} rmse", _SR, f"recipe.{run}.model_rmse", "{:.4f}")
-        .result(f"{run} corr", _SR, f"recipe.{run}.slope_corr", "{:.2f}")
-    )
-
-
-for _r, _setting in (
-    ("r3_steps20k", lambda v: f"{v['steps']:,}"),
-    ("r3_hw124", lambda v: f"{v['hw'][2]:g}"),
-    ("r3_d48", lambda v: f"{v['cfg']['d_model']}"),
-    ("r3_l3", lambda v: f"{v['cfg']['n_layers']}"),
-    ("r5_w64_len128", lambda v: f"{v['cfg']['window']}"),
-):
-    _recipe_row(_side2, _r, _setting)
-(
-    _side2.derived(
-        "r5 sequence length",
-        _SR,
-        lambda d: d["recipe"]["r5_w64_len128"]["variant"]["cfg"]["max_len"],
-        "{}",
-        "recipe.r5_w64_len128.variant.cfg.max_len",
-    )
-    .result("r5 date", _SR, "recipe.r5_w64_len128.utc", "{:.10}")
-    .result("r5 3-step rmse", _SR, "recipe.r5_w64_len128.model_rmse_3_step", "{:.4f}")
-    .result("recipe 3-step rmse", _SR, "recipe.r2_d4.model_rmse_3_step", "{:.4f}")
-)
-_seeds = Span(f"{K}#seeds")
-for _r in ("r2_d4", "r4_seed1", "r4_seed2", "r4_seed3"):
-    _recipe_row(_seeds, _r, lambda v: v.get("seed", 0))
-_seeds.literal("5", "the five plants (column label)")
-
-
-def _ensemble_step_label(span: Span, name: str, run: str, step: str) -> None:
-    """A table row's label: the snapshot step of ensemble run `run`, written 10,000."""
-    span.derived(
-        name,
-        _SR,
-        lambda d: f"{int(step):,}" if step in d["ensemble"][run]["snapshots"] else None,
-        "{}",
-        f"ensemble.{run}.snapshots keys",
-    )
-
-
-def _ensemble_ratios(span: Span, name: str, snapshot: str) -> Span:
-    """A table row's tracking / oracle of an ensemble snapshot (`snapshot`, a key of the results
-    file): each of the four seeds, then the four averaged, mean of the plants and on the demo's."""
-    for s in range(4):
-        span.result(f"{name} seed {s}", _SR, f"{snapshot}.single_ratio_mean.{s}", "{:.2f}")
-    return span.result(f"{name} averaged", _SR, f"{snapshot}.averaged_ratio_mean", "{:.2f}").result(
-        f"{name} averaged demo plant", _SR, f"{snapshot}.averaged_ratio.0", "{:.2f}"
-    )
-
-
-_ens = Span(f"{K}#ensemble")
-for _label in ("5", "5", "0", "1", "2", "3"):  # column labels: the five plants (twice), the seeds
-    _ens.literal(_label, "a column label: the plants or a seed")
-_E = "ensemble.seeds4_30k"
-for _step in ("5000", "10000", "20000", "30000"):
-    _ensemble_step_label(_ens, f"snapshot {_step}", "seeds4_30k", _step)
-    (
-        _ensemble_ratios(_ens, _step, f"{_E}.snapshots.{_step}")
-        .result(f"{_step} t+3 error", _SR, f"{_E}.snapshots.{_step}.error_split.theta_t+d+1.rms", "{:.4f}")
-        .result(
-            f"{_step} t+3 noise slope",
-            _SR,
-            f"{_E}.snapshots.{_step}.error_split.theta_t+d+1.noise_coefficient",
-            "{:.2f}",
-        )
-        .result(
-            f"{_step} increment error", _SR, f"{_E}.snapshots.{_step}.error_split.increment.rms", "{:.4f}"
-        )
-    )
-_EB = "ensemble.batch32.snapshots.10000"
-_ens.derived(
-    "batch32 batch",
-    _SR,
-    lambda d: d["ensemble"]["batch32"]["spec"]["batch"],
-    "{}",
-    "ensemble.batch32.spec.batch",
-)
-_ens.derived(
-    "batch32 steps",
-    _SR,
-    lambda d: f"{d['ensemble']['batch32']['spec']['snapshots'][0]:,}",
-    "{}",
-    "ensemble.batch32.spec",
-)
-_ens.derived(
-    "batch32 batch (the sentence)",
-    _SR,
-    lambda d: d["ensemble"]["batch32"]["spec"]["batch"],
-    "{}",
-    "ensemble.batch32.spec",
-)
-(
-    _ensemble_ratios(_ens, "batch32", _EB)
-    .result("batch32 t+3 error", _SR, f"{_EB}.error_split.theta_t+d+1.rms", "{:.4f}")
-    .result("batch32 t+3 noise slope", _SR, f"{_EB}.error_split.theta_t+d+1.noise_coefficient", "{:.2f}")
-    .result("batch32 increment error", _SR, f"{_EB}.error_split.increment.rms", "{:.4f}")
-)
-for _step in ("5000", "10000", "20000", "30000"):
-    _ensemble_step_label(_ens, f"velocity row {_step}", "seeds4_30k", _step)
-    for _s in range(4):
-        _ens.result(
-            f"{_step} velocity c {_s}",
-            _SR,
-            f"{_E}.snapshots.{_step}.increment_velocity_coefficient_s.{_s}",
-            "{:.4f}",
-        )
-    _ens.derived(
-        f"{_step} velocity mean abs",
-        _SR,
-        lambda d, st=_step: statistics.fmean(
-            abs(c) for c in d["ensemble"]["seeds4_30k"]["snapshots"][st]["increment_velocity_coefficient_s"]
-        ),
-        "{:.4f}",
-        f"mean |{_E}.snapshots.{_step}.increment_velocity_coefficient_s|",
-    )
-_ens.literal("2", "t + 2: the increment's first tick, t + d (the plant's delay)")
-_ens.literal("0", "seed (column label)").literal("1", "seed (column label)").literal(
-    "2", "seed (column label)"
-)
-_ens.literal("3", "seed (column label)")
-_ens.literal("10,000", "the demo's steps, the row the sentence points at")
-Span(f"{K}#ensemble-run").result("training", _SR, f"{_E}.train_wall_s", "{:.0f}")
-_EO = "ensemble.seeds4_30k.oracle_error_split"
-(
-    _ens.result("oracle t+3 error", _SR, f"{_EO}.theta_t+d+1.rms", "{:.4f}")
-    .result("oracle t+3 noise slope", _SR, f"{_EO}.theta_t+d+1.noise_coefficient", "{:.2f}")
-    .result("oracle increment error", _SR, f"{_EO}.increment.rms", "{:.4f}")
-    .result("text 30k t+3 error", _SR, f"{_E}.snapshots.30000.error_split.theta_t+d+1.rms", "{:.4f}")
-    .result("text oracle t+3 error", _SR, f"{_EO}.theta_t+d+1.rms", "{:.4f}")
-)
-(
-    _ens.param(
-        "demo steps",
-        lambda: f"{importlib.import_module('tickformer.control.demo').DemoConfig().train_steps:,}",
-        "{}",
-        "control/demo.py DemoConfig.train_steps",
-    )
-    .result("text averaged", _SR, f"{_E}.snapshots.10000.averaged_ratio_mean", "{:.2f}")
-    .result("text averaged demo plant", _SR, f"{_E}.snapshots.10000.averaged_ratio.0", "{:.2f}")
-    .literal("10,000", "the snapshot the sentence compares (a table row)")
-    .literal("30,000", "the snapshot the sentence compares (a table row)")
-)
-_CS = "control-sensitivity"
-_WRONG = ("gain", "mass", "length")  # the constants of g/L and k/(mL^2); damping's row is forgiving
-_sens = Span(f"{K}#sensitivity").derived("plants", _CS, lambda d: len(d["plants"]), "{}", "len(plants)")
-for _c in (*_WRONG, "damping"):
-    for _f in ("0.85", "1.15"):
-        _v = f"{_c} x {_f.replace('.', '~')}"  # dig reads '~' as a '.' inside a key
-        (
-            _sens.literal(_f, "a factor of benchmarks/control_sensitivity.py FACTORS (row label)")
-            .result(f"{_v} mean", _CS, f"variants.{_v}.ratio_mean", "{:.2f}")
-            .result(f"{_v} demo plant", _CS, f"variants.{_v}.ratio.0", "{:.2f}")
-        )
-_sens.result("unfiltered mean", _CS, "variants.unfiltered level.ratio_mean", "{:.2f}").result(
-    "unfiltered demo plant", _CS, "variants.unfiltered level.ratio.0", "{:.2f}"
-)
-for _i in range(5):
-    _sens.result(f"peak command {_i}", _CS, f"peak_command.{_i}", "{:.2f}")
-_sens.literal("15", "15%: the factors 0.85 and 1.15 of benchmarks/control_sensitivity.py FACTORS")
-
-
-def _sens_extremes(d: Any) -> list[float]:
-    """The gain, mass and length rows' entries: mean ratio and the demo plant's, each factor."""
-    rows = [d["variants"][f"{c} x {f}"] for c in _WRONG for f in ("0.85", "1.15")]
-    return [v for row in rows for v in (row["ratio_mean"], row["ratio"][0])]
-
-
-_sens.derived(
-    "smallest", _CS, lambda d: min(_sens_extremes(d)), "{:.1f}", "min over the gain/mass/length rows"
-).derived("largest", _CS, lambda d: max(_sens_extremes(d)), "{:.1f}", "max over the gain/mass/length rows")
-_LE = Span(f"{K}#loop-error")
-_E10 = "ensemble.seeds4_10k"
-_S10 = f"{_E10}.snapshots.10000"
-_LE.literals("the span's text", ("10,000", "the snapshot (the demo's steps)"))
-for _row, _key in (
-    ("oracle", f"{_E10}.oracle_reference_split"),
-    ("single", f"{_S10}.single_reference_split"),
-    ("averaged", f"{_S10}.averaged_reference_split"),
-):
-    if _row == "single":
-        _LE.literal("0", "seeds 0-3 (row label)").literal("3", "seeds 0-3 (row label)")
-    for _field, _f in (
-        ("amplitude_coef", "{:.3f}"),
-        ("phase_coef_s", "{:.3f}"),
-        ("systematic_rms", "{:.4f}"),
-        ("residual_rms", "{:.4f}"),
-    ):
-        for _at in ("mean", "demo_plant"):
-            _LE.result(f"{_row} {_field} {_at}", _SR, f"{_key}.{_at}.{_field}", _f)
-(
-    _LE.result(
-        "text amplitude %", _SR, f"{_S10}.single_reference_split.demo_plant.amplitude_coef", "{:.0f}", -100.0
-    )
-    .result(
-        "text oracle amplitude %",
-        _SR,
-        f"{_E10}.oracle_reference_split.demo_plant.amplitude_coef",
-        "{:.0f}",
-        -100.0,
-    )
-    .literal("1", "elasticity 1: in proportion (definitional)")
-    .literal("0", "elasticity 0: the same slope for every episode (definitional)")
-    .literal("2", "dt^2 / 2: the first-order slope (definitional)")
-)
-for _i in range(4):
-    _LE.literal(str(_i), "a seed (row label)")
-    for _field, _f in (
-        ("slope_gain_correlation", "{:.2f}"),
-        ("slope_gain_elasticity", "{:.2f}"),
-        ("slope_to_first_order_weakest_quarter", "{:.2f}"),
-        ("slope_to_first_order_strongest_quarter", "{:.2f}"),
-    ):
-        _LE.result(f"seed {_i} {_field}", _SR, f"{_S10}.identification.{_i}.{_field}", _f)
-
-
-def _same_run_ratio(d: Any, run: str, like: str, seed: int) -> float:
-    """Seed `seed`'s tracking / oracle in ensemble run `run` at 10,000 steps, which must equal
-    run `like`'s bit for bit (the same recipe and seeds: training is deterministic)."""
-    a, b = (d["ensemble"][r]["snapshots"]["10000"]["single_ratio_mean"][seed] for r in (run, like))
-    if a != b:
-        raise ValueError(f"{run} seed {seed} tracks at {a} of the oracle, {like} at {b}: not the same run")
-    return a
-
-
-_LP = Span(f"{K}#loop-parts")
-_H = "ensemble.hybrids4"
-_HS = f"{_H}.snapshots.10000"
-for _i in range(4):
-    _LP.literal(str(_i), "a seed (column label)")
-for _row, _ratios, _split in (
-    ("own", f"{_HS}.single_ratio_mean", f"{_HS}.single_reference_split"),
-    ("command", f"{_HS}.hybrid_ratio_mean.oracle_command", f"{_HS}.hybrid_reference_split.oracle_command"),
-    ("common", f"{_HS}.hybrid_ratio_mean.oracle_common", f"{_HS}.hybrid_reference_split.oracle_common"),
-    ("oracle", None, f"{_H}.oracle_reference_split"),
-):
-    if _ratios is None:
-        _LP.literal("1", "the oracle's tracking over its own")
-    elif _row == "own":  # the text says these loops repeat seeds4_10k's to the digit: checked here
-        for _i in range(4):
-            _LP.derived(
-                f"own seed {_i}",
-                _SR,
-                lambda d, i=_i: _same_run_ratio(d, "hybrids4", "seeds4_10k", i),
-                "{:.2f}",
-                f"{_ratios}.{_i}, equal to seeds4_10k's",
-            )
-    else:
-        for _i in range(4):
-            _LP.result(f"{_row} seed {_i}", _SR, f"{_ratios}.{_i}", "{:.2f}")
-    for _field, _f in (
-        ("amplitude_coef", "{:.3f}"),
-        ("systematic_rms", "{:.4f}"),
-        ("residual_rms", "{:.4f}"),
-    ):
-        _LP.result(f"{_row} {_field}", _SR, f"{_split}.demo_plant.{_field}", _f)
-_LP.result(
-    "text common amplitude %",
-    _SR,
-    f"{_HS}.hybrid_reference_split.oracle_common.demo_plant.amplitude_coef",
-    "{:.0f}",
-    -100.0,
-).result(
-    "text oracle amplitude %", _SR, f"{_H}.oracle_reference_split.demo_plant.amplitude_coef", "{:.0f}", -100.0
-)
-
-
-_FP = Span(f"{K}#fresh-plants")
-_F = "ensemble.fresh20"
-_FP.derived(
-    "plants", _SR, lambda d: d["ensemble"]["fresh20"]["spec"]["plants"][1], "{}", f"{_F}.spec.plants[1]"
-)
-_FP.literal("1.5", "the issue's tracking target").literal("0", "seed 0 (the demo's, in the text)").literal(
-    "0", "seed 0 (the text, again)"
-)
-
-
-def _fresh_ratios(d: Any) -> list[list[float]]:
-    """fresh20's ratios per plant: each seed's, the four averaged, then the joint EKF's over the
-    model's window and over the stream (`physics`, the same plants)."""
-    s, ph = d["ensemble"]["fresh20"]["snapshots"]["10000"], d["physics"]["fresh20"]
-    if ph["plants"] != d["ensemble"]["fresh20"]["spec"]["plants"]:
-        raise ValueError("fresh20's ensemble and physics runs are not on the same plants")
-    return [*s["single_ratio"], s["averaged_ratio"], ph["joint_window"], ph["joint_stream"]]
-
-
-_FP.result("joint window (the column)", _SR, "physics.fresh20.window", "{}").param(
-    "the model's window (the text)",
-    lambda: _preset_field("control-hidden", "window"),
-    "{}",
-    "preset('control-hidden').window",
-)
-for _i, _col in enumerate(("seed 0", "seed 1", "seed 2", "seed 3", "averaged", "joint 32", "joint stream")):
-    if _i < 4:
-        _FP.literal(str(_i), "a seed (column label)")
-    _FP.derived(
-        f"{_col} mean",
-        _SR,
-        lambda d, i=_i: statistics.fmean(_fresh_ratios(d)[i]),
-        "{:.2f}",
-        f"mean of {_col}'s ratios",
-    )
-    _FP.derived(
-        f"{_col} median",
-        _SR,
-        lambda d, i=_i: statistics.median(_fresh_ratios(d)[i]),
-        "{:.2f}",
-        f"median of {_col}'s ratios",
-    )
-    _FP.derived(
-        f"{_col} within",
-        _SR,
-        lambda d, i=_i: sum(r <= 1.5 for r in _fresh_ratios(d)[i]),
-        "{}",
-        f"{_col}'s plants with ratio <= 1.5",
-    )
-(
-    _FP.derived(
-        "text seed 0", _SR, lambda d: statistics.fmean(_fresh_ratios(d)[0]), "{:.2f}", "fresh20 seed 0's mean"
-    )
-    .result(
-        "text seed 0 on the five", _SR, "ensemble.seeds4_10k.snapshots.10000.single_ratio_mean.0", "{:.2f}"
-    )
-    .derived(
-        "text averaged",
-        _SR,
-        lambda d: statistics.fmean(_fresh_ratios(d)[4]),
-        "{:.2f}",
-        "fresh20 averaged mean",
-    )
-    .result(
-        "text averaged on the five", _SR, "ensemble.seeds4_10k.snapshots.10000.averaged_ratio_mean", "{:.2f}"
-    )
-    .literal("2.62", f"the demo's model / oracle tracking ratio in {_PREV_DEMO} (this recipe's seed 0)")
-)
-
-
 # docs/control.md "The model identifies, a filter estimates": the demo model's held-out
 # identification, IdentifiedMPC's loops over 4 seeds (ident4, ident4_fresh20) against the
 # horizons-only runs of the same seeds (seeds4_10k, fresh20) and the joint EKF (physics fresh20)
@@ -1968,105 +1328,6 @@ def _ident(d: Any, run: str) -> Any:
     return s["snapshots"]["10000"]
 
 
-def _fresh_same_plants(d: Any) -> Any:
-    """ident4_fresh20's IdentifiedMPC ratios, checked to be on fresh20's and physics fresh20's plants."""
-    spec = d["ensemble"]["ident4_fresh20"]["spec"]["plants"]
-    if spec != d["ensemble"]["fresh20"]["spec"]["plants"] or spec != d["physics"]["fresh20"]["plants"]:
-        raise ValueError("ident4_fresh20, fresh20 and physics fresh20 are not on the same plants")
-    return _ident(d, "ident4_fresh20")["identified_ratio"]
-
-
-_IDS = Span(f"{K}#identified")
-for _i in range(4):
-    _IDS.literal(str(_i), "a seed (column label)")
-    _IDS.result(
-        f"horizons five {_i}", _SR, f"ensemble.seeds4_10k.snapshots.10000.single_ratio_mean.{_i}", "{:.2f}"
-    )
-    _IDS.derived(
-        f"identifying history five {_i}",
-        _SR,
-        lambda d, i=_i: _ident(d, "ident4")["single_ratio_mean"][i],
-        "{:.2f}",
-        f"ensemble.ident4.snapshots.10000.single_ratio_mean.{_i}",
-    )
-    _IDS.derived(
-        f"identified five {_i}",
-        _SR,
-        lambda d, i=_i: _ident(d, "ident4")["identified_ratio_mean"][i],
-        "{:.2f}",
-        f"ensemble.ident4.snapshots.10000.identified_ratio_mean.{_i}",
-    )
-    _IDS.derived(
-        f"identified demo plant {_i}",
-        _SR,
-        lambda d, i=_i: _ident(d, "ident4")["identified_ratio"][i][0],
-        "{:.2f}",
-        f"ensemble.ident4.snapshots.10000.identified_ratio.{_i}.0 (the demo's plant is the first)",
-    )
-    _IDS.derived(
-        f"horizons fresh {_i}",
-        _SR,
-        lambda d, i=_i: statistics.fmean(_fresh_ratios(d)[i]),
-        "{:.2f}",
-        f"mean of ensemble.fresh20's seed {_i} ratios",
-    )
-    _IDS.derived(
-        f"identified fresh mean {_i}",
-        _SR,
-        lambda d, i=_i: statistics.fmean(_fresh_same_plants(d)[i]),
-        "{:.2f}",
-        f"mean of ensemble.ident4_fresh20's seed {_i} IdentifiedMPC ratios",
-    )
-    _IDS.derived(
-        f"identified fresh median {_i}",
-        _SR,
-        lambda d, i=_i: statistics.median(_fresh_same_plants(d)[i]),
-        "{:.2f}",
-        f"median of ensemble.ident4_fresh20's seed {_i} IdentifiedMPC ratios",
-    )
-    _IDS.derived(
-        f"identified fresh within {_i}",
-        _SR,
-        lambda d, i=_i: sum(r <= 1.5 for r in _fresh_same_plants(d)[i]),
-        "{}",
-        f"ensemble.ident4_fresh20's seed {_i} plants with ratio <= 1.5",
-    )
-    _IDS.derived(
-        f"horizons fresh within {_i}",
-        _SR,
-        lambda d, i=_i: sum(r <= 1.5 for r in _fresh_ratios(d)[i]),
-        "{}",
-        f"ensemble.fresh20's seed {_i} plants with ratio <= 1.5",
-    )
-for _col, _i in (("mean", 5), ("median", 5)):
-    _IDS.derived(
-        f"joint window {_col}",
-        _SR,
-        lambda d, f=_col: (statistics.fmean if f == "mean" else statistics.median)(_fresh_ratios(d)[5]),
-        "{:.2f}",
-        f"{_col} of physics.fresh20.joint_window",
-    )
-_IDS.derived(
-    "joint window within",
-    _SR,
-    lambda d: sum(r <= 1.5 for r in _fresh_ratios(d)[5]),
-    "{}",
-    "physics.fresh20.joint_window plants with ratio <= 1.5",
-)
-for _name, _path in (
-    (
-        "identified systematic",
-        "ensemble.ident4.snapshots.10000.identified_reference_split.mean.systematic_rms",
-    ),
-    ("identified residual", "ensemble.ident4.snapshots.10000.identified_reference_split.mean.residual_rms"),
-    ("horizons systematic", "ensemble.seeds4_10k.snapshots.10000.single_reference_split.mean.systematic_rms"),
-    ("horizons residual", "ensemble.seeds4_10k.snapshots.10000.single_reference_split.mean.residual_rms"),
-    ("oracle systematic", "ensemble.ident4.oracle_reference_split.mean.systematic_rms"),
-    ("oracle residual", "ensemble.ident4.oracle_reference_split.mean.residual_rms"),
-):
-    _IDS.result(_name, _SR, _path, "{:.4f}")
-
-
 # docs/control.md "Training in the loop's regime": IdentifiedMPC on models trained with closed-loop
 # episodes (loop4, loop4_fresh20) against the recipe without them on the same machine and plants
 # (ident4_fresh20_here: loop_share 0)
@@ -2081,69 +1342,6 @@ def _loop_fresh(d: Any, run: str, share: float | None) -> Any:
     if d["ensemble"][run]["spec"].get("plants") != [100, 20]:
         raise ValueError(f"{run} is not on the twenty fresh plants (100, 20)")
     return _loop_run(d, run, share)["identified_ratio"]
-
-
-_LR = Span(f"{K}#loop-regime")
-for _i in range(4):
-    _LR.literal(str(_i), "a seed (column label)")
-    _LR.derived(
-        f"five {_i}",
-        _SR,
-        lambda d, i=_i: _loop_run(d, "loop4", None)["identified_ratio_mean"][i],
-        "{:.2f}",
-        f"ensemble.loop4 identified_ratio_mean.{_i}",
-    )
-    _LR.derived(
-        f"demo plant {_i}",
-        _SR,
-        lambda d, i=_i: _loop_run(d, "loop4", None)["identified_ratio"][i][0],
-        "{:.2f}",
-        f"ensemble.loop4 identified_ratio.{_i}.0 (the demo's plant)",
-    )
-    for _lr_run, _lr_share, _lr_tag in (
-        ("loop4_fresh20", None, "fresh"),
-        ("ident4_fresh20_here", 0, "fresh without"),
-    ):
-        _LR.derived(
-            f"{_lr_tag} mean {_i}",
-            _SR,
-            lambda d, i=_i, r=_lr_run, sh=_lr_share: statistics.fmean(_loop_fresh(d, r, sh)[i]),
-            "{:.2f}",
-            f"mean of ensemble.{_lr_run}'s seed {_i} IdentifiedMPC ratios",
-        )
-        _LR.derived(
-            f"{_lr_tag} within {_i}",
-            _SR,
-            lambda d, i=_i, r=_lr_run, sh=_lr_share: sum(
-                x <= _tracking_target() for x in _loop_fresh(d, r, sh)[i]
-            ),
-            "{}",
-            f"ensemble.{_lr_run}'s seed {_i} plants within the target",
-        )
-    _LR.derived(
-        f"fresh median {_i}",
-        _SR,
-        lambda d, i=_i: statistics.median(_loop_fresh(d, "loop4_fresh20", None)[i]),
-        "{:.2f}",
-        f"median of ensemble.loop4_fresh20's seed {_i} IdentifiedMPC ratios",
-    )
-for _i in range(4):
-    for _lr_key in ("whole", "after"):
-        _LR.result(
-            f"long {_lr_key} {_i}",
-            _SR,
-            f"ensemble.loop4_long.snapshots.10000.identified_demo_plant_long.{_lr_key}.{_i}",
-            "{:.2f}",
-        )
-_LR.result("long ticks", _SR, "ensemble.loop4_long.snapshots.10000.identified_demo_plant_long.ticks", "{:,}")
-_LR.literal("1000", "the side runs' loop length (row label)")
-for _name, _path in (
-    ("systematic", "ensemble.loop4.snapshots.10000.identified_reference_split.mean.systematic_rms"),
-    ("residual", "ensemble.loop4.snapshots.10000.identified_reference_split.mean.residual_rms"),
-    ("oracle systematic", "ensemble.loop4.oracle_reference_split.mean.systematic_rms"),
-    ("oracle residual", "ensemble.loop4.oracle_reference_split.mean.residual_rms"),
-):
-    _LR.result(_name, _SR, _path, "{:.4f}")
 
 
 # README's tracking sentence (docs/control.md "The model identifies, a filter estimates")
@@ -2178,149 +1376,6 @@ for _name, _path in (
 _smooth = lambda: importlib.import_module("tickformer.control.demo").DemoConfig().smoothing  # noqa: E731
 Span(f"{K}#smoothing").param("smoothing", _smooth, "{:g}", "DemoConfig.smoothing")
 Span(f"{K}#smoothing-2").param("smoothing", _smooth, "{:g}", "DemoConfig.smoothing")
-
-
-def _ensemble_episodes(spec: dict[str, Any]) -> int:
-    """The training episodes of an ensemble run: its transitions over its sequence length (the
-    spec's cfg, else the demo preset's)."""
-    default = importlib.import_module("tickformer.model").preset("control-hidden").max_len
-    return spec["transitions"] // spec.get("cfg", {}).get("max_len", default)
-
-
-def _w64_window(d: Any) -> int:
-    return d["ensemble"]["w64_len128"]["spec"]["cfg"]["window"]
-
-
-def _ident_mean(d: Any, run: str, field: str) -> float:
-    """A `control_diagnosis.identification` field of a 10,000-step ensemble run, mean over its seeds."""
-    return statistics.fmean(r[field] for r in d["ensemble"][run]["snapshots"]["10000"]["identification"])
-
-
-(
-    _LE.derived(
-        "text weakest",
-        _SR,
-        lambda d: _ident_mean(d, "seeds4_10k", "slope_to_first_order_weakest_quarter"),
-        "{:.1f}",
-        "mean over the seeds of seeds4_10k's weakest-quarter ratio",
-    )
-    .derived(
-        "text strongest",
-        _SR,
-        lambda d: _ident_mean(d, "seeds4_10k", "slope_to_first_order_strongest_quarter"),
-        "{:.1f}",
-        "mean over the seeds of seeds4_10k's strongest-quarter ratio",
-    )
-    .param(
-        "demo plant actuator",
-        lambda: (
-            importlib.import_module("tickformer.control.demo")
-            .loop_plant(importlib.import_module("tickformer.control.demo").DemoConfig())
-            .coefficients[2]
-        ),
-        "{:.2f}",
-        "control/demo.py loop_plant: k / (m L^2) of the demo's plant",
-    )
-    .param(
-        "nominal actuator",
-        lambda: importlib.import_module("tickformer.model.plant").NOMINAL.coefficients[2],
-        "{:.1f}",
-        "model/plant.py NOMINAL: k / (m L^2)",
-    )
-    .literal("15", "15%: the factor 1.15 of benchmarks/control_sensitivity.py FACTORS")
-    .result("gain x 1.15 demo plant", _CS, "variants.gain x 1~15.ratio.0", "{:.2f}")
-)
-for _ens_run, _what in (
-    ("seeds4_10k", None),
-    ("sched_lin50", ("0", "the learning rate decayed to 0 (definitional)")),
-    ("episodes31k", None),
-    ("w64_len128", None),
-):
-    _rs = f"ensemble.{_ens_run}.snapshots.10000"
-    if _what is not None:
-        _LE.literal(*_what)
-    if _ens_run == "episodes31k":
-        _LE.derived(
-            "episodes31k episodes",
-            _SR,
-            lambda d: f"{_ensemble_episodes(d['ensemble']['episodes31k']['spec']):,}",
-            "{}",
-            "ensemble.episodes31k.spec.transitions / the preset's max_len",
-        )
-    if _ens_run == "w64_len128":
-        _LE.derived("w64 window", _SR, _w64_window, "{}", "spec.cfg.window").derived(
-            "w64 length",
-            _SR,
-            lambda d: d["ensemble"]["w64_len128"]["spec"]["cfg"]["max_len"],
-            "{}",
-            "spec.cfg.max_len",
-        )
-    (
-        _ensemble_ratios(_LE, _ens_run, _rs)
-        .result(
-            f"{_ens_run} amplitude demo",
-            _SR,
-            f"{_rs}.single_reference_split.demo_plant.amplitude_coef",
-            "{:.3f}",
-        )
-        .derived(
-            f"{_ens_run} elasticity",
-            _SR,
-            lambda d, run=_ens_run: _ident_mean(d, run, "slope_gain_elasticity"),
-            "{:.2f}",
-            f"mean over the seeds of {_ens_run}'s elasticity",
-        )
-        .derived(
-            f"{_ens_run} weakest",
-            _SR,
-            lambda d, run=_ens_run: _ident_mean(d, run, "slope_to_first_order_weakest_quarter"),
-            "{:.2f}",
-            f"mean over the seeds of {_ens_run}'s weakest-quarter ratio",
-        )
-        .result(f"{_ens_run} training", _SR, f"ensemble.{_ens_run}.train_wall_s", "{:.0f}")
-    )
-(
-    _LE.literal("0", "seeds 0-3 (column label)")
-    .literal("1", "seeds 1 to 3")
-    .literal("3", "seeds 1 to 3")
-    .derived(
-        "seeds 1-3 mean",
-        _SR,
-        lambda d: statistics.fmean(
-            d["ensemble"]["seeds4_10k"]["snapshots"]["10000"]["single_ratio_mean"][1:]
-        ),
-        "{:.2f}",
-        "mean of seeds4_10k's seeds 1-3",
-    )
-    .literal("2", "the exponent of L^2 (definitional)")
-    .literal("1", "a seed (text)")
-    .literal("0", "seed 0 (text)")
-    .result("seed 0 text", _SR, "ensemble.seeds4_10k.snapshots.10000.single_ratio_mean.0", "{:.2f}")
-    .derived("w64 window text", _SR, _w64_window, "{}", "spec.cfg.window")
-    .derived(
-        "w64 episodes",
-        _SR,
-        lambda d: f"{_ensemble_episodes(d['ensemble']['w64_len128']['spec']):,}",
-        "{}",
-        "ensemble.w64_len128.spec transitions / max_len",
-    )
-)
-_RSS_EXPERIMENT = (
-    "measured by benchmarks/ort_thread_rss.py (a standalone model loop under Isolation(realtime=True); "
-    "strace -f -e clone3 and gdb on pthread_create, 2026-12-04; re-run twice, same figures): its output "
-    "is printed, not kept in a results file"
-)
-(
-    Span(f"{K}#rss")
-    .result("onnxruntime", "demo-certificate", "conditions.versions.onnxruntime", "{}")
-    .literal("5.5", f"the interval between the thread bursts, {_RSS_EXPERIMENT}")
-    .literal("8", "glibc's default thread stack here (RLIMIT_STACK 8 MiB)")
-    .literal("8000", f"the ticks of the loop, {_RSS_EXPERIMENT}")
-    .literal("1", f"the first RSS rise in MiB, {_RSS_EXPERIMENT}")
-    .literal("17", f"the second RSS rise in MiB, {_RSS_EXPERIMENT}")
-    .literal("9", f"when the second rise came (s), {_RSS_EXPERIMENT}")
-    .literal("10", f"when the second rise came (s), {_RSS_EXPERIMENT}")
-)
 
 
 # --- files: coverage ------------------------------------------------------------------------------------
@@ -2405,7 +1460,7 @@ LITERALS: dict[str, dict[str, str]] = {
     "README.md": {"3.11": "the Python version requirements.lock is made for (make lock)"},
     "docs/README.md": {},
     "docs/status.md": {
-        "15": "15%: the factors 0.85 and 1.15 of benchmarks/control_sensitivity.py FACTORS",
+        "15": "15%: the factors 0.85 and 1.15 of experiments/control_sensitivity.py FACTORS",
     },
     "docs/gpu.md": {
         "1e-5": "the emulated tests' tolerance (tests/runtime/test_gpu_backends.py)",
@@ -2692,24 +1747,6 @@ def refresh_evt() -> None:
     _run([PY, "claims/evt_accuracy.py", "--out", "claims/results/evt_accuracy.json"])
 
 
-def refresh_recut_session() -> None:
-    subprocess.run(
-        [
-            PY,
-            "benchmarks/compare_commits.py",
-            "--session",
-            "--rounds",
-            "11",
-            "a09c6da",
-            "HEAD",
-            "--json",
-            "benchmarks/results/recut_session.json",
-        ],
-        cwd=ROOT,
-        check=True,
-    )
-
-
 def refresh_verify() -> None:
     _run([PY, "claims/verify_margins.py", "--out", "claims/results/verify_margins.json"])
 
@@ -2718,19 +1755,11 @@ def refresh_bench_streaming() -> None:
     _run([PY, "-m", "pytest", "benchmarks/test_streaming.py", "-q", "-p", "no:randomly"])
 
 
-def refresh_control_diagnosis() -> None:
-    _run([PY, "benchmarks/control_diagnosis.py"])
-
-
-def refresh_control_sensitivity() -> None:
-    _run([PY, "benchmarks/control_sensitivity.py"])
-
-
 def refresh_control_side_runs() -> None:
     """docs/control.md's recipe side runs, each by the command recorded with it (minutes each)."""
     import shlex
 
-    for run in _load_json("benchmarks/results/control_side_runs.json")["recipe"].values():
+    for run in _load_json("experiments/results/control_side_runs.json")["recipe"].values():
         _run([PY, *shlex.split(run["command"])[1:]])
 
 
@@ -3525,7 +2554,7 @@ def refresh_matmul() -> None:
 )
 
 
-# docs/training.md "Training speed": benchmarks/compare_commits.py --train, both modes, side by side
+# docs/training.md "Training speed": experiments/compare_commits.py --train, both modes, side by side
 RESULTS["training-speed"] = ResultsFile(
     "training-speed", "claims/results/training_speed.json", "utc", "refresh_training_speed"
 )
@@ -3539,7 +2568,7 @@ def refresh_training_speed() -> None:
         _run(
             [
                 PY,
-                "benchmarks/compare_commits.py",
+                "experiments/compare_commits.py",
                 "--train",
                 *extra,
                 "--rounds",

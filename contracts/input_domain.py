@@ -10,12 +10,12 @@ Reason
     finiteness of outputs) is derived from a *finite* input domain. An input outside it voids
     them, so the runtime checks it by policy (contract mode `check` raises, `monitor` counts).
 
-Implementation note (real-time safety, measured with tracemalloc: benchmarks/diagnose.py allocs,
+Implementation note (real-time safety, measured with tracemalloc: experiments/diagnose.py allocs,
 tests/contracts/test_input_domain.py): a small plain ndarray (size <= SMALL, the step input
 [B, 1, d_in]) is scanned by `value_range`, a `while` loop over `x.item(i)`: each value comes back
 as a Python float from CPython's float free list -- 0 bytes traced on the success path. Its time
 grows per value while min+max costs about the same for any small array, so the loop wins only
-for small arrays (measured by `python benchmarks/diagnose.py allocs`; figures in
+for small arrays (measured by `python experiments/diagnose.py allocs`; figures in
 benchmarks/ANALYSIS.md), hence the bound SMALL. (A `for i in range(n)` loop would allocate
 its range iterator, 96 B; numpy's reduction machinery behind `x.min()` / `x.max()` allocates
 ~1 KB per call, all freed.) Larger arrays keep the two bounded reductions `x.min()` and `x.max()`:

@@ -1,5 +1,5 @@
 """The history-control demo as library code: `tickformer demo` (core/commands/demo.py) parses its
-arguments, calls these functions and prints; benchmarks/control_diagnosis.py reuses the
+arguments, calls these functions and prints; experiments/control_diagnosis.py reuses the
 configuration, the plant and the reference.
 
     DemoConfig      every knob of the demo, validated on construction (`QUICK`: the test budgets)

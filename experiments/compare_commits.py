@@ -1,7 +1,7 @@
 """Bare step.onnx latency of several commits, side by side in one run: the history table of
 benchmarks/ANALYSIS.md section 1, reproducible.
 
-    python benchmarks/compare_commits.py [--rounds 3] [--train] [COMMIT ...]
+    python experiments/compare_commits.py [--rounds 3] [--train] [COMMIT ...]
 
 For each commit, `git archive` extracts its tree into a temporary directory; a child process
 imports *that* tree's tickformer (a shim package puts its folders on `tickformer.__path__`, as
@@ -407,7 +407,7 @@ def write_train_json(
     mode = "steady_malloc" if args.steady_malloc else "as_run"
     entry: dict = {
         "utc": _utc(),
-        "command": "python benchmarks/compare_commits.py --train"
+        "command": "python experiments/compare_commits.py --train"
         + (" --steady-malloc" if args.steady_malloc else "")
         + f" --rounds {args.rounds} {' '.join(args.commits)}",
         "rounds": args.rounds,

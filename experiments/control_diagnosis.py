@@ -2,7 +2,7 @@
 back (no wall clock, no skipped ticks), and per tick, for the candidates of the decision rule
 (control/delayed.py), the predicted against the true theta_{t+d+1} (the horizon the cost uses).
 
-    python benchmarks/control_diagnosis.py [--steps N] [--ticks 600] [--plants 3] [--windows 32 ...]
+    python experiments/control_diagnosis.py [--steps N] [--ticks 600] [--plants 3] [--windows 32 ...]
 
 Trains the demo's two models (tickformer.control.demo.train_models: its recipe, the memoryless
 model and the windowed one; `--windows` adds windowed models of other widths, same recipe),
@@ -45,7 +45,7 @@ candidate adds: the identified actuator). `HybridMPC` modes:
     oracle_level       the oracle's theta_{t+d}, the model's increments theta_{t+d+1}(j) - theta_{t+d}
     oracle_increment   the model's theta_{t+d}, the oracle's increments
 
-Writes benchmarks/results/control_diagnosis.json (docs/control.md cites it). Not part of the
+Writes experiments/results/control_diagnosis.json (docs/control.md cites it). Not part of the
 package; minutes on 2 cores.
 """
 
@@ -354,7 +354,7 @@ def main() -> None:
     weights = {"kp": cfg.kp, "w_omega": cfg.w_omega}
     result: dict[str, Any] = {
         "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python benchmarks/control_diagnosis.py "
+        "command": "python experiments/control_diagnosis.py "
         + " ".join(
             f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
             for k, v in vars(args).items()

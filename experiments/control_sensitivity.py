@@ -1,7 +1,7 @@
 """How exactly a controller must know the plant to track within 1.5x of the oracle: the demo's
 decision rule (control/delayed.py) with a physics predictor that is right but for one thing.
 
-    python benchmarks/control_sensitivity.py [--ticks 1000] [--plants 5]
+    python experiments/control_sensitivity.py [--ticks 1000] [--plants 5]
 
 On the side runs' plants (control.demo.loop_plants: the demo's held-out plant first, then
 plants - 1 more draws), the demo's reference and noise seed, no wall clock:
@@ -19,7 +19,7 @@ per plant, the largest command the reference needs from the plant's own dynamics
 feedback (theta = r exactly: (r'' + (g/L) sin r + b/(mL^2) r') / (k/(mL^2)), max over a
 period; 1 = the actuator's full range): how close the reference is to the actuator's authority.
 
-Writes benchmarks/results/control_sensitivity.json (docs/control.md cites it). Seconds on one
+Writes experiments/results/control_sensitivity.json (docs/control.md cites it). Seconds on one
 core; no training, no runtime session.
 """
 
@@ -141,7 +141,7 @@ def main() -> None:
         row["ratio_mean"] = float(np.mean(row["ratio"]))
     result = {
         "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": f"python benchmarks/control_sensitivity.py --ticks {args.ticks} --plants {args.plants}",
+        "command": f"python experiments/control_sensitivity.py --ticks {args.ticks} --plants {args.plants}",
         "ticks": args.ticks,
         "settle_ticks": cfg.settle_ticks,
         "reference": {"amplitude_rad": cfg.amplitude, "period_s": cfg.ref_period_s},

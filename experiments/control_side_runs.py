@@ -1,10 +1,10 @@
 """Side runs behind docs/control.md's "tried" list and its period choice: short experiments on the
 demo's task, one variant of the training recipe or one loop setting at a time.
 
-    python benchmarks/control_side_runs.py recipe NAME '{"cfg": {"d_in": 4}, "hw": [0.2, 1, 2]}'
-    python benchmarks/control_side_runs.py deadlines CHECKPOINT 1m1,2m2,1m1,2m2,1m1,2m2
-    python benchmarks/control_side_runs.py ensemble NAME '{"seeds": [0, 1, 2, 3], "snapshots": [10000, 20000, 30000]}'
-    python benchmarks/control_side_runs.py physics NAME FIRST N
+    python experiments/control_side_runs.py recipe NAME '{"cfg": {"d_in": 4}, "hw": [0.2, 1, 2]}'
+    python experiments/control_side_runs.py deadlines CHECKPOINT 1m1,2m2,1m1,2m2,1m1,2m2
+    python experiments/control_side_runs.py ensemble NAME '{"seeds": [0, 1, 2, 3], "snapshots": [10000, 20000, 30000]}'
+    python experiments/control_side_runs.py physics NAME FIRST N
 
 `recipe`: trains the windowed model only (the demo's recipe before IdentifiedMPC, horizons only: the
 control-hidden preset; seed 0 unless `seed` is given, with the variant's changes),
@@ -78,7 +78,7 @@ constants itself, from the nominal ones) over the last W measurements (the demo'
 over the whole stream,
 tracking / oracle per plant, no training (about a minute for 20 plants).
 
-Appends to benchmarks/results/control_side_runs.json (`recipe[NAME]`, `deadlines` list,
+Appends to experiments/results/control_side_runs.json (`recipe[NAME]`, `deadlines` list,
 `ensemble[NAME]`, `physics[NAME]`). Not part
 of the package; a recipe run is 1.5-3 minutes on 2 cores, a deadline arm its ticks x period, the
 ensemble run of 4 seeds x 30,000 steps some 7 minutes (its training 6.5 of them).
@@ -261,7 +261,7 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
     res["ratio"] = _over(res["tracking"], oracle)
     res["ratio_mean"] = float(np.mean(res["ratio"]))
     res["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    res["command"] = f"python benchmarks/control_side_runs.py recipe {name} '{json.dumps(variant)}'"
+    res["command"] = f"python experiments/control_side_runs.py recipe {name} '{json.dumps(variant)}'"
     return res
 
 
@@ -594,7 +594,7 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
                 flush=True,
             )
     res["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    res["command"] = f"python benchmarks/control_side_runs.py ensemble {name} '{json.dumps(spec)}'"
+    res["command"] = f"python experiments/control_side_runs.py ensemble {name} '{json.dumps(spec)}'"
     return res
 
 
@@ -622,7 +622,7 @@ def physics(name: str, first: int, n: int) -> dict[str, Any]:
         t = tracking(lambda p, sim: JointMPC(cfg.candidates, window, **w), plants, cfg, TICKS)
         res[key] = _over(t, oracle)
     res["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    res["command"] = f"python benchmarks/control_side_runs.py physics {name} {first} {n}"
+    res["command"] = f"python experiments/control_side_runs.py physics {name} {first} {n}"
     return res
 
 
@@ -682,7 +682,7 @@ def deadlines(checkpoint: str, arms: list[str], ticks: int = 20_000) -> list[dic
                 "sched_fifo": (r["isolation"] or {}).get("sched_fifo", {}).get("granted"),
                 "load_average_before": load_before,
                 "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "command": f"python benchmarks/control_side_runs.py deadlines CHECKPOINT {','.join(arms)}",
+                "command": f"python experiments/control_side_runs.py deadlines CHECKPOINT {','.join(arms)}",
             }
             print(json.dumps({k: v for k, v in row.items() if k != "missed_ticks"}), flush=True)
             out.append(row)

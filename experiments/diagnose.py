@@ -1,7 +1,7 @@
 """Reproduce the profiling behind benchmarks/ANALYSIS.md, one section per finding. Prints plain
 text; about a minute on 2 cores. Not part of `make bench`.
 
-    python benchmarks/diagnose.py [nodes|scaling|exp|allocs|train|all]
+    python experiments/diagnose.py [nodes|scaling|exp|allocs|train|all]
 
 nodes    step.onnx's operators after ONNX Runtime's optimiser, its bare `run` p50 and the
          per-node cost that implies (at d_model 64 ORT's per-node dispatch, not arithmetic,
@@ -24,7 +24,7 @@ from pathlib import Path
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 
 import harness  # noqa: E402
 import numpy as np  # noqa: E402

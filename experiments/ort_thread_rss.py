@@ -5,8 +5,8 @@ the process RSS read every 1000 ticks, and the anonymous mappings whose resident
 between ticks 3000 and 6000 (/proc/self/smaps).
 
     tickformer demo --quick --out DIR             # a trained model and its artifact (seconds)
-    python benchmarks/ort_thread_rss.py DIR 8000   # [stall]: sleep 12-22 ms at five ticks
-    strace -f -tt -e trace=clone3 python benchmarks/ort_thread_rss.py DIR 8000   # who makes threads
+    python experiments/ort_thread_rss.py DIR 8000   # [stall]: sleep 12-22 ms at five ticks
+    strace -f -tt -e trace=clone3 python experiments/ort_thread_rss.py DIR 8000   # who makes threads
 
 Observed here (onnxruntime 1.32.0): RSS +1 MiB in the first 1000 ticks, +17 MiB around 9-10 s
 after the start, flat after; the grown mappings are two 8 MiB thread stacks and four malloc

@@ -2,7 +2,7 @@
 "Regression found on 2026-12-04"): P @ V for one layer of the `control` preset's shapes
 (H 4, N 256, dh 16, batch 1), alone and behind each way of zeroing the stale V rows:
 
-    python benchmarks/v_selection_forms.py
+    python experiments/v_selection_forms.py
 
 - MatMul alone (no selection: a stale row holding inf or NaN leaks through 0 * inf = NaN);
 - Where with an [N, 1] condition (the form of e937cfc, broadcast over the V cache);
@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tickformer.export.ort_session import make_session
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # harness.py
 import harness  # noqa: E402
 
 H, N, DH = 4, 256, 16

@@ -829,7 +829,7 @@ TASKS: dict[str, Task] = {
         preset="control-hidden",
         # In-context identification of each episode's constants needs many episodes and steps:
         # 1,500 steps of 8 learnt a slope d theta / d command about the same for every episode
-        # (docs/control.md, benchmarks/control_diagnosis.py).
+        # (docs/control.md, experiments/control_diagnosis.py).
         steps=10_000,
         batch_size=16,
         warmup=400,

@@ -179,7 +179,7 @@ def train_steps(
     CPU seconds of this process). `on_step(step, weights)`, if given, is called after every
     step with the weights training would return if it stopped there (the EMA when there is one,
     in float64: the return value casts it to float32); they are live arrays, so copy what you
-    keep (benchmarks/control_side_runs.py takes the snapshots of one run this way)."""
+    keep (experiments/control_side_runs.py takes the snapshots of one run this way)."""
     rngs = seeded_generators(settings.seed)
     params = init_params(config, seed=int(rngs["init"].integers(2**31)))
     data = task.prepare(config, rngs["data"])

@@ -1,7 +1,7 @@
 """Flush-to-zero for the calling thread: subnormal floats treated and produced as zero.
 
 Why: on x86 an arithmetic operation with a subnormal operand or result takes a microcode assist
-(an order of magnitude slower: `python benchmarks/diagnose.py exp` measures it). exp(-inf) and
+(an order of magnitude slower: `python experiments/diagnose.py exp` measures it). exp(-inf) and
 every exp argument below -87.3 pass through one, so without flush-to-zero the step's softmax
 costs more at early positions (more masked cache rows) and when attention is sharp -- work that
 depends on the data, which a latency bound must not. Real-time audio and control code runs its

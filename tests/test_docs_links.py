@@ -1,4 +1,4 @@
-"""Every relative link in README.md, SECURITY.md and docs/ points at a file that exists (a page
+"""Every relative link in README.md, SECURITY.md, docs/ and experiments/ points at a file that exists (a page
 moved into docs/ keeps links written from the root, the bug this catches)."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def broken_links(path: Path, root: Path = ROOT) -> list[str]:
 
 def test_relative_links_resolve():
     pages = [ROOT / "README.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    pages += sorted((ROOT / "experiments").rglob("*.md"))
     broken = [line for page in pages for line in broken_links(page)]
     assert not broken, "\n".join(broken)
 

@@ -88,7 +88,7 @@ def test_oracle_and_nominal_close_the_loop(plant):
 
 
 def test_tracking_of_a_segment_is_the_rms_over_its_ticks(plant):
-    """`until` ends the scored ticks (benchmarks/control_side_runs.py scores segments with it)."""
+    """`until` ends the scored ticks (experiments/control_side_runs.py scores segments with it)."""
     ref = SineReference(0.25, 4.0)
     sim = HiddenPlantSim(plant, ref, 300, seed=1)
     _run(OracleMPC(9, sim), sim, 200)

@@ -1,4 +1,4 @@
-"""The measures benchmarks/ computes for docs/control.md's tables on the closed loop: the tracking
+"""The measures experiments/ computes for the tables of experiments/notes on the closed loop: the tracking
 error split against the reference (`control_sensitivity.reference_split`), the identified
 actuator's shrinkage (`control_diagnosis.slope_statistics`) and the substitution of one part of a
 prediction by the oracle's (`control_diagnosis.blend`), on inputs whose answer is known; and the
@@ -16,7 +16,7 @@ from tickformer.control import HiddenPlantSim
 from tickformer.control.reference import SineReference
 from tickformer.model.plant import NOMINAL
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 
 from control_diagnosis import HybridMPC, blend, slope_statistics  # noqa: E402
 from control_sensitivity import reference_split  # noqa: E402
