@@ -168,7 +168,7 @@ def _raw_step(params: dict, config: Any) -> tuple[Callable[[], None], float]:
 
     from tickformer.artifact import format as fmt
     from tickformer.export.graphs import build_step
-    from tickformer.export.ort_session import session_options
+    from tickformer.runtime.ort_session import session_options
 
     n = config.max_len
     graph = build_step(params, config, 1, 17)
@@ -292,7 +292,7 @@ def attention_costs(
 def held_out(task: Any, params: dict, config: Any, data: Any, start: int) -> dict[str, float]:
     """One-step and (delay + 1)-step RMSE (rad) of the held-out episodes at t >= start (pendulum-
     hidden), or the task's own model_rmse (other tasks)."""
-    from tickformer.model import tasks as T
+    from tickformer.control import task as T
 
     if task.name != "pendulum-hidden":
         return {"rmse": float(task.evaluate(params, config, data)["model_rmse"])}
@@ -310,7 +310,7 @@ def hidden_baselines(
 ) -> dict[str, Any]:
     """Baselines on the scored positions: linear AR over the last `window` pairs, nominal physics,
     the memoryless twin (window-1 attention, the same settings)."""
-    from tickformer.model import tasks as T
+    from tickformer.control import task as T
     from tickformer.model.train import train_steps
 
     d = data.plant.delay
@@ -348,16 +348,17 @@ def main(argv: list[str] | None = None) -> int:
         "--loop-share",
         type=float,
         default=None,
-        help="model.plant.LOOP_SHARE for the training data (default: the package's; 0: the history "
+        help="control.plant.LOOP_SHARE for the training data (default: the package's; 0: the history "
         "task's data before 2026-12-05, without closed-loop episodes)",
     )
     args = p.parse_args(argv)
     if args.loop_share is not None:
-        import tickformer.model.plant as plant
+        import tickformer.control.plant as plant
 
         plant.LOOP_SHARE = args.loop_share
 
     from tickformer import runtime
+    from tickformer.control.task import HIDDEN_TASK
     from tickformer.export.writer import export_params
     from tickformer.model.config import parameter_count
     from tickformer.model.tasks import get_task
@@ -366,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
 
     lengths = [int(float(v)) for v in args.lengths.split(",")]
     seeds = [int(v) for v in args.seeds.split(",")]
-    task = get_task(args.task)
+    task = get_task(args.task, extra=(HIDDEN_TASK,))
     models = configs(task.preset, args.d_state, args.window)
     window = models["windowed"].window
     steps = task.steps if args.steps is None else args.steps
@@ -377,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         "task": args.task,
         "preset": task.preset,
         "train_steps": steps,
-        "loop_share": __import__("tickformer.model.plant", fromlist=["LOOP_SHARE"]).LOOP_SHARE,
+        "loop_share": __import__("tickformer.control.plant", fromlist=["LOOP_SHARE"]).LOOP_SHARE,
         "seeds": seeds,
         "machine": {
             "python": platform.python_version(),

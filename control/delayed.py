@@ -1,4 +1,4 @@
-"""Tracking control of the hidden pendulum (model.plant `HiddenPendulum`): the plant in the loop
+"""Tracking control of the hidden pendulum (control.plant `HiddenPendulum`): the plant in the loop
 and the controllers that share one decision rule and differ only in what predicts the angle.
 
 The plant measures only a noisy angle, its constants are unknown to every controller but the
@@ -6,7 +6,7 @@ oracle, and a command issued at tick t reaches the joint at t + delay. So a comm
 first moves the angle at t + delay + 1: the commands in flight are already decided, and the one
 choice is among K candidate commands c_j in [-1, 1] (`DelayedMPC`). Each tick every controller
 predicts, per candidate, theta_{t+d} (the same for every candidate) and theta_{t+d+1}, and
-picks the candidate minimising (model.plant.tracking_cost)
+picks the candidate minimising (control.plant.tracking_cost)
 
     (theta_{t+d+1} - r)^2 + w (omega_hat - omega_des)^2,   omega_hat = (theta_{t+d+1} - theta_{t+d}) / dt,
     omega_des = r' + kp (r - theta_{t+d+1})
@@ -22,10 +22,10 @@ over which the decision acts is d + 1 ticks, all but the last already fixed).
     IdentifiedMPC  the learned model identifies, a filter estimates: HistoryMPC's session,
                  peek and commit on a model that also outputs the plant's constants; those,
                  smoothed over the ticks, in NominalMPC's filter and prediction in place of the
-                 nominal ones (model.tasks HIDDEN_IDENTIFY_OUTPUTS)
+                 nominal ones (control.task HIDDEN_IDENTIFY_OUTPUTS)
     NominalMPC   the true equations with the nominal constants; state (theta, omega) from an
                  extended Kalman filter with those constants over the measured angles
-                 (model.plant.HiddenEKF), the commands in flight from its own record.
+                 (control.estimation.HiddenEKF), the commands in flight from its own record.
     OracleMPC    the true equations with the episode's true constants and the same filter with
                  them: everything known but the noise (`true_state=True`: the true state too).
 
@@ -55,8 +55,10 @@ import numpy as np
 from tickformer import validation
 from tickformer.contracts.output_bound import output_excess
 from tickformer.errors import ConfigError
-from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenPendulum, HiddenStepper, tracking_cost
-from tickformer.model.tasks import HIDDEN_CONSTANTS, hidden_horizons, token_lags
+
+from .estimation import HiddenEKF
+from .plant import NOMINAL, HiddenPendulum, HiddenStepper, tracking_cost
+from .task import HIDDEN_CONSTANTS, hidden_horizons, token_lags
 
 Reference = Callable[[float], tuple[float, float]]
 OBS_HEAD = 5  # obs[0:5] = (y_t, r, r', the command actuated last tick, n skipped ticks)
@@ -232,7 +234,7 @@ class HistoryMPC(DelayedMPC):
         xm, xs = norm["x_mean"], norm["x_std"]
         self.ym, self.ys = float(xm[0]), float(xs[0])
         self.cm, self.cs = float(xm[1]), float(xs[1])
-        # a token (y_t, c_t, y_{t-1}, .., c_{t-1}, ..) (model.tasks hidden_features): the
+        # a token (y_t, c_t, y_{t-1}, .., c_{t-1}, ..) (control.task hidden_features): the
         # measurements and commands of the tokens before, in history order, standardised,
         # newest first (Python floats)
         self.y_lags, self.c_lags = token_lags(norm)
@@ -244,7 +246,7 @@ class HistoryMPC(DelayedMPC):
             )
         # one output column per horizon theta_{t+1..t+d+1}: a model trained for another delay, or
         # a norm of another model, would otherwise read the wrong columns (or fail mid-loop)
-        # (an identifying model has its identification columns after them: model.tasks)
+        # (an identifying model has its identification columns after them: control.task)
         d_out, n_id = int(session.config.d_out), len(norm.get("identify", ()))
         if d_out != self.d + 1 + n_id or len(norm["dy_mean"]) != d_out or len(norm["dy_std"]) != d_out:
             raise ConfigError(
@@ -415,7 +417,7 @@ def rollout(
 class _Filtered:
     """What every filter-based controller keeps (NominalMPC, OracleMPC, IdentifiedMPC): the
     stepper `f` of the constants it believes, an EKF of (theta, omega) through that same stepper
-    (model.plant HiddenEKF), and its own record of the commands it issued, `issued` = the
+    (control.estimation.HiddenEKF), and its own record of the commands it issued, `issued` = the
     commands of ticks t-d-1..t-1 (the commands in flight). Mixed in before the decision rule's
     class: `catch_up` and `chosen` do that class's part first (a session's commit, for
     IdentifiedMPC), then the filter's. Python floats only."""
@@ -459,7 +461,7 @@ class _Filtered:
 
 class NominalMPC(_Filtered, DelayedMPC):
     """The true equations with `plant`'s constants (default: the nominal ones); state from an
-    extended Kalman filter with the same constants over the measured angles (model.plant
+    extended Kalman filter with the same constants over the measured angles (control.estimation
     HiddenEKF), the commands in flight from this controller's own record of what it issued.
     Python floats only: no numpy allocation, bounded work (2 + delay + K RK4 steps a tick)."""
 
@@ -494,13 +496,13 @@ class OracleMPC(NominalMPC):
 
 
 class IdentifiedMPC(_Filtered, HistoryMPC):
-    """The learned model identifies, a filter estimates: an identifying model (model.tasks
+    """The learned model identifies, a filter estimates: an identifying model (control.task
     `HIDDEN_IDENTIFY_OUTPUTS`, its norm's "identify") on the same session as HistoryMPC (one
     peek of the K candidates, committed the same way), of whose outputs only the three
     constants (log g/L, log b/(m L^2), log k/(m L^2)) are used: averaged over the candidates,
     smoothed over the ticks by an exponential moving average of weight `smoothing` on the newest
     (the window's estimate varies from tick to tick; the plant's constants do not), and given to
-    an extended Kalman filter of (theta, omega) over the measured angles (model.plant.HiddenEKF)
+    an extended Kalman filter of (theta, omega) over the measured angles (control.estimation.HiddenEKF)
     and to the physics prediction (`rollout`), as NominalMPC with the model's constants in place
     of the nominal ones. The filter sees every measured angle, skipped ticks included; a tick
     whose model output is unusable (HistoryMPC: input domain, output bound, catching up) gives
@@ -528,7 +530,7 @@ class IdentifiedMPC(_Filtered, HistoryMPC):
         super().__init__(session, norm, plant, output_bound, catch_up_max=catch_up_max, **weights)
         self.smoothing = smoothing_weight(smoothing)
         self.pred = np.zeros((self.pred.shape[0], 2))  # [K, 2] the physics prediction (not the horizons)
-        first = hidden_horizons(norm)  # the identification columns follow the horizons (model.tasks)
+        first = hidden_horizons(norm)  # the identification columns follow the horizons (control.task)
         self._const_cols = [first + names.index(n) for n in wanted]  # the log constants' columns
         self._sum = np.zeros((1, self._mean.size))  # [1, d_out] the candidates' sum, per tick
         self._k = float(self.pred.shape[0])  # K, to take the candidates' mean

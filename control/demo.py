@@ -33,6 +33,7 @@ from tickformer.durable import atomic_write
 from tickformer.errors import ConfigError
 
 from .delayed import HiddenPlantSim, HistoryMPC, IdentifiedMPC, NominalMPC, OracleMPC, smoothing_weight
+from .plant import LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA
 from .reference import SineReference
 
 CONTROLLERS = ("model", "memoryless", "nominal", "oracle")
@@ -53,13 +54,13 @@ class DemoConfig:
     ticks: int = 20_000  # control ticks (plant periods of dt) per closed loop
     period_ms: float = 2.0
     tick_budget_ms: float | None = None  # default: half the period
-    candidates: int = 17
+    candidates: int = LOOP_CANDIDATES  # the closed-loop training episodes' rule is the demo's (control.plant)
     window: int = 32
     amplitude: float = 0.25  # rad
     ref_period_s: float = 4.0
     settle_ticks: int = 100  # tracking RMS skips them (the window filling, the filters settling); RSS after
-    kp: float = 2.0
-    w_omega: float = 0.05
+    kp: float = LOOP_KP
+    w_omega: float = LOOP_W_OMEGA
     catch_up_max: int = 2  # plain steps per tick after a stall (HistoryMPC): a tick runs at most 3 steps
     # the models output the plant's state and constants after their horizons, and the model's
     # controller is IdentifiedMPC (its constants in a filter); False: horizons only, HistoryMPC
@@ -118,9 +119,9 @@ def reference(cfg: DemoConfig) -> SineReference:
 
 def loop_plants(cfg: DemoConfig, n: int) -> list[Any]:
     """The loop's plant, then n - 1 more: constants drawn from the held-out bands
-    (model.plant.draw_hidden), seeded cfg.seed, cfg.seed + 1, ... (the benchmarks compare
+    (control.plant.draw_hidden), seeded cfg.seed, cfg.seed + 1, ... (the benchmarks compare
     controllers on these: benchmarks/control_*.py)."""
-    from tickformer.model.plant import draw_hidden
+    from .plant import draw_hidden
 
     return [draw_hidden(np.random.default_rng([cfg.seed + s, 14]), "held_out") for s in range(n)]
 
@@ -146,18 +147,19 @@ def train_models(
     out: Path, cfg: DemoConfig, *, progress: bool = False, note: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
     """The memoryless model (window 1) first, then the windowed one: the windowed run's held-out
-    evaluation reuses the first as its memoryless baseline (model.tasks `_TWINS`: same network,
+    evaluation reuses the first as its memoryless baseline (control.task `_TWINS`: same network,
     same settings, training deterministic), so it is trained once. Writes out/checkpoint and
     out/checkpoint-memoryless. `progress`: live bars (a terminal); `note`: a line at every tenth
     of each model's steps (a log)."""
     from tickformer.model import preset
-    from tickformer.model.tasks import HIDDEN_IDENTIFY_OUTPUTS, get_task
     from tickformer.model.train import TrainSettings, train
 
-    task = get_task("pendulum-hidden")
+    from .task import HIDDEN_IDENTIFY_OUTPUTS, HIDDEN_TASK
+
+    task = HIDDEN_TASK
     settings = TrainSettings.for_task(task, steps=cfg.train_steps, seed=cfg.seed)
     base = preset(task.preset)
-    if cfg.identify:  # the state and the constants after the horizons (model.tasks)
+    if cfg.identify:  # the state and the constants after the horizons (control.task)
         base = base.replace(d_out=base.d_out + len(HIDDEN_IDENTIFY_OUTPUTS))
     runs = {}
     for name, window, where in (
@@ -382,8 +384,9 @@ def run_loops(
     ORT with the session's contracts in monitor mode (counts per contract in `contracts`). Keys
     starting with "_" hold per-tick arrays for the plots (not JSON)."""
     from tickformer.model.checkpoint import load_checkpoint
-    from tickformer.model.tasks import HIDDEN_CONSTANTS
     from tickformer.runtime import load
+
+    from .task import HIDDEN_CONSTANTS
 
     plant = loop_plant(cfg)
     weights = {"kp": cfg.kp, "w_omega": cfg.w_omega}

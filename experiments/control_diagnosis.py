@@ -67,9 +67,10 @@ import numpy as np
 from tickformer.artifact import open_artifact
 from tickformer.control import HiddenPlantSim, HistoryMPC, NominalMPC, OracleMPC
 from tickformer.control.demo import DemoConfig, loop_plants, reference, train_models
+from tickformer.control.estimation import HiddenEKF
+from tickformer.control.plant import NOMINAL, HiddenStepper, hidden_step, rk4_scalar
 from tickformer.export.writer import export_artifact
 from tickformer.model.checkpoint import load_checkpoint
-from tickformer.model.plant import NOMINAL, HiddenEKF, HiddenStepper, hidden_step, rk4_scalar
 from tickformer.runtime import load
 
 OUT = Path(__file__).resolve().parent / "results" / "control_diagnosis.json"
@@ -224,16 +225,16 @@ class HybridMPC(HistoryMPC):
 @functools.lru_cache(maxsize=8)
 def _held_out_episodes(config: Any, seed: int) -> Any:
     """The `pendulum-hidden` task's data for `config` from training seed `seed`'s data stream."""
-    from tickformer.model.tasks import get_task
+    from tickformer.control.task import HIDDEN_TASK
     from tickformer.model.train import seeded_generators
 
-    return get_task("pendulum-hidden").prepare(config, seeded_generators(seed)["data"])
+    return HIDDEN_TASK.prepare(config, seeded_generators(seed)["data"])
 
 
 def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:
     """In-context identification on the run's held-out episodes (module docstring)."""
+    from tickformer.control.task import hidden_model_angles, hidden_test_features
     from tickformer.model.checkpoint import load_checkpoint as _load
-    from tickformer.model.tasks import hidden_model_angles, hidden_test_features
     from tickformer.model.transformer import forward
 
     ck = _load(checkpoint)
@@ -307,7 +308,7 @@ def noise_following(pred: np.ndarray, data: Any, start: int) -> list[dict[str, f
 
 def oracle_filter_angles(data: Any) -> np.ndarray:
     """theta_{t+1..t+d+1} of the held-out episodes [N, T, d + 1] as the oracle controller predicts
-    them: model.plant.HiddenEKF with each episode's true constants over its measurements, then
+    them: control.estimation.HiddenEKF with each episode's true constants over its measurements, then
     forward through the commands (a command issued at tick k acts over [k + d, k + d + 1))."""
     d, t = data.plant.delay, data.steps
     cmds = data.test_cmds
@@ -339,12 +340,12 @@ def main() -> None:
         "--loop-share",
         type=float,
         default=None,
-        help="model.plant.LOOP_SHARE for the training data (default: the package's; 0: the recipe "
+        help="control.plant.LOOP_SHARE for the training data (default: the package's; 0: the recipe "
         "before 2026-12-05, without closed-loop episodes, which the committed diagnosis ran on)",
     )
     args = ap.parse_args()
     if args.loop_share is not None:
-        import tickformer.model.plant as plant
+        import tickformer.control.plant as plant
 
         plant.LOOP_SHARE = args.loop_share
     cfg = DemoConfig(quick=True)

@@ -37,7 +37,7 @@ import numpy as np
 
 from tickformer.control import HiddenPlantSim, NominalMPC, OracleMPC
 from tickformer.control.demo import DemoConfig, loop_plants, reference
-from tickformer.model.plant import HiddenPendulum
+from tickformer.control.plant import HiddenPendulum
 
 OUT = Path(__file__).resolve().parent / "results" / "control_sensitivity.json"
 CONSTANTS = ("gain", "mass", "length", "damping")

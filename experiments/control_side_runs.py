@@ -17,11 +17,11 @@ and the ORT batch-K peek time (3000 peeks, p50 / p99); each plant's tracking RMS
 the stream too (`tracking_by_segment`, runs after 2026-12-05 only). Variant keys:
 
     cfg      Config overrides of the control-hidden preset (d_in: the token's lag columns,
-             model.tasks hidden_io_widths; window, max_len, d_model, d_ff, n_layers)
-    hw       model.tasks.HIDDEN_HORIZON_WEIGHTS (default here: 1, 1, 1, an unweighted loss)
-    ylags    model.tasks.HIDDEN_Y_LAGS
-    start    (model.plant.START_THETA, START_OMEGA): the training episodes' starting ranges
-    loop_share  model.plant.LOOP_SHARE, the closed-loop episodes' share (0: the data before
+             control.task hidden_io_widths; window, max_len, d_model, d_ff, n_layers)
+    hw       control.task.HIDDEN_HORIZON_WEIGHTS (default here: 1, 1, 1, an unweighted loss)
+    ylags    control.task.HIDDEN_Y_LAGS
+    start    (control.plant.START_THETA, START_OMEGA): the training episodes' starting ranges
+    loop_share  control.plant.LOOP_SHARE, the closed-loop episodes' share (0: the data before
              2026-12-05, which every recipe run recorded before that date trained on)
     steps, batch, warmup, lr, ema   TrainSettings (default: the task's 10,000 x 16, warmup 400)
     seed     the training seed (default 0, the demo's): the data stream, the initial weights and
@@ -42,7 +42,7 @@ every snapshot step (`model.train.train_steps(on_step=...)`: a snapshot at step 
 run returns). Optional spec keys change the recipe: `batch` (the batch size), `cfg` (Config
 overrides, as the recipe's), `sched` (as the recipe's, over the largest snapshot's steps: then
 only that snapshot is what a run of its length returns), `transitions`
-(model.tasks.HIDDEN_TRAIN_TRANSITIONS: the training episodes' ticks in all); `hybrids` (a list of
+(control.task.HIDDEN_TRAIN_TRANSITIONS: the training episodes' ticks in all); `hybrids` (a list of
 control_diagnosis.HybridMPC modes) adds, per seed and mode, the loop of that seed's model with that
 part of its prediction replaced by the oracle's (`hybrid_ratio_mean`, `hybrid_reference_split`);
 `plants` ([first, n]) judges on n other held-out plants instead of the 5, those
@@ -54,7 +54,7 @@ median and plants within 1.5, `identified_reference_split`); `long` (a tick coun
 `identified`) adds, per seed, IdentifiedMPC's loop on the demo's plant for that many ticks against
 the oracle's (`identified_demo_plant_long`: the ratio over the whole loop after the settling
 ticks, up to the side runs' 1000 ticks, and after them); `loop_share` sets
-model.plant.LOOP_SHARE, the closed-loop episodes' share of the training data (0: the recipe
+control.plant.LOOP_SHARE, the closed-loop episodes' share of the training data (0: the recipe
 before 2026-12-05; runs before that date had no closed-loop episodes).
 Per snapshot, on the 5 plants x
 1000 ticks (`control_sensitivity.tracking`, no wall clock): each seed's tracking / oracle, and that
@@ -85,7 +85,7 @@ ensemble run of 4 seeds x 30,000 steps some 7 minutes (its training 6.5 of them)
 Training is deterministic, so a recipe run's numbers are reproduced bit for bit on one machine
 (its timings are not; another CPU's floating point trains a different model of the same recipe).
 Every run recorded before 2026-12-05 trained without closed-loop episodes: reproduce one with
-model.plant.LOOP_SHARE = 0 (the ensemble's `loop_share` key).
+control.plant.LOOP_SHARE = 0 (the ensemble's `loop_share` key).
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def _save(data: dict[str, Any]) -> None:
 
 def _held_out(params: Any, config: Any, data: Any) -> dict[str, float]:
     """One-step and (delay + 1)-step RMSE at positions >= window - 1, and in-context identification."""
-    from tickformer.model import tasks as T
+    from tickformer.control import task as T
     from tickformer.model.transformer import forward
 
     d, start = data.plant.delay, (config.window or 16) - 1
@@ -187,11 +187,11 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
     import tickformer.model.train as TR
     from tickformer.artifact import open_artifact
     from tickformer.control import HiddenPlantSim, HistoryMPC, OracleMPC
+    from tickformer.control import plant as P
+    from tickformer.control import task as T
     from tickformer.control.demo import DemoConfig, reference
     from tickformer.export.writer import export_artifact
-    from tickformer.model import plant as P
     from tickformer.model import preset
-    from tickformer.model import tasks as T
     from tickformer.model.checkpoint import load_checkpoint
     from tickformer.runtime import load
 
@@ -218,7 +218,7 @@ def recipe(name: str, variant: dict[str, Any]) -> dict[str, Any]:
     config = preset("control-hidden").replace(**v.pop("cfg", {}))
     if v:
         raise SystemExit(f"unknown variant keys {sorted(v)}")
-    task = T.TASKS["pendulum-hidden"]
+    task = T.HIDDEN_TASK
     task = type(task)(**{**task.__dict__, "evaluate": _held_out})  # no memoryless twin: one model
     plants = _held_out_plants(DemoConfig().seed, PLANTS)  # the demo's plant first
     ref = reference(DemoConfig())  # the demo's: 0.25 rad, period 4 s
@@ -271,14 +271,14 @@ def _train_snapshots(
     """The demo's windowed model, seed `seed`, trained for max(snapshots) steps with the
     ensemble spec's changes (module docstring); a checkpoint of the weights at each snapshot
     step under `where` (a worker process: one core, so the patches stay in it)."""
-    import tickformer.model.tasks as T
+    import tickformer.control.task as T
     import tickformer.model.train as TR
     from tickformer.control.demo import DemoConfig
     from tickformer.model import preset
     from tickformer.model.checkpoint import save_checkpoint
 
     cfg = DemoConfig(seed=seed)
-    task = T.get_task("pendulum-hidden")
+    task = T.HIDDEN_TASK
     settings = TR.TrainSettings.for_task(task, steps=max(snapshots), seed=seed)
     if "batch" in spec:
         settings = dataclasses.replace(settings, batch_size=spec["batch"])
@@ -287,7 +287,7 @@ def _train_snapshots(
     if "transitions" in spec:
         T.HIDDEN_TRAIN_TRANSITIONS = int(spec["transitions"])
     if "loop_share" in spec:
-        import tickformer.model.plant as P
+        import tickformer.control.plant as P
 
         P.LOOP_SHARE = float(spec["loop_share"])
     config = preset(task.preset).replace(**{"window": cfg.window, **spec.get("cfg", {})})
@@ -368,9 +368,9 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     from tickformer.control import HiddenPlantSim, HistoryMPC, IdentifiedMPC, OracleMPC
     from tickformer.control.delayed import DelayedMPC
     from tickformer.control.demo import TRACKING_RATIO_TARGET, DemoConfig, loop_plant, reference
+    from tickformer.control.task import hidden_features, hidden_predictions
     from tickformer.export.writer import export_artifact
     from tickformer.model.checkpoint import load_checkpoint
-    from tickformer.model.tasks import hidden_features, hidden_predictions
     from tickformer.runtime import load
 
     class AveragedMPC(DelayedMPC):
@@ -410,9 +410,9 @@ def ensemble(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     smoothing = spec.get("identified")
     if smoothing is not None:
         from tickformer.control.delayed import smoothing_weight
+        from tickformer.control.plant import NOMINAL
+        from tickformer.control.task import hidden_io_widths
         from tickformer.errors import ConfigError
-        from tickformer.model.plant import NOMINAL
-        from tickformer.model.tasks import hidden_io_widths
 
         d_out = hidden_io_widths(NOMINAL, identify=True)[1]
         try:

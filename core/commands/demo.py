@@ -1,6 +1,6 @@
 """`tickformer demo --out DIR`: the whole pipeline end to end on a plant where history matters.
 
-The plant (model/plant.py `HiddenPendulum`, task `pendulum-hidden` in model/tasks.py): only a
+The plant (control/plant.py `HiddenPendulum`, task `pendulum-hidden` in control/task.py): only a
 noisy angle is measured, mass / length / damping / actuator gain are drawn per episode (the
 loop's plant from the held-out bands: constants no training episode had), and a command reaches
 the joint 2 ticks after it is issued. The velocity, the constants and the commands in flight

@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--task",
         required=True,
-        help="built-in task: reverse (encoder-decoder, tokens) or pendulum (decoder-only, continuous)",
+        help="built-in task: reverse (encoder-decoder, tokens), pendulum (decoder-only, continuous) or "
+        "pendulum-hidden (the control demo's: noisy angle only, unknown constants, actuator delay)",
     )
     shared.out(p, help="checkpoint directory to write (an existing checkpoint there is replaced)")
     p.add_argument(
@@ -133,12 +134,13 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from tickformer import validation
+    from tickformer.control.task import HIDDEN_TASK
     from tickformer.model.checkpoint import check_target
     from tickformer.model.config import preset
     from tickformer.model.tasks import get_task
     from tickformer.model.train import TrainSettings, train
 
-    task = get_task(args.task)
+    task = get_task(args.task, extra=(HIDDEN_TASK,))
     preset_name = task.preset if args.preset is None else args.preset
     config = preset(preset_name)
     if args.window is not None:

@@ -16,9 +16,9 @@ from tickformer.control import (
     OracleMPC,
     SineReference,
 )
+from tickformer.control.plant import draw_hidden
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
-from tickformer.model.plant import draw_hidden
 
 K = 5
 NORM = {"x_mean": [0.0, 0.0], "x_std": [1.0, 1.0], "dy_mean": [0.0, 0.0, 0.0], "dy_std": [0.1, 0.1, 0.1]}
@@ -52,7 +52,7 @@ def identify_art(tmp_path_factory):
 def _identify_norm(plant, std):
     """NORM with identification columns whose value is the plant's true constants + std * output
     (std 0: exactly the true constants, whatever the untrained model outputs)."""
-    from tickformer.model.tasks import HIDDEN_IDENTIFY_OUTPUTS
+    from tickformer.control.task import HIDDEN_IDENTIFY_OUTPUTS
 
     return {
         **NORM,
@@ -182,7 +182,7 @@ def test_history_mpc_lag_columns_are_the_tokens_before(plant, tmp_path, y_lags, 
     catch-up and a fallback, the history the controller commits is the offline features of what
     the plant measured and got, token for token (the caches of a twin session stepped with those
     features are equal, tick after tick)."""
-    from tickformer.model.tasks import hidden_features
+    from tickformer.control.task import hidden_features
 
     config = preset("tiny").replace(d_in=2 + y_lags + c_lags, d_out=3, window=8)
     art = tmp_path / "art"
@@ -431,7 +431,7 @@ def test_identified_mpc_smooths_the_candidates_mean_of_the_constants_columns(ide
     """With outputs that vary (std 0.2), the constants it uses are the exponential moving average
     (weight `smoothing` on the newest, the first taken whole) of the candidates' mean of the three
     constants columns, read back here from the controller's own decoded outputs tick by tick."""
-    from tickformer.model.tasks import HIDDEN_IDENTIFY_OUTPUTS
+    from tickformer.control.task import HIDDEN_IDENTIFY_OUTPUTS
 
     norm = _identify_norm(plant, 0.2)
     c = IdentifiedMPC(runtime.load(identify_art, backend="ort"), norm, plant, None, smoothing=0.3)
@@ -473,7 +473,8 @@ def test_identified_mpc_filters_every_angle_even_without_a_usable_output(identif
     filter with the nominal constants fed the same stream."""
     import dataclasses
 
-    from tickformer.model.plant import NOMINAL, HiddenEKF
+    from tickformer.control.estimation import HiddenEKF
+    from tickformer.control.plant import NOMINAL
 
     c = IdentifiedMPC(runtime.load(identify_art, backend="ort"), _identify_norm(plant, 0.1), plant, 1e-9)
     twin = HiddenEKF(

@@ -211,10 +211,10 @@ def test_tracking_plot_takes_traces_of_different_lengths(tmp_path):
 
 
 def test_closed_loop_training_episodes_use_the_demo_controllers_rule():
-    """model.plant's closed-loop training episodes are drawn with the demo's decision rule (its
-    candidates, kp and w_omega): the data cannot import the controller, so the numbers are stated
-    twice and held equal here (a changed demo setting fails this, and the episodes must follow)."""
-    from tickformer.model.plant import LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA
+    """control.plant's closed-loop training episodes are drawn with the demo's decision rule (its
+    candidates, kp and w_omega): DemoConfig's defaults are those constants, and the controllers
+    take them as they are (a changed default fails this)."""
+    from tickformer.control.plant import LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA
 
     cfg = D.DemoConfig()
     assert (LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA) == (cfg.candidates, cfg.kp, cfg.w_omega)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from tickformer.control import HiddenPlantSim
+from tickformer.control.plant import NOMINAL
 from tickformer.control.reference import SineReference
-from tickformer.model.plant import NOMINAL
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 
@@ -100,7 +100,7 @@ def test_fresh_plants_are_other_held_out_plants():
     from control_side_runs import PLANTS, _held_out_plants
 
     from tickformer.control.demo import DemoConfig, loop_plants
-    from tickformer.model.plant import BANDS, PARAM_RANGES
+    from tickformer.control.plant import BANDS, PARAM_RANGES
 
     five = loop_plants(DemoConfig(), PLANTS)
     assert _held_out_plants(DemoConfig().seed, PLANTS) == five

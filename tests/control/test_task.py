@@ -1,4 +1,5 @@
-"""The hidden pendulum (model/plant.py) and the `pendulum-hidden` task (model/tasks.py)."""
+"""The hidden pendulum (control/plant.py, its filter control/estimation.py) and the `pendulum-hidden`
+task (control/task.py)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,20 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tickformer.errors import ConfigError
-from tickformer.model import preset
-from tickformer.model.plant import (
+from tickformer.control.estimation import HiddenEKF
+from tickformer.control.plant import (
     BANDS,
     NOMINAL,
     PARAM_RANGES,
-    HiddenEKF,
     HiddenStepper,
     draw_hidden,
     hidden_episodes,
     hidden_rollout,
     hidden_step,
 )
-from tickformer.model.tasks import hidden_ar_angles, hidden_nominal_angles, hidden_prepare
+from tickformer.control.task import hidden_ar_angles, hidden_nominal_angles, hidden_prepare
+from tickformer.errors import ConfigError
+from tickformer.model import preset
 
 
 def _band(name, value):
@@ -90,7 +91,7 @@ def test_lag_columns_are_the_signals_before_each_tick():
     """A token (y_t, c_t, y_{t-1}, .., c_{t-1}, ..): d_in 2..4 adds the commands in flight, 5..8
     two earlier measurements and up to four earlier commands; 0 before the first tick, every lag
     standardised with its signal's statistics; wider tokens are refused with the fix."""
-    from tickformer.model.tasks import hidden_features, lagged, token_lags
+    from tickformer.control.task import hidden_features, lagged, token_lags
 
     c = np.array([[0.5, -0.25, 1.0, 0.75]])  # [1, T]
     np.testing.assert_array_equal(lagged(c, 2)[0], [[0, 0], [0.5, 0], [-0.25, 0.5], [1.0, -0.25]])
@@ -114,7 +115,7 @@ def test_lag_columns_are_the_signals_before_each_tick():
 def test_horizon_weights_scale_the_targets():
     """The MSE weighs horizon j by HIDDEN_HORIZON_WEIGHTS[j]: its target is standardised by
     std_j / sqrt(w_j), and that scale is what norm["dy_std"] holds (predictions map back by it)."""
-    from tickformer.model.tasks import HIDDEN_HORIZON_WEIGHTS, _hidden_targets
+    from tickformer.control.task import HIDDEN_HORIZON_WEIGHTS, _hidden_targets
 
     data = hidden_prepare(preset("control-hidden"), np.random.default_rng(5), n_train=20, n_test=4)
     raw = _hidden_targets(data.train_theta, data.train_y, data.steps, data.plant.delay).reshape(-1, 3)
@@ -142,10 +143,10 @@ def test_the_memoryless_twin_is_the_window_1_run_with_the_same_settings():
     """The windowed run's evaluation reuses a window-1 run of this process with the same
     settings as its memoryless baseline (training is deterministic): the reused weights equal a
     fresh training of the twin bit for bit, and other settings are not confused with it."""
-    from tickformer.model import tasks as T
+    from tickformer.control import task as T
     from tickformer.model.train import TrainSettings, train_steps
 
-    task = T.get_task("pendulum-hidden")
+    task = T.HIDDEN_TASK
     cfg = preset("control-hidden")
     settings = TrainSettings.for_task(task, steps=3, seed=11)
     T._TWINS.clear()
@@ -168,10 +169,10 @@ def test_the_memoryless_twin_is_the_window_1_run_with_the_same_settings():
 def test_an_ssm_model_trains_and_evaluates_on_the_hidden_task():
     """Regression: the evaluation's memoryless twin of an ssm model is the attention network of
     its sizes with window 1 (config.replace(window=1) alone raised ConfigError for block 'ssm')."""
-    from tickformer.model import tasks as T
+    from tickformer.control import task as T
     from tickformer.model.train import TrainSettings, train
 
-    task = T.get_task("pendulum-hidden")
+    task = T.HIDDEN_TASK
     cfg = preset("control-hidden").replace(window=None, block="ssm", d_state=4)
     result = train(task, cfg, TrainSettings.for_task(task, steps=2, seed=3))
     held = result.metrics["held_out"]
@@ -184,7 +185,7 @@ def test_a_bool_is_not_an_integer_count(field):
     """True is an int to Python; as a delay or a substep count it is a mistake, refused with the name."""
     with pytest.raises(ConfigError, match=field):
         dataclasses.replace(NOMINAL, **{field: True})
-    from tickformer.model.plant import PendulumParams
+    from tickformer.model.plant import PendulumParams  # the fully observed pendulum
 
     with pytest.raises(ConfigError, match="substeps"):
         PendulumParams(substeps=True)
@@ -207,7 +208,7 @@ def test_identifying_model_targets_are_the_state_and_the_constants():
     """d_out = delay + 6: after the horizons, theta_t - y_t, omega_t and the episode's log
     constants, each standardised by its training statistics; the horizons and the episodes are
     those of the horizons-only model (same draws, same norm for its columns)."""
-    from tickformer.model.tasks import (
+    from tickformer.control.task import (
         HIDDEN_IDENTIFY_OUTPUTS,
         hidden_arrays,
         hidden_horizons,
@@ -249,7 +250,7 @@ def _train_plants_coefficients(data, i):
     """Episode i's (g/L, b/(m L^2), k/(m L^2)) recovered from its own trajectory: the three
     numbers that make one RK4 tick reproduce it (least squares over its ticks), so the test does
     not read the constants the way the code under test does."""
-    from tickformer.model.plant import _rk4
+    from tickformer.control.plant import _rk4
 
     th, om, c = data.train_theta[i], data.train_omega[i], data.train_cmds[i]
     d = NOMINAL.delay
@@ -270,7 +271,7 @@ def _train_plants_coefficients(data, i):
 def _replayed_references(seed, n, split):
     """loop_episodes' references, from the same draws in its documented order (constants, then
     amplitude, period, phase)."""
-    from tickformer.model.plant import LOOP_AMPLITUDE, LOOP_PERIOD_S
+    from tickformer.control.plant import LOOP_AMPLITUDE, LOOP_PERIOD_S
 
     rng = np.random.default_rng(seed)
     for _ in range(n):
@@ -284,10 +285,10 @@ def _off_rule(seed, n, steps, **kw):
     """loop_episodes(default_rng(seed), n, steps, "train", **kw) and, per episode and tick,
     whether its command costs more than the rule's pick (ties within 1e-12: the vectorised and
     the scalar RK4 may differ in the last bits), the cost computed by the controllers' own scalar
-    code (control.delayed.rollout through the commands in flight, then model.plant.tracking_cost
+    code (control.delayed.rollout through the commands in flight, then control.plant.tracking_cost
     against r(t + d + 1)) on the true state."""
     from tickformer.control.delayed import rollout
-    from tickformer.model.plant import LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA, loop_episodes, tracking_cost
+    from tickformer.control.plant import LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA, loop_episodes, tracking_cost
 
     episodes = loop_episodes(np.random.default_rng(seed), n, steps, "train", **kw)
     theta, _, cmds, plants, omega = episodes
@@ -326,7 +327,7 @@ def test_loop_episodes_explore_at_their_share():
     """With the default exploration a share LOOP_EXPLORE of ticks draw a random candidate; one in
     LOOP_CANDIDATES of those is the rule's own pick, so about LOOP_EXPLORE * 16/17 of the
     commands differ from the rule's."""
-    from tickformer.model.plant import LOOP_CANDIDATES, LOOP_EXPLORE
+    from tickformer.control.plant import LOOP_CANDIDATES, LOOP_EXPLORE
 
     n, steps = 40, 30
     off = _off_rule(8, n, steps)[2]
@@ -339,7 +340,7 @@ def test_training_episodes_mix_loop_and_random_commands(monkeypatch):
     random-command episode's are uniform in [-1, 1], never on it), the rest the random-command
     recipe; with LOOP_SHARE 0 the draws are exactly that recipe's (`_open_episodes`, the same
     random numbers)."""
-    import tickformer.model.plant as P
+    import tickformer.control.plant as P
 
     theta, y, cmds, plants = hidden_episodes(np.random.default_rng(9), 200, 20, "train")
     grid = np.linspace(-1.0, 1.0, P.LOOP_CANDIDATES)
