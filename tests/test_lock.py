@@ -60,8 +60,8 @@ def test_an_empty_lock_is_refused(tmp_path):
 
 
 def test_the_lock_satisfies_every_range_of_pyproject():
-    """Every dependency of the base install and of the extras the lock is made from (cpu, test)
-    is pinned, at a version its range admits (the extras `make lock` locks: cpu, data, test): a range edited without `make lock` fails."""
+    """Every dependency of the base install and of the extras the lock is made from (cpu, data,
+    test) is pinned, at a version its range admits: a range edited without `make lock` fails."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = lockfile.locked()
     wanted = list(project["dependencies"])
