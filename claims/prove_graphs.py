@@ -5,7 +5,7 @@
 Exports one artifact per kind from initial weights (seeded; the proofs are about the graphs'
 structure, which training does not change) -- decoder-only (tiny, and control for the time at a
 realistic max_len), windowed (tiny, W = 4), encoder-decoder (tiny-seq2seq), ssm (tiny, d_state 3)
--- and runs `tickformer prove ART` on each (verify/proofs/graphs.py), recording every claim and
+-- and runs `tickformer prove ART` on each (verify/proofs/graphs/), recording every claim and
 the interpretation time. The same proofs on the user's own artifact: `tickformer prove ART`.
 """
 
@@ -34,7 +34,7 @@ ARTIFACTS: tuple[tuple[str, str, dict], ...] = (
 def run(out: Path) -> dict:
     from tickformer.export.writer import export_params
     from tickformer.model import init_params, preset
-    from tickformer.verify.proofs import graphs
+    from tickformer.verify.proofs.graphs import driver
 
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -43,8 +43,8 @@ def run(out: Path) -> dict:
             art = Path(tmp) / f"{kind}-{name}"
             export_params(cfg, init_params(cfg, seed=0), art)
             start = time.monotonic()
-            proofs = graphs.prove_artifact(str(art))
-            report = graphs.report(proofs, time.monotonic() - start)
+            proofs = driver.prove_artifact(str(art))
+            report = driver.report(proofs, time.monotonic() - start)
             for g in report["graphs"]:
                 g["file"] = "ART/" + Path(g["file"]).name  # not the temporary directory
             results.append({"kind": kind, "preset": name, "changes": changes, "report": report})

@@ -13,7 +13,7 @@ with a target, proofs about an exported artifact's graphs themselves.
 Without a target: exit 0 only if no spec has a counterexample (or failed to run) and every wrong
 twin was refuted (the float-drift twin of deadline.release_time by z3 on binary64). --assurance
 writes the table from this run, claims/results/ieee754.json and claims/results/prove_graphs.json
-(--ieee754-json, --graphs-json). With a target (verify/proofs/graphs.py: live-set exactness of the
+(--ieee754-json, --graphs-json). With a target (verify/proofs/graphs/: live-set exactness of the
 step graph for every position or ring state, causality of the full graph for every length,
 bounded work; ssm artifacts: a position-free step and a Scan causal for every T): exit 0 if every
 claim is proven ("proven", or "proven if finite" for a full pass), 1 if one FAILED (a step that
@@ -177,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _prove_graphs(console, args: argparse.Namespace) -> int:
-    from tickformer.verify.proofs import graphs
+    from tickformer.verify.proofs.graphs import driver
+    from tickformer.verify.proofs.graphs.claims import FAILED, IF_FINITE
 
     if args.contract or args.assurance:
         raise ConfigError("--contract and --assurance prove the contracts: run them without a target")
@@ -188,23 +189,23 @@ def _prove_graphs(console, args: argparse.Namespace) -> int:
     if target.is_dir():
         if args.max_len is not None:
             raise ConfigError("--max-len is for a bare .onnx file; an artifact states its own max_len")
-        proofs = graphs.prove_artifact(str(target), trust=args.trust)
+        proofs = driver.prove_artifact(str(target), trust=args.trust)
     else:
         if args.trust is not None:
             raise ConfigError("--trust checks an artifact's signature: pass the artifact directory")
-        proofs = graphs.prove_file(str(target), max_len=args.max_len)
+        proofs = driver.prove_file(str(target), max_len=args.max_len)
     wall = time.monotonic() - start
     if not proofs:
         raise ConfigError(f"{target}: no graph the prover analyses (a model or step graph)")
-    report = graphs.report(proofs, wall)
-    console.print(graphs.report_text(report), soft_wrap=True, highlight=False, markup=False)
+    report = driver.report(proofs, wall)
+    console.print(driver.report_text(report), soft_wrap=True, highlight=False, markup=False)
     if args.json is not None:
         report["utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         args.json.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(args.json, (json.dumps(report, indent=2) + "\n").encode())
-    if report["status"] == graphs.FAILED:
+    if report["status"] == FAILED:
         return 1
-    if args.exact and report["status"] == graphs.IF_FINITE:
+    if args.exact and report["status"] == IF_FINITE:
         return IF_FINITE_EXIT
     return 0
 

@@ -1,4 +1,4 @@
-"""`tickformer prove ART | FILE.onnx`: the graph prover (verify/proofs/graphs.py) on our exported
+"""`tickformer prove ART | FILE.onnx`: the graph prover (verify/proofs/graphs/) on our exported
 step and full graphs, and graphs mutated by one operator or one constant, each of which must FAIL
 the proof (kept as tests: a prover that passes them would be no prover)."""
 
@@ -15,8 +15,9 @@ from tickformer.cli import main
 from tickformer.contracts import masking
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
-from tickformer.verify.proofs import graphs
-from tickformer.verify.proofs.graphs import FAILED, IF_FINITE, PROVEN, prove_model_proto
+from tickformer.verify.proofs.graphs import driver, ssm
+from tickformer.verify.proofs.graphs.claims import FAILED, IF_FINITE, PROVEN
+from tickformer.verify.proofs.graphs.specs import prove_model_proto
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def _save(model, tmp_path, name):
 
 def test_exported_step_and_model_proven(art):
     path, cfg = art
-    proofs = {p.graph: p for p in graphs.prove_artifact(str(path))}
+    proofs = {p.graph: p for p in driver.prove_artifact(str(path))}
     step, model = proofs["step"], proofs["model"]
     assert step.states == cfg.max_len and model.states == cfg.max_len
     assert _claims(step)["bounded work"] == PROVEN
@@ -282,7 +283,7 @@ def windowed(tmp_path_factory):
 
 def test_windowed_step_proven_over_every_ring_state(windowed):
     path, cfg = windowed
-    proofs = {p.graph: p for p in graphs.prove_artifact(str(path))}
+    proofs = {p.graph: p for p in driver.prove_artifact(str(path))}
     step, model = proofs["step"], proofs["model"]
     assert step.domain == "ring positions" and step.states == 3 * cfg.window
     assert _claims(step)["reads only live rows"] == PROVEN
@@ -454,7 +455,7 @@ def ssm_art(tmp_path_factory):
 
 def test_ssm_artifact_and_its_files_are_proven(ssm_art, capsys):
     path, cfg = ssm_art
-    proofs = {p.graph: p for p in graphs.prove_artifact(str(path))}
+    proofs = {p.graph: p for p in driver.prove_artifact(str(path))}
     step, model = _claims(proofs["step"]), _claims(proofs["model"])
     assert step == {
         "bounded work": PROVEN,
@@ -477,7 +478,7 @@ def _scan(m):
 def test_ssm_reversed_scan_is_not_causal(ssm_art):
     m = onnx.load(str(ssm_art[0] / "model.onnx"))
     _scan(m).attribute.append(onnx.helper.make_attribute("scan_input_directions", [1]))
-    proof = graphs.prove_ssm_model(m, "mutant")
+    proof = ssm.prove_ssm_model(m, "mutant")
     assert _claims(proof)["causal"] == FAILED
 
 
@@ -489,14 +490,14 @@ def test_ssm_initial_state_from_the_input_is_not_causal(ssm_art):
     m.graph.node.insert(0, add)
     m.graph.node.insert(0, shape)
     scan.input[0] = "_state0"
-    proof = graphs.prove_ssm_model(m, "mutant")
+    proof = ssm.prove_ssm_model(m, "mutant")
     assert _claims(proof)["causal"] == FAILED
 
 
 def test_ssm_step_with_a_position_input_is_not_state_only(ssm_art):
     m = onnx.load(str(ssm_art[0] / "step.onnx"))
     m.graph.input.append(onnx.helper.make_tensor_value_info("pos", onnx.TensorProto.INT64, [1]))
-    proof = graphs.prove_ssm_step(m, "mutant")
+    proof = ssm.prove_ssm_step(m, "mutant")
     assert _claims(proof)["state-only"] == FAILED
 
 
@@ -511,7 +512,7 @@ def test_ssm_step_that_forgets_a_layer_state_fails(ssm_art):
             if x == squeeze.output[0]:
                 n.input[i] = "_h_prev_zero"
     m.graph.node.insert(list(m.graph.node).index(squeeze) + 1, zero)
-    proof = graphs.prove_ssm_step(m, "mutant")
+    proof = ssm.prove_ssm_step(m, "mutant")
     assert _claims(proof)["reads its state"] == FAILED
 
 
@@ -529,5 +530,5 @@ def test_ssm_step_whose_shallow_layer_reads_a_deeper_state_fails(ssm_art):
     at = list(m.graph.node).index(squeeze0) + 1
     m.graph.node.insert(at, onnx.helper.make_node("Add", [h0, "_h1"], ["_h0_mixed"]))
     m.graph.node.insert(at, onnx.helper.make_node("Squeeze", [s1, squeeze0.input[1]], ["_h1"]))
-    proof = graphs.prove_ssm_step(m, "mutant")
+    proof = ssm.prove_ssm_step(m, "mutant")
     assert _claims(proof)["layer order"] == FAILED
