@@ -18,6 +18,7 @@ from tickformer.errors import TickformerError
 # The order here is the order `tickformer --help` lists them in.
 COMMANDS = (
     "info",
+    "log",
     "train",
     "export",
     "keygen",

@@ -43,6 +43,11 @@ class ContractViolation(TickformerError):
     """A run-time contract check failed (contract mode `check`)."""
 
 
+class DataError(TickformerError, ValueError):
+    """A user's data file or arrays cannot be trained on (a missing column, a value that is not a
+    number, a NaN, irregular sampling, too few rows or runs); nothing has been written."""
+
+
 class ExportError(TickformerError):
     """Building, checking or writing an exported graph failed."""
 

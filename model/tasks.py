@@ -346,6 +346,9 @@ class Task:
     batch: Callable[[Any, np.random.Generator, int], Batch]
     evaluate: Callable[[Params, Config, Any], dict[str, Any]]
     meta: Callable[[Any], dict[str, Any]]
+    # the trained weights as the checkpoint keeps them (None: as trained); a task on a user's
+    # data folds its standardisation in here (model.forecast), before evaluation and saving
+    finalize: Callable[[Params, Config, Any], Params] | None = None
 
 
 TASKS: dict[str, Task] = {

@@ -248,6 +248,8 @@ def train(
     params, losses, data, seconds, cpu_seconds = train_steps(
         task, config, settings, progress=progress, on_step=on_step
     )
+    if task.finalize is not None:
+        params = task.finalize(params, config, data)
     eval_start = time.perf_counter_ns()
     with single_threaded_blas():
         held_out = task.evaluate(params, config, data)
