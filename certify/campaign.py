@@ -969,7 +969,8 @@ def certify_onnx(
     times the full graph at one fixed shape (batch at the low end of its range, the time axis at
     max_len). "auto": step when a step graph is given (--step or the spec's cache.step). The
     statistics, pWCET and verdict are those of `certify_session`. Returns (report, durations_ns)."""
-    from tickformer.artifact.foreign import Flags, open_signature
+    from tickformer.artifact.foreign.inference import open_signature
+    from tickformer.artifact.foreign.spec import Flags
     from tickformer.runtime.foreign import ForeignSession, Graph, provider_of
 
     validation.one_of(mode, "--mode", ONNX_MODES)

@@ -52,7 +52,7 @@ def _models(tmp: Path) -> dict[str, tuple[Path, dict]]:
 
 
 def measure(examples: int) -> dict:
-    from tickformer.artifact.foreign import Flags
+    from tickformer.artifact.foreign.spec import Flags
     from tickformer.verify.properties import verify_model
     from tickformer.verify.properties.models import ForeignModel
 

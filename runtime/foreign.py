@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tickformer.artifact.foreign import InputSig, Signature
+from tickformer.artifact.foreign.signature import InputSig, Signature
 from tickformer.errors import BackendError, ConfigError
 
 PROVIDERS = {

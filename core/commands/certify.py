@@ -108,7 +108,7 @@ def _certifier(args: argparse.Namespace) -> Any:
         from tickformer.errors import ArtifactError
 
         raise ArtifactError(f"{args.artifact} does not exist; pass an artifact directory or a .onnx file")
-    from tickformer.artifact.foreign import Flags
+    from tickformer.artifact.foreign.spec import Flags
     from tickformer.contracts.input_domain import parse_domain
 
     flags = Flags(

@@ -56,7 +56,9 @@ def _step_findings(args: argparse.Namespace, spec) -> list:
             f"--step and --spec describe bare ONNX models; {args.artifact} is an artifact directory, whose manifest "
             "lists its graphs: remove them"
         )
-    from tickformer.artifact.foreign import Flags, open_signature, read_graph
+    from tickformer.artifact.foreign.graph import read_graph
+    from tickformer.artifact.foreign.inference import open_signature
+    from tickformer.artifact.foreign.spec import Flags
     from tickformer.export.trt_support import Finding, check_model
 
     sig, _, step_data = open_signature(

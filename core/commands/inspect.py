@@ -132,7 +132,8 @@ def foreign_summary(sig: Any, sizes: dict[str, tuple[int, str]]) -> list[str]:
 
 
 def _run_foreign(args: argparse.Namespace) -> int:
-    from tickformer.artifact.foreign import Flags, open_signature
+    from tickformer.artifact.foreign.inference import open_signature
+    from tickformer.artifact.foreign.spec import Flags
     from tickformer.contracts.input_domain import parse_domain
     from tickformer.errors import ConfigError
 

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from tickformer.artifact.foreign import Flags
+    from tickformer.artifact.foreign.spec import Flags
     from tickformer.contracts.input_domain import parse_domain
     from tickformer.verify.properties import open_model, verify_model
     from tickformer.verify.properties.report import build_report, write_report

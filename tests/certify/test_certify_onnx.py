@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verify"))
 from foreign_models import lm_pair, masked_model  # noqa: E402
 
-from tickformer.artifact.foreign import Flags  # noqa: E402
+from tickformer.artifact.foreign.spec import Flags  # noqa: E402
 from tickformer.certify.campaign import EXIT_CODES, CampaignConfig, EvtConfig, certify_onnx, decide  # noqa: E402
 from tickformer.cli import main  # noqa: E402
 
@@ -81,7 +81,7 @@ def test_full_mode_at_a_fixed_shape(tmp_path):
 
 def test_session_steps_like_the_stepper(pair):
     """ForeignSession's step outputs are the pair's own: equal to the full pass at each position."""
-    from tickformer.artifact.foreign import open_signature
+    from tickformer.artifact.foreign.inference import open_signature
     from tickformer.runtime.foreign import ForeignSession, Graph
 
     full, step = pair

@@ -14,7 +14,8 @@ import pytest
 from foreign_models import lm_pair, masked_model, signal_model
 from onnx import TensorProto, helper, numpy_helper
 
-from tickformer.artifact.foreign import SPEC_SCHEMA, Flags, check_spec, load_spec, open_signature
+from tickformer.artifact.foreign.inference import open_signature
+from tickformer.artifact.foreign.spec import SPEC_SCHEMA, Flags, check_spec, load_spec
 from tickformer.errors import ArtifactError, ConfigError
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "verify.md"
@@ -167,7 +168,7 @@ def test_the_schema_agrees_with_check_spec():
     """The published schema refuses what check_spec refuses except the rules it cannot express
     (SCHEMA_CANNOT_EXPRESS, each listed in docs/verify.md), and accepts what check_spec accepts."""
     jsonschema = pytest.importorskip("jsonschema")  # a test dependency ([test] extra)
-    from tickformer.artifact.foreign import SCHEMA_CANNOT_EXPRESS
+    from tickformer.artifact.foreign.spec import SCHEMA_CANNOT_EXPRESS
 
     validator = jsonschema.Draft202012Validator(SPEC_SCHEMA)
     jsonschema.Draft202012Validator.check_schema(SPEC_SCHEMA)

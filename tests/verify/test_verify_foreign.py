@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from foreign_models import lm_pair, masked_model
 
-from tickformer.artifact.foreign import Flags
+from tickformer.artifact.foreign.spec import Flags
 from tickformer.cli import main
 from tickformer.errors import ConfigError
 from tickformer.verify.properties import verify_model

@@ -14,7 +14,7 @@ import pytest
 from foreign_models import signal_model
 from onnx import TensorProto, helper
 
-from tickformer.artifact.foreign import Flags
+from tickformer.artifact.foreign.spec import Flags
 from tickformer.cli import main
 from tickformer.verify.properties import verify_model
 from tickformer.verify.properties.models import ForeignModel

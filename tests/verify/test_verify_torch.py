@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 import numpy as np  # noqa: E402
 import torch_models as tm  # noqa: E402
 
-from tickformer.artifact.foreign import Flags  # noqa: E402
+from tickformer.artifact.foreign.spec import Flags  # noqa: E402
 from tickformer.cli import main  # noqa: E402
 from tickformer.verify.properties import verify_model  # noqa: E402
 from tickformer.verify.properties.models import ForeignModel  # noqa: E402

@@ -49,7 +49,8 @@ class ForeignModel:
         spec: str | Path | None = None,
         flags: Any = None,
     ) -> None:
-        from tickformer.artifact.foreign import Flags, open_signature
+        from tickformer.artifact.foreign.inference import open_signature
+        from tickformer.artifact.foreign.spec import Flags
         from tickformer.runtime.foreign import Graph, Stepper, provider_of
 
         flags = flags if flags is not None else Flags()

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 from hypothesis import strategies as st
 
-from tickformer.artifact.foreign import FOREIGN_PROPERTIES
+from tickformer.artifact.foreign.spec import FOREIGN_PROPERTIES
 from tickformer.contracts.input_domain import check_domain
 from tickformer.errors import ConfigError
 
