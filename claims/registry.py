@@ -1089,7 +1089,9 @@ def _nominal(field: str) -> Any:
 _task = Span(f"{K}#task")
 for _name in ("mass", "length", "damping", "gain"):
     (
-        _task.param(f"{_name} lo", lambda n=_name: _hidden_param(n)[0], "{:g}", "control/plant.py PARAM_RANGES")
+        _task.param(
+            f"{_name} lo", lambda n=_name: _hidden_param(n)[0], "{:g}", "control/plant.py PARAM_RANGES"
+        )
         .param(f"{_name} hi", lambda n=_name: _hidden_param(n)[1], "{:g}", "control/plant.py PARAM_RANGES")
         .param(f"{_name} nominal", lambda n=_name: _nominal(n), "{:.1f}", "control/plant.py NOMINAL")
     )
@@ -1127,15 +1129,24 @@ def _plant_constant(name: str) -> Any:
         "loop share", lambda: round(100 * _plant_constant("LOOP_SHARE")), "{}", "control/plant.py LOOP_SHARE"
     )
     .param(
-        "loop candidates", lambda: _plant_constant("LOOP_CANDIDATES"), "{}", "control/plant.py LOOP_CANDIDATES"
+        "loop candidates",
+        lambda: _plant_constant("LOOP_CANDIDATES"),
+        "{}",
+        "control/plant.py LOOP_CANDIDATES",
     )
     .param("loop kp", lambda: _plant_constant("LOOP_KP"), "{:g}", "control/plant.py LOOP_KP")
     .param("loop w_omega", lambda: _plant_constant("LOOP_W_OMEGA"), "{:g}", "control/plant.py LOOP_W_OMEGA")
     .param(
-        "amplitude lo", lambda: _plant_constant("LOOP_AMPLITUDE")[0], "{:g}", "control/plant.py LOOP_AMPLITUDE"
+        "amplitude lo",
+        lambda: _plant_constant("LOOP_AMPLITUDE")[0],
+        "{:g}",
+        "control/plant.py LOOP_AMPLITUDE",
     )
     .param(
-        "amplitude hi", lambda: _plant_constant("LOOP_AMPLITUDE")[1], "{:g}", "control/plant.py LOOP_AMPLITUDE"
+        "amplitude hi",
+        lambda: _plant_constant("LOOP_AMPLITUDE")[1],
+        "{:g}",
+        "control/plant.py LOOP_AMPLITUDE",
     )
     .param("period lo", lambda: _plant_constant("LOOP_PERIOD_S")[0], "{:g}", "control/plant.py LOOP_PERIOD_S")
     .param("period hi", lambda: _plant_constant("LOOP_PERIOD_S")[1], "{:g}", "control/plant.py LOOP_PERIOD_S")
@@ -1181,9 +1192,7 @@ def _plant_constant(name: str) -> Any:
         "control/task.py HIDDEN_HELD_OUT_TRANSITIONS",
     )
     .param("steps", lambda: _hidden_task_setting("steps"), "{:,}", "control/task.py HIDDEN_TASK")
-    .param(
-        "batch", lambda: _hidden_task_setting("batch_size"), "{}", "control/task.py HIDDEN_TASK"
-    )
+    .param("batch", lambda: _hidden_task_setting("batch_size"), "{}", "control/task.py HIDDEN_TASK")
 )
 _pred = Span(f"{K}#prediction")
 for _label, _key in (
