@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-ARX_MAX_WINDOWS = 1_000_000  # training windows the ARX normal equations accumulate, at most
+ARX_MAX_WINDOWS = 1_000_000  # training windows the ARX normal equations accumulate, at most (a stride)
 ARX_CHUNK = 8192  # windows per accumulation step
 ARX_RIDGE = 1e-8  # relative ridge on the normal equations (their trace / dim): conditioning only
 N4SID_ROWS = 20_000  # training rows N4SID is identified on, at most
@@ -66,11 +66,12 @@ class ARX:
         horizon: int,
         mean: np.ndarray,
         std: np.ndarray,
-        rng: np.random.Generator,
     ) -> "ARX":
-        ends = np.concatenate([positions(r, window, horizon) for r in runs] or [np.zeros(0, int)])
-        if ends.size > ARX_MAX_WINDOWS:
-            ends = np.sort(rng.choice(ends, size=ARX_MAX_WINDOWS, replace=False))
+        total = sum(max(0, (b - horizon) - (a + window - 1)) for a, b in runs)
+        stride = max(1, -(-total // ARX_MAX_WINDOWS))  # every stride-th window, evenly spread
+        ends = np.concatenate(
+            [np.arange(a + window - 1, b - horizon, stride) for a, b in runs] or [np.zeros(0, int)]
+        )
         c = values.shape[1]
         dim = window * c + 1
         xtx = np.zeros((dim, dim))

@@ -44,7 +44,8 @@ from .transformer import forward
 Params = dict[str, np.ndarray]
 HELD_OUT_SHARE = 0.2  # of the runs (at least one; at least one left to train on)
 DOMAIN_MARGIN = 0.1  # the declared input domain: each range widened by 10% of its width per side
-EVAL_ROWS_PER_RUN = 20_000  # held-out rows scored per run, at most (from its start)
+STAT_BATCH = 1 << 16  # rows per batch of the statistics passes
+EVAL_ROWS = 100_000  # held-out rows scored in all, at most: an equal share of each run, from its start
 DEFAULT_WINDOW = 32
 DEFAULT_PRESET = "control-hidden"
 
@@ -55,7 +56,8 @@ class ForecastData:
     horizon: int
     train_runs: list[tuple[int, int]]
     held_out_runs: list[tuple[int, int]]
-    starts: np.ndarray  # [n, 2] (run index into train_runs, first row) of every training sample
+    first_rows: np.ndarray  # [R] the first row of each training run's first sample
+    sample_ends: np.ndarray  # [R] cumulative count of samples through each training run
     seq_len: int
     mean: np.ndarray  # [C] training runs' statistics (float64)
     std: np.ndarray  # [C]
@@ -167,11 +169,9 @@ def _prepare(
             f"{series.source.get('data')}: no training run is long enough for a sample ({need} rows) once the "
             f"held-out runs are set aside; give longer runs"
         )
-    starts = [
-        np.stack([np.full(b - a - need + 1, i), np.arange(a, b - need + 1)], axis=1)
-        for i, (a, b) in enumerate(train)
-        if b - a >= need
-    ]
+    # samples of run i start at rows first_rows[i] + 0 .. count_i - 1 (no [samples] array: a
+    # 10-million-row file would need 160 MB for it)
+    counts = np.array([max(0, b - a - need + 1) for a, b in train])
     mean, std = _statistics(series.values, train)
     delta_mean, delta_std = _delta_statistics(series.values, train, horizon, len(series.outputs))
     return ForecastData(
@@ -179,7 +179,8 @@ def _prepare(
         horizon=horizon,
         train_runs=train,
         held_out_runs=[runs[i] for i in held],
-        starts=np.concatenate(starts),
+        first_rows=np.array([a for a, _ in train]),
+        sample_ends=np.cumsum(counts),
         seq_len=seq,
         mean=mean,
         std=std,
@@ -195,8 +196,8 @@ def _statistics(values: np.ndarray, runs: list[tuple[int, int]]) -> tuple[np.nda
     a constant column gets std 1 (nothing to scale)."""
     n, s, ss = 0, np.zeros(values.shape[1]), np.zeros(values.shape[1])
     for a, b in runs:
-        for c in range(a, b, 1 << 16):
-            block = values[c : min(b, c + (1 << 16))].astype(np.float64)
+        for c in range(a, b, STAT_BATCH):
+            block = values[c : min(b, c + STAT_BATCH)].astype(np.float64)
             n += block.shape[0]
             s += block.sum(axis=0)
             ss += (block**2).sum(axis=0)
@@ -209,19 +210,21 @@ def _statistics(values: np.ndarray, runs: list[tuple[int, int]]) -> tuple[np.nda
 def _delta_statistics(
     values: np.ndarray, runs: list[tuple[int, int]], horizon: int, n_out: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std of y_{t+h} - y_t per horizon and output over the training runs (horizon-major)."""
+    """Mean and std of y_{t+h} - y_t per horizon and output over the training runs (horizon-major),
+    in batches of rows (a long run is never held whole in float64)."""
     n, s, ss = 0, np.zeros(horizon * n_out), np.zeros(horizon * n_out)
+    step = STAT_BATCH
     for a, b in runs:
-        y = values[a:b, -n_out:].astype(np.float64)  # [T, n_out]
-        if y.shape[0] <= horizon:
-            continue
-        d = np.concatenate(
-            [y[j : y.shape[0] - horizon + j] - y[: y.shape[0] - horizon] for j in range(1, horizon + 1)],
-            axis=1,
-        )
-        n += d.shape[0]
-        s += d.sum(axis=0)
-        ss += (d**2).sum(axis=0)
+        for c in range(a, b - horizon, step):
+            e = min(b - horizon, c + step)  # deltas from ticks c .. e - 1
+            y = values[c : e + horizon, -n_out:].astype(np.float64)  # [e - c + H, n_out]
+            m = e - c
+            d = np.concatenate(
+                [y[j : j + m] - y[:m] for j in range(1, horizon + 1)], axis=1
+            )  # [m, H * n_out]
+            n += m
+            s += d.sum(axis=0)
+            ss += (d**2).sum(axis=0)
     mean = s / max(n, 1)
     std = np.sqrt(np.maximum(ss / max(n, 1) - mean**2, 0.0))
     std[std < 1e-12] = 1.0
@@ -243,9 +246,15 @@ def _samples(data: ForecastData, first: np.ndarray) -> tuple[np.ndarray, np.ndar
     return x.astype(np.float32), target.astype(np.float32)
 
 
+def sample_rows(data: ForecastData, k: np.ndarray) -> np.ndarray:
+    """The first row of training samples number k (0 .. total - 1, run by run)."""
+    run = np.searchsorted(data.sample_ends, k, side="right")  # [n]
+    before = np.where(run > 0, data.sample_ends[np.maximum(run - 1, 0)], 0)
+    return data.first_rows[run] + (k - before)
+
+
 def _batch(data: ForecastData, rng: np.random.Generator, batch_size: int) -> Batch:
-    pick = rng.integers(0, data.starts.shape[0], size=batch_size)
-    x, target = _samples(data, data.starts[pick, 1])
+    x, target = _samples(data, sample_rows(data, rng.integers(0, int(data.sample_ends[-1]), size=batch_size)))
     return Batch(x=x, target=target)
 
 
@@ -311,7 +320,8 @@ def _evaluate(params: Params, config: Config, data: ForecastData, names: list[st
     n_out, n_in = len(series.outputs), len(series.inputs)
     history = config.window or 1
     values = series.values
-    runs = [(a, min(b, a + EVAL_ROWS_PER_RUN)) for a, b in data.held_out_runs]
+    share = max(history + h + 1, EVAL_ROWS // len(data.held_out_runs))
+    runs = [(a, min(b, a + share)) for a, b in data.held_out_runs]
     ends_by_run = [B.positions(r, history, h) for r in runs]
     if sum(e.size for e in ends_by_run) == 0:
         raise DataError(
@@ -336,7 +346,6 @@ def _evaluate(params: Params, config: Config, data: ForecastData, names: list[st
         horizon=h,
         mean=data.mean,
         std=data.std,
-        rng=np.random.default_rng(0),
     )
     fitted["arx"] = arx
     preds["arx"] = np.concatenate([arx.predict(values, e) for e in ends_by_run])
@@ -432,7 +441,7 @@ def _meta(data: ForecastData) -> dict[str, Any]:
             "train_runs": [list(r) for r in data.train_runs],
             "held_out_runs": [list(r) for r in data.held_out_runs],
             "dropped_rows": s.dropped_rows,
-            "training_samples": int(data.starts.shape[0]),
+            "training_samples": int(data.sample_ends[-1]),
             "runs_too_short_to_train": data.skipped_runs,
         },
     }

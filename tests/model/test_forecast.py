@@ -46,9 +46,12 @@ def test_the_split_is_whole_runs_deterministic_for_a_seed_and_samples_stay_in_th
     assert len(a.held_out_runs) == 2 and not set(a.held_out_runs) & set(a.train_runs)
     assert sorted(a.held_out_runs + a.train_runs) == list(series.runs)
     need = cfg.max_len + a.horizon
-    for run, first in a.starts:
-        lo, hi = a.train_runs[run]
-        assert lo <= first and first + need <= hi  # a sample never spans two runs
+    total = int(a.sample_ends[-1])
+    assert total == sum(hi - lo - need + 1 for lo, hi in a.train_runs)
+    firsts = F.sample_rows(a, np.arange(total))
+    assert len(set(firsts.tolist())) == total  # every sample once
+    for first in firsts:  # a sample never spans two runs
+        assert any(lo <= first and first + need <= hi for lo, hi in a.train_runs)
 
 
 def test_statistics_come_from_the_training_runs_only():
@@ -64,7 +67,7 @@ def test_statistics_come_from_the_training_runs_only():
 def test_samples_are_standardised_inputs_and_standardised_deltas():
     series = _linear_series()
     cfg, data = _prepared(series, horizon=2)
-    first = data.starts[:3, 1]
+    first = F.sample_rows(data, np.arange(3))
     x, target = F._samples(data, first)
     raw = np.asarray(series.values).astype(np.float64)
     t = cfg.max_len
@@ -139,7 +142,6 @@ def test_arx_recovers_a_linear_plant_one_tick_ahead():
         horizon=3,
         mean=data.mean,
         std=data.std,
-        rng=np.random.default_rng(0),
     )
     ends = np.concatenate([B.positions(r, 4, 3) for r in data.held_out_runs])
     err = arx.predict(values, ends) - B.targets(values, ends, 3, 1)  # [n, H, 1]
@@ -174,3 +176,19 @@ def test_evaluate_reports_every_baseline_and_says_when_the_model_loses():
     assert len(held["rmse"]["model"]["y"]) == 2
     assert held["target_met"] is False and "does NOT beat" in held["verdict"]
     assert held["best_linear_baseline"] in ("arx", "n4sid")
+
+
+def test_delta_statistics_over_the_training_runs_in_batches(monkeypatch):
+    """The deltas' mean and std, accumulated in row batches (7 rows here: a boundary that dropped or
+    repeated a tick would show), equal a direct computation."""
+    monkeypatch.setattr(F, "STAT_BATCH", 7)
+    series = _linear_series(runs=4, rows=300)
+    _, data = _prepared(series, horizon=3)
+    y = np.asarray(series.values)[:, 1].astype(np.float64)
+    deltas = [
+        np.stack([y[a + j : b - 3 + j] - y[a : b - 3] for j in (1, 2, 3)], axis=1) for a, b in data.train_runs
+    ]
+    d = np.concatenate(deltas)
+    batched = F._delta_statistics(np.asarray(series.values), data.train_runs, 3, 1)
+    np.testing.assert_allclose(batched[0], d.mean(axis=0), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(batched[1], d.std(axis=0), rtol=1e-9)
