@@ -375,6 +375,36 @@ def memory_section(memory: dict | None) -> str:
     return "\n\n".join(parts)
 
 
+def data_section(data: dict | None) -> str:
+    """results/data.json (benchmarks/test_data.py): reading a user's data at size."""
+    if not data:
+        return "_Not measured (results/data.json missing; `pytest benchmarks/test_data.py`)._"
+    lines = [
+        f"_From results/data.json ({data.get('utc', '?')}), `python -m pytest benchmarks/test_data.py`._",
+        "",
+    ]
+    c = data.get("csv")
+    if c:
+        lines.append(
+            f"- Reading and windowing a {c['rows']:,}-row CSV of {c['columns']} columns ({c['file_mb']} MB): "
+            f"tickformer (TimeSeries.from_file, then the task's split, statistics and sample index) "
+            f"{c['median_tickformer_s']:.2f} s, `pandas.read_csv` of the same file {c['median_pandas_s']:.2f} s "
+            f"(median of {c['rounds']} interleaved rounds; {c['ratio']:.2f}x). Target: seconds."
+        )
+    m = data.get("memory")
+    if m:
+        mib = 2**20
+        lines.append(
+            f"- `tickformer train --data` on {m['rows']:,} rows x {m['columns']} columns (Parquet, "
+            f"{m['file_mb']} MB; {m['float32_bytes'] / mib:.0f} MiB as float32): peak resident memory "
+            f"{m['peak_rss_bytes'] / mib:.0f} MiB, {m['peak_over_float32']:.2f}x the float32 size; "
+            f"{m['above_imports_over_float32']:.2f}x above a process that only imports the same modules "
+            f"({m['imports_only_peak_rss_bytes'] / mib:.0f} MiB); {m['wall_s']} s for 20 steps and the held-out "
+            f"evaluation with its baselines. Target: about 2x."
+        )
+    return "\n".join(lines)
+
+
 def streaming_section(streaming: dict | None) -> str:
     """results/streaming.json (benchmarks/test_streaming.py): one stream on a ring cache."""
     if not streaming or "stream" not in streaming:
@@ -673,6 +703,7 @@ def render(results: Path, out_dir: Path) -> str:
     machine = ((latest or {}).get("machine_info") or {}).get("tickformer")
     memory = load_json(results / "memory.json")
     streaming = load_json(results / "streaming.json")
+    data = load_json(results / "data.json")
     c_step = load_json(results / "c_step.json")
     cases = index_benchmarks(latest)
     targets_md, _ = targets(cases, memory)
@@ -738,6 +769,10 @@ each benchmark's `extra_info`, the machine in `machine_info.tickformer`), `resul
 ## Streaming: one unbounded stream on a ring KV cache (windowed model)
 
 {streaming_section(streaming)}
+
+## Your data at size: reading, windowing, training memory
+
+{data_section(data)}
 
 ## The generated C step (backend "c") beside ORT
 

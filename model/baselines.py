@@ -24,7 +24,9 @@ import numpy as np
 ARX_MAX_WINDOWS = 1_000_000  # training windows the ARX normal equations accumulate, at most (a stride)
 ARX_CHUNK = 8192  # windows per accumulation step
 ARX_RIDGE = 1e-8  # relative ridge on the normal equations (their trace / dim): conditioning only
-N4SID_ROWS = 20_000  # training rows N4SID is identified on, at most
+# Training rows N4SID is identified on, at most: nfoursid takes a full SVD of a [block rows x
+# outputs, rows] matrix, whose right factor is rows x rows float64 (3,000 rows: 72 MB; 20,000: 3.2 GB).
+N4SID_ROWS = 3_000
 N4SID_BLOCK_ROWS = 10  # block rows of its Hankel matrices (the largest order it can find)
 N4SID_MAX_ORDER = 8
 N4SID_ENERGY = 0.999  # the order: singular values holding this share of the total, at most the max
