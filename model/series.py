@@ -445,12 +445,18 @@ def _assemble(reader, inputs, outputs, episode, time, drop_nan, budget) -> TimeS
     )
 
 
+def _size(nbytes: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} bytes"
+
+
 def _over_budget(what: str, rows: int, cols: int, budget: int, more: bool = False) -> str:
     need = rows * cols * 4
     return (
-        f"{what}: {'at least ' if more else ''}{rows:,} rows x {cols} columns need {need / 2**30:.2f} GiB as "
-        f"float32, over the memory budget of {budget / 2**30:.2f} GiB; raise --memory-budget, or train on fewer "
-        f"rows or columns"
+        f"{what}: {'at least ' if more else ''}{rows:,} rows x {cols} columns need {_size(need)} as float32, over "
+        f"the memory budget of {_size(budget)}; raise --memory-budget (GiB), or train on fewer rows or columns"
     )
 
 
