@@ -54,7 +54,7 @@ check: $(STAMP)  ## ruff, then every test: the fast tier and the slow one (what 
 	$(PYTEST) -q
 
 lock: $(STAMP)  ## regenerate requirements.lock from pyproject.toml and requirements-tools.in
-	$(VENV)/bin/uv pip compile pyproject.toml requirements-tools.in --extra cpu --extra data --extra test \
+	$(VENV)/bin/uv pip compile pyproject.toml requirements-tools.in --extra cpu --extra data --extra plant --extra test \
 	  --excludes requirements-exclude.txt --generate-hashes --universal --python-version 3.11 \
 	  --custom-compile-command "make lock" --quiet -o $(LOCK)
 

@@ -61,11 +61,11 @@ def test_an_empty_lock_is_refused(tmp_path):
 
 def test_the_lock_satisfies_every_range_of_pyproject():
     """Every dependency of the base install and of the extras the lock is made from (cpu, data,
-    test) is pinned, at a version its range admits: a range edited without `make lock` fails."""
+    plant, test) is pinned, at a version its range admits: a range edited without `make lock` fails."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = lockfile.locked()
     wanted = list(project["dependencies"])
-    for extra in ("cpu", "data", "test"):
+    for extra in ("cpu", "data", "plant", "test"):
         wanted += project["optional-dependencies"][extra]
     env = default_environment()
     problems = []
