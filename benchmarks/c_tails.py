@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--last", type=int, default=32, help="positions at the end of each sequence")
     args = ap.parse_args()
     from tickformer import runtime
-    from tickformer.certify.campaign import Isolation
+    from tickformer.certify.isolation import Isolation
     from tickformer.model import init_params, preset
     from tickformer.runtime.denormals import flushed_denormals
 

@@ -17,9 +17,11 @@ Not real-time code.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -27,20 +29,18 @@ from typing import Any, BinaryIO
 import numpy as np
 from scipy import stats
 
+from tickformer.durable import atomic_write, fsync_dir, write_error, write_synced
 from tickformer.errors import TickformerError
 
+from .decision import pwcet_result
 from .evt import _gev_c
 
 
 def _savefig(fig: Any, path: Path | BinaryIO) -> None:
     """PNG of `fig` into a binary file object, or atomically to a path."""
-    import io
-
     if not isinstance(path, (str, os.PathLike)):
         fig.savefig(path, format="png", dpi=110)
         return
-    from tickformer.durable import atomic_write
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     atomic_write(Path(path), buf.getvalue())
@@ -196,8 +196,6 @@ def _pwcet(report: dict[str, Any]) -> dict[str, Any]:
     """The report's pWCET result (campaign.pwcet_result), for reports written before it existed too."""
     if "pwcet" in report:
         return report["pwcet"]
-    from .campaign import pwcet_result
-
     return pwcet_result(report.get("evt"), report.get("evt_error"), report["exceedance"])
 
 
@@ -238,8 +236,6 @@ CERTIFICATE = "certificate.json"
 
 def report_bytes(report: dict[str, Any], durations_ns: np.ndarray) -> dict[str, bytes]:
     """Every file of the report, in memory: {name: bytes}, certificate.json included."""
-    import io
-
     files: dict[str, bytes] = {}
     for key, plot in (("histogram", plot_histogram), ("exceedance", None)):
         buf = io.BytesIO()
@@ -261,10 +257,6 @@ def write_report(out_dir: str | os.PathLike[str], report: dict[str, Any], durati
     """Write latency_hist.png, exceedance.png, samples_ns.npy and certificate.json into `out_dir`
     (module docstring: every file staged and fsynced first, certificate.json renamed last). A
     failure while staging raises WriteError and leaves the previous report as it was."""
-    import tempfile
-
-    from tickformer.durable import fsync_dir, write_error, write_synced
-
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -628,7 +628,7 @@ def physics(name: str, first: int, n: int) -> dict[str, Any]:
 
 def deadlines(checkpoint: str, arms: list[str], ticks: int = 20_000) -> list[dict[str, Any]]:
     from tickformer.artifact import open_artifact
-    from tickformer.certify.campaign import Isolation
+    from tickformer.certify.isolation import Isolation
     from tickformer.control import HiddenPlantSim, HistoryMPC
     from tickformer.control import demo as D
     from tickformer.export.writer import export_artifact

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tickformer.certify.campaign import Isolation
+from tickformer.certify.isolation import Isolation
 from tickformer.control import demo as D
 from tickformer.control.delayed import HistoryMPC
 from tickformer.model.checkpoint import load_checkpoint

@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from tickformer.certify.campaign import CampaignConfig, EvtConfig
+    from tickformer.certify.campaign import CampaignConfig
+    from tickformer.certify.decision import EvtConfig
     from tickformer.certify.report import summary, write_report
 
     budget_ns = _budget_ns(args.budget_us)

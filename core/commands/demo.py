@@ -89,7 +89,8 @@ def stage_certify(
 ) -> dict[str, Any]:
     """Certify the step the loop runs: the batch-K step of the windowed artifact (one call per
     tick evaluates all K candidates), against the tick budget, under the loops' isolation."""
-    from tickformer.certify.campaign import CampaignConfig, EvtConfig, certify_artifact
+    from tickformer.certify.campaign import CampaignConfig, certify_artifact
+    from tickformer.certify.decision import EvtConfig
     from tickformer.certify.report import write_report
 
     report, durations = certify_artifact(
@@ -294,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from tickformer.certify.campaign import Isolation
+    from tickformer.certify.isolation import Isolation
     from tickformer.control import demo as D
     from tickformer.durable import atomic_write
 

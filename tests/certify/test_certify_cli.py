@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tickformer.certify.campaign import EXIT_CODES
+from tickformer.certify.decision import EXIT_CODES
 from tickformer.cli import main
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset

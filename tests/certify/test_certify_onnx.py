@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verify"))
 from foreign_models import lm_pair, masked_model  # noqa: E402
 
 from tickformer.artifact.foreign.spec import Flags  # noqa: E402
-from tickformer.certify.campaign import EXIT_CODES, CampaignConfig, EvtConfig, certify_onnx, decide  # noqa: E402
+from tickformer.certify.campaign import CampaignConfig, certify_onnx  # noqa: E402
+from tickformer.certify.decision import EXIT_CODES, EvtConfig, decide  # noqa: E402
 from tickformer.cli import main  # noqa: E402
 
 FAST = CampaignConfig(samples=1000, warmup=50, n_inputs=8)
