@@ -1,238 +1,66 @@
 """Offline lint of ONNX graphs against TensorRT's documented ONNX support, for named releases.
 
-No TensorRT is needed, and its ONNX parser is not run: the tables below are transcribed from
-onnx-tensorrt's docs/operators.md (operator support and restrictions, opset range, data types)
-for each target, and `check_model` walks a graph (nodes, subgraphs, local functions, every
-tensor type) against them, plus static-shape, dtype and fp16-range rules, and returns one
-`Finding` per problem. Errors mean "by the documentation, the parser or our static-shape build
-will reject this, or it would silently change the numbers"; warnings mean "it builds, but
-check"; notes record what the target does with a construct (e.g. pins a dynamic dim). A graph
-that passes can still be refused by the real parser (undocumented limits, a table mistake).
-
-Sources (facts only; nothing copied):
-- onnx/onnx-tensorrt `docs/operators.md`, the release of TensorRT 10.15: opset range 9..24,
-  supported data types, per-operator "Supported" column and restrictions (e.g. `Attention`
-  rejects `past_key`/`past_value`/`nonpad_kv_seqlen` inputs and `present_*` outputs; Reduce*
-  `axes` must be an initializer; ScatterND `reduction` must be `none`; Dropout `is_training`
-  must be an initializer evaluating to false; LayerNormalization only the first output;
-  TopK `sorted` = 1 and K < 3840; UINT8 only at network I/O; INT8/INT4/FP8/FP4 only as
-  quantized types through Q/DQ; DOUBLE cast down to FLOAT with clamping to +-FLT_MAX).
-- NVIDIA TensorRT docs, "ONNX Opset Guide" for 11.x: ONNX 1.20, opset 9..25.
-- NVIDIA TensorRT docs, "Migrating from TensorRT 10.x to 11.x": strongly typed networks are
-  required, BuilderFlag.FP16/BF16/INT8/FP8 and OBEY/PREFER_PRECISION_CONSTRAINTS removed.
-- TensorRT 10.3 (JetPack 6): the 10.x operator table restricted to operators that exist at
-  opset <= 20 (the opset ceiling of the 10.0-10.7 parser documentation). Operators first
-  defined after opset 20 (Attention 23, RMSNormalization 23, RotaryEmbedding 23,
-  TensorScatter 24, ...) are therefore unsupported there; this rule is computed from
-  `onnx.defs` rather than typed by hand.
-- TensorRT DataType docs: BF16 needs compute capability >= 8.0 (Ampere; Jetson Orin is 8.7).
+No TensorRT is needed, and its ONNX parser is not run: the tables of export/trt_tables.py
+are transcribed from onnx-tensorrt's docs/operators.md (operator support and restrictions, opset
+range, data types) for each target, and `check_model` walks a graph (nodes, subgraphs, local
+functions, every tensor type) against them, plus static-shape, dtype and fp16-range rules, and
+returns one `Finding` per problem. Errors mean "by the documentation, the parser or our
+static-shape build will reject this, or it would silently change the numbers"; warnings mean "it
+builds, but check"; notes record what the target does with a construct (e.g. pins a dynamic dim).
+A graph that passes can still be refused by the real parser (undocumented limits, a table
+mistake).
 
 Not real-time code: runs once, offline, allocates freely.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
 import numpy as np
 
+from tickformer.artifact.reader import open_artifact, verified_graph_bytes
+from tickformer.errors import ArtifactError, ConfigError, FileRefused
+from tickformer.safe_files import read_path
+
+from .trt_tables import (
+    CONTROL_FLOW,
+    DATA_DEPENDENT_SHAPE,
+    FP16_MAX,
+    FP16_TINY,
+    NATIVE_TYPES,
+    QUANTIZED_TYPES,
+    RANDOM,
+    REDUCE,
+    SELECTION_OPS,
+    TARGETS,
+    TYPE_NAME,
+    UNSUPPORTED_10X,
+    TargetSpec,
+    build_targets,
+    first_opset,
+)
+
 Severity = Literal["error", "warning", "note"]
 Role = Literal["full", "step", "encoder"]
-
-# Operators with "Y" in the onnx-tensorrt operators.md of TensorRT 10.15 (default domain).
-_SUPPORTED_10X = frozenset(
-    """
-    Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh Attention AveragePool
-    BatchNormalization BlackmanWindow Cast CastLike Ceil Celu Clip Concat Constant
-    ConstantOfShape Conv ConvTranspose Cos Cosh CumSum DeformConv DepthToSpace DequantizeLinear
-    Div Dropout Einsum Elu Equal Erf Exp Expand EyeLike Flatten Floor Gather GatherElements
-    GatherND Gelu Gemm GlobalAveragePool GlobalLpPool GlobalMaxPool Greater GreaterOrEqual
-    GridSample GroupNormalization GRU HammingWindow HannWindow HardSigmoid HardSwish Hardmax
-    Identity If ImageScaler InstanceNormalization IsInf IsNaN LayerNormalization LeakyRelu Less
-    LessOrEqual Log LogSoftmax Loop LRN LSTM LpNormalization LpPool MatMul Max MaxPool Mean
-    MeanVarianceNormalization Min Mish Mod Mul Neg NonMaxSuppression NonZero Not OneHot Or Pad
-    ParametricSoftplus Pow PRelu QuantizeLinear RandomNormal RandomNormalLike RandomUniform
-    RandomUniformLike Range Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax
-    ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu Reshape Resize
-    ReverseSequence RMSNormalization RNN RoiAlign RotaryEmbedding Round STFT ScaledTanh Scan
-    Scatter ScatterElements ScatterND Selu Shape Shrink Sigmoid Sign Sin Sinh Size Slice Softmax
-    Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh TensorScatter
-    ThresholdedRelu Tile TopK Transpose Trilu Unsqueeze Upsample Where Xor
-    """.split()
-)
-
-# Operators documented as unsupported ("N"); listed so the message can say "documented
-# unsupported" rather than "not in the table".
-_UNSUPPORTED_10X = frozenset(
-    """
-    AffineGrid Bernoulli BitShift BitwiseAnd BitwiseNot BitwiseOr BitwiseXor Col2Im
-    CenterCropPad Compress ConcatFromSequence ConvInteger DFT Det DynamicQuantizeLinear
-    ImageDecoder MatMulInteger MaxRoiPool MaxUnpool MelWeightMatrix Multinomial
-    NegativeLogLikelihoodLoss Optional OptionalGetElement OptionalHasElement QLinearConv
-    QLinearMatMul RegexFullMatch SequenceAt SequenceConstruct SequenceEmpty SequenceErase
-    SequenceInsert SequenceLength SequenceMap SoftmaxCrossEntropyLoss SplitToSequence
-    StringConcat StringNormalizer StringSplit TfIdfVectorizer Unique
-    """.split()
-)
-
-# Ops whose output shape depends on data: they break a static step and CUDA-graph capture.
-_DATA_DEPENDENT_SHAPE = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Compress"})
-_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
-_RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike"})
-_REDUCE = frozenset(
-    {
-        "ReduceL1",
-        "ReduceL2",
-        "ReduceLogSum",
-        "ReduceLogSumExp",
-        "ReduceMax",
-        "ReduceMean",
-        "ReduceMin",
-        "ReduceProd",
-        "ReduceSum",
-        "ReduceSumSquare",
-    }
-)
-
-# Ops that may read an infinite constant safely: selection and comparison, no arithmetic.
-_SELECTION_OPS = frozenset(
-    {"Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Max", "Min", "IsInf"}
-)
-
-FP16_MAX = 65504.0
-FP16_TINY = 2.0**-24  # smallest positive fp16 subnormal; below it values flush to zero
-
-# ONNX TensorProto element types, by name, and what TensorRT does with each.
-_TYPE_NAME = {
-    1: "FLOAT",
-    2: "UINT8",
-    3: "INT8",
-    4: "UINT16",
-    5: "INT16",
-    6: "INT32",
-    7: "INT64",
-    8: "STRING",
-    9: "BOOL",
-    10: "FLOAT16",
-    11: "DOUBLE",
-    12: "UINT32",
-    13: "UINT64",
-    14: "COMPLEX64",
-    15: "COMPLEX128",
-    16: "BFLOAT16",
-    17: "FLOAT8E4M3FN",
-    18: "FLOAT8E4M3FNUZ",
-    19: "FLOAT8E5M2",
-    20: "FLOAT8E5M2FNUZ",
-    21: "UINT4",
-    22: "INT4",
-    23: "FLOAT4E2M1",
-}
-_NATIVE_TYPES = frozenset({"FLOAT", "FLOAT16", "INT32", "INT64", "BOOL"})
-_QUANTIZED_TYPES = frozenset({"INT8", "INT4", "FLOAT8E4M3FN", "FLOAT4E2M1"})
-
-
-@dataclass(frozen=True)
-class TargetSpec:
-    """One TensorRT release line as the ONNX parser documents it."""
-
-    name: str
-    trt_version: str
-    opset_min: int
-    opset_max: int
-    operators: frozenset[str]
-    strongly_typed_only: bool
-    source: str
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.opset_min <= self.opset_max:
-            raise ValueError(f"target {self.name}: opset range {self.opset_min}..{self.opset_max} is empty")
-
-
-@functools.lru_cache(maxsize=1)
-def _first_opsets() -> dict[str, int]:
-    from onnx import defs
-
-    first: dict[str, int] = {}
-    for schema in defs.get_all_schemas_with_history():
-        if schema.domain in ("", "ai.onnx"):
-            first[schema.name] = min(first.get(schema.name, schema.since_version), schema.since_version)
-    return first
-
-
-def _first_opset(op_type: str) -> int | None:
-    """Opset in which `op_type` first appeared in the default domain (None if unknown)."""
-    return _first_opsets().get(op_type)
-
-
-def _ops_up_to(opset_max: int) -> frozenset[str]:
-    return frozenset(op for op in _SUPPORTED_10X if (_first_opset(op) or 0) <= opset_max)
-
-
-_OPERATORS_MD = "onnx/onnx-tensorrt docs/operators.md (TensorRT 10.15 release)"
-
-TARGETS: dict[str, TargetSpec] = {}
-
-
-def _register(spec: TargetSpec) -> None:
-    TARGETS[spec.name] = spec
 
 
 def target(name: str) -> TargetSpec:
     """The named target; the error lists the known names."""
-    from tickformer.errors import ConfigError
-
     if not TARGETS:
-        _build_targets()
+        build_targets()
     try:
         return TARGETS[name]
     except KeyError:
         raise ConfigError(f"unknown --target {name!r}; choose one of {sorted(TARGETS)}") from None
 
 
-def _build_targets() -> None:
-    _register(
-        TargetSpec(
-            name="trt-10.3",
-            trt_version="10.3",
-            opset_min=9,
-            opset_max=20,
-            operators=_ops_up_to(20),
-            strongly_typed_only=False,
-            source=f"{_OPERATORS_MD}, restricted to operators defined at opset <= 20 (10.0-10.7 parser ceiling)",
-        )
-    )
-    _register(
-        TargetSpec(
-            name="trt-10",
-            trt_version="10.15",
-            opset_min=9,
-            opset_max=24,
-            operators=_SUPPORTED_10X,
-            strongly_typed_only=False,
-            source=_OPERATORS_MD,
-        )
-    )
-    _register(
-        TargetSpec(
-            name="trt-11",
-            trt_version="11.x",
-            opset_min=9,
-            opset_max=25,
-            operators=_SUPPORTED_10X,
-            strongly_typed_only=True,
-            source=f"{_OPERATORS_MD}; opset 9..25 from the TensorRT 11.x ONNX Opset Guide; "
-            "strong typing from the 10.x->11.x migration guide",
-        )
-    )
-
-
 def target_names() -> list[str]:
+    """The names of the known targets, sorted."""
     if not TARGETS:
-        _build_targets()
+        build_targets()
     return sorted(TARGETS)
 
 
@@ -355,8 +183,8 @@ def _check_node(
         )
         return
     if op not in spec.operators:
-        first = _first_opset(op)
-        if op in _UNSUPPORTED_10X:
+        first = first_opset(op)
+        if op in UNSUPPORTED_10X:
             why = f"documented as unsupported by the TensorRT ONNX parser ({spec.source})"
         elif first is not None and first > spec.opset_max:
             why = f"first defined at opset {first}, beyond the {spec.name} parser ceiling (opset {spec.opset_max})"
@@ -383,7 +211,7 @@ def _check_restrictions(node, op: str, label: str, role: Role, walk: _Walk, grap
         for a in ("softcap", "qk_matmul_output_mode"):
             if _attr(node, a):
                 yield err("attention-attr", f"attribute '{a}' is unsupported")
-    if op in _REDUCE and len(node.input) > 1 and node.input[1] and node.input[1] not in walk.initializers:
+    if op in REDUCE and len(node.input) > 1 and node.input[1] and node.input[1] not in walk.initializers:
         yield err("reduce-axes", "`axes` input must be an initializer for TensorRT")
     if (
         op in ("Squeeze", "Unsqueeze")
@@ -411,7 +239,7 @@ def _check_restrictions(node, op: str, label: str, role: Role, walk: _Walk, grap
         k = walk.initializers.get(node.input[1]) if len(node.input) > 1 else None
         if k is not None and int(_to_array(k).max()) >= 3840:
             yield err("topk", "K must be < 3840")
-    if op in _DATA_DEPENDENT_SHAPE:
+    if op in DATA_DEPENDENT_SHAPE:
         sev: Severity = "error" if role == "step" else "warning"
         yield Finding(
             sev,
@@ -420,7 +248,7 @@ def _check_restrictions(node, op: str, label: str, role: Role, walk: _Walk, grap
             label,
             "output shape depends on data: no static step, no CUDA-graph capture; remove it",
         )
-    if op in _CONTROL_FLOW and role == "step":
+    if op in CONTROL_FLOW and role == "step":
         yield Finding(
             "warning",
             graph,
@@ -428,7 +256,7 @@ def _check_restrictions(node, op: str, label: str, role: Role, walk: _Walk, grap
             label,
             "control flow in the step graph: per-step work may vary; prefer straight-line ops",
         )
-    if op in _RANDOM:
+    if op in RANDOM:
         yield Finding(
             "warning",
             graph,
@@ -448,8 +276,8 @@ def _check_dtypes(walk: _Walk, spec: TargetSpec, graph: str, io_names: set) -> I
     for name, elem in sorted(walk.tensor_types.items()):
         if elem == 0:
             continue
-        tname = _TYPE_NAME.get(elem, f"type {elem}")
-        if tname in _NATIVE_TYPES:
+        tname = TYPE_NAME.get(elem, f"type {elem}")
+        if tname in NATIVE_TYPES:
             continue
         if tname == "DOUBLE":
             yield Finding(
@@ -477,7 +305,7 @@ def _check_dtypes(walk: _Walk, spec: TargetSpec, graph: str, io_names: set) -> I
                     f"tensor '{name}'",
                     "UINT8 is supported only as a network input or output",
                 )
-        elif tname in _QUANTIZED_TYPES:
+        elif tname in QUANTIZED_TYPES:
             yield Finding(
                 "error",
                 graph,
@@ -497,8 +325,8 @@ def _check_dtypes(walk: _Walk, spec: TargetSpec, graph: str, io_names: set) -> I
     for node, where in walk.nodes:
         if node.op_type == "Cast":
             to = _attr(node, "to")
-            tname = _TYPE_NAME.get(int(to or 0), f"type {to}")
-            if tname not in _NATIVE_TYPES and tname not in ("BFLOAT16", "UINT8"):
+            tname = TYPE_NAME.get(int(to or 0), f"type {to}")
+            if tname not in NATIVE_TYPES and tname not in ("BFLOAT16", "UINT8"):
                 yield Finding(
                     "error",
                     graph,
@@ -551,7 +379,7 @@ def _check_fp16_ranges(walk: _Walk, graph: str) -> Iterator[Finding]:
             continue
         if not np.isfinite(x).all():
             # A -inf fill consumed only by Where/comparisons is masking by selection: fine. Arithmetic is not.
-            if walk.consumers.get(name, set()) - _SELECTION_OPS:
+            if walk.consumers.get(name, set()) - SELECTION_OPS:
                 n_bad = int((~np.isfinite(x)).sum())
                 yield Finding(
                     "warning",
@@ -629,10 +457,6 @@ def graphs_of(path: Path, *, trust: Any = None) -> list[tuple[str, bytes | None,
     a regular file, a FIFO never blocks), or every graph an artifact's manifest lists, read
     through the artifact loader (every hash, `trust`'s signature; `verified_graph_bytes`) --
     never a glob of *.onnx. An unreadable bare file gives bytes None and the problem, a finding."""
-    from tickformer.artifact.reader import open_artifact, verified_graph_bytes
-    from tickformer.errors import ArtifactError, FileRefused
-    from tickformer.safe_files import read_path
-
     try:
         is_dir = path.is_dir()
         exists = is_dir or path.exists() or path.is_symlink()

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tickformer.cli import main
-from tickformer.verify.proofs import ieee754
+from tickformer.verify.proofs import binary32, drift, ieee754
 
 A = importlib.import_module("tickformer.model.attention")
 
@@ -65,7 +65,7 @@ def test_arith_max_twin_is_wrong_by_rounding_alone():
     base = next(c for c in ieee754.CLAIMS if c.name == "max exact")
 
     def pre(ma, la, aa, mb, lb, ab):
-        small = [z3.fpLEQ(z3.fpAbs(m.t), ieee754._val(2.0**64)) for m in (ma, mb)]
+        small = [z3.fpLEQ(z3.fpAbs(m.t), binary32.val(2.0**64)) for m in (ma, mb)]
         return z3.And(base.pre(ma, la, aa, mb, lb, ab), *small)
 
     claim = dataclasses.replace(base, pre=pre)
@@ -105,7 +105,7 @@ def test_exp_axioms_hold_for_numpy_expf():
     assert np.exp(np.float32(0.0)) == 1 and np.exp(np.float32(-0.0)) == 1
     assert np.exp(np.float32(-np.inf)) == 0 and not np.signbit(np.exp(np.float32(-np.inf)))
     assert np.all((e >= 0) & (e <= 1)) and not np.any(np.signbit(e))
-    assert np.all(e[x >= np.float32(ieee754.EXP_NORMAL_FROM)] > 0)
+    assert np.all(e[x >= np.float32(binary32.EXP_NORMAL_FROM)] > 0)
     with np.errstate(over="ignore"):
         assert np.all(np.isposinf(np.exp(np.float32([89.0, 100.0, 3e38, np.inf]))))  # E3's overflow
     # E5: convexity within 4 ULP, for x in [-1, 0] (the bound computed in float64, then rounded down)
@@ -115,8 +115,8 @@ def test_exp_axioms_hold_for_numpy_expf():
 
 
 def test_symbolic_values_only_inside_a_run():
-    with pytest.raises(RuntimeError, match="explore"):
-        bool(ieee754.F32(z3.FP("x", ieee754.SORT)) > 0.0)
+    with pytest.raises(RuntimeError, match="only usable inside binary32.executing"):
+        bool(binary32.F32(z3.FP("x", binary32.SORT)) > 0.0)
 
 
 def test_cli_ieee754_report(monkeypatch, tmp_path, capsys):
@@ -140,12 +140,12 @@ def test_release_time_float_refuted_by_drift_under_realistic_preconditions():
     from tickformer.contracts import deadline
     from tickformer.verify.proofs import wrong_twins
 
-    v = ieee754.release_drift(timeout_ms=60_000)
+    v = drift.release_drift(timeout_ms=60_000)
     assert v.status == "counterexample", v
     vals = {k: int(x) for k, x in re.findall(r"(start_ns|period_ns|tick)=(\d+)", v.counterexample)}
-    for name, (lo, hi) in ieee754.DRIFT_PRE.items():
+    for name, (lo, hi) in drift.DRIFT_PRE.items():
         assert lo <= vals[name] <= hi
-    assert vals["tick"] * vals["period_ns"] <= ieee754.DRIFT_MAX_ELAPSED_NS
+    assert vals["tick"] * vals["period_ns"] <= drift.DRIFT_MAX_ELAPSED_NS
     # accumulation, not the rounding of the start: at least one tick, an exact start, and most of
     # the release is the loop's own elapsed time
     assert vals["tick"] >= 1 and vals["start_ns"] <= 2**52 < vals["tick"] * vals["period_ns"]

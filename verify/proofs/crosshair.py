@@ -77,7 +77,7 @@ class Proof:
     # tests/verify/test_prove.py checks each by AST. LEMMA: the runtime functions it is about.
     sites: tuple[str, ...] = ()
     # how the twin is refuted: "crosshair" (against the spec's conditions), or "smt-binary64" (the
-    # float-drift twin: z3 on binary64 under realistic preconditions, ieee754.release_drift;
+    # float-drift twin: z3 on binary64 under realistic preconditions, drift.release_drift;
     # CrossHair's only counterexample for it is an OverflowError at periods near 1.8e308, which
     # is not the reason the twin is wrong)
     refuter: str = "crosshair"
@@ -271,16 +271,16 @@ def check_conditions(
 def refute_by_drift(spec_name: str, twin_name: str, timeout_s: float) -> list[ConditionResult]:
     """The float-drift twin refuted for the reason it exists: z3 on binary64 finds a realistic
     start, period and tick >= 1 (DRIFT_PRE) where it differs from the exact release time; the
-    witness is replayed through both functions (verify/proofs/ieee754.release_drift). Runs in a
+    witness is replayed through both functions (verify/proofs/drift.release_drift). Runs in a
     worker process."""
-    from . import ieee754
+    from . import drift  # z3 (an optional dependency of the proofs) is imported with it
 
     start = time.process_time()
-    verdict = ieee754.release_drift(timeout_ms=int(timeout_s * 1000))
+    verdict = drift.release_drift(timeout_ms=int(timeout_s * 1000))
     cpu = time.process_time() - start
     state = COUNTEREXAMPLE if verdict.status == "counterexample" else NOT_CONFIRMED
     condition = (
-        f"binary64 (z3 FPSort Float64, RNE): twin == exact release under {ieee754.drift_preconditions()}"
+        f"binary64 (z3 FPSort Float64, RNE): twin == exact release under {drift.drift_preconditions()}"
     )
     message = verdict.counterexample if state == COUNTEREXAMPLE else f"not refuted: {verdict.counterexample}"
     return [ConditionResult(twin_name, spec_name, condition, state, message, round(cpu, 3))]

@@ -49,6 +49,8 @@ Claims (each with a wrong twin the solver must refute, its counterexample in the
     commutative     merge(a, b) and merge(b, a): l and acc bit for bit, m as numbers (fp equality;
                     bitwise except ma, mb zeros of opposite sign: np.maximum's tie rule is the
                     platform's, so it is modelled as either input), finalize bit for bit.
+The symbolic binary32 values that run the code: binary32.py; the float-drift twin of
+deadline.release_time, refuted on binary64: drift.py.
 Not real-time code. Solver time per claim in the report (a few seconds in all on CI).
 """
 
@@ -63,297 +65,13 @@ import numpy as np
 import z3
 
 from . import wrong_twins as twins
+from .binary32 import F32, SORT, Run, executing, exp_axioms, lift, val
 
 # the module (the name tickformer.model.attention is also the package's `attention` function)
 A = importlib.import_module("tickformer.model.attention")
 
-SORT = z3.Float32()
-RNE = z3.RNE()
 MAX_L = 2.0**20  # at most 2^20 keys: l = sum of at most 2^20 factors in [0, 1]
 MAX_ACC = 2.0**84  # |acc| <= l |v|max with |v| <= 2^64
-EXP_NORMAL_FROM = -87.33  # ln(2^-126) = -87.336...: e^x is a normal binary32 above it
-
-
-def _val(x: float) -> z3.FPRef:
-    return z3.FPVal(float(np.float32(x)), SORT)
-
-
-class _Run:
-    """One execution of a function on symbolic values: the branch decisions taken (and whether
-    the other side was feasible), the path condition, and every exp application."""
-
-    def __init__(self, prefix: list[tuple[bool, bool]], pre: z3.BoolRef) -> None:
-        self.prefix = list(prefix)  # (decision, other side still to explore)
-        self.pre = pre
-        self.taken: list[bool] = []
-        self.open: list[bool] = []  # the other outcome is feasible: a path to explore later
-        self.path: list[z3.BoolRef] = []
-        self.exps: dict[int, tuple[z3.FPRef, z3.FPRef]] = {}
-        self.fresh = 0
-
-    def _feasible(self, cond: z3.BoolRef) -> bool:
-        solver = z3.Solver()
-        solver.set("timeout", 500)
-        solver.add(self.pre, *self.path, cond)
-        return solver.check() != z3.unsat  # unknown: explore it (sound: one more path)
-
-    def implied(self, cond: z3.BoolRef) -> bool:
-        """The precondition and the path so far imply cond (unknown: False, sound)."""
-        solver = z3.Solver()
-        solver.set("timeout", 500)
-        solver.add(self.pre, *self.path, z3.Not(cond))
-        return solver.check() == z3.unsat
-
-    def decide(self, cond: z3.BoolRef) -> bool:
-        i = len(self.taken)
-        cond = z3.simplify(cond)
-        if i < len(self.prefix):
-            d, other = self.prefix[i]
-        elif z3.is_true(cond) or z3.is_false(cond):
-            d, other = z3.is_true(cond), False
-        else:
-            yes, no = self._feasible(cond), self._feasible(z3.Not(cond))
-            d, other = (True, no) if yes else (False, False)  # the taken branch first
-        self.taken.append(d)
-        self.open.append(other)
-        self.path.append(cond if d else z3.Not(cond))
-        return d
-
-    def name(self, what: str) -> str:
-        self.fresh += 1
-        return f"{what}_{self.fresh}"
-
-
-_RUN: list[_Run] = []
-
-
-def _run() -> _Run:
-    if not _RUN:
-        raise RuntimeError("symbolic binary32 values are only usable inside ieee754.explore")
-    return _RUN[-1]
-
-
-def _lift(x: Any) -> z3.FPRef:
-    if isinstance(x, F32):
-        return x.t
-    if isinstance(x, z3.FPRef):
-        return x
-    if isinstance(x, (bool, np.bool_)):
-        raise TypeError("a boolean used as a float")
-    if isinstance(x, (int, float, np.floating, np.integer)):
-        return _val(float(x))
-    raise TypeError(f"cannot use {type(x).__name__} as a binary32 value")
-
-
-class Cond:
-    """A symbolic boolean: `bool(c)` forks the run (both outcomes are explored)."""
-
-    def __init__(self, b: z3.BoolRef) -> None:
-        self.b = b
-
-    def __bool__(self) -> bool:
-        return _run().decide(self.b)
-
-    def __and__(self, other: Any) -> Cond:
-        return Cond(z3.And(self.b, other.b if isinstance(other, Cond) else z3.BoolVal(bool(other))))
-
-    def __or__(self, other: Any) -> Cond:
-        return Cond(z3.Or(self.b, other.b if isinstance(other, Cond) else z3.BoolVal(bool(other))))
-
-    def __invert__(self) -> Cond:
-        return Cond(z3.Not(self.b))
-
-    def __getitem__(self, key: Any) -> Cond:
-        _row_index(key)
-        return self
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        return _array_function(func, args, kwargs)
-
-
-def _row_index(key: Any) -> None:
-    """The one indexing the operator applies to a row's scalars: x[..., None] (a [1] column)."""
-    if key != (Ellipsis, None):
-        raise TypeError(f"symbolic binary32 row: index {key!r} is not [..., None]")
-
-
-def _array_function(func: Any, args: Any, kwargs: Any) -> Any:
-    """np.where (a z3 If on the selected operands), np.zeros_like (+0), np.ones_like (1)."""
-    if kwargs:
-        return NotImplemented
-    if func is np.where and len(args) == 3:
-        cond, a, b = args
-        c = cond.b if isinstance(cond, Cond) else z3.BoolVal(bool(cond))
-        return F32(z3.simplify(z3.If(c, _lift(a), _lift(b))))
-    if func is np.zeros_like and len(args) == 1:
-        return F32(z3.fpPlusZero(SORT))
-    if func is np.ones_like and len(args) == 1:
-        return F32(_val(1.0))
-    return NotImplemented
-
-
-def _ordered(a: z3.FPRef, b: z3.FPRef) -> tuple[z3.FPRef, z3.FPRef]:
-    """The operands of a commutative operation in a canonical order (z3's hash-consed term ids).
-    Sound: IEEE 754 (and SMT-LIB's FP theory) define a + b and a * b as the rounding of the exact
-    result, which is commutative -- signed zeros and NaN included. It lets z3 see that two
-    computations are the same term instead of proving multiplier circuits equal by SAT."""
-    return (a, b) if a.get_id() <= b.get_id() else (b, a)
-
-
-def _add(a: z3.FPRef, b: z3.FPRef) -> z3.FPRef:
-    return z3.simplify(z3.fpAdd(RNE, *_ordered(a, b)))
-
-
-def _mul(a: z3.FPRef, b: z3.FPRef) -> z3.FPRef:
-    return z3.simplify(z3.fpMul(RNE, *_ordered(a, b)))
-
-
-class F32:
-    """A symbolic binary32 value (z3 FPRef); IEEE operations with round to nearest even."""
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __init__(self, t: z3.FPRef) -> None:
-        self.t = t
-
-    def __add__(self, o: Any) -> F32:
-        return F32(_add(self.t, _lift(o)))
-
-    def __radd__(self, o: Any) -> F32:
-        return F32(_add(_lift(o), self.t))
-
-    def __sub__(self, o: Any) -> F32:
-        return F32(z3.simplify(z3.fpSub(RNE, self.t, _lift(o))))
-
-    def __rsub__(self, o: Any) -> F32:
-        return F32(z3.simplify(z3.fpSub(RNE, _lift(o), self.t)))
-
-    def __mul__(self, o: Any) -> F32:
-        return F32(_mul(self.t, _lift(o)))
-
-    def __rmul__(self, o: Any) -> F32:
-        return F32(_mul(_lift(o), self.t))
-
-    def __truediv__(self, o: Any) -> F32:
-        return F32(z3.simplify(z3.fpDiv(RNE, self.t, _lift(o))))
-
-    def __rtruediv__(self, o: Any) -> F32:
-        return F32(z3.simplify(z3.fpDiv(RNE, _lift(o), self.t)))
-
-    def __neg__(self) -> F32:
-        return F32(z3.fpNeg(self.t))
-
-    def __abs__(self) -> F32:
-        return F32(z3.fpAbs(self.t))
-
-    def __lt__(self, o: Any) -> Cond:
-        return Cond(z3.fpLT(self.t, _lift(o)))
-
-    def __le__(self, o: Any) -> Cond:
-        return Cond(z3.fpLEQ(self.t, _lift(o)))
-
-    def __gt__(self, o: Any) -> Cond:
-        return Cond(z3.fpGT(self.t, _lift(o)))
-
-    def __ge__(self, o: Any) -> Cond:
-        return Cond(z3.fpGEQ(self.t, _lift(o)))
-
-    def __eq__(self, o: Any) -> Cond:  # type: ignore[override]
-        return Cond(z3.fpEQ(self.t, _lift(o)))
-
-    def __ne__(self, o: Any) -> Cond:  # type: ignore[override]
-        return Cond(z3.Not(z3.fpEQ(self.t, _lift(o))))
-
-    def __getitem__(self, key: Any) -> F32:
-        _row_index(key)
-        return self
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        return _array_function(func, args, kwargs)
-
-    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        if method != "__call__" or kwargs:
-            return NotImplemented
-        args = [_lift(x) for x in inputs]
-        if ufunc is np.exp:
-            return F32(_exp(args[0]))
-        if ufunc is np.maximum:
-            return F32(_maximum(*args))
-        if ufunc is np.isnan:
-            return Cond(z3.fpIsNaN(args[0]))
-        if ufunc is np.isfinite:
-            return Cond(z3.Not(z3.Or(z3.fpIsNaN(args[0]), z3.fpIsInf(args[0]))))
-        return NotImplemented
-
-
-def _maximum(a: z3.FPRef, b: z3.FPRef) -> z3.FPRef:
-    """np.maximum: NaN propagates; otherwise the larger; on a tie of identical values either (the
-    same value: the canonical term is returned); on +0 vs -0 the platform's choice (x86 maxps
-    returns the second operand, other targets differ), modelled as either: both are explored."""
-    run = _run()
-    if run.decide(z3.fpIsNaN(a)):
-        return a
-    if run.decide(z3.fpIsNaN(b)):
-        return b
-    if run.decide(z3.fpGT(a, b)):
-        return a
-    if run.decide(z3.fpLT(a, b)):
-        return b
-    if run.decide(a == b):  # identical bits
-        return _ordered(a, b)[0]
-    return a if run.decide(z3.Bool(run.name("max_zero_tie_takes_first"))) else b
-
-
-def _exp(x: z3.FPRef) -> z3.FPRef:
-    """expf(x): a fresh binary32 per argument term, constrained by E1-E5; a constant argument
-    +-0 or -inf gives its exact value (E2) directly."""
-    x = z3.simplify(x)
-    if z3.is_fp_value(x):
-        if x.isZero():
-            return _val(1.0)
-        if x.isInf() and x.isNegative():
-            return z3.fpPlusZero(SORT)
-    run = _run()
-    if run.implied(z3.fpIsZero(x)):  # E2 where the path fixes the argument to +-0 (a tie of maxima)
-        return _val(1.0)
-    if x.get_id() not in run.exps:  # one value per argument term (E1's 'equal inputs')
-        run.exps[x.get_id()] = (x, z3.FP(run.name("expf"), SORT))
-    return run.exps[x.get_id()][1]
-
-
-def exp_axioms(exps: list[tuple[z3.FPRef, z3.FPRef]]) -> list[z3.BoolRef]:
-    """E1-E5 (module docstring) at every application and every pair of applications."""
-    zero, one = _val(0.0), _val(1.0)
-    rtn = z3.RTN()
-    shrink = _val(1.0 - 2.0**-21)  # exact in binary32
-    ninf = z3.fpMinusInfinity(SORT)
-    out: list[z3.BoolRef] = []
-    for x, e in exps:
-        nan = z3.fpIsNaN(x)
-        out += [
-            z3.Implies(nan, z3.fpIsNaN(e)),
-            z3.Implies(z3.fpEQ(x, zero), e == one),
-            z3.Implies(x == ninf, e == z3.fpPlusZero(SORT)),
-            z3.Implies(
-                z3.fpLEQ(x, zero),
-                z3.And(z3.Not(z3.fpIsNaN(e)), z3.Not(z3.fpIsNegative(e)), z3.fpLEQ(e, one)),
-            ),
-            z3.Implies(z3.fpGT(x, zero), z3.fpGEQ(e, one)),
-            z3.Implies(z3.fpGEQ(x, _val(89.0)), e == z3.fpPlusInfinity(SORT)),
-            z3.Implies(z3.And(z3.fpGEQ(x, _val(EXP_NORMAL_FROM)), z3.fpLEQ(x, zero)), z3.fpGT(e, zero)),
-            z3.Implies(
-                z3.And(z3.fpGEQ(x, _val(-1.0)), z3.fpLEQ(x, zero)),
-                z3.fpGEQ(e, z3.fpMul(rtn, z3.fpAdd(rtn, one, x), shrink)),
-            ),
-        ]
-    for i, (x, e) in enumerate(exps):
-        for y, f in exps[i + 1 :]:
-            out += [
-                z3.Implies(z3.fpLEQ(x, y), z3.fpLEQ(e, f)),
-                z3.Implies(z3.fpLEQ(y, x), z3.fpLEQ(f, e)),
-                z3.Implies(z3.fpEQ(x, y), e == f),  # +0 and -0 alike (E2); identical terms by congruence
-            ]
-    return out
 
 
 # --- claims -----------------------------------------------------------------------------------
@@ -364,12 +82,12 @@ def _var(name: str) -> F32:
 
 
 def _t(x: Any) -> z3.FPRef:
-    return _lift(x)
+    return lift(x)
 
 
 def _is(x: Any, v: float) -> z3.BoolRef:
     """x is bit for bit the binary32 v (SMT equality: +0 and -0 differ, NaN is one value)."""
-    return _t(x) == _val(v)
+    return _t(x) == val(v)
 
 
 def _not_nan(*xs: Any) -> z3.BoolRef:
@@ -387,9 +105,9 @@ def valid_state(m: F32, l: F32, acc: F32, *, max_l: float = MAX_L, max_acc: floa
     finite_m = z3.Not(z3.Or(z3.fpIsNaN(m.t), z3.fpIsInf(m.t)))
     full = z3.And(
         finite_m,
-        z3.fpGEQ(l.t, _val(1.0)),
-        z3.fpLEQ(l.t, _val(max_l)),
-        z3.fpLEQ(z3.fpAbs(acc.t), _val(max_acc)),
+        z3.fpGEQ(l.t, val(1.0)),
+        z3.fpLEQ(l.t, val(max_l)),
+        z3.fpLEQ(z3.fpAbs(acc.t), val(max_acc)),
     )
     return z3.Or(empty, full)
 
@@ -439,9 +157,9 @@ def _pre_final(acc, l):
     return z3.Or(
         z3.And(_is(l, 0.0), _is(acc, 0.0)),
         z3.And(
-            z3.fpGEQ(l.t, _val(1.0)),
-            z3.fpLEQ(l.t, _val(2 * MAX_L)),
-            z3.fpLEQ(z3.fpAbs(acc.t), _val(2 * MAX_ACC)),
+            z3.fpGEQ(l.t, val(1.0)),
+            z3.fpLEQ(l.t, val(2 * MAX_L)),
+            z3.fpLEQ(z3.fpAbs(acc.t), val(2 * MAX_ACC)),
         ),
     )
 
@@ -457,8 +175,8 @@ def _post_final(acc, l, out):
 
 def _post_normalizer(ma, la, aa, mb, lb, ab, out):
     l = _t(out[1])
-    selected = z3.Or(z3.fpGT(la.t, _val(0.0)), z3.fpGT(lb.t, _val(0.0)))
-    return z3.And(z3.Implies(selected, z3.fpGEQ(l, _val(1.0))), z3.Implies(z3.Not(selected), _is(l, 0.0)))
+    selected = z3.Or(z3.fpGT(la.t, val(0.0)), z3.fpGT(lb.t, val(0.0)))
+    return z3.And(z3.Implies(selected, z3.fpGEQ(l, val(1.0))), z3.Implies(z3.Not(selected), _is(l, 0.0)))
 
 
 def _pre_empty(ma, la, aa, mb, lb, ab, acc):
@@ -474,7 +192,7 @@ def _body_empty(impl_final, ma, la, aa, mb, lb, ab, acc):
 
 
 def _val_f32(v: float) -> F32:
-    return F32(_val(v))
+    return F32(val(v))
 
 
 def _post_empty(ma, la, aa, mb, lb, ab, acc, out):
@@ -664,13 +382,10 @@ def check(
     example = ""
     pre = claim.pre(*variables)
     while True:
-        run = _Run(prefix, pre)
-        _RUN.append(run)
-        try:
+        run = Run(prefix, pre)
+        with executing(run):
             out = claim.body(impl, *variables)
             post = claim.post(*variables, out)
-        finally:
-            _RUN.pop()
         paths += 1
         exps = list(run.exps.values())
         parts = post if isinstance(post, list) else [post]
@@ -727,13 +442,10 @@ def replay(body: Callable[..., Any], impl: Callable[..., Any], values: list[floa
             raise ValueError(f"not a constant: {v}")
         return np.array(b.as_long(), dtype=np.uint32).view(np.float32)[()]
 
-    run = _Run([], z3.BoolVal(True))
-    _RUN.append(run)
-    try:
-        out = body(impl, *[F32(_val(v)) for v in values])
-    finally:
-        _RUN.pop()
-    subs = [(e, _val(float(np.exp(bits_of(x))))) for x, e in run.exps.values()]
+    run = Run([], z3.BoolVal(True))
+    with executing(run):
+        out = body(impl, *[F32(val(v)) for v in values])
+    subs = [(e, val(float(np.exp(bits_of(x))))) for x, e in run.exps.values()]
     outs = out if isinstance(out, tuple) else (out,)
     return [bits_of(z3.substitute(_t(o), *subs) if subs else _t(o)) for o in outs]
 
@@ -807,94 +519,3 @@ def report_text(data: dict[str, Any]) -> str:
         f"{data['wall_s']:.1f} s wall"
     )
     return "\n".join(lines)
-
-
-# --- the float-drift twin of deadline.release_time, refuted on binary64 --------------------------
-
-DRIFT_PRE = {
-    # a CLOCK_MONOTONIC reading up to 2^52 ns (~52 days of uptime): exact in binary64, and at
-    # least half of a release past 2^53 is then the loop's own accumulated tick * period -- the
-    # witness shows accumulation, not the rounding of a start near 2^53
-    "start_ns": (0, 2**52),
-    "period_ns": (1_000, 10**10),  # 1 us .. 10 s
-    "tick": (1, 2**40),  # at least one period accumulated
-}
-DRIFT_MAX_ELAPSED_NS = 2**54  # tick * period: the loop has run at most ~208 days
-DRIFT_TRY_MS = 10_000  # one z3 try (a fresh random seed per try)
-
-
-def drift_preconditions() -> str:
-    """DRIFT_PRE and the elapsed-time bound in words (the report's condition text)."""
-    ranges = ", ".join(f"{lo} <= {name} <= {hi}" for name, (lo, hi) in DRIFT_PRE.items())
-    return f"{ranges}, tick * period_ns <= 2^54"
-
-
-def release_drift(*, timeout_ms: int = 60_000) -> Verdict:
-    """wrong_twins.release_time_float computes int(float(start) + float(tick) * float(period)) in
-    binary64 (RNE; int() truncates). Ask z3 for realistic inputs (DRIFT_PRE, nothing near
-    overflow, the start exact in binary64, at least one tick) where it differs from
-    contracts.deadline.release_time's exact start + tick * period: the drift the twin exists for
-    (a counterexample here refutes it for that reason, unlike CrossHair's, which only reaches an
-    OverflowError at periods near 1.8e308). Run by `tickformer prove` for the twin of
-    release_time (crosshair.refute_by_drift)."""
-    from tickformer.contracts import deadline
-
-    start = time.monotonic()
-    sort = z3.Float64()
-    names = ("start_ns", "period_ns", "tick")
-    # 64-bit signed vectors: start <= 2^53 and tick * period <= 2^54 (the product's overflow
-    # excluded explicitly) keep the exact sum below 2^55. 128 bits said the same and bit-blasted a
-    # 4x larger multiplier: it timed out at 60 s on the loaded 2-core CI machine.
-    bits = 64
-    ints = {n: z3.BitVec(n, bits) for n in names}
-    facts = []
-    for n, (lo, hi) in DRIFT_PRE.items():
-        facts += [z3.BitVecVal(lo, bits) <= ints[n], ints[n] <= z3.BitVecVal(hi, bits)]  # signed
-    facts.append(z3.BVMulNoOverflow(ints["tick"], ints["period_ns"], True))
-    fp = {n: z3.fpSignedToFP(RNE, ints[n], sort) for n in names}  # float(int): rounds to nearest
-    got_fp = z3.fpAdd(RNE, fp["start_ns"], z3.fpMul(RNE, fp["tick"], fp["period_ns"]))
-    got = z3.fpToSBV(z3.RTZ(), got_fp, z3.BitVecSort(bits))  # int(): truncation
-    exact = ints["start_ns"] + ints["tick"] * ints["period_ns"]  # < 2^55: no overflow in 64 bits
-    facts.append(ints["tick"] * ints["period_ns"] <= z3.BitVecVal(DRIFT_MAX_ELAPSED_NS, bits))
-    # Where to look: below 2^53 every operand, product and sum is an exactly representable integer,
-    # so no drift exists there; narrowing the search to releases >= 2^53 loses no witness.
-    facts.append(exact >= z3.BitVecVal(2**53, bits))
-    facts.append(got != exact)
-    # z3's time on this query depends on its random seed (1.4-7 s for most, 46 s seen for one on
-    # the loaded 2-core machine): restarts with fresh seeds and a short budget each, within
-    # timeout_ms in all.
-    res, solver, tries = z3.unknown, z3.Solver(), 0
-    while res == z3.unknown:
-        left = timeout_ms - int((time.monotonic() - start) * 1000)
-        if left <= 0:
-            break
-        solver = z3.Solver()
-        solver.set("timeout", min(left, DRIFT_TRY_MS))
-        solver.set("random_seed", tries)
-        solver.add(*facts)
-        res = solver.check()
-        tries += 1
-    seconds = round(time.monotonic() - start, 3)
-    if res != z3.sat:
-        return Verdict(
-            "unknown" if res != z3.unsat else "proven",
-            tries,
-            seconds,
-            f"{solver.reason_unknown()} after {tries} tries",
-        )
-    model = solver.model()
-    vals = {n: model.eval(ints[n]).as_signed_long() for n in names}
-    args = (vals["start_ns"], vals["period_ns"], vals["tick"])
-    # The verdict is about the functions themselves, not the encoding: replay the witness through
-    # the twin as Python runs it and through the proven function.
-    twin_value = twins.release_time_float(*args)
-    exact_value = deadline.release_time(*args)
-    if twin_value == exact_value:
-        return Verdict(
-            "unknown", 1, seconds, f"the solver's witness {args} does not drift when run: encoding wrong"
-        )
-    text = (
-        f"start_ns={vals['start_ns']}, period_ns={vals['period_ns']}, tick={vals['tick']} -> twin "
-        f"{twin_value}, release_time {exact_value} (drift {twin_value - exact_value} ns)"
-    )
-    return Verdict("counterexample", tries, seconds, text)

@@ -15,6 +15,15 @@ from typing import Any
 
 import numpy as np
 
+from tickformer.contracts.ring_buffer import (
+    absolute_position,
+    block_counter,
+    next_ring_position,
+    slot_read,
+    window_distance,
+)
+from tickformer.model.attention import SoftmaxState, _safe_max
+
 # -- softmax stability --------------------------------------------------------------------
 
 
@@ -75,8 +84,6 @@ def merge_arith_max(a: Any, b: Any) -> Any:
     rounds (maxima of opposite sign near zero: one ulp off, neither input), overflows to inf for
     two large finite maxima, and gives NaN for two empty states (-inf + -inf + |NaN|). The solver
     returns whichever it finds first; tests/verify/test_ieee754.py shows rounding alone refutes it."""
-    from tickformer.model.attention import SoftmaxState, _safe_max
-
     m = (a.m + b.m + abs(a.m - b.m)) / 2.0
     m_safe = _safe_max(m)
     alpha, beta = np.exp(a.m - m_safe), np.exp(b.m - m_safe)
@@ -85,8 +92,6 @@ def merge_arith_max(a: Any, b: Any) -> Any:
 
 def merge_unguarded(a: Any, b: Any) -> Any:
     """No safe max: two empty states give exp(-inf - (-inf)) = exp(NaN) = NaN."""
-    from tickformer.model.attention import SoftmaxState
-
     m = np.maximum(a.m, b.m)
     alpha, beta = np.exp(a.m - m), np.exp(b.m - m)
     return SoftmaxState(m, alpha * a.l + beta * b.l, alpha[..., None] * a.acc + beta[..., None] * b.acc)
@@ -95,8 +100,6 @@ def merge_unguarded(a: Any, b: Any) -> Any:
 def merge_margin(a: Any, b: Any) -> Any:
     """A 'safety margin' on the exponent (m + 2^-20 instead of m): the max side's factor is no
     longer exactly exp(0) = 1, so the normalizer of a selected key can drop below 1."""
-    from tickformer.model.attention import SoftmaxState, _safe_max
-
     m = np.maximum(a.m, b.m)
     ref = _safe_max(m) + 2.0**-20
     alpha, beta = np.exp(a.m - ref), np.exp(b.m - ref)
@@ -106,8 +109,6 @@ def merge_margin(a: Any, b: Any) -> Any:
 def merge_rescale_b_only(a: Any, b: Any) -> Any:
     """Rescales only the incoming state (assumes the running state a holds the max, alpha = 1):
     right when it does, wrong -- and order-dependent -- when b's max is larger."""
-    from tickformer.model.attention import SoftmaxState, _safe_max
-
     m = np.maximum(a.m, b.m)
     beta = np.exp(b.m - _safe_max(m))
     return SoftmaxState(m, a.l + beta * b.l, a.acc + beta[..., None] * b.acc)
@@ -229,8 +230,6 @@ def ring_step_wraps_to_zero(position: int, ring: int, window: int) -> bool:
 def ring_reads_alike_mod_w(position: int, slot: int, window: int) -> bool:
     """Claims the step could be fed p mod W (dropping the 'past the first window' half of the ring
     position): once p >= W, the slots farther back than p mod W would no longer be read."""
-    from tickformer.contracts.ring_buffer import slot_read, window_distance
-
     r = position % window
     return (slot_read(r, slot, window) == slot_read(position, slot, window)) and (
         window_distance(r, slot, window) == window_distance(position, slot, window)
@@ -252,8 +251,6 @@ def block_write_in_place(ring: int, window: int) -> tuple[int, int]:
 
 def blocks_tracked_in_place(position: int, ring: int, c0: int, c1: int, window: int) -> bool:
     """contracts.ring_buffer.blocks_tracked with block_write_in_place as the session's write."""
-    from tickformer.contracts.ring_buffer import absolute_position, block_counter, next_ring_position
-
     cells = [c0, c1, -1]
     target, source = block_write_in_place(ring, window)
     if target >= 0:
@@ -286,7 +283,7 @@ def step_position_advance_on_failure(position: int, n_tokens: int, max_len: int,
 def release_time_float(start_ns: int, period_ns: int, tick: int) -> int:
     """Accumulates in floating point: drifts once start + tick * period passes 2**53 ns (~104 days
     of uptime). `tickformer prove` refutes it for that reason, by z3 on binary64 under realistic
-    preconditions (verify/proofs/ieee754.release_drift: an exact start, at least one tick, a
+    preconditions (verify/proofs/drift.release_drift: an exact start, at least one tick, a
     period of 1 us to 10 s; the witness is in claims/results/prove.json); CrossHair alone only
     reaches an OverflowError at periods near 1.8e308, which is not credited."""
     return int(float(start_ns) + float(tick) * float(period_ns))
