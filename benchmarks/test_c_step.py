@@ -39,6 +39,8 @@ import numpy as np
 import pytest
 import subjects
 
+import tickformer.codegen  # noqa: F401  (registers backend "c"'s library builder: runtime/backends/c.py)
+
 ROUNDS = 150
 WINDOW = 4
 C_REPS = 400

@@ -15,7 +15,8 @@ Supported: decoder-only attention artifacts, full (static cache) or windowed (ri
 continuous or token inputs, any batch. Refused with an ArtifactError naming the reason:
 encoder-decoder artifacts (later), unknown config fields or manifest keys (codegen/plan.py).
 Generation is a pure function of the artifact and the generator's own source: the same artifact
-always gives byte-identical files.
+always gives byte-identical files. Importing this package registers `toolchain.build_for` as
+backend "c"'s library builder (the runtime imports nothing of codegen).
 
 Not real-time code.
 """
@@ -30,9 +31,13 @@ from pathlib import Path
 from tickformer.artifact import Artifact, open_artifact
 from tickformer.durable import replace_dir
 from tickformer.errors import ArtifactError
+from tickformer.runtime.backends.c import register_library_builder
 
-from . import evatarget, golden, source, ssm_kernels, testprog
+from . import evatarget, golden, source, ssm_kernels, testprog, toolchain
 from .plan import Plan, plan_for
+
+# The runtime's `c` backend reaches the generator only through this builder (runtime/backends/c.py).
+register_library_builder(toolchain.build_for)
 
 __all__ = ["FILES", "Plan", "generate", "generator_id", "plan_for", "write"]
 

@@ -28,6 +28,7 @@ import numpy as np
 from tickformer.contracts import ring_buffer
 from tickformer.errors import ArtifactError
 from tickformer.model import names
+from tickformer.runtime.backends.c import LAYOUTS
 
 from . import c_text, kernels, ssm_kernels
 from .c_text import f32
@@ -94,15 +95,7 @@ class StaticCache:
         """C condition on `pos` under which tf_stage refuses it (TF_E_POSITION)."""
         return "pos < 0 || pos >= TF_POSITIONS"
 
-    layout = (
-        "size",
-        "k",
-        "v",
-        "k_new",
-        "v_new",
-        "pos",
-        "pending",
-    )  # tf_layout(i): 0 sizeof, then byte offsets
+    layout = LAYOUTS["attention"]  # tf_layout(i): 0 sizeof, then byte offsets (the runtime reads them)
 
     def commit_c(self, plan: Plan) -> str:
         return f"""\
@@ -462,7 +455,7 @@ class StateCache(StaticCache):
     size, L B D N floats) and sets pos to 0."""
 
     name = "state"
-    layout = ("size", "state", "pos", "pending")
+    layout = LAYOUTS["ssm"]
 
     def rows(self, plan: Plan) -> int:
         return 0

@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if getattr(args, "backend", None) == "c":  # its library builder is tickformer.codegen's (registered)
+        import tickformer.codegen  # noqa: F401
     try:
         return int(args.func(args) or 0)
     except TickformerError as exc:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from tickformer.export.ort_session import make_session
+from tickformer.runtime.ort_session import make_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # harness.py
 import harness  # noqa: E402

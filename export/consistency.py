@@ -32,7 +32,14 @@ The wiring itself (which node reads what) is not compared: operators are checked
 artifact/graph_rules.py, inputs and outputs by artifact/format.py, and the graph as a whole only
 by a signature (SECURITY.md, "Hashing and signing").
 
-Not real-time code (runs once, at load, for the backends that run graphs).
+When it runs: when the artifact is written -- the writer (export/writer.py) checks the graphs it
+is about to write against the ones rebuilt from the weights.npz bytes it is about to write, before
+it seals the manifest, and a TensorRT build (export/engines.py) before it re-seals it -- and on
+demand (`check_graph_weights`: `tickformer inspect ART --graphs`). Loading is reading: the runtime
+verifies hashes, the signature and the format's rules and never rebuilds a graph, so a graph
+changed and re-sealed after export is caught by a signature (with a trust key), not at load.
+
+Not real-time code (rebuilds every graph: about as long as the export's graph building).
 """
 
 from __future__ import annotations
@@ -95,24 +102,26 @@ def numbered_constants(model: Any) -> Counter[bytes]:
     return Counter(_value(t) for _, name, t in _tensors(model.graph) if is_numbered(name))
 
 
-def rebuilt_graphs(artifact: Artifact) -> dict[str, Any]:
-    """The graphs export builds from this artifact's weights.npz and manifest settings."""
+def rebuild(
+    params: dict[str, Any], config: Any, batch: int, opset: Any, precision: Any, where: str
+) -> dict[str, Any]:
+    """The graphs export builds from `params` with these manifest settings (export/graphs.py,
+    export/fp16.py: deterministic). ArtifactError naming `where` for an opset or precision this
+    tickformer does not export."""
     from .builder import check_opset
     from .graphs import build_graphs
 
-    manifest = artifact.manifest
-    opset, precision = manifest.get("opset"), manifest.get("precision", "fp32")
     try:
         check_opset(opset)
     except TickformerError:
         raise ArtifactError(
-            f"{artifact.root}: manifest.json opset {opset!r} is not one this tickformer exports; re-export it"
+            f"{where}: manifest.json opset {opset!r} is not one this tickformer exports; re-export it"
         ) from None
     if precision not in ("fp32", "fp16"):
         raise ArtifactError(
-            f"{artifact.root}: manifest.json precision {str(precision)[:20]!r} is not fp32 or fp16; re-export it"
+            f"{where}: manifest.json precision {str(precision)[:20]!r} is not fp32 or fp16; re-export it"
         )
-    graphs = build_graphs(artifact.params(), artifact.config, artifact.batch, opset)
+    graphs = build_graphs(params, config, batch, opset)
     if precision == "fp16":
         from .fp16 import to_fp16
 
@@ -120,27 +129,36 @@ def rebuilt_graphs(artifact: Artifact) -> dict[str, Any]:
     return graphs
 
 
-def check_graph_weights(artifact: Artifact) -> None:
-    """Raise ArtifactError unless every named tensor of every graph equals the one export builds
-    from weights.npz and every numbered constant is one the builder writes (module docstring).
-    Parses the verified bytes (`verified_graph_bytes`)."""
+def rebuilt_graphs(artifact: Artifact) -> dict[str, Any]:
+    """The graphs export builds from this artifact's weights.npz and manifest settings."""
+    manifest = artifact.manifest
+    return rebuild(
+        artifact.params(),
+        artifact.config,
+        artifact.batch,
+        manifest.get("opset"),
+        manifest.get("precision", "fp32"),
+        str(artifact.root),
+    )
+
+
+def check_graphs(stored: dict[str, bytes], rebuilt: dict[str, Any], arch: str, where: dict[str, str]) -> None:
+    """Raise ArtifactError unless every named tensor of every stored graph (name -> serialized
+    bytes) equals the one in the rebuilt graph of that name and every numbered constant is one
+    the builder writes (module docstring). where: graph name -> its path, for messages."""
     import onnx
 
-    from tickformer.artifact.reader import verified_graph_bytes
-
-    rebuilt = rebuilt_graphs(artifact)
-    for name in sorted(artifact.manifest["graphs"]):
+    for name in sorted(stored):
         if name not in rebuilt:
             raise ArtifactError(
-                f"{artifact.root}: graph {name!r} is not one export builds for a {artifact.config.arch} "
-                "artifact; re-export it"
+                f"{where[name]}: graph {name!r} is not one export builds for a {arch} artifact; re-export it"
             )
-        model = onnx.load_model_from_string(verified_graph_bytes(artifact, name))
-        stored, expected = graph_tensors(model), graph_tensors(rebuilt[name])
-        if stored != expected:
-            differ = sorted(n for n in set(stored) | set(expected) if stored.get(n) != expected.get(n))
+        model = onnx.load_model_from_string(stored[name])
+        have, expected = graph_tensors(model), graph_tensors(rebuilt[name])
+        if have != expected:
+            differ = sorted(n for n in set(have) | set(expected) if have.get(n) != expected.get(n))
             raise ArtifactError(
-                f"{artifact.graph_path(name)}: tensors {differ[:3]} differ from the graph export builds from "
+                f"{where[name]}: tensors {differ[:3]} differ from the graph export builds from "
                 f"weights.npz ({len(differ)} of {len(expected)}): the graph does not run this artifact's weights; "
                 "re-export the artifact"
             )
@@ -148,8 +166,23 @@ def check_graph_weights(artifact: Artifact) -> None:
         foreign = [v for v in numbered_constants(model) if v not in known]
         if foreign:
             raise ArtifactError(
-                f"{artifact.graph_path(name)}: its weights equal those export builds from weights.npz, but "
+                f"{where[name]}: its weights equal those export builds from weights.npz, but "
                 f"{len(foreign)} structural constant(s) (shapes, axes, scalars) are none this tickformer's graph "
                 "builder writes: the graph was built by another tickformer version, or altered; re-export the "
                 "artifact with this tickformer"
             )
+
+
+def check_graph_weights(artifact: Artifact) -> None:
+    """Raise ArtifactError unless the graphs of an opened artifact carry its weights.npz (module
+    docstring): on demand (`tickformer inspect ART --graphs`) and before a TensorRT build re-seals
+    the manifest. Parses the verified bytes (`verified_graph_bytes`)."""
+    from tickformer.artifact.reader import verified_graph_bytes
+
+    names = sorted(artifact.manifest["graphs"])
+    check_graphs(
+        {name: verified_graph_bytes(artifact, name) for name in names},
+        rebuilt_graphs(artifact),
+        artifact.config.arch,
+        {name: str(artifact.graph_path(name)) for name in names},
+    )

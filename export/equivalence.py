@@ -30,8 +30,7 @@ from tickformer.model import names
 from tickformer.model.config import Config
 from tickformer.model.layers import linear, split_heads
 from tickformer.model.transformer import encode, forward
-
-from .ort_session import make_session
+from tickformer.runtime.ort_session import make_session
 
 Runner = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
 STALE = 1e30  # planted in the initial cache: finite, huge

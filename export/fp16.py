@@ -353,8 +353,7 @@ def measure_error(
     Normwise: max|a - b| / max|b|.
     """
     from tickformer.model.transformer import forward
-
-    from .ort_session import make_session
+    from tickformer.runtime.ort_session import make_session
 
     def run(model, feeds):
         return make_session(model).run(None, feeds)
@@ -418,8 +417,9 @@ def measure_error(
 
 def _step_through(step_model, seq: np.ndarray, cross: tuple | None, config) -> np.ndarray:
     """The fp16 step graph over every position of seq (equivalence.step_through, zero caches)."""
+    from tickformer.runtime.ort_session import make_session
+
     from .equivalence import step_through
-    from .ort_session import make_session
 
     sess = make_session(step_model)
     return step_through(lambda feeds: sess.run(None, dict(feeds)), config, seq, cross)

@@ -2,9 +2,11 @@
 
 export_artifact(config, params, out): build the graphs (export/graphs.py), check each with
 onnx.checker (full_check) and strict shape inference, run the three-way equivalence
-(export/equivalence.py), then write weights.npz, the .onnx files and manifest.json (sealed,
-last) with `tickformer.durable.replace_dir`: a hidden temporary sibling directory, fsync,
-os.replace onto `out`. Any failure (or an interruption) before the rename leaves `out`
+(export/equivalence.py), check that the graphs carry the weights.npz written beside them
+(`check_consistent`, export/consistency.py: what a loader then need not rebuild), then write
+weights.npz, the .onnx files and manifest.json (sealed, last) with
+`tickformer.durable.replace_dir`: a hidden temporary sibling directory, fsync, os.replace onto
+`out`. Any failure (or an interruption) before the rename leaves `out`
 untouched and at most a hidden temp directory without a manifest, which
 `tickformer.artifact.open_artifact` refuses.
 
@@ -32,7 +34,7 @@ from tickformer.artifact.format import FORMAT, GRAPH_FILES, MANIFEST, SIGNATURE,
 from tickformer.contracts.input_domain import check_domain
 from tickformer.durable import replace_dir
 from tickformer.durable import write_synced as _write  # a module name: tests inject faults here
-from tickformer.errors import ExportError
+from tickformer.errors import ArtifactError, CheckpointError, ExportError
 from tickformer.model.config import Config
 from tickformer.model.transformer import parameter_shapes
 
@@ -123,6 +125,34 @@ def write_artifact(
 
         all_files[SIGNATURE] = signing.signature_document(sealed.canonical(sealed_manifest), sign)
     return replace_dir(out, all_files, last=MANIFEST, writer=lambda path, data: _write(path, data))
+
+
+def check_consistent(
+    files: Mapping[str, bytes],
+    graphs: list[str],
+    cfg: Config,
+    batch: int,
+    opset: int,
+    precision: str,
+    out: Path,
+) -> None:
+    """The graphs about to be written carry the weights.npz about to be written: rebuilt from those
+    bytes and compared tensor by tensor (export/consistency.py) before the manifest seals them,
+    so a loader need only verify hashes and the signature. ExportError (one line) otherwise."""
+    from tickformer.model.checkpoint import parse_weights
+
+    from . import consistency
+
+    try:
+        weights = parse_weights(files[WEIGHTS], cfg, where=str(out / WEIGHTS))
+        rebuilt = consistency.rebuild(weights, cfg, batch, opset, precision, str(out))
+        stored = {name: files[GRAPH_FILES[name]] for name in graphs}
+        consistency.check_graphs(stored, rebuilt, cfg.arch, {n: str(out / GRAPH_FILES[n]) for n in graphs})
+    except (ArtifactError, CheckpointError) as exc:
+        raise ExportError(
+            f"export did not seal {out}: {exc} (the graphs were built from other values than the weights.npz "
+            "written beside them: export float32 parameters, or report this)"
+        ) from None
 
 
 def _score_bounds(
@@ -227,6 +257,7 @@ def export_params(
     files: dict[str, bytes] = {WEIGHTS: _weights_bytes(params, cfg)}
     for name, graph in graphs.items():
         files[GRAPH_FILES[name]] = graph.SerializeToString()
+    check_consistent(files, list(graphs), cfg, batch, opset, precision, Path(out))
     manifest = {
         "format": FORMAT,
         "version": artifact_version(config),

@@ -34,12 +34,15 @@ def load(
     on_full: str | None = None,
     **options: Any,
 ) -> Session:
-    """Verify the artifact (manifest, signature with `trust`, every SHA-256; every file read once,
-    without following links: tickformer.artifact.reader) before loading anything, then open it
-    on `backend` (options go to the backend, e.g. ort: threads=1, binding="run"|"iobinding").
-    trust: a public key file (NAME.pub of `tickformer keygen`); the artifact must then be signed
-    by it (UntrustedArtifact otherwise). For backends that run the ONNX graphs, the graphs'
-    tensors must equal those export builds from weights.npz (tickformer.export.consistency).
+    """Verify the artifact (manifest, signature with `trust`, every SHA-256, the format's rules:
+    every file read once, without following links: tickformer.artifact.reader) before loading
+    anything, then open it on `backend` (options go to the backend, e.g. ort: threads=1,
+    binding="run"|"iobinding"; c: library=, builder=). Loading is reading: nothing is rebuilt or
+    re-derived here -- that the graphs carry weights.npz's weights was checked when the artifact
+    was written (export/consistency.py), and the hashes and the signature say it is what was
+    written. trust: a public key file (NAME.pub of `tickformer keygen`); the artifact must then
+    be signed by it (UntrustedArtifact otherwise).
+    Both block kinds (attention, ssm) get a `Session` with the same methods (runtime/session.py).
     contracts: "off" | "check" (raise ContractViolation) | "monitor" (count); budget_ns: latency
     budget per step for the monitor. on_full: past max_len, "raise" ContextFull (static-cache
     artifacts: the only policy) or "slide" the window (windowed artifacts: the default; Session).
@@ -47,15 +50,7 @@ def load(
     if contracts not in CONTRACT_MODES:
         raise ConfigError(f"contracts={contracts!r} is not one of {CONTRACT_MODES}")
     artifact = open_artifact(path, trust=trust)
-    cls = backend_class(backend)  # BackendUnavailable with the extra to install
-    if artifact.config.block == "ssm":  # the fixed-state kind: its own session and backends
-        from .ssm_session import load_ssm
-
-        return load_ssm(artifact, backend, contracts, budget_ns, options)
-    if cls.runs_graphs:
-        from tickformer.export.consistency import check_graph_weights
-
-        check_graph_weights(artifact)
+    cls = backend_class(backend, artifact.config.block)  # BackendUnavailable: what to install, or why not
     return Session(
         artifact, cls(artifact, **options), contracts=contracts, budget_ns=budget_ns, on_full=on_full
     )

@@ -101,7 +101,7 @@ class Graph:
         threads: int = 1,
     ) -> None:
         from tickformer.errors import ArtifactError
-        from tickformer.export.ort_session import make_session
+        from tickformer.runtime.ort_session import make_session
 
         self.name, self.optimization = name, optimization
         try:

@@ -1,22 +1,35 @@
-"""A runtime session: one sequence at a time, one position per `step`, over a static KV cache.
+"""A runtime session: one stream at a time, one position per `step`, for both block kinds.
 
-State (llama2.c style, allocated once at load): the backend's buffers (KV cache, staged rows,
-output buffer), this session's token-check buffers and position ints, and the position. The step
-protocol:
+The kind is a parameter of the one mechanism, as in codegen/blocks.py: what a step reads and
+how the stream ends differ by the artifact's cache kind (format.cache_kind; the ssm block's
+"state"), the protocol does not --
+
+    static  a KV cache of max_len rows: position p's rows go to row p; past max_len the stream is
+            full (`on_full="raise"`, the only policy: ContextFull, call reset()).
+    ring    a windowed artifact's ring cache of W rows: `on_full="slide"` (its default) keeps going
+            without end (below, "Sliding sessions"); "raise" stops at max_len like a static one.
+    state   the ssm block's fixed-size state [B, L, D, N], double-buffered by the backend (the
+            step at position p reads buffer p & 1 and writes the other): never full, no
+            position input; `position` counts the steps since reset(), and `state()` reads the
+            committed state. reset() zeroes it (constant time: its size, not the stream's).
+
+State (llama2.c style, allocated once at load): the backend's buffers (KV cache or state, staged
+rows, output buffer), this session's token-check buffers and position ints, and the position.
+The step protocol:
 
     1. validate x (closed? context full? type, dtype, shape, finite, in the declared domain; a
        backend that checks its input itself, `Backend.checks_input` -- the generated C step --
        gets the values checked there, and the session names a refused value with its own check)
-    2. y = backend.step(x, pos)            -- may fail; never touches the cache
-    3. contract monitor on y and latency  -- `check` mode may raise
+    2. y = backend.step(x, pos)            -- may fail; never touches the committed state
+    3. contract monitor on y and latency (state: and on the state the step wrote) -- `check`
+       mode may raise
     4. backend.commit(pos); position += 1  -- only now does state change
 
-so any exception leaves `position` and the cache exactly as they were. `reset()` sets the
-position to 0 and nothing else (constant time): stale cache rows are selected out by position
-in every step (Where(j < pos, s, -inf)), never cleared. Past max_len the policy is `on_full`:
-"raise" (static-cache artifacts; the only choice for them) raises `ContextFull` (call reset(),
-or re-export with a larger --max-len); "slide" (windowed artifacts, their default) keeps going
-without end: the ring cache of W rows holds the last W positions, the step reads exactly those
+so any exception leaves `position` and the committed state exactly as they were. `reset()` sets
+the position to 0 (and has the backend zero a fixed-size state): constant time; stale cache rows
+are selected out by position in every step (Where(j < pos, s, -inf)), never cleared. Past max_len
+a static cache raises `ContextFull` (call reset(), or re-export with a larger --max-len); a
+ring cache slides: the W rows hold the last W positions, the step reads exactly those
 (contracts.ring_buffer.slot_read) and writes row ring_slot(p, W).
 
 Sliding sessions (docs/streaming.md). The absolute position p is unbounded; the step graph
@@ -29,11 +42,20 @@ commit is the counter write (which never touches the counter the current state r
 the backend's row store, then one attribute store of r -- the commit point.
 Every table is built at load by calling the proven contract functions, not re-implemented.
 
-State and signals. The state a step reads is `position` and the cache rows 0..position-1; rows
-at position and above are scratch (masked out by every step, and overwritten by the step at
-that position before any step reads them). So the commit is two stores in this order: the
-backend writes the new rows into row `pos` (scratch until the next store), then one attribute
-store advances `position` -- the commit point. A Python signal handler runs between bytecodes
+Counting a state's steps without allocation: the low part of the position walks a list of
+WRAP = 2^16 ints made at load by the proven contracts.position.step_position (ints above 256 are
+objects; `pos + 1` would allocate); every 2^16 steps it wraps to 0 and a Python int counts the
+wraps (32 B, once per 65,536 steps). The buffer parity is that of the low part (2^16 is even).
+The wrap is two stores (wraps, then low); an exception landing between them (a signal handler's)
+reports position + 2^16 for the step that did not commit: the one case where `position` does not
+tell retry from committed.
+
+State and signals. The state a step reads is `position` and the cache rows 0..position-1 (a
+state kind: the buffer of the position's parity); rows at position and above (the other buffer)
+are scratch (masked out by every step, and overwritten by the step at that position before any
+step reads them). So the commit is two stores in this order: the backend writes the new rows into
+row `pos` (scratch until the next store; a state kind writes nothing), then one attribute store
+advances `position` -- the commit point. A Python signal handler runs between bytecodes
 and may raise anywhere (KeyboardInterrupt from SIGINT, an exception from a SIGALRM handler):
 before the commit point the state is unchanged (at most scratch row `pos` was written); after
 it the step has committed and its output is in `output`. The caller tells which from
@@ -57,9 +79,9 @@ call, overwritten by the next step -- copy it if you keep it.
 Candidates over one history (`peek` / `commit`, docs/control.md). An artifact exported with
 batch K holds K candidate rows of ONE stream: `peek(xs)` runs the same staged part of a step
 (`_stage`: checks, backend step, monitor) on K candidate inputs and commits nothing;
-`commit(i)` then runs the same commit (`_advance`) with candidate i's rows written into every
-batch row. Any `step`, `reset`, source change or backend run of a later peek drops a pending
-peek, so `commit` can only commit rows staged at the current position.
+`commit(i)` then runs the same commit (`_advance`) with candidate i's rows (a state kind: its
+staged state) written into every batch row. Any `step`, `reset`, source change or backend run of
+a later peek drops a pending peek, so `commit` can only commit rows staged at the current position.
 
 Allocation (tracemalloc, tests/runtime/test_allocation.py): with contracts off, `step` itself
 allocates 0 bytes in steady state -- the input check loops over values (contracts.input_domain)
@@ -101,6 +123,7 @@ from .backends.base import Backend
 
 CONTRACT_MODES = ("off", "check", "monitor")
 ON_FULL = ("raise", "slide")  # past max_len: ContextFull, or slide the window (windowed artifacts)
+WRAP = 1 << 16  # a state kind's low part of the position: a list of this many ints, made once
 
 
 def _describe(x: object) -> str:
@@ -145,15 +168,21 @@ class Session:
             raise ConfigError(f"contracts={contracts!r} is not one of {CONTRACT_MODES}")
         cfg = artifact.config
         self.window: int | None = cfg.window
+        # The state kind (module docstring): a fixed-size state never fills, so on_full does not apply.
+        self.recurrent = cfg.block == "ssm"
         self.on_full = validation.one_of(
-            ("raise" if cfg.window is None else "slide") if on_full is None else on_full, "on_full", ON_FULL
+            ("raise" if cfg.window is None and not self.recurrent else "slide")
+            if on_full is None
+            else on_full,
+            "on_full",
+            ON_FULL,
         )
-        if self.on_full == "slide" and cfg.window is None:
+        if self.on_full == "slide" and cfg.window is None and not self.recurrent:
             raise ConfigError(
                 f"on_full='slide' needs a windowed artifact (a ring KV cache); this one has a static cache of "
                 f"max_len {cfg.max_len} positions: use on_full='raise', or train with --window W and re-export"
             )
-        self.sliding = self.on_full == "slide"
+        self.sliding = self.on_full == "slide" and cfg.window is not None  # a ring cache that slides
         self.artifact = artifact
         self.config = cfg
         self.backend = backend
@@ -175,11 +204,15 @@ class Session:
         self._position = reset_position()
         self._peeked = -1  # the position (sliding: ring position) of a pending peek, else -1
         # Every position as a Python int made once: `pos + 1` would allocate an int above 256.
+        # A state kind counts WRAP positions and then wraps (module docstring); a cache, max_len.
+        limit = WRAP if self.recurrent else self.max_len
+        self._wrap = WRAP if self.recurrent else -1  # the low part's successor that wraps (never: -1)
+        self._wraps = 0
         # [N]: the position after a successful one-token step at p (contracts.position P1-P3, called)
-        self._next_position = [step_position(p, 1, self.max_len, True) for p in range(self.max_len)]
+        self._next_position = [step_position(p, 1, limit, True) for p in range(limit)]
         # [N + 1]: whether one more token fits at p (P1), the proven predicate called once per p at load:
-        # a call per step would compute max_len - p, an int allocation above 256
-        self._fits = [can_step(p, 1, self.max_len) for p in range(self.max_len + 1)]
+        # a call per step would compute max_len - p, an int allocation above 256; a state always fits
+        self._fits = [True] * limit if self.recurrent else [can_step(p, 1, limit) for p in range(limit + 1)]
         if cfg.window is not None:
             w = cfg.window
             # Ring positions and their tables, made once by the proven functions (module docstring).
@@ -213,20 +246,33 @@ class Session:
         if contracts != "off":
             from .monitor import ContractMonitor
 
+            state_bound = artifact.manifest.get("state_bound", {}).get("layers") if self.recurrent else None
             self.monitor = ContractMonitor(
-                contracts, input_domain=self.domain, output_bound=artifact.output_bound, budget_ns=budget_ns
+                contracts,
+                input_domain=self.domain,
+                output_bound=artifact.output_bound,
+                budget_ns=budget_ns,
+                state_bound=state_bound,
             )
+        backend.reset()  # a fixed-size state starts at zero; a KV cache needs nothing
 
     # --- state -------------------------------------------------------------------------------
     @property
     def position(self) -> int:
         """Number of positions committed in the current sequence (the next step's position);
         unbounded for sliding sessions (computed from the ring position and a block counter:
-        contracts.ring_buffer.absolute_position; not on the hot path)."""
+        contracts.ring_buffer.absolute_position; not on the hot path) and for a state kind (the
+        wraps and the low part: module docstring)."""
         if self.sliding and self.window is not None:
             ring, w = self._ring, self.window
             return absolute_position(ring, int(self._blocks[self._counter_of[ring]]), w)
-        return self._position
+        return self._wraps * self._wrap + self._position if self.recurrent else self._position
+
+    def state(self) -> np.ndarray:
+        """ssm artifacts: the committed state [B, L, D, N] -- a view into the backend (host
+        backends) or a host buffer the GPU backends copy the device state into on this call,
+        overwritten by the next read. Copy it to keep it. BackendError for a KV cache."""
+        return self.backend.state(self._position)
 
     @property
     def peek_pending(self) -> bool:
@@ -258,12 +304,16 @@ class Session:
         return self.backend.name
 
     def reset(self) -> None:
-        """Start a new sequence: position = 0. Constant time, real-time safe; the cache is not
-        cleared (stale rows are masked by position in every step). SessionBusy during a step."""
+        """Start a new sequence: position = 0 and, for a state kind, the state zeroed in place by
+        the backend (its size, 0 bytes on the host backends; an interrupted reset is completed
+        by calling it again). Constant time, real-time safe; a cache is not cleared (stale rows
+        are masked by position in every step). Drops a pending peek. SessionBusy during a step."""
         if self._busy:
             raise _busy("reset")
         self._check_open()
         self._peeked = -1
+        self.backend.reset()  # a state: buffer 0 := 0 (the one position 0 reads); a cache: nothing
+        self._wraps = 0
         self._position = reset_position()
         if self.window is not None:
             self._ring = 0  # the block counters are not read below ring position W (R12)
@@ -459,11 +509,14 @@ class Session:
         except TickformerError:
             raise
         except Exception as exc:  # e.g. numpy FloatingPointError/MemoryError: ours, state untouched
-            where = f"at ring position {key}" if self.sliding else f"at position {self._position}"
+            where = f"at ring position {key}" if self.sliding else f"at position {self.position}"
             raise _engine_failure(self.backend.name, where, exc) from exc
         if monitor is not None:
-            # The input was validated above (always on); the monitor checks output and latency.
+            # The input was validated above (always on); the monitor checks output and latency,
+            # and a state kind's state the step wrote (before the commit makes it the stream's).
             monitor.check_output(y, time.perf_counter_ns() - start)
+            if self.recurrent:
+                monitor.check_state(self.backend.staged_state(key))
         return y, key
 
     def _advance(self, key: int, i: int) -> None:
@@ -481,15 +534,19 @@ class Session:
             self.backend.commit_candidate(key, i)
         if self.sliding:
             self._ring = self._next_ring[key]  # the commit point
-        else:
-            self._position = self._next_position[self._position]  # the commit point; no new int
+            return
+        nxt = self._next_position[self._position]  # no new int
+        if nxt == self._wrap:  # a state kind, once per 65,536 steps (module docstring)
+            self._wraps += 1
+            nxt = 0
+        self._position = nxt  # the commit point
 
     # --- not real-time --------------------------------------------------------------------------
     def run(self, seq: np.ndarray) -> np.ndarray:
         """Full pass over a whole sequence (model.onnx / the numpy model): seq [B, T, d_in] float32
-        (tokens: [B, T] int64), 1 <= T <= max_len (windowed: any T >= 1, the window mask applied)
-        -> new array [B, T, d_out | V]. Does not touch the
-        step state. Decoder-only artifacts. Not real-time (allocates)."""
+        (tokens: [B, T] int64), 1 <= T <= max_len (windowed: any T >= 1, the window mask applied;
+        ssm: any T >= 1, the Scan graph or the numpy scan) -> new array [B, T, d_out | V]. Does
+        not touch the step state. Decoder-only artifacts. Not real-time (allocates)."""
         if self._busy:
             raise _busy("run")
         self._busy = True
@@ -504,8 +561,12 @@ class Session:
             raise InputError(
                 "run() is for decoder-only artifacts; for encoder-decoder use generate(src, max_new)"
             )
-        self._check_run_shape(seq)
-        if not 1 <= seq.shape[1] <= (self.max_len if self.window is None else seq.shape[1]):
+        self._check_run_shape(seq, nonempty=self.recurrent)
+        if (
+            not 1
+            <= seq.shape[1]
+            <= (self.max_len if self.window is None and not self.recurrent else seq.shape[1])
+        ):
             raise ContextFull(
                 f"sequence length {seq.shape[1]} is outside 1..max_len {self.max_len} of this artifact; "
                 f"re-export with --max-len {seq.shape[1]}"
@@ -516,7 +577,7 @@ class Session:
 
     def _check_run_shape(self, seq: np.ndarray, *, nonempty: bool = False) -> None:
         """run()'s input: exactly an ndarray of the input dtype, [B, T] (tokens) or [B, T, d_in];
-        nonempty (SsmSession, no max_len): T >= 1 is part of the shape. InputError otherwise."""
+        nonempty (a state kind: no max_len): T >= 1 is part of the shape. InputError otherwise."""
         ndim = 2 if self.tokens else 3
         if (
             type(seq) is not np.ndarray

@@ -5,7 +5,7 @@ Builds the artifact's graphs into TensorRT engines with static shapes (min = opt
 persistent timing cache and a workspace limit, and records them (sha256, TensorRT version, GPU,
 compute capability, precision, options) in the artifact's manifest. Needs TensorRT, cuda-python
 and an NVIDIA GPU; without them it prints one line naming what is missing and exits 1.
-Details: tickformer.runtime.backends.tensorrt_engine, docs/gpu.md.
+Details: tickformer.export.engines, docs/gpu.md.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tickformer.commands import args as shared
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from tickformer.runtime.backends.tensorrt_engine import HARDWARE_COMPAT, PRECISIONS
+    from tickformer.export.engines import HARDWARE_COMPAT, PRECISIONS
 
     p = subparsers.add_parser(
         "build",
@@ -80,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tickformer.runtime.backends.tensorrt_engine import BuildOptions, build_engines
+    from tickformer.export.engines import BuildOptions, build_engines
 
     options = BuildOptions(
         precision=args.precision,

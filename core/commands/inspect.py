@@ -1,5 +1,6 @@
-"""`tickformer inspect ART [--json]`: verify an artifact's hashes and print its manifest as a
-readable summary (model, graphs and their I/O, file sizes, domain, tolerances, measured errors).
+"""`tickformer inspect ART [--json] [--graphs]`: verify an artifact's hashes and print its manifest
+as a readable summary (model, graphs and their I/O, file sizes, domain, tolerances, measured
+errors); --graphs also checks that the graphs carry weights.npz's weights (export/consistency.py).
 
 `tickformer inspect MODEL.onnx [--step STEP.onnx] [--spec FILE] [--domain LO:HI] [--vocab LO:HI]
 [--json]`: a bare ONNX model's signature as `verify` and `certify` see it (every input's role,
@@ -30,6 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--json",
         action="store_true",
         help="print the whole manifest as JSON (bare ONNX: the signature as a spec file)",
+    )
+    p.add_argument(
+        "--graphs",
+        action="store_true",
+        help="also rebuild every graph from weights.npz and compare their tensors (export checked it before "
+        "sealing; loading verifies hashes and the signature only)",
     )
     p.set_defaults(func=run)
 
@@ -183,10 +190,16 @@ def run(args: argparse.Namespace) -> int:
         )
 
     art = open_artifact(args.artifact, trust=args.trust)  # verifies every hash (and the signature) first
+    if args.graphs:
+        from tickformer.export.consistency import check_graph_weights
+
+        check_graph_weights(art)  # ArtifactError naming the tensors that differ
     if args.json:
         print(json.dumps(art.manifest, indent=2, sort_keys=True))
     else:
         print("\n".join(summary(art.manifest)))
         if art.signed_by is not None:
             print(f"signature manifest.sig by key {art.signed_by} (verified with --trust)")
+        if args.graphs:
+            print("graphs    carry weights.npz's weights (rebuilt from it, every tensor compared)")
     return 0

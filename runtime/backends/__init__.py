@@ -1,8 +1,10 @@
 """Backend registry: names -> modules, imported lazily (only the backend you ask for is loaded).
 
-Each backend module defines `BACKENDS: dict[str, type[Backend]]`. A missing module, or one whose
-import fails (engine not installed), raises `BackendUnavailable` naming the extra to install.
-Polygraphy-style: one module per backend, the same inner shape (runtime/backends/base.py).
+Each backend module defines `BACKENDS: dict[str, type[Backend]]`, one class per engine for both
+block kinds (runtime/backends/base.py). A missing module, or one whose import fails (engine not
+installed), raises `BackendUnavailable` naming the extra to install; so does a backend that does
+not run the artifact's block kind (`Backend.refuses`: the reason, and the backends that do).
+Polygraphy-style: one module per backend, the same inner shape.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ REGISTRY: dict[str, tuple[str, str]] = {
 }
 
 
-def backend_class(name: str) -> "type[Backend]":
-    """The class registered as `name`. Not real-time safe (imports)."""
+def backend_class(name: str, block: str = "attention") -> "type[Backend]":
+    """The class registered as `name`, for artifacts of block kind `block` ("attention" | "ssm").
+    Not real-time safe (imports)."""
     if name not in REGISTRY:
         raise BackendUnavailable(f"unknown backend {name!r}; choose one of {sorted(REGISTRY)}")
     module_name, extra = REGISTRY[name]
@@ -58,4 +61,7 @@ def backend_class(name: str) -> "type[Backend]":
         raise BackendUnavailable(
             f"backend {name!r}: {module_name} does not provide it (BACKENDS has {sorted(backends)})"
         )
-    return backends[name]
+    cls = backends[name]
+    if block in cls.refuses:  # the reason names the backend to use instead
+        raise BackendUnavailable(f"backend {name!r} does not run {block} artifacts: {cls.refuses[block]}")
+    return cls

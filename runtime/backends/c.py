@@ -3,58 +3,75 @@
     session = tickformer.runtime.load("ART", backend="c")                 # generate + compile once
     session = tickformer.runtime.load("ART", backend="c", library="DIR/libtf_model.so")  # prebuilt
 
-Loading (not real-time): codegen.plan_for refuses what the generator does not support
-(encoder-decoder artifacts, unknown config fields); windowed artifacts run on the generated
-ring cache (`ring_cache = True`: `pos` is the Session's ring position in [0, 3W), commit writes
-slot ring_slot(pos, W)); the library comes from the build cache
-(codegen/toolchain.py: keyed by the artifact's hash, the generator, the compiler and the
-flags; built with the system C compiler on a miss, atomically) or from `library=`, and must
-report this artifact's manifest hash. Options: cc= (compiler), cflags= (replacing the
-defaults), cache_dir=, library=.
+Both block kinds (base.py): the generated `tf_state` holds an attention artifact's KV cache or
+an ssm artifact's double-buffered state, and the library's `tf_stage`, `tf_commit` and
+`tf_reset` are the step, the commit and the reset of its kind (codegen/blocks.py generates
+them from one mechanism keyed by the kind).
+
+Loading is reading: this module imports nothing of the generator. It reaches the generated code
+through one narrow interface, a `LibraryBuilder` -- a callable that returns the path of a
+compiled library for an artifact (`builder(artifact, cc=, cflags=, cache_dir=) -> path`):
+`tickformer.codegen` registers its own when it is imported (`register_library_builder`: it
+refuses what the generator does not support, e.g. encoder-decoder artifacts, and builds through
+its cache, keyed by the artifact's hash, the generator, the compiler and the flags), the
+`builder=` option passes one in, and `library=` names a library built already. Whatever built
+it, the library is loaded here (`load_library`) only if it reports this artifact's manifest
+hash, and used only if its state layout (`tf_layout`) is this artifact's. Options: cc=
+(compiler), cflags= (replacing the defaults), cache_dir=, library=, builder=, deferred_commit=.
 
 State: one `tf_state` of the library's own size (tf_layout(0)) in a numpy buffer allocated
-here, 64-byte aligned; `cache()` returns the logical [L, B, H, N, dh] pair as views of its K
-(stored transposed, [L, B, H, dh, N], as HostCache does: the score loop runs along positions)
-and V (stored [L, B, N, H, dh]: row p is position p's value projection, all heads side by side,
-so one pass over the rows accumulates every head), so tests can plant values in the C cache.
+here, 64-byte aligned. Attention: `cache()` returns the logical [L, B, H, N, dh] pair as views
+of its K (stored transposed, [L, B, H, dh, N], as HostCache does: the score loop runs along
+positions) and V (stored [L, B, N, H, dh]: row p is position p's value projection, all heads side
+by side, so one pass over the rows accumulates every head), so tests can plant values in the C
+cache; windowed artifacts run on the generated ring cache (`pos` is the Session's ring position
+in [0, 3W), commit writes slot ring_slot(pos, W)). ssm: the state's two buffers
+`state[2][B][L][D][N]` are a layout.HostState over the C memory, so `state(pos)` /
+`staged_state(pos)` are views made at load (the monitor's state check reads the staged one) and
+peek's `commit_candidate` is two np.copyto calls; tf_commit has nothing to copy (the session's
+position store is the commit) and `reset()` calls tf_reset (buffer 0 zeroed: the state's size).
 
-Real-time (tests/runtime/test_c_backend.py, with tracemalloc): `step` copies x into the input
-buffer (np.copyto, 0 B) and calls `tf_stage(state, x, pos, y)`; `commit` calls `tf_commit`.
-deferred_commit=True makes a tick one C call instead of two: `commit` only stores pos in
-`tf_state.pending` (a ctypes int32 over the state buffer, made at load) and the next step's
-`tf_stage_pending` applies it before it reads the cache -- the same committed state, but the
-`cache()` views (which apply a pending commit when called) lag one commit behind between
+Real-time (tests/runtime/test_c_backend.py, test_c_ssm_backend.py, with tracemalloc): `step`
+copies x into the input buffer (np.copyto, 0 B) and calls `tf_stage(state, x, pos, y)`; `commit`
+calls `tf_commit`. deferred_commit=True makes a tick one C call instead of two: `commit` only
+stores pos in `tf_state.pending` (a ctypes int32 over the state buffer, made at load) and the
+next step's `tf_stage_pending` applies it before it reads the cache -- the same committed state,
+but the `cache()` views (which apply a pending commit when called) lag one commit behind between
 calls; it saves about a fifth of a microsecond (docs/codegen.md "Speed"), so it is not the default.
 No Python object is allocated, not even transiently: the pointer arguments are
 `ctypes.byref` objects made once (ctypes passes them as they are), `pos` is a plain int
 (ctypes converts it to a C int directly), argtypes are deliberately left unset (with them,
 ctypes builds a converted argument object per call), and the returned status is a small int
 (0 is cached). The library is a ctypes.PyDLL: the call keeps the GIL. The C step itself
-refuses bad input and non-finite or out-of-bound output with a status; this backend turns any
-status but 0 into a BackendError, and the cache is then unchanged (tf_stage never writes it).
+refuses bad input and non-finite or out-of-bound output (ssm: and state) with a status; this
+backend turns any status but 0 into a BackendError, and the committed state is then unchanged
+(tf_stage never writes it).
 
 Input check (`checks_input`): the C step's tf_check_input (finite, inside the declared domain
 rounded inward to float32, token ids in the vocabulary) is the check of contracts/input_domain.py
 for float32 inputs, so the Session skips its own scan of the values (about 0.7 us of the step,
 docs/codegen.md "Speed") and checks only type, dtype and shape; a refused input (status 2, 3 or
 4) raises InputRefused, which the Session turns into the InputError its own check names.
-Because a `library=` is matched to the artifact by hash only, loading probes the library's
-check at the domain's edges on a private state (the smallest and largest float32 inside, the
-nearest outside, NaN, inf; ids 0, V-1, -1, V) and refuses a library whose check disagrees.
+Because a library is matched to the artifact by hash only, loading probes the library's check at
+the domain's edges on a private state (the smallest and largest float32 inside, the nearest
+outside, NaN, inf; ids 0, V-1, -1, V) and refuses a library whose check disagrees.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from tickformer.artifact import Artifact
-from tickformer.errors import BackendError, ConfigError, InputRefused
+from tickformer.contracts.ring_buffer import next_ring_position
+from tickformer.errors import ArtifactError, BackendError, BackendUnavailable, ConfigError, InputRefused
 
 from .base import Backend
+from .layout import HostState
 
 STATUS_TEXT = {
     1: "position outside the step's range (static cache: 0..max_len-1; ring cache: ring positions 0..3W-1)",
@@ -66,6 +83,23 @@ STATUS_TEXT = {
 }
 ALIGN = 64
 INPUT_STATUSES = (2, 3, 4)  # TF_E_NONFINITE, TF_E_DOMAIN, TF_E_TOKEN: tf_check_input's refusals
+# tf_layout(i) of the generated library, per block kind: 0 is sizeof(tf_state), then byte offsets
+# of these members (codegen/blocks.py emits the same tuples: it imports them from here).
+LAYOUTS: dict[str, tuple[str, ...]] = {
+    "attention": ("size", "k", "v", "k_new", "v_new", "pos", "pending"),
+    "ssm": ("size", "state", "pos", "pending"),
+}
+
+LibraryBuilder = Callable[
+    ..., "str | os.PathLike[str]"
+]  # (artifact, *, cc, cflags, cache_dir) -> library path
+_BUILDER: list[LibraryBuilder] = []  # the registered one (tickformer.codegen's, once it is imported)
+
+
+def register_library_builder(builder: LibraryBuilder) -> None:
+    """Make `builder` the one backend 'c' asks for a library when neither library= nor builder=
+    is given (module docstring). `tickformer.codegen` registers its own on import. Not real-time."""
+    _BUILDER[:] = [builder]
 
 
 def refused(status: int, pos: int, what: str) -> BackendError:
@@ -73,6 +107,33 @@ def refused(status: int, pos: int, what: str) -> BackendError:
     as it was (the C step checks before it writes). An input refusal is an InputRefused."""
     kind = InputRefused if status in INPUT_STATUSES else BackendError
     return kind(f"the C step refused position {pos}: {STATUS_TEXT.get(status, f'status {status}')}; {what}")
+
+
+def load_library(path: "str | os.PathLike[str]", artifact: Artifact) -> ctypes.PyDLL:
+    """ctypes handle of a library generated for `artifact` (its tf_artifact_sha256 is the
+    manifest's manifest_sha256). PyDLL: calls keep the GIL -- a step this short gains nothing
+    from releasing it, and a release/reacquire is a chance for another thread to run in the
+    middle of a tick. Not real-time."""
+    path = Path(path)
+    if not path.is_file():
+        raise ArtifactError(
+            f"{path}: no such library; build it with `make shared` in a `tickformer codegen` output, or omit library="
+        )
+    try:
+        lib = ctypes.PyDLL(str(path.resolve()))
+        sha_fn, layout_fn = lib.tf_artifact_sha256, lib.tf_layout
+    except (OSError, AttributeError) as exc:
+        raise BackendError(f"{path} is not a library generated by tickformer codegen ({exc})") from None
+    sha_fn.restype, sha_fn.argtypes = ctypes.c_char_p, []
+    layout_fn.restype, layout_fn.argtypes = ctypes.c_int32, [ctypes.c_int32]
+    built_for = (sha_fn() or b"").decode(errors="replace")
+    want = str(artifact.manifest.get("manifest_sha256"))
+    if built_for != want:
+        raise ArtifactError(
+            f"{path} was generated for artifact {built_for[:12]}..., not this one "
+            f"({want[:12]}...); regenerate it with `tickformer codegen`"
+        )
+    return lib
 
 
 def _aligned(nbytes: int) -> np.ndarray:
@@ -87,8 +148,15 @@ def _ref(array: np.ndarray) -> Any:
     return ctypes.byref((ctypes.c_char * array.nbytes).from_buffer(array.data))
 
 
+def _inside(value: float, toward: float) -> np.float32:
+    """The float32 nearest `value` on the side of `toward` (the declared domain rounded inward)."""
+    v = np.float32(value)
+    outside = float(v) < value if toward > value else float(v) > value
+    return np.nextafter(v, np.float32(toward)) if outside else v
+
+
 class CBackend(Backend):
-    """The generated C step (see the module docstring)."""
+    """The generated C step, both block kinds (see the module docstring)."""
 
     name = "c"
     static_cache = True
@@ -103,46 +171,35 @@ class CBackend(Backend):
         cflags: Sequence[str] | None = None,
         cache_dir: "str | os.PathLike[str] | None" = None,
         library: "str | os.PathLike[str] | None" = None,
+        builder: LibraryBuilder | None = None,
         deferred_commit: bool = False,
     ) -> None:
         super().__init__(artifact)
-        from tickformer.codegen import toolchain
-        from tickformer.codegen.plan import plan_for
-
-        if library is not None and (cc is not None or cflags is not None):
-            raise ConfigError(
-                "library= loads a prebuilt library; cc= and cflags= only apply when the backend builds it"
-            )
-        self._plan = plan_for(artifact)  # ArtifactError for what codegen does not support
-        path = (
-            toolchain.build_library(self._plan, cc=cc, cflags=cflags, cache_dir=cache_dir)
-            if library is None
-            else library
+        self.supports_peek = self.block == "ssm"  # commit_candidate: the state's row copies
+        self._states: HostState | None = None  # ssm: the C state's two buffers
+        self._unchanged = (
+            f"the {'state' if self.block == 'ssm' else 'cache'} is unchanged"  # a refusal's message
         )
+        path = self._library(library, builder, cc=cc, cflags=cflags, cache_dir=cache_dir)
         self.library_path = str(path)
-        self._lib = toolchain.load_library(path, self._plan)
+        self._lib = load_library(path, artifact)
+        layout = self._layout(path)
+        self._state = _aligned(layout["size"])
         cfg, batch = self.config, artifact.batch
-        layout = [int(self._lib.tf_layout(i)) for i in range(7)]  # size, k, v, k_new, v_new, pos, pending
-        cache_bytes = int(np.prod(self.cache_shape)) * 4
-        if (
-            layout[0] <= 0
-            or layout[2] - layout[1] != cache_bytes
-            or layout[3] - layout[2] != cache_bytes
-            or not 0 <= layout[6] <= layout[0] - 4
-        ):
-            raise BackendError(
-                f"{path}: its state layout {layout} does not match this artifact's cache "
-                f"{self.cache_shape}; regenerate it"
+        if self.block == "ssm":  # the two buffers are the C state's (HostState: views, peek's copies)
+            states = np.ndarray(
+                (2, *self.state_shape), np.float32, buffer=self._state, offset=layout["state"]
             )
-        self._state = _aligned(layout[0])
-        layers, b, heads, n, dh = self.cache_shape
-        self._k_t = np.ndarray(
-            (layers, b, heads, dh, n), np.float32, buffer=self._state, offset=layout[1]
-        )  # [L, B, H, dh, N]
-        v_rows = np.ndarray(
-            (layers, b, n, heads, dh), np.float32, buffer=self._state, offset=layout[2]
-        )  # [L, B, N, H, dh]
-        self._v = v_rows.transpose(0, 1, 3, 2, 4)  # [L, B, H, N, dh] view
+            self._states = HostState(self.state_shape, states)
+        else:
+            layers, b, heads, n, dh = self.cache_shape
+            self._k_t = np.ndarray(
+                (layers, b, heads, dh, n), np.float32, buffer=self._state, offset=layout["k"]
+            )  # [L, B, H, dh, N]
+            v_rows = np.ndarray(
+                (layers, b, n, heads, dh), np.float32, buffer=self._state, offset=layout["v"]
+            )  # [L, B, N, H, dh]
+            self._v = v_rows.transpose(0, 1, 3, 2, 4)  # [L, B, H, N, dh] view
         if cfg.inputs == "tokens":
             self._x = np.zeros((batch, 1), np.int64)  # [B, 1]
         else:
@@ -152,7 +209,7 @@ class CBackend(Backend):
             _ref(self._state),
             _ref(self._x),
             _ref(self._y),
-        )  # kept alive with the buffers
+        )  # kept alive with them
         self._stage_fn = self._lib.tf_stage
         self._stage_fn.restype = ctypes.c_int
         self._stage_pending_fn = self._lib.tf_stage_pending
@@ -161,11 +218,53 @@ class CBackend(Backend):
         self._commit_fn.restype = None
         self._reset_fn = self._lib.tf_reset
         self._reset_fn.restype = None
-        self._reset_fn(self._refs[0])  # pos 0, no pending commit
-        self._pending = ctypes.c_int32.from_buffer(self._state, layout[6])  # tf_state.pending, in place
+        self._reset_fn(self._refs[0])  # pos 0, no pending commit (ssm: buffer 0 zeroed)
+        self._pending = ctypes.c_int32.from_buffer(
+            self._state, layout["pending"]
+        )  # tf_state.pending, in place
         self.deferred_commit = bool(deferred_commit)
         self._run = self._stage_pending_fn if self.deferred_commit else self._stage_fn
         self._probe_input_check(path)
+
+    def _library(
+        self, library: Any, builder: LibraryBuilder | None, **build: Any
+    ) -> "str | os.PathLike[str]":
+        """library= as given, else the path the builder returns (builder=, else the registered one)."""
+        if library is not None:
+            if build["cc"] is not None or build["cflags"] is not None or builder is not None:
+                raise ConfigError(
+                    "library= loads a prebuilt library; cc=, cflags= and builder= only apply when the backend "
+                    "builds it"
+                )
+            return library
+        if builder is None and not _BUILDER:
+            raise BackendUnavailable(
+                "backend 'c' builds its library with tickformer.codegen, which is not loaded: import "
+                "tickformer.codegen before runtime.load (the tickformer CLI does), pass builder=, or pass "
+                "library=PATH (`tickformer codegen ART --out DIR`, then `make -C DIR shared`)"
+            )
+        return (builder or _BUILDER[0])(self.artifact, **build)
+
+    def _layout(self, path: Any) -> dict[str, int]:
+        """The library's tf_layout fields of this block kind (LAYOUTS), checked against this
+        artifact's state: BackendError (regenerate it) when they do not hold it."""
+        names = LAYOUTS[self.block]
+        layout = {name: int(self._lib.tf_layout(i)) for i, name in enumerate(names)}
+        size = layout["size"]
+        if self.block == "ssm":
+            nbytes = 2 * int(np.prod(self.state_shape)) * 4  # [2, B, L, D, N] float32
+            ok = 0 <= layout["state"] and layout["state"] + nbytes <= size
+            held = f"state {[2, *self.state_shape]}"
+        else:
+            nbytes = int(np.prod(self.cache_shape)) * 4
+            ok = layout["v"] - layout["k"] == nbytes and layout["k_new"] - layout["v"] == nbytes
+            held = f"cache {self.cache_shape}"
+        if size <= 0 or not ok or not 0 <= layout["pending"] <= size - 4 or layout["pos"] < 0:
+            raise BackendError(
+                f"{path}: its state layout {list(layout.values())} does not hold this artifact's {held}; "
+                "regenerate it"
+            )
+        return layout
 
     def _probe_input_check(self, path: Any) -> None:
         """The library's input check refuses exactly what contracts/input_domain.py refuses, at
@@ -178,11 +277,9 @@ class CBackend(Backend):
             v = self.config.vocab_size
             cases = [(0, True), (v - 1, True), (-1, False), (v, False)]
         else:
-            from tickformer.codegen.c_text import down, up
-
             lo, hi = self.artifact.input_domain
             f32 = np.float32
-            inside_lo, inside_hi = up(lo), down(hi)  # the generator's own rounding of TF_DOMAIN_LO/HI
+            inside_lo, inside_hi = _inside(lo, hi), _inside(hi, lo)  # the domain rounded inward
             cases = [(inside_lo, True), (inside_hi, True), (f32(np.nan), False), (f32(np.inf), False)]
             if np.isfinite(inside_lo):
                 cases.append((np.nextafter(inside_lo, f32(-np.inf)), False))
@@ -207,17 +304,40 @@ class CBackend(Backend):
         sref, xref, yref = self._refs
         status = self._run(sref, xref, pos, yref)
         if status:
-            raise refused(status, pos, "the cache is unchanged")
+            raise refused(status, pos, self._unchanged)
         return self._y
 
     def commit(self, pos: int) -> None:
-        """Real-time safe, 0 bytes: tf_commit copies the staged rows into cache row pos. Deferred
-        (deferred_commit=True): one int32 store, `tf_state.pending = pos`; the next
-        tf_stage_pending (or `cache()`) applies it before anything reads the cache."""
+        """Real-time safe, 0 bytes: tf_commit (attention: copies the staged rows into cache row
+        pos; ssm: nothing to copy). Deferred (deferred_commit=True): one int32 store,
+        `tf_state.pending = pos`; the next tf_stage_pending (or `cache()`) applies it before
+        anything reads the cache."""
         if self.deferred_commit:
             self._pending.value = pos
         else:
             self._commit_fn(self._refs[0], pos)
+
+    def commit_candidate(self, pos: int, i: int) -> None:
+        """ssm: candidate i's staged state over the other rows of the C state's staged buffer
+        (HostState: two broadcasting copies between views made at load, 0 bytes)."""
+        if self._states is None:
+            super().commit_candidate(pos, i)
+        else:
+            self._states.commit_candidate(pos, i)
+
+    def reset(self) -> None:
+        """ssm: tf_reset, buffer 0 zeroed (the state's size, constant in the stream length), 0
+        bytes. Attention: nothing (stale rows are selected out by position)."""
+        if self._states is not None:
+            self._reset_fn(self._refs[0])
+
+    def state(self, pos: int) -> np.ndarray:
+        """ssm: the committed buffer, a view of the C state made at load."""
+        return super().state(pos) if self._states is None else self._states.state(pos)
+
+    def staged_state(self, pos: int) -> np.ndarray:
+        """ssm: the buffer the step at pos wrote, a view of the C state made at load."""
+        return super().staged_state(pos) if self._states is None else self._states.staged_state(pos)
 
     def _flush(self) -> None:
         """Apply a deferred commit (not real-time: cache() and close())."""
@@ -229,10 +349,9 @@ class CBackend(Backend):
     # --- not real-time ---------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
         """The full pass as steps on a private state (this session's is untouched): positions
-        0..T-1 (T <= max_len), or for a windowed artifact the ring positions of 0..T-1 (any T),
-        walked with contracts.ring_buffer.next_ring_position as the Session walks them."""
-        from tickformer.contracts.ring_buffer import next_ring_position
-
+        0..T-1 (T <= max_len; ssm: any T), or for a windowed artifact the ring positions of
+        0..T-1 (any T), walked with contracts.ring_buffer.next_ring_position as the Session
+        walks them."""
         t, window = x.shape[1], self.config.window
         state = _aligned(self._state.nbytes)
         xin = np.zeros_like(self._x)
@@ -252,7 +371,10 @@ class CBackend(Backend):
         return out
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        """The committed K and V caches as views of the C state (a deferred commit applied first)."""
+        """Attention: the committed K and V caches as views of the C state (a deferred commit
+        applied first)."""
+        if self._states is not None:
+            return super().cache()  # BackendError: an ssm artifact has no KV cache
         self._flush()
         return self._k_t.swapaxes(-1, -2), self._v
 

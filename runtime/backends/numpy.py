@@ -1,13 +1,17 @@
 """numpy backend: runs an artifact from `weights.npz` + `manifest.json` alone, no ONNX.
 
-Two variants, named so nobody mistakes one for the other:
+Both block kinds (base.py): a step embeds x, then per layer runs its mixer -- self-attention
+over the KV cache (attention), or `model.ssm.ssm_step` over the double-buffered state (ssm:
+reads state(pos), writes staged_state(pos)) -- and the feed-forward, each in the post-LN residual
+stack, then projects out; the state lives in the store of its kind (layout.HostCache /
+HostState), which also commits. Two variants, named so nobody mistakes one for the other:
 
     numpy          static cache: every step attends over all max_len rows, stale ones selected
                    out with where(j < pos, s, -inf) -- the same work at every position, like
                    step.onnx (the measured latency is the worst case).
     numpy-growing  growing cache: a step attends over rows 0..pos only -- cheaper early in a
                    sequence, cost grows linearly with the position (sum over n steps: O(n^2)).
-                   Not constant time; use it offline, not in a control loop.
+                   Not constant time; use it offline, not in a control loop. Attention only.
 
 Both compute with the model's own functions (model/layers.py) and the one online-softmax
 operator (model/attention.py: chunk_state over the cache, the new key as a second piece, merge,
@@ -15,10 +19,11 @@ finalize). Real-time: after the first step, `step` allocates only numpy temporar
 freed before it returns (zero net blocks; tests/runtime/test_allocation.py) -- by design, ~21 KB
 per step at the `control` preset (benchmarks/ANALYSIS.md section 3): allocation-free would need
 `out=` buffers throughout the model functions. `commit` allocates 0 bytes (`layout.HostCache`,
-the same cache layout as the ORT backend). Work is bounded by max_len (static) or pos (growing).
-Windowed artifacts (static variant only): a ring cache of W rows, slots selected by
-contracts.ring_buffer.slot_read and biased by rel_bias[:, window_distance] -- both tables made at
-load for every ring position r in [0, 3W) by calling the contract functions on index arrays.
+the same cache layout as the ORT backend). Work is bounded by max_len (static) or pos (growing);
+an ssm step is the same work at every position. Windowed artifacts (static variant only): a
+ring cache of W rows, slots selected by contracts.ring_buffer.slot_read and biased by
+rel_bias[:, window_distance] -- both tables made at load for every ring position r in [0, 3W) by
+calling the contract functions on index arrays.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from tickformer.artifact import format as fmt
 from tickformer.artifact.reader import Artifact
 from tickformer.contracts.masking import cache_row_live
 from tickformer.contracts.ring_buffer import slot_read, window_distance
@@ -48,26 +54,34 @@ from tickformer.model.layers import (
     positional_encoding,
     split_heads,
 )
+from tickformer.model.ssm import ssm_step
 from tickformer.model.transformer import encode, forward, project_out
 
-from .base import Backend
-from .layout import HostCache
+from .layout import HostBackend
 
 
-class NumpyBackend(Backend):
-    """Static-cache numpy backend (constant work per step)."""
+class NumpyBackend(HostBackend):
+    """Static-cache numpy backend (constant work per step), both block kinds."""
 
     name = "numpy"
     static_cache = True
-    runs_graphs = False  # computes from weights.npz, never runs the .onnx graphs
-    supports_peek = True
     ring_cache = True
 
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         super().__init__(artifact, **options)
         cfg = self.config
         self.params = artifact.params()
-        self._pe = positional_encoding(cfg.max_len, cfg.d_model)  # [N, D]
+        self.store = self._host_store()
+        self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
+        self._cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._pe: np.ndarray | None = None  # [N, D]: attention without a window only
+        if self.block == "ssm":
+            self._layers = [self._ssm_layer_weights(groups) for groups in names.ssm_layers(cfg)]
+            views = [self.store.views(parity) for parity in (0, 1)]
+            self._rw = [(v[fmt.SSM_STATE], v[fmt.SSM_STATE_NEW]) for v in views]  # [parity]: (read, written)
+            return
+        if cfg.window is None:
+            self._pe = positional_encoding(cfg.max_len, cfg.d_model)  # [N, D]
         rows = np.arange(cfg.max_len)  # [N]
         self._live = cache_row_live(rows[None, :], rows[:, None])  # [N, N]: row pos = rows read at pos (M7)
         self._bias: list[np.ndarray] = []  # windowed: per layer [3W, H, 1, W] score terms by ring position
@@ -81,11 +95,13 @@ class NumpyBackend(Backend):
                 table = self.params[layer.self_attn_position["rel_bias"]]  # [H, W]
                 self._bias.append(np.ascontiguousarray(table[:, distance].transpose(1, 0, 2)[:, :, None, :]))
         self._layers = [self._layer_weights(i) for i in range(cfg.n_layers)]
-        self._host = HostCache(self.cache_shape, self.row_shape, cfg.window)  # the ORT backend's layout
-        self._k, self._v = self._host.k, self._host.v  # [L, B, H, N, dh] (K a view of its transposed store)
-        self._k_new, self._v_new = self._host.k_new, self._host.v_new  # [L, B, H, 1, dh]
-        self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
-        self._cross: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        host = self.store  # layout.HostCache: the ORT backend's layout
+        self._k, self._v = host.k, host.v  # [L, B, H, N, dh] (K a view of its transposed store)
+        self._k_new, self._v_new = host.k_new, host.v_new  # [L, B, H, 1, dh]
+
+    def _ssm_layer_weights(self, groups: tuple[names.Group, ...]) -> dict[str, Any]:
+        mixer, mixer_norm, ffn, ffn_norm = (group.take(self.params) for group in groups)
+        return {"mixer": mixer, "cross": None, "ffn": ffn, "ln": [mixer_norm, ffn_norm]}
 
     def _layer_weights(self, i: int) -> dict[str, Any]:
         p, layer = self.params, names.decoder_layers(self.config)[i]
@@ -96,7 +112,7 @@ class NumpyBackend(Backend):
             else (layer.self_attn_norm, layer.ffn_norm)
         )
         return {
-            "self": layer.self_attn.take(p),
+            "mixer": layer.self_attn.take(p),
             "cross": layer.cross_attn.take(p) if layer.cross_attn is not None else None,
             "ffn": layer.ffn.take(p),
             "ln": [norm.take(p) for norm in norms if norm is not None],
@@ -109,7 +125,7 @@ class NumpyBackend(Backend):
             h = p[names.TOK_EMBED][x] * np.float32(np.sqrt(cfg.d_model))  # [B, 1] -> [B, 1, D]
         else:
             h = linear(x, **names.IN_PROJ.take(p))  # [B, 1, d_in] -> [B, 1, D]
-        return h if cfg.window is not None else h + self._pe[pos]  # [B, 1, D]; windowed: no positions
+        return h if self._pe is None else h + self._pe[pos]  # [B, 1, D]; windowed, ssm: no positions
 
     def _cache_piece(self, q: np.ndarray, layer: int, pos: int) -> SoftmaxState:
         """Online-softmax state of the cached keys 0..pos-1 (ring: the slots of the window) for
@@ -123,8 +139,19 @@ class NumpyBackend(Backend):
         v = np.where(live[:, None], self._v[layer], np.float32(0.0))  # [B, H, N, dh]
         return chunk_state(s, live, v)
 
+    def _mix(self, h: np.ndarray, layer: int, pos: int) -> np.ndarray:
+        """The layer's mixer on h [B, 1, D]: the state-space step over the state the step at pos
+        reads, writing the layer's slice of the state it writes (ssm), or self-attention over
+        the cache, staging the new K/V rows (attention). -> [B, 1, D]."""
+        if self.block == "attention":
+            return self._self_attention(h, layer, pos)
+        read, write = self._rw[pos & 1]  # [B, L, D, N] each
+        mixer = self._layers[layer]["mixer"]
+        out, write[:, layer] = ssm_step(h[:, 0], read[:, layer], **mixer)  # [B, D], [B, D, N]
+        return out[:, None]  # [B, 1, D]
+
     def _self_attention(self, h: np.ndarray, layer: int, pos: int) -> np.ndarray:
-        w, nh = self._layers[layer]["self"], self.config.n_heads
+        w, nh = self._layers[layer]["mixer"], self.config.n_heads
         q = split_heads(linear(h, w=w["w_q"], b=w["b_q"]), nh)  # [B, H, 1, dh]
         k = split_heads(linear(h, w=w["w_k"], b=w["b_k"]), nh)  # [B, H, 1, dh]
         v = split_heads(linear(h, w=w["w_v"], b=w["b_v"]), nh)  # [B, H, 1, dh]
@@ -147,30 +174,23 @@ class NumpyBackend(Backend):
 
     def step(self, x: np.ndarray, pos: int) -> np.ndarray:
         """One position; writes self._y (returned, same array every call) and stages the new
-        K/V rows; never writes the cache. Real-time: temporaries only, bounded work."""
+        K/V rows (ssm: writes staged_state(pos)); never writes the committed state. Real-time:
+        temporaries only, bounded work."""
         cfg, eps = self.config, self.config.ln_eps
         if cfg.arch == "encoder-decoder" and self._cross is None:
             raise RuntimeError("set_source() must run before the first step")  # the session checks this first
         h = self._embed(x, pos)  # [B, 1, D]
         for i, w in enumerate(self._layers):
-            h = layer_norm(h + self._self_attention(h, i, pos), **w["ln"][0], eps=eps)
+            h = layer_norm(h + self._mix(h, i, pos), **w["ln"][0], eps=eps)
             if w["cross"] is not None:
                 h = layer_norm(h + self._cross_attention(h, i), **w["ln"][1], eps=eps)
             h = layer_norm(h + feed_forward(h, **w["ffn"]), **w["ln"][-1], eps=eps)  # [B, 1, D]
         np.copyto(self._y, project_out(self.params, cfg, h))  # [B, 1, d_out | V]
         return self._y
 
-    def commit(self, pos: int) -> None:
-        """Real-time safe: HostCache.commit, two row copies into views made at load, 0 bytes."""
-        self._host.commit(pos)
-
-    def commit_candidate(self, pos: int, i: int) -> None:
-        """Real-time safe: HostCache.commit_candidate, two broadcasting copies, 0 bytes."""
-        self._host.commit_candidate(pos, i)
-
     # --- not real-time -----------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
-        return forward(self.params, self.config, x)
+        return forward(self.params, self.config, x)  # ssm: the parallel (scan) form
 
     def set_source(self, src: np.ndarray, src_valid: np.ndarray) -> None:
         cfg = self.config
@@ -183,9 +203,6 @@ class NumpyBackend(Backend):
         allowed = src_valid[:, None, None, :]  # [B, 1, 1, N]
         self._cross = (np.stack(ks), np.stack(vs), allowed)  # [L, B, H, N, dh] x2
 
-    def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._k, self._v
-
 
 class GrowingNumpyBackend(NumpyBackend):
     """Growing-cache variant: attends over rows 0..pos-1 only. NOT constant time per step."""
@@ -193,6 +210,11 @@ class GrowingNumpyBackend(NumpyBackend):
     name = "numpy-growing"
     static_cache = False
     ring_cache = False  # a growing cache has no ring: windowed artifacts are refused
+    refuses = {
+        "ssm": "it is attention's growing-KV-cache variant (its cost grows with the position, kept for "
+        "comparison); an ssm step costs the same at every position already, so there is nothing for it to "
+        "do: use backend 'numpy'"
+    }
 
     def _cache_piece(self, q: np.ndarray, layer: int, pos: int) -> SoftmaxState:
         if pos == 0:

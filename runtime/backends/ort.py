@@ -1,14 +1,17 @@
-"""ONNX Runtime (CPU) backend: step.onnx over a host-resident static KV cache.
+"""ONNX Runtime (CPU) backend: step.onnx over host-resident state, both block kinds.
 
 Session options are the package's one choice for latency and determinism
-(`tickformer.export.ort_session.session_options`: one intra-op thread, sequential execution,
+(`tickformer.runtime.ort_session.session_options`: one intra-op thread, sequential execution,
 full graph optimisation, memory patterns on). Binding strategy, chosen by measurement (docs/export_runtime.md):
 `binding="iobinding"` (default) binds every input and output to the preallocated host buffers
 once, so a step copies nothing and allocates nothing on the Python side; `binding="run"` feeds
 the buffers to `InferenceSession.run` and copies its fresh outputs into the staging buffers.
-Step I/O (format 2, export/graphs.py `step_signature`): layer i's caches are the contiguous
-slices i of the stacked host caches (HostCache: K transposed [L, B, H, dh, N], V [L, B, H, N, dh]),
-read in place; x and y are views of the session's [B, 1, .] buffers in the graph's 2-D shape.
+Step I/O (format 2, artifact/format.py `step_signature`): x and y are views of the session's
+[B, 1, .] buffers in the graph's 2-D shape; the state the step reads and writes is the host
+store of the artifact's block kind (layout.py), read and written in place -- attention: layer i's
+caches are the contiguous slices i of the stacked host caches (HostCache: K transposed
+[L, B, H, dh, N], V [L, B, H, N, dh]), one binding; ssm: the double-buffered state (HostState),
+one binding per parity (the step at position p reads buffer p & 1 and writes the other).
 
 Loading (not real-time): each graph's bytes are read once, hash-checked against the manifest and
 refused if any tensor keeps external data (`tickformer.artifact.reader.verified_graph_bytes`), and those
@@ -18,9 +21,9 @@ the manifest's graph spec, which `open_artifact` checked against the config: a g
 another signature raises ArtifactError before anything is bound.
 
 Real-time: "iobinding": a step allocates nothing traced by tracemalloc, not even transiently
-(`_iobinding_runner`; commit through `HostCache`'s row views). "run": the output arrays are
-freed before `step` returns, but ORT's binding keeps a bounded few hundred small blocks over the
-first ~30,000 calls (tests/runtime/test_allocation.py).
+(`_iobinding_runner`; commit through the store's views made at load). "run": the output arrays
+are freed before `step` returns, but ORT's binding keeps a bounded few hundred small blocks over
+the first ~30,000 calls (tests/runtime/test_allocation.py).
 Source: ONNX Runtime Python API (onnxruntime.ai/docs/api/python/api_summary.html),
 performance tuning (onnxruntime.ai/docs/performance/tune-performance/threading.html).
 """
@@ -38,10 +41,9 @@ from tickformer.artifact import format as fmt
 from tickformer.artifact.format import io_names, step_signature
 from tickformer.artifact.reader import Artifact, verified_graph_bytes
 from tickformer.errors import ArtifactError, BackendError
-from tickformer.export.ort_session import session_options
+from tickformer.runtime.ort_session import session_options
 
-from .base import Backend
-from .layout import HostCache
+from .layout import HostBackend
 
 BINDINGS = ("run", "iobinding")
 ORT_TYPES = {"float32": "tensor(float)", "float64": "tensor(double)"}  # else "tensor(<numpy name>)"
@@ -75,12 +77,11 @@ def _view(buffer: np.ndarray, shape: list[int], name: str) -> np.ndarray:
     return view
 
 
-class OrtBackend(Backend):
+class OrtBackend(HostBackend):
     """ONNX Runtime with the CPU execution provider."""
 
     name = "ort"
     static_cache = True
-    supports_peek = True
     ring_cache = True  # step.onnx holds the ring arithmetic; HostCache commits row ring_slot(pos, W)
     providers: Sequence[Any] = ("CPUExecutionProvider",)
 
@@ -99,9 +100,9 @@ class OrtBackend(Backend):
             ((batch, 1), np.int64) if cfg.inputs == "tokens" else ((batch, 1, cfg.d_in), np.float32)
         )
         self._x = np.zeros(x_shape, dtype=x_dtype)  # the session's layout; the graph's is [B, d_in] / [B]
-        self._pos = np.zeros(1, dtype=np.int64)
+        self._pos = np.zeros(1, dtype=np.int64)  # attention's position input (the ssm step has none)
         self._y = np.zeros(self.step_output_shape, dtype=np.float32)  # [B, 1, d_out | V]
-        self._host = HostCache(self.cache_shape, self.row_shape, cfg.window)
+        self.store = self._host_store()
         cross = cfg.arch == "encoder-decoder"
         # cross_k, cross_v [L, B, H, N, dh] and src_valid [B, N], written once per source by set_source.
         self._cross = (
@@ -113,31 +114,26 @@ class OrtBackend(Backend):
             if cross
             else None
         )
-        # Every step input and output as a view of a buffer above, in the graph's own shape (no copies).
-        sig = step_signature(cfg, batch)
-        views = {in_name: self._x, "pos": self._pos, out_name: self._y}
-        for i in range(cfg.n_layers):
-            views.update(
-                {
-                    fmt.k_cache(i): self._host.k_t[i],
-                    fmt.v_cache(i): self._host.v[i],
-                    fmt.k_new(i): self._host.k_new[i],
-                    fmt.v_new(i): self._host.v_new[i],
-                }
-            )
-            if self._cross is not None:
-                views.update({fmt.cross_k(i): self._cross[0][i], fmt.cross_v(i): self._cross[1][i]})
+        shared = {in_name: self._x, "pos": self._pos, out_name: self._y}
         if self._cross is not None:
-            views["src_valid"] = self._cross[2]
-        self._in_views = {name: _view(views[name], shape, name) for name, (_, shape) in sig["inputs"].items()}
-        self._out_views = {
-            name: _view(views[name], shape, name) for name, (_, shape) in sig["outputs"].items()
-        }
-        self._out_names = list(self._out_views)
-        self._out_list = list(self._out_views.values())
-        self._io = self._bind() if binding == "iobinding" else None
+            for i in range(cfg.n_layers):
+                shared.update({fmt.cross_k(i): self._cross[0][i], fmt.cross_v(i): self._cross[1][i]})
+            shared["src_valid"] = self._cross[2]
+        # Every step input and output as a view of a buffer above, in the graph's own shape (no copies),
+        # per parity of the position (the store's: one set for a KV cache, two for the ssm state).
+        sig = step_signature(cfg, batch)
+        self._in_views: list[dict[str, np.ndarray]] = []
+        self._out_views: list[dict[str, np.ndarray]] = []
+        for parity in range(self.store.parities):
+            views = {**shared, **self.store.views(parity)}
+            self._in_views.append({n: _view(views[n], shape, n) for n, (_, shape) in sig["inputs"].items()})
+            self._out_views.append({n: _view(views[n], shape, n) for n, (_, shape) in sig["outputs"].items()})
+        self._out_names = list(self._out_views[0])
+        self._out_lists = [list(views.values()) for views in self._out_views]
+        self._parity = self.store.parities - 1  # pos & this: 0 always (KV cache), or pos's parity (ssm)
         self._run_options = ort.RunOptions()  # made once: a run without one builds a default per call
-        self._run = self._iobinding_runner() if self._io is not None else None
+        self._ios = [self._bind(p) for p in range(self.store.parities)] if binding == "iobinding" else []
+        self._runs = [self._iobinding_runner(io) for io in self._ios]
 
     def _session(self, graph: str) -> ort.InferenceSession:
         """A session over the verified bytes of `graph`, its signature checked (module docstring)."""
@@ -152,19 +148,19 @@ class OrtBackend(Backend):
         check_signature(session, self.artifact.graph_spec(graph), str(path))
         return session
 
-    def _bind(self) -> ort.IOBinding:
-        """Bind every step input and output to its preallocated host view, once."""
+    def _bind(self, parity: int) -> ort.IOBinding:
+        """Bind every step input and output of this parity to its preallocated host view, once."""
         io = self._step.io_binding()
         try:
-            for name, arr in self._in_views.items():
+            for name, arr in self._in_views[parity].items():
                 io.bind_input(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
-            for name, arr in self._out_views.items():
+            for name, arr in self._out_views[parity].items():
                 io.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
         except Exception as exc:  # signatures were checked in _session: an engine-side failure
             raise BackendError(f"onnxruntime cannot bind the step buffers: {exc}") from exc
         return io
 
-    def _iobinding_runner(self) -> Callable[[], None]:
+    def _iobinding_runner(self, io: ort.IOBinding) -> Callable[[], None]:
         """What `step` calls to run the bound graph. onnxruntime's public
         `InferenceSession.run_with_iobinding` first does WebGPU graph-capture bookkeeping in Python
         (~120 B allocated per call) and then calls the session's C++ binding `_sess`; we call that
@@ -173,34 +169,27 @@ class OrtBackend(Backend):
         a call (tests/runtime/test_allocation.py). Falls back to the public method if the
         binding's internals ever move."""
         run = getattr(getattr(self._step, "_sess", None), "run_with_iobinding", None)
-        native_io = getattr(self._io, "_iobinding", None)
+        native_io = getattr(io, "_iobinding", None)
         if run is None or native_io is None:
-            return functools.partial(self._step.run_with_iobinding, self._io, self._run_options)
+            return functools.partial(self._step.run_with_iobinding, io, self._run_options)
         return functools.partial(run, native_io, self._run_options)
 
     # --- real-time path ------------------------------------------------------------------------
     def step(self, x: np.ndarray, pos: int) -> np.ndarray:
-        """Real-time safe after warm-up (see module docstring). Never writes the cache."""
+        """Real-time safe after warm-up (see module docstring). Never writes the committed state."""
         np.copyto(self._x, x)
         self._pos[0] = pos
+        parity = pos & self._parity
         try:
-            if self._run is not None:
-                self._run()
+            if self._runs:
+                self._runs[parity]()
             else:
-                results = self._step.run(self._out_names, self._in_views)
-                for dst, src in zip(self._out_list, results):
+                results = self._step.run(self._out_names, self._in_views[parity])
+                for dst, src in zip(self._out_lists[parity], results):
                     np.copyto(dst, src)
         except Exception as exc:
             raise BackendError(f"onnxruntime step failed at position {pos}: {exc}") from exc
         return self._y
-
-    def commit(self, pos: int) -> None:
-        """Real-time safe: two row copies into the host cache (HostCache.commit)."""
-        self._host.commit(pos)
-
-    def commit_candidate(self, pos: int, i: int) -> None:
-        """Real-time safe: two broadcasting row copies into the host cache (HostCache.commit_candidate)."""
-        self._host.commit_candidate(pos, i)
 
     # --- not real-time -------------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
@@ -222,11 +211,8 @@ class OrtBackend(Backend):
         for buf, new in zip(self._cross, (cross_k, cross_v, src_valid)):
             np.copyto(buf, new)  # in place: IOBinding keeps pointing at these buffers
 
-    def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._host.k, self._host.v
-
     def close(self) -> None:
-        self._io = self._run = None
+        self._ios, self._runs = [], []
         self._step = self._full = self._encoder = None  # type: ignore[assignment]
 
 

@@ -1,4 +1,7 @@
-"""ONNX Runtime on the GPU: `ort-cuda` (CUDA execution provider) and `ort-trt` (TensorRT EP).
+"""ONNX Runtime on the GPU: `ort-cuda` (CUDA execution provider) and `ort-trt` (TensorRT EP),
+one class each for both block kinds (base.py); the state of the kind lives in a device store
+(device.py: DeviceCache for attention's KV cache, DeviceState for the ssm state) shared with the
+`tensorrt` backend, or goes through the host without cuda-python.
 
 The step graph runs with device-side IOBinding: every device buffer is a CUDA `OrtValue`
 allocated once (`OrtValue.ortvalue_from_numpy(..., "cuda", device)`) and bound once, the KV cache
@@ -24,9 +27,10 @@ session cannot be created with graph capture (e.g. ORT leaves a shape node on th
 backend builds it without, sets `self.cuda_graph = False` and `self.cuda_graph_reason`, and warns.
 
 `commit(pos)` writes k_new into K column pos and v_new into V row pos: on the device with
-fixed-size strided `cudaMemcpy2DAsync`s (`layout.commit_copies`: one per cache, or one per layer
-when a layer slice is padded) on a non-blocking stream of this backend's own, which it
-synchronises before returning, when cuda-python is installed (`self.commit_mode == "device"`):
+fixed-size strided `cudaMemcpy2DAsync`s (device.DeviceCache, `layout.commit_copies`: one per
+cache, or one per layer when a layer slice is padded) on a non-blocking stream of this backend's
+own, which it synchronises before returning, when cuda-python is installed (`self.commit_mode ==
+"device"`):
 the copies start after the step's run is complete (its `synchronize_outputs`) and are complete
 before the next run is enqueued, whatever stream ORT uses (a synchronous device-to-device
 `cudaMemcpy2D` would do neither: it does not wait on the host, and the legacy default stream it
@@ -50,8 +54,8 @@ trt_profile_min/opt/max_shapes. TF32: the CUDA EP gets use_tf32=0 (fp32 means fp
 TensorRT EP exposes no TF32 switch in the options used here, so `ort-trt` fp32 results are
 compared with the TF32-level bound (same unit roundoff as fp16, 2^-11) in the GPU tests.
 
-ssm artifacts (`OrtCudaSsmBackend`, `OrtTensorRTSsmBackend`; docs/ssm.md). The state is
-double-buffered on the device as on the host (runtime/backends/ssm.py): two device values
+ssm artifacts (docs/ssm.md). The state is double-buffered on the device as on the host
+(device.DeviceState, layout.HostState): two device values
 [B, L, D, N] at fixed addresses; the step at position p reads buffer p & 1 and writes the other,
 so the commit is the session's position store alone and a failed step leaves the state as it
 was. A CUDA graph replays fixed addresses, so each parity has its own step session and
@@ -62,8 +66,8 @@ on a third session without a graph (ORT's CUDA graphs do not capture control flo
 its profile covers T in 1..max_len and a longer T is refused in one line (`_check_full_length`,
 the attention full pass too). `reset` (a memset of buffer 0), `commit_candidate` (peek: the
 B - 1 other rows of the staged buffer copied from row i) and the state reads (`state`,
-`staged_state`: into host arrays made at load) run on this backend's own non-blocking stream and
-synchronise it before returning, after ORT's run is complete (`step` synchronised its outputs):
+`staged_state`: into host arrays made at load) run on this backend's own non-blocking stream
+(device.DeviceState) and synchronise it before returning, after ORT's run is complete (`step` synchronised its outputs):
 the same ordering argument as the attention commit. Without cuda-python they go through the
 host (`commit_mode == "host"`: a fixed-size upload of zeros made at load; peek's commit a round
 trip that allocates). fp16 is refused for ssm artifacts (the fp16 policy covers attention graphs).
@@ -89,11 +93,12 @@ from tickformer.artifact import format as fmt
 from tickformer.artifact.format import ORT_TRT_CACHE, io_names, step_signature
 from tickformer.artifact.reader import Artifact, verified_graph_bytes
 from tickformer.errors import BackendError, BackendUnavailable
-from tickformer.export.ort_session import session_options
+from tickformer.runtime.ort_session import session_options
 
-from .base import Backend
-from .layout import commit_copies, commit_rows, layer_pitch, stacked_shapes
-from .ssm import DeviceSsmBackend
+from .base import StoreBackend
+from .cuda import cuda_check
+from .device import DeviceCache, DeviceState
+from .layout import commit_rows, layer_pitch, stack_addresses, stacked_shapes
 
 _DEVICE = "cuda"
 
@@ -206,8 +211,9 @@ class _OrtGpu:
             return None
 
 
-class OrtCudaBackend(_OrtGpu, Backend):
-    """ONNX Runtime, CUDA execution provider, device-side IOBinding, optional CUDA graph."""
+class OrtCudaBackend(_OrtGpu, StoreBackend):
+    """ONNX Runtime, CUDA execution provider, device-side IOBinding, optional CUDA graph; both
+    block kinds (the state on the device: device.py, or through the host without cuda-python)."""
 
     name = "ort-cuda"
     static_cache = True
@@ -224,12 +230,22 @@ class OrtCudaBackend(_OrtGpu, Backend):
     ) -> None:
         super().__init__(artifact)
         self._open_ort(device_id, precision, workspace_mib)
+        ssm = self.block == "ssm"
+        if ssm and precision == "fp16":
+            raise BackendError(
+                f"backend {self.name!r}: precision 'fp16' is not available for ssm artifacts (the fp16 policy "
+                "covers attention graphs, docs/ssm.md); leave precision unset (fp32)"
+            )
+        self.supports_peek = ssm  # commit_candidate: the state's B - 1 row copies
         cfg, batch = self.config, artifact.batch
         self._in_name, self._out_name = io_names(cfg)
-        self._step = self._step_session(cuda_graph)
+        # One step session per parity of the store (the ssm state: two, each capturing its own CUDA
+        # graph over its own addresses), and the full pass (ssm: the Scan) or encoder without a graph.
+        self._steps = [self._step_session(cuda_graph) for _ in range(2 if ssm else 1)]
         self._aux = self._session("model" if cfg.arch == "decoder" else "encoder", cuda_graph=False)
         # Host staging and device values, allocated once. x, pos, y in the session's layout; the
-        # caches, staged rows (and cross K/V) stacked over layers [L, ...], one value each.
+        # state of the block kind: the caches, staged rows (and cross K/V) stacked over layers
+        # [L, ...], one value each, or the ssm state's two buffers.
         x_shape, x_dtype = (
             ((batch, 1), np.int64) if cfg.inputs == "tokens" else ((batch, 1, cfg.d_in), np.float32)
         )
@@ -243,52 +259,75 @@ class OrtCudaBackend(_OrtGpu, Backend):
         }
         if cfg.arch == "encoder-decoder":
             values["src_valid"] = ((batch, cfg.max_len), np.bool_)
-        stacks = stacked_shapes(self.cache_shape, self.row_shape, cross=cfg.arch == "encoder-decoder")
-        self._stacks = stacks  # name -> stored shape [L, B, H, N | 1, dh] ([L, B, H, dh, N] for k_cache)
-        self._pitch = {name: layer_pitch(shape) for name, shape in stacks.items()}  # (slice, pitch) bytes
-        for name, (_, pitch) in self._pitch.items():  # stored [L, pitch / 4] float32: layer i at i * pitch
-            values[name] = ((cfg.n_layers, pitch // 4), np.float32)
+        shared = list(values)
+        self._stacks: dict[str, tuple[int, ...]] = {}
+        self._pitch: dict[str, tuple[int, int]] = {}
+        if ssm:
+            values.update({f"state.{b}": (self.state_shape, np.float32) for b in (0, 1)})
+        else:
+            stacks = stacked_shapes(self.cache_shape, self.row_shape, cross=cfg.arch == "encoder-decoder")
+            self._stacks = stacks  # name -> stored shape [L, B, H, N | 1, dh] ([L, B, H, dh, N] for k_cache)
+            self._pitch = {name: layer_pitch(shape) for name, shape in stacks.items()}  # (slice, pitch) bytes
+            for name, (
+                _,
+                pitch,
+            ) in self._pitch.items():  # stored [L, pitch / 4] float32: layer i at i * pitch
+                values[name] = ((cfg.n_layers, pitch // 4), np.float32)
         self._vals = {name: self._device_zeros(shape, dtype) for name, (shape, dtype) in values.items()}
-        # Every step input and output -> (value it lives in, byte offset).
-        where: dict[str, tuple[str, int]] = {name: (name, 0) for name in values if name not in stacks}
-        for stack, (_, pitch) in self._pitch.items():
-            where.update({f"{stack}.{i}": (stack, i * pitch) for i in range(cfg.n_layers)})
-        sig = step_signature(cfg, batch)
-        self._io = self._step.io_binding()
-        try:
-            for key, bind in (("inputs", self._io.bind_input), ("outputs", self._io.bind_output)):
-                for name, (dtype, shape) in sig[key].items():
-                    value, offset = where[name]
-                    bind(
-                        name,
-                        _DEVICE,
-                        self.device_id,
-                        np.dtype(dtype),
-                        list(shape),
-                        self._vals[value].data_ptr() + offset,
-                    )
-        except Exception as exc:  # signatures were checked when the session was made: an engine-side failure
-            raise BackendError(f"{self.name} cannot bind the step buffers: {exc}") from exc
         self._cudart = self._try_cudart()
-        self.commit_mode = "device" if self._cudart is not None else "host-mirror"
         self._copy_stream: Any = None
-        if self._cudart is not None:  # commit's own stream (module docstring: ordering)
-            from .cuda import cuda_check
-
+        if self._cudart is not None:  # the store's copies on a stream of our own (module docstring: ordering)
             c = self._cudart
             self._copy_stream = cuda_check(
                 c.cudaStreamCreateWithFlags(c.cudaStreamNonBlocking), "cudaStreamCreateWithFlags"
             )
-        # Device commit: (dst, dpitch, src, spitch, width, height) at position 0; pos adds pos * width.
-        self._rows = commit_rows(self.cache_shape[3], self.config.window)  # commit(pos) -> cache row
-        self._commit_ops = commit_copies(
-            {name: self._vals[name].data_ptr() for name in stacks}, self._pitch, self.cache_shape
+        self.store = self._make_store()
+        self.commit_mode = "device" if self._cudart is not None else "host" if ssm else "host-mirror"
+        # Every step input and output -> its device address, per parity; bound once.
+        sig = step_signature(cfg, batch)
+        where = {name: self._vals[name].data_ptr() for name in shared}
+        self._ios = []
+        try:
+            for parity, session in enumerate(self._steps):
+                io = session.io_binding()
+                address = {**where, **self.store.addresses(parity)}
+                for key, bind in (("inputs", io.bind_input), ("outputs", io.bind_output)):
+                    for name, (dtype, shape) in sig[key].items():
+                        bind(name, _DEVICE, self.device_id, np.dtype(dtype), list(shape), address[name])
+                self._ios.append(io)
+        except (
+            Exception
+        ) as exc:  # signatures were checked when the sessions were made: an engine-side failure
+            raise BackendError(f"{self.name} cannot bind the step buffers: {exc}") from exc
+        self._parity = len(self._steps) - 1  # pos & this: the step session of pos's parity
+        self._has_pos = "pos" in sig["inputs"]  # the ssm step has no position input
+        for parity in range(
+            len(self._steps)
+        ):  # warm-up; with cuda_graph the provider captures during these runs
+            for _ in range(3):
+                self._run_step(parity)
+        self.reset()
+
+    def _make_store(self) -> Any:
+        """The store of this block kind: on the device with cuda-python (device.py), else through
+        the host (module docstring)."""
+        c, stream, sync = self._cudart, self._copy_stream, self._sync_copies
+        if self.block == "ssm":
+            vals = (self._vals["state.0"], self._vals["state.1"])
+            if c is None:
+                return _HostState(vals, self.state_shape)
+            read = (np.zeros(self.state_shape, np.float32), np.zeros(self.state_shape, np.float32))
+            base = (vals[0].data_ptr(), vals[1].data_ptr())
+            return DeviceState(c, stream, sync, base, self.state_shape, read)
+        if c is None:
+            return _HostMirrorCache(self)
+        base = {name: self._vals[name].data_ptr() for name in self._stacks}
+        return DeviceCache(
+            c, stream, sync, base, self._pitch, self._stacks, self.cache_shape, self.config.window
         )
-        self._mirror = (
-            None if self._cudart is not None else (self._padded("k_cache"), self._padded("v_cache"))
-        )
-        for _ in range(3):  # warm-up; with cuda_graph the provider captures during these runs
-            self._run_step()
+
+    def _sync_copies(self) -> None:
+        cuda_check(self._cudart.cudaStreamSynchronize(self._copy_stream), "cudaStreamSynchronize copies")
 
     def _padded(self, name: str, logical: np.ndarray | None = None) -> np.ndarray:
         """A host array in stack `name`'s device layout [L, pitch / 4], zero or holding `logical`."""
@@ -303,56 +342,33 @@ class OrtCudaBackend(_OrtGpu, Backend):
         [L, B, H, dh, N] for k_cache."""
         return padded[:, : self._pitch[name][0] // 4].reshape(self._stacks[name])
 
-    def _run_step(self) -> None:
-        """One run of the step graph, complete on return (module docstring: ordering)."""
-        self._io.synchronize_inputs()  # the in-place uploads of x and pos have landed
-        self._step.run_with_iobinding(self._io)
-        self._io.synchronize_outputs()  # y, k_new, v_new are written
+    def _run_step(self, parity: int) -> None:
+        """One run of the step session of this parity, complete on return (module docstring: ordering)."""
+        io = self._ios[parity]
+        io.synchronize_inputs()  # the in-place uploads of x (and pos) have landed
+        self._steps[parity].run_with_iobinding(io)
+        io.synchronize_outputs()  # y and the staged rows (ssm: state_new) are written
 
     # --- real-time path -------------------------------------------------------------------------
     def step(self, x: np.ndarray, pos: int) -> np.ndarray:
-        """Real-time after warm-up (module docstring). Never writes the cache."""
+        """Real-time after warm-up (module docstring): upload x (and pos) in place, run the step
+        session of pos's parity, copy y back. Never writes the committed state."""
         np.copyto(self._x, x)
         self._pos[0] = pos
         try:
             self._vals[self._in_name].update_inplace(self._x)  # same device address: graph replay sees it
-            self._vals["pos"].update_inplace(self._pos)
-            self._run_step()
+            if self._has_pos:
+                self._vals["pos"].update_inplace(self._pos)
+            self._run_step(pos & self._parity)
             np.copyto(self._y, self._vals[self._out_name].numpy())
         except Exception as exc:
             raise BackendError(f"{self.name} step failed at position {pos}: {exc}") from exc
         return self._y
 
-    def commit(self, pos: int) -> None:
-        """Device path: fixed-size strided device copies (module docstring). Host-mirror path: a
-        column (K) / row (V) write and a fixed-size upload per cache."""
-        if self._cudart is not None:
-            from .cuda import cuda_check
-
-            c, stream = self._cudart, self._copy_stream
-            kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
-            row = self._rows[pos]  # pos itself, or ring_slot(pos, W) (layout.commit_rows)
-            for dst, dpitch, src, spitch, width, height in self._commit_ops:
-                cuda_check(
-                    c.cudaMemcpy2DAsync(dst + row * width, dpitch, src, spitch, width, height, kind, stream),
-                    "cudaMemcpy2DAsync commit",
-                )
-            cuda_check(c.cudaStreamSynchronize(stream), "cudaStreamSynchronize commit")
-            return
-        assert self._mirror is not None
-        k_host, v_host = self._mirror
-        row = self._rows[pos]
-        self._logical("k_cache", k_host)[..., row] = self._logical("k_new", self._vals["k_new"].numpy())[
-            :, :, :, 0
-        ]  # [L, B, H, dh]
-        self._logical("v_cache", v_host)[:, :, :, row] = self._logical("v_new", self._vals["v_new"].numpy())[
-            :, :, :, 0
-        ]
-        self._vals["k_cache"].update_inplace(k_host)
-        self._vals["v_cache"].update_inplace(v_host)
-
     # --- not real-time --------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
+        """The full-pass graph (ssm: the Scan) on this provider (any T on the CUDA EP; T <= max_len
+        on the TensorRT EP)."""
         if self.config.arch != "decoder":
             raise BackendError("this artifact has no full-pass graph (encoder-decoder); use generate()")
         self._check_full_length(x.shape[1])
@@ -372,21 +388,108 @@ class OrtCudaBackend(_OrtGpu, Backend):
         self._vals["cross_v"].update_inplace(self._padded("cross_v", cross_v))
         self._vals["src_valid"].update_inplace(np.ascontiguousarray(src_valid, dtype=np.bool_))
 
-    def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        """(k, v), each [L, B, H, N, dh] (the logical layout, as every backend): K is transposed back."""
-        k_t = self._logical("k_cache", self._vals["k_cache"].numpy())  # [L, B, H, dh, N]
-        v = self._logical("v_cache", self._vals["v_cache"].numpy())
-        return np.ascontiguousarray(k_t.swapaxes(-1, -2)), np.ascontiguousarray(v)
-
     def close(self) -> None:
-        """Drop the binding, values and sessions, and destroy commit's stream. Idempotent."""
+        """Drop the bindings, values and sessions, and destroy the copy stream. Idempotent."""
         stream, self._copy_stream = getattr(self, "_copy_stream", None), None
         cudart = getattr(self, "_cudart", None)
         if stream is not None and cudart is not None:
             cudart.cudaStreamDestroy(stream)
-        self._io = None
+        self._ios = []
         self._vals = {}
-        self._step = self._aux = None
+        self._steps, self._aux = [], None
+
+
+class _HostMirrorCache:
+    """Attention without cuda-python: commit through a host mirror of the cache and one
+    fixed-size `update_inplace` per cache (the same cost at every position, but a full-cache
+    copy); `cache()` from the values' host copies."""
+
+    parities = 1
+
+    def __init__(self, owner: OrtCudaBackend) -> None:
+        self._owner = owner
+        self._rows = commit_rows(owner.cache_shape[3], owner.config.window)  # commit(pos) -> cache row
+        self._mirror = (owner._padded("k_cache"), owner._padded("v_cache"))
+
+    def addresses(self, parity: int) -> dict[str, int]:
+        o = self._owner
+        base = {name: o._vals[name].data_ptr() for name in o._stacks}
+        return stack_addresses(base, o._pitch, o.config.n_layers)
+
+    def commit(self, pos: int) -> None:
+        """A column (K) / row (V) write into the mirror and a fixed-size upload per cache."""
+        o, (k_host, v_host) = self._owner, self._mirror
+        row = self._rows[pos]
+        o._logical("k_cache", k_host)[..., row] = o._logical("k_new", o._vals["k_new"].numpy())[
+            :, :, :, 0
+        ]  # [L, B, H, dh]
+        o._logical("v_cache", v_host)[:, :, :, row] = o._logical("v_new", o._vals["v_new"].numpy())[
+            :, :, :, 0
+        ]
+        o._vals["k_cache"].update_inplace(k_host)
+        o._vals["v_cache"].update_inplace(v_host)
+
+    def commit_candidate(self, pos: int, i: int) -> None:
+        raise NotImplementedError("a device KV cache does not implement peek/commit")
+
+    def reset(self) -> None:
+        """Nothing to clear: rows not written since the reset are selected out by position."""
+
+    def state(self, pos: int) -> np.ndarray:
+        raise BackendError(
+            "an attention artifact has no fixed-size state; its history is the KV cache (cache())"
+        )
+
+    staged_state = state
+
+    def cache(self) -> tuple[np.ndarray, np.ndarray]:
+        """(k, v), each [L, B, H, N, dh] (the logical layout, as every backend): K is transposed back."""
+        o = self._owner
+        k_t = o._logical("k_cache", o._vals["k_cache"].numpy())  # [L, B, H, dh, N]
+        v = o._logical("v_cache", o._vals["v_cache"].numpy())
+        return np.ascontiguousarray(k_t.swapaxes(-1, -2)), np.ascontiguousarray(v)
+
+
+class _HostState:
+    """The ssm state without cuda-python: reset is one fixed-size upload of zeros made at load,
+    peek's commit a round trip through the host (allocates; not real-time), the state reads
+    host copies."""
+
+    parities = 2
+
+    def __init__(self, vals: tuple[Any, Any], state_shape: tuple[int, ...]) -> None:
+        self._vals = vals
+        self._zeros = np.zeros(state_shape, np.float32)
+        self._read = (np.zeros(state_shape, np.float32), np.zeros(state_shape, np.float32))
+
+    def addresses(self, parity: int) -> dict[str, int]:
+        return {
+            fmt.SSM_STATE: self._vals[parity].data_ptr(),
+            fmt.SSM_STATE_NEW: self._vals[1 - parity].data_ptr(),
+        }
+
+    def commit(self, pos: int) -> None:
+        """Nothing to copy: the session's position store selects the buffer."""
+
+    def commit_candidate(self, pos: int, i: int) -> None:
+        staged = self._vals[1 - (pos & 1)]
+        host = staged.numpy()
+        host[:] = host[i]
+        staged.update_inplace(host)
+
+    def reset(self) -> None:
+        self._vals[0].update_inplace(self._zeros)
+
+    def state(self, pos: int) -> np.ndarray:
+        np.copyto(self._read[0], self._vals[pos & 1].numpy())
+        return self._read[0]
+
+    def staged_state(self, pos: int) -> np.ndarray:
+        np.copyto(self._read[1], self._vals[1 - (pos & 1)].numpy())
+        return self._read[1]
+
+    def cache(self) -> tuple[np.ndarray, np.ndarray]:
+        raise BackendError("an ssm artifact has no KV cache; its state is session.state()")
 
 
 class _OrtTrtOptions(_OrtGpu):
@@ -440,206 +543,8 @@ class _OrtTrtOptions(_OrtGpu):
 
 class OrtTensorRTBackend(_OrtTrtOptions, OrtCudaBackend):
     """ONNX Runtime, TensorRT execution provider (CUDA EP for anything TensorRT does not take),
-    engine and timing caches in the artifact."""
-
-    name = "ort-trt"
-
-
-class OrtCudaSsmBackend(_OrtGpu, DeviceSsmBackend):
-    """An ssm artifact on ONNX Runtime's CUDA EP (module docstring, "ssm artifacts"): the two
-    state buffers on the device, one step session and binding per parity, optional CUDA graphs."""
-
-    name = "ort-cuda"
-    supports_peek = True  # commit_candidate: the B - 1 device row copies
-
-    def __init__(
-        self,
-        artifact: Artifact,
-        *,
-        device_id: int = 0,
-        cuda_graph: bool = True,
-        precision: str | None = None,
-        workspace_mib: int = 1024,
-    ) -> None:
-        super().__init__(artifact)
-        self._open_ort(device_id, precision, workspace_mib)
-        if precision == "fp16":
-            raise BackendError(
-                f"backend {self.name!r}: precision 'fp16' is not available for ssm artifacts (the fp16 policy "
-                "covers attention graphs, docs/ssm.md); leave precision unset (fp32)"
-            )
-        cfg, batch = self.config, artifact.batch
-        self._in_name, self._out_name = io_names(cfg)
-        # One step session per parity (each captures its own CUDA graph over its own addresses),
-        # and the full pass (Scan) without a graph.
-        self._steps = [self._step_session(cuda_graph) for _ in (0, 1)]
-        self._aux = self._session("model", cuda_graph=False)
-        x_shape, x_dtype = (
-            ((batch, 1), np.int64) if cfg.inputs == "tokens" else ((batch, 1, cfg.d_in), np.float32)
-        )
-        self._x = np.zeros(x_shape, dtype=x_dtype)  # host staging of x, the session's layout
-        self._x_val = self._device_zeros(x_shape, x_dtype)
-        self._y_val = self._device_zeros(self.step_output_shape, np.float32)
-        self._state_vals = [self._device_zeros(self.state_shape, np.float32) for _ in (0, 1)]
-        self._state_bytes = int(np.prod(self.state_shape)) * 4
-        self._ios = []
-        sig = fmt.ssm_step_signature(cfg, batch)
-        try:
-            for parity, session in enumerate(self._steps):
-                io = session.io_binding()
-                value = {
-                    self._in_name: self._x_val,
-                    fmt.SSM_STATE: self._state_vals[parity],
-                    self._out_name: self._y_val,
-                    fmt.SSM_STATE_NEW: self._state_vals[1 - parity],
-                }
-                for key, bind in (("inputs", io.bind_input), ("outputs", io.bind_output)):
-                    for name, (dtype, shape) in sig[key].items():
-                        bind(
-                            name,
-                            _DEVICE,
-                            self.device_id,
-                            np.dtype(dtype),
-                            list(shape),
-                            value[name].data_ptr(),
-                        )
-                self._ios.append(io)
-        except Exception as exc:  # signatures were checked when the sessions were made: engine-side
-            raise BackendError(f"{self.name} cannot bind the ssm step buffers: {exc}") from exc
-        # Host buffers the device state is read into (state(), staged_state()), made once.
-        self._read = (np.zeros(self.state_shape, np.float32), np.zeros(self.state_shape, np.float32))
-        self._zeros = np.zeros(self.state_shape, np.float32)
-        self._cudart = self._try_cudart()
-        self.commit_mode = "device" if self._cudart is not None else "host"
-        self._copy_stream: Any = None
-        self._cand: list[list[list[tuple[int, int]]]] = []
-        if self._cudart is not None:  # reset, peek commit and state reads on a stream of our own
-            from .cuda import cuda_check
-
-            c = self._cudart
-            self._copy_stream = cuda_check(
-                c.cudaStreamCreateWithFlags(c.cudaStreamNonBlocking), "cudaStreamCreateWithFlags"
-            )
-            row = self._state_bytes // batch  # one batch row [L, D, N], contiguous
-            for parity in (0, 1):  # (dst, src) of the B - 1 row copies of commit_candidate(pos, i)
-                staged = self._state_vals[1 - parity].data_ptr()
-                self._cand.append(
-                    [
-                        [(staged + b * row, staged + i * row) for b in range(batch) if b != i]
-                        for i in range(batch)
-                    ]
-                )
-            self._row_bytes = row
-        for parity in (0, 1):  # warm-up; with cuda_graph the provider captures during these runs
-            for _ in range(3):
-                self._run_step(parity)
-        self.reset()
-
-    def _run_step(self, parity: int) -> None:
-        """One run of parity's step session, complete on return (as OrtCudaBackend._run_step)."""
-        io = self._ios[parity]
-        io.synchronize_inputs()  # the in-place upload of x has landed
-        self._steps[parity].run_with_iobinding(io)
-        io.synchronize_outputs()  # y and state_new are written
-
-    def _sync_copies(self) -> None:
-        from .cuda import cuda_check
-
-        cuda_check(self._cudart.cudaStreamSynchronize(self._copy_stream), "cudaStreamSynchronize ssm")
-
-    # --- real-time path -------------------------------------------------------------------------
-    def step(self, x: np.ndarray, pos: int) -> np.ndarray:
-        """Real-time after warm-up: upload x in place, run parity pos & 1 (reads buffer pos & 1,
-        writes the other), copy y back (one small array from OrtValue.numpy(), as the attention
-        backend). Never writes the state it reads."""
-        np.copyto(self._x, x)
-        try:
-            self._x_val.update_inplace(self._x)  # same device address: a graph replay sees it
-            self._run_step(pos & 1)
-            np.copyto(self._y, self._y_val.numpy())
-        except Exception as exc:
-            raise BackendError(f"{self.name} ssm step failed at position {pos}: {exc}") from exc
-        return self._y
-
-    def commit_candidate(self, pos: int, i: int) -> None:
-        """Candidate i's staged state over the other B - 1 rows of the staged buffer. Device path:
-        B - 1 fixed-size device-to-device copies on this backend's stream, then its sync (ORT's
-        run is complete: `step` synchronised its outputs). Host path: a round trip through the
-        host (allocates; not real-time)."""
-        if self._cudart is None:
-            staged = self._state_vals[1 - (pos & 1)]
-            host = staged.numpy()
-            host[:] = host[i]
-            staged.update_inplace(host)
-            return
-        from .cuda import cuda_check
-
-        c, stream, row = self._cudart, self._copy_stream, self._row_bytes
-        kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
-        for dst, src in self._cand[pos & 1][i]:
-            cuda_check(c.cudaMemcpyAsync(dst, src, row, kind, stream), "cudaMemcpyAsync ssm candidate")
-        self._sync_copies()
-
-    def reset(self) -> None:
-        """Zero buffer 0 (the one position 0 reads): a memset on this backend's stream and its
-        sync (device path), or one fixed-size upload of zeros made at load. Constant time."""
-        if self._cudart is None:
-            self._state_vals[0].update_inplace(self._zeros)
-            return
-        from .cuda import cuda_check
-
-        c = self._cudart
-        cuda_check(
-            c.cudaMemsetAsync(self._state_vals[0].data_ptr(), 0, self._state_bytes, self._copy_stream),
-            "cudaMemsetAsync ssm reset",
-        )
-        self._sync_copies()
-
-    def _read_state(self, buffer: int, out: np.ndarray) -> np.ndarray:
-        """Device buffer -> the host array `out` (made at load), complete on return."""
-        if self._cudart is None:
-            np.copyto(out, self._state_vals[buffer].numpy())
-            return out
-        from .cuda import cuda_check
-
-        c = self._cudart
-        kind = c.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        cuda_check(
-            c.cudaMemcpyAsync(
-                out.ctypes.data,
-                self._state_vals[buffer].data_ptr(),
-                self._state_bytes,
-                kind,
-                self._copy_stream,
-            ),
-            "cudaMemcpyAsync ssm state",
-        )
-        self._sync_copies()
-        return out
-
-    # --- not real-time --------------------------------------------------------------------------
-    def full(self, x: np.ndarray) -> np.ndarray:
-        """The Scan graph on this provider (any T on the CUDA EP; T <= max_len on the TensorRT EP)."""
-        self._check_full_length(x.shape[1])
-        try:
-            return self._aux.run(None, {self._in_name: x})[0]
-        except Exception as exc:
-            raise BackendError(f"{self.name} full pass failed: {exc}") from exc
-
-    def close(self) -> None:
-        """Drop the bindings, values and sessions, and destroy the copy stream. Idempotent."""
-        stream, self._copy_stream = getattr(self, "_copy_stream", None), None
-        cudart = getattr(self, "_cudart", None)
-        if stream is not None and cudart is not None:
-            cudart.cudaStreamDestroy(stream)
-        self._ios = []
-        self._state_vals = []
-        self._steps, self._aux = [], None
-
-
-class OrtTensorRTSsmBackend(_OrtTrtOptions, OrtCudaSsmBackend):
-    """An ssm artifact on ONNX Runtime's TensorRT EP (CUDA EP for the rest): the step as for
-    ort-cuda; the full pass (Scan) under the profile T in 1..max_len."""
+    engine and timing caches in the artifact; both block kinds (ssm: the full pass, the Scan,
+    under the profile T in 1..max_len)."""
 
     name = "ort-trt"
 

@@ -1,4 +1,6 @@
-"""TensorRT backend: the artifact's engines on one GPU, KV cache resident on the device.
+"""TensorRT backend: the artifact's engines on one GPU, the state resident on the device; one
+class for both block kinds (base.py), the state of the kind in a device store shared with the
+ONNX Runtime GPU backends (device.py: DeviceCache, DeviceState).
 
 Everything is allocated once, in the constructor: the KV cache stacked -- K transposed
 [L, B, H, dh, N] (the step graph's k_cache.i layout), V [L, B, H, N, dh] -- and the staged rows
@@ -21,7 +23,8 @@ is captured into a CUDA graph (`cudaStreamBeginCapture` / `EndCapture`,
 fails (some engines are not capturable), the backend falls back to the plain sequence, sets
 `self.cuda_graph = False`, `self.cuda_graph_reason`, and warns once. `commit(pos)` copies the
 staged K/V rows into cache position pos (windowed: row ring_slot(pos, W), layout.commit_rows)
-with fixed-size strided `cudaMemcpy2DAsync`s, device to device (`commit_copies`): K into column
+with fixed-size strided `cudaMemcpy2DAsync`s, device to device (device.DeviceCache,
+`layout.commit_copies`): K into column
 pos of [dh, N] (rows of one float), V into row pos of [N, dh] (rows of dh floats); one copy per
 stack when the pitches equal the slices (all layers at once), else one per layer. The step
 never writes the cache, so a failed step leaves it unchanged. `cache()` returns the logical
@@ -38,9 +41,9 @@ Real-time: after construction, `step` and `commit` allocate no numpy arrays and 
 result tuples, which is the only Python-side allocation. `full`, `set_source` and `cache` are
 not real-time.
 
-ssm artifacts (`TensorRTSsmBackend`; docs/ssm.md): the step engine's I/O is x, state -> y,
-state_new (`format.ssm_step_signature`, checked against the engine like the attention one). The
-state is double-buffered on the device as on the host (runtime/backends/ssm.py): two `cudaMalloc`
+ssm artifacts (docs/ssm.md): the step engine's I/O is x, state -> y, state_new
+(`format.ssm_step_signature`, checked against the engine by the same check). The state is
+double-buffered on the device as on the host (device.DeviceState): two `cudaMalloc`
 buffers [B, L, D, N]; parity 0's execution context reads buffer 0 and writes buffer 1, a second
 context of the same engine (`_Engine.add_context`) has the two addresses swapped, each context
 gets its warm enqueue and its own captured CUDA graph, and the step at position p replays graph
@@ -65,15 +68,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tickformer import validation
-from tickformer.artifact import format as fmt
 from tickformer.artifact.format import io_names, step_signature
 from tickformer.artifact.reader import Artifact
 from tickformer.errors import BackendError, BackendUnavailable
 
-from .base import Backend
+from .base import StoreBackend
 from .cuda import cuda_check, device_info, dims_tuple, require_cudart, require_tensorrt
-from .layout import commit_copies, commit_rows, layer_pitch, stacked_shapes
-from .ssm import DeviceSsmBackend
+from .device import DeviceCache, DeviceState
+from .layout import layer_pitch, stacked_shapes
 from .tensorrt_engine import engine_bytes, engine_entry
 
 if TYPE_CHECKING:
@@ -180,25 +182,45 @@ class _Engine:
         self.__dict__.pop("engine", None)
 
 
-class _TensorRTEngines:
-    """What both TensorRT backends (attention, ssm) share: the step and full/encoder engines taken
-    from the manifest (compatibility and hashes checked before a byte is deserialized), the
-    runtime, one non-blocking stream, the buffers; synchronisation, uploads and downloads on that
-    stream, the aux engine's run and the zero-padded full pass. Not real-time."""
+class TensorRTBackend(StoreBackend):
+    """TensorRT engines from the artifact's manifest, one stream, CUDA-graph replay per step;
+    both block kinds (the state of the kind in a device store: device.py)."""
 
-    _cudart: Any
-    _stream: Any
+    name = "tensorrt"
+    static_cache = True
+    ring_cache = True  # commit writes row ring_slot(pos, W) (layout.commit_rows)
     _bufs: _Buffers
     _aux: _Engine
-    _in_name: str
-    _out_name: str
     _step: _Engine
-    _contexts: list[Any]  # the step engine's execution context per parity (attention: one)
-    _x: np.ndarray  # pinned host staging, the session's layout
-    _y: np.ndarray
-    _pos: Any = None  # pinned position input [1] int64 (attention); None: ssm steps have none
-    artifact: Artifact
 
+    def __init__(self, artifact: Artifact, *, precision: str | None = None, cuda_graph: bool = True) -> None:
+        super().__init__(artifact)
+        validation.one_of(precision, "precision", (None, "fp32", "fp16"))
+        ssm = self.block == "ssm"
+        if ssm and precision == "fp16":
+            raise BackendError(
+                "backend 'tensorrt': precision 'fp16' is not available for ssm artifacts (the fp16 policy covers "
+                "attention graphs, docs/ssm.md); build and load fp32 engines"
+            )
+        self.supports_peek = ssm  # commit_candidate: the state's B - 1 device row copies
+        aux = "model" if self.config.arch == "decoder" else "encoder"
+        step_data, aux_data = self._open_engines(artifact, "fp32" if ssm else precision, aux)
+        self._graphs: list[tuple[Any, Any]] = []  # (graph, instantiated graph) per parity
+        self.cuda_graph = False
+        self.cuda_graph_reason = "disabled by option" if not cuda_graph else "not captured yet"
+        try:
+            self._setup(step_data, aux, aux_data)
+            for context in range(len(self._contexts)):  # a warm enqueue on each: TensorRT's one-time work
+                self._enqueue_step(context)
+            self._sync()
+            if cuda_graph:
+                self._capture()
+            self.reset()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- construction (not real-time) -----------------------------------------------------------
     def _open_engines(self, artifact: Artifact, precision: str | None, aux: str) -> tuple[bytes, bytes]:
         """(step engine bytes, aux engine bytes); sets the runtime, stream and buffers."""
         require_tensorrt()
@@ -295,81 +317,18 @@ class _TensorRTEngines:
         y = self._d2h(e.ptr[self._out_name], e.shape[self._out_name], e.dtype[self._out_name])
         return np.ascontiguousarray(y[:, :t])
 
-    def close(self) -> None:
-        """Free the CUDA graphs, engines (contexts first), buffers and stream. Idempotent."""
-        c = getattr(self, "_cudart", None)
-        if c is None:
-            return
-        graphs = [
-            *getattr(self, "_graphs", []),
-            (getattr(self, "_graph", None), getattr(self, "_graph_exec", None)),
-        ]
-        for graph, graph_exec in graphs:
-            if graph_exec is not None:
-                c.cudaGraphExecDestroy(graph_exec)
-            if graph is not None:
-                c.cudaGraphDestroy(graph)
-        self._graphs: list[tuple[Any, Any]] = []
-        self._graph = self._graph_exec = None
-        for attr in ("_step", "_aux"):
-            engine = self.__dict__.pop(attr, None)
-            if engine is not None:
-                engine.release()  # contexts before engines, engines before their buffers
-        if hasattr(self, "_bufs"):
-            self._bufs.free()
-        if getattr(self, "_stream", None) is not None:
-            c.cudaStreamDestroy(self._stream)
-            self._stream = None
-        self._cudart = None
-
-
-class TensorRTBackend(_TensorRTEngines, Backend):
-    """TensorRT engines from the artifact's manifest, one stream, CUDA-graph replay per step."""
-
-    name = "tensorrt"
-    static_cache = True
-    ring_cache = True  # commit writes row ring_slot(pos, W) (layout.commit_rows)
-
-    def __init__(self, artifact: Artifact, *, precision: str | None = None, cuda_graph: bool = True) -> None:
-        super().__init__(artifact)
-        validation.one_of(precision, "precision", (None, "fp32", "fp16"))
-        aux = "model" if self.config.arch == "decoder" else "encoder"
-        step_data, aux_data = self._open_engines(artifact, precision, aux)
-        self._graph: Any = None
-        self._graph_exec: Any = None
-        self.cuda_graph = False
-        self.cuda_graph_reason = "disabled by option" if not cuda_graph else "not captured yet"
-        try:
-            self._setup(step_data, aux, aux_data)
-            self._enqueue_step()  # warm enqueue: TensorRT may do one-time work on the first one
-            self._sync()
-            if cuda_graph:
-                self._capture()
-        except BaseException:
-            self.close()
-            raise
-
-    # --- construction (not real-time) -----------------------------------------------------------
     def _setup(self, step_data: bytes, aux: str, aux_data: bytes) -> None:
         cfg, batch, n = self.config, self.artifact.batch, self.artifact.max_len
         in_name, out_name = io_names(cfg)
         self._in_name, self._out_name = in_name, out_name
-        layers = cfg.n_layers
-        # Stacked device buffers, one allocation each; layer i's tensor is slice i, at i * pitch.
-        stacks = stacked_shapes(self.cache_shape, self.row_shape, cross=cfg.arch == "encoder-decoder")
-        self._k_t_shape = stacks["k_cache"]  # [L, B, H, dh, N]: K stored transposed
-        f32 = np.dtype(np.float32).itemsize
-        self._dev: dict[str, int] = {}
-        self._pitch: dict[str, tuple[int, int]] = {}  # name -> (slice bytes, pitch bytes)
-        shared: dict[str, int] = {}
-        for name, shape in stacks.items():
-            self._pitch[name] = slice_bytes, pitch = layer_pitch(shape, f32)
-            self._dev[name] = base = self._bufs.device_zeros(layers * pitch, self._stream)
-            for i in range(layers):
-                shared[f"{name}.{i}"] = base + i * pitch
-        self._step = _Engine(self._runtime, step_data, self._bufs, self._stream, shapes={}, shared=shared)
+        self.store = self._device_store()
+        # The step engine bound to the store's addresses of parity 0 (layer i's k_cache.i at slice i
+        # of its stack; ssm: state buffer 0 read, buffer 1 written), its signature checked once.
+        self._step = _Engine(
+            self._runtime, step_data, self._bufs, self._stream, shapes={}, shared=self.store.addresses(0)
+        )
         s = self._step
-        sig = step_signature(cfg, batch)
+        sig = step_signature(cfg, batch)  # the ssm kind's is format.ssm_step_signature
         want = {
             name: (tuple(shape), np.dtype(dtype))
             for key in ("inputs", "outputs")
@@ -381,15 +340,20 @@ class TensorRTBackend(_TensorRTEngines, Backend):
                 set(s.inputs) ^ set(sig["inputs"])
             )
             raise BackendError(
-                f"step engine tensors {bad[:4]} do not match the step graph signature "
+                f"step engine tensors {bad[:4]} do not match the {self.block} step signature "
                 f"(engine {[have.get(k) for k in bad[:2]]}, expected {[want.get(k) for k in bad[:2]]}); rebuild it"
             )
+        # One execution context per parity of the store: ssm parity 1 is a second context of the same
+        # engine, same x and y, the state addresses swapped.
+        self._contexts = [s.context] + [
+            s.add_context(self.store.addresses(p)) for p in range(1, self.store.parities)
+        ]
+        self._parity = self.store.parities - 1  # pos & this: the context (and graph) of pos's parity
         # Pinned staging in the session's layout (x [B, 1, d_in] or tokens [B, 1], y [B, 1, d_out]):
         # the same bytes as the graph's [B, d_in] / [B] / [B, d_out], so the copies are plain memcpys.
         x_shape = (batch, 1) if cfg.inputs == "tokens" else (batch, 1, cfg.d_in)
         self._x = self._bufs.pinned(x_shape, s.dtype[in_name])
-        self._pos = self._bufs.pinned(s.shape["pos"], s.dtype["pos"])
-        self._contexts = [s.context]
+        self._pos = self._bufs.pinned(s.shape["pos"], s.dtype["pos"]) if "pos" in s.shape else None
         self._y = self._bufs.pinned(self.step_output_shape, s.dtype[out_name])
         if aux == "model":
             shapes = {in_name: (batch, n) + ((cfg.d_in,) if cfg.inputs == "continuous" else ())}
@@ -409,67 +373,99 @@ class TensorRTBackend(_TensorRTEngines, Backend):
                         f"encoder engine output {name!r} has shape {self._aux.shape.get(name)}, "
                         f"expected {self.cache_shape}; rebuild it"
                     )
-        # commit(): fixed-size strided device-to-device copies, precomputed (commit_copies).
-        self._rows = commit_rows(self.cache_shape[3], self.config.window)  # commit(pos) -> cache row
-        self._commit_ops = commit_copies(self._dev, self._pitch, self.cache_shape, f32)
         self._sync()
 
+    def _device_store(self) -> DeviceCache | DeviceState:
+        """The state of the block kind at fixed device addresses, one allocation each (cudaMalloc:
+        256-byte aligned, zeroed): the ssm state's two buffers (read into pinned buffers), or the
+        stacked caches, staged rows (and cross K/V), layer i's tensor at base + i * pitch."""
+        f32 = np.dtype(np.float32)
+        if self.block == "ssm":
+            nbytes = int(np.prod(self.state_shape)) * f32.itemsize
+            base = (
+                self._bufs.device_zeros(nbytes, self._stream),
+                self._bufs.device_zeros(nbytes, self._stream),
+            )
+            read = (self._bufs.pinned(self.state_shape, f32), self._bufs.pinned(self.state_shape, f32))
+            return DeviceState(self._cudart, self._stream, self._sync, base, self.state_shape, read)
+        stacks = stacked_shapes(self.cache_shape, self.row_shape, cross=self.config.arch == "encoder-decoder")
+        self._pitch = {name: layer_pitch(shape, f32.itemsize) for name, shape in stacks.items()}
+        self._dev = {  # name -> device address of the stack
+            name: self._bufs.device_zeros(self.config.n_layers * pitch, self._stream)
+            for name, (_, pitch) in self._pitch.items()
+        }
+        return DeviceCache(
+            self._cudart,
+            self._stream,
+            self._sync,
+            self._dev,
+            self._pitch,
+            stacks,
+            self.cache_shape,
+            self.config.window,
+        )
+
     def _capture(self) -> None:
-        """Capture the (already warmed) step into a CUDA graph; on failure fall back and say so."""
+        """One CUDA graph per parity (each context warmed already); on failure fall back to
+        plain enqueues, for all, and say so."""
         c = self._cudart
         try:
             mode = c.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal
-            cuda_check(c.cudaStreamBeginCapture(self._stream, mode), "cudaStreamBeginCapture")
-            try:
-                self._enqueue_step()
-            finally:
-                graph = cuda_check(c.cudaStreamEndCapture(self._stream), "cudaStreamEndCapture")
-            self._graph = graph
-            self._graph_exec = cuda_check(
-                c.cudaGraphInstantiateWithFlags(graph, 0), "cudaGraphInstantiateWithFlags"
+            for parity in range(len(self._contexts)):
+                cuda_check(c.cudaStreamBeginCapture(self._stream, mode), "cudaStreamBeginCapture")
+                try:
+                    self._enqueue_step(parity)
+                finally:
+                    graph = cuda_check(c.cudaStreamEndCapture(self._stream), "cudaStreamEndCapture")
+                graph_exec = cuda_check(
+                    c.cudaGraphInstantiateWithFlags(graph, 0), "cudaGraphInstantiateWithFlags"
+                )
+                self._graphs.append((graph, graph_exec))
+            self.cuda_graph, self.cuda_graph_reason = (
+                True,
+                "one graph per parity, captured after warm enqueues",
             )
-            self.cuda_graph, self.cuda_graph_reason = True, "captured after one warm enqueue"
         except (BackendError, RuntimeError) as exc:
             c.cudaGetLastError()  # clear the sticky capture error; the stream stays usable
-            self._graph = self._graph_exec = None
+            self._destroy_graphs()
             self.cuda_graph, self.cuda_graph_reason = (
                 False,
                 f"CUDA-graph capture failed ({exc}); using plain enqueue",
             )
             warnings.warn(f"tensorrt backend: {self.cuda_graph_reason}", RuntimeWarning, stacklevel=3)
 
+    def _destroy_graphs(self) -> None:
+        c = self._cudart
+        for graph, graph_exec in getattr(self, "_graphs", []):
+            c.cudaGraphExecDestroy(graph_exec)
+            c.cudaGraphDestroy(graph)
+        self._graphs = []
+
     # --- real-time path -------------------------------------------------------------------------
     def step(self, x: np.ndarray, pos: int) -> np.ndarray:
-        """Real-time safe (module docstring). Writes y into the pinned output and returns it."""
+        """Real-time safe (module docstring): x (and pos) into pinned memory, replay the graph of
+        pos's parity (or enqueue it), wait; y is in the pinned output. Never writes the committed
+        state (ssm: reads buffer pos & 1, writes the other)."""
         np.copyto(self._x, x)
-        self._pos[0] = pos
+        if self._pos is not None:
+            self._pos[0] = pos
+        parity = pos & self._parity
         try:
-            if self._graph_exec is not None:
-                cuda_check(self._cudart.cudaGraphLaunch(self._graph_exec, self._stream), "cudaGraphLaunch")
+            if self._graphs:
+                cuda_check(
+                    self._cudart.cudaGraphLaunch(self._graphs[parity][1], self._stream), "cudaGraphLaunch"
+                )
             else:
-                self._enqueue_step()
+                self._enqueue_step(parity)
             self._sync()
         except BackendError as exc:
             raise BackendError(f"tensorrt step failed at position {pos}: {exc}") from exc
         return self._y
 
-    def commit(self, pos: int) -> None:
-        """Real-time safe: fixed-size strided device copies (k_new -> K column pos, v_new -> V row
-        pos); the same copies at every position, only the destination offset moves."""
-        c = self._cudart
-        kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
-        for dst, dpitch, src, spitch, width, height in self._commit_ops:
-            cuda_check(
-                c.cudaMemcpy2DAsync(
-                    dst + self._rows[pos] * width, dpitch, src, spitch, width, height, kind, self._stream
-                ),
-                "cudaMemcpy2DAsync commit",
-            )
-        self._sync()
-
     # --- not real-time --------------------------------------------------------------------------
     def full(self, x: np.ndarray) -> np.ndarray:
-        """Causal full pass on the model engine, zero-padded to T = max_len (`_full_padded`)."""
+        """Causal full pass on the model engine (ssm: the Scan graph's), zero-padded to T = max_len
+        (`_full_padded`); T > max_len refused."""
         if self.config.arch != "decoder":
             raise BackendError("this artifact has no full-pass graph (encoder-decoder); use generate()")
         return self._full_padded(x)
@@ -501,191 +497,22 @@ class TensorRTBackend(_TensorRTEngines, Backend):
             )
         self._sync()
 
-    def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        """(k, v), each [L, B, H, N, dh] (the logical layout, as every backend): K is transposed back."""
-
-        def stack(name: str, shape: tuple[int, ...]) -> np.ndarray:  # L padded slices -> shape
-            slice_bytes, pitch = self._pitch[name]
-            raw = self._d2h(self._dev[name], (self.config.n_layers, pitch // 4), np.dtype(np.float32))
-            return raw[:, : slice_bytes // 4].reshape(shape)
-
-        k_t = stack("k_cache", self._k_t_shape)  # [L, B, H, dh, N]
-        return np.ascontiguousarray(k_t.swapaxes(-1, -2)), np.ascontiguousarray(
-            stack("v_cache", self.cache_shape)
-        )
-
-
-class TensorRTSsmBackend(_TensorRTEngines, DeviceSsmBackend):
-    """An ssm artifact on the artifact's TensorRT engines (module docstring, "ssm artifacts"):
-    the two state buffers on the device, one execution context and one CUDA graph per parity."""
-
-    name = "tensorrt"
-    supports_peek = True  # commit_candidate: the B - 1 device row copies
-
-    def __init__(self, artifact: Artifact, *, precision: str | None = None, cuda_graph: bool = True) -> None:
-        super().__init__(artifact)
-        validation.one_of(precision, "precision", (None, "fp32", "fp16"))
-        if precision == "fp16":
-            raise BackendError(
-                "backend 'tensorrt': precision 'fp16' is not available for ssm artifacts (the fp16 policy covers "
-                "attention graphs, docs/ssm.md); build and load fp32 engines"
-            )
-        step_data, aux_data = self._open_engines(artifact, "fp32", "model")
-        self._graphs: list[tuple[Any, Any]] = []
-        self.cuda_graph = False
-        self.cuda_graph_reason = "disabled by option" if not cuda_graph else "not captured yet"
-        try:
-            self._setup(step_data, aux_data)
-            for parity in (0, 1):  # a warm enqueue on each context: TensorRT's one-time work
-                self._enqueue_step(parity)
-            self._sync()
-            if cuda_graph:
-                self._capture()
-            self.reset()
-        except BaseException:
-            self.close()
-            raise
-
-    # --- construction (not real-time) -----------------------------------------------------------
-    def _setup(self, step_data: bytes, aux_data: bytes) -> None:
-        cfg, batch, n = self.config, self.artifact.batch, self.artifact.max_len
-        self._in_name, self._out_name = io_names(cfg)
-        f32 = np.dtype(np.float32)
-        self._state_bytes = int(np.prod(self.state_shape)) * f32.itemsize
-        # The two state buffers (cudaMalloc: 256-byte aligned, zeroed).
-        self._dev = [self._bufs.device_zeros(self._state_bytes, self._stream) for _ in (0, 1)]
-        a, b = self._dev
-        self._step = _Engine(
-            self._runtime,
-            step_data,
-            self._bufs,
-            self._stream,
-            shapes={},
-            shared={fmt.SSM_STATE: a, fmt.SSM_STATE_NEW: b},  # parity 0 reads a, writes b
-        )
-        s = self._step
-        sig = step_signature(cfg, batch)  # the ssm kind's (format.ssm_step_signature)
-        want = {
-            name: (tuple(shape), np.dtype(dtype))
-            for key in ("inputs", "outputs")
-            for name, (dtype, shape) in sig[key].items()
-        }
-        have = {name: (s.shape[name], s.dtype[name]) for name in s.shape}
-        if have != want or set(s.inputs) != set(sig["inputs"]):
-            bad = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k)) or sorted(
-                set(s.inputs) ^ set(sig["inputs"])
-            )
-            raise BackendError(
-                f"step engine tensors {bad[:4]} do not match the ssm step signature "
-                f"(engine {[have.get(k) for k in bad[:2]]}, expected {[want.get(k) for k in bad[:2]]}); rebuild it"
-            )
-        # Parity 1 reads b and writes a: a second context, same x and y, the state addresses swapped.
-        self._contexts = [s.context, s.add_context({fmt.SSM_STATE: b, fmt.SSM_STATE_NEW: a})]
-        x_shape = (batch, 1) if cfg.inputs == "tokens" else (batch, 1, cfg.d_in)
-        self._x = self._bufs.pinned(x_shape, s.dtype[self._in_name])
-        self._y = self._bufs.pinned(self.step_output_shape, s.dtype[self._out_name])
-        # Pinned host buffers the state is read into (state(), staged_state()), made once.
-        self._read = (self._bufs.pinned(self.state_shape, f32), self._bufs.pinned(self.state_shape, f32))
-        shapes = {self._in_name: (batch, n) + ((cfg.d_in,) if cfg.inputs == "continuous" else ())}
-        self._aux = _Engine(self._runtime, aux_data, self._bufs, self._stream, shapes=shapes, shared={})
-        # commit_candidate(pos, i): (dst, src) of the B - 1 row copies in the buffer pos's step writes.
-        self._row_bytes = row = self._state_bytes // batch  # one batch row [L, D, N], contiguous
-        self._cand = [
-            [
-                [
-                    (self._dev[1 - parity] + r * row, self._dev[1 - parity] + i * row)
-                    for r in range(batch)
-                    if r != i
-                ]
-                for i in range(batch)
-            ]
-            for parity in (0, 1)
-        ]
-        self._sync()
-
-    def _capture(self) -> None:
-        """One CUDA graph per parity (each context warmed already); on failure fall back to
-        plain enqueues, for both, and say so."""
-        c = self._cudart
-        try:
-            mode = c.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal
-            for parity in (0, 1):
-                cuda_check(c.cudaStreamBeginCapture(self._stream, mode), "cudaStreamBeginCapture")
-                try:
-                    self._enqueue_step(parity)
-                finally:
-                    graph = cuda_check(c.cudaStreamEndCapture(self._stream), "cudaStreamEndCapture")
-                graph_exec = cuda_check(
-                    c.cudaGraphInstantiateWithFlags(graph, 0), "cudaGraphInstantiateWithFlags"
-                )
-                self._graphs.append((graph, graph_exec))
-            self.cuda_graph, self.cuda_graph_reason = (
-                True,
-                "two graphs (one per parity), captured after warm enqueues",
-            )
-        except (BackendError, RuntimeError) as exc:
-            c.cudaGetLastError()  # clear the sticky capture error; the stream stays usable
-            for graph, graph_exec in self._graphs:
-                c.cudaGraphExecDestroy(graph_exec)
-                c.cudaGraphDestroy(graph)
-            self._graphs = []
-            self.cuda_graph, self.cuda_graph_reason = (
-                False,
-                f"CUDA-graph capture failed ({exc}); using plain enqueue",
-            )
-            warnings.warn(f"tensorrt backend: {self.cuda_graph_reason}", RuntimeWarning, stacklevel=3)
-
-    # --- real-time path -------------------------------------------------------------------------
-    def step(self, x: np.ndarray, pos: int) -> np.ndarray:
-        """Real-time safe: x into pinned memory, replay the graph of parity pos & 1 (or enqueue
-        it), wait; y is in the pinned output. Reads buffer pos & 1, writes the other."""
-        np.copyto(self._x, x)
-        try:
-            if self._graphs:
-                cuda_check(
-                    self._cudart.cudaGraphLaunch(self._graphs[pos & 1][1], self._stream), "cudaGraphLaunch"
-                )
-            else:
-                self._enqueue_step(pos & 1)
-            self._sync()
-        except BackendError as exc:
-            raise BackendError(f"tensorrt ssm step failed at position {pos}: {exc}") from exc
-        return self._y
-
-    def commit_candidate(self, pos: int, i: int) -> None:
-        """Candidate i's staged state over the other B - 1 rows of the staged buffer: fixed-size
-        device-to-device copies on the stream, then its sync. Real-time safe."""
-        c = self._cudart
-        kind = c.cudaMemcpyKind.cudaMemcpyDeviceToDevice
-        for dst, src in self._cand[pos & 1][i]:
-            cuda_check(
-                c.cudaMemcpyAsync(dst, src, self._row_bytes, kind, self._stream), "cudaMemcpyAsync candidate"
-            )
-        self._sync()
-
-    def reset(self) -> None:
-        """Zero buffer 0 (the one position 0 reads): a memset on the stream and its sync."""
-        cuda_check(
-            self._cudart.cudaMemsetAsync(self._dev[0], 0, self._state_bytes, self._stream),
-            "cudaMemsetAsync reset",
-        )
-        self._sync()
-
-    def _read_state(self, buffer: int, out: np.ndarray) -> np.ndarray:
-        kind = self._cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        cuda_check(
-            self._cudart.cudaMemcpyAsync(
-                out.ctypes.data, self._dev[buffer], self._state_bytes, kind, self._stream
-            ),
-            "cudaMemcpyAsync state",
-        )
-        self._sync()
-        return out
-
-    # --- not real-time --------------------------------------------------------------------------
-    def full(self, x: np.ndarray) -> np.ndarray:
-        """The Scan graph's engine, zero-padded to T = max_len (`_full_padded`); T > max_len refused."""
-        return self._full_padded(x)
+    def close(self) -> None:
+        """Free the CUDA graphs, engines (contexts first), buffers and stream. Idempotent."""
+        c = getattr(self, "_cudart", None)
+        if c is None:
+            return
+        self._destroy_graphs()
+        for attr in ("_step", "_aux"):
+            engine = self.__dict__.pop(attr, None)
+            if engine is not None:
+                engine.release()  # contexts before engines, engines before their buffers
+        if hasattr(self, "_bufs"):
+            self._bufs.free()
+        if getattr(self, "_stream", None) is not None:
+            c.cudaStreamDestroy(self._stream)
+            self._stream = None
+        self._cudart = None
 
 
 def _unavailable_reason() -> str | None:

@@ -51,7 +51,7 @@ def test_manifest_is_sealed_and_engine_build_rewrites_reseal_it(exported, tmp_pa
     definition); export/engine_build.update_manifest recomputes it, so its rewrites load."""
     import shutil
 
-    from tickformer.runtime.backends.tensorrt_engine import update_manifest
+    from tickformer.export.engines import update_manifest
     from tickformer.sealed import MANIFEST_HASH
     from tickformer.sealed import digest as manifest_digest
 

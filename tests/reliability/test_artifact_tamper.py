@@ -272,9 +272,9 @@ def test_extra_and_renamed_artifact_files_are_named(art_src, tmp_path):
 def test_unhashed_caches_and_interrupted_write_leftovers_are_not_reported(art_src, tmp_path):
     """What TensorRT builds and atomic writes leave inside an artifact, and nothing reads, does not
     block loading; the names are the ones those modules use."""
+    from tickformer.artifact.format import TIMING_CACHE
     from tickformer.artifact.reader import UNHASHED_CACHES
     from tickformer.runtime.backends.ort_gpu import ORT_TRT_CACHE
-    from tickformer.runtime.backends.tensorrt_engine import TIMING_CACHE
 
     assert UNHASHED_CACHES == {TIMING_CACHE, ORT_TRT_CACHE}
     art = ru.fresh_copy(art_src[0], tmp_path / "art")

@@ -616,24 +616,15 @@ def test_control_flow_allowlist_is_per_kind_and_needs_a_static_trip_count():
 WEIGHTS = "attack: re-sealed graph whose tensors differ from weights.npz"
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize(
-    "tensor",
-    ["a parameter (in_proj.w)", "a folded bias (*_step)", "an added initializer", "a name not UTF-8"],
-)
-def test_graph_weights_that_differ_from_weights_npz_are_refused(art_src, tmp_path, outcomes, tensor):
-    """Before: a step graph with other weights than weights.npz (re-sealed) loaded and ran; a
-    tensor name that is not UTF-8 (protobuf returns it as bytes) raised TypeError (a CI fuzz find)."""
-    art = ru.fresh_copy(art_src[0], tmp_path / "art")
+def _other_weights_graph(art, tensor):
+    """step.onnx of `art` with one tensor changed (a parameter, a folded bias), added, or its
+    name made not UTF-8; the file rewritten, the manifest NOT resealed."""
     if tensor == "a name not UTF-8":
         data = (art / "step.onnx").read_bytes()
         at = data.rindex(b"in_proj.w")  # the initializer's name: initializers serialize after nodes
         data = data[:at] + b"i\x80\x8dproj.w" + data[at + len(b"in_proj.w") :]
         (art / "step.onnx").write_bytes(data)
         assert any(isinstance(t.name, bytes) for t in onnx.load_model_from_string(data).graph.initializer)
-        ru.rehash(art, ru.ART_MANIFEST, ["step.onnx"])
-        with pytest.raises(ArtifactError, match="differ from the graph export builds from weights.npz"):
-            runtime.load(art, backend="ort")
         return
     model = onnx.load(str(art / "step.onnx"))
     inits = {t.name: t for t in model.graph.initializer}
@@ -644,15 +635,71 @@ def test_graph_weights_that_differ_from_weights_npz_are_refused(art_src, tmp_pat
         value = numpy_helper.to_array(inits[name]).copy()
         value.flat[0] += 1.0
         inits[name].CopyFrom(numpy_helper.from_array(value, name))
-    _reseal_graph(art, model)
+    (art / "step.onnx").write_bytes(model.SerializeToString())
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "tensor",
+    ["a parameter (in_proj.w)", "a folded bias (*_step)", "an added initializer", "a name not UTF-8"],
+)
+def test_graph_weights_that_differ_from_weights_npz_are_refused(art_src, tmp_path, outcomes, tensor):
+    """Loading is reading: consistency of graphs and weights is established when the artifact is
+    written (export/consistency.py, run by the writer before it seals) and sealed by its hashes
+    and signature. A graph changed afterwards is refused by its hash; re-hashed and re-sealed
+    (what anyone can do), by the signature when the loader asks for one (trust=); and the
+    on-demand check (`tickformer inspect ART --graphs`) still finds the tensors that differ.
+    Before: runtime.load(ort) rebuilt every graph from weights.npz at every load; a tensor name
+    that is not UTF-8 (protobuf returns it as bytes) raised TypeError there (a CI fuzz find)."""
+    from tickformer import signing
+    from tickformer.artifact.signer import sign_artifact
+    from tickformer.errors import UntrustedArtifact
+    from tickformer.export.consistency import check_graph_weights
+
+    art = ru.fresh_copy(art_src[0], tmp_path / "art")
+    private, public = signing.generate_key(tmp_path / "key")
+    sign_artifact(art, private)
+    _other_weights_graph(art, tensor)
+    with pytest.raises(ArtifactError, match="step.onnx"):  # not re-hashed: its sha256 differs
+        runtime.load(art, backend="ort")
+    ru.rehash(art, ru.ART_MANIFEST, ["step.onnx"])  # re-sealed: the old signature no longer matches
     outcomes.describe(
         WEIGHTS,
-        "one tensor of step.onnx changed (a parameter, a folded bias) or added, hashes "
-        "recomputed; runtime.load(ort) rebuilds the graphs from weights.npz and must refuse",
+        "one tensor of step.onnx changed (a parameter, a folded bias) or added, hashes recomputed and "
+        "the manifest re-sealed; runtime.load(ort, trust=the signer's key) must refuse (the signature)",
     )
+    with pytest.raises(UntrustedArtifact):
+        outcomes.run(WEIGHTS, lambda: runtime.load(art, backend="ort", trust=public), reraise=True)
     with pytest.raises(ArtifactError, match="differ from the graph export builds from weights.npz"):
-        outcomes.run(WEIGHTS, lambda: runtime.load(art, backend="ort"), reraise=True)
-    runtime.load(art, backend="numpy").close()  # the numpy backend runs weights.npz, not the graphs
+        check_graph_weights(open_artifact(art))  # on demand: the graphs rebuilt from weights.npz
+    from tickformer.cli import main
+
+    assert main(["inspect", str(art), "--graphs"]) == 1  # the same, from the command line, in one line
+    assert main(["inspect", str(art_src[0]), "--graphs"]) == 0
+
+
+def test_export_refuses_to_seal_graphs_that_do_not_carry_its_weights(art_src, tmp_path, monkeypatch):
+    """The writer checks what it is about to write (export/writer.py check_consistent): weights.npz
+    bytes that are not the weights the graphs were built from (a planted exporter bug) are refused
+    before anything is sealed, in one line, and the previous artifact stays."""
+    from tickformer.errors import ExportError
+    from tickformer.export import writer
+    from tickformer.model import preset
+
+    real = writer._weights_bytes
+
+    def other_weights(params, cfg):
+        return real({k: (v + 1.0 if k == "in_proj.w" else v) for k, v in params.items()}, cfg)
+
+    monkeypatch.setattr(writer, "_weights_bytes", other_weights)
+    art = ru.fresh_copy(art_src[0], tmp_path / "art")
+    before = (art / ru.ART_MANIFEST).read_bytes()
+    with pytest.raises(
+        ExportError, match="did not seal .*in_proj.w.* differ from the graph export builds"
+    ) as info:
+        writer.export_params(preset("tiny"), art_src[1], art, lengths=[1])
+    assert "\n" not in str(info.value)
+    assert (art / ru.ART_MANIFEST).read_bytes() == before
 
 
 # --- writes that fail --------------------------------------------------------------------------------------

@@ -213,7 +213,7 @@ def test_killed_checkpoint_save_leaves_old_new_or_nothing(tmp_path, outcomes):
 
 MANIFEST_CHILD = """
 from pathlib import Path
-from tickformer.runtime.backends.tensorrt_engine import update_manifest
+from tickformer.export.engines import update_manifest
 print("READY", flush=True)
 i = 0
 while True:

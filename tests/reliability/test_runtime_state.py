@@ -181,13 +181,13 @@ def inject_fault(session):
     """Make the next backend step fail inside the engine; returns a function that removes it."""
     backend = session.backend
     if backend.name == "ort":
-        real, real_run = backend._step, backend._run
-        backend._step = _FaultyOrtSession(real, list(backend._out_views.values()))
-        if real_run is not None:  # iobinding: step() calls the prepared runner
-            backend._run = backend._step._fail
+        real, real_runs = backend._step, backend._runs
+        backend._step = _FaultyOrtSession(real, backend._out_lists[0])
+        if real_runs:  # iobinding: step() calls the prepared runner
+            backend._runs = [backend._step._fail]
 
         def undo():
-            backend._step, backend._run = real, real_run
+            backend._step, backend._runs = real, real_runs
 
         return undo
     real_attention = backend._self_attention

@@ -271,7 +271,7 @@ def test_an_interrupt_inside_the_commit_leaves_the_old_state(art_src, outcomes, 
         x = _x(rng, session)
         session.step(x)
         reference.step(x)
-    host = session.backend._host
+    host = session.backend.store
     real_commit = host.commit
 
     def interrupted_commit(pos):

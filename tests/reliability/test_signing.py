@@ -150,7 +150,7 @@ def test_with_a_trust_key_every_forgery_is_refused(signed, keys, art_src, tmp_pa
 
 @pytest.mark.timeout(60)
 def test_a_manifest_rewrite_by_a_tensorrt_build_drops_the_stale_signature(signed, keys):
-    from tickformer.runtime.backends.tensorrt_engine import update_manifest
+    from tickformer.export.engines import update_manifest
 
     update_manifest(signed, lambda m: m.setdefault("engines", {}))
     assert not (signed / "manifest.sig").exists()

@@ -89,9 +89,9 @@ def test_ort_runner_falls_back_to_the_public_binding_when_the_internals_move(tin
 
     real = be._step
     be._step = PublicOnly(real)
-    be._run = be._iobinding_runner()
+    be._runs = [be._iobinding_runner(io) for io in be._ios]
     be._step = real
-    assert be._run.func == real.run_with_iobinding  # the public method, not the C++ binding
+    assert be._runs[0].func == real.run_with_iobinding  # the public method, not the C++ binding
     seq = seq_for(fast.config, 1, fast.max_len, seed=0)
     for t in range(fast.max_len):
         x = np.ascontiguousarray(seq[:, t : t + 1])

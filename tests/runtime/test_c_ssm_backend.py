@@ -1,5 +1,5 @@
-"""The `c` backend on ssm artifacts (runtime/backends/c_ssm.py): the generated state-space step
-behind SsmSession. Against the numpy recurrence over a long stream with a reset (the artifact's
+"""The `c` backend on ssm artifacts (runtime/backends/c.py): the generated state-space step
+behind the Session. Against the numpy recurrence over a long stream with a reset (the artifact's
 tolerance per element, 64 u normwise); the full pass; a refused step (the C step's own output
 and state checks) leaves position and state unchanged; the monitor's state check sees the state
 the C step wrote; zero Python allocations per step; commit_candidate; a prebuilt library.
@@ -101,8 +101,8 @@ def test_refused_step_leaves_position_and_state_unchanged(ssm_arts, tmp_path, co
         ok.step(x)
     tight.state()[...] = ok.state()  # the same committed state, at an even position: buffer 0
     assert tight.position == 0 and ok.position % 2 == 1
-    tight.ssm_backend.state(1)[...] = ok.state()  # both parities hold it
-    before = (tight.ssm_backend._states.copy(),)
+    tight.backend.state(1)[...] = ok.state()  # both parities hold it
+    before = (tight.backend._states.states.copy(),)
     with pytest.raises(BackendError, match=message):
         tight.step(xs[3])
     assert tight.position == 0
@@ -135,7 +135,7 @@ def test_reset_zeroes_the_state_and_restarts(ssm_arts, compiler):
 
 def test_commit_candidate_copies_one_row_over_the_batch(ssm_arts, compiler):
     session = runtime.load(ssm_arts["ssmtokens"], backend="c")
-    backend = session.ssm_backend
+    backend = session.backend
     backend.step(np.array([[1], [7]], np.int64), 0)  # two candidates over one history
     staged = backend.staged_state(0)
     assert not np.array_equal(staged[0], staged[1])

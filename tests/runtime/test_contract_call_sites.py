@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tickformer.codegen  # noqa: F401  (registers backend "c"'s library builder: runtime/backends/c.py)
 from tickformer import runtime
 from tickformer.contracts import position
 from tickformer.errors import ContextFull

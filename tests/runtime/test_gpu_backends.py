@@ -84,7 +84,7 @@ def _require(backend):
 
 
 def _built(artifact, precision="fp32"):
-    from tickformer.runtime.backends.tensorrt_engine import BuildOptions, build_engines
+    from tickformer.export.engines import BuildOptions, build_engines
 
     # fp16 through the project's policy (export/fp16.py), strongly typed, on TensorRT 10 and 11.
     build_engines(
@@ -190,7 +190,7 @@ def emulated(monkeypatch, device):
 
 
 def _emulated_build(art, **options):
-    from tickformer.runtime.backends.tensorrt_engine import BuildOptions, build_engines
+    from tickformer.export.engines import BuildOptions, build_engines
 
     return build_engines(art, BuildOptions(**options))
 
@@ -634,7 +634,7 @@ def test_emulated_tensorrt_refuses_an_engine_of_another_step_signature(tmp_path,
 
 def test_emulated_failed_build_leaves_no_orphan_and_the_old_manifest(tmp_path, emulated, monkeypatch):
     from tickformer.errors import ExportError
-    from tickformer.runtime.backends import tensorrt_engine as eb
+    from tickformer.export import engines as eb
 
     art = make_artifact(tmp_path / "art")
     before = (art / "manifest.json").read_bytes()
@@ -662,14 +662,15 @@ def test_emulated_failed_build_leaves_no_orphan_and_the_old_manifest(tmp_path, e
 # refactor cannot silently retire a mutation.
 TRT = "tickformer.runtime.backends.tensorrt"
 ORT_GPU = "tickformer.runtime.backends.ort_gpu"
+DEVICE = "tickformer.runtime.backends.device"  # the device stores both engines use
+# The backend half of a TensorRT step: wait for the stream before returning y.
+TRT_STEP_SYNC = ("                self._enqueue_step(parity)\n            self._sync()\n        except BackendError",
+                 "                self._enqueue_step(parity)\n        except BackendError")  # fmt: skip
+TRT_WARM = "            for context in range(len(self._contexts)):  # a warm enqueue on each"
+ORT_RUN_SYNC = "        io.synchronize_outputs()  # y and the staged rows (ssm: state_new) are written\n"
 MUTATIONS = {
     # TensorRTBackend.step returns without waiting for its stream: y is read before it is written.
-    "tensorrt: step without _sync()": (
-        TRT,
-        "                self._enqueue_step()\n            self._sync()\n        except BackendError",
-        "                self._enqueue_step()\n        except BackendError",
-        "tensorrt-ready",
-    ),
+    "tensorrt: step without _sync()": (TRT, *TRT_STEP_SYNC, "tensorrt-ready"),
     # The host-to-device copy of x given the device-to-host kind.
     "tensorrt: x copied with cudaMemcpyDeviceToHost": (
         TRT,
@@ -680,9 +681,8 @@ MUTATIONS = {
     # Capture without the warm enqueue: TensorRT's first enqueue allocates inside the capture.
     "tensorrt: no warm enqueue before capture": (
         TRT,
-        "            self._enqueue_step()  # warm enqueue: TensorRT may do one-time work on the first one\n"
-        "            self._sync()\n",
-        "",
+        TRT_WARM + ": TensorRT's one-time work\n                self._enqueue_step(context)\n",
+        TRT_WARM + "\n                pass\n",
         "tensorrt-match",
     ),
     # full()/set_source uploads with a synchronous cudaMemcpy (legacy stream, pageable memory).
@@ -693,40 +693,42 @@ MUTATIONS = {
         "tensorrt-match",
     ),
     # The commit as it was: a synchronous device-to-device cudaMemcpy2D, ordered against nothing.
-    "ort_gpu: commit with a synchronous cudaMemcpy2D": (
-        ORT_GPU,
-        "                    c.cudaMemcpy2DAsync(dst + row * width, dpitch, src, spitch, width, height, kind, stream),",
-        "                    c.cudaMemcpy2D(dst + row * width, dpitch, src, spitch, width, height, kind),",
+    "device: commit with a synchronous cudaMemcpy2D": (
+        DEVICE,
+        "                c.cudaMemcpy2DAsync(dst + row * width, dpitch, src, spitch, width, height, kind, stream),",
+        "                c.cudaMemcpy2D(dst + row * width, dpitch, src, spitch, width, height, kind),",
         "ort-match",
     ),
     # The commit's copies enqueued on its stream, never waited for.
-    "ort_gpu: commit without synchronising its stream": (
-        ORT_GPU,
-        '            cuda_check(c.cudaStreamSynchronize(stream), "cudaStreamSynchronize commit")\n',
-        "",
+    "device: commit without synchronising its stream": (
+        DEVICE,
+        '                "cudaMemcpy2DAsync commit",\n            )\n        self._sync()\n',
+        '                "cudaMemcpy2DAsync commit",\n            )\n',
         "ort-match",
     ),
     # ORT's run not waited for: step returns while the run (y, k_new, v_new) is still in flight.
-    "ort_gpu: run without synchronize_outputs()": (
-        ORT_GPU,
-        "        self._io.synchronize_outputs()  # y, k_new, v_new are written\n",
-        "",
-        "ort-ready",
-    ),
+    "ort_gpu: run without synchronize_outputs()": (ORT_GPU, ORT_RUN_SYNC, "", "ort-ready"),
 }
 
 
 def _plant(monkeypatch, module_name, old, new):
+    """The mutant of `module_name` in sys.modules for this test; a mutant of the device stores
+    also re-runs the backend modules that import them, so they bind the mutant's classes."""
     import importlib
     import inspect
 
-    module = importlib.import_module(module_name)
-    source = inspect.getsource(module)
-    assert source.count(old) == 1, f"mutation anchor not found once in {module_name}: {old!r}"
-    mutant = types.ModuleType(module_name)
-    mutant.__package__, mutant.__file__ = module.__package__, module.__file__
-    exec(compile(source.replace(old, new), f"{module.__file__} (mutant)", "exec"), mutant.__dict__)
-    monkeypatch.setitem(sys.modules, module_name, mutant)
+    dependents = [ORT_GPU, TRT] if module_name == DEVICE else []
+    for name, (before, after) in [(module_name, (old, new)), *((d, ("", "")) for d in dependents)]:
+        module = importlib.import_module(name)
+        source = inspect.getsource(module)
+        assert not before or source.count(before) == 1, (
+            f"mutation anchor not found once in {name}: {before!r}"
+        )
+        mutant = types.ModuleType(name)
+        mutant.__package__, mutant.__file__ = module.__package__, module.__file__
+        monkeypatch.setitem(sys.modules, name, mutant)  # before the exec: dependents import it
+        exec(compile(source.replace(before, after) if before else source, f"{module.__file__} (mutant)", "exec"),
+             mutant.__dict__)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(MUTATIONS))
@@ -1000,18 +1002,12 @@ def test_gpu_ssm_backend_matches_numpy_past_max_len(tmp_path, backend):
 
 # Planted bugs in the ssm GPU paths; each must fail the check named beside it (as MUTATIONS above).
 SSM_MUTATIONS = {
-    # The TensorRT ssm step returns without waiting for its stream.
-    "tensorrt ssm: step without _sync()": (
-        TRT,
-        "                self._enqueue_step(pos & 1)\n            self._sync()\n",
-        "                self._enqueue_step(pos & 1)\n",
-        "tensorrt",
-        "ready",
-    ),
+    # The TensorRT step returns without waiting for its stream (the same code as attention's).
+    "tensorrt ssm: step without _sync()": (TRT, *TRT_STEP_SYNC, "tensorrt", "ready"),
     # Parity 1's context bound like parity 0's: both read buffer 0 and write buffer 1.
     "tensorrt ssm: second context with the state addresses not swapped": (
         TRT,
-        "s.add_context({fmt.SSM_STATE: b, fmt.SSM_STATE_NEW: a})",
+        "s.add_context(self.store.addresses(p))",
         "s.add_context({})",
         "tensorrt",
         "match",
@@ -1019,48 +1015,42 @@ SSM_MUTATIONS = {
     # Only parity 0's context is warmed: the first enqueue of parity 1 allocates inside the capture.
     "tensorrt ssm: no warm enqueue on the second context": (
         TRT,
-        "for parity in (0, 1):  # a warm enqueue on each context",
-        "for parity in (0,):  # a warm enqueue on each context",
+        TRT_WARM,
+        "            for context in range(1):  # a warm enqueue on each",
         "tensorrt",
         "match",
     ),
     # peek's commit copies nothing: the rows keep their own candidates' states.
-    "tensorrt ssm: commit_candidate without its copies": (
-        TRT,
+    "device ssm: commit_candidate without its copies": (
+        DEVICE,
         "        for dst, src in self._cand[pos & 1][i]:\n",
         "        for dst, src in []:\n",
         "tensorrt",
         "peek",
     ),
     # ORT's run not waited for: step returns while y and state_new are still being written.
-    "ort_gpu ssm: run without synchronize_outputs()": (
-        ORT_GPU,
-        "        io.synchronize_outputs()  # y and state_new are written\n",
-        "",
-        "ort-cuda",
-        "ready",
-    ),
+    "ort_gpu ssm: run without synchronize_outputs()": (ORT_GPU, ORT_RUN_SYNC, "", "ort-cuda", "ready"),
     # peek's copies on the backend's stream never waited for: ORT's next run reads the rows first.
-    "ort_gpu ssm: commit_candidate without synchronising its stream": (
-        ORT_GPU,
-        '"cudaMemcpyAsync ssm candidate")\n        self._sync_copies()\n',
-        '"cudaMemcpyAsync ssm candidate")\n',
+    "device ssm: commit_candidate without synchronising its stream": (
+        DEVICE,
+        '"cudaMemcpyAsync candidate"\n            )\n        self._sync()\n',
+        '"cudaMemcpyAsync candidate"\n            )\n',
         "ort-cuda",
         "peek",
     ),
     # reset's memset never waited for: the next step reads the old state.
-    "ort_gpu ssm: reset without synchronising its stream": (
-        ORT_GPU,
-        '            "cudaMemsetAsync ssm reset",\n        )\n        self._sync_copies()\n',
-        '            "cudaMemsetAsync ssm reset",\n        )\n',
+    "device ssm: reset without synchronising its stream": (
+        DEVICE,
+        '"cudaMemsetAsync reset"\n        )\n        self._sync()\n',
+        '"cudaMemsetAsync reset"\n        )\n',
         "ort-cuda",
         "match",
     ),
     # Both parities bound to read buffer 0 (the double buffering broken).
-    "ort_gpu ssm: one state buffer read at every parity": (
-        ORT_GPU,
-        "fmt.SSM_STATE: self._state_vals[parity],",
-        "fmt.SSM_STATE: self._state_vals[0],",
+    "device ssm: one state buffer read at every parity": (
+        DEVICE,
+        "fmt.SSM_STATE: self.base[parity],",
+        "fmt.SSM_STATE: self.base[0],",
         "ort-cuda",
         "match",
     ),

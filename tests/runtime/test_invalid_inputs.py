@@ -126,10 +126,8 @@ def test_backend_failure_leaves_state_unchanged(tiny_art, seq_for, monkeypatch, 
         raise RuntimeError("simulated onnxruntime failure")
 
     monkeypatch.setattr(session.backend._step, "run", broken)
-    if (
-        session.backend._run is not None
-    ):  # iobinding: step() calls ORT's bound C++ run (ort.py _iobinding_runner)
-        monkeypatch.setattr(session.backend, "_run", broken)
+    if session.backend._runs:  # iobinding: step() calls ORT's bound C++ run (ort.py _iobinding_runner)
+        monkeypatch.setattr(session.backend, "_runs", [broken])
     with pytest.raises(BackendError, match="position 1"):
         session.step(seq[:, 1:2].copy())
     assert_unchanged(session, before)

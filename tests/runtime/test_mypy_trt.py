@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 FILES = [
     "runtime/backends/cuda.py",
     "runtime/backends/tensorrt_engine.py",
+    "export/engines.py",
     "runtime/backends/tensorrt.py",
     "runtime/backends/ort_gpu.py",
 ]

@@ -18,6 +18,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+import tickformer.codegen  # noqa: F401  (registers backend "c"'s library builder: runtime/backends/c.py)
 from tickformer import runtime
 from tickformer.errors import BackendError, ContextFull, InputError
 from tickformer.export.writer import export_params
@@ -258,7 +259,7 @@ def test_peek_and_commit_allocate_zero_bytes_on_ort(peek_art):
 def test_peek_probe_detects_an_allocating_commit(peek_art):
     """The probe can fail: a commit_candidate that makes one small array shows up."""
     s = runtime.load(peek_art, backend="ort")
-    host = s.backend._host
+    host = s.backend.store
     real = host.commit_candidate
 
     def leaky(pos, i):
@@ -275,7 +276,7 @@ def test_commit_candidate_mutant_is_caught(peek_art):
     """Mutant: commit_candidate writes only batch row i (not every row): the rows' histories
     diverge, and the equality-with-a-plain-step test's row check would fail."""
     s = runtime.load(peek_art, backend="numpy")
-    host = s.backend._host
+    host = s.backend.store
 
     def only_row_i(pos, i):
         host.k[:, i, :, pos] = host.k_new[:, i, :, 0]
@@ -289,7 +290,7 @@ def test_commit_candidate_mutant_is_caught(peek_art):
     assert not np.array_equal(k[:, 0, :, 0], k[:, 2, :, 0])
 
 
-# --- ssm artifacts: the same peek / commit over a fixed-size state (runtime/ssm_session.py) ---------
+# --- ssm artifacts: the same peek / commit over a fixed-size state (runtime/session.py) -------------
 SSM = preset("tiny").replace(block="ssm", d_state=3)
 
 
@@ -379,11 +380,11 @@ def test_ssm_failed_peek_or_commit_changes_nothing(ssm_peek_art, backend):
 
 def test_ssm_peek_across_the_position_wrap(ssm_peek_art, monkeypatch):
     """The buffer parity follows the low part of the position through its wrap (WRAP = 4 here)."""
-    from tickformer.runtime import ssm_session
+    from tickformer.runtime import session as session_module
 
-    monkeypatch.setattr(ssm_session, "WRAP", 4)
+    monkeypatch.setattr(session_module, "WRAP", 4)
     a = runtime.load(ssm_peek_art, backend="ort")
-    monkeypatch.setattr(ssm_session, "WRAP", 1 << 16)
+    monkeypatch.setattr(session_module, "WRAP", 1 << 16)
     b = runtime.load(ssm_peek_art, backend="ort")
     xs = _inputs(a, 11, seed=24)
     for t in range(11):
@@ -407,18 +408,18 @@ def test_ssm_peek_and_commit_allocate_zero_bytes_on_ort(ssm_peek_art):
 def test_ssm_commit_candidate_mutants_are_caught(ssm_peek_art, mutant):
     """commit_candidate copying nothing, or only the rows before i: the K rows' states diverge
     and the equality with a plain step fails (what the tests above assert)."""
-    from tickformer.runtime.backends import ssm as ssm_backends
+    from tickformer.runtime.backends.layout import HostState
 
     s = runtime.load(ssm_peek_art, backend="numpy")
-    be = s.backend
-    assert isinstance(be, ssm_backends.HostSsmBackend)
+    store = s.backend.store
+    assert isinstance(store, HostState)
 
     def broken(pos, i):
         if mutant == "rows before i only":
-            before, _, row = be._cand[pos & 1][i]
+            before, _, row = store._cand[pos & 1][i]
             np.copyto(before, row)
 
-    be.commit_candidate = broken
+    store.commit_candidate = broken
     xs = _inputs(s, 1, seed=26)
     s.peek(xs[0])
     s.commit(1)
@@ -426,11 +427,11 @@ def test_ssm_commit_candidate_mutants_are_caught(ssm_peek_art, mutant):
 
 
 def test_an_ssm_backend_without_commit_candidate_is_refused_naming_those_with_it(ssm_peek_art):
-    """SsmBackend declares supports_peek False; a backend that adds no commit_candidate (as a new
+    """Backend declares supports_peek False; a backend that adds no commit_candidate (as a new
     one may) is refused before anything runs, with backends that have it named (which do)."""
-    from tickformer.runtime.backends.ssm import SsmBackend
+    from tickformer.runtime.backends.base import Backend
 
-    assert SsmBackend.supports_peek is False
+    assert Backend.supports_peek is False
     s = runtime.load(ssm_peek_art, backend="numpy")
     s.backend.supports_peek = False
     with pytest.raises(BackendError, match="does not implement peek.*'ort' or 'numpy'"):

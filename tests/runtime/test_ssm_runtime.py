@@ -1,9 +1,10 @@
-"""ssm artifacts through the same `Session` API (runtime/ssm_session.py, runtime/backends/ssm.py):
+"""ssm artifacts through the one `Session` and the backends of both kinds (runtime/session.py,
+runtime/backends/base.py, layout.HostState):
 step == full pass within the stated tolerance on numpy and ORT, far past max_len (no
 ContextFull), reset in constant time to the zero state, the state unchanged by a refused or
 failed step, the BIBO state bound monitored, zero allocation per step on ORT, the position
-counter's wrap, and clear refusals where a backend does not run this kind (the GPU backends'
-ssm variants: tests/runtime/test_gpu_backends.py)."""
+counter's wrap, and clear refusals where a backend does not run this kind (the GPU backends on
+ssm artifacts: tests/runtime/test_gpu_backends.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tickformer.errors import BackendError, BackendUnavailable, ContractViolatio
 from tickformer.export.ssm_graphs import ssm_tolerance
 from tickformer.export.writer import export_params
 from tickformer.model import forward, init_params, preset
-from tickformer.runtime import ssm_session
+from tickformer.runtime import session as session_module
 
 SSM = preset("tiny").replace(block="ssm", d_state=3)
 SSM_TOKENS = SSM.replace(inputs="tokens", d_in=0, d_out=0, vocab_size=11)
@@ -135,13 +136,13 @@ def test_the_monitor_counts_state_bound_violations(ssm_art):
 
 def test_the_position_wraps_without_losing_the_state(ssm_art, monkeypatch):
     path, _, _ = ssm_art
-    monkeypatch.setattr(ssm_session, "WRAP", 4)
+    monkeypatch.setattr(session_module, "WRAP", 4)
     session = runtime.load(path, backend="ort")
     assert len(session._next_position) == 4
     seq = inputs(session.config, 11)
     ys = stepped(session, seq)
     assert session.position == 11 and session._wraps == 2
-    monkeypatch.setattr(ssm_session, "WRAP", 1 << 16)
+    monkeypatch.setattr(session_module, "WRAP", 1 << 16)
     fresh = runtime.load(path, backend="numpy")
     tol = 1e-5
     np.testing.assert_allclose(ys, stepped(fresh, seq), atol=tol, rtol=tol)
@@ -154,17 +155,18 @@ def test_numpy_growing_refuses_an_ssm_artifact_with_the_reason(ssm_art):
     assert "does not run ssm artifacts" in msg and "use backend 'numpy'" in msg and "\n" not in msg
 
 
-def test_a_backend_without_an_ssm_variant_is_refused_naming_those_that_have_one(ssm_art, monkeypatch):
-    from tickformer.runtime.backends import ssm as ssm_backends
+def test_a_backend_that_does_not_run_a_kind_is_refused_with_its_reason(ssm_art, monkeypatch):
+    """A backend says which block kinds it does not run (`Backend.refuses`, kind -> why); load
+    refuses those in one line before anything is built, and runs every other."""
+    from tickformer.runtime.backends.ort import OrtBackend
 
-    monkeypatch.delitem(ssm_backends.SSM_BACKENDS, "ort")
+    monkeypatch.setattr(OrtBackend, "refuses", {"ssm": "(a planted reason) use backend 'numpy'"})
     with pytest.raises(BackendUnavailable) as info:
         runtime.load(ssm_art[0], backend="ort")
     msg = str(info.value)
-    assert "does not run ssm artifacts" in msg and "'numpy'" in msg and "\n" not in msg
-    monkeypatch.setitem(ssm_backends.SSM_BACKENDS, "ort", ("tickformer.runtime.backends.ssm", "NoSuchClass"))
-    with pytest.raises(BackendUnavailable, match="no ssm backend class 'NoSuchClass'"):
-        runtime.load(ssm_art[0], backend="ort")
+    assert "does not run ssm artifacts: (a planted reason)" in msg and "'numpy'" in msg and "\n" not in msg
+    monkeypatch.setattr(OrtBackend, "refuses", {})
+    runtime.load(ssm_art[0], backend="ort").close()
 
 
 @pytest.mark.parametrize("backend", ["ort-cuda", "ort-trt", "tensorrt"])
@@ -250,9 +252,9 @@ def test_the_ssm_session_advances_by_the_proven_step_position(ssm_art, monkeypat
 
     session = runtime.load(ssm_art[0], backend="numpy")
     assert session._next_position[:300] == [
-        position.step_position(p, 1, ssm_session.WRAP, True) for p in range(300)
+        position.step_position(p, 1, session_module.WRAP, True) for p in range(300)
     ]
-    monkeypatch.setattr("tickformer.runtime.ssm_session.step_position", lambda p, n, m, ok: p)
+    monkeypatch.setattr("tickformer.runtime.session.step_position", lambda p, n, m, ok: p)
     frozen = runtime.load(ssm_art[0], backend="numpy")
     frozen.step(inputs(frozen.config, 1))
     assert frozen.position == 0

@@ -52,7 +52,7 @@ def _poison(backend, device: fakes.FakeCuda, value: float) -> None:
         ptrs = [backend._dev["k_cache"], backend._dev["v_cache"]]
     else:  # ort-cuda, ort-trt: the cache OrtValues (and the host mirror, when commits go through it)
         ptrs = [backend._vals["k_cache"].data_ptr(), backend._vals["v_cache"].data_ptr()]
-        for mirror in backend._mirror or ():
+        for mirror in getattr(backend.store, "_mirror", ()):
             mirror[...] = np.float32(value)
     for ptr in ptrs:
         _poison_device(device, ptr, value)
@@ -93,7 +93,7 @@ def _load(art, backend, monkeypatch, device, device_commit):
     if backend == "tensorrt":
         monkeypatch.setitem(sys.modules, "tensorrt", fakes.make_fake_trt(_stats(), device))
         fakes.install_cuda(monkeypatch, sys.modules, device)
-        from tickformer.runtime.backends.tensorrt_engine import BuildOptions, build_engines
+        from tickformer.export.engines import BuildOptions, build_engines
 
         if not (art / "engines").exists():
             build_engines(art, BuildOptions(precision="fp32"))

@@ -380,7 +380,7 @@ def test_stale_rows_holding_non_finite_values_do_not_leak_ort(art, poison):
     """The exported step on ONNX Runtime: stale cache rows (r >= pos) filled with inf / -inf / NaN
     in K and V give bit for bit the output of the same step with finite stale rows."""
     from tickformer.artifact.format import step_signature
-    from tickformer.export.ort_session import make_session
+    from tickformer.runtime.ort_session import make_session
 
     path, cfg = art
     sess = make_session((path / "step.onnx").read_bytes())

@@ -1,8 +1,8 @@
 """ONNX Runtime sessions: the one place their options are chosen.
 
-Every ONNX Runtime session in the package (the ORT runtime backends, export's equivalence and
-fp16 checks, `tickformer verify` on foreign models) is made with `session_options`, so the
-choices below hold everywhere:
+Every ONNX Runtime session in the package (the ORT runtime backends, ORT sessions over a bare
+model (`runtime/foreign.py`), export's equivalence and fp16 checks, which import it from here: the
+runtime sits below export) is made with `session_options`, so the choices below hold everywhere:
     - one intra-op thread by default (no thread-pool wake-ups; results independent of
       scheduling), one inter-op thread, sequential execution;
     - full graph optimisation by default (constant folding, LayerNorm and MatMul+Add fusions);
