@@ -5,8 +5,8 @@
                         missing, naming both versions and the fix
 
 The lock is written by `make lock` (uv pip compile, universal: one line per package and version,
-with an environment marker where the version depends on the Python or the platform). Used by the
-claims registry (the versions the documents state come from the lock) and by tests/test_lock.py
+with an environment marker where the version depends on the Python or the platform). Used by
+claims/computed.py (the versions the documents state come from the lock) and by tests/test_lock.py
 (the installed environment is the locked one). Not part of the package.
 """
 
