@@ -49,7 +49,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from tickformer import sealed, validation
+from tickformer import sealed, signing, validation
 from tickformer.contracts.input_domain import check_domain
 from tickformer.errors import ArtifactError, CheckpointError, ConfigError, FileRefused, UntrustedArtifact
 from tickformer.model.checkpoint import check_weights_size, parse_weights
@@ -307,8 +307,6 @@ def _check_header(root: Path, manifest: Any) -> None:
 def check_signature(root: Path, directory: Directory, manifest: dict[str, Any], trust: Any) -> str:
     """The key id of `trust` (a public key file or a loaded key) if manifest.sig in `directory`
     is its valid signature of `manifest` (`tickformer.signing`). Raises UntrustedArtifact."""
-    from tickformer import signing
-
     key = signing.load_public_key(trust) if isinstance(trust, (str, os.PathLike)) else trust
     if directory.kind(SIGNATURE) == "missing":
         raise UntrustedArtifact(

@@ -7,7 +7,8 @@ checks           the properties of our artifacts (finite outputs, causality, ste
 foreign_checks   the properties of bare ONNX models (dynamic axes, output bound, padding mask, ...)
 tolerance        the normwise tolerance of comparisons that may reassociate float sums
 plans            which properties apply to which kind of model (PLANS)
-runner           running them with shrinking, saving counterexamples; `verify_model`
+runner           running them with shrinking; `verify_model`
+counterexamples  the shrunk counterexample of a property, saved as <property>.npz
 report           the JSON report (schema: docs/verify.md) and its Markdown summary
 """
 
@@ -20,9 +21,10 @@ from .checks import (
     check_stale_cache,
     check_step_full,
 )
+from .counterexamples import save_counterexample
 from .models import ARTIFACT_KINDS, ArtifactModel, ForeignModel, OnnxModel, open_model
 from .results import Property, PropertyResult
-from .runner import run_property, save_counterexample, verify_model
+from .runner import run_property, verify_model
 from .strategies import domain_arrays, out_of_domain_values, out_of_vocab_ids
 
 __all__ = [

@@ -37,7 +37,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tickformer import runtime
 from tickformer.contracts.decode_equivalence import equivalence_excess
+from tickformer.contracts.state_bound import state_excess
+from tickformer.errors import ContextFull, TickformerError
 
 Arrays = dict[str, np.ndarray]
 Problem = tuple[str, Arrays]  # (message, arrays to save)
@@ -119,8 +122,6 @@ def check_step_full(model: Any) -> Callable[[Any], Problem | None]:
 
 
 def check_stale_cache(model: Any) -> Callable[[tuple[Any, Any]], Problem | None]:
-    from tickformer import runtime
-
     start = getattr(model, "start", lambda s, e: s.reset())
     stream = getattr(model, "stream", lambda e: e)
 
@@ -199,8 +200,6 @@ def check_source_padding(model: Any) -> Callable[[tuple[Any, np.ndarray]], Probl
 
 
 def check_rejected_step(model: Any) -> Callable[[tuple[Any, int, Any]], Problem | None]:
-    from tickformer.errors import TickformerError
-
     lo, hi = model.domain
     start = getattr(model, "start", lambda s, e: s.reset())
     stream = getattr(model, "stream", lambda e: e)
@@ -298,8 +297,6 @@ def check_slides_past_max_len(model: Any) -> Callable[[np.ndarray], Problem | No
 def check_state_bounded(model: Any) -> Callable[[Any], Problem | None]:
     """ssm: stepping any in-domain sequence from reset(), every layer's state after every step is
     finite and within the manifest's BIBO bound (contracts.state_bound)."""
-    from tickformer.contracts.state_bound import state_excess
-
     bound = np.asarray(model.session.artifact.manifest["state_bound"]["layers"], dtype=np.float64)
 
     def check(example: Any) -> Problem | None:
@@ -322,8 +319,6 @@ def check_state_bounded(model: Any) -> Callable[[Any], Problem | None]:
 def check_no_context_full(model: Any) -> Callable[[Any], Problem | None]:
     """ssm: a stream longer than max_len steps on with no ContextFull, and the outputs after
     max_len equal the full pass (the state does not grow; nothing is sized by max_len)."""
-    from tickformer.errors import ContextFull
-
     rtol, atol = _tolerance(model)
 
     def check(example: Any) -> Problem | None:

@@ -27,7 +27,14 @@ from typing import Any, Iterator
 import numpy as np
 from hypothesis import strategies as st
 
+from tickformer import runtime
+from tickformer.artifact import open_artifact
+from tickformer.artifact.foreign.inference import open_signature
+from tickformer.artifact.foreign.spec import Flags
+from tickformer.artifact.format import artifact_kind
 from tickformer.errors import ArtifactError, ConfigError
+from tickformer.model.transformer import forward
+from tickformer.runtime.foreign import Graph, Reference, Stepper, provider_of
 
 from .strategies import domain_arrays, id_arrays, out_of_domain_values, out_of_vocab_ids, token_arrays
 
@@ -49,10 +56,6 @@ class ForeignModel:
         spec: str | Path | None = None,
         flags: Any = None,
     ) -> None:
-        from tickformer.artifact.foreign.inference import open_signature
-        from tickformer.artifact.foreign.spec import Flags
-        from tickformer.runtime.foreign import Graph, Stepper, provider_of
-
         flags = flags if flags is not None else Flags()
         flags.max_t = max_t
         self.path, self.backend, self.max_t = Path(path), backend, max_t
@@ -82,8 +85,6 @@ class ForeignModel:
 
     def unoptimized(self, which: str) -> Any:
         """The graph in a session with every ONNX Runtime graph optimization off."""
-        from tickformer.runtime.foreign import Graph
-
         if which not in self._unoptimized:
             self._unoptimized[which] = Graph(
                 self._bytes[which],
@@ -94,8 +95,6 @@ class ForeignModel:
         return self._unoptimized[which]
 
     def reference(self, which: str) -> Any:
-        from tickformer.runtime.foreign import Reference
-
         if which not in self._reference:
             self._reference[which] = Reference(self._bytes[which], name=self._names[which])
         return self._reference[which]
@@ -148,8 +147,6 @@ class ArtifactModel:
     kind: str = field(default="artifact", init=False)
 
     def __post_init__(self) -> None:
-        from tickformer import runtime
-
         self.session = runtime.load(self.path, backend=self.backend, trust=self.trust)
         try:
             self.reference = runtime.load(self.path, backend="numpy", trust=self.trust)
@@ -212,8 +209,6 @@ class ArtifactModel:
     @contextlib.contextmanager
     def fresh(self) -> Iterator[Any]:
         """A newly loaded session (a cache nobody wrote)."""
-        from tickformer import runtime
-
         with runtime.load(self.path, backend=self.backend, trust=self.trust) as s:
             yield s
 
@@ -282,8 +277,6 @@ class Seq2SeqArtifact(ArtifactModel):
 
     def full_pass(self, example: Any) -> np.ndarray:
         """The numpy model's full teacher-forced pass (model.transformer.forward) over the source."""
-        from tickformer.model.transformer import forward
-
         src, tgt = example
         return forward(self.params, self.config, tgt, src=src)
 
@@ -310,6 +303,7 @@ class SsmArtifact(ArtifactModel):
     tolerance is the export's formula at the longest length run (export/ssm_graphs.py)."""
 
     def __post_init__(self) -> None:
+        # lazily: export.ssm_graphs imports onnx (an optional dependency) at its top
         from tickformer.export.ssm_graphs import ssm_tolerance
 
         super().__post_init__()
@@ -328,9 +322,6 @@ ARTIFACT_KINDS: dict[str, type[ArtifactModel]] = {
 
 def open_artifact_model(path: Path, backend: str, max_t: int, trust: Path | None) -> ArtifactModel:
     """The ArtifactModel class of the artifact's kind (refused with the kinds verify knows)."""
-    from tickformer.artifact import open_artifact
-    from tickformer.artifact.format import artifact_kind
-
     art = open_artifact(path, trust=trust)  # hashes (and signature) checked before anything runs
     kind = artifact_kind(art.config)
     cls = ARTIFACT_KINDS.get(kind)

@@ -38,6 +38,7 @@ from hypothesis import strategies as st
 from tickformer.artifact.foreign.spec import FOREIGN_PROPERTIES
 from tickformer.contracts.input_domain import check_domain
 from tickformer.errors import ConfigError
+from tickformer.runtime.foreign import EngineError, fixed_feeds, input_shape
 
 from . import foreign_checks as fc
 from .checks import (
@@ -53,8 +54,10 @@ from .checks import (
     check_step_full,
     check_window_isolation,
 )
+from .counterexamples import save_counterexample
 from .results import SKIP_REQUESTED, Property, PropertyResult
 from .strategies import feed_dicts, id_arrays, size_dicts
+from .tolerance import profile, tolerance
 
 Plan = Iterator["Property | PropertyResult"]
 
@@ -222,15 +225,11 @@ def seq2seq_plan(model: Any, ctx: Context) -> Plan:
 
 
 def _max_shapes(model: Any) -> dict[str, tuple[int, ...]]:
-    from tickformer.runtime.foreign import input_shape
-
     top = {g: (model.accepted.get(g) or [r[1]])[-1] for g, r in model.sig.ranges.items()}
     return {i.name: input_shape(i, top) for i in model.sig.inputs}
 
 
 def _step_shapes(model: Any) -> dict[str, tuple[int, ...]] | None:
-    from tickformer.runtime.foreign import EngineError, fixed_feeds
-
     stepper = model.stepper
     top = {g: (model.accepted.get(g) or [r[1]])[-1] for g, r in model.sig.ranges.items()}
     t = top.get(stepper.time_group, 1) if stepper.time_group else 1
@@ -245,8 +244,6 @@ def _step_shapes(model: Any) -> dict[str, tuple[int, ...]] | None:
 
 def tolerances(model: Any) -> dict[str, Any]:
     """{graph: Tolerance} for the full graph and a step graph (tolerance.py)."""
-    from .tolerance import profile, tolerance
-
     dtype = next((o.dtype for o in model.sig.outputs if o.dtype.startswith("float")), "float32")
     factor = model.sig.tolerance_factor
     out = {"full": tolerance(profile(model.model_proto("full"), _max_shapes(model)), dtype, factor)}
@@ -304,10 +301,6 @@ def _bound_summary(state: dict[str, Any], result: PropertyResult) -> None:
 
 
 def foreign_plan(model: Any, ctx: Context) -> Plan:
-    from tickformer.runtime.foreign import fixed_feeds
-
-    from .runner import save_counterexample
-
     sig = model.sig
     seed = ctx.seed_value or 0
     if "dynamic_axes" in ctx.skip:  # no sweep: the value properties draw every size in range

@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import platform
 from pathlib import Path
 from typing import Any, Sequence
+
+import numpy as np
+
+import tickformer
+from tickformer.durable import atomic_write
 
 FORMAT, VERSION = "tickformer-verify-report", 1
 STATUSES = ("pass", "fail", "skip", "error")  # results.STATUSES (this module imports nothing of verify)
@@ -96,8 +102,6 @@ REPORT_SCHEMA: dict[str, Any] = {
 
 
 def _versions() -> dict[str, str]:
-    import tickformer
-
     out = {"python": platform.python_version(), "tickformer": tickformer.__version__}
     for mod in ("numpy", "onnx", "onnxruntime", "hypothesis"):
         try:
@@ -173,8 +177,6 @@ def markdown(report: dict[str, Any]) -> str:
 
 def write_report(out_dir: Path, report: dict[str, Any]) -> tuple[Path, Path]:
     """DIR/verify.json and DIR/verify.md, each written atomically. Returns their paths."""
-    from tickformer.durable import atomic_write
-
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out_dir / "verify.json", out_dir / "verify.md"
     text = json.dumps(_strict(report), indent=2, default=_plain, allow_nan=False)
@@ -185,10 +187,6 @@ def write_report(out_dir: Path, report: dict[str, Any]) -> tuple[Path, Path]:
 
 def _strict(value: Any) -> Any:
     """value with every non-finite float written as a string ("inf", "nan"): strict JSON."""
-    import math
-
-    import numpy as np
-
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -202,8 +200,6 @@ def _strict(value: Any) -> Any:
 
 def _plain(value: Any) -> Any:
     """JSON for numpy scalars and arrays in details (sizes, indices)."""
-    import numpy as np
-
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):

@@ -3,7 +3,7 @@
 `run_property(name, strategy, check)` runs `check` on up to `examples` draws (shrinking on,
 targeting on: a check may call `hypothesis.target`); a check returns None (holds) or (message,
 arrays); on a violation the *shrunk* counterexample (the last failing example Hypothesis replays)
-is saved as `<property>.npz` (atomically: tickformer.durable). Engine errors of a bare model
+is saved as `<property>.npz` (counterexamples.py). Engine errors of a bare model
 (`EngineError`) either fail the property with their kind named (engine="fail") or reject the
 example (engine="reject": not evaluable here; if no example is evaluable the property is skipped).
 Any other error the model's runtime raises (a TickformerError: BackendError, ContextFull, ...) on
@@ -15,8 +15,7 @@ model), with the exception, its traceback's last lines and the shrunk example sa
 
 from __future__ import annotations
 
-import io
-import json
+import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -25,12 +24,15 @@ from hypothesis import HealthCheck, Phase, given, reject, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable, UnsatisfiedAssumption
 
-from tickformer.errors import ConfigError
+from tickformer.errors import ConfigError, TickformerError
+from tickformer.runtime.foreign import EngineError
 
 from .checks import Arrays, Problem
+from .counterexamples import save_counterexample
+from .plans import PLANS, Context, check_skip, skipped
 from .results import SKIP_REQUESTED, PropertyResult
 
-__all__ = ["SKIP_REQUESTED", "CheckCrashed", "run_property", "save_counterexample", "verify_model"]
+__all__ = ["SKIP_REQUESTED", "CheckCrashed", "run_property", "verify_model"]
 
 
 class PropertyFailed(AssertionError):
@@ -52,11 +54,6 @@ def run_property(
     engine: str = "fail",
 ) -> PropertyResult:
     """Run `check` on `examples` draws; on failure keep the shrunk example and save it."""
-    import traceback
-
-    from tickformer.errors import TickformerError
-    from tickformer.runtime.foreign import EngineError
-
     state: dict[str, Any] = {"n": 0, "problem": None, "rejected": 0, "kind": None, "crash": None}
 
     def guarded(example: Any) -> None:
@@ -146,20 +143,6 @@ def _arrays_of(example: Any, prefix: str = "") -> Arrays:
     return {}
 
 
-def save_counterexample(out_dir: Path, name: str, message: str, arrays: Arrays) -> str:
-    """DIR/<name>.npz with the arrays and a 'meta' JSON string; written atomically."""
-    from tickformer.durable import atomic_write
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.npz"
-    payload = {k.replace("/", "_"): np.asarray(v) for k, v in arrays.items()}
-    payload["meta"] = np.array(json.dumps({"property": name, "message": message}))
-    buffer = io.BytesIO()
-    np.savez(buffer, **payload)  # type: ignore[arg-type]
-    atomic_write(path, buffer.getvalue())
-    return str(path)
-
-
 def verify_model(
     model: Any,
     *,
@@ -174,8 +157,6 @@ def verify_model(
     `skip`: property names not to run (with a bare model's spec `skip`), each checked against the
     model's kind first (ConfigError listing the known names); a skipped property is not run at
     all and is reported as skipped on request, whatever the plan would have said."""
-    from .plans import PLANS, Context, check_skip, skipped
-
     if model.kind not in PLANS:
         raise ConfigError(f"verify has no plan for models of kind {model.kind!r}; it knows {sorted(PLANS)}")
     skip_set = check_skip(model, [*skip, *getattr(getattr(model, "sig", None), "skip", ())])

@@ -34,6 +34,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from tickformer.runtime.foreign import input_shape, mask_values, positions
+
 FRACTION_DENOMINATORS = tuple(range(2, 13))
 NASTY = (
     0.5,
@@ -287,8 +289,6 @@ def masks_for(n: int) -> st.SearchStrategy[np.ndarray]:
 
 def input_arrays(i: Any, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
     """One input of a foreign model (tickformer.artifact.foreign.InputSig) at `shape`."""
-    from tickformer.runtime.foreign import mask_values, positions
-
     dtype = np.dtype(i.dtype).type
     if i.role == "signal":
         return box_arrays(shape, i.lo, i.hi, dtype)
@@ -314,7 +314,6 @@ def feed_dicts(
     sig: Any, sizes: st.SearchStrategy[dict[str, int]]
 ) -> st.SearchStrategy[dict[str, np.ndarray]]:
     """Feeds {input: array} of a foreign model, every group at a size drawn from `sizes`."""
-    from tickformer.runtime.foreign import input_shape
 
     def at(s: dict[str, int]) -> st.SearchStrategy[dict[str, np.ndarray]]:
         return st.fixed_dictionaries({i.name: input_arrays(i, input_shape(i, s)) for i in sig.inputs})
