@@ -1,8 +1,13 @@
 """`tickformer log PLANT --out FILE.csv|FILE.parquet [--runs N] [--rows N] [--seed S]`: log a
 simulated plant under an exploration policy to a file `tickformer train --data` reads.
 
-    tanks   two cascaded tanks fed by a pump (tickformer.control.tanks): square-root outflow, a
-            pump dead zone and saturation; columns time [s], run, pump [V], level1 [cm], level2 [cm]
+    tanks     two cascaded tanks fed by a pump (tickformer.control.tanks): square-root outflow, a
+              pump dead zone and saturation; columns time [s], run, pump [V], level1 [cm], level2 [cm]
+    cartpole  MuJoCo's inverted pendulum (gymnasium InvertedPendulum-v5, tickformer.control.cartpole)
+              with each run's pole mass, hinge damping and actuator gear drawn from the training
+              bands, positions measured with noise, the command 2 ticks late, balanced by the
+              nominal LQG plus a random held perturbation; columns time [s], run, command, x [m],
+              theta [rad]
 
 The file is written atomically (a reader never sees half of it). docs/your_data.md walks from
 such a log to a trained, exported, verified and certified model.
@@ -14,7 +19,7 @@ import argparse
 
 from tickformer.commands import args as shared
 
-PLANTS = ("tanks",)
+PLANTS = ("tanks", "cartpole")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,7 +49,12 @@ def run(args: argparse.Namespace) -> int:
     suffix = args.out.suffix.lower()
     if suffix not in (".csv", ".parquet"):
         raise ConfigError(f"--out {args.out}: give a .csv or .parquet file name")
-    columns = log_runs(TwoTanks(), runs=args.runs, rows=args.rows, seed=args.seed)
+    if args.plant == "tanks":
+        columns = log_runs(TwoTanks(), runs=args.runs, rows=args.rows, seed=args.seed)
+    else:
+        from tickformer.control import cartpole
+
+        columns = cartpole.log_runs(runs=args.runs, rows=args.rows, seed=args.seed)
     import pyarrow as pa
 
     table = pa.table(columns)
