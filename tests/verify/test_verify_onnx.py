@@ -251,6 +251,28 @@ def test_skip_dynamic_axes_is_honoured(tmp_path):
     assert "on request" in results["onnx_reference"].message
 
 
+def test_a_dynamic_axis_with_no_size_that_runs_skips_every_other_property(tmp_path):
+    """T declared dynamic, run at 1..4, but the graph only runs at T = 8: dynamic_axes fails and
+    every property after it is skipped naming an axis with no size that runs."""
+    path = signal_model(tmp_path / "baked.onnx", "baked")
+    model = ForeignModel(path, max_t=4, flags=Flags(domain=(-1.0, 1.0)))
+    results = {r.name: r for r in verify_model(model, examples=5)}
+    assert results["dynamic_axes"].status == "fail"
+    after = [name for name in results if name != "dynamic_axes"]
+    assert after == [
+        "runs_in_domain",
+        "finite_outputs",
+        "output_bound",
+        "causality",
+        "padding_mask",
+        "step_equals_full",
+        "optimizations_agree",
+        "onnx_reference",
+    ]
+    for name in after:
+        assert results[name].status == "skip" and "runs (see dynamic_axes)" in results[name].message, name
+
+
 def test_skip_padding_mask_covers_every_mask(tmp_path):
     from foreign_models import masked_model
 
