@@ -332,6 +332,13 @@ ERROR_EXIT = {"verify": 2, "prove": 2}
 KNOWN_BUGS: dict[str, str] = {}
 
 # argparse syntax errors: exit 2, usage + one "error:" line, no traceback
+CASES += [  # issue 35: train without a task or data; tickformer log
+    ("train", ["--out", "{TMP}/t9", "--quiet"], "give --task NAME"),
+    ("log", ["nope", "--out", "{TMP}/l1.csv"], "unknown plant 'nope'"),
+    ("log", ["tanks", "--out", "{TMP}/l2.txt"], "give a .csv or .parquet file name"),
+    ("log", ["tanks", "--out", "{TMP}/l3.csv", "--runs", "0"], "--runs"),
+]
+
 SYNTAX_CASES = [
     ["nope"],
     ["export", "{CKPT}"],
