@@ -1,7 +1,7 @@
 """Attention (full KV cache, and windowed) vs the ssm block on the history task, side by side in one
 run: held-out one-step RMSE, training time, ORT step p50/p99, state bytes per stream, and step cost
 at stream lengths 1e2..1e6. Writes one JSON (docs/ssm.md's tables are rendered from it by
-benchmarks/ssm_report.py and registered as claims, claims/registry.py "ssm-bench").
+benchmarks/ssm_report.py and declared as claims, claims/claims.toml "ssm-bench").
 
     flock /tmp/tf-heavy.lock env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python \\
         benchmarks/ssm_bench.py --out benchmarks/results/ssm_bench.json

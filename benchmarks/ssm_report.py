@@ -4,7 +4,7 @@
 
 Prints the markdown that goes inside the `<!-- claims: bench-tables -->` span of docs/ssm.md. Every
 number in it is a `Cell`: its name, how it is read from the results, and how it is written. The
-same cells are the span's registered claims (claims/registry.py, "ssm-bench"), so the document,
+same cells are the span's declared claims (claims/claims.toml, "ssm-bench"), so the document,
 this renderer and the registry cannot disagree: `make claims` fails on any number typed by hand
 or left stale. Not a pytest file.
 """
