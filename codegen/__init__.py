@@ -23,8 +23,6 @@ Not real-time code.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import os
 from pathlib import Path
 
@@ -33,8 +31,9 @@ from tickformer.durable import replace_dir
 from tickformer.errors import ArtifactError
 from tickformer.runtime.backends.c import register_library_builder
 
-from . import evatarget, golden, source, ssm_kernels, testprog, toolchain
+from . import evatarget, golden, ssm_kernels, testprog, toolchain
 from .plan import Plan, plan_for
+from .source import generator_id, model_sources
 
 # The runtime's `c` backend reaches the generator only through this builder (runtime/backends/c.py).
 register_library_builder(toolchain.build_for)
@@ -55,35 +54,8 @@ MODEL_FILES = ("tf_model.h", "tf_model.c")
 SSM_FILES = ("tf_ssmcheck.c",)  # beside FILES for ssm artifacts
 
 
-# Modules outside codegen/ whose code decides the generated text (not only the artifact's
-# numbers): the positional table, the parameter names, the ring-slot arithmetic.
-TEXT_DEPENDENCIES = ("tickformer.model.layers", "tickformer.model.names", "tickformer.contracts.ring_buffer")
-
-
-def generator_id() -> str:
-    """A digest of this package's own source files and of TEXT_DEPENDENCIES: changes whenever
-    the generator or what its text is computed from does, so a build cache keyed by it never
-    serves code from an older generator."""
-    digest = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for path in sorted(here.glob("*.py")):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    for name in TEXT_DEPENDENCIES:
-        module = importlib.import_module(name)
-        digest.update(name.encode())
-        digest.update(Path(str(module.__file__)).read_bytes())
-    return digest.hexdigest()[:16]
-
-
 def _artifact(art: "str | os.PathLike[str] | Artifact") -> Artifact:
     return art if isinstance(art, Artifact) else open_artifact(art)
-
-
-def model_sources(plan: Plan) -> dict[str, bytes]:
-    """tf_model.h and tf_model.c only (what the `c` backend compiles)."""
-    gen = generator_id()
-    return {"tf_model.h": source.header(plan, gen).encode(), "tf_model.c": source.source(plan, gen).encode()}
 
 
 def generate(art: "str | os.PathLike[str] | Artifact", *, plan: Plan | None = None) -> dict[str, bytes]:

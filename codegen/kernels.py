@@ -346,7 +346,7 @@ def static_live(index: str) -> str:
 
 def ring_live(index: str) -> str:
     """The ring cache's selection at ring position pos, from the two numbers per ring position
-    that codegen/blocks.py RingCache derives from contracts.ring_buffer.slot_read (and checks
+    that codegen/caches.py RingCache derives from contracts.ring_buffer.slot_read (and checks
     against it for every ring position and slot): slot `index` is read iff index < lim and
     index != excl (C int expression, 0 or 1; `lim`, `excl` declared by RING_SETUP)."""
     return f"(({index} < lim) & ({index} != excl))"

@@ -7,7 +7,7 @@ input domain and output bound, the weights, and two kinds that select the emitte
                  max_len rows, row p holds position p; rows >= pos are stale and selected out)
                  or "ring" (a sliding window of W rows: the step at ring position r in [0, 3W)
                  reads the slots contracts.ring_buffer.slot_read selects and commits to
-                 ring_slot(r, W); codegen/blocks.py RingCache), or "state" for the ssm block
+                 ring_slot(r, W); codegen/caches.py RingCache), or "state" for the ssm block
                  (its double-buffered state, StateCache).
     block_kind   what one layer computes: "attention" (post-LN self-attention + FFN) or "ssm"
                  (the selective state-space mixer + FFN, manifest kind "ssm"; its per-layer

@@ -27,12 +27,17 @@ Not real-time code (text generation).
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+from pathlib import Path
+
 import numpy as np
 
 from tickformer.model import names
 
 from . import c_text, kernels
-from .blocks import BLOCK_KINDS, CACHE_KINDS, StaticCache, Weight
+from .blocks import BLOCK_KINDS
+from .caches import CACHE_KINDS, StaticCache, Weight
 from .plan import Plan
 
 STATUS = (
@@ -58,6 +63,38 @@ STATUS = (
     ),
 )
 LAYOUT_FIELDS = StaticCache.layout  # the attention kinds' tf_layout fields: 0 sizeof, then byte offsets
+
+
+# Modules outside codegen/ whose code decides the generated text (not only the artifact's
+# numbers): the positional table, the parameter names, the ring-slot arithmetic, the state layout.
+TEXT_DEPENDENCIES = (
+    "tickformer.model.layers",
+    "tickformer.model.names",
+    "tickformer.contracts.ring_buffer",
+    "tickformer.runtime.backends.c",  # the tf_layout fields (LAYOUTS)
+)
+
+
+def generator_id() -> str:
+    """A digest of this package's own source files and of TEXT_DEPENDENCIES: changes whenever
+    the generator or what its text is computed from does, so a build cache keyed by it never
+    serves code from an older generator."""
+    digest = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for path in sorted(here.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    for name in TEXT_DEPENDENCIES:
+        module = importlib.import_module(name)
+        digest.update(name.encode())
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def model_sources(plan: Plan) -> dict[str, bytes]:
+    """tf_model.h and tf_model.c only (what the `c` backend compiles)."""
+    gen = generator_id()
+    return {"tf_model.h": header(plan, gen).encode(), "tf_model.c": source(plan, gen).encode()}
 
 
 def header(plan: Plan, generator: str) -> str:

@@ -41,13 +41,14 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from tickformer.artifact import Artifact
 from tickformer.durable import replace_dir
 from tickformer.errors import BackendError, BackendUnavailable, ConfigError
 
 from .plan import Plan, plan_for
+from .source import generator_id, model_sources
 
 LIBRARY = "libtf_model.so"
 BUILD_RECORD = "build.json"
@@ -131,16 +132,11 @@ def cache_key(plan: Plan, generator: str, compiler: Compiler, flags: Sequence[st
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def build_for(
-    artifact: Artifact,
-    *,
-    cc: str | None = None,
-    cflags: Sequence[str] | None = None,
-    cache_dir: "str | os.PathLike[str] | None" = None,
-) -> Path:
+def build_for(artifact: Artifact, **options: Any) -> Path:
     """Backend "c"'s library builder (runtime/backends/c.py `LibraryBuilder`): the compiled
-    library for `artifact`, after `plan_for` refused what the generator does not support."""
-    return build_library(plan_for(artifact), cc=cc, cflags=cflags, cache_dir=cache_dir)
+    library for `artifact` (options: build_library's cc, cflags, cache_dir), after `plan_for`
+    refused what the generator does not support."""
+    return build_library(plan_for(artifact), **options)
 
 
 def build_library(
@@ -151,8 +147,6 @@ def build_library(
     cache_dir: "str | os.PathLike[str] | None" = None,
 ) -> Path:
     """The path of the compiled library for `plan`, building it on a cache miss."""
-    from . import generator_id, model_sources
-
     compiler = find_compiler(cc)
     flags = compile_flags(compiler, cflags)
     gen = generator_id()

@@ -108,31 +108,31 @@ class PrecisionPlan:
     clear_tf32: bool
 
 
+# The plans precision_plan chooses from (its decision table, module docstring).
+TYPED = PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=False, clear_tf32=True)
+CONVERTED = PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=True, clear_tf32=True)
+WEAK_FP16 = PrecisionPlan(strongly_typed=False, fp16_flag=True, convert_graph=False, clear_tf32=False)
+
+
 def precision_plan(
     trt_major: int, graph_has_fp16: bool, precision: str, convert: bool | None = None
 ) -> PrecisionPlan:
     """Pure decision table (see module docstring). Raises ConfigError for impossible requests."""
     if precision not in PRECISIONS:
         raise ConfigError(f"precision {precision!r} is not one of {PRECISIONS}")
-    if precision == "fp32":
-        if graph_has_fp16:
-            raise ConfigError(
-                "this graph is fp16-typed (exported with --precision fp16): an fp32 engine needs "
-                "an fp32 export; re-export without --precision fp16"
-            )
-        return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=False, clear_tf32=True)
-    if graph_has_fp16:
-        return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=False, clear_tf32=True)
-    if trt_major >= 11:
-        if convert is False:
-            raise ConfigError(
-                "TensorRT 11 has no fp16 builder flag (weak typing was removed): fp16 needs an "
-                "fp16-typed graph; drop --no-convert or export with --precision fp16"
-            )
-        return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=True, clear_tf32=True)
-    if convert:
-        return PrecisionPlan(strongly_typed=True, fp16_flag=False, convert_graph=True, clear_tf32=True)
-    return PrecisionPlan(strongly_typed=False, fp16_flag=True, convert_graph=False, clear_tf32=False)
+    if precision == "fp32" and graph_has_fp16:
+        raise ConfigError(
+            "this graph is fp16-typed (exported with --precision fp16): an fp32 engine needs "
+            "an fp32 export; re-export without --precision fp16"
+        )
+    if precision == "fp32" or graph_has_fp16:
+        return TYPED
+    if trt_major >= 11 and convert is False:
+        raise ConfigError(
+            "TensorRT 11 has no fp16 builder flag (weak typing was removed): fp16 needs an "
+            "fp16-typed graph; drop --no-convert or export with --precision fp16"
+        )
+    return CONVERTED if trt_major >= 11 or convert else WEAK_FP16
 
 
 def static_profile(io: list[dict[str, Any]], max_len: int) -> dict[str, tuple[int, ...]]:

@@ -106,8 +106,7 @@ def default_lengths(n: int) -> list[int]:
 
 def model_lengths(lengths: list[int] | None, n: int) -> list[int]:
     """The full-pass lengths to compare: `lengths` sorted without repeats (None: the default
-    {1, 2, N/2, N}); ExportError unless they lie in 1..max_len n. Shared by `check` and
-    export/ssm_graphs.check_ssm."""
+    {1, 2, N/2, N}); ExportError unless they lie in 1..max_len n."""
     chosen = default_lengths(n) if lengths is None else sorted(set(lengths))
     if not chosen or chosen[0] < 1 or chosen[-1] > n:
         raise ExportError(f"equivalence lengths {lengths!r} must lie in 1..max_len {n}")
@@ -202,7 +201,21 @@ def check(
     lengths_run = model_lengths(lengths, n)
     steps = lengths_run[-1]
     step = runners(graphs["step"])
-    if config.arch == "decoder":
+    if (
+        config.block == "ssm"
+    ):  # the Scan graph on ORT (onnx.reference's Scan: axis 0 only); the step, state fed back
+        from .ssm_graphs import ssm_step_through
+
+        in_name = io_names(config)[0]
+        full = runners(graphs["model"], reference=False)["ort"]
+        for x in inputs:
+            for t in lengths_run:
+                ref = forward(dict(params), config, x[:, :t])  # [B, T, out]
+                rec.add("model:ort_vs_numpy", full({in_name: x[:, :t]})[0], ref)
+        x = inputs[0][:, :steps]
+        ref = forward(dict(params), config, x)  # [B, T, out]
+        rec.add3("step", {k: ssm_step_through(run, config, x) for k, run in step.items()}, ref)
+    elif config.arch == "decoder":
         _check_model(graphs["model"], params, config, inputs, rec, lengths_run)
         x = inputs[0][:, :steps]
         ref = forward(dict(params), config, x)  # [B, T, out]
@@ -245,7 +258,8 @@ def check(
                 "; the errors are NaN/Inf: the model overflows on inputs of this domain, declare a narrower "
                 "--domain (the real range of your signals)"
                 if overflow
-                else "; report it with the checkpoint, or export with --precision fp32"
+                else "; report it with the checkpoint"
+                + ("" if config.block == "ssm" else ", or export with --precision fp32")
             )
         )
     return {

@@ -25,9 +25,10 @@ onnxruntime and TensorRT 10.x (onnx-tensorrt operators.md), and allowed for this
 this graph only (format.CONTROL_FLOW). The body's weights are initializers of the main graph
 (outer scope), so export/consistency.py compares them like every other graph's.
 
-`check_ssm` is the export-time equivalence of this kind: numpy parallel form (`forward`) vs
-onnxruntime on the full graph at lengths {1, 2, N/2, N}, and numpy vs onnx.reference vs
-onnxruntime on N steps of the step graph feeding its own state back. onnx.reference's Scan
+The export-time equivalence of this kind is export/equivalence.py's `check` (its block kind a
+parameter): numpy parallel form (`forward`) vs onnxruntime on the full graph at lengths
+{1, 2, N/2, N}, and numpy vs onnx.reference vs onnxruntime on N steps of the step graph feeding
+its own state back (`ssm_step_through`). onnx.reference's Scan
 implements scan axis 0 only (onnx 1.x op_scan.py), and x is scanned along axis 1 so that the
 scan input stays the graph input itself (artifact/graph_rules.py); the body is built by the same
 function as the step graph, which onnx.reference does check.
@@ -37,7 +38,7 @@ Not real-time code: runs once, at export.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import onnx
@@ -45,10 +46,8 @@ from onnx import helper
 
 from tickformer.artifact import format as fmt
 from tickformer.artifact.format import io_names, out_width
-from tickformer.errors import ExportError
 from tickformer.model import names
 from tickformer.model.config import Config
-from tickformer.model.transformer import forward
 
 from . import blocks as b
 from .blocks import Params
@@ -214,47 +213,3 @@ def ssm_step_through(run: Any, config: Config, x: np.ndarray, state: np.ndarray 
         y, h = run({in_name: x[:, t], fmt.SSM_STATE: h})
         ys.append(y)
     return np.stack(ys, axis=1)  # [B, T, out]
-
-
-def check_ssm(
-    graphs: Mapping[str, onnx.ModelProto],
-    params: Mapping[str, np.ndarray],
-    config: Config,
-    batch: int,
-    domain: tuple[float, float],
-    tolerance: Mapping[str, Any],
-    seed: int = 0,
-    lengths: list[int] | None = None,
-) -> dict[str, Any]:
-    """numpy (parallel form) vs onnx.reference vs onnxruntime on both graphs; the manifest's
-    `equivalence` entry. Raises ExportError if any pair exceeds the tolerance."""
-    from .equivalence import Record, runners, sample_inputs
-    from .equivalence import model_lengths as choose_lengths
-
-    rec = Record(tolerance)
-    inputs = sample_inputs(config, batch, domain, seed)
-    model_lengths = choose_lengths(lengths, config.max_len)
-    in_name = io_names(config)[0]
-    full = {"ort": runners(graphs["model"], reference=False)["ort"]}  # onnx.reference: Scan on axis 0 only
-    for x in inputs:
-        for t in model_lengths:
-            ref = forward(dict(params), config, x[:, :t])  # [B, T, out]
-            rec.add("model:ort_vs_numpy", full["ort"]({in_name: x[:, :t]})[0], ref)
-    steps = model_lengths[-1]
-    x = inputs[0][:, :steps]
-    ref = forward(dict(params), config, x)
-    step = runners(graphs["step"])
-    rec.add3("step", {k: ssm_step_through(run, config, x) for k, run in step.items()}, ref)
-    if rec.failures:
-        raise ExportError(
-            "exported ssm graphs disagree with the numpy reference beyond the stated tolerance: "
-            + "; ".join(rec.failures[:3])
-            + "; declare a narrower --domain if the errors are NaN/Inf, else report it with the checkpoint"
-        )
-    return {
-        "seed": seed,
-        "step_positions": steps,
-        "model_lengths": model_lengths,
-        "inputs": len(inputs),
-        "pairs": rec.pairs,
-    }

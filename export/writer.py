@@ -181,7 +181,7 @@ def _ssm_parts(
     """The ssm kind's graphs, checks and manifest fields (export/ssm_graphs.py, export/ssm_bounds.py):
     (kind fields, score bounds, graphs, tolerance, equivalence)."""
     from .ssm_bounds import state_bound
-    from .ssm_graphs import build_ssm_graphs, check_ssm, ssm_tolerance
+    from .ssm_graphs import build_ssm_graphs, ssm_tolerance
 
     if precision != "fp32":
         raise ExportError(
@@ -190,7 +190,7 @@ def _ssm_parts(
         )
     graphs = build_ssm_graphs(params, cfg, batch, opset)
     tolerance = ssm_tolerance(cfg)
-    equiv = check_ssm(graphs, params, cfg, batch, lo_hi, tolerance, seed, lengths)
+    equiv = equivalence.check(graphs, params, cfg, batch, lo_hi, tolerance, seed, lengths)
     kind_fields = {"kind": "ssm", "state_bound": state_bound(params, cfg, lo_hi)}
     score_bounds = {"layers": [], "fp16_scores_safe": None, "reason": "an ssm model has no attention scores"}
     return kind_fields, score_bounds, graphs, tolerance, equiv
@@ -298,16 +298,11 @@ def export_artifact(
     checkpoint: "str | os.PathLike[str] | Checkpoint",
     out: str | os.PathLike[str],
     *,
-    max_len: int | None = None,
-    batch: int = 1,
-    opset: int = 17,
     domain: tuple[float, float] | None = None,
-    seed: int = 0,
-    lengths: list[int] | None = None,
-    precision: str = "fp32",
-    sign: str | os.PathLike[str] | None = None,
+    **options: Any,
 ) -> Path:
-    """Export a checkpoint (directory or loaded `Checkpoint`) to the artifact directory `out`.
+    """Export a checkpoint (directory or loaded `Checkpoint`) to the artifact directory `out`;
+    options: `export_params`'s (max_len, batch, opset, seed, lengths, precision, sign).
 
     The input domain (continuous inputs) is `domain`, else the checkpoint meta's
     "input_domain", else -10..10; token models' domain is their vocabulary.
@@ -318,18 +313,5 @@ def export_artifact(
     if domain is None and ckpt.config.inputs == "continuous" and "input_domain" in ckpt.meta:
         domain = tuple(ckpt.meta["input_domain"])  # type: ignore[assignment]
     source = {"checkpoint": None if ckpt.path is None else str(ckpt.path), "checkpoint_meta": ckpt.meta}
-    export_params(
-        ckpt.config,
-        ckpt.params,
-        out,
-        max_len=max_len,
-        batch=batch,
-        opset=opset,
-        domain=domain,
-        seed=seed,
-        lengths=lengths,
-        source=source,
-        precision=precision,
-        sign=sign,
-    )
+    export_params(ckpt.config, ckpt.params, out, domain=domain, source=source, **options)
     return Path(out)

@@ -271,31 +271,25 @@ def multi_head_attention(
     x_q: np.ndarray,
     x_kv: np.ndarray,
     *,
-    w_q: np.ndarray,
-    b_q: np.ndarray,
-    w_k: np.ndarray,
-    b_k: np.ndarray,
-    w_v: np.ndarray,
-    b_v: np.ndarray,
-    w_o: np.ndarray,
-    b_o: np.ndarray,
     n_heads: int,
     mask: np.ndarray | None = None,
     chunk: int | None = None,
+    **weights: np.ndarray,
 ) -> np.ndarray:
-    """`mha_forward` without its cache; chunk=c folds keys c at a time through the operator's
-    merge instead (the same result to within roundoff, see `attention`).
+    """`mha_forward` (its weights: w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o) without its cache;
+    chunk=c folds keys c at a time through the operator's merge instead (the same result to
+    within roundoff, see `attention`).
 
     x_q [B, Tq, D], x_kv [B, Tk, D]; mask bool broadcastable to [B, H, Tq, Tk] -> [B, Tq, D].
     """
-    w = {"w_q": w_q, "b_q": b_q, "w_k": w_k, "b_k": b_k, "w_v": w_v, "b_v": b_v, "w_o": w_o, "b_o": b_o}
     if chunk is None:
-        return mha_forward(x_q, x_kv, **w, n_heads=n_heads, mask=mask)[0]
-    q = split_heads(linear(x_q, w=w_q, b=b_q), n_heads)  # [B, H, Tq, dh]
-    k = split_heads(linear(x_kv, w=w_k, b=b_k), n_heads)  # [B, H, Tk, dh]
-    v = split_heads(linear(x_kv, w=w_v, b=b_v), n_heads)  # [B, H, Tk, dh]
+        return mha_forward(x_q, x_kv, **weights, n_heads=n_heads, mask=mask)[0]
+    w = weights
+    q = split_heads(linear(x_q, w=w["w_q"], b=w["b_q"]), n_heads)  # [B, H, Tq, dh]
+    k = split_heads(linear(x_kv, w=w["w_k"], b=w["b_k"]), n_heads)  # [B, H, Tk, dh]
+    v = split_heads(linear(x_kv, w=w["w_v"], b=w["b_v"]), n_heads)  # [B, H, Tk, dh]
     heads = attention(q, k, v, mask=mask, chunk=chunk)  # [B, H, Tq, dh]
-    return linear(merge_heads(heads).astype(x_q.dtype, copy=False), w=w_o, b=b_o)  # [B, Tq, D]
+    return linear(merge_heads(heads).astype(x_q.dtype, copy=False), w=w["w_o"], b=w["b_o"])  # [B, Tq, D]
 
 
 def mha_backward(

@@ -1,5 +1,10 @@
 """A selective diagonal state-space mixer: the recurrent block, as a forward/backward pair.
 
+Longer than 600 lines: the mixer (`ssm_mixer`: one function, the form of its state update a
+parameter), its parallel form and the bounds proven about them (the scan's rounding, BIBO, the
+float32 state and output bounds) stay together, each bound next to the arithmetic it bounds, in
+the order docs/ssm.md derives them.
+
 What it computes, per batch row, channel d (of D) and state n (of N), for t = 0..T-1:
 
     z_t     = x_t W_delta + b_delta                          [D]   step-size pre-activation
@@ -311,30 +316,57 @@ class SsmCache(NamedTuple):
     out: LinearCache
 
 
-def ssm_forward(
+FORMS = ("scan", "step")  # the state update: every step at once (training), or one (inference)
+
+
+def ssm_mixer(
     x: np.ndarray,
+    h_prev: np.ndarray | None,
     *,
-    w_delta: np.ndarray,
-    b_delta: np.ndarray,
-    w_b: np.ndarray,
-    b_b: np.ndarray,
-    w_c: np.ndarray,
-    b_c: np.ndarray,
-    a_log: np.ndarray,
+    form: str,
     d_skip: np.ndarray,
     w_o: np.ndarray,
     b_o: np.ndarray,
-    h0: np.ndarray | None = None,
+    **coefficient_weights: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, SsmCache | None]:
+    """The mixer, with the form of its state update as a parameter: the same coefficient,
+    readout and output functions around either update --
+
+        form "scan"  x [B, T, D], h_prev [B, D, N] (zeros if None) -> every state [B, T, D, N]
+                     by `linear_scan` (the parallel, training form)
+        form "step"  x [B, D], h_prev [B, D, N] -> the next state [B, D, N] by one step of the
+                     recurrence, h = lam h_prev + (1 - lam) u (constant work per step)
+
+    The weights: the skip and the output projection (d_skip, w_o, b_o) here, the rest
+    (w_delta, b_delta, w_b, b_b, w_c, b_c, a_log) `coefficients`'.
+    -> (out [..., D], the states, the cache `ssm_backward` needs: the scan form's, else None)."""
+    co = coefficients(x, **coefficient_weights)
+    a_log = coefficient_weights["a_log"]
+    if form == "scan":
+        h = linear_scan(co.lam, co.keep * co.u, h_prev)  # [B, T, D, N]
+    elif form == "step" and h_prev is not None:
+        h = co.lam * h_prev  # [B, D, N]
+        h += co.keep * co.u  # [B, D, N] lam h + (1 - lam) u
+    else:
+        raise ValueError(f"form={form!r} must be one of {FORMS} (the step form needs h_prev)")
+    y = readout(h, co.ct, x, d_skip)  # [..., D]
+    out, c_out = linear_forward(y, w=w_o, b=b_o)  # [..., D] -> [..., D]
+    if form != "scan":
+        return out, h, None
+    b, d = x.shape[0], x.shape[-1]
+    start = np.zeros((b, d, a_log.shape[-1]), dtype=h.dtype) if h_prev is None else h_prev  # [B, D, N]
+    return out, h, SsmCache(x, co, start, h, d_skip, c_out)
+
+
+def ssm_forward(
+    x: np.ndarray, *, h0: np.ndarray | None = None, **weights: np.ndarray
 ) -> tuple[np.ndarray, SsmCache]:
-    """The parallel (training) form: x [B, T, D], h0 [B, D, N] (zeros if None) -> out [B, T, D],
-    and the cache `ssm_backward` needs (its h[:, -1] is the state after the last step)."""
-    b, _, d = x.shape
-    co = coefficients(x, w_delta=w_delta, b_delta=b_delta, w_b=w_b, b_b=b_b, w_c=w_c, b_c=b_c, a_log=a_log)
-    h = linear_scan(co.lam, co.keep * co.u, h0)  # [B, T, D, N]
-    start = np.zeros((b, d, a_log.shape[-1]), dtype=h.dtype) if h0 is None else h0  # [B, D, N]
-    y = readout(h, co.ct, x, d_skip)  # [B, T, D]
-    out, c_out = linear_forward(y, w=w_o, b=b_o)  # [B, T, D] -> [B, T, D]
-    return out, SsmCache(x, co, start, h, d_skip, c_out)
+    """The parallel (training) form: x [B, T, D], h0 [B, D, N] (zeros if None), the weights of
+    names.SSM_NAMES -> out [B, T, D], and the cache `ssm_backward` needs (its h[:, -1] is the
+    state after the last step)."""
+    out, _, cache = ssm_mixer(x, h0, form="scan", **weights)
+    assert cache is not None  # the scan form's
+    return out, cache
 
 
 def ssm(x: np.ndarray, **weights: np.ndarray) -> np.ndarray:
@@ -387,31 +419,14 @@ def ssm_backward(dy: np.ndarray, cache: SsmCache) -> tuple[np.ndarray, dict[str,
     return dx, grads
 
 
-def ssm_step(
-    x_t: np.ndarray,
-    h_prev: np.ndarray,
-    *,
-    w_delta: np.ndarray,
-    b_delta: np.ndarray,
-    w_b: np.ndarray,
-    b_b: np.ndarray,
-    w_c: np.ndarray,
-    b_c: np.ndarray,
-    a_log: np.ndarray,
-    d_skip: np.ndarray,
-    w_o: np.ndarray,
-    b_o: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The recurrence, one position: x_t [B, D], h_prev [B, D, N] -> (out_t [B, D], h_t [B, D, N]).
+def ssm_step(x_t: np.ndarray, h_prev: np.ndarray, **weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The recurrence, one position: x_t [B, D], h_prev [B, D, N], the weights of
+    names.SSM_NAMES -> (out_t [B, D], h_t [B, D, N]).
 
     Constant work per step (no dependence on how many steps ran); the runtime's step. The same
-    coefficient and readout functions as `ssm_forward`; only the state update differs (this
-    line instead of the scan)."""
-    co = coefficients(x_t, w_delta=w_delta, b_delta=b_delta, w_b=w_b, b_b=b_b, w_c=w_c, b_c=b_c, a_log=a_log)
-    h = co.lam * h_prev  # [B, D, N]
-    h += co.keep * co.u  # [B, D, N] lam h + (1 - lam) u
-    y = readout(h, co.ct, x_t, d_skip)  # [B, D]
-    out, _ = linear_forward(y, w=w_o, b=b_o)  # [B, D] -> [B, D]
+    mixer as `ssm_forward` (`ssm_mixer`); only the state update differs (one step instead of
+    the scan)."""
+    out, h, _ = ssm_mixer(x_t, h_prev, form="step", **weights)
     return out, h
 
 

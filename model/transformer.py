@@ -1,5 +1,9 @@
 """The numpy reference Transformer: decoder-only (causal) and encoder-decoder, post-LN.
 
+Longer than 600 lines: the one forward pass and the typed records its backward pass consumes
+sit together, each record next to the block that makes it, so a block's forward and backward
+read in one place.
+
 There is one forward pass. Inference calls it without a tape; training calls it with a `Tape`,
 and then every block also appends a typed record of what its backward pass needs (each record
 class sits next to the block that makes it and carries its own `backward`), and dropout is

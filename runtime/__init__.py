@@ -50,7 +50,9 @@ def load(
     if contracts not in CONTRACT_MODES:
         raise ConfigError(f"contracts={contracts!r} is not one of {CONTRACT_MODES}")
     artifact = open_artifact(path, trust=trust)
-    cls = backend_class(backend, artifact.config.block)  # BackendUnavailable: what to install, or why not
+    cls = backend_class(
+        backend, artifact.config
+    )  # BackendUnavailable: what to install; or why not this artifact
     return Session(
         artifact, cls(artifact, **options), contracts=contracts, budget_ns=budget_ns, on_full=on_full
     )

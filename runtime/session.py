@@ -1,6 +1,11 @@
 """A runtime session: one stream at a time, one position per `step`, for both block kinds.
 
-The kind is a parameter of the one mechanism, as in codegen/blocks.py: what a step reads and
+Longer than 600 lines: one class is the session's state machine for every cache kind -- the
+checks, the commit order and the position bookkeeping whose order this docstring argues
+(signals, threads, allocation); split across files, the commit would sit apart from the checks
+it orders.
+
+The kind is a parameter of the one mechanism, as in codegen/caches.py: what a step reads and
 how the stream ends differ by the artifact's cache kind (format.cache_kind; the ssm block's
 "state"), the protocol does not --
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from tickformer.errors import BackendUnavailable
+from tickformer.errors import BackendError, BackendUnavailable, TickformerError
 
 if TYPE_CHECKING:
+    from tickformer.model.config import Config
+
     from .base import Backend
 
 # name -> (module, what to install if it cannot be imported)
@@ -38,9 +40,11 @@ REGISTRY: dict[str, tuple[str, str]] = {
 }
 
 
-def backend_class(name: str, block: str = "attention") -> "type[Backend]":
-    """The class registered as `name`, for artifacts of block kind `block` ("attention" | "ssm").
-    Not real-time safe (imports)."""
+def backend_class(name: str, config: "Config | None" = None) -> "type[Backend]":
+    """The class registered as `name`; with the artifact's `config`, refused in one line where it
+    does not run that artifact: its block kind (`Backend.refuses`, BackendUnavailable with the
+    reason) or a windowed artifact without a ring cache (BackendError naming the backends with
+    one). Not real-time safe (imports)."""
     if name not in REGISTRY:
         raise BackendUnavailable(f"unknown backend {name!r}; choose one of {sorted(REGISTRY)}")
     module_name, extra = REGISTRY[name]
@@ -62,6 +66,29 @@ def backend_class(name: str, block: str = "attention") -> "type[Backend]":
             f"backend {name!r}: {module_name} does not provide it (BACKENDS has {sorted(backends)})"
         )
     cls = backends[name]
-    if block in cls.refuses:  # the reason names the backend to use instead
-        raise BackendUnavailable(f"backend {name!r} does not run {block} artifacts: {cls.refuses[block]}")
+    if config is None:
+        return cls
+    if config.block in cls.refuses:  # the reason names the backend to use instead
+        raise BackendUnavailable(
+            f"backend {name!r} does not run {config.block} artifacts: {cls.refuses[config.block]}"
+        )
+    if config.window is not None and not cls.ring_cache:
+        raise BackendError(
+            f"backend {name!r} has no ring KV cache, which a windowed artifact (window {config.window}) needs, "
+            f"so it refuses it; use a backend that has one: {', '.join(ring_cache_backends())}"
+        )
     return cls
+
+
+def ring_cache_backends() -> list[str]:
+    """The registered backends whose class runs windowed artifacts (`Backend.ring_cache`), for
+    messages. Imports each backend module (their engines load lazily); a module that cannot be
+    imported here is left out. Not real-time."""
+    names = []
+    for name in REGISTRY:
+        try:
+            if backend_class(name).ring_cache:
+                names.append(name)
+        except TickformerError:
+            continue
+    return names

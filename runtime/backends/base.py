@@ -6,7 +6,7 @@ a `Backend` owns its buffers (the state a step reads, what it stages, the output
 allocated once in its constructor, and runs the artifact's graphs.
 
 One backend class per engine runs both block kinds (`Config.block`), in the manner of
-codegen/blocks.py: what differs is the state a step reads and what its commit keeps --
+codegen/caches.py and blocks.py: what differs is the state a step reads and what its commit keeps --
 
     attention  a KV cache (layout.HostCache on the host): the step at position pos reads cache
                rows 0..pos-1 and stages its new K/V rows; `commit(pos)` copies them into row pos
@@ -37,7 +37,8 @@ for r as for the absolute position); commit writes row ring_slot(r, W). A backen
 ring cache keeps `ring_cache = False` and refuses windowed artifacts at construction.
 
 A backend that does not run a block kind says so in `refuses` (kind -> why); `runtime.load`
-refuses it in one line before anything is built (runtime/backends/__init__.py `backend_class`).
+refuses it in one line before anything is built, and a windowed artifact on a backend without a
+ring cache likewise, naming those that have one (runtime/backends/__init__.py `backend_class`).
 """
 
 from __future__ import annotations
@@ -49,23 +50,7 @@ import numpy as np
 
 from tickformer.artifact.format import cache_shape, out_width, ssm_state_shape
 from tickformer.artifact.reader import Artifact
-from tickformer.errors import BackendError, TickformerError
-
-
-def ring_cache_backends() -> list[str]:
-    """The registered backends whose class runs windowed artifacts (`Backend.ring_cache`), for
-    messages. Imports each backend module (their engines load lazily); a module that cannot be
-    imported here is left out. Not real-time."""
-    from . import REGISTRY, backend_class
-
-    names = []
-    for name in REGISTRY:
-        try:
-            if backend_class(name).ring_cache:
-                names.append(name)
-        except TickformerError:
-            continue
-    return names
+from tickformer.errors import BackendError
 
 
 class Backend(abc.ABC):
@@ -73,7 +58,8 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     static_cache: ClassVar[bool] = True  # False: the step's cost grows with the position
-    supports_peek: ClassVar[bool] = False  # implements commit_candidate (module docstring, "Peek")
+    # implements commit_candidate (module docstring, "Peek"); set per instance where the kind decides
+    supports_peek: bool = False
     refuses: ClassVar[dict[str, str]] = {}  # block kind -> why this backend does not run it
     ring_cache: ClassVar[bool] = False  # runs windowed artifacts (ring KV cache of W rows, module docstring)
     # step() itself refuses a non-finite, out-of-domain or out-of-vocabulary input before it writes
@@ -84,11 +70,10 @@ class Backend(abc.ABC):
     def __init__(self, artifact: Artifact, **options: Any) -> None:
         if options:
             raise TypeError(f"backend {self.name!r} takes no options {sorted(options)}")
-        if artifact.config.window is not None and not self.ring_cache:
-            raise BackendError(
+        if artifact.config.window is not None and not self.ring_cache:  # runtime.load refuses first, naming
+            raise BackendError(  # the backends that have one (runtime/backends/__init__.py backend_class)
                 f"backend {self.name!r} has no ring KV cache, which a windowed artifact (window "
-                f"{artifact.config.window}) needs, so it refuses it; use a backend that has one: "
-                f"{', '.join(ring_cache_backends())}"
+                f"{artifact.config.window}) needs; load it on a backend that has one"
             )
         self.artifact = artifact
         self.config = artifact.config

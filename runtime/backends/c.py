@@ -5,7 +5,7 @@
 
 Both block kinds (base.py): the generated `tf_state` holds an attention artifact's KV cache or
 an ssm artifact's double-buffered state, and the library's `tf_stage`, `tf_commit` and
-`tf_reset` are the step, the commit and the reset of its kind (codegen/blocks.py generates
+`tf_reset` are the step, the commit and the reset of its kind (codegen/caches.py and blocks.py generate
 them from one mechanism keyed by the kind).
 
 Loading is reading: this module imports nothing of the generator. It reaches the generated code
@@ -84,7 +84,7 @@ STATUS_TEXT = {
 ALIGN = 64
 INPUT_STATUSES = (2, 3, 4)  # TF_E_NONFINITE, TF_E_DOMAIN, TF_E_TOKEN: tf_check_input's refusals
 # tf_layout(i) of the generated library, per block kind: 0 is sizeof(tf_state), then byte offsets
-# of these members (codegen/blocks.py emits the same tuples: it imports them from here).
+# of these members (codegen/caches.py emits the same tuples: it imports them from here).
 LAYOUTS: dict[str, tuple[str, ...]] = {
     "attention": ("size", "k", "v", "k_new", "v_new", "pos", "pending"),
     "ssm": ("size", "state", "pos", "pending"),
@@ -160,7 +160,7 @@ class CBackend(Backend):
 
     name = "c"
     static_cache = True
-    ring_cache = True  # windowed artifacts: the generated ring cache (codegen/blocks.py RingCache)
+    ring_cache = True  # windowed artifacts: the generated ring cache (codegen/caches.py RingCache)
     checks_input = True  # tf_check_input (module docstring, "Input check"), probed at load
 
     def __init__(

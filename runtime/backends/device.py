@@ -35,18 +35,15 @@ from typing import Any, Callable
 import numpy as np
 
 from tickformer.artifact import format as fmt
-from tickformer.errors import BackendError
 
 from .cuda import cuda_check
-from .layout import candidate_copies, commit_copies, commit_rows, stack_addresses
+from .layout import CacheStore, StateStore, candidate_copies, commit_copies, commit_rows, stack_addresses
 
 Sync = Callable[[], None]
 
 
-class DeviceCache:
+class DeviceCache(CacheStore):
     """Attention's KV cache on the device (module docstring)."""
-
-    parities = 1
 
     def __init__(
         self,
@@ -83,19 +80,6 @@ class DeviceCache:
             )
         self._sync()
 
-    def commit_candidate(self, pos: int, i: int) -> None:
-        raise NotImplementedError("a device KV cache does not implement peek/commit")
-
-    def reset(self) -> None:
-        """Nothing to clear: rows not written since the reset are selected out by position."""
-
-    def state(self, pos: int) -> np.ndarray:
-        raise BackendError(
-            "an attention artifact has no fixed-size state; its history is the KV cache (cache())"
-        )
-
-    staged_state = state
-
     def read(self, name: str) -> np.ndarray:
         """Stack `name` in its stored shape, copied from the device (its layer slices without the
         padding). Not real-time."""
@@ -115,11 +99,9 @@ class DeviceCache:
         return np.ascontiguousarray(k_t.swapaxes(-1, -2)), np.ascontiguousarray(self.read("v_cache"))
 
 
-class DeviceState:
+class DeviceState(StateStore):
     """The ssm kind's double-buffered state on the device (module docstring). `read`: two host
     buffers [B, L, D, N] made at load (pinned where the engine has them), the state reads'."""
-
-    parities = 2
 
     def __init__(
         self,
@@ -140,9 +122,6 @@ class DeviceState:
     def addresses(self, parity: int) -> dict[str, int]:
         """The step at a position of this parity reads buffer `parity` and writes the other."""
         return {fmt.SSM_STATE: self.base[parity], fmt.SSM_STATE_NEW: self.base[1 - parity]}
-
-    def commit(self, pos: int) -> None:
-        """Nothing to copy: the session's position store selects the buffer."""
 
     def commit_candidate(self, pos: int, i: int) -> None:
         """Candidate i's staged state over the other B - 1 rows of the staged buffer: fixed-size
@@ -179,6 +158,3 @@ class DeviceState:
     def staged_state(self, pos: int) -> np.ndarray:
         """The state the step at pos wrote, copied into its own host buffer (the monitor's read)."""
         return self._copy(1 - (pos & 1), self._read[1])
-
-    def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        raise BackendError("an ssm artifact has no KV cache; its state is session.state()")

@@ -48,7 +48,43 @@ def stacked_shapes(
     return shapes
 
 
-class HostCache:
+class CacheStore:
+    """What every KV-cache store shares (HostCache here; device.DeviceCache, ort_gpu's host
+    mirror): one set of step I/O views, no fixed-size state, nothing to clear at a reset, no
+    peek commit unless the store implements one."""
+
+    parities = 1  # one set of step I/O views, whatever the position
+
+    def commit_candidate(self, pos: int, i: int) -> None:
+        raise NotImplementedError("this KV cache does not implement peek/commit")
+
+    def reset(self) -> None:
+        """Nothing to clear: rows not written since the reset are selected out by position."""
+
+    def state(self, pos: int) -> np.ndarray:
+        raise BackendError(
+            "an attention artifact has no fixed-size state; its history is the KV cache (cache())"
+        )
+
+    def staged_state(self, pos: int) -> np.ndarray:
+        return self.state(pos)
+
+
+class StateStore:
+    """What every store of the ssm kind's double-buffered state shares (HostState here;
+    device.DeviceState, ort_gpu's host path): two sets of step I/O views, nothing to copy at a
+    commit, no KV cache."""
+
+    parities = 2  # the step at an even position reads buffer 0, at an odd one buffer 1
+
+    def commit(self, pos: int) -> None:
+        """Nothing to copy: the session's position store selects the buffer."""
+
+    def cache(self) -> tuple[np.ndarray, np.ndarray]:
+        raise BackendError("an ssm artifact has no KV cache; its state is session.state()")
+
+
+class HostCache(CacheStore):
     """Host-resident KV cache and staged rows, allocated once. `k`, `v` [L, B, H, N, dh] are the
     logical caches; K lives transposed in `k_t` [L, B, H, dh, N] (step.onnx's layout: layer i's
     contiguous slice k_t[i] is read in place) and `k` is a view of it; `v` is stored as it reads.
@@ -81,8 +117,6 @@ class HostCache:
         self._k_cand = [self.k_new[:, i : i + 1, :, 0] for i in range(batch)]
         self._v_cand = [self.v_new[:, i : i + 1, :, 0] for i in range(batch)]
 
-    parities = 1  # one set of step I/O views, whatever the position
-
     def views(self, parity: int) -> dict[str, np.ndarray]:
         """The step graph's cache inputs and outputs by name (format.k_cache(i), ...): layer i's
         contiguous slice of each stack, read and written in place."""
@@ -97,16 +131,6 @@ class HostCache:
                 }
             )
         return out
-
-    def reset(self) -> None:
-        """Nothing to clear: rows not written since the reset are selected out by position."""
-
-    def state(self, pos: int) -> np.ndarray:
-        raise BackendError(
-            "an attention artifact has no fixed-size state; its history is the KV cache (cache())"
-        )
-
-    staged_state = state
 
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
         return self.k, self.v
@@ -125,7 +149,7 @@ class HostCache:
         np.copyto(self._v_rows[pos], self._v_cand[i])
 
 
-class HostState:
+class HostState(StateStore):
     """The ssm kind's double-buffered state in host memory: `states` [2, B, L, D, N] (numpy's own
     zeros, or the C backend's tf_state), with every view the real-time path needs made once.
     The step at position p reads buffer p & 1 and writes the other; `commit` has nothing to copy
@@ -134,8 +158,6 @@ class HostState:
     broadcasting copies between views made here, no overlap, 0 bytes), so the state the position
     store commits is candidate i's in every row -- bit for bit what a step whose every row is
     xs[i] writes; `reset` zeroes buffer 0 in place (the state's size, never the stream's)."""
-
-    parities = 2  # the step at an even position reads buffer 0, at an odd one buffer 1
 
     def __init__(self, state_shape: tuple[int, ...], states: np.ndarray | None = None) -> None:
         if states is None:
@@ -167,18 +189,12 @@ class HostState:
         """Zero the state read at position 0, in place. Constant time, 0 bytes."""
         self._buffers[0].fill(0.0)
 
-    def commit(self, pos: int) -> None:
-        """Nothing to copy: the session's position store selects the buffer."""
-
     def commit_candidate(self, pos: int, i: int) -> None:
         """Candidate i's staged state into every batch row of the staged buffer. Real-time safe:
         two broadcasting copies between views made at load, 0 bytes."""
         before, after, row = self._cand[pos & 1][i]
         np.copyto(before, row)
         np.copyto(after, row)
-
-    def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        raise BackendError("an ssm artifact has no KV cache; its state is session.state()")
 
 
 class HostBackend(StoreBackend):

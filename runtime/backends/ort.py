@@ -41,8 +41,8 @@ from tickformer.artifact import format as fmt
 from tickformer.artifact.format import io_names, step_signature
 from tickformer.artifact.reader import Artifact, verified_graph_bytes
 from tickformer.errors import ArtifactError, BackendError
-from tickformer.runtime.ort_session import session_options
 
+from ..ort_session import session_options
 from .layout import HostBackend
 
 BINDINGS = ("run", "iobinding")

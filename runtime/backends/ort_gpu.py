@@ -93,12 +93,12 @@ from tickformer.artifact import format as fmt
 from tickformer.artifact.format import ORT_TRT_CACHE, io_names, step_signature
 from tickformer.artifact.reader import Artifact, verified_graph_bytes
 from tickformer.errors import BackendError, BackendUnavailable
-from tickformer.runtime.ort_session import session_options
 
+from ..ort_session import session_options
 from .base import StoreBackend
 from .cuda import cuda_check
 from .device import DeviceCache, DeviceState
-from .layout import commit_rows, layer_pitch, stack_addresses, stacked_shapes
+from .layout import CacheStore, StateStore, commit_rows, layer_pitch, stack_addresses, stacked_shapes
 
 _DEVICE = "cuda"
 
@@ -317,13 +317,13 @@ class OrtCudaBackend(_OrtGpu, StoreBackend):
             if c is None:
                 return _HostState(vals, self.state_shape)
             read = (np.zeros(self.state_shape, np.float32), np.zeros(self.state_shape, np.float32))
-            base = (vals[0].data_ptr(), vals[1].data_ptr())
-            return DeviceState(c, stream, sync, base, self.state_shape, read)
+            buffers = (vals[0].data_ptr(), vals[1].data_ptr())
+            return DeviceState(c, stream, sync, buffers, self.state_shape, read)
         if c is None:
             return _HostMirrorCache(self)
-        base = {name: self._vals[name].data_ptr() for name in self._stacks}
+        stacks = {name: self._vals[name].data_ptr() for name in self._stacks}
         return DeviceCache(
-            c, stream, sync, base, self._pitch, self._stacks, self.cache_shape, self.config.window
+            c, stream, sync, stacks, self._pitch, self._stacks, self.cache_shape, self.config.window
         )
 
     def _sync_copies(self) -> None:
@@ -399,12 +399,10 @@ class OrtCudaBackend(_OrtGpu, StoreBackend):
         self._steps, self._aux = [], None
 
 
-class _HostMirrorCache:
+class _HostMirrorCache(CacheStore):
     """Attention without cuda-python: commit through a host mirror of the cache and one
     fixed-size `update_inplace` per cache (the same cost at every position, but a full-cache
     copy); `cache()` from the values' host copies."""
-
-    parities = 1
 
     def __init__(self, owner: OrtCudaBackend) -> None:
         self._owner = owner
@@ -429,19 +427,6 @@ class _HostMirrorCache:
         o._vals["k_cache"].update_inplace(k_host)
         o._vals["v_cache"].update_inplace(v_host)
 
-    def commit_candidate(self, pos: int, i: int) -> None:
-        raise NotImplementedError("a device KV cache does not implement peek/commit")
-
-    def reset(self) -> None:
-        """Nothing to clear: rows not written since the reset are selected out by position."""
-
-    def state(self, pos: int) -> np.ndarray:
-        raise BackendError(
-            "an attention artifact has no fixed-size state; its history is the KV cache (cache())"
-        )
-
-    staged_state = state
-
     def cache(self) -> tuple[np.ndarray, np.ndarray]:
         """(k, v), each [L, B, H, N, dh] (the logical layout, as every backend): K is transposed back."""
         o = self._owner
@@ -450,12 +435,10 @@ class _HostMirrorCache:
         return np.ascontiguousarray(k_t.swapaxes(-1, -2)), np.ascontiguousarray(v)
 
 
-class _HostState:
+class _HostState(StateStore):
     """The ssm state without cuda-python: reset is one fixed-size upload of zeros made at load,
     peek's commit a round trip through the host (allocates; not real-time), the state reads
     host copies."""
-
-    parities = 2
 
     def __init__(self, vals: tuple[Any, Any], state_shape: tuple[int, ...]) -> None:
         self._vals = vals
@@ -467,9 +450,6 @@ class _HostState:
             fmt.SSM_STATE: self._vals[parity].data_ptr(),
             fmt.SSM_STATE_NEW: self._vals[1 - parity].data_ptr(),
         }
-
-    def commit(self, pos: int) -> None:
-        """Nothing to copy: the session's position store selects the buffer."""
 
     def commit_candidate(self, pos: int, i: int) -> None:
         staged = self._vals[1 - (pos & 1)]
@@ -487,9 +467,6 @@ class _HostState:
     def staged_state(self, pos: int) -> np.ndarray:
         np.copyto(self._read[1], self._vals[1 - (pos & 1)].numpy())
         return self._read[1]
-
-    def cache(self) -> tuple[np.ndarray, np.ndarray]:
-        raise BackendError("an ssm artifact has no KV cache; its state is session.state()")
 
 
 class _OrtTrtOptions(_OrtGpu):

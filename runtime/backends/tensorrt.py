@@ -189,6 +189,8 @@ class TensorRTBackend(StoreBackend):
     name = "tensorrt"
     static_cache = True
     ring_cache = True  # commit writes row ring_slot(pos, W) (layout.commit_rows)
+    _cudart: Any  # cuda-python's runtime module, None once closed
+    _stream: Any
     _bufs: _Buffers
     _aux: _Engine
     _step: _Engine

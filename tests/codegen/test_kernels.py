@@ -163,10 +163,10 @@ def test_static_values_select_rows_below_pos(tmp_path, c_compiler):
 def test_ring_values_read_exactly_the_slots_of_the_contract(tmp_path, c_compiler, window):
     """Every ring position r in [0, 3W): the compiled selection reads the slots
     contracts.ring_buffer.slot_read(r, j, W) says, and nothing from the others."""
-    from tickformer.codegen import blocks
+    from tickformer.codegen import caches
     from tickformer.contracts.ring_buffer import slot_read
 
-    tables = blocks.ring_tables_c(blocks.ring_tables(window))
+    tables = caches.ring_tables_c(caches.ring_tables(window))
     lib = _values_lib(tmp_path, c_compiler, window, 3, 4, kernels.ring_live, kernels.RING_SETUP, tables)
     for r in range(3 * window):
         _check_values(lib, window, 3, 4, r, [bool(slot_read(r, j, window)) for j in range(window)])

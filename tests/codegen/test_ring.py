@@ -12,7 +12,7 @@ import re
 import pytest
 from _cgutil import run_make
 
-from tickformer.codegen import blocks, generate, plan_for, write
+from tickformer.codegen import caches, generate, plan_for, write
 from tickformer.contracts import ring_buffer
 from tickformer.errors import ArtifactError
 from tickformer.runtime import open_artifact
@@ -21,7 +21,7 @@ from tickformer.runtime import open_artifact
 @pytest.mark.parametrize("window", [1, 2, 3, 4, 5, 8, 13, 16, 32])
 def test_ring_tables_are_the_contract_functions(window):
     """Exhaustive for these windows: every ring position r in [0, 3W) and slot j."""
-    t = blocks.ring_tables(window)
+    t = caches.ring_tables(window)
     for r in range(3 * window):
         for j in range(window):
             assert ((j < t.lim[r]) and (j != t.excl[r])) == bool(ring_buffer.slot_read(r, j, window))
@@ -36,7 +36,7 @@ def test_a_selection_the_tables_cannot_express_is_refused(monkeypatch):
     approximated."""
     monkeypatch.setattr(ring_buffer, "slot_read", lambda r, j, w: j % 2 == 0)
     with pytest.raises(ArtifactError, match=r"slot_read at ring position \d+ \(window 6\).*cannot express"):
-        blocks.ring_tables(6)
+        caches.ring_tables(6)
 
 
 def test_windowed_plan(arts):

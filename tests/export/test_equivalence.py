@@ -139,14 +139,13 @@ def test_output_bound_is_attained_up_to_a_factor():
 
 @pytest.mark.parametrize("bad", [[0, 4], [1, 17], []])
 def test_full_pass_lengths_outside_1_to_max_len_are_refused_by_both_kinds(bad):
-    """equivalence.model_lengths, the one check `check` and ssm_graphs.check_ssm call: lengths
+    """equivalence.model_lengths, the one check `check` calls for both block kinds: lengths
     outside 1..max_len (or none) are an ExportError before any graph runs; inside, sorted and
     without repeats, and None is the default {1, 2, N/2, N}."""
-    from tickformer.export.ssm_graphs import check_ssm
-
     with pytest.raises(ExportError, match="must lie in 1..max_len 16"):
         equivalence.model_lengths(bad, 16)
-    with pytest.raises(ExportError, match="must lie in 1..max_len 16"):  # before its graphs are touched
-        check_ssm({}, {}, preset("tiny"), 1, (-1.0, 1.0), {"atol": 1e-5, "rtol": 1e-5}, lengths=bad)
+    for cfg in (preset("tiny"), preset("tiny").replace(block="ssm", d_state=3)):
+        with pytest.raises(ExportError, match="must lie in 1..max_len 16"):  # before its graphs are touched
+            equivalence.check({}, {}, cfg, 1, (-1.0, 1.0), {"atol": 1e-5, "rtol": 1e-5}, lengths=bad)
     assert equivalence.model_lengths([16, 1, 16, 3], 16) == [1, 3, 16]
     assert equivalence.model_lengths(None, 16) == [1, 2, 8, 16]

@@ -169,3 +169,23 @@ def _mixer_sample(rng: np.random.Generator) -> tuple[dict, np.ndarray, np.ndarra
     r = rng.uniform(0.5, 3.0, size=d).astype(np.float32).astype(np.float64)
     x = (rng.choice([-1.0, 1.0], size=(2, t, d)) * r).astype(np.float32)
     return w, x, r
+
+
+def test_one_mixer_two_forms_of_its_state_update():
+    """ssm_forward and ssm_step are the one mixer (`ssm_mixer`) with the form of its state update
+    as a parameter: step form at t == scan form at t (the same operations, so bit for bit on one
+    step); an unknown form, or the step form without a state, is refused in one line."""
+    import pytest
+
+    rng = np.random.default_rng(3)
+    w = ssm.ssm_init(4, 3, rng)
+    x = rng.normal(size=(2, 1, 4)).astype(np.float32)  # [B, 1, D]
+    h0 = rng.normal(size=(2, 4, 3)).astype(np.float32)  # [B, D, N]
+    scan, h_scan, cache = ssm.ssm_mixer(x, h0, form="scan", **w)
+    step, h_step, none = ssm.ssm_mixer(x[:, 0], h0, form="step", **w)
+    assert none is None and cache is not None
+    np.testing.assert_array_equal(h_step, h_scan[:, 0])
+    np.testing.assert_allclose(step, scan[:, 0], rtol=1e-6, atol=1e-6)  # [B, D] and [B, 1, D] products
+    for form, h in (("bogus", h0), ("step", None)):
+        with pytest.raises(ValueError, match="must be one of"):
+            ssm.ssm_mixer(x[:, 0], h, form=form, **w)
