@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+import tickformer.codegen  # noqa: F401  (registers backend "c"'s library builder: runtime/backends/c.py)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
