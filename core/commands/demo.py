@@ -297,6 +297,7 @@ def run(args: argparse.Namespace) -> int:
 
     from tickformer.certify.isolation import Isolation
     from tickformer.control import demo as D
+    from tickformer.control.demo_plots import plot_latency, plot_tracking
     from tickformer.durable import atomic_write
 
     cfg = config_from_args(args)
@@ -354,8 +355,8 @@ def run(args: argparse.Namespace) -> int:
         lambda: D.run_loops(ex, tr, cfg, isolation=lambda: Isolation(realtime=cfg.realtime), progress=note),
     )
     lo["period"] = D.period_shares(ce, lo, cfg)
-    D.plot_tracking(out / "tracking.png", lo, cfg)
-    D.plot_latency(out / "latency.png", lo, cfg)
+    plot_tracking(out / "tracking.png", lo, cfg)
+    plot_latency(out / "latency.png", lo, cfg)
     summary["window"] = cfg.window
     summary["max_len"] = ex["model"]["max_len"]
     summary["run"]["wall_s"] = round(time.perf_counter() - wall0, 1)

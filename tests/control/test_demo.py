@@ -7,6 +7,7 @@ import pytest
 
 from tickformer.control import NominalMPC
 from tickformer.control import demo as D
+from tickformer.control import demo_plots as P
 from tickformer.control.delayed import HiddenPlantSim
 
 
@@ -155,7 +156,7 @@ def test_plots_are_written_atomically(tmp_path, monkeypatch):
         "_late_ticks": np.array([5]),
     }
     loop = {"dt_s": 0.1, **{name: {**row, "virtual_time": dict(row)} for name in D.CONTROLLERS}}
-    for plot, name in ((D.plot_tracking, "tracking.png"), (D.plot_latency, "latency.png")):
+    for plot, name in ((P.plot_tracking, "tracking.png"), (P.plot_latency, "latency.png")):
         path = tmp_path / name
         path.write_bytes(b"old")
         real = matplotlib.figure.Figure.savefig
@@ -206,7 +207,7 @@ def test_tracking_plot_takes_traces_of_different_lengths(tmp_path):
     for name, n in lengths.items():
         virtual = {"_theta": np.linspace(0.0, 0.1, n), "tracking_rms": 0.01}
         loop[name] = {"virtual_time": virtual, "tracking_rms": 0.01, "ticks": 120}
-    D.plot_tracking(tmp_path / "tracking.png", loop, cfg)
+    P.plot_tracking(tmp_path / "tracking.png", loop, cfg)
     assert (tmp_path / "tracking.png").read_bytes()[:4] == b"\x89PNG"
 
 
