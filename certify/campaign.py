@@ -30,7 +30,8 @@ from tickformer.runtime import load
 from tickformer.runtime.foreign import ForeignSession, Graph, provider_of
 from tickformer.runtime.steppable import Steppable
 
-from .decision import ADVICE, EXIT_CODES, INCONCLUSIVE, PASS, EvtConfig, analyze
+from .decision import ADVICE, EXIT_CODES, INCONCLUSIVE, PASS, EvtConfig, analyze, check_sample_count
+from .evt import min_samples
 from .isolation import Isolation
 from .measurement import conditions, loaded_sha256, make_inputs, measure
 from .statistics import position_check, position_profile, ring_coverage
@@ -57,8 +58,8 @@ class CampaignConfig:
         validation.integer(
             self.samples,
             "samples",
-            min_value=1000,
-            hint="a campaign needs at least 1000 timed steps (EVT needs >= 10000)",
+            min_value=min_samples(),
+            hint=f"a tail fit needs at least {min_samples()} timed steps (evt.min_samples; block maxima more)",
         )
         validation.nonneg_int(self.warmup, "warmup", hint="untimed steps before measuring")
         if self.cpu is not None:
@@ -96,6 +97,7 @@ def certify_session(
     nothing is re-read by path)."""
     if evt_config is None:
         evt_config = EvtConfig()
+    check_sample_count(campaign.samples, evt_config)  # the fit's own rule, before any step is timed
     start = campaign.start_position
     if start is None:
         start = 0 if static_cache else max(0, max_len - max(1, max_len // 8))

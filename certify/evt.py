@@ -48,6 +48,36 @@ from .iid import TestResult, enough_extremes, finite_or_none, ks_halves, ljung_b
 
 METHODS = ("pot", "bm")
 DEFAULT_EXCEEDANCES = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)
+MIN_EXCEEDANCES = 100  # POT: samples above the threshold, at least
+MAX_TAIL_SHARE = 0.1  # POT: the threshold never below the 90th percentile (a tail, not the body)
+MIN_BLOCKS = 30  # block maxima: blocks, at least
+
+
+def min_samples(method: str = "pot", block_size: int = 100) -> int:
+    """The one minimum sample count of a tail fit, applied by `fit_pot` / `fit_bm` and by the
+    campaign before it starts (`check_sample_count`): POT needs MIN_EXCEEDANCES samples above a
+    threshold no lower than the 90th percentile (1000 samples); block maxima need MIN_BLOCKS
+    blocks of `block_size` steps. Pure."""
+    if method == "bm":
+        return MIN_BLOCKS * block_size
+    return math.ceil(MIN_EXCEEDANCES / MAX_TAIL_SHARE)
+
+
+def sample_count_problem(n: int, method: str = "pot", block_size: int = 100) -> str | None:
+    """None when `n` samples are enough for a `method` tail fit (`min_samples`), else the one-line
+    reason with the fix -- the same text at the --samples flag and in the fit. Pure."""
+    need = min_samples(method, block_size)
+    if n >= need:
+        return None
+    why = (
+        f"{MIN_EXCEEDANCES} samples above a threshold no lower than the {1 - MAX_TAIL_SHARE:.0%} quantile"
+        if method != "bm"
+        else f"{MIN_BLOCKS} blocks of {block_size} steps"
+    )
+    return (
+        f"{n} samples: a {method} tail fit needs at least {need} ({why}); pass --samples {need} or more "
+        "(an extrapolation far beyond the data needs more: the certificate says how many)"
+    )
 
 
 @dataclass(frozen=True)
@@ -86,6 +116,18 @@ class TailFit:
         if self.method == "pot":
             return pot_quantile(self.threshold, self.xi, self.sigma, self.zeta, p)
         return bm_quantile(self.mu, self.xi, self.sigma, self.block_size, self.theta, p)
+
+    def exceedance_of(self, x_ns: float) -> float:
+        """Per-step P(step > x_ns) under this fit (the inverse of `quantile`), for x_ns in the
+        fitted tail (POT: above the threshold). Not real-time code."""
+        if self.method == "pot":
+            return self.zeta * float(
+                stats.genpareto.sf(max(x_ns - self.threshold, 0.0), self.xi, scale=self.sigma)
+            )
+        p_block = (
+            float(stats.genextreme.sf(x_ns, _gev_c(self.xi), loc=self.mu, scale=self.sigma)) / self.theta
+        )
+        return float(-math.expm1(math.log1p(-min(p_block, 1.0 - 1e-16)) / self.block_size))
 
     def parameters(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -206,19 +248,21 @@ def extremal_index(x: np.ndarray, threshold: float, run_length: int) -> float:
     return float(peaks.size) / k if k else 1.0
 
 
-def fit_pot(
-    samples_ns: Any, *, tail_fraction: float = 0.01, min_exceedances: int = 100, run_length: int = 3
-) -> TailFit:
-    """Peaks over threshold: u = empirical quantile leaving max(tail_fraction*n, min_exceedances)
-    samples above; GPD fitted to the runs-declustered cluster peaks above u."""
-    x = as_samples(samples_ns, min_size=max(50, min_exceedances))
+def fit_pot(samples_ns: Any, *, tail_fraction: float = 0.01, run_length: int = 3) -> TailFit:
+    """Peaks over threshold: u = empirical quantile leaving max(tail_fraction*n, MIN_EXCEEDANCES)
+    samples above; GPD fitted to the runs-declustered cluster peaks above u. Needs
+    `min_samples("pot")` samples (InputError otherwise, `sample_count_problem`'s text)."""
+    x = as_samples(samples_ns)
+    problem = sample_count_problem(x.size, "pot")
+    if problem is not None:
+        raise InputError(problem)
     if not (0.0 < tail_fraction < 0.5):
         raise ConfigError(f"tail_fraction={tail_fraction!r} must be in (0, 0.5), e.g. 0.01")
     if run_length < 1:
         raise ConfigError(f"run_length={run_length!r} must be >= 1 step")
     n = x.size
-    k = max(int(round(tail_fraction * n)), min_exceedances)
-    k = min(k, n // 2)
+    k = max(int(round(tail_fraction * n)), MIN_EXCEEDANCES)
+    k = min(k, int(MAX_TAIL_SHARE * n))
     u = float(np.sort(x)[n - k - 1])  # the (k+1)-th largest: k values lie strictly above (ties aside)
     peaks, where, n_exc = decluster_runs_indexed(x, u, run_length)
     if peaks.size < 3:
@@ -275,15 +319,17 @@ def fit_bm(
     samples_ns: Any,
     *,
     block_size: int = 100,
-    min_blocks: int = 30,
     run_length: int = 3,
     tail_fraction: float = 0.01,
 ) -> TailFit:
     """Block maxima: GEV fitted to maxima of consecutive blocks; theta from runs declustering at
     the (1 - tail_fraction) quantile."""
-    x = as_samples(samples_ns, min_size=block_size * min_blocks)
     if block_size < 2:
         raise ConfigError(f"block_size={block_size!r} must be >= 2 steps")
+    x = as_samples(samples_ns)
+    problem = sample_count_problem(x.size, "bm", block_size)
+    if problem is not None:
+        raise InputError(problem)
     maxima = block_maxima(x, block_size)
     xi, mu, sigma = fit_gev(maxima)
     u = float(np.quantile(x, 1.0 - tail_fraction))
@@ -381,12 +427,14 @@ def bootstrap(
     )
     qb = np.asarray(q_boot)  # [nb, len(exceedances)]
     upper = np.quantile(qb, level, axis=0)  # [len(exceedances)]
+    lower = np.quantile(qb, 1 - level, axis=0)  # [len(exceedances)]
     ci = {
         "n_boot": nb,
         "level": level,
         "xi_upper": float(np.quantile(xi_boot, level)),
         "xi_lower": float(np.quantile(xi_boot, 1 - level)),
         "pwcet_upper_ns": {f"{p_:.0e}": finite_or_none(v) for p_, v in zip(exceedances, upper)},
+        "pwcet_lower_ns": {f"{p_:.0e}": finite_or_none(v) for p_, v in zip(exceedances, lower)},
     }
     return gof, ci
 
@@ -488,7 +536,7 @@ def assess(
     else:
         pwcet = None
         withheld = "admissibility failed: " + ", ".join(t.name for t in tests if not t.passed)
-        ci = {k: v for k, v in ci.items() if k != "pwcet_upper_ns"}
+        ci = {k: v for k, v in ci.items() if k not in ("pwcet_upper_ns", "pwcet_lower_ns")}
     return {
         "fit": fit.parameters(),
         "tests": [t.to_dict() for t in tests],

@@ -381,6 +381,11 @@ def summary(report: dict[str, Any], console: Any = None) -> None:
             )
     colour = {"PASS": "green", "FAIL": "red", "INCONCLUSIVE": "yellow"}[report["verdict"]]
     body = "\n".join(report["reasons"])
+    if report.get("reach"):
+        body += "\n" + report["reach"]["text"]
+    need = report.get("samples_needed")
+    if need and need.get("samples"):
+        body += f"\nsamples needed: {need['samples']:,} ({need['rule']})"
     if report.get("advice"):
         body += "\n[dim]" + report["advice"] + "[/]"
     con.print(

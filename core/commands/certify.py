@@ -124,24 +124,25 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from tickformer.certify.campaign import CampaignConfig
-    from tickformer.certify.decision import EvtConfig
+    from tickformer.certify.decision import EvtConfig, check_sample_count
     from tickformer.certify.report import summary, write_report
 
     budget_ns = _budget_ns(args.budget_us)
-    campaign = CampaignConfig(
-        samples=args.samples,
-        warmup=args.warmup,
-        cpu=args.cpu,
-        realtime=args.realtime,
-        rt_priority=args.rt_priority,
-        seed=args.seed,
-    )
     evt_config = EvtConfig(
         method=args.method,
         exceedance=float(args.exceedance),
         run_length=args.run_length,
         block_size=args.block_size,
         n_boot=args.n_boot,
+        seed=args.seed,
+    )
+    check_sample_count(args.samples, evt_config)  # the tail fit's own minimum, before anything runs
+    campaign = CampaignConfig(
+        samples=args.samples,
+        warmup=args.warmup,
+        cpu=args.cpu,
+        realtime=args.realtime,
+        rt_priority=args.rt_priority,
         seed=args.seed,
     )
     console = Console()

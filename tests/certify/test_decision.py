@@ -11,7 +11,7 @@ import pytest
 
 from tickformer.certify import decision as D
 from tickformer.certify import statistics as S
-from tickformer.certify.report import summary, write_report
+from tickformer.certify.report import fitted_exceedance, summary, write_report
 from tickformer.errors import ConfigError, InputError
 
 
@@ -43,14 +43,81 @@ def test_verdict_fail_when_observed_max_exceeds_budget() -> None:
     assert r["over_budget"] == 1
 
 
-def test_verdict_fail_when_admissible_pwcet_exceeds_budget() -> None:
+def test_an_admissible_pwcet_over_budget_alone_is_inconclusive_with_the_samples_needed() -> None:
     x = _exp_samples()
     # between the observed max (~62 us) and the pWCET at 1e-9 (~40 + 2 ln(0.01/1e-9) ~ 72 us)
     budget = float(np.max(x)) + 2_000
     r = D.analyze(x, budget_ns=budget, evt_config=EVT_FAST)
     assert r["evt"]["admissible"]
-    assert r["evt"]["pwcet_ns"]["1e-09"] > budget
-    assert r["verdict"] == D.FAIL and "pWCET" in r["reasons"][0]
+    assert r["evt"]["pwcet_ns"]["1e-09"] > budget and r["over_budget"] == 0
+    # no step was over the budget: an extrapolation is not an observed failure
+    assert r["verdict"] == D.INCONCLUSIVE and "not an observed failure" in r["reasons"][0]
+    need = r["samples_needed"]
+    q = r["reach"]["budget_exceedance_per_step"]  # the fit's P(step > budget)
+    assert q == pytest.approx(float(fitted_exceedance(r["evt"]["fit"], np.array([budget]))[0]))
+    assert 1 / x.size > q > 1e-9  # beyond the data, short of the exceedance asked for
+    assert need["samples"] == math.ceil(math.log(20) / q) > x.size
+    assert f"{need['samples']:.3g}" in r["reasons"][1]
+    assert r["reach"]["observed_max_ns"] == x.max() and r["reach"]["extrapolation_orders"] == pytest.approx(
+        math.log10(1 / (x.size * 1e-9))
+    )
+    assert "orders of magnitude beyond the data" in r["reach"]["text"]
+
+
+def test_a_short_heavy_tailed_campaign_is_never_failed_on_its_extrapolation() -> None:
+    """The issue's case: 2000 steps, none over a 1 ms budget, a heavy tail (xi ~ +0.5) that
+    extrapolates to far beyond the budget at 1e-9: INCONCLUSIVE with the count it would need."""
+    rng = np.random.default_rng(1)
+    x = np.round(100_000 + 5_000 * rng.pareto(2.0, size=2000))  # GPD xi = +0.5 above any threshold
+    assert x.max() < 1_000_000
+    r = D.analyze(x, budget_ns=1_000_000, evt_config=EVT_FAST)
+    assert r["evt"]["admissible"] and r["evt"]["fit"]["xi"] > 0.3
+    assert r["over_budget"] == 0 and r["pwcet"]["value_ns"] > 100 * 1_000_000  # ~134 ms
+    assert r["verdict"] == D.INCONCLUSIVE, r["reasons"]
+    assert r["samples_needed"]["samples"] > 2000 and r["reach"]["extrapolation_orders"] > 5.5
+
+
+def test_too_few_samples_for_a_fit_is_one_rule_at_the_flag_and_in_the_fit(tmp_path) -> None:
+    from tickformer.certify import evt
+    from tickformer.cli import main
+
+    need = evt.min_samples("pot")
+    r = D.analyze(_exp_samples(n=need - 1), budget_ns=10_000_000, evt_config=EVT_FAST)
+    assert r["evt"] is None and r["verdict"] == D.INCONCLUSIVE
+    assert r["samples_needed"]["samples"] == need
+    with pytest.raises(InputError) as fit_error:
+        evt.fit_tail(_exp_samples(n=need - 1))
+    with pytest.raises(ConfigError) as flag_error:
+        D.check_sample_count(need - 1, EVT_FAST)
+    assert str(fit_error.value) == str(flag_error.value) == r["evt_error"]
+    assert D.analyze(_exp_samples(n=need), budget_ns=10_000_000, evt_config=EVT_FAST)["evt"] is not None
+    D.check_sample_count(need, EVT_FAST)
+    bm = D.EvtConfig(method="bm", n_boot=20)  # block maxima: 30 blocks of 100 steps
+    with pytest.raises(ConfigError, match="3000"):
+        D.check_sample_count(2999, bm)
+    assert (
+        D.analyze(_exp_samples(n=2999), budget_ns=10_000_000, evt_config=bm)["samples_needed"]["samples"]
+        == 3000
+    )
+    # the flag refuses before anything is opened or timed, with the fit's own sentence
+    assert (
+        main(
+            [
+                "certify",
+                str(tmp_path / "none"),
+                "--budget-us",
+                "1",
+                "--samples",
+                "2000",
+                "--method",
+                "bm",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 1
+    )
+    assert not (tmp_path / "o").exists()
 
 
 def test_verdict_inconclusive_on_non_stationary_samples() -> None:
@@ -181,9 +248,9 @@ def _evt(passed: bool = True, pwcet: float | None = 50.0, upper: float | None = 
         (40.0, _evt(), D.PASS),
         (101.0, _evt(), D.FAIL),  # observed max over budget
         (101.0, _evt(passed=False), D.FAIL),  # ... wins over a failed test
-        (40.0, _evt(pwcet=150.0, upper=200.0), D.FAIL),  # admissible pWCET over budget
-        (40.0, _evt(pwcet=math.inf, upper=math.inf), D.FAIL),  # unbounded admissible estimate
-        (40.0, _evt(pwcet=None, upper=None), D.FAIL),
+        (40.0, _evt(pwcet=150.0, upper=200.0), D.INCONCLUSIVE),  # admissible pWCET over budget: extrapolation
+        (40.0, _evt(pwcet=math.inf, upper=math.inf), D.INCONCLUSIVE),  # unbounded admissible estimate
+        (40.0, _evt(pwcet=None, upper=None), D.INCONCLUSIVE),
         (40.0, _evt(passed=False, pwcet=150.0), D.INCONCLUSIVE),  # inadmissible estimate cannot FAIL
         (40.0, _evt(passed=False), D.INCONCLUSIVE),  # ... nor PASS
         (40.0, _evt(pwcet=90.0, upper=120.0), D.INCONCLUSIVE),  # upper bound straddles the budget
