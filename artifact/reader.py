@@ -17,7 +17,8 @@
    input_domain, tolerance) is reported as "manifest.json was modified". The hash detects
    corruption and accidental edits, not a forger: whoever can rewrite the manifest can
    recompute it -- only a signature (3.) defends against that;
-5. the schema of every value the runtime uses (`check_schema`);
+5. the schema of every value the runtime uses, and every number's range (`check_schema`,
+   artifact/ranges.py: signed or not);
 6. the set of files: every listed file present and a regular file, with its size and SHA-256;
    files present but not listed are reported by name, except the unhashed caches of TensorRT
    builds (`format.UNHASHED_CACHES`), the signature and hidden `.tmp` leftovers of an
@@ -56,7 +57,7 @@ from tickformer.model.checkpoint import check_weights_size, parse_weights
 from tickformer.model.config import Config
 from tickformer.safe_files import MAX_FILE_BYTES, MAX_MANIFEST_BYTES, Directory, is_plain_name
 
-from . import graph_rules
+from . import graph_rules, ranges
 from .format import (
     FORMAT,
     GRAPH_FILES,
@@ -220,6 +221,9 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
     for key in ("config", "graphs", "files", "batch", "max_len", "input_domain", "tolerance"):
         if key not in manifest:
             raise _fail(root, f"{MANIFEST} lacks {key!r}; the manifest is incomplete, re-export the artifact")
+    wrong = ranges.problems(manifest)
+    if wrong:  # signed or not: a signature says who sealed the numbers, not that they make sense
+        raise _fail(root, f"{MANIFEST}: {wrong[0]}; re-export the artifact")
     files = manifest["files"]
     if not isinstance(files, dict) or not all(
         isinstance(v, dict)

@@ -50,8 +50,10 @@ def _run_and_kill(script: str, delay_s: float, *, ready_timeout: float = 120.0) 
         raise AssertionError(f"child did not start: {line!r} {proc.stderr.read()[-2000:]}")
     time.sleep(delay_s)
     proc.send_signal(signal.SIGKILL)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, f"child ended on its own ({proc.returncode}) before the kill"
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, (
+        f"child ended on its own ({proc.returncode}) before the kill: {err[-2000:]}"
+    )
     return out.count("DONE")
 
 
