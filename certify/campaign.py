@@ -33,7 +33,14 @@ from tickformer.runtime.steppable import Steppable
 from .decision import ADVICE, EXIT_CODES, INCONCLUSIVE, PASS, EvtConfig, analyze, check_sample_count
 from .evt import min_samples
 from .isolation import Isolation
-from .measurement import conditions, loaded_sha256, make_inputs, measure
+from .measurement import (
+    conditions,
+    input_distribution,
+    loaded_artifact_id,
+    loaded_sha256,
+    make_inputs,
+    measure,
+)
 from .statistics import position_check, position_profile, ring_coverage
 
 
@@ -87,23 +94,41 @@ def certify_session(
     evt_config: EvtConfig | None = None,
     progress: Callable[[int], None] | None = None,
     window: int | None = None,
-    artifact_sha256: str | None = None,
+    artifact_id: str | None = None,
+    manifest_file_sha256: str | None = None,
+    input_distribution: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
     """Run the campaign on `session` and analyze it. Returns (certificate dict, durations_ns).
     window=W: a sliding session (windowed artifact): one stream timed across wrap-around, the
     certificate's campaign.ring says so (`ring_coverage`); if a slot of the ring was never timed,
-    the claim says so and a PASS becomes INCONCLUSIVE. artifact_sha256: the hash recorded in the
-    conditions (default: of the manifest bytes the session's loader verified, `loaded_sha256`;
-    nothing is re-read by path)."""
+    the claim says so and a PASS becomes INCONCLUSIVE. artifact_id: the id recorded in the
+    conditions (default: the manifest_sha256 the session's loader verified, `loaded_artifact_id`,
+    the id of the C header too); manifest_file_sha256 (default: of the manifest bytes loaded,
+    `loaded_sha256`; nothing is re-read by path); input_distribution: how `inputs` were drawn."""
     if evt_config is None:
         evt_config = EvtConfig()
     check_sample_count(campaign.samples, evt_config)  # the fit's own rule, before any step is timed
     start = campaign.start_position
     if start is None:
         start = 0 if static_cache else max(0, max_len - max(1, max_len // 8))
-    if artifact_sha256 is None:
-        artifact_sha256 = loaded_sha256(session)
-    cond = conditions(backend=backend, artifact=artifact, cpu=campaign.cpu, artifact_sha256=artifact_sha256)
+    if artifact_id is None:
+        artifact_id = loaded_artifact_id(session)
+    if manifest_file_sha256 is None:
+        manifest_file_sha256 = loaded_sha256(session)
+    cond = conditions(
+        backend=backend,
+        artifact=artifact,
+        cpu=campaign.cpu,
+        artifact_id=artifact_id,
+        manifest_file_sha256=manifest_file_sha256,
+    )
+    cond["input_distribution"] = input_distribution or {
+        "kind": "given",
+        "distinct": int(inputs.shape[0]),
+        "shape": list(inputs.shape[1:]),
+        "dtype": str(inputs.dtype),
+        "order": "cycled in the order given",
+    }
     with Isolation(cpu=campaign.cpu, realtime=campaign.realtime, rt_priority=campaign.rt_priority) as iso:
         duty = campaign.duty_cycle if iso.granted["sched_fifo"]["granted"] else None
         sweep = None
@@ -191,8 +216,11 @@ def prepare(session: Any, *, n_inputs: int, seed: int) -> np.ndarray:
             0, session.config.vocab_size, size=(session.batch, session.max_len), dtype=np.int64
         )
         session.set_source(src)
-    domain = (0, session.config.vocab_size - 1) if session.tokens else session.domain
-    return make_inputs(session.input_shape, session.input_dtype, domain, n_inputs, seed)
+    return make_inputs(session.input_shape, session.input_dtype, _domain(session), n_inputs, seed)
+
+
+def _domain(session: Any) -> tuple[float, float]:
+    return (0, session.config.vocab_size - 1) if session.tokens else session.domain
 
 
 def certify_artifact(
@@ -223,6 +251,9 @@ def certify_artifact(
             evt_config=evt_config,
             progress=progress,
             window=session.window if getattr(session, "sliding", False) else None,
+            input_distribution=input_distribution(
+                session.input_shape, session.input_dtype, _domain(session), campaign.n_inputs, campaign.seed
+            ),
         )
     finally:
         session.close()
@@ -304,7 +335,7 @@ def certify_onnx(
         campaign=campaign,
         evt_config=evt_config,
         progress=progress,
-        artifact_sha256=hashlib.sha256(data).hexdigest(),  # the bytes that were loaded, not a re-read
+        artifact_id=hashlib.sha256(data).hexdigest(),  # the bytes that were loaded, not a re-read
     )
     report["conditions"]["threads"] = threads
     report["conditions"]["model"] = {

@@ -18,6 +18,7 @@ import datetime as _dt
 import hashlib
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -29,6 +30,8 @@ from tickformer.errors import ConfigError
 from tickformer.runtime.steppable import Steppable
 from tickformer.safe_files import MAX_MANIFEST_BYTES, Directory, read_path
 
+from .environment import environment
+
 
 def make_inputs(
     shape: tuple[int, ...], dtype: Any, domain: tuple[float, float], n: int, seed: int
@@ -39,6 +42,24 @@ def make_inputs(
     if np.issubdtype(np.dtype(dtype), np.integer):
         return rng.integers(int(lo), int(hi) + 1, size=(n, *shape)).astype(dtype)  # [n, *shape]
     return rng.uniform(lo, hi, size=(n, *shape)).astype(dtype)  # [n, *shape]
+
+
+def input_distribution(
+    shape: tuple[int, ...], dtype: Any, domain: tuple[float, float], n: int, seed: int
+) -> dict[str, Any]:
+    """What `make_inputs` draws, as the certificate records it."""
+    lo, hi = domain
+    integer = np.issubdtype(np.dtype(dtype), np.integer)
+    return {
+        "kind": "uniform integers" if integer else "uniform",
+        "domain": [int(lo), int(hi)] if integer else [float(lo), float(hi)],
+        "domain_means": "the artifact's declared input domain (token ids: the vocabulary)",
+        "distinct": int(n),
+        "shape": [int(d) for d in shape],
+        "dtype": str(np.dtype(dtype)),
+        "generator": f"numpy.random.default_rng({seed})",
+        "order": "drawn once, cycled",
+    }
 
 
 def timer_overhead_ns(n: int = 2000) -> int:
@@ -148,6 +169,18 @@ def loaded_sha256(session: Any) -> str | None:
     return hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else None
 
 
+def loaded_artifact_id(session: Any) -> str | None:
+    """The artifact's id: the manifest's `manifest_sha256`, its self-hash, which the loader
+    verified against the manifest it parsed (core/sealed.py) -- the id the generated C header
+    (`tf_artifact_sha256()`) and the codegen README carry too. None when the session has no
+    verified manifest (a hand-made Artifact, a fake)."""
+    artifact = getattr(session, "artifact", None)
+    if not isinstance(getattr(artifact, "manifest_bytes", None), bytes):
+        return None
+    value = getattr(artifact, "manifest", {}).get("manifest_sha256")
+    return value if isinstance(value, str) else None
+
+
 def _read(path: str) -> str | None:
     try:
         with open(path) as f:
@@ -175,33 +208,42 @@ def _versions() -> dict[str, str]:
 
 
 def conditions(
-    *, backend: str, artifact: str | None, cpu: int | None, artifact_sha256: str | None = None
+    *,
+    backend: str,
+    artifact: str | None,
+    cpu: int | None,
+    artifact_id: str | None = None,
+    manifest_file_sha256: str | None = None,
 ) -> dict[str, Any]:
-    """The measurement conditions a reader needs to judge (and reproduce) the campaign.
-    artifact_sha256: the hash of the bytes that were loaded (nothing is re-read by path); None
-    leaves the field empty."""
+    """The measurement conditions a reader needs to judge (and reproduce) the campaign: the
+    machine (`environment.environment`), load, versions, the clock, the artifact's id (its
+    manifest_sha256; of a bare ONNX model, the sha256 of the model's bytes) and the sha256 of the
+    manifest bytes that were loaded (nothing is re-read by path)."""
     cpus = (
         sorted(os.sched_getaffinity(0))
         if hasattr(os, "sched_getaffinity")
         else list(range(os.cpu_count() or 1))
     )
     watch = [cpu] if cpu is not None else cpus
-    governors = {str(c): _read(f"/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor") for c in watch}
+    env = environment(cpus=watch)
     info = time.get_clock_info("perf_counter")
     return {
         "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "process_argv": list(sys.argv),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "allowed_cpus": cpus,
-        "governor": {k: (v if v is not None else "unreadable") for k, v in governors.items()},
+        "governor": {k: v["value"] for k, v in ((str(c), env["cpu"][str(c)]["governor"]) for c in watch)},
         "isolated_cpus": _read("/sys/devices/system/cpu/isolated") or "unreadable or none",
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "kernel": f"{platform.system()} {platform.release()}",
         "machine": platform.machine(),
+        "environment": env,
         "versions": _versions(),
         "backend": backend,
         "artifact": str(artifact) if artifact is not None else None,
-        "artifact_sha256": artifact_sha256,
+        "artifact_id": artifact_id,
+        "manifest_file_sha256": manifest_file_sha256,
         "clock": {
             "name": "time.perf_counter_ns",
             "implementation": info.implementation,

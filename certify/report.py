@@ -327,7 +327,7 @@ def summary(report: dict[str, Any], console: Any = None) -> None:
     )
     con.print(
         f"[bold]{cond.get('cpu_model', '?')}[/] x{cond.get('cpu_count', '?')}  load {cond.get('load_average')}  "
-        f"backend {cond.get('backend')}  artifact {str(cond.get('artifact_sha256'))[:12]}  {granted}"
+        f"backend {cond.get('backend')}  artifact {str(cond.get('artifact_id'))[:12]}  {granted}"
     )
     ring = report.get("campaign", {}).get("ring")
     if ring is not None:

@@ -119,6 +119,56 @@ def _certifier(args: argparse.Namespace) -> Any:
     )
 
 
+def reproduction(args: argparse.Namespace) -> str:
+    """The command that reruns this campaign, every setting explicit (defaults included)."""
+    import shlex
+
+    words = ["tickformer", "certify", str(args.artifact), "--backend", args.backend]
+    words += [
+        "--budget-us",
+        f"{args.budget_us:g}",
+        "--samples",
+        str(args.samples),
+        "--warmup",
+        str(args.warmup),
+    ]
+    for flag, value in (
+        ("--cpu", args.cpu),
+        ("--trust", args.trust),
+        ("--step", args.step),
+        ("--spec", args.spec),
+    ):
+        if value is not None:
+            words += [flag, str(value)]
+    for flag, value in (("--domain", args.domain), ("--vocab", args.vocab), ("--max-len", args.max_len)):
+        if value is not None:
+            words += [flag, str(value)]
+    if args.mode != "auto":
+        words += ["--mode", args.mode]
+    if args.realtime:
+        words += ["--realtime", "--rt-priority", str(args.rt_priority)]
+    if getattr(args, "native", False):
+        words += ["--native"]
+    words += [
+        "--exceedance",
+        f"{args.exceedance:g}",
+        "--method",
+        args.method,
+        "--run-length",
+        str(args.run_length),
+    ]
+    words += [
+        "--block-size",
+        str(args.block_size),
+        "--n-boot",
+        str(args.n_boot),
+        "--threads",
+        str(args.threads),
+    ]
+    words += ["--seed", str(args.seed), "--out", str(args.out)]
+    return shlex.join(words)
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -183,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
                 threads=args.threads,
                 progress=progress,
             )
+    report["conditions"]["command_line"] = reproduction(args)
     cert = write_report(args.out, report, durations)
     if not args.quiet:
         summary(report, console)

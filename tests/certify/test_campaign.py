@@ -187,5 +187,6 @@ def test_certificate_hashes_the_manifest_bytes_that_were_loaded(tmp_path, monkey
         campaign=C.CampaignConfig(samples=1000, warmup=10, n_inputs=2),
         evt_config=D.EvtConfig(n_boot=20),
     )
-    assert report["conditions"]["artifact_sha256"] == hashlib.sha256(loaded).hexdigest()
+    assert report["conditions"]["manifest_file_sha256"] == hashlib.sha256(loaded).hexdigest()
+    assert report["conditions"]["artifact_id"] == json.loads(loaded)["manifest_sha256"]
     assert M.artifact_hash(art) != hashlib.sha256(loaded).hexdigest()  # a re-read would have seen the swap

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import numpy as np
 import pytest
@@ -48,7 +49,19 @@ def test_certify_cli_writes_certificate_and_exit_code_matches_verdict(
     cert = json.loads((out / "certificate.json").read_text())
     assert code == EXIT_CODES[cert["verdict"]]
     assert cert["conditions"]["backend"] == backend
-    assert len(cert["conditions"]["artifact_sha256"]) == 64
+    manifest = json.loads((tiny_artifact / "manifest.json").read_text())
+    assert cert["conditions"]["artifact_id"] == manifest["manifest_sha256"]
+    # the reproduction command parses to the same settings as the command that ran
+    from tickformer.cli import build_parser
+
+    words = shlex.split(cert["conditions"]["command_line"])
+    assert words[:2] == ["tickformer", "certify"]
+    again = vars(build_parser().parse_args(words[1:]))
+    assert again["samples"] == 3000 and again["backend"] == backend and again["n_boot"] == 20
+    assert str(again["out"]) == str(out) and again["budget_us"] == 100000
+    env = cert["conditions"]["environment"]
+    assert env["host"] and env["libraries"]["packages"]["numpy"]["locked"]
+    assert cert["conditions"]["input_distribution"]["kind"] == "uniform"
     assert cert["campaign"]["timed_positions"] == [0, 15]  # static cache: every position is timed
     profile = cert["campaign"]["position_profile"]["groups"]
     assert sum(g["n"] for g in profile) == 3000

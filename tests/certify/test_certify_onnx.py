@@ -111,4 +111,4 @@ def test_cli_certifies_a_bare_model(pair, tmp_path):
     rc = main([*argv, "--warmup", "20", "--n-boot", "40", "--max-len", "6", "--out", str(out), "--quiet"])
     cert = json.loads((out / "certificate.json").read_text())
     assert rc == cert["exit_code"] and cert["conditions"]["model"]["kind"] == "onnx"
-    assert cert["conditions"]["artifact_sha256"] == cert["conditions"]["model"]["full_sha256"]
+    assert cert["conditions"]["artifact_id"] == cert["conditions"]["model"]["full_sha256"]

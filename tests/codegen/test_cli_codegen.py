@@ -34,25 +34,19 @@ def test_certify_with_the_c_backend(arts, tmp_path, c_compiler):
 
 def _certify_c(art, out, *, samples, warmup):
     """`certify ART --backend c` at a 100 ms budget; the certificate is the c backend's and the
-    exit code is its verdict's. No step comes near the budget, but a FAIL may still come,
-    honestly, from the extrapolation: on a noisy VM an admissible fit with a heavy (Frechet) tail
-    puts the pWCET at 1e-9/step past any budget (seen in CI: 1970 s from 3000 samples). A FAIL from
-    an observed step over 100 ms is a stall of the machine once (one run again), the C step's
-    when it comes twice."""
+    exit code is its verdict's. A FAIL comes only from an observed step over the budget (an
+    extrapolation alone is INCONCLUSIVE, certify/decision.py): over 100 ms once is a stall of
+    the machine (run again), twice the C step's own."""
     for attempt in (1, 2):
         run = out / f"run{attempt}"
         args = ["certify", str(art), "--backend", "c", "--budget-us", "100000", "--samples", str(samples)]
         code = main([*args, "--warmup", str(warmup), "--n-boot", "20", "--out", str(run), "--quiet"])
         cert = json.loads((run / "certificate.json").read_text())
-        observed = any("observed max" in r for r in cert["reasons"])
-        if not (cert["verdict"] == "FAIL" and observed):
+        if cert["verdict"] != "FAIL":
             break
     assert cert["conditions"]["backend"] == "c"
     assert code == {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 2}[cert["verdict"]]
-    if cert["verdict"] == "FAIL":
-        assert not observed, cert["reasons"]  # over the budget in two runs: the step's own time
-        value = cert["pwcet"]["value_ns"]  # None: the fitted quantile is not finite
-        assert cert["pwcet"]["estimated"] and (value is None or value > 100_000_000), cert["pwcet"]
+    assert cert["verdict"] != "FAIL", cert["reasons"]  # over 100 ms in two runs: the step's own time
     return cert
 
 
