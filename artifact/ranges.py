@@ -27,6 +27,7 @@ MEMORY_BUDGET = 8 << 30  # bytes a session's caches may take (batch x max_len x 
 # pattern -> (lo, hi, what it is); lo and hi inclusive
 RANGES: tuple[tuple[str, tuple[float, float, str]], ...] = (
     ("version", (1, 99, "the artifact format version")),
+    ("release", (0, 2**63 - 1, "the artifact's release number (monotonic)")),
     ("opset", (13, 23, "the ONNX opsets this tickformer writes and reads")),
     ("batch", (1, 4096, "rows per step")),
     ("max_len", (1, 1 << 20, "positions a session holds")),

@@ -309,8 +309,13 @@ def _check_header(root: Path, manifest: Any) -> None:
 
 
 def check_signature(root: Path, directory: Directory, manifest: dict[str, Any], trust: Any) -> str:
-    """The key id of `trust` (a public key file or a loaded key) if manifest.sig in `directory`
-    is its valid signature of `manifest` (`tickformer.signing`). Raises UntrustedArtifact."""
+    """The key id of `trust` (a public key file, a loaded key, or a `signing.Trust` policy: its key
+    and the lowest release it accepts) if manifest.sig in `directory` is its valid signature of
+    `manifest` (`tickformer.signing`) and the release is not older than the policy's minimum.
+    Raises UntrustedArtifact."""
+    min_release = 0
+    if isinstance(trust, signing.Trust):
+        trust, min_release = trust.key, trust.min_release
     key = signing.load_public_key(trust) if isinstance(trust, (str, os.PathLike)) else trust
     if directory.kind(SIGNATURE) == "missing":
         raise UntrustedArtifact(
@@ -321,7 +326,14 @@ def check_signature(root: Path, directory: Directory, manifest: dict[str, Any], 
         document = directory.read(SIGNATURE, max_bytes=signing.MAX_SIGNATURE_BYTES)
     except FileRefused as exc:
         raise UntrustedArtifact(f"{root}: {exc}; sign the artifact again") from None
-    return signing.verify_document(sealed.canonical(manifest), document, key, where=str(root))
+    signer = signing.verify_document(sealed.canonical(manifest), document, key, where=str(root))
+    release = manifest.get("release", 0)  # artifacts written before releases existed: 0
+    if validation.is_int(release) and release < min_release:
+        raise UntrustedArtifact(
+            f"{root}: release {release} is older than {min_release}, the lowest this device accepts "
+            f"(--min-release); install a release >= {min_release} (a rollback to an older signed artifact is refused)"
+        )
+    return signer
 
 
 def _manifest_of(root: Path, directory: Directory, trust: Any) -> tuple[dict[str, Any], str | None, bytes]:

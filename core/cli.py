@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tickformer.commands.args import glued_values
+    from tickformer.commands.args import glued_values, trust_policy
 
     parser = build_parser()
     args = parser.parse_args(glued_values(sys.argv[1:] if argv is None else argv))
@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "backend", None) == "c":  # its library builder is tickformer.codegen's (registered)
         import tickformer.codegen  # noqa: F401
     try:
+        trust_policy(args)
         return int(args.func(args) or 0)
     except TickformerError as exc:
         if args.debug:

@@ -31,6 +31,7 @@ import base64
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,26 @@ def key_id(public_key: Any) -> str:
     serialization, _ = _crypto()
     raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return hashlib.sha256(raw).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Trust:
+    """A device's trust policy: the public key an artifact must be signed with, and the lowest
+    release number it accepts (anti-rollback: an older, genuinely signed artifact is refused)."""
+
+    key: Any  # a public key file (NAME.pub) or a loaded public key
+    min_release: int = 0
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.min_release, bool)
+            or not isinstance(self.min_release, int)
+            or self.min_release < 0
+        ):
+            raise ConfigError(f"min_release {self.min_release!r} must be a whole number >= 0")
+
+    def __str__(self) -> str:  # messages that name the trusted key name the file, as before
+        return str(self.key)
 
 
 def generate_key(out: str | os.PathLike[str]) -> tuple[Path, Path]:

@@ -210,6 +210,7 @@ def export_params(
     source: Mapping[str, Any] | None = None,
     precision: str = "fp32",
     sign: str | os.PathLike[str] | None = None,
+    release: int | None = None,
 ) -> dict[str, Any]:
     """Build, check, compare and write the artifact from a config and parameters; return its
     manifest. lengths: export-time equivalence lengths (default {1, 2, N/2, N}; the step
@@ -217,7 +218,9 @@ def export_params(
     export/fp16.py (fp32 kept for scores, softmax, LayerNorm statistics and the residual stream)
     after the fp32 graphs passed the three-way check, and records the measured fp16 error.
     sign: a private key file (`tickformer keygen`): the artifact is written signed (manifest.sig).
-    Raises ExportError."""
+    release: the artifact's release number, monotonic (a device refuses a signed artifact older
+    than the minimum it pins: `runtime.load(..., trust=KEY, min_release=N)`); default the UNIX time
+    of the export in seconds, so a later export has a larger number. Raises ExportError."""
     private = None
     if sign is not None:
         from tickformer import signing
@@ -226,6 +229,10 @@ def export_params(
     if precision not in ("fp32", "fp16"):
         raise ExportError(f"precision {precision!r} is not one of ('fp32', 'fp16')")
     check_opset(opset)
+    if release is None:
+        release = int(_dt.datetime.now(_dt.timezone.utc).timestamp())
+    elif isinstance(release, bool) or not isinstance(release, int) or not 0 <= release < 2**63:
+        raise ExportError(f"--release {release!r} must be a whole number >= 0 (higher for a later release)")
     cfg = export_config(config, max_len, batch)
     lo_hi = input_domain(cfg, domain)
     if cfg.block == "ssm":
@@ -261,6 +268,7 @@ def export_params(
     manifest = {
         "format": FORMAT,
         "version": artifact_version(config),
+        "release": release,
         "config": cfg.to_dict(),
         "batch": batch,
         "max_len": cfg.max_len,

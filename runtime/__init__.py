@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tickformer import signing
 from tickformer.artifact.reader import Artifact, open_artifact
 from tickformer.errors import ConfigError
 
@@ -30,6 +31,7 @@ def load(
     contracts: str = "off",
     *,
     trust: str | os.PathLike[str] | None = None,
+    min_release: int | None = None,
     budget_ns: int | None = None,
     on_full: str | None = None,
     **options: Any,
@@ -41,7 +43,8 @@ def load(
     re-derived here -- that the graphs carry weights.npz's weights was checked when the artifact
     was written (export/consistency.py), and the hashes and the signature say it is what was
     written. trust: a public key file (NAME.pub of `tickformer keygen`); the artifact must then
-    be signed by it (UntrustedArtifact otherwise).
+    be signed by it (UntrustedArtifact otherwise). min_release (with trust): the lowest release
+    number this device accepts; an older, genuinely signed artifact is refused (anti-rollback).
     Both block kinds (attention, ssm) get a `Session` with the same methods (runtime/session.py).
     contracts: "off" | "check" (raise ContractViolation) | "monitor" (count); budget_ns: latency
     budget per step for the monitor. on_full: past max_len, "raise" ContextFull (static-cache
@@ -49,6 +52,13 @@ def load(
     Not real-time (file I/O, graph loading)."""
     if contracts not in CONTRACT_MODES:
         raise ConfigError(f"contracts={contracts!r} is not one of {CONTRACT_MODES}")
+    if min_release is not None:
+        if trust is None:
+            raise ConfigError(
+                "min_release needs trust= (the key the artifact must be signed with): without a signature a "
+                "re-sealed manifest can claim any release"
+            )
+        trust = signing.Trust(trust, min_release)
     artifact = open_artifact(path, trust=trust)
     cls = backend_class(
         backend, artifact.config

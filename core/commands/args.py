@@ -98,6 +98,29 @@ def trust(p: argparse.ArgumentParser) -> None:
         metavar="NAME.pub",
         help="public key (tickformer keygen): refuse the artifact unless it is signed with it",
     )
+    p.add_argument(
+        "--min-release",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --trust: refuse a signed artifact whose release is below N (anti-rollback)",
+    )
+
+
+def trust_policy(args: argparse.Namespace) -> None:
+    """--trust with --min-release N becomes one `signing.Trust` policy in args.trust, so every
+    command that passes args.trust on checks both; --min-release alone is refused."""
+    from tickformer import signing
+    from tickformer.errors import ConfigError
+
+    minimum = getattr(args, "min_release", None)
+    if minimum is None:
+        return
+    if getattr(args, "trust", None) is None:
+        raise ConfigError(
+            "--min-release needs --trust NAME.pub: without a signature a re-sealed manifest can claim any release"
+        )
+    args.trust = signing.Trust(args.trust, minimum)
 
 
 def bare_onnx(p: argparse.ArgumentParser, *, values: bool = True) -> None:

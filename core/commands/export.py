@@ -43,6 +43,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     shared.seed(p, help="seed of the export-time equivalence inputs")
     p.add_argument(
+        "--release",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the artifact's release number, monotonic (default: the export's UNIX time in seconds); "
+        "devices refuse releases below their --min-release",
+    )
+    p.add_argument(
         "--sign",
         type=Path,
         default=None,
@@ -68,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         precision=args.precision,
         sign=args.sign,
+        release=args.release,
     )
     art = open_artifact(out)
     worst = max(p["max_abs"] for p in art.manifest["equivalence"]["pairs"].values())
