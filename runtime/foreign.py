@@ -1,22 +1,30 @@
 """Running bare ONNX models users bring (not our artifacts): ONNX Runtime sessions over the bytes
-`tickformer.artifact.foreign.read_graph` read, engine errors classified, and the KV-cache pair
-driven step by step (the step graph's present outputs fed back as its past inputs).
+`tickformer.artifact.foreign.read_graph` read, engine errors classified, and a recurrent model
+driven step by step (the step graph's present outputs fed back as its past inputs: a KV cache
+that grows, or a fixed-size state such as a GRU's h).
 
     Graph(data, name=..., optimization="all")   one ORT session (`make_session`, the one place
-                                  sessions are made); run(feeds) -> {output: array}
+                                  sessions are made); run(feeds) -> {output: array}; its
+                                  RunOptions is registered with the budget in force
+                                  (tickformer.runtime.budget), whose deadline terminates the run
     Reference(data, name=...)     the same interface over `onnx.reference.ReferenceEvaluator`
     EngineError                   an engine failure on given inputs, `.kind` one of
                                   "shape" (a shape or broadcast the graph cannot take: a shape
-                                  contract), "index" (an index out of range), "numeric", "other"
-    Stepper(sig, full, step)      prefill + steps of a KV-cache pair, every step's feeds built from
-                                  the full-sequence feeds (signature: artifact.foreign.CacheSig)
+                                  contract), "index" (an index out of range), "numeric", "other";
+                                  a run stopped by the deadline or out of memory raises the
+                                  budget's OverBudget instead (it is no finding about the model)
+    Stepper(sig, full, step)      prefill + steps of a recurrent pair, every step's feeds built from
+                                  the full-sequence feeds (signature: artifact.foreign.CacheSig);
+                                  an "empty" prefill steps the first positions from the reset state
+    reset_state(...)              the state a step starts from: zeros, a cache of length 0
     fixed_feeds(sig, sizes, seed) deterministic in-domain feeds of given sizes
     ForeignSession                a Steppable (tickformer.runtime.steppable) over a bare model, for
-                                  `certify`: the step graph with its cache fed back, or the full
-                                  graph at one fixed shape
+                                  `certify`: the step graph with its state or cache fed back, or
+                                  the full graph at one fixed shape
 
 Not real-time code: onnxruntime allocates every output of `InferenceSession.run`, and a KV-cache
-pair's step costs more as its cache grows (ForeignSession.static_cache is False for it).
+pair's step costs more as its cache grows (ForeignSession.static_cache is False for it; True for
+a model whose every pair is a fixed-size state).
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ import numpy as np
 
 from tickformer.artifact.foreign.signature import InputSig, Signature
 from tickformer.errors import BackendError, ConfigError
+
+from .budget import active, engine_over_budget, node_of, over_budget
 
 PROVIDERS = {
     "ort": "CPUExecutionProvider",
@@ -119,14 +129,36 @@ class Graph:
 
         self.run_options = ort.RunOptions()
         self.run_options.log_severity_level = 4  # a failing run is an EngineError, not a log line on stderr
+        budget = active()
+        if budget is not None:
+            budget.register(self.run_options)  # its deadline terminates a run in progress
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            raise ConfigError(
+                f"{self.name}: no value for its input {missing[0]!r}; declare its role in a spec file "
+                f"([inputs.{missing[0]}] role = ...)"
+            )
+        budget = active()
+        if budget is not None:
+            budget.in_engine += 1
         try:
             outs = self.session.run(
                 self.output_names, {n: feeds[n] for n in self.input_names}, self.run_options
             )
+        except MemoryError:
+            raise over_budget("memory", f"{self.name}") from None
         except Exception as exc:
+            text = " ".join(str(exc).split())
+            kind = engine_over_budget(text)
+            if kind is not None:
+                node = node_of(text)
+                raise over_budget(kind, f"{self.name}{' at ' + node if node else ''}") from None
             raise engine_error(self.name, exc) from None
+        finally:
+            if budget is not None:
+                budget.in_engine -= 1
         return {n: np.asarray(v) for n, v in zip(self.output_names, outs)}
 
 
@@ -158,6 +190,8 @@ class Reference:
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # numpy on NaN/inf: the outputs say it
                 outs = self.evaluator.run(None, {n: feeds[n] for n in self.input_names})
+        except MemoryError:
+            raise over_budget("memory", f"{self.name} (onnx.reference)") from None
         except Exception as exc:
             raise engine_error(f"{self.name} (onnx.reference)", exc) from None
         return {n: np.asarray(v) for n, v in zip(self.output_names, outs)}
@@ -174,18 +208,41 @@ def take(x: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
 
 
 def input_shape(i: InputSig, sizes: dict[str, int]) -> tuple[int, ...]:
-    """The concrete shape of input i at the given group sizes."""
+    """The concrete shape of input i at the given group sizes (a state input: its reset state's,
+    a cache of length 0 along its time axis)."""
     out = []
-    for dim, group in zip(i.dims, i.groups):
-        if isinstance(dim, int):
+    for a, (dim, group) in enumerate(zip(i.dims, i.groups)):
+        if i.role == "state" and a == i.time_axis:
+            out.append(0)
+        elif isinstance(dim, int):
             out.append(dim)
         elif group is not None and group in sizes:
             out.append(sizes[group])
+        elif i.role == "state":
+            raise ConfigError(
+                f"state input {i.name} has the dynamic dimension {dim!r} on axis {a}: its reset state needs a "
+                "size there; export it with a static size, or declare cache.batch_axis / cache.time_axis in a spec "
+                "file if that axis is its batch or its positions"
+            )
         else:
             raise ConfigError(
                 f"input {i.name}: no size for its dynamic dimension {dim!r}; declare it in [axes]"
             )
     return tuple(out)
+
+
+def reset_state(i: InputSig, sizes: dict[str, int]) -> np.ndarray:
+    """The reset state of a state input: zeros (a cache: of length 0 along its time axis)."""
+    return np.zeros(input_shape(i, sizes), dtype=i.dtype)
+
+
+def in_domain(lo: Any, hi: Any, shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Uniform values in [lo, hi] (per feature: [F] bounds on the last axis) of `shape` and `dtype`,
+    drawn in that dtype (no float64 copy of a large input)."""
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)  # [F] or [1]
+    work = np.float64 if dtype == "float64" else np.float32
+    u = rng.random(shape, dtype=work)
+    return (lo.astype(work) + (hi - lo).astype(work) * u).astype(dtype, copy=False)
 
 
 def positions(i: InputSig, shape: tuple[int, ...], offset: int = 0) -> np.ndarray:
@@ -213,8 +270,9 @@ def fixed_feeds(sig: Signature, sizes: dict[str, int], seed: int = 0) -> dict[st
         shape = input_shape(i, sizes)
         if i.role == "signal":
             assert i.lo is not None and i.hi is not None
-            lo, hi = np.asarray(i.lo, np.float64), np.asarray(i.hi, np.float64)  # [F] or [1]
-            feeds[i.name] = (lo + (hi - lo) * rng.random(shape)).astype(i.dtype)
+            feeds[i.name] = in_domain(i.lo, i.hi, shape, i.dtype, rng)
+        elif i.role == "state":
+            feeds[i.name] = reset_state(i, sizes)
         elif i.role == "ids":
             assert i.vocab is not None
             feeds[i.name] = rng.integers(i.vocab[0], i.vocab[1] + 1, size=shape).astype(i.dtype)
@@ -229,9 +287,9 @@ def fixed_feeds(sig: Signature, sizes: dict[str, int], seed: int = 0) -> dict[st
 
 
 class Stepper:
-    """Decode with a KV-cache pair: the first k positions by the full graph (prefill "full") or
-    none (prefill "empty": the step graph starts from a cache of length 0), then one step per
-    position, each step's present outputs fed back as the next step's past inputs."""
+    """Decode with a recurrent pair: the first k positions by the full graph (prefill "full") or
+    by the step graph from the reset state (prefill "empty": zeros, a cache of length 0), then one
+    step per position, each step's present outputs fed back as the next step's past inputs."""
 
     def __init__(self, sig: Signature, full: Any, step: Any) -> None:
         if sig.cache is None:
@@ -246,31 +304,45 @@ class Stepper:
         return 1
 
     def empty_cache(self, batch: int) -> dict[str, np.ndarray]:
+        """The reset state of every past input: zeros (a cache: of length 0 along its time axis),
+        the batch axis at `batch`."""
         out = {}
         for t in self.cache.pasts:
-            ta = self.cache.time_axis[t.name]
+            ta = self.cache.time_axis.get(t.name) if self.cache.kind(t.name) == "kv" else None
+            ba = self.cache.batch_axis.get(t.name, 0 if self.cache.kind(t.name) == "kv" else None)
             shape = []
             for a, d in enumerate(t.dims):
                 if a == ta:
                     shape.append(0)
-                elif a == 0 and not isinstance(d, int):
+                elif a == ba and not isinstance(d, int):
                     shape.append(batch)
                 elif isinstance(d, int):
                     shape.append(d)
                 else:
+                    what = "an empty cache" if ta is not None else "its zero state"
                     raise ConfigError(
-                        f"cache input {t.name} has the dynamic dimension {d!r} on axis {a}; an empty cache needs it "
-                        'static, or prefill = "full" in the spec'
+                        f"{'cache' if ta is not None else 'state'} input {t.name} has the dynamic dimension {d!r} on "
+                        f"axis {a}; {what} needs it static (or declared: cache.batch_axis, cache.time_axis), or "
+                        'prefill = "full" in the spec'
                     )
             out[t.name] = np.zeros(shape, dtype=t.dtype)
         return out
 
-    def prefill(self, feeds: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
-        """The cache after positions 0..k-1: the full graph's present outputs on feeds[:k]."""
-        if k == 0:
-            return self.empty_cache(self.batch_of(feeds))
-        outs = self.full.run(self.slice_full(feeds, 0, k))
+    def handed_on(self, outs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The next step's past inputs from a run's present outputs."""
         return {past: outs[present] for past, present in self.cache.pairs}
+
+    def prefill(self, feeds: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
+        """The state after positions 0..k-1: the full graph's present outputs on feeds[:k]
+        (prefill "full"), or the step graph stepped from the reset state (prefill "empty")."""
+        cache = self.empty_cache(self.batch_of(feeds))
+        if k == 0:
+            return cache
+        if self.cache.prefill == "full":
+            return self.handed_on(self.full.run(self.slice_full(feeds, 0, k)))
+        for t in range(k):
+            cache = self.handed_on(self.step_graph.run(self.step_feeds(feeds, t, cache)))
+        return cache
 
     def slice_full(self, feeds: dict[str, np.ndarray], start: int, stop: int) -> dict[str, np.ndarray]:
         out = {}
@@ -278,7 +350,7 @@ class Stepper:
             x = feeds[i.name]
             out[i.name] = (
                 take(x, i.time_axis, start, stop)
-                if i.time_axis is not None and i.time_group == self.time_group
+                if i.time_axis is not None and i.role != "state" and i.time_group == self.time_group
                 else x
             )
         return out
@@ -297,8 +369,8 @@ class Stepper:
             src = self.full_inputs.get(i.name)
             if src is not None:
                 x = feeds[i.name]
-                if src.time_axis is None:
-                    out[i.name] = x
+                if src.time_axis is None or src.dims[src.time_axis] == 1:
+                    out[i.name] = x  # no time axis, or a single-step model: its input is the position's
                 elif i.span == "total":
                     out[i.name] = take(x, src.time_axis, 0, t + 1)
                 else:
@@ -324,7 +396,7 @@ class Stepper:
             outs = self.step_graph.run(self.step_feeds(feeds, t, cache))
             for n in self.cache.shared:
                 pieces[n].append(outs[n])
-            cache = {past: outs[present] for past, present in self.cache.pairs}
+            cache = self.handed_on(outs)
         axes = {o.name: o.time_axis for o in self.sig.outputs}
         joined = {}
         for n, parts in pieces.items():
@@ -342,8 +414,10 @@ class ForeignSession:
 
     mode "step": step(x) runs the step graph on the primary input's one-position slice x (the
     first signal or ids input), the other inputs fixed (drawn once from the domain; a mask all
-    valid; positions counted), its cache fed back; position 0 is prefilled by the full graph
-    when the pair says so. max_len positions per sequence; reset() empties the cache.
+    valid; positions counted), its state or cache fed back; position 0 is prefilled by the full
+    graph when the pair says so. max_len positions per sequence; reset() returns to the reset
+    state (zeros, an empty cache). static_cache: every pair is a fixed-size state (each step
+    costs the same), so every position is timed.
     mode "full": step(x) runs the full graph on x at one fixed shape; the position stays 0."""
 
     def __init__(
@@ -366,7 +440,9 @@ class ForeignSession:
             raise ConfigError("the model has no signal or ids input to drive; declare one in the spec")
         self.sizes = dict(sizes)
         self.max_len = max_len if mode == "step" else 1
-        self.static_cache = mode == "full"
+        self.static_cache = mode == "full" or (
+            sig.cache is not None and all(sig.cache.kind(p) == "state" for p, _ in sig.cache.pairs)
+        )
         self.position = 0
         if mode == "step":
             if step is None:
@@ -418,15 +494,16 @@ class ForeignSession:
             raise ContextFull(f"position {pos} is at max_len {self.max_len}; call reset()")
         ta = self.primary.time_axis
         feeds = self.fixed  # the sequence buffer: position pos takes x, in place
-        if ta is not None:
+        if ta is not None and feeds[name].shape[ta] != 1:
             take(feeds[name], ta, pos, pos + 1)[...] = x
-        else:
+        else:  # no time axis, or a single-step model: the input is the position's
             feeds[name] = x
         if pos == 0 and self.stepper.cache.prefill == "full":
             outs = self.full.run(self.stepper.slice_full(feeds, 0, 1))
         else:
             cache = self.cache if pos else self.stepper.empty_cache(self.stepper.batch_of(feeds))
             outs = self.step_graph.run(self.stepper.step_feeds(feeds, pos, cache))  # type: ignore[union-attr]
-        self.cache = {past: outs[present] for past, present in self.stepper.cache.pairs}
+        self.cache = self.stepper.handed_on(outs)
         self.position = pos + 1
-        return outs[self.stepper.cache.shared[0]]
+        shared = self.stepper.cache.shared
+        return outs[shared[0]] if shared else next(iter(outs.values()))

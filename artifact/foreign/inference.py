@@ -12,11 +12,21 @@ recorded in `Signature.notes` (inspect prints them). Inference rules:
     int input named *position*  role position: filled with 0..T-1 (a step: its position)
     other int input             role ids; vocabulary [0, V-1] from the Gather it feeds (an
                                 embedding table of V rows), else from --vocab
-    step input *past*           a cache input; its present output by the common conventions
-                                past_key_values.N.key -> present.N.key (and past -> present)
+    batch and time axes         the axis whose dim name says batch (batch, batch_size, B, ...)
+                                or time (time, seq, sequence, T, length, ...), else by position
+    recurrent pairs             a step input and the step output it hands on (pairs.py): a KV
+                                cache (past_key_values.N.key -> present.N.key, past -> present)
+                                or a fixed-size state (h -> h_n, h0 -> hn, state_in -> state_out),
+                                by name, else by shape; a model without --step whose own inputs
+                                and outputs pair by name is its own step graph; the full graph's
+                                state inputs get role "state" (fed the reset state: zeros, a
+                                cache of length 0); prefill "full" when the full graph outputs
+                                every present, else "empty" (the steps start from the reset state)
     dynamic sizes               batch axes share one size (1..2), time axes one size (1..max_t)
                                 unless the graph names them differently; any other dynamic
                                 dimension needs a range in the spec's [axes]
+    refused                     an input axis declared of size 0 (an empty tensor); a fixed batch
+                                or time axis is noted with the export argument that frees it
 
 Not real-time code (the file reads are `open_signature`'s).
 """
@@ -29,7 +39,17 @@ from typing import Any
 
 from tickformer.errors import ConfigError
 
+from .control_flow import unbounded
+from .exporters import describe, dynamic_hint, fixed_axes
 from .graph import GraphIO, graph_io, read_graph
+from .pairs import (
+    CONVENTIONS_TEXT,
+    batch_axis_of,
+    batch_symbols,
+    find_pairs,
+    pair_kind,
+    time_axis_of,
+)
 from .roles import Groups, assign_groups, axis_index, group_of, resolve_inputs
 from .signature import CacheSig, InputSig, OutputSig, Signature
 from .spec import SPEC_VERSION, Flags, load_spec
@@ -63,7 +83,19 @@ def resolve(
                 raise ConfigError(
                     f"{where}: {section}.{name} is not a graph {section[:-1]}; use one of {have}"
                 )
-    resolved = resolve_inputs(full.inputs, full, declared_in, doc, flags, groups, where, notes, step=False)
+    _refuse_zero_dims(full_path, full)
+    if step is not None:
+        _refuse_zero_dims(step_path or full_path, step)
+    cache_doc = doc.get("cache", {})
+    pairing = _pairing(full, step, cache_doc, declared_in, where)
+    if pairing is not None and step is None:
+        step, step_path = full, full_path  # the model is its own step graph
+    states = (
+        {} if pairing is None else {p: pairing.axes[p] for p in pairing.pasts if full.input(p) is not None}
+    )
+    resolved = resolve_inputs(
+        full.inputs, full, declared_in, doc, flags, groups, where, notes, step=False, states=states
+    )
     assign_groups(resolved, groups, where)
     inputs = [
         InputSig(
@@ -79,11 +111,8 @@ def resolve(
     sym_groups = {d: groups.name(("sym", d)) for t in full.inputs for d in t.dims if isinstance(d, str)}
     batch_group = next((i.groups[i.batch_axis] for i in inputs if i.batch_axis is not None), None)
     time_groups = [g for g in dict.fromkeys(i.time_group for i in inputs) if g is not None]
-    present_names: set[str] = set()
+    present_names = set() if pairing is None else {q for _, q in pairing.pairs}
     step_sig: CacheSig | None = None
-    cache_doc = doc.get("cache", {})
-    if step is not None:
-        present_names = {present for _, present in _pairs(step, cache_doc.get("pairs"), where)}
     outputs = []
     for t in full.outputs:
         d = declared_out.get(t.name, {})
@@ -92,16 +121,14 @@ def resolve(
         ba: int | None
         if "batch_axis" in d:
             ba = axis_index(d["batch_axis"], t.rank, where, f"outputs.{t.name}.batch_axis")
+        elif batch_group is not None and batch_group in g:
+            ba = g.index(batch_group)
         else:
-            ba = (
-                0
-                if t.rank >= 1
-                and batch_group is not None
-                and (g[0] == batch_group or not isinstance(t.dims[0], int))
-                else None
-            )
+            ba = 0 if t.rank >= 1 and batch_group is not None and t.dims[0] is None else None
         if "time_axis" in d:
             ta = axis_index(d["time_axis"], t.rank, where, f"outputs.{t.name}.time_axis")
+        elif is_cache and pairing is not None and pairing.kinds.get(pairing.past_of(t.name)) == "state":
+            ta = None  # a fixed-size state has no time axis
         else:
             ta = next((a for a, gg in enumerate(g) if gg is not None and gg in time_groups and a != ba), None)
             if ta is None and time_groups and t.rank >= 2:
@@ -209,12 +236,15 @@ def resolve(
                 f'causality along {causal_group!r} (the first time axis of {time_groups}); set causal = "NAME" '
                 "in the spec for another"
             )
-    if step is not None:
-        step_sig = _resolve_step(step, step_path, full, inputs, cache_doc, flags, where, notes)
+    if step is not None and pairing is not None:
+        step_sig = _resolve_step(step, step_path, full, inputs, cache_doc, flags, where, notes, pairing)
         outputs = [
             dataclasses.replace(o, cache=True) if o.name in {p for _, p in step_sig.pairs} else o
             for o in outputs
         ]
+    fixed = _fixed_hint(full, inputs, outputs, step_sig)
+    if fixed:
+        notes.append(fixed)
     skip = tuple(dict.fromkeys([*doc.get("skip", []), *flags.skip]))
     return Signature(
         path=full_path,
@@ -229,48 +259,113 @@ def resolve(
         notes=tuple(notes),
         opset=full.opset,
         producer=full.producer,
+        fixed=fixed,
     )
 
 
-def _pairs(step: GraphIO, declared: dict[str, str] | None, where: str) -> list[tuple[str, str]]:
-    """(past input, present output) of a step graph: declared, else by convention."""
-    outs = {t.name for t in step.outputs}
-    ins = {t.name for t in step.inputs}
-    if declared:
-        for past, present in declared.items():
-            if past not in ins:
-                raise ConfigError(
-                    f"{where}: cache.pairs: {past!r} is not an input of the step graph; use one of {sorted(ins)}"
-                )
-            if present not in outs:
-                raise ConfigError(
-                    f"{where}: cache.pairs: {present!r} is not an output of the step graph; use one of {sorted(outs)}"
-                )
-        return list(declared.items())
-    pairs = []
-    for t in step.inputs:
-        if "past" not in t.name:
-            continue
-        for cand in (
-            t.name.replace("past_key_values", "present"),
-            t.name.replace("past_key_values", "present_key_values"),
-            t.name.replace("past", "present"),
-        ):
-            if cand in outs:
-                pairs.append((t.name, cand))
-                break
-        else:
+def _refuse_zero_dims(path: Path, io: GraphIO) -> None:
+    """ConfigError naming an input axis declared of size 0 (ONNX's dim_value 0: an empty axis)."""
+    for t in io.inputs:
+        for a in io.zero_dims.get(t.name, ()):
+            dims = ", ".join("0" if b == a else "?" if d is None else str(d) for b, d in enumerate(t.dims))
             raise ConfigError(
-                f"{where}: step input {t.name!r} looks like a cache input but no step output pairs with it by the "
-                f"conventions past_key_values.N.key -> present.N.key or past -> present; declare [cache.pairs] "
-                f'"{t.name}" = "OUTPUT"'
+                f"{path}: input {t.name} declares axis {a} of size 0 ({t.dtype}[{dims}]): ONNX reads 0 as an "
+                "empty axis, not 'any size', and verify cannot draw values for it; re-export with the real size "
+                "there, or with a name (a dim_param) to make the axis dynamic"
             )
-    if not pairs:
+
+
+class _Pairing:
+    """The recurrent pairs found (pairs.py) with each past's kind, batch axis and cache time axis."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, str]] = []
+        self.how: dict[str, str] = {}
+        self.kinds: dict[str, str] = {}
+        self.axes: dict[str, tuple[int | None, int | None]] = {}  # past -> (batch axis, time axis)
+        self.assumed: set[str] = set()  # pasts whose time axis was assumed
+
+    @property
+    def pasts(self) -> list[str]:
+        return [p for p, _ in self.pairs]
+
+    def past_of(self, present: str) -> str | None:
+        return next((p for p, q in self.pairs if q == present), None)
+
+
+def _pairing(
+    full: GraphIO, step: GraphIO | None, cache_doc: dict[str, Any], declared_in: dict[str, Any], where: str
+) -> _Pairing | None:
+    """The recurrent pairs of the step graph, or of the model itself when there is no step graph
+    (by name only, or as [cache.pairs] declares); None when the model has none."""
+    same = step is None
+    graph = full if same else step
+    assert graph is not None
+    found = find_pairs(graph, cache_doc.get("pairs"), None if same else full, where, same=same)
+    if same:  # an input the spec declares with another role is not a state
+        found = [f for f in found if declared_in.get(f[0], {}).get("role", "state") == "state"]
+        if not found:
+            if cache_doc:
+                raise ConfigError(
+                    f"{where}: the spec has a [cache] section but no step graph, and the model's own inputs and "
+                    f"outputs pair by no convention ({CONVENTIONS_TEXT}); set cache.step, pass --step STEP.onnx, "
+                    "or declare [cache.pairs]"
+                )
+            return None
+    elif not found:
         raise ConfigError(
-            f"{where}: the step graph has no cache inputs (named past_key_values.N.key / past*); declare "
-            "[cache.pairs] in a spec file"
+            f"{where}: the step graph has no state or cache inputs (paired with a step output by name: "
+            f"{CONVENTIONS_TEXT}; or by shape: one step input and one step output of the same shape that the "
+            "full graph does not have); declare [cache.pairs] in a spec file"
         )
-    return pairs
+    out = _Pairing()
+    symbols = batch_symbols(graph, {p for p, _, _ in found}) | batch_symbols(full, {p for p, _, _ in found})
+    declared_kind = cache_doc.get("kind")
+    for past, present, how in found:
+        t, q = graph.input(past), graph.output(present)
+        assert t is not None and q is not None
+        if t.rank != q.rank:
+            raise ConfigError(
+                f"{where}: {past} ({t.shown()}) and {present} ({q.shown()}) have different ranks; a step hands on a "
+                "state or cache of the same rank: declare the right pair in [cache.pairs]"
+            )
+        kv_named = any(a in past for a in ("past", "key", "value", "kv"))
+        ba = batch_axis_of(t, symbols, kv_named, cache_doc.get("batch_axis"))
+        kind = pair_kind(t, q, ba, declared_kind)
+        if kind == "kv" and "batch_axis" not in cache_doc and not kv_named:
+            ba = batch_axis_of(t, symbols, True, None)
+        ta: int | None = None
+        if kind == "kv":
+            if "time_axis" in cache_doc:
+                ta = axis_index(cache_doc["time_axis"], t.rank, where, "cache.time_axis")
+            else:
+                ta, assumed = time_axis_of(t, q, ba)
+                if assumed:
+                    out.assumed.add(past)
+        out.pairs.append((past, present))
+        out.how[past], out.kinds[past], out.axes[past] = how, kind, (ba, ta)
+    return out
+
+
+def _fixed_hint(
+    full: GraphIO, inputs: list[InputSig], outputs: list[OutputSig], step_sig: CacheSig | None
+) -> str:
+    """A note for a batch or time axis the export fixed, with the export argument that frees it."""
+    drawn = [i for i in inputs if i.role in ("signal", "ids", "mask")]
+    single_step = (
+        step_sig is not None
+        and step_sig.same
+        and all(i.time_axis is None or i.dims[i.time_axis] == 1 for i in drawn)
+    )
+    fixed_in = fixed_axes(drawn, time=not single_step)
+    if not fixed_in:
+        return ""
+    fixed_out = fixed_axes([o for o in outputs if not o.cache], time=not single_step)
+    what = describe(fixed_in, {i.name: i.dims for i in inputs})
+    return (
+        f"fixed by the export: {what}; verify tries only those sizes. To make them dynamic, "
+        f"{dynamic_hint(full.exporter, fixed_in, fixed_out)}"
+    )
 
 
 def _resolve_step(
@@ -282,9 +377,11 @@ def _resolve_step(
     flags: Flags,
     where: str,
     notes: list[str],
+    pairing: _Pairing,
 ) -> CacheSig:
     assert step_path is not None
-    pairs = _pairs(step, cache_doc.get("pairs"), where)
+    same = step is full
+    pairs = pairing.pairs
     past_names = {p for p, _ in pairs}
     pasts = tuple(t for t in step.inputs if t.name in past_names)
     others = tuple(t for t in step.inputs if t.name not in past_names)
@@ -298,8 +395,9 @@ def _resolve_step(
     for t in others:
         if t.name not in by_name and t.name not in declared and "position" not in t.name.lower():
             raise ConfigError(
-                f"{where}: step input {t.name!r} is neither a cache input nor an input of the full graph "
-                f'({sorted(by_name)}); declare it in [cache.inputs.{t.name}] (a position input: role = "position")'
+                f"{where}: step input {t.name!r} is neither a state or cache input nor an input of the full graph "
+                f"({sorted(by_name)}); pair it with the output it hands on in [cache.pairs], or declare it in "
+                f'[cache.inputs.{t.name}] (a position input: role = "position")'
             )
     resolved = resolve_inputs(
         others, step, declared, {"version": 1}, flags, Groups(), where, notes, step=True, inherit=by_name
@@ -311,24 +409,30 @@ def _resolve_step(
         )
         ta = r.get("time_axis")
         if ta is not None and r.get("span") == "current" and isinstance(t.dims[ta], int) and t.dims[ta] != 1:
+            if same:
+                raise ConfigError(
+                    f"{full_inputs[0].name if full_inputs else 'the model'}: the model's inputs {sorted(past_names)} "
+                    f"pair with its outputs, so it is its own step graph, but input {t.name} has a static length "
+                    f"{t.dims[ta]} on its time axis {ta}; a step takes one position: export it with a dynamic "
+                    "time axis, or pass the step graph with --step (or declare the pairs away in the spec: "
+                    f'[inputs.NAME] role = "signal")'
+                )
             raise ConfigError(
                 f"step input {t.name} has a static length {t.dims[ta]} on its time axis {ta}; a step takes one "
                 "position (length 1)"
             )
         inputs.append(InputSig(t.name, t.dtype, t.dims, groups=groups, **r))
     time_axis: dict[str, int] = {}
+    batch_axis: dict[str, int | None] = {}
     for t in pasts:
-        if "time_axis" in cache_doc:
-            time_axis[t.name] = axis_index(cache_doc["time_axis"], t.rank, where, "cache.time_axis") or 0
-            continue
-        dyn = [a for a in range(1, t.rank) if not isinstance(t.dims[a], int)]
-        if len(dyn) == 1:
-            time_axis[t.name] = dyn[0]
-        else:
-            time_axis[t.name] = t.rank - 2
-            notes.append(
-                f"cache input {t.name}: positions accumulate along axis {t.rank - 2} (assumed; cache.time_axis)"
-            )
+        ba, ta = pairing.axes[t.name]
+        batch_axis[t.name] = ba
+        if ta is not None:
+            time_axis[t.name] = ta
+            if t.name in pairing.assumed:
+                notes.append(
+                    f"cache input {t.name}: positions accumulate along axis {ta} (assumed; cache.time_axis)"
+                )
     full_outs = {t.name for t in full.outputs}
     presents = {p for _, p in pairs}
     prefill = cache_doc.get("prefill") or ("full" if presents <= full_outs else "empty")
@@ -338,25 +442,57 @@ def _resolve_step(
             f'{where}: cache.prefill = "full" but the full graph has no outputs {missing[:2]}; use prefill = "empty"'
         )
     shared = tuple(t.name for t in step.outputs if t.name in full_outs and t.name not in presents)
-    if not shared:
+    if not shared and prefill == "empty":
         raise ConfigError(
             f"{where}: the step graph's outputs {[t.name for t in step.outputs]} share no name with the full "
             f"graph's outputs {sorted(full_outs)}; step == full compares outputs of the same name"
         )
-    notes.append(
-        f"KV-cache pair: {len(pairs)} cache tensors ({pairs[0][0]} -> {pairs[0][1]}, ...), prefill {prefill}"
+    for p, q in pairs:
+        t = step.input(p)
+        assert t is not None
+        kind = pairing.kinds[p]
+        what = (
+            f"a KV cache {t.shown()}, positions along axis {time_axis[p]}"
+            if kind == "kv"
+            else f"a recurrent state {t.shown()}"
+        )
+        ba = batch_axis[p]
+        notes.append(
+            f"{p} -> {q}: {what}, batch axis {ba if ba is not None else 'none'} (from its "
+            f"{'declaration' if pairing.how[p] == 'declared' else pairing.how[p]})"
+        )
+    own = "the model is its own step graph; " if same else ""
+    notes.append(f"recurrent pairs: {len(pairs)}; {own}prefill {prefill}")
+    return CacheSig(
+        step_path,
+        tuple(pairs),
+        time_axis,
+        prefill,
+        tuple(inputs),
+        pasts,
+        step.outputs,
+        shared,
+        kinds=dict(pairing.kinds),
+        batch_axis=batch_axis,
+        state_bound=cache_doc.get("state_bound", flags.state_bound),
+        same=same,
     )
-    return CacheSig(step_path, tuple(pairs), time_axis, prefill, tuple(inputs), pasts, step.outputs, shared)
 
 
 def open_signature(
-    path: str | Path, *, spec: str | Path | None = None, flags: Flags | None = None
+    path: str | Path,
+    *,
+    spec: str | Path | None = None,
+    flags: Flags | None = None,
+    files: dict[str, tuple[int, str]] | None = None,
 ) -> tuple[Signature, bytes, bytes | None]:
     """Read MODEL.onnx (and its step graph: --step, or the spec's cache.step relative to the spec
-    file), read and check the spec file, resolve. Returns (signature, model bytes, step bytes)."""
+    file), read and check the spec file, resolve. Returns (signature, model bytes, step bytes);
+    a model that is its own step graph returns its bytes as the step bytes. `files` gets
+    {file name: (bytes, sha256)} of every file read (graph.read_graph)."""
     flags = flags or Flags()
     doc, base = load_spec(spec) if spec is not None else (None, Path("."))
-    data, model = read_graph(path)
+    data, model = read_graph(path, files)
     full = graph_io(model, str(path))
     step_path: Path | None = flags.step
     spec_step = (doc or {}).get("cache", {}).get("step")
@@ -367,13 +503,13 @@ def open_signature(
                 f"--step {step_path} and the spec's cache.step {declared} name different graphs; give one of them"
             )
         step_path = declared
-    if step_path is None and (doc or {}).get("cache"):
-        raise ConfigError(
-            "the spec has a [cache] section but no step graph; set cache.step or pass --step STEP.onnx"
-        )
     step_data = step_io = None
+    warnings = [f"{Path(path).name}: {f.line()}" for f in unbounded(model)]
     if step_path is not None:
-        step_data, step_model = read_graph(step_path)
+        step_data, step_model = read_graph(step_path, files)
         step_io = graph_io(step_model, str(step_path))
+        warnings += [f"{Path(step_path).name}: {f.line()}" for f in unbounded(step_model)]
     sig = resolve(Path(path), full, doc, flags, step=step_io, step_path=step_path)
-    return sig, data, step_data
+    if sig.cache is not None and sig.cache.same:
+        step_data = data
+    return sig.replace(warnings=tuple(warnings)), data, step_data

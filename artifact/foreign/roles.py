@@ -1,8 +1,10 @@
 """Per-input inference for the signature of a bare ONNX model (inference.py's rules): an input's
-role from its dtype and name, its batch and time axes, its domain (a signal), vocabulary (ids)
-or mask convention, each from the spec, else the flags, else the graph, every inference recorded
-in the notes; and the size groups dynamic dimensions share (a union-find over named dims and the
-batch and time roles). Not real-time code.
+role from its dtype and name (a recurrent state or cache input: from its pair, pairs.py), its
+batch and time axes (from the dims' names where they say batch or time, else by position), its
+domain (a signal), vocabulary (ids) or mask convention, each from the spec, else the flags, else
+the graph, every inference recorded in the notes; and the size groups dynamic dimensions share (a
+union-find over named dims and the batch and time roles; a state input joins only the batch
+size). Not real-time code.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from .signature import InputSig
 from .spec import Flags, is_number
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
+BATCH_NAMES = frozenset({"b", "bs", "batch", "batch_size", "batchsize", "n_batch", "num_batch"})
+TIME_NAMES = frozenset(
+    {"t", "l", "time", "times", "seq", "seq_len", "seqlen", "sequence", "sequence_length", "length", "len"}
+    | {"steps", "num_steps", "tokens", "num_tokens", "n_tokens", "frames", "num_frames", "positions"}
+)
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
@@ -86,6 +93,12 @@ def _box(value: Any, features: int | None, where: str) -> tuple[tuple[float, ...
     return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
 
 
+def named_axis(t: Tensor, names: frozenset[str], other: int | None = None) -> int | None:
+    """The one axis of t whose dim name is one of `names` (case-insensitive), else None."""
+    found = [a for a, d in enumerate(t.dims) if isinstance(d, str) and d.lower() in names and a != other]
+    return found[0] if len(found) == 1 else None
+
+
 def resolve_inputs(
     tensors: tuple[Tensor, ...],
     io: GraphIO,
@@ -98,20 +111,36 @@ def resolve_inputs(
     *,
     step: bool,
     inherit: dict[str, InputSig] | None = None,
+    states: dict[str, tuple[int | None, int | None]] | None = None,
 ) -> list[tuple[Tensor, dict[str, Any]]]:
-    """Per tensor its resolved fields (without groups, which need every tensor first)."""
+    """Per tensor its resolved fields (without groups, which need every tensor first). `states`:
+    the inputs that take a recurrent state or cache -> (batch axis, time axis of a cache)."""
     out = []
+    states = states or {}
     for t in tensors:
         d = declared.get(t.name, {})
         base = (inherit or {}).get(t.name)
-        role = d.get("role") or (base.role if base is not None else _infer_role(t, io, notes))
+        if d.get("role") is None and t.name in states:
+            role = "state"
+        else:
+            role = d.get("role") or (base.role if base is not None else _infer_role(t, io, notes))
         r: dict[str, Any] = {"role": role}
+        batch_named = named_axis(t, BATCH_NAMES)
         if "batch_axis" in d:
             r["batch_axis"] = axis_index(d["batch_axis"], t.rank, where, f"inputs.{t.name}.batch_axis")
+        elif role == "state":
+            r["batch_axis"] = states.get(t.name, (None, None))[0]
+        elif batch_named is not None:
+            r["batch_axis"] = batch_named
         else:
             r["batch_axis"] = 0 if t.rank >= 1 and (role != "signal" or t.rank >= 2) else None
+        time_named = named_axis(t, TIME_NAMES, r["batch_axis"])
         if "time_axis" in d:
             r["time_axis"] = axis_index(d["time_axis"], t.rank, where, f"inputs.{t.name}.time_axis")
+        elif role == "state":
+            r["time_axis"] = states.get(t.name, (None, None))[1]
+        elif time_named is not None:
+            r["time_axis"] = time_named
         elif role == "signal":
             r["time_axis"] = 1 if t.rank == 3 or (t.rank == 2 and t.is_dynamic(1)) else None
         else:
@@ -133,6 +162,8 @@ def resolve_inputs(
                 r["lo"], r["hi"] = base.lo, base.hi
             elif flags.domain is not None:
                 r["lo"], r["hi"] = (flags.domain[0],), (flags.domain[1],)
+            elif base is not None:
+                pass  # the full graph's input, noted there
             elif not flags.require_domain:
                 notes.append(
                     f"input {t.name}: no domain declared (verify needs --domain or the spec's domain)"
@@ -153,6 +184,8 @@ def resolve_inputs(
                 r["vocab"] = base.vocab
             elif flags.vocab is not None:
                 r["vocab"] = flags.vocab
+            elif base is not None:
+                pass  # the full graph's input, noted there
             elif t.name in io.vocab_hints:
                 r["vocab"] = (0, io.vocab_hints[t.name] - 1)
                 notes.append(
@@ -194,6 +227,8 @@ def assign_groups(resolved: list[tuple[Tensor, dict[str, Any]]], groups: Groups,
     role, an unnamed time axis the one named time symbol (ConfigError when there are several)."""
     for t, r in resolved:
         for axis, dim in enumerate(t.dims):
+            if r.get("role") == "state" and axis != r.get("batch_axis"):
+                continue  # a state's other sizes are its own (a cache starts at length 0)
             if isinstance(dim, str):
                 groups.find(("sym", dim))
             if axis == r.get("batch_axis") and not isinstance(dim, int):
@@ -203,12 +238,14 @@ def assign_groups(resolved: list[tuple[Tensor, dict[str, Any]]], groups: Groups,
         {
             t.dims[r["time_axis"]]
             for t, r in resolved
-            if r.get("time_axis") is not None and isinstance(t.dims[r["time_axis"]], str)
+            if r.get("time_axis") is not None
+            and isinstance(t.dims[r["time_axis"]], str)
+            and r.get("role") != "state"
         }  # type: ignore[misc]
     )
     for t, r in resolved:
         ta = r.get("time_axis")
-        if ta is None or t.dims[ta] is not None:
+        if ta is None or t.dims[ta] is not None or r.get("role") == "state":
             continue
         if len(named_time) == 1:
             groups.union(("sym", named_time[0]), ("role", "time"))  # type: ignore[arg-type]
@@ -220,8 +257,11 @@ def assign_groups(resolved: list[tuple[Tensor, dict[str, Any]]], groups: Groups,
 
 
 def group_of(t: Tensor, axis: int, r: dict[str, Any], groups: Groups, where: str) -> str | None:
-    """The size group of one axis of an input (None: a static axis of no role)."""
+    """The size group of one axis of an input (None: a static axis of no role, or an axis of a
+    state other than its batch axis)."""
     dim = t.dims[axis]
+    if r.get("role") == "state" and axis != r.get("batch_axis"):
+        return None
     if isinstance(dim, int):  # a static batch or time axis still belongs to its role's group
         if axis == r.get("time_axis"):
             return groups.name(("role", "time"))

@@ -1,7 +1,8 @@
 """The signature of a bare ONNX model, resolved (inference.py): what verify and certify need to
 know about it -- per input its role (signal, ids, mask, position), domain, batch and time axes;
 per output its axes and bound; the size range of every dynamic dimension; the axis causality is
-checked along; the KV-cache pairing of a step graph (`CacheSig`). `Signature.spec()` writes it
+checked along; the recurrent pairs of a step graph (`CacheSig`: KV caches that grow, fixed-size
+states such as a GRU's h, each with its kind, batch axis and, for a cache, its time axis). `Signature.spec()` writes it
 back as a spec document (`inspect --json` prints it, `verify --spec` reads it). Not real-time code.
 """
 
@@ -24,7 +25,7 @@ class InputSig:
     name: str
     dtype: str
     dims: tuple[int | str | None, ...]
-    role: str
+    role: str  # signal | ids | mask | position | state (fed the reset state: zeros, or a cache of length 0)
     groups: tuple[str | None, ...]
     batch_axis: int | None = None
     time_axis: int | None = None
@@ -51,6 +52,8 @@ class InputSig:
         out["time_axis"] = self.time_axis if self.time_axis is not None else False
         if self.role == "mask":
             out["valid"], out["pattern"] = self.valid, self.pattern
+        if self.role == "state":
+            out.pop("time_axis")
         return out
 
 
@@ -81,24 +84,55 @@ class OutputSig:
 
 @dataclass(frozen=True)
 class CacheSig:
-    """The step graph of a KV-cache pair and how its cache is fed back."""
+    """The step graph of a recurrent model and how its state or cache is fed back: each pair
+    (past input, present output) is a KV cache ("kv": grows by one position along its time axis
+    per step) or a fixed-size state ("state": GRU/LSTM h and c, an SSM state)."""
 
     step: Path
     pairs: tuple[tuple[str, str], ...]  # (past input of the step graph, present output)
-    time_axis: dict[str, int]  # past input -> the axis along which positions accumulate
-    prefill: str  # "full": the full graph's present outputs fill the cache; "empty": from length 0
+    time_axis: dict[str, int]  # a cache's past input -> the axis along which positions accumulate
+    prefill: str  # "full": the full graph's present outputs fill the cache; "empty": from the reset state
     inputs: tuple[InputSig, ...]  # every step input that is not a past input
     pasts: tuple[Tensor, ...]
     outputs: tuple[Tensor, ...]  # every step output
     shared: tuple[str, ...]  # step outputs that are also non-cache full outputs (compared)
+    kinds: dict[str, str] = field(default_factory=dict)  # past -> "kv" | "state" (absent: "kv")
+    batch_axis: dict[str, int | None] = field(default_factory=dict)  # past -> its batch axis
+    state_bound: float | None = None  # declared bound on every |state| (state_bounded)
+    same: bool = False  # the model is its own step graph (no --step: its pairs are its own I/O)
+
+    def kind(self, past: str) -> str:
+        return self.kinds.get(past, "kv")
+
+    @property
+    def states(self) -> list[tuple[str, str]]:
+        """The fixed-size state pairs."""
+        return [(p, q) for p, q in self.pairs if self.kind(p) == "state"]
 
     def spec(self) -> dict[str, Any]:
-        return {
-            "step": str(self.step),
-            "prefill": self.prefill,
-            "pairs": dict(self.pairs),
-            "inputs": {i.name: {**i.spec(), "span": i.span} for i in self.inputs},
-        }
+        out: dict[str, Any] = {"prefill": self.prefill, "pairs": dict(self.pairs)}
+        if not self.same:
+            out = {"step": str(self.step), **out}
+        kinds = set(self.kind(p) for p, _ in self.pairs)
+        if len(kinds) == 1:
+            out["kind"] = kinds.pop()
+        if self.state_bound is not None:
+            out["state_bound"] = self.state_bound
+        out["inputs"] = {i.name: {**i.spec(), "span": i.span} for i in self.inputs}
+        return out
+
+    def describe(self) -> list[dict[str, Any]]:
+        """One entry per pair: past, present, kind, batch axis, time axis (a cache)."""
+        return [
+            {
+                "past": p,
+                "present": q,
+                "kind": self.kind(p),
+                "batch_axis": self.batch_axis.get(p),
+                "time_axis": self.time_axis.get(p) if self.kind(p) == "kv" else None,
+            }
+            for p, q in self.pairs
+        ]
 
 
 @dataclass(frozen=True)
@@ -117,6 +151,8 @@ class Signature:
     notes: tuple[str, ...] = field(default=())
     opset: int | None = None
     producer: str = ""
+    warnings: tuple[str, ...] = field(default=())  # control flow with unbounded trip counts (control_flow.py)
+    fixed: str = ""  # a batch or time axis the export fixed, with the export argument that frees it
 
     def input(self, name: str) -> InputSig:
         return next(i for i in self.inputs if i.name == name)
@@ -168,6 +204,9 @@ class Signature:
             "sizes": {g: list(r) for g, r in self.ranges.items()},
             "dynamic": sorted(self.dynamic),
             "causal": self.causal_group,
-            "cache": None if self.cache is None else self.cache.spec(),
+            "cache": None
+            if self.cache is None
+            else {**self.cache.spec(), "pairs_detail": self.cache.describe()},
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
         }

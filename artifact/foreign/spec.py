@@ -21,7 +21,8 @@ from tickformer.validation import is_int
 
 SPEC_VERSION = 1
 MAX_SPEC_BYTES = 1 << 20
-ROLES = ("signal", "ids", "mask", "position")
+ROLES = ("signal", "ids", "mask", "position", "state")
+KINDS = ("kv", "state")  # a cache that grows along a time axis; a fixed-size recurrent state
 PATTERNS = ("any", "right", "left")
 PREFILLS = ("full", "empty")
 SPANS = ("current", "total")
@@ -38,6 +39,8 @@ FOREIGN_PROPERTIES = (
     "causality",
     "padding_mask",
     "step_equals_full",
+    "state_bounded",
+    "state_reset",
     "optimizations_agree",
     "onnx_reference",
 )
@@ -53,7 +56,7 @@ SCHEMA_CANNOT_EXPRESS = (
     "past the float range)",
     "names exist in the graph (inputs, outputs, axes, causal, cache.pairs, cache.inputs, padding_mask[INPUT])",
     "a domain with one [LO, HI] per feature has as many as the input's last axis",
-    "a [cache] section has a step graph (cache.step or --step)",
+    "a [cache] section without a step graph (cache.step or --step) describes the model as its own step graph",
     "integers are written without a fraction (JSON Schema counts 2.0 as an integer; the spec does not)",
 )
 _RANGE = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}
@@ -122,6 +125,9 @@ SPEC_SCHEMA: dict[str, Any] = {
                 "step": {"type": "string", "minLength": 1},
                 "prefill": {"enum": list(PREFILLS)},
                 "time_axis": {"type": "integer"},
+                "batch_axis": {"type": "integer"},
+                "kind": {"enum": list(KINDS)},
+                "state_bound": {"type": "number", "exclusiveMinimum": 0},
                 "pairs": {"type": "object", "additionalProperties": {"type": "string"}},
                 "inputs": {"type": "object", "additionalProperties": _STEP_INPUT},
             },
@@ -274,8 +280,18 @@ def check_spec(doc: Any, where: str = "spec") -> dict[str, Any]:
             raise _spec_error(where, "cache.step", f"{cache['step']!r} must be the path of the step graph")
         if "prefill" in cache and cache["prefill"] not in PREFILLS:
             raise _spec_error(where, "cache.prefill", f"{cache['prefill']!r} is not one of {list(PREFILLS)}")
-        if "time_axis" in cache and not is_int(cache["time_axis"]):
-            raise _spec_error(where, "cache.time_axis", f"{cache['time_axis']!r} must be an axis index")
+        for key in ("time_axis", "batch_axis"):
+            if key in cache and not is_int(cache[key]):
+                raise _spec_error(where, f"cache.{key}", f"{cache[key]!r} must be an axis index")
+        if "kind" in cache and cache["kind"] not in KINDS:
+            raise _spec_error(
+                where,
+                "cache.kind",
+                f"{cache['kind']!r} is not one of {list(KINDS)} (kv: a cache that grows; state: a fixed-size state)",
+            )
+        b = cache.get("state_bound")
+        if b is not None and not (is_number(b) and math.isfinite(b) and b > 0):
+            raise _spec_error(where, "cache.state_bound", f"{b!r} must be a positive finite number")
         if "pairs" in cache:
             pairs = cache["pairs"]
             if not (isinstance(pairs, dict) and all(isinstance(v, str) for v in pairs.values())):
@@ -347,6 +363,7 @@ class Flags:
     causal: bool | None = None
     step: Path | None = None
     skip: tuple[str, ...] = ()
+    state_bound: float | None = None
     require_domain: bool = (
         True  # False (inspect, check): a missing domain or vocabulary is noted, not an error
     )

@@ -3,9 +3,13 @@ as a readable summary (model, graphs and their I/O, file sizes, domain, toleranc
 errors); --graphs also checks that the graphs carry weights.npz's weights (export/consistency.py).
 
 `tickformer inspect MODEL.onnx [--step STEP.onnx] [--spec FILE] [--domain LO:HI] [--vocab LO:HI]
-[--json]`: a bare ONNX model's signature as `verify` and `certify` see it (every input's role,
-axes and domain, every output, the sizes tried, the KV-cache pairing, and what was inferred);
-`--json` prints it as a spec file that `verify --spec` reads back (docs/verify.md)."""
+[--json] [--time-budget S] [--memory-budget GIB]`: a bare ONNX model's signature as `verify` and
+`certify` see it (every input's role -- signal, ids, mask, position, state -- with its batch and
+time axes and domain, every output, the sizes tried, the recurrent pairs: KV caches and
+fixed-size states, and what was inferred), and warnings: control flow with an unbounded trip
+count, a batch or length fixed by the export (with the export argument that frees it), inputs
+over the memory budget at the sizes tried; `--json` prints it as a spec file that `verify
+--spec` reads back (docs/verify.md). Any failure on a bare model: one line, exit 2."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import json
 from typing import Any
 
 from tickformer.commands import args as shared
+from tickformer.commands import user_model
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-t", type=int, default=16, metavar="T", help="bare ONNX: longest sequence (default 16)"
     )
+    user_model.budget_flags(p, "inspect")
     p.add_argument(
         "--json",
         action="store_true",
@@ -98,15 +104,21 @@ def summary(manifest: dict[str, Any]) -> list[str]:
     return lines
 
 
-def foreign_summary(sig: Any, sizes: dict[str, tuple[int, str]]) -> list[str]:
+def _axis(value: int | None) -> str:
+    return "none" if value is None else str(value)
+
+
+def foreign_summary(
+    sig: Any, sizes: dict[str, tuple[int, str]], warnings: list[str] | None = None
+) -> list[str]:
     """The readable lines of a bare model's signature (pure: signature in, text out)."""
     lines = [f"bare ONNX model {sig.path} (opset {sig.opset}, producer {sig.producer or '?'})"]
     for name, (size, digest) in sizes.items():
-        lines.append(f"  {name:<5} {size:>10} B  sha256 {digest[:16]}...")
+        lines.append(f"  {name:<20} {size:>10} B  sha256 {digest[:16]}...")
     lines.append("inputs")
     for i in sig.inputs:
         dims = "[" + ", ".join("?" if d is None else str(d) for d in i.dims) + "]"
-        axes = f"batch axis {i.batch_axis}, time axis {i.time_axis}"
+        axes = f"batch axis {_axis(i.batch_axis)}, time axis {_axis(i.time_axis)}"
         what = ""
         if i.role == "signal":
             what = f", domain {list(zip(i.lo, i.hi)) if i.lo is not None else 'not declared'}"
@@ -114,32 +126,55 @@ def foreign_summary(sig: Any, sizes: dict[str, tuple[int, str]]) -> list[str]:
             what = f", ids in {list(i.vocab) if i.vocab is not None else 'not declared'}"
         elif i.role == "mask":
             what = f", {i.valid} = a real position, padding pattern {i.pattern}"
+        elif i.role == "state":
+            cache = sig.cache is not None and sig.cache.kind(i.name) == "kv"
+            axes = f"batch axis {_axis(i.batch_axis)}" + (
+                f", positions along axis {i.time_axis}" if cache else ""
+            )
+            what = ", fed the reset state: " + ("a cache of length 0" if cache else "zeros")
         lines.append(f"  {i.name:<20} {i.dtype}{dims}  {i.role}: {axes}{what}")
     lines.append("outputs")
     for o in sig.outputs:
         dims = "[" + ", ".join("?" if d is None else str(d) for d in o.dims) + "]"
         extra = (", bound " + format(o.bound, "g")) if o.bound is not None else ""
-        extra += ", a cache (present) output" if o.cache else ""
+        if o.cache:
+            kind = (
+                sig.cache.kind(next((p for p, q in sig.cache.pairs if q == o.name), ""))
+                if sig.cache
+                else "kv"
+            )
+            extra += ", the state it hands on" if kind == "state" else ", the cache it hands on (present)"
         lines.append(
-            f"  {o.name:<20} {o.dtype}{dims}  batch axis {o.batch_axis}, time axis {o.time_axis}{extra}"
+            f"  {o.name:<20} {o.dtype}{dims}  batch axis {_axis(o.batch_axis)}, time axis {_axis(o.time_axis)}{extra}"
         )
     ranges = ", ".join(f"{g} {lo}..{hi}" for g, (lo, hi) in sig.ranges.items()) or "none (static shapes)"
     lines.append(f"sizes     {ranges}")
     lines.append(f"causal    {'along ' + repr(sig.causal_group) if sig.causal_group else 'not checked'}")
     if sig.cache is not None:
         c = sig.cache
-        lines.append(f"cache     step graph {c.step}, prefill {c.prefill}")
+        graph = "the model itself (its own step graph)" if c.same else f"step graph {c.step}"
+        lines.append(f"recurrent {graph}, prefill {c.prefill}")
         for past, present in c.pairs:
-            lines.append(f"  {past} <- {present} (positions along axis {c.time_axis[past]})")
+            ba = c.batch_axis.get(past)
+            if c.kind(past) == "kv":
+                lines.append(
+                    f"  {past} <- {present}: a KV cache, positions along axis {c.time_axis[past]}, batch axis "
+                    f"{_axis(ba)}"
+                )
+            else:
+                lines.append(f"  {past} <- {present}: a recurrent state, batch axis {_axis(ba)}")
         for i in c.inputs:
             lines.append(f"  step input {i.name}: {i.role}, span {i.span}")
+    for warning in [*sig.warnings, *(warnings or [])]:
+        lines.append(f"warning   {warning}")
     for note in sig.notes:
         lines.append(f"inferred  {note}")
     return lines
 
 
-def _run_foreign(args: argparse.Namespace) -> int:
+def _run_foreign(args: argparse.Namespace, budget: Any) -> int:
     from tickformer.artifact.foreign.inference import open_signature
+    from tickformer.artifact.foreign.memory import over_memory
     from tickformer.artifact.foreign.spec import Flags
     from tickformer.contracts.input_domain import parse_domain
     from tickformer.errors import ConfigError
@@ -155,22 +190,23 @@ def _run_foreign(args: argparse.Namespace) -> int:
         step=args.step,
         require_domain=False,
     )
-    sig, data, step_data = open_signature(args.artifact, spec=args.spec, flags=flags)
+    files: dict[str, tuple[int, str]] = {}
+    sig, data, step_data = open_signature(args.artifact, spec=args.spec, flags=flags, files=files)
     if args.json:
         print(json.dumps(sig.spec(), indent=2))
         return 0
-    sizes = {"model": (len(data), hashlib.sha256(data).hexdigest())}
-    if step_data is not None:
-        sizes["step"] = (len(step_data), hashlib.sha256(step_data).hexdigest())
-    print("\n".join(foreign_summary(sig, sizes)))
+    if not files:  # a caller's own open_signature without the file record
+        files = {"model": (len(data), hashlib.sha256(data).hexdigest())}
+    too_big = over_memory(sig, budget.memory)
+    print("\n".join(foreign_summary(sig, files, [too_big] if too_big else [])))
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     from tickformer.artifact import open_artifact
 
-    if not args.artifact.is_dir() and (args.artifact.suffix == ".onnx" or args.step or args.spec):
-        return _run_foreign(args)
+    if user_model.is_bare(args.artifact, args):
+        return user_model.guarded(args, "inspect", lambda budget: _run_foreign(args, budget))
     given = [
         f
         for f, v in (

@@ -3,26 +3,31 @@
     tickformer verify PATH [--step STEP.onnx] [--spec FILE] [--domain LO:HI] [--vocab LO:HI]
                       [--output-bound B] [--max-t T] [--not-causal] [--skip NAME ...]
                       [--backend ort] [--examples N] [--seed S] [--out DIR] [--trust KEY.pub]
+                      [--state-bound B] [--time-budget S] [--memory-budget GIB]
 
 PATH: one of our artifacts (a directory with manifest.json; every kind) or a bare .onnx file
 (any inputs and outputs; a KV-cache pair with --step; docs/verify.md for the spec file). Exit 0
 if every property holds, 1 if one is violated (each printed with the input that broke it and
 the file of its shrunk counterexample, DIR/<property>.npz), 2 if the verification could not run
 (a usage error: bad arguments, an unknown --skip name, a spec file with an error, a model that
-does not load) or could not finish (a check had an internal error: a bug in verify, reported as
-status "error" with its traceback, never as a violation).
+does not load or run, with the node or declaration and the fix) or could not finish (a check
+had an internal error: a bug in verify, reported as status "error" with its traceback in the
+report, never as a violation; or the run went past its wall-clock or memory budget, named with
+the flag that raises it). Never a traceback on the terminal: one line on stderr.
 DIR/verify.json (schema: docs/verify.md) and DIR/verify.md hold the report either way.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from tickformer import validation
 from tickformer.commands import args as shared
+from tickformer.commands import user_model
 from tickformer.errors import ConfigError
 
 USAGE_EXIT = 2  # tickformer.cli: the exit code of a user error of this command
@@ -51,6 +56,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-t", type=int, default=16, metavar="T", help="longest sequence drawn (default 16)")
     p.add_argument("--not-causal", action="store_true", help="the model is not causal: skip causality")
     p.add_argument(
+        "--state-bound",
+        type=float,
+        default=None,
+        metavar="B",
+        help="declared bound on every |state| a recurrent model hands on (state_bounded)",
+    )
+    user_model.budget_flags(p, "verify")
+    p.add_argument(
         "--skip", action="append", default=[], metavar="NAME", help="a property not to run (repeatable)"
     )
     shared.out(p, default=Path("verify-out"), help="report and counterexamples (default ./verify-out)")
@@ -70,18 +83,27 @@ def _open(open_model, path: Path, backend: str, max_t: int, trust: Path | None =
 
 
 def run(args: argparse.Namespace) -> int:
+    if user_model.is_bare(args.path, args):
+        return user_model.guarded(args, "verify", lambda budget: _run(args, budget), backend=args.backend)
+    return _run(args, None)
+
+
+def _run(args: argparse.Namespace, budget: Any) -> int:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from tickformer.artifact.foreign.spec import Flags
     from tickformer.contracts.input_domain import parse_domain
+    from tickformer.runtime.budget import BudgetExceeded
     from tickformer.verify.properties import open_model, verify_model
     from tickformer.verify.properties.report import build_report, write_report
 
     validation.positive_int(args.examples, "--examples", hint="e.g. --examples 50")
     if args.output_bound is not None:
         validation.positive_real(args.output_bound, "--output-bound", hint="e.g. --output-bound 10")
+    if args.state_bound is not None:
+        validation.positive_real(args.state_bound, "--state-bound", hint="e.g. --state-bound 10")
     domain = parse_domain(args.domain) if args.domain is not None else None
     flags = Flags(
         domain=domain,
@@ -91,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         causal=False if args.not_causal else None,
         step=args.step,
         skip=tuple(args.skip),
+        state_bound=args.state_bound,
     )
     console = Console(highlight=False)
     bare = not args.path.is_dir()
@@ -100,23 +123,40 @@ def run(args: argparse.Namespace) -> int:
             f"--spec and --step describe bare ONNX models; {args.path} is an artifact directory, whose manifest "
             "declares everything: remove them"
         )
-    if not bare and (args.vocab is not None or args.output_bound is not None or args.not_causal):
+    if not bare and (
+        args.vocab is not None
+        or args.output_bound is not None
+        or args.not_causal
+        or args.state_bound is not None
+    ):
         raise ConfigError(
-            f"--vocab, --output-bound and --not-causal describe bare ONNX models; {args.path} is an artifact "
-            "directory, whose manifest declares them: remove them"
+            f"--vocab, --output-bound, --state-bound and --not-causal describe bare ONNX models; {args.path} is an "
+            "artifact directory, whose manifest declares them: remove them"
         )
     model = _open(open_model, args.path, args.backend, args.max_t, args.trust, **kwargs)
+    sig = getattr(model, "sig", None)
+    if budget is not None and sig is not None and sig.warnings:
+        from tickformer.artifact.foreign.control_flow import unbounded
+
+        flows = unbounded(model.model_proto("full")) or unbounded(model.model_proto("step"))
+        budget.hint = f"the graph has an unbounded Loop, {flows[0].short}" if flows else ""
+    for warning in getattr(sig, "warnings", ()):
+        console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     start = time.monotonic()
+    stopped: BudgetExceeded | None = None
     try:
         with console.status(f"verifying {args.path} ..."):
-            results = verify_model(
-                model,
-                examples=args.examples,
-                seed_value=args.seed,
-                domain=None if bare else domain,
-                out_dir=args.out,
-                skip=args.skip,
-            )
+            try:
+                results = verify_model(
+                    model,
+                    examples=args.examples,
+                    seed_value=args.seed,
+                    domain=None if bare else domain,
+                    out_dir=args.out,
+                    skip=args.skip,
+                )
+            except BudgetExceeded as exc:  # stopped at the budget: the report says how far it got
+                results, stopped = exc.results, exc
         used_domain = domain if domain is not None else model.domain
         info = model.describe()
     finally:
@@ -130,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         "domain": list(used_domain) if used_domain is not None else None,
         "skip": sorted(set(args.skip)),
     }
-    report = build_report(info, results, settings, wall)
+    report = build_report(info, results, settings, wall, stopped=None if stopped is None else str(stopped))
     json_path, md_path = write_report(args.out, report)
 
     table = Table(title=Text(f"tickformer verify {args.path} ({info['kind']}, backend {args.backend})"))
@@ -146,10 +186,13 @@ def run(args: argparse.Namespace) -> int:
     for r in results:
         if r.status == "fail":
             print_counterexample(console, r, info)
-        elif r.status == "error":
-            console.print(f"{r.name}: {r.message}", markup=False, highlight=False, soft_wrap=True)
-            for line in r.details.get("traceback", []):
-                console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+        elif r.status == "error":  # the traceback is in the report, not on the terminal
+            console.print(
+                f"{r.name}: {r.message} (its traceback: {json_path})",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
     counts = report["summary"]
     errors = f", {counts['error']} internal errors" if counts["error"] else ""
     console.print(
@@ -158,6 +201,10 @@ def run(args: argparse.Namespace) -> int:
             f"{errors} in {wall:.1f} s; report {json_path} and {md_path}"
         )
     )
+    if stopped is not None and not counts["fail"]:
+        raise stopped  # one line on stderr, exit 2: the model was not verified
+    if stopped is not None:
+        print(f"tickformer verify: {stopped}", file=sys.stderr)
     if counts["fail"]:
         return 1
     return USAGE_EXIT if counts["error"] else 0  # 2: the verification could not be completed

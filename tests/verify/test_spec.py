@@ -242,13 +242,62 @@ def test_an_unnamed_dynamic_feature_axis_needs_a_range(tmp_path):
     assert sig.ranges["x[2]"] == (3, 3)
 
 
-def test_external_data_is_refused(tmp_path):
+def _external(tmp_path, location="weights.bin"):
+    """signal_model with its weights moved to an external file named `location` (as torch's
+    dynamo exporter writes MODEL.onnx.data); returns (path, embedded bytes)."""
     path = signal_model(tmp_path / "s.onnx")
     m = onnx.load(path)
+    embedded = m.SerializeToString()
     onnx.external_data_helper.convert_model_to_external_data(m, location="weights.bin", size_threshold=0)
     onnx.save(m, tmp_path / "ext.onnx")
-    with pytest.raises(ArtifactError, match="external files"):
-        open_signature(tmp_path / "ext.onnx", flags=Flags(domain=(0.0, 1.0)))
+    if location != "weights.bin":
+        m = onnx.load(tmp_path / "ext.onnx", load_external_data=False)
+        for t in m.graph.initializer:
+            for e in t.external_data:
+                if e.key == "location":
+                    e.value = location
+        onnx.save(m, tmp_path / "ext.onnx")
+    return tmp_path / "ext.onnx", embedded
+
+
+def test_external_data_in_the_models_folder_is_read(tmp_path):
+    """Tensors kept in a file beside the model (torch's .onnx.data) are read from that folder,
+    once, and put into the model: the same graph as the embedded one."""
+    path, embedded = _external(tmp_path)
+    files: dict = {}
+    sig, data, _ = open_signature(path, flags=Flags(domain=(0.0, 1.0)), files=files)
+    assert set(files) == {"ext.onnx", "weights.bin"}
+    loaded = onnx.load_model_from_string(data)
+    want = onnx.load_model_from_string(embedded)
+    assert [numpy_helper.to_array(t).tolist() for t in loaded.graph.initializer] == [
+        numpy_helper.to_array(t).tolist() for t in want.graph.initializer
+    ]
+    assert sig.input("x").role == "signal"
+
+
+@pytest.mark.parametrize(
+    ("location", "words"),
+    [
+        ("../weights.bin", "not a file in the model's own folder"),
+        ("/etc/passwd", "not a file in the model's own folder"),
+        ("sub/weights.bin", "not a file in the model's own folder"),
+        ("missing.bin", "missing"),
+    ],
+)
+def test_external_data_outside_the_folder_is_refused(tmp_path, location, words):
+    """Traversal is refused before anything is read, as the artifact reader refuses it: only a
+    plain file name in the model's folder."""
+    path, _ = _external(tmp_path, location)
+    with pytest.raises(ArtifactError, match=words):
+        open_signature(path, flags=Flags(domain=(0.0, 1.0)))
+
+
+def test_external_data_through_a_link_is_refused(tmp_path):
+    path, _ = _external(tmp_path)
+    (tmp_path / "weights.bin").rename(tmp_path / "elsewhere.bin")
+    (tmp_path / "weights.bin").symlink_to(tmp_path / "elsewhere.bin")
+    with pytest.raises(ArtifactError, match="symbolic link"):
+        open_signature(path, flags=Flags(domain=(0.0, 1.0)))
 
 
 def test_ids_without_an_embedding_need_a_vocabulary(tmp_path):

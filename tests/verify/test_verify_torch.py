@@ -53,6 +53,8 @@ def test_torch_gpt_pair_passes(gpt):
         "causality": "pass",
         "padding_mask": "pass",
         "step_equals_full": "pass",
+        "state_bounded": "skip",
+        "state_reset": "pass",
         "optimizations_agree": "pass",
         "onnx_reference": "pass",
     }

@@ -30,10 +30,12 @@ from hypothesis import strategies as st
 from tickformer import runtime
 from tickformer.artifact import open_artifact
 from tickformer.artifact.foreign.inference import open_signature
+from tickformer.artifact.foreign.memory import check_memory
 from tickformer.artifact.foreign.spec import Flags
 from tickformer.artifact.format import artifact_kind
 from tickformer.errors import ArtifactError, ConfigError
 from tickformer.model.transformer import forward
+from tickformer.runtime.budget import active, default_memory
 from tickformer.runtime.foreign import Graph, Reference, Stepper, provider_of
 
 from .strategies import domain_arrays, id_arrays, out_of_domain_values, out_of_vocab_ids, token_arrays
@@ -61,10 +63,14 @@ class ForeignModel:
         self.path, self.backend, self.max_t = Path(path), backend, max_t
         self.provider = provider_of(backend)
         self.sig, data, step_data = open_signature(path, spec=spec, flags=flags)
+        budget = active()
+        check_memory(self.sig, budget.memory if budget is not None else default_memory())
         self._bytes = {"full": data, "step": step_data}
         self._names = {"full": str(path), "step": str(self.sig.cache.step) if self.sig.cache else ""}
         self._graphs = {"full": Graph(data, name=str(path), provider=self.provider)}
-        if step_data is not None:
+        if self.sig.cache is not None and self.sig.cache.same:
+            self._graphs["step"] = self._graphs["full"]  # the model is its own step graph
+        elif step_data is not None:
             self._graphs["step"] = Graph(step_data, name=self._names["step"], provider=self.provider)
         self._unoptimized: dict[str, Any] = {}
         self._reference: dict[str, Any] = {}

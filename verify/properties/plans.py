@@ -6,7 +6,8 @@ A plan is a generator of `Property` (run by the runner with Hypothesis) and fini
 
     "onnx"             bare ONNX models (foreign_plan): dynamic_axes, runs_in_domain,
                        finite_outputs, output_bound, causality, padding_mask (per mask input),
-                       step_equals_full (KV-cache pairs), optimizations_agree, onnx_reference
+                       step_equals_full, state_bounded and state_reset (recurrent models: KV
+                       caches, fixed-size states), optimizations_agree, onnx_reference
     "decoder"          our decoder-only artifacts, continuous or token inputs (decoder_plan):
                        finite_outputs, causality, step_equals_full, stale_cache_isolation,
                        numpy_vs_backend, rejected_step_is_harmless
@@ -41,6 +42,7 @@ from tickformer.errors import ConfigError
 from tickformer.runtime.foreign import EngineError, fixed_feeds, input_shape
 
 from . import foreign_checks as fc
+from . import state_checks as sc
 from .checks import (
     check_causal,
     check_finite,
@@ -324,7 +326,11 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
         )
     elif not sig.dynamic:
         yield PropertyResult(
-            "dynamic_axes", "skip", trials, "the graph declares no dynamic axes (its static shape runs)"
+            "dynamic_axes",
+            "skip",
+            trials,
+            "the graph declares no dynamic axes (its static shape runs)"
+            + (f"; {sig.fixed}" if sig.fixed else ""),
         )
     else:
         sampled = [
@@ -336,7 +342,9 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
             "dynamic_axes",
             "pass",
             trials,
-            f"every size tried runs: {axes_text}" + (f" ({'; '.join(sampled)})" if sampled else ""),
+            f"every size tried runs: {axes_text}"
+            + (f" ({'; '.join(sampled)})" if sampled else "")
+            + (f"; {sig.fixed}" if sig.fixed else ""),
             details={"runs": accepted},
         )
     dead = [g for g, v in accepted.items() if not v]
@@ -422,7 +430,8 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
                 state=state,
                 summary=_margin_summary("step vs full", tols, ["pair"]),
             )
-    graphs = ["full", "step"] if model.stepper is not None else ["full"]
+    yield from _state_properties(model, accepted, tols)
+    graphs = ["full", "step"] if model.stepper is not None and not model.stepper.cache.same else ["full"]
     state_o: dict[str, Any] = {}
     rel = {g: tols[g].rel for g in graphs}
     yield Property(
@@ -444,6 +453,58 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
             state=state_r,
             summary=_margin_summary("onnxruntime vs onnx.reference", tols, graphs),
         )
+
+
+def _state_properties(model: Any, accepted: dict[str, list[int]], tols: dict[str, Any]) -> Plan:
+    """state_bounded and state_reset of a recurrent bare model (state_checks.py)."""
+    sig, stepper = model.sig, model.stepper
+    if stepper is None:
+        why = (
+            "no recurrent state or cache (a step graph with --step STEP.onnx, or a model whose inputs and outputs "
+            "pair: h -> h_n, past -> present)"
+        )
+        yield PropertyResult("state_bounded", "skip", 0, why)
+        yield PropertyResult("state_reset", "skip", 0, why)
+        return
+    if not stepper.cache.states:
+        yield PropertyResult(
+            "state_bounded",
+            "skip",
+            0,
+            "no fixed-size state: a KV cache grows with the positions (finite_outputs checks every step's cache)",
+        )
+    else:
+        batches = accepted.get(sig.batch_group or "", []) or [1]
+        bounded: dict[str, Any] = {}
+        yield Property(
+            "state_bounded",
+            sc.state_sequences(model, batches, 4 * model.max_t),
+            sc.check_state_bounded(model, bounded),
+            engine="fail",
+            state=bounded,
+            summary=sc.state_summary,
+        )
+    tg = stepper.time_group
+    steps_alone = stepper.cache.same and all(
+        i.time_axis is None or i.dims[i.time_axis] == 1 for i in sig.inputs if i.role in ("signal", "ids")
+    )
+    if steps_alone:
+        yield PropertyResult(
+            "state_reset",
+            "skip",
+            0,
+            "the model is one step with its state as an input: the reset state is what the caller feeds it",
+        )
+        return
+    one = {tg: [1]} if tg and 1 in accepted.get(tg, []) else {}
+    reset: dict[str, Any] = {}
+    yield Property(
+        "state_reset",
+        feed_dicts(sig, size_dicts(accepted, **one)),
+        sc.check_state_reset(model, tols["pair"].rel, reset),
+        state=reset,
+        summary=_margin_summary("the step from the reset state vs the full pass's start", tols, ["pair"]),
+    )
 
 
 PLANS: dict[str, Callable[[Any, Context], Plan]] = {

@@ -33,7 +33,12 @@ REPORT_SCHEMA: dict[str, Any] = {
         "verdict": {
             "enum": ["OK", "VIOLATED", "INCOMPLETE"],
             "description": "VIOLATED: a property failed; INCOMPLETE: none failed but a check had an internal "
-            "error (a bug in verify), so the model is not verified; OK otherwise",
+            "error (a bug in verify) or the run stopped at its wall-clock or memory budget (`stopped`), so the "
+            "model is not verified; OK otherwise",
+        },
+        "stopped": {
+            "type": ["string", "null"],
+            "description": "why the run stopped before every property ran (a budget exceeded), else null",
         },
         "utc": {"type": "string", "description": "when the run ended, ISO 8601"},
         "wall_s": {"type": "number"},
@@ -112,16 +117,22 @@ def _versions() -> dict[str, str]:
 
 
 def build_report(
-    model: dict[str, Any], results: Sequence[Any], settings: dict[str, Any], wall_s: float
+    model: dict[str, Any],
+    results: Sequence[Any],
+    settings: dict[str, Any],
+    wall_s: float,
+    stopped: str | None = None,
 ) -> dict[str, Any]:
-    """The report document (REPORT_SCHEMA). Pure but for the clock and the version lookup."""
+    """The report document (REPORT_SCHEMA). Pure but for the clock and the version lookup.
+    stopped: why the run stopped early (a budget), else None."""
     counts = {s: sum(r.status == s for r in results) for s in STATUSES}
-    ok = counts["fail"] == 0 and counts["error"] == 0
+    ok = counts["fail"] == 0 and counts["error"] == 0 and stopped is None
     return {
         "format": FORMAT,
         "version": VERSION,
         "ok": ok,
-        "verdict": "VIOLATED" if counts["fail"] else "INCOMPLETE" if counts["error"] else "OK",
+        "verdict": "VIOLATED" if counts["fail"] else "INCOMPLETE" if counts["error"] or stopped else "OK",
+        "stopped": stopped,
         "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "wall_s": round(wall_s, 2),
         "model": model,
@@ -151,6 +162,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"seed {report['settings'].get('seed')}; {report['utc']}, {report['wall_s']} s",
         "- {pass} passed, {fail} failed, {skip} skipped".format(**report["summary"])
         + (f", {report['summary']['error']} internal errors" if report["summary"].get("error") else ""),
+        *([f"- stopped: {report['stopped']}"] if report.get("stopped") else []),
         "",
     ]
     sig = m.get("signature")

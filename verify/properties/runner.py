@@ -10,7 +10,12 @@ Any other error the model's runtime raises (a TickformerError: BackendError, Con
 an in-domain input is a violation too. An exception of any other type comes from the check's own
 code: the property's status is "error" (an internal error of verify, not a finding about the
 model), with the exception, its traceback's last lines and the shrunk example saved.
-`verify_model` runs the plan of the model's kind (plans.PLANS). Not real-time code.
+`verify_model` runs the plan of the model's kind (plans.PLANS). A bug in the plan's own code
+(outside any property) is the same kind of internal error, reported on the property it was
+preparing, the rest not run. A run that hits its wall-clock or memory budget
+(tickformer.runtime.budget: OverBudget, or a MemoryError) stops there: `verify_model` raises
+BudgetExceeded carrying the results so far, the property it stopped in and every later one
+reported as not run. Not real-time code.
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable, UnsatisfiedAssumption
 
 from tickformer.errors import ConfigError, TickformerError
+from tickformer.runtime.budget import OverBudget, active, over_budget
 from tickformer.runtime.foreign import EngineError
 
 from .checks import Arrays, Problem
 from .counterexamples import save_counterexample
-from .plans import PLANS, Context, check_skip, skipped
+from .plans import PLANS, PROPERTY_NAMES, Context, check_skip, skipped
 from .results import SKIP_REQUESTED, PropertyResult
 
 __all__ = ["SKIP_REQUESTED", "CheckCrashed", "run_property", "verify_model"]
@@ -63,6 +69,8 @@ def run_property(
             problem = check(example)
         except UnsatisfiedAssumption:
             raise
+        except MemoryError:
+            raise over_budget("memory", f"property {name}") from None
         except EngineError as exc:
             if engine == "reject":
                 state["rejected"] += 1
@@ -161,22 +169,68 @@ def verify_model(
         raise ConfigError(f"verify has no plan for models of kind {model.kind!r}; it knows {sorted(PLANS)}")
     skip_set = check_skip(model, [*skip, *getattr(getattr(model, "sig", None), "skip", ())])
     ctx = Context(examples=examples, seed_value=seed_value, out_dir=out_dir, domain=domain, skip=skip_set)
-    for item in PLANS[model.kind](model, ctx):
-        if skipped(item.name, skip_set):
-            result = PropertyResult(item.name, "skip", 0, SKIP_REQUESTED)
-        elif isinstance(item, PropertyResult):
-            result = item
-        else:
-            result = run_property(
-                item.name,
-                item.strategy,
-                item.check,
-                examples=examples,
-                seed_value=seed_value,
-                out_dir=out_dir,
-                engine=item.engine,
-            )
-            if item.summary is not None:
-                item.summary(item.state if item.state is not None else {}, result)
-        ctx.results.append(result)
+    budget = active()
+    plan = PLANS[model.kind](model, ctx)
+    try:
+        for item in plan:
+            if budget is not None:
+                budget.doing = f"verify's property {item.name}"
+            if skipped(item.name, skip_set):
+                result = PropertyResult(item.name, "skip", 0, SKIP_REQUESTED)
+            elif isinstance(item, PropertyResult):
+                result = item
+            else:
+                result = run_property(
+                    item.name,
+                    item.strategy,
+                    item.check,
+                    examples=examples,
+                    seed_value=seed_value,
+                    out_dir=out_dir,
+                    engine=item.engine,
+                )
+                if item.summary is not None:
+                    item.summary(item.state if item.state is not None else {}, result)
+            ctx.results.append(result)
+    except MemoryError:
+        stop = over_budget("memory", f"verify's property {_next_name(model, ctx)}")
+        _stopped(model, ctx, str(stop.error), "skip")
+        stop.error.results = ctx.results
+        raise stop.error from None
+    except OverBudget as stop:
+        _stopped(model, ctx, str(stop.error), "skip")
+        stop.error.results = ctx.results
+        raise stop.error from None
+    except TickformerError:
+        raise
+    except Exception as exc:  # the plan's own code broke (outside any property): a bug in verify
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        trace = traceback.format_exc(limit=-4).strip().splitlines()[-8:]
+        _stopped(
+            model,
+            ctx,
+            f"internal error in verify while preparing this property (a bug in tickformer verify, not a property "
+            f"violation): {type(exc).__name__}: {first}",
+            "error",
+            {"traceback": trace},
+        )
     return ctx.results
+
+
+def _next_name(model: Any, ctx: Context) -> str:
+    done = {r.name for r in ctx.results}
+    return next((n for n in PROPERTY_NAMES.get(model.kind, ()) if n not in done), "?")
+
+
+def _stopped(
+    model: Any, ctx: Context, message: str, status: str, details: dict[str, Any] | None = None
+) -> None:
+    """The property the run stopped in gets `status` and `message`; every later one of the
+    kind's plan is reported as not run."""
+    done = {r.name for r in ctx.results}
+    names = [n for n in PROPERTY_NAMES.get(model.kind, ()) if n not in done]
+    if not names:
+        return
+    ctx.results.append(PropertyResult(names[0], status, 0, message, details=details or {}))
+    for name in names[1:]:
+        ctx.results.append(PropertyResult(name, "skip", 0, f"not run: the run stopped at {names[0]}"))
