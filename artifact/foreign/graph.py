@@ -212,8 +212,9 @@ def _dtype(value_info: Any, where: str) -> str:
 
 
 def _vocab_hints(model: Any) -> dict[str, int]:
-    """int graph input -> rows V of the initializer a Gather (axis 0) indexes with it, following
-    Cast/Unsqueeze/Reshape/... from the input (an embedding lookup: ids in [0, V-1])."""
+    """int graph input -> rows V of the initializer a Gather (axis 0) or a GatherND (batch_dims 0)
+    indexes with it, following Cast/Unsqueeze/Reshape/... from the input (an embedding lookup: ids
+    in [0, V-1])."""
     g = model.graph
     inits = {i.name: list(i.dims) for i in g.initializer}
     consumers: dict[str, list[Any]] = {}
@@ -232,6 +233,13 @@ def _vocab_hints(model: Any) -> dict[str, int]:
                     axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
                     table = inits.get(node.input[0])
                     if table and axis == 0:
+                        hints[inp.name] = int(table[0])
+                        break
+                elif node.op_type == "GatherND" and len(node.input) > 1 and node.input[1] == value:
+                    # torch's dynamo exporter: table[ids] as GatherND(table, Unsqueeze(ids, -1))
+                    batch_dims = next((a.i for a in node.attribute if a.name == "batch_dims"), 0)
+                    table = inits.get(node.input[0])
+                    if table and batch_dims == 0:
                         hints[inp.name] = int(table[0])
                         break
                 elif node.op_type in PASSTHROUGH_OPS and node.input and node.input[0] == value:

@@ -110,6 +110,14 @@ def resolve(
     # Output groups: a named dim shared with an input joins that input's group.
     sym_groups = {d: groups.name(("sym", d)) for t in full.inputs for d in t.dims if isinstance(d, str)}
     batch_group = next((i.groups[i.batch_axis] for i in inputs if i.batch_axis is not None), None)
+    batch_static = next(
+        (
+            i.dims[i.batch_axis]
+            for i in inputs
+            if i.batch_axis is not None and isinstance(i.dims[i.batch_axis], int)
+        ),
+        None,
+    )
     time_groups = [g for g in dict.fromkeys(i.time_group for i in inputs) if g is not None]
     present_names = set() if pairing is None else {q for _, q in pairing.pairs}
     step_sig: CacheSig | None = None
@@ -123,8 +131,10 @@ def resolve(
             ba = axis_index(d["batch_axis"], t.rank, where, f"outputs.{t.name}.batch_axis")
         elif batch_group is not None and batch_group in g:
             ba = g.index(batch_group)
+        elif t.rank >= 1 and batch_group is not None and (t.dims[0] is None or t.dims[0] == batch_static):
+            ba = 0  # an unnamed dynamic axis 0, or the static batch size of the inputs
         else:
-            ba = 0 if t.rank >= 1 and batch_group is not None and t.dims[0] is None else None
+            ba = None
         if "time_axis" in d:
             ta = axis_index(d["time_axis"], t.rank, where, f"outputs.{t.name}.time_axis")
         elif is_cache and pairing is not None and pairing.kinds.get(pairing.past_of(t.name)) == "state":

@@ -5,9 +5,12 @@ transcribed from onnx-tensorrt's docs/operators.md for the target release (opset
 supported operators and their documented restrictions), plus static-shape, dtype and
 fp16-range checks (see `tickformer.export.trt_support` for the tables and their sources). A bare
 model's KV-cache step graph (--step, or the spec's cache.step) is checked too, as a graph of
-dynamic shapes (its past length grows: TensorRT needs an optimization profile for it). It
-does not run TensorRT's ONNX parser: a graph that passes can still be refused by it. Prints one
-line per finding and a summary; exits 1 when any finding is an error, 0 otherwise. Needs
+dynamic shapes (its past length grows: TensorRT needs an optimization profile for it). A bare
+model is read as verify reads it (external data from its own folder) and its control flow is
+checked: a Loop whose trip count is unbounded is a warning [unbounded-loop] (one run may never
+end), a Scan or If a note. It does not run TensorRT's ONNX parser: a graph that passes can still
+be refused by it. Prints one line per finding and a summary; exits 1 when any finding is an
+error, 0 otherwise (a bare model past --time-budget / --memory-budget: one line, exit 2). Needs
 neither a GPU nor TensorRT.
 """
 
@@ -18,6 +21,7 @@ import json
 from pathlib import Path
 
 from tickformer.commands import args as shared
+from tickformer.commands import user_model
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--notes", action="store_true", help="also print notes (facts, not problems)")
     p.add_argument("--json", action="store_true", help="print the findings as one JSON document")
+    user_model.budget_flags(p, "check")
     p.set_defaults(func=run)
 
 
@@ -66,6 +71,8 @@ def _step_findings(args: argparse.Namespace, spec) -> list:
     )
     if step_data is None or sig.cache is None:
         return []
+    if sig.cache.same:
+        return []  # the model is its own step graph: checked above
     _, model = read_graph(sig.cache.step)
     name = Path(sig.cache.step).name
     note = Finding(
@@ -76,14 +83,70 @@ def _step_findings(args: argparse.Namespace, spec) -> list:
         "a KV-cache step graph: checked with dynamic shapes (its past length grows; a TensorRT engine needs an "
         "optimization profile covering the cache lengths)",
     )
-    return [*check_model(model, spec, role="full", graph=name), note]
+    return [*check_model(model, spec, role="full", graph=name), *flow_findings(model, name), note]
+
+
+def flow_findings(model, graph: str) -> list:
+    """Control flow of a bare model as findings: an unbounded Loop a warning, the rest notes."""
+    from tickformer.artifact.foreign.control_flow import control_flow
+    from tickformer.export.trt_support import Finding
+
+    code = {"Loop": "loop", "Scan": "scan", "If": "if"}
+    return [
+        Finding(
+            f.severity,
+            graph,
+            "unbounded-loop" if f.severity == "warning" else f"control-flow-{code[f.op]}",
+            f.where,
+            f.text,
+        )
+        for f in control_flow(model)
+    ]
+
+
+def _bare_findings(args: argparse.Namespace, spec) -> list:
+    """A bare .onnx read as verify reads it (external data from its folder; an unreadable file is a
+    finding), checked, with its control flow."""
+    from tickformer.artifact.foreign.graph import read_graph
+    from tickformer.errors import ArtifactError, TickformerError
+    from tickformer.export.trt_support import Finding, check_model, role_of
+
+    if args.trust is not None:
+        raise ArtifactError(
+            f"--trust applies to signed artifacts; {args.artifact} is a bare .onnx file, which carries no signature: "
+            "pass the artifact directory"
+        )
+    name = args.artifact.name
+    try:
+        _, model = read_graph(args.artifact)
+    except TickformerError as exc:
+        if not args.artifact.exists():
+            raise
+        return [Finding("error", name, "onnx-invalid", "file", str(exc)[:300])]
+    try:
+        import onnx
+
+        onnx.checker.check_model(model)
+    except Exception as exc:  # a broken graph is a finding, not a crash
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return [Finding("error", name, "onnx-invalid", "file", msg[:300])]
+    return [*check_model(model, spec, role=role_of(args.artifact), graph=name), *flow_findings(model, name)]
 
 
 def run(args: argparse.Namespace) -> int:
+    if user_model.is_bare(args.artifact, args) and args.artifact.suffix == ".onnx":
+        return user_model.guarded(args, "check", lambda budget: _run(args))
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from tickformer.export.trt_support import check_path, count, target
 
     spec = target(args.target)
-    findings = check_path(args.artifact, spec, trust=args.trust)
+    if user_model.is_bare(args.artifact, args) and args.artifact.suffix == ".onnx":
+        findings = _bare_findings(args, spec)
+    else:
+        findings = check_path(args.artifact, spec, trust=args.trust)
     findings += _step_findings(args, spec)
     errors, warnings, notes = (count(findings, s) for s in ("error", "warning", "note"))
     if args.json:

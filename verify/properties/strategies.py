@@ -307,6 +307,8 @@ def input_arrays(i: Any, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray
             return mask_values(i, np.broadcast_to(v.reshape(view), shape))
 
         return valid_rows(b, t, i.pattern).map(place)
+    if i.role == "state":  # the reset state: zeros (a cache of length 0), never drawn
+        return st.just(np.zeros(shape, dtype=i.dtype))
     return st.just(positions(i, shape))
 
 
