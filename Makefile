@@ -8,12 +8,17 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 LOCK   := requirements.lock
 STAMP  := $(VENV)/.installed
+# the Triton server's own venv (tickformer serve; docs/serving.md)
+SERVE_VENV  := .venv-serve
+SERVE_LOCK  := requirements-serve.lock
+SERVE_STAMP := $(SERVE_VENV)/.installed
 # one BLAS/OpenMP thread per process: the tests run one process per core (pytest-xdist)
 PYTEST := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n auto
-# Debian packages for the static checks of the generated C step (tests/codegen)
-APT_PACKAGES := cppcheck frama-c-base
+# Debian packages for the static checks of the generated C step (tests/codegen) and the headless
+# browser that renders a certificate's report.html in its test (tests/certify/test_report_html.py)
+APT_PACKAGES := cppcheck frama-c-base chromium
 
-.PHONY: help demo test check lock prove claims bench clean
+.PHONY: help demo test check lock prove claims bench serve clean
 
 help:  ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-7s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -29,18 +34,33 @@ $(STAMP): $(LOCK) pyproject.toml | $(PY)
 	@$(MAKE) --no-print-directory system-packages
 	touch $(STAMP)
 
-# cppcheck and Frama-C are Debian packages: installed with apt-get where this runs as root on a
-# Debian machine (CI); elsewhere, or with NO_APT=1, their tests are skipped with a message naming them.
+# cppcheck, Frama-C and chromium are Debian packages: installed with apt-get where this runs as root
+# on a Debian machine (CI); elsewhere, or with NO_APT=1, their tests are skipped with a message naming them.
 .PHONY: system-packages
 system-packages:
-	@if command -v cppcheck >/dev/null 2>&1 && command -v frama-c >/dev/null 2>&1; then :; \
+	@if command -v cppcheck >/dev/null 2>&1 && command -v frama-c >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1; then :; \
 	elif [ -n "$(NO_APT)" ] || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
 	  echo "note: not installing $(APT_PACKAGES) (needs apt-get as root; NO_APT=$(NO_APT)): their tests will be skipped"; \
 	else \
-	  echo "installing Debian packages $(APT_PACKAGES) with apt-get (static checks of the generated C; NO_APT=1 skips)"; \
+	  echo "installing Debian packages $(APT_PACKAGES) with apt-get (static checks of the generated C; chromium renders the certificate report in its test; NO_APT=1 skips)"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; } \
 	    || echo "note: apt-get could not install $(APT_PACKAGES): their tests will be skipped"; \
 	fi
+
+$(SERVE_STAMP): $(SERVE_LOCK) pyproject.toml
+	@echo "installing the Triton server's venv $(SERVE_VENV) from $(SERVE_LOCK) (exact versions, hashes checked)"
+	$(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(SERVE_LOCK)
+	$(SERVE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $(SERVE_STAMP)
+
+# ART: an exported decoder-only artifact (default: a tiny one made here); SLOTS streams, gRPC on PORT.
+ART   ?= runs/serve-demo/art
+SLOTS ?= 64
+PORT  ?= 8001
+serve: $(STAMP) $(SERVE_STAMP)  ## serve ART's streams from Triton on 127.0.0.1:PORT (gRPC) until Ctrl-C / SIGTERM
+	@[ -e "$(ART)" ] || $(PY) -c 'from tickformer.export.writer import export_params; from tickformer.model import init_params, preset; c = preset("tiny").replace(window=8); export_params(c, init_params(c, 0), "$(ART)", batch=1)'
+	$(VENV)/bin/tickformer serve $(ART) --repo runs/serve-demo/repo --slots $(SLOTS) --grpc-port $(PORT) --run
 
 demo: $(STAMP)  ## the end-to-end demo: train, export, verify, certify, closed loop (reports/demo)
 	$(VENV)/bin/tickformer demo --out reports/demo
@@ -49,14 +69,19 @@ test: $(STAMP)  ## ruff, then the fast tier of tests (not marked slow), both cor
 	$(VENV)/bin/ruff format --check --quiet . && $(VENV)/bin/ruff check --quiet .
 	$(PYTEST) -q -m "not slow"
 
-check: $(STAMP)  ## ruff, then every test: the fast tier and the slow one (what CI runs)
+check: $(STAMP) $(SERVE_STAMP)  ## ruff, then every test: the fast tier and the slow one (what CI runs)
 	$(VENV)/bin/ruff format --check --quiet . && $(VENV)/bin/ruff check --quiet .
 	$(PYTEST) -q
 
-lock: $(STAMP)  ## regenerate requirements.lock from pyproject.toml and requirements-tools.in
-	$(VENV)/bin/uv pip compile pyproject.toml requirements-tools.in --extra cpu --extra data --extra plant --extra test \
+# Two locks from one command: the server of `tickformer serve` (nvidia-pytriton's tritonserver)
+# pins numpy < 2, so it gets its own lock and venv (.venv-serve) instead of the project's numpy 2.
+lock: $(STAMP)  ## regenerate requirements.lock (and requirements-serve.lock) from pyproject.toml and the .in files
+	$(VENV)/bin/uv pip compile pyproject.toml requirements-tools.in --extra cpu --extra data --extra plant --extra serve --extra test \
 	  --excludes requirements-exclude.txt --generate-hashes --universal --python-version 3.11 \
 	  --custom-compile-command "make lock" --quiet -o $(LOCK)
+	$(VENV)/bin/uv pip compile pyproject.toml requirements-serve.in --extra cpu \
+	  --generate-hashes --python-version 3.11 \
+	  --custom-compile-command "make lock" --quiet -o $(SERVE_LOCK)
 
 prove: $(STAMP)  ## the CrossHair proofs and their wrong twins
 	$(VENV)/bin/tickformer prove
@@ -70,4 +95,4 @@ bench: $(STAMP)  ## benchmarks against comparators (installs the torch comparato
 	$(PY) benchmarks/report.py
 
 clean:  ## remove the venv and run outputs
-	rm -rf $(VENV) runs .pytest_cache .hypothesis
+	rm -rf $(VENV) $(SERVE_VENV) runs .pytest_cache .hypothesis

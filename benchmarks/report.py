@@ -464,6 +464,59 @@ def streaming_section(streaming: dict | None) -> str:
     return "\n\n".join(parts)
 
 
+def serving_section(serving: dict | None) -> str:
+    """results/serving.json (benchmarks/serving.py): many streams served from Triton."""
+    if not serving or "sizes" not in serving:
+        return "_Not measured (results/serving.json missing; `python benchmarks/serving.py`, needs .venv-serve)._"
+    one, command = serving["one_stream"], serving.get("command", "python benchmarks/serving.py")
+    preset, slots = serving["model"]["preset"], serving["server"]["slots"]
+    lines = [
+        f"_From results/serving.json ({serving.get('utc', '?')}), `{command}`: the {preset} shapes, one "
+        f"tritonserver (Python backend, {slots} slots) and the gRPC client on this machine, loopback "
+        "(docs/serving.md)._",
+        "",
+        f"One stream, one step per round trip: p50 {one['p50_us']:.0f} µs, p99 {one['p99_us']:.0f} µs "
+        f"({one['n']} steps).",
+        "",
+    ]
+    rows = []
+    for n, r in serving["sizes"].items():
+        ip = r["in_process"]
+        rows.append(
+            [
+                n,
+                f"{r['per_stream']['steps_per_s']:,}",
+                f"{r['tick_batched']['steps_per_s']:,}",
+                f"{ip['ort']['steps_per_s']:,}",
+                f"{ip['numpy']['steps_per_s']:,}",
+                f"{r['tick_batched_over_in_process']:.2f}",
+            ]
+        )
+    header = [
+        "streams",
+        "per-stream (steps/s)",
+        "tick-batched",
+        "in-process ORT",
+        "in-process numpy",
+        "tick-batched / best",
+    ]
+    lines.append(table(header, rows))
+    target = serving["target_tick_batched_over_in_process"]
+    met = [n for n, r in serving["sizes"].items() if r["tick_batched_over_in_process"] >= target]
+    verdicts = [
+        f"{verdict(ok)} at {', '.join(ns)}"
+        for ok, ns in ((True, met), (False, [n for n in serving["sizes"] if n not in met]))
+        if ns
+    ]
+    lines += [
+        "",
+        f"Target: tick-batched serving at least {target:.1f} of the in-process batched step: {'; '.join(verdicts)} "
+        f"streams. Served outputs equal to the in-process Session: {serving['streams_equal']:,} of "
+        f"{serving['streams_compared']:,} streams.",
+    ]
+    return "\n".join(lines)
+
+
 def c_step_section(c_step: dict | None) -> str:
     """results/c_step.json (benchmarks/test_c_step.py): the generated C step beside ORT, one run."""
     if not c_step or "session" not in c_step:
@@ -705,6 +758,7 @@ def render(results: Path, out_dir: Path) -> str:
     streaming = load_json(results / "streaming.json")
     data = load_json(results / "data.json")
     c_step = load_json(results / "c_step.json")
+    serving = load_json(results / "serving.json")
     cases = index_benchmarks(latest)
     targets_md, _ = targets(cases, memory)
     scaling_md = {}
@@ -777,6 +831,10 @@ each benchmark's `extra_info`, the machine in `machine_info.tickformer`), `resul
 ## The generated C step (backend "c") beside ORT
 
 {c_step_section(c_step)}
+
+## Serving many streams from Triton (per-stream and tick-batched, beside the in-process batched step)
+
+{serving_section(serving)}
 
 ## Training throughput: numpy trainer vs torch CPU (same model, same batch, 1 thread)
 

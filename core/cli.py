@@ -31,6 +31,7 @@ COMMANDS = (
     "verify",
     "certify",
     "codegen",
+    "serve",
     "demo",
 )
 

@@ -53,7 +53,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tickformer.artifact",),
     ("tickformer.runtime",),  # loading is reading: the runtime never imports export or codegen
     ("tickformer.export", "tickformer.codegen"),
-    ("tickformer.verify", "tickformer.certify", "tickformer.control"),
+    ("tickformer.verify", "tickformer.certify", "tickformer.control", "tickformer.serve"),
     ("tickformer.cli", "tickformer.commands", "tickformer.__main__"),
 )
 # Deliberate exceptions, each with its reason.

@@ -338,6 +338,18 @@ CASES += [  # issue 35: train without a task or data; tickformer log
     ("log", ["tanks", "--out", "{TMP}/l2.txt"], "give a .csv or .parquet file name"),
     ("log", ["tanks", "--out", "{TMP}/l3.csv", "--runs", "0"], "--runs"),
 ]
+CASES += [  # issue 39: tickformer serve
+    ("serve", ["{TMP}/nowhere", "--repo", "{TMP}/s1"], "nowhere"),
+    ("serve", ["{BAD_ART}", "--repo", "{TMP}/s2"], "SHA-256"),
+    ("serve", ["{ART}", "--repo", "{TMP}/s3", "--slots", "0"], "--slots"),
+    ("serve", ["{ART}", "--repo", "{TMP}/s4", "--run", "--server-env", "{TMP}/noenv"], ".venv-serve"),
+    (
+        "serve",
+        ["{ART}", "--repo", "{TMP}/s5", "--form", "onnxruntime", "--run"],
+        "NVIDIA's tritonserver container",
+    ),
+    ("serve", ["{ART}", "--repo", "{TMP}/s6", "--trust", "{PUB}"], "not signed"),
+]
 
 SYNTAX_CASES = [
     ["nope"],

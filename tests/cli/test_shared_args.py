@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tickformer.cli import build_parser
 
-LOADERS = {"inspect", "run", "verify", "certify", "check", "build", "prove", "codegen"}
+LOADERS = {"inspect", "run", "verify", "certify", "check", "build", "prove", "codegen", "serve"}
 SIGN = "sign"  # reads the artifact to sign it with your own key: nothing to trust beforehand
 SHARED = ("--out", "--backend", "--seed", "--threads", "--trust", "--vocab", "--domain")
 # Commands that still define a shared flag themselves, with the reason (fix, then remove here).
