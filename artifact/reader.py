@@ -81,7 +81,8 @@ MANIFEST_HASH = sealed.MANIFEST_HASH
 class Artifact:
     """A verified artifact: its directory, manifest and model config (as exported), and the
     verified bytes of every listed file (`files`, read once at open: `file_bytes`).
-    `signed_by`: the key id that verified its signature when a trust key was given, else None.
+    `signed_by`: the key id that verified its signature when a trust key was given, else None;
+    `trust_key`: that public key (the c backend checks signed build records with it).
     `manifest_bytes`: the bytes of manifest.json the checks ran on (certify hashes these, never a
     second read by path); None for an Artifact made by hand."""
 
@@ -91,6 +92,7 @@ class Artifact:
     files: Mapping[str, bytes] = field(default_factory=dict, repr=False, compare=False)
     signed_by: str | None = None
     manifest_bytes: bytes | None = field(default=None, repr=False, compare=False)
+    trust_key: Any = field(default=None, repr=False, compare=False)  # the public key that verified it
 
     @property
     def batch(self) -> int:
@@ -308,15 +310,22 @@ def _check_header(root: Path, manifest: Any) -> None:
         )
 
 
+def trusted_key(trust: Any) -> tuple[Any, int]:
+    """The public key and the lowest accepted release of `trust` (a public key file, a loaded
+    key, or a `signing.Trust` policy)."""
+    min_release = 0
+    if isinstance(trust, signing.Trust):
+        trust, min_release = trust.key, trust.min_release
+    key = signing.load_public_key(trust) if isinstance(trust, (str, os.PathLike)) else trust
+    return key, min_release
+
+
 def check_signature(root: Path, directory: Directory, manifest: dict[str, Any], trust: Any) -> str:
     """The key id of `trust` (a public key file, a loaded key, or a `signing.Trust` policy: its key
     and the lowest release it accepts) if manifest.sig in `directory` is its valid signature of
     `manifest` (`tickformer.signing`) and the release is not older than the policy's minimum.
     Raises UntrustedArtifact."""
-    min_release = 0
-    if isinstance(trust, signing.Trust):
-        trust, min_release = trust.key, trust.min_release
-    key = signing.load_public_key(trust) if isinstance(trust, (str, os.PathLike)) else trust
+    key, min_release = trusted_key(trust)
     if directory.kind(SIGNATURE) == "missing":
         raise UntrustedArtifact(
             f"{root}: is not signed (no {SIGNATURE}) and a trust key was given; sign it with "
@@ -336,13 +345,20 @@ def check_signature(root: Path, directory: Directory, manifest: dict[str, Any], 
     return signer
 
 
-def _manifest_of(root: Path, directory: Directory, trust: Any) -> tuple[dict[str, Any], str | None, bytes]:
+def _manifest_of(
+    root: Path, directory: Directory, trust: Any
+) -> tuple[dict[str, Any], str | None, bytes, Any]:
+    """The checked manifest, the key id that verified it (None without trust), its bytes, and
+    the public key that verified it (read once: the c backend checks build records with it)."""
     manifest, data = _parse_manifest(root, directory)
     _check_header(root, manifest)
-    signer = None if trust is None else check_signature(root, directory, manifest, trust)
+    signer = key = None
+    if trust is not None:
+        key, minimum = trusted_key(trust)
+        signer = check_signature(root, directory, manifest, signing.Trust(key, minimum))
     check_self_hash(root, manifest)
     check_schema(root, manifest)
-    return manifest, signer, data
+    return manifest, signer, data, key
 
 
 def _open_dir(root: Path) -> Directory:
@@ -473,7 +489,7 @@ def open_artifact(path: str | os.PathLike[str], *, trust: Any = None) -> Artifac
     what is wrong. Not real-time safe (file I/O, hashing)."""
     root = Path(path)
     with _open_dir(root) as directory:
-        manifest, signer, manifest_bytes = _manifest_of(root, directory, trust)
+        manifest, signer, manifest_bytes, key = _manifest_of(root, directory, trust)
         contents = verify_files(root, directory, manifest["files"])
     try:
         config = Config.from_dict(manifest["config"])
@@ -503,6 +519,7 @@ def open_artifact(path: str | os.PathLike[str], *, trust: Any = None) -> Artifac
         files=contents,
         signed_by=signer,
         manifest_bytes=manifest_bytes,
+        trust_key=key,
     )
     artifact.params()  # weights vs config: names, shapes, float32, finite (ArtifactError)
     try:

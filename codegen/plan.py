@@ -81,6 +81,7 @@ KNOWN_MANIFEST_KEYS = frozenset(
         "manifest_sha256",
         "kind",  # "ssm" (the only value written today); another is refused by name
         "state_bound",
+        "release",  # the artifact's release number (artifact/ranges.py): bookkeeping, not the step's arithmetic
     }
 )
 KINDS = ("ssm",)  # manifest "kind" values with a block kind here (format.artifact_kind)

@@ -25,10 +25,16 @@ cache directory through durable.replace_dir, so a crash mid-build never leaves a
 that holds a library without its build.json, and a library is only loaded from a directory
 whose build.json names the same key.
 
-Trust: loading a shared library runs its code. The cache directory is the user's own
-(TICKFORMER_CODEGEN_CACHE or cache_dir= to move it); the backend checks every library, built
-here or a prebuilt `library=`, to be built for this artifact (tf_artifact_sha256) and this state
-layout, which detects mix-ups, not tampering. Not real-time code.
+Trust: loading a shared library runs its code. build.json is the backend's build record
+(runtime/backends/c.py `build_record`): the artifact, the library's SHA-256, the generator, the
+compiler and the flags. A cache entry is used only if its record names the same key and the
+library's bytes hash to the recorded SHA-256 (else it is rebuilt), and the backend checks the
+record again on the bytes it loads. That detects corruption and mix-ups; anyone who can write the
+cache can rewrite the record too, so under trust= the backend asks for a rebuild (rebuild=True)
+of any library this process did not compile: `build_library` registers the hash of every
+library it compiles (`register_built_library`), taken from the compiler's output in a private
+directory before it reaches the cache. The cache directory is the user's own
+(TICKFORMER_CODEGEN_CACHE or cache_dir= to move it). Not real-time code.
 """
 
 from __future__ import annotations
@@ -46,12 +52,12 @@ from typing import Any, Sequence
 from tickformer.artifact import Artifact
 from tickformer.durable import replace_dir
 from tickformer.errors import BackendError, BackendUnavailable, ConfigError
+from tickformer.runtime.backends.c import BUILD_RECORD, build_record, register_built_library
 
 from .plan import Plan, plan_for
 from .source import generator_id, model_sources
 
 LIBRARY = "libtf_model.so"
-BUILD_RECORD = "build.json"
 DEFAULT_FLAGS = ("-std=c99", "-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno")
 GCC_FLAGS = ("-fno-tree-loop-distribute-patterns", "-mprefer-vector-width=512")
 SHARED_FLAGS = ("-fPIC", "-shared")
@@ -98,6 +104,13 @@ def find_compiler(cc: str | None = None) -> Compiler:
 
 def compile_flags(compiler: Compiler, cflags: Sequence[str] | None = None) -> tuple[str, ...]:
     """DEFAULT_FLAGS (plus GCC's own) or the caller's `cflags`, then -fPIC -shared."""
+    return deployment_flags(compiler, cflags) + SHARED_FLAGS
+
+
+def deployment_flags(compiler: Compiler, cflags: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The flags the step is built with: DEFAULT_FLAGS (plus GCC's own) or the caller's `cflags`
+    (fast math refused). The library adds -fPIC -shared (`compile_flags`); the native timing
+    program (codegen/native.py) builds the step's object with exactly these."""
     if cflags is None:
         base = DEFAULT_FLAGS + (GCC_FLAGS if compiler.kind == "gcc" else ())
     else:
@@ -109,7 +122,7 @@ def compile_flags(compiler: Compiler, cflags: Sequence[str] | None = None) -> tu
             f"cflags {list(base)} enable fast math, which breaks the -inf selection and the NaN checks "
             "of the step; remove it"
         )
-    return base + SHARED_FLAGS
+    return base
 
 
 def cache_root(cache_dir: "str | os.PathLike[str] | None" = None) -> Path:
@@ -134,8 +147,8 @@ def cache_key(plan: Plan, generator: str, compiler: Compiler, flags: Sequence[st
 
 def build_for(artifact: Artifact, **options: Any) -> Path:
     """Backend "c"'s library builder (runtime/backends/c.py `LibraryBuilder`): the compiled
-    library for `artifact` (options: build_library's cc, cflags, cache_dir), after `plan_for`
-    refused what the generator does not support."""
+    library for `artifact` (options: build_library's cc, cflags, cache_dir, rebuild), after
+    `plan_for` refused what the generator does not support."""
     return build_library(plan_for(artifact), **options)
 
 
@@ -145,14 +158,16 @@ def build_library(
     cc: str | None = None,
     cflags: Sequence[str] | None = None,
     cache_dir: "str | os.PathLike[str] | None" = None,
+    rebuild: bool = False,
 ) -> Path:
-    """The path of the compiled library for `plan`, building it on a cache miss."""
+    """The path of the compiled library for `plan`, building it on a cache miss (or always with
+    rebuild=True: the backend under trust=, module docstring)."""
     compiler = find_compiler(cc)
     flags = compile_flags(compiler, cflags)
     gen = generator_id()
     key = cache_key(plan, gen, compiler, flags)
     target = cache_root(cache_dir) / key
-    if _cached(target, key):
+    if not rebuild and _cached(target, key):
         return target / LIBRARY
     sources = model_sources(plan)
     with tempfile.TemporaryDirectory(prefix="tickformer-codegen-") as tmp:
@@ -173,22 +188,64 @@ def build_library(
                 f"{detail[0] if detail else 'no output'}"
             )
         library = (work / LIBRARY).read_bytes()
-    record = {
-        "key": key,
-        "artifact": plan.artifact_sha256,
-        "generator": gen,
-        "compiler": compiler.path,
-        "compiler_version": compiler.version,
-        "flags": list(flags),
-    }
-    files = {**sources, LIBRARY: library, BUILD_RECORD: json.dumps(record, indent=2, sort_keys=True).encode()}
-    replace_dir(target, files, last=BUILD_RECORD)
+    digest = hashlib.sha256(library).hexdigest()
+    register_built_library(plan.artifact_sha256, digest)  # hashed before it reaches the cache
+    record = build_record(
+        plan.artifact_sha256,
+        digest,
+        key=key,
+        library=LIBRARY,
+        generator=gen,
+        compiler=compiler.path,
+        compiler_version=compiler.version,
+        flags=list(flags),
+    )
+    replace_dir(target, {**sources, LIBRARY: library, BUILD_RECORD: record}, last=BUILD_RECORD)
     return target / LIBRARY
 
 
 def _cached(target: Path, key: str) -> bool:
+    """The cache entry `target` holds a library whose bytes are the ones its record names."""
     try:
         record = json.loads((target / BUILD_RECORD).read_text())
+        library = (target / LIBRARY).read_bytes() if (target / LIBRARY).is_file() else b""
     except (OSError, ValueError):
         return False
-    return isinstance(record, dict) and record.get("key") == key and (target / LIBRARY).is_file()
+    return (
+        isinstance(record, dict)
+        and record.get("key") == key
+        and bool(library)
+        and record.get("library_sha256") == hashlib.sha256(library).hexdigest()
+    )
+
+
+def sign_library(
+    art: "str | os.PathLike[str]", library: "str | os.PathLike[str]", key: "str | os.PathLike[str]"
+) -> str:
+    """Sign the build of `library` for the artifact at `art` with the private key file `key`:
+    build.json (the backend's build record: the artifact, the library's SHA-256) and build.sig
+    beside the library, each written atomically, the signature last (a crash between the two
+    leaves a record whose signature does not verify: refused, never trusted). A device that loads
+    the artifact with the matching trust= runs that library and no other (runtime/backends/c.py,
+    "Trust"). The library must embed the artifact's manifest_sha256 (what `tickformer codegen`
+    generates); it is not loaded here. Returns the key id. Raises ArtifactError or ConfigError."""
+    from tickformer import signing
+    from tickformer.artifact import open_artifact
+    from tickformer.durable import atomic_write
+    from tickformer.errors import ArtifactError
+    from tickformer.runtime.backends.c import BUILD_SIGNATURE, read_library
+
+    private = signing.load_private_key(key)  # before anything is read: a bad key fails fast
+    artifact = open_artifact(art)
+    want = str(artifact.manifest["manifest_sha256"])
+    path = Path(library)
+    data = read_library(path)
+    if want.encode() not in data:
+        raise ArtifactError(
+            f"{path} does not embed artifact {want[:12]}...'s hash: it was not generated for {art}; "
+            "regenerate it with `tickformer codegen` and `make shared`"
+        )
+    record = build_record(want, hashlib.sha256(data).hexdigest(), library=path.name)
+    atomic_write(path.parent / BUILD_RECORD, record)
+    atomic_write(path.parent / BUILD_SIGNATURE, signing.signature_document(record, private))
+    return signing.key_id(private.public_key())

@@ -113,8 +113,19 @@ def _read_key(path: str | os.PathLike[str], what: str) -> bytes:
         raise ConfigError(f"{what} {exc}; pass the key file `tickformer keygen --out NAME` wrote") from None
 
 
+def public_key_file(private: str | os.PathLike[str]) -> str:
+    """What to pass as --trust for the private key file `private`: NAME.pub beside it when that
+    file exists, else a sentence saying it is missing (messages name only files that exist)."""
+    public = Path(str(private) + PUBLIC_SUFFIX)
+    if public.is_file():
+        return str(public)
+    return f"<its public key: {public} is not there; use the .pub `tickformer keygen` wrote with it>"
+
+
 def load_private_key(path: str | os.PathLike[str]) -> Any:
-    """The Ed25519 private key in the PEM file at `path`. Raises ConfigError."""
+    """The Ed25519 private key in the PEM file at `path`, which only its owner may read or write
+    (mode 0600 or narrower, as `tickformer keygen` writes it: a key others can read is no longer
+    secret, as ssh also refuses). Raises ConfigError."""
     serialization, ed25519 = _crypto()
     data = _read_key(path, "private key")
     try:
@@ -127,6 +138,15 @@ def load_private_key(path: str | os.PathLike[str]) -> Any:
     if not isinstance(key, ed25519.Ed25519PrivateKey):
         raise ConfigError(
             f"private key {path} is a {type(key).__name__}, not Ed25519; make one with tickformer keygen"
+        )
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except OSError:
+        mode = 0
+    if mode & 0o077:
+        raise ConfigError(
+            f"private key {path} has mode {mode:04o}: others can read or change it; `chmod 600 {path}`, "
+            "and make a new key pair if anyone else could have read it"
         )
     return key
 
