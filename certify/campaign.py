@@ -158,21 +158,57 @@ def certify_session(
         wall_ns = time.perf_counter_ns() - t0
     cond["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     cond["isolation"] = iso.granted
+    report = assemble(
+        durations,
+        positions,
+        budget_ns=budget_ns,
+        evt_config=evt_config,
+        conditions=cond,
+        campaign={
+            "samples": campaign.samples,
+            "warmup": campaign.warmup,
+            "n_inputs": int(inputs.shape[0]),
+            "wall_s": wall_ns / 1e9,
+            "duty_cycle": duty,
+        },
+        max_len=max_len,
+        static_cache=static_cache,
+        start=start,
+        window=window,
+        sweep=sweep,
+    )
+    return report, durations
+
+
+def assemble(
+    durations: np.ndarray,
+    positions: np.ndarray,
+    *,
+    budget_ns: float,
+    evt_config: EvtConfig,
+    conditions: dict[str, Any],
+    campaign: dict[str, Any],
+    max_len: int,
+    static_cache: bool,
+    start: int = 0,
+    window: int | None = None,
+    sweep: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The certificate of timed steps (durations_ns, positions), wherever they were timed -- in
+    this process (`certify_session`) or in the native timing program (certify/native.py): the
+    statistics, the verdict, the position evidence and, for a sliding stream, the ring's
+    coverage (a PASS that missed a slot becomes INCONCLUSIVE). Not real-time code."""
     report = analyze(durations, budget_ns=budget_ns, evt_config=evt_config)
     report_full = {
         "format": "tickformer-latency-certificate",
         "version": 1,
         **report,
-        "conditions": cond,
+        "conditions": conditions,
         "campaign": {
-            "samples": campaign.samples,
-            "warmup": campaign.warmup,
+            **campaign,
             "static_cache": static_cache,
             "timed_positions": [start, max_len - 1],
             "max_len": max_len,
-            "n_inputs": int(inputs.shape[0]),
-            "wall_s": wall_ns / 1e9,
-            "duty_cycle": duty,
             "position_profile": position_profile(durations, positions, max_len),
             "position_check": position_check(static_cache, durations, positions, max_len, sweep, start),
         },
@@ -193,7 +229,7 @@ def certify_session(
                 f"the window of {window})",
                 *report_full["reasons"],
             ]
-    return report_full, durations
+    return report_full
 
 
 # ----------------------------------------------------------------------------- artifacts

@@ -17,6 +17,7 @@ Not real-time code.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
@@ -29,9 +30,11 @@ from typing import Any, BinaryIO
 import numpy as np
 from scipy import stats
 
+from tickformer import sealed, signing
 from tickformer.durable import atomic_write, fsync_dir, write_error, write_synced
 from tickformer.errors import TickformerError
 
+from . import report_html
 from .decision import pwcet_result
 from .evt import _gev_c
 
@@ -74,22 +77,32 @@ def plot_histogram(report: dict[str, Any], path: Path | BinaryIO) -> None:
             label=f"overflow > {edges[-1]:.1f} us ({h['overflow']})",
         )
     budget_us = report["budget_ns"] / 1e3
-    if budget_us <= edges[-1] + 3 * width:
-        ax.axvline(budget_us, color="k", ls="--", label=f"budget {budget_us:.1f} us")
     st = report["stats"]
+    ax.axvline(budget_us, color="k", ls="--", lw=1.5, label=f"budget {budget_us:.1f} us")  # always drawn
+    right = max(edges[-1] + 3 * width, budget_us)
+    if budget_us > 5 * st["max"] / 1e3:  # far beyond the data: a log axis keeps both readable
+        ax.set_xscale("log")
+        ax.set_xlim(max(edges[0], 1e-3) * 0.9, right * 1.15)
+    else:
+        ax.set_xlim(edges[0], right * 1.05)
     for name, ls in (("p50", ":"), ("p99.9", "-.")):
         ax.axvline(st[name] / 1e3, color="#55A868", ls=ls, label=f"{name} {st[name] / 1e3:.1f} us")
     ax.set_yscale("log")
     ax.set_xlabel("step latency (us)")
     ax.set_ylabel("count")
-    ax.set_title(
+    _title(
+        ax,
         f"{st['n']} steps, max {st['max'] / 1e3:.1f} us, verdict {report['verdict']}; {pwcet_text(report)}",
-        fontsize=9,
     )
     ax.legend(fontsize=8)
     fig.tight_layout()
     _savefig(fig, path)
     plt.close(fig)
+
+
+def _title(ax: Any, text: str, width: int = 95) -> None:
+    """A plot title wrapped to lines that fit the figure (never cut off at either end)."""
+    ax.set_title("\n".join(textwrap.wrap(text, width)), fontsize=9)
 
 
 def fitted_exceedance(fit: dict[str, Any], x_ns: np.ndarray) -> np.ndarray:
@@ -185,7 +198,7 @@ def plot_exceedance(report: dict[str, Any], durations_ns: np.ndarray, path: Path
     ax.set_xlim(x[0] / 1e3 * 0.9, max(xmax, right) / 1e3 * 1.1)
     ax.set_xlabel("step latency x (us)")
     ax.set_ylabel("exceedance probability per step")
-    ax.set_title(f"verdict {report['verdict']}; {pwcet_text(report)}"[:110], fontsize=9)
+    _title(ax, f"verdict {report['verdict']}; {pwcet_text(report)}")
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     _savefig(fig, path)
@@ -230,12 +243,29 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-REPORT_FILES = {"histogram": "latency_hist.png", "exceedance": "exceedance.png", "samples": "samples_ns.npy"}
+REPORT_FILES = {
+    "histogram": "latency_hist.png",
+    "exceedance": "exceedance.png",
+    "samples": "samples_ns.npy",
+    "html": "report.html",
+}
 CERTIFICATE = "certificate.json"
+SIGNATURE = "certificate.sig"
 
 
-def report_bytes(report: dict[str, Any], durations_ns: np.ndarray) -> dict[str, bytes]:
-    """Every file of the report, in memory: {name: bytes}, certificate.json included."""
+def certificate_body(data: dict[str, Any]) -> bytes:
+    """What the certificate's integrity covers and its signature signs: the canonical JSON
+    (tickformer.sealed.canonical) of the certificate without its `integrity` key. Pure."""
+    return sealed.canonical({k: v for k, v in data.items() if k != "integrity"})
+
+
+def report_bytes(
+    report: dict[str, Any], durations_ns: np.ndarray, *, signing_key: Any = None, out_dir: str = "DIR"
+) -> dict[str, bytes]:
+    """Every file of the report, in memory: {name: bytes}, certificate.json included (sealed:
+    `integrity.body_sha256` over `certificate_body`, `samples_sha256` inside the body over
+    samples_ns.npy) and, with `signing_key` (an Ed25519 private key, tickformer.signing),
+    certificate.sig over the same body."""
     files: dict[str, bytes] = {}
     for key, plot in (("histogram", plot_histogram), ("exceedance", None)):
         buf = io.BytesIO()
@@ -247,22 +277,47 @@ def report_bytes(report: dict[str, Any], durations_ns: np.ndarray) -> dict[str, 
     buf = io.BytesIO()
     np.save(buf, np.asarray(durations_ns, dtype=np.int64))
     files[REPORT_FILES["samples"]] = buf.getvalue()
-    data = dict(report)
+    data = _jsonable(dict(report))
     data["files"] = dict(REPORT_FILES)
-    files[CERTIFICATE] = (json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n").encode()
+    data["samples_sha256"] = hashlib.sha256(files[REPORT_FILES["samples"]]).hexdigest()
+    body = certificate_body(data)
+    integrity: dict[str, Any] = {
+        "body_sha256": hashlib.sha256(body).hexdigest(),
+        "covers": "the canonical JSON (tickformer.sealed.canonical) of this certificate without 'integrity'; "
+        "its samples_sha256 covers samples_ns.npy",
+        "signature": None,
+        "text": "sealed (sha256 of the canonical certificate and of the samples), not signed",
+    }
+    if signing_key is not None:
+        files[SIGNATURE] = signing.signature_document(body, signing_key)
+        kid = signing.key_id(signing_key.public_key())
+        integrity.update(signature=SIGNATURE, key_id=kid, text=f"sealed and signed (Ed25519, key {kid})")
+    data["integrity"] = integrity
+    pngs = {"exceedance": files[REPORT_FILES["exceedance"]], "histogram": files[REPORT_FILES["histogram"]]}
+    files[REPORT_FILES["html"]] = report_html.render(
+        data, pngs, out_dir=out_dir, integrity=integrity
+    ).encode()
+    files[CERTIFICATE] = (json.dumps(data, indent=2, allow_nan=False) + "\n").encode()
     return files
 
 
-def write_report(out_dir: str | os.PathLike[str], report: dict[str, Any], durations_ns: np.ndarray) -> Path:
-    """Write latency_hist.png, exceedance.png, samples_ns.npy and certificate.json into `out_dir`
-    (module docstring: every file staged and fsynced first, certificate.json renamed last). A
-    failure while staging raises WriteError and leaves the previous report as it was."""
+def write_report(
+    out_dir: str | os.PathLike[str],
+    report: dict[str, Any],
+    durations_ns: np.ndarray,
+    *,
+    signing_key: Any = None,
+) -> Path:
+    """Write latency_hist.png, exceedance.png, samples_ns.npy, report.html, certificate.json (and
+    certificate.sig with `signing_key`) into `out_dir` (module docstring: every file staged and
+    fsynced first, certificate.json renamed last; a signature of a previous report is removed
+    with it). A failure while staging raises WriteError and leaves the previous report as it was."""
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TickformerError(f"cannot create report directory {out}: {exc}; pick a writable --out") from exc
-    files = report_bytes(report, durations_ns)
+    files = report_bytes(report, durations_ns, signing_key=signing_key, out_dir=str(out))
     cert = out / CERTIFICATE
     staged: dict[str, Path] = {}
     try:
@@ -278,8 +333,9 @@ def write_report(out_dir: str | os.PathLike[str], report: dict[str, Any], durati
         if isinstance(exc, OSError) and not isinstance(exc, TickformerError):
             raise write_error(cert, exc) from exc
         raise
-    try:  # 2. commit: the old certificate goes first, the new one comes last
+    try:  # 2. commit: the old certificate (and its signature) go first, the new one comes last
         cert.unlink(missing_ok=True)
+        (out / SIGNATURE).unlink(missing_ok=True)
         for name in [n for n in files if n != CERTIFICATE] + [CERTIFICATE]:
             os.replace(staged[name], out / name)
             del staged[name]
@@ -300,6 +356,19 @@ def _us(v_ns: float | None) -> str:
         return "-"
     v = v_ns / 1e3
     return f"{v:.1f}" if abs(v) < 1e6 else f"{v:.2e}"
+
+
+def static_text(report: dict[str, Any]) -> str:
+    """The static bound beside the measured figures, one line (or why there is none)."""
+    static = report.get("static_bound") or {}
+    if not static.get("computed"):
+        return f"static bound: not computed ({static.get('reason', 'not requested')})"
+    st = report["stats"]
+    return (
+        f"static LOWER bound {_us(static['value_ns'])} us ({static['bound_by']}: {static['flops']:,} flops, "
+        f"{static['bytes_touched']:,} bytes per step) -- measured min {_us(st['min'])}, p50 {_us(st['p50'])}, "
+        f"p99.9 {_us(st['p99.9'])}, max {_us(st['max'])} us; {pwcet_text(report)}"
+    )
 
 
 def ring_text(ring: dict[str, Any]) -> str:
@@ -338,6 +407,9 @@ def summary(report: dict[str, Any], console: Any = None) -> None:
         t.add_column(k, justify="right")
     t.add_row(*[_us(st[k]) for k in keys])
     con.print(t)
+    static = report.get("static_bound")
+    if static is not None:
+        con.print(static_text(report))
     evt = report.get("evt")
     if evt is None:
         con.print(f"[yellow]{pwcet_text(report)}[/]")

@@ -31,7 +31,7 @@ from tickformer.durable import replace_dir
 from tickformer.errors import ArtifactError
 from tickformer.runtime.backends.c import register_library_builder
 
-from . import evatarget, golden, ssm_kernels, testprog, toolchain
+from . import evatarget, golden, ssm_kernels, testprog, timing, toolchain
 from .plan import Plan, plan_for
 from .source import generator_id, model_sources
 
@@ -47,6 +47,9 @@ FILES = (
     "tf_test.c",
     "tf_expcheck.c",
     "tf_eva.c",
+    "tf_timing.c",
+    "tf_count.cpp",
+    "tf_memcount.c",
     "Makefile",
     "README",
 )
@@ -70,6 +73,9 @@ def generate(art: "str | os.PathLike[str] | Artifact", *, plan: Plan | None = No
     files["tf_test.c"] = testprog.test_c(plan).encode()
     files["tf_expcheck.c"] = testprog.expcheck_c().encode()
     files["tf_eva.c"] = evatarget.eva_c(plan).encode()
+    files["tf_timing.c"] = timing.timing_c().encode()
+    files["tf_count.cpp"] = timing.count_cpp().encode()
+    files["tf_memcount.c"] = timing.memcount_c().encode()
     if plan.block_kind == "ssm":
         from tickformer.model.ssm import ELEMENTARY_ERROR_U
 
@@ -116,6 +122,14 @@ max_len {cfg.max_len}, batch {plan.batch}; input domain {list(plan.domain)}.
 
   make        libtf_model.a and tf_test        make test      every check (see the Makefile)
   make shared libtf_model.so                   make expcheck  the exhaustive exp check
+  make timing tf_timing: the step timed in its own process (flags: OPT, ARCH; see tf_timing.c)
+  make count  floating-point operations and memory accesses of one step, counted from the code
+
+Timing on the target (an ARM64 board, say): copy this directory there and run
+  make timing OPT=-O3 ARCH=-mcpu=native && ./tf_timing --samples 100000 --cpu 3 --realtime 80 --out s.bin
+or cross-compile on the host: make timing CC=aarch64-linux-gnu-gcc ARCH=-mcpu=cortex-a72, then copy
+tf_timing. s.bin holds the durations (int64 ns) then the positions; `tickformer certify --backend c
+--native` runs the same program on this machine and certifies its samples (docs/certify.md).
 
 API: tf_model.h. Use: `static tf_state s; tf_reset(&s);` then once per tick
 `status = tf_step(&s, x, y);` (TF_OK: y holds the output; any other status: state unchanged).

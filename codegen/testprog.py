@@ -298,10 +298,15 @@ MAKEFILE = r"""# Makefile -- build and check the C step of artifact {sha} (gener
 #                   a sampled exp check
 #   make expcheck   the exhaustive exp check (all 2^32 float32)
 #   make ssmcheck   (ssm artifacts) the exhaustive check of softplus, tanh and 1 - exp(-s)
+#   make timing     tf_timing: the step timed in its own process, linked with libtf_model.a (the
+#                   deployment build: these flags); cross-compile with CC=aarch64-linux-gnu-gcc
+#   make count      floating-point operations (tf_count, C++: CXX) and memory accesses (tf_memcount,
+#                   -fsanitize=thread instrumentation, our own stubs) of one tf_step, as JSON
 #   make frama-c    Frama-C EVA on the step (if frama-c is installed: apt-get install frama-c-base):
 #                   no alarm for every input in the domain, position and reachable cache
 # Variables: CC, OPT (default -O2), ARCH (e.g. -march=native; default: the compiler's baseline).
 CC ?= cc
+CXX ?= c++
 OPT ?= -O2
 ARCH ?=
 # -ffp-contract=off: no fused multiply-add (the reference rounds every product); GCC's default
@@ -317,7 +322,7 @@ CPPCHECK ?= cppcheck
 FRAMAC ?= frama-c
 EVA_UNROLL ?= {unroll}  # the longest constant loop: EVA unrolls every loop instead of widening it
 
-.PHONY: all shared test check sanitize stack cppcheck expcheck expcheck-sampled ssmcheck ssmcheck-sampled frama-c clean
+.PHONY: all shared timing count test check sanitize stack cppcheck expcheck expcheck-sampled ssmcheck ssmcheck-sampled frama-c clean
 
 all: libtf_model.a tf_test
 
@@ -340,6 +345,24 @@ tf_test_san: tf_test.c tf_golden.h tf_model.c tf_model.h
 
 tf_expcheck: tf_expcheck.c tf_model.c tf_model.h
 	$(CC) -std=c99 -O2 $(ARCH) -ffp-contract=off -Wall -Wextra -Werror tf_expcheck.c -lm -o tf_expcheck
+
+tf_timing: tf_timing.c tf_model.h libtf_model.a
+	$(CC) -std=gnu99 -O2 $(ARCH) -Wall -Wextra tf_timing.c libtf_model.a -lm -o tf_timing
+
+timing: tf_timing
+
+tf_count: tf_count.cpp tf_model.c tf_model.h
+	$(CXX) -std=gnu++17 -O1 -w tf_count.cpp -o tf_count
+
+tf_model_tsan.o: tf_model.c tf_model.h
+	$(CC) -std=c99 -O0 -ffp-contract=off -Dconst= -fsanitize=thread -c tf_model.c -o tf_model_tsan.o
+
+tf_memcount: tf_memcount.c tf_model_tsan.o
+	$(CC) -std=c99 -O1 tf_memcount.c tf_model_tsan.o -lm -o tf_memcount
+
+count: tf_count tf_memcount
+	./tf_count
+	./tf_memcount
 {ssm_rules}
 check: tf_test
 	./tf_test
@@ -379,7 +402,7 @@ frama-c:
 test: check sanitize stack cppcheck expcheck-sampled{ssm_test}
 
 clean:
-	rm -f *.o *.a *.so *.su *.ci tf_test tf_test_san tf_expcheck tf_ssmcheck tf_eva.log
+	rm -f *.o *.a *.so *.su *.ci tf_test tf_test_san tf_expcheck tf_ssmcheck tf_timing tf_count tf_memcount tf_eva.log
 """
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Any
 
 from tickformer.commands import args as shared
@@ -48,7 +49,9 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="bare ONNX: positions per sequence (step) or the sequence length (full); default: the longest allowed",
     )
-    p.add_argument("--budget-us", type=float, required=True, help="latency budget per step in microseconds")
+    p.add_argument(
+        "--budget-us", type=float, default=None, help="latency budget per step in microseconds (required)"
+    )
     p.add_argument("--samples", type=int, default=100_000, help="timed steps (default 100000)")
     p.add_argument("--warmup", type=int, default=2_000, help="untimed warm-up steps (default 2000)")
     p.add_argument("--cpu", type=int, default=None, help="pin the measuring thread to this CPU")
@@ -73,9 +76,32 @@ def register(subparsers: Any) -> None:
     p.add_argument("--n-boot", type=int, default=200, help="parametric bootstrap replicates (default 200)")
     shared.threads(p)
     shared.seed(p, help="seed for inputs and bootstrap")
-    shared.out(p, help="report directory")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="report directory (required)")
+    p.add_argument(
+        "--check",
+        type=Path,
+        default=None,
+        metavar="CERT",
+        help="check the certificate CERT (DIR/certificate.json) against ARTIFACT: its integrity, its signature "
+        "(with --trust), the artifact's id, and the verdict recomputed from the stored samples",
+    )
+    p.add_argument(
+        "--sign",
+        type=Path,
+        default=None,
+        metavar="KEY",
+        help="sign the certificate with this Ed25519 private key (tickformer keygen; the artifact's key): "
+        "DIR/certificate.sig, checked by --check with --trust KEY.pub",
+    )
+    p.add_argument(
+        "--native",
+        action="store_true",
+        help="with --backend c: time the generated C step in its own process, built with the deployment "
+        "flags (tf_timing, timed in C), and add the static bound from the code (docs/certify.md)",
+    )
+    p.add_argument("--cc", default=None, help="C compiler for --native (default: $CC, cc, gcc or clang)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, certify_parser=p)
 
 
 def _budget_ns(budget_us: float) -> float:
@@ -92,6 +118,27 @@ def _certifier(args: argparse.Namespace) -> Any:
 
     bare_flags = {"--step": args.step, "--spec": args.spec, "--domain": args.domain, "--vocab": args.vocab}
     bare_flags.update({"--mode": None if args.mode == "auto" else args.mode, "--max-len": args.max_len})
+    if args.native:
+        if args.backend != "c":
+            raise ConfigError(
+                f"--native times the generated C step: use it with --backend c (not {args.backend!r})"
+            )
+        if not args.artifact.is_dir():
+            raise ConfigError(
+                f"--native times the C step generated from an artifact directory; {args.artifact} is not one "
+                "(a bare ONNX model has no C step: drop --native)"
+            )
+        from tickformer.certify.native import certify_native
+
+        def native(artifact: Any, **kw: Any) -> Any:
+            kw.pop("backend"), kw.pop("threads"), kw.pop("progress", None)
+            return certify_native(artifact, trust=args.trust, cc=args.cc, **kw)
+
+        return native
+    if args.cc is not None:
+        raise ConfigError(
+            "--cc names the compiler of --native; add --native (the c backend's compiler is $CC)"
+        )
     if args.artifact.is_dir():
         given = [k for k, v in bare_flags.items() if v is not None]
         if given:
@@ -148,7 +195,7 @@ def reproduction(args: argparse.Namespace) -> str:
     if args.realtime:
         words += ["--realtime", "--rt-priority", str(args.rt_priority)]
     if getattr(args, "native", False):
-        words += ["--native"]
+        words += ["--native"] + (["--cc", args.cc] if args.cc else [])
     words += [
         "--exceedance",
         f"{args.exceedance:g}",
@@ -169,6 +216,30 @@ def reproduction(args: argparse.Namespace) -> str:
     return shlex.join(words)
 
 
+def check(args: argparse.Namespace) -> int:
+    """`certify --check CERT ART [--trust KEY.pub]`: exit 0 when every check passes, 1 otherwise."""
+    from tickformer.certify.check import check_certificate
+
+    ran = [
+        f
+        for f, v in (("--budget-us", args.budget_us), ("--out", args.out), ("--sign", args.sign))
+        if v is not None
+    ]
+    if ran:
+        raise ConfigError(
+            f"--check reads a certificate; {', '.join(ran)} belong to a campaign: remove them (the budget is the "
+            "certificate's)"
+        )
+    result = check_certificate(args.check, args.artifact, trust=args.trust)
+    for line in result.lines:
+        print(line)
+    print(
+        f"certificate {'CHECKED' if result.ok else 'NOT VALID'}: {args.check}"
+        + (f" (verdict {result.verdict})" if result.verdict else "")
+    )
+    return 0 if result.ok else 1
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -177,6 +248,17 @@ def run(args: argparse.Namespace) -> int:
     from tickformer.certify.decision import EvtConfig, check_sample_count
     from tickformer.certify.report import summary, write_report
 
+    if args.check is not None:
+        return check(args)
+    if args.budget_us is None or args.out is None:
+        args.certify_parser.error(
+            "the following arguments are required: --budget-us, --out (or --check CERT to check a certificate)"
+        )
+    signing_key = None
+    if args.sign is not None:
+        from tickformer.signing import load_private_key
+
+        signing_key = load_private_key(args.sign)  # before the campaign: a bad key fails at once
     budget_ns = _budget_ns(args.budget_us)
     evt_config = EvtConfig(
         method=args.method,
@@ -197,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     )
     console = Console()
     certify = _certifier(args)
-    if args.quiet:
+    if args.quiet or args.native:  # native: the steps are timed in another process, no progress to show
         report, durations = certify(
             args.artifact,
             backend=args.backend,
@@ -234,7 +316,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=progress,
             )
     report["conditions"]["command_line"] = reproduction(args)
-    cert = write_report(args.out, report, durations)
+    cert = write_report(args.out, report, durations, signing_key=signing_key)
     if not args.quiet:
         summary(report, console)
         console.print(f"report: {cert.parent}")

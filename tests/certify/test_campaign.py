@@ -119,7 +119,13 @@ def test_write_report_on_a_full_disk_keeps_the_previous_certificate(tmp_path, mo
     out = tmp_path / "cert"
     write_report(out, r, x)
     before = _written(out)
-    assert set(before) == {"certificate.json", "latency_hist.png", "exceedance.png", "samples_ns.npy"}
+    assert set(before) == {
+        "certificate.json",
+        "latency_hist.png",
+        "exceedance.png",
+        "samples_ns.npy",
+        "report.html",
+    }
     calls = []
 
     def full(fd):

@@ -60,6 +60,8 @@ def test_step_mode_feeds_the_cache_back(pair):
         evt=report["evt"],
         exceedance=report["exceedance"],
         fit_error=report["evt_error"],
+        n=report["stats"]["n"],
+        budget_exceedance=report["reach"]["budget_exceedance_per_step"],
     )
 
 

@@ -42,6 +42,15 @@ def c_compiler():
 
 
 @pytest.fixture(scope="session")
+def cxx_compiler(c_compiler):
+    """The C++ compiler tf_count needs (codegen/native.py count_work); skipped when there is none."""
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if cxx is None or shutil.which(cxx) is None:
+        pytest.skip("no C++ compiler on this machine (counting the step's operations): apt-get install g++")
+    return shutil.which(cxx)
+
+
+@pytest.fixture(scope="session")
 def make_tool():
     make = shutil.which("make")
     if make is None:

@@ -1,5 +1,6 @@
-"""One artifact id everywhere (issue 41): the manifest's manifest_sha256, the generated C header,
-the library's tf_artifact_sha256(), the codegen README and the certificate agree."""
+"""One artifact id everywhere (issue 41): the manifest's manifest_sha256, the generated C header
+and source, the library's tf_artifact_sha256(), the codegen README, the certificate of the Python
+path and that of the native timing program (which checks the id its program reports) agree."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ def test_one_artifact_id_in_the_manifest_the_c_header_and_the_certificate(arts, 
     args = ["certify", str(art), "--backend", "c", "--budget-us", "100000", "--samples", "1000"]
     main([*args, "--warmup", "10", "--n-boot", "20", "--out", str(out), "--quiet"])
     cert = json.loads((out / "certificate.json").read_text())
+    main(
+        [*args, "--native", "--warmup", "10", "--n-boot", "20", "--out", str(tmp_path / "native"), "--quiet"]
+    )
+    native = json.loads((tmp_path / "native" / "certificate.json").read_text())
     ids = {
         "manifest": manifest_id,
         "tf_model.h": header_id,
@@ -37,5 +42,6 @@ def test_one_artifact_id_in_the_manifest_the_c_header_and_the_certificate(arts, 
         "README": readme_id,
         "library": lib.tf_artifact_sha256().decode(),
         "certificate": cert["conditions"]["artifact_id"],
+        "native certificate": native["conditions"]["artifact_id"],
     }
     assert len(set(ids.values())) == 1, ids
