@@ -55,7 +55,7 @@ from tickformer.contracts.input_domain import check_domain
 from tickformer.errors import ArtifactError, CheckpointError, ConfigError, FileRefused, UntrustedArtifact
 from tickformer.model.checkpoint import check_weights_size, parse_weights
 from tickformer.model.config import Config
-from tickformer.safe_files import MAX_FILE_BYTES, MAX_MANIFEST_BYTES, Directory, is_plain_name
+from tickformer.safe_files import MAX_FILE_BYTES, MAX_MANIFEST_BYTES, Directory, is_plain_name, read_path
 
 from . import graph_rules, ranges
 from .format import (
@@ -562,3 +562,22 @@ def verified_graph_bytes(artifact: Artifact, graph: str) -> bytes:
     control flow). Pass these bytes -- not the path -- to the engine. Raises ArtifactError.
     Not real-time."""
     return _checked_graph(artifact, graph)
+
+
+def artifact_containing(path: str | os.PathLike[str]) -> Path | None:
+    """The artifact folder that `path` is, or lies inside (its manifest.json names FORMAT), else
+    None. For the tools' rule that nothing but export, sign and build writes into an artifact
+    (SECURITY.md). Reads at most one small manifest per folder up to the root; a manifest that
+    cannot be read or parsed is not taken for an artifact's (then nothing is protected there)."""
+    here = Path(path).resolve()  # a symlink into an artifact is inside it
+    for folder in (here, *here.parents):
+        candidate = folder / MANIFEST
+        if not candidate.is_file():
+            continue
+        try:
+            manifest = sealed.loads(read_path(candidate, max_bytes=MAX_MANIFEST_BYTES))
+        except (FileRefused, ValueError):
+            continue
+        if isinstance(manifest, dict) and manifest.get("format") == FORMAT:
+            return folder
+    return None

@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tickformer.commands.args import glued_values, trust_policy
+    from tickformer.commands.args import glued_values, refuse_writes_into_artifacts, trust_policy
 
     parser = build_parser()
     args = parser.parse_args(glued_values(sys.argv[1:] if argv is None else argv))
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         import tickformer.codegen  # noqa: F401
     try:
         trust_policy(args)
+        refuse_writes_into_artifacts(args)
         return int(args.func(args) or 0)
     except TickformerError as exc:
         if args.debug:

@@ -123,6 +123,34 @@ def trust_policy(args: argparse.Namespace) -> None:
     args.trust = signing.Trust(args.trust, minimum)
 
 
+WRITES_ARTIFACTS = ("export",)  # --out is the artifact it writes (sign and build write ART itself)
+
+
+def refuse_writes_into_artifacts(args: argparse.Namespace) -> None:
+    """--out inside an artifact folder, or an artifact folder replaced by another command's
+    output (codegen --out ART --force), is refused before anything runs: a signed artifact would
+    no longer load, and a replaced one is gone. Only export writes an artifact at --out."""
+    out = getattr(args, "out", None)
+    if out is None:
+        return
+    from tickformer.artifact.reader import artifact_containing
+
+    home = artifact_containing(out)
+    if home is None:
+        return
+    if Path(out).resolve() == home:
+        if args.command in WRITES_ARTIFACTS:
+            return
+        raise ConfigError(
+            f"--out {out} is an artifact; `tickformer {args.command}` would replace it with its output: "
+            "choose a --out outside the artifact"
+        )
+    raise ConfigError(
+        f"--out {out} is inside the artifact {home}: the tools never write into an artifact (a signed one "
+        f"would no longer load); choose a --out outside it"
+    )
+
+
 def bare_onnx(p: argparse.ArgumentParser, *, values: bool = True) -> None:
     """The signature of a bare ONNX model (artifact.foreign): --step and --spec, and with
     values also --domain and --vocab (what certify and inspect draw inputs from)."""
