@@ -30,6 +30,7 @@ import onnxruntime
 
 import tickformer
 from tickformer import sealed, validation
+from tickformer.artifact import ranges
 from tickformer.artifact.format import FORMAT, GRAPH_FILES, MANIFEST, SIGNATURE, WEIGHTS, artifact_version
 from tickformer.contracts.input_domain import check_domain
 from tickformer.durable import replace_dir
@@ -49,11 +50,46 @@ if TYPE_CHECKING:
 DEFAULT_DOMAIN = (-10.0, 10.0)
 
 
+def check_finite_params(params: Mapping[str, Any]) -> None:
+    """Every weight finite, before any graph is built: a NaN weight otherwise surfaces as an
+    equivalence failure blamed on the input domain, or as a linear-algebra error."""
+    for name in sorted(params):
+        value = np.asarray(params[name])
+        if value.dtype.kind not in "fiu":
+            raise ExportError(f"weight {name!r} has dtype {value.dtype}, not a number; pass float32 weights")
+        bad = np.size(value) - int(np.count_nonzero(np.isfinite(value)))
+        if bad:
+            first = np.unravel_index(int(np.argmin(np.isfinite(value))), np.shape(value))
+            raise ExportError(
+                f"weight {name!r} holds {bad} NaN or infinite value(s), the first at index "
+                f"{tuple(int(i) for i in first)}; an artifact's weights are finite: retrain or fix the weights"
+            )
+
+
 def export_config(config: Config, max_len: int | None, batch: int) -> Config:
-    """The config as exported (max_len <= the checkpoint's), with validated batch."""
-    validation.positive_int(batch, "--batch", error=ExportError)
-    if max_len is None:
-        return config
+    """The config as exported (max_len <= the checkpoint's), with a batch inside the manifest's
+    range and caches inside the memory budget a session may allocate (artifact/ranges.py),
+    refused before anything is built."""
+    _, most, _ = ranges.range_of("batch")
+    validation.integer(
+        batch,
+        "--batch",
+        min_value=1,
+        max_value=int(most),
+        hint="rows per step an artifact may declare (artifact/ranges.py)",
+        error=ExportError,
+    )
+    exported = config if max_len is None else _with_max_len(config, max_len)
+    too_big = ranges.size_problems(
+        {"config": exported.to_dict(), "batch": batch, "max_len": exported.max_len}
+    )
+    if too_big:
+        raise ExportError(f"{too_big[0]}; lower --batch or --max-len")
+    return exported
+
+
+def _with_max_len(config: Config, max_len: int) -> Config:
+    """The config with max_len lowered (at most the checkpoint's; a window must fit)."""
     hint = (
         "the checkpoint's max_len: the model was not trained on longer sequences; retrain with a larger "
         "max_len to export longer"
@@ -234,6 +270,7 @@ def export_params(
     elif isinstance(release, bool) or not isinstance(release, int) or not 0 <= release < 2**63:
         raise ExportError(f"--release {release!r} must be a whole number >= 0 (higher for a later release)")
     cfg = export_config(config, max_len, batch)
+    check_finite_params(params)
     lo_hi = input_domain(cfg, domain)
     if cfg.block == "ssm":
         kind_fields, score_bounds, graphs, tolerance, equiv = _ssm_parts(

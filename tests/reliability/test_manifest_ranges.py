@@ -127,3 +127,39 @@ def test_caches_over_the_memory_budget_are_refused_before_allocating(arts, tmp_p
     doc = dict(manifest, batch=4096, max_len=1 << 20)
     assert any("needs" in p and "over the budget" in p for p in ranges.problems(doc))
     assert ranges.size_problems(manifest) == []
+
+
+EXPORT_BOUNDS = "attack: export asked for an impossible batch, caches over the budget, or a NaN weight"
+
+
+def test_export_refuses_what_no_session_could_load_before_building(tmp_path, monkeypatch, capsys, outcomes):
+    """Before: `export --batch 1000000` was killed by the kernel (out of memory) and export_params
+    with a NaN weight blamed the input domain (or raised LinAlgError). Now one line each, before
+    any graph is built."""
+    import numpy as np
+
+    from tickformer.cli import main
+    from tickformer.errors import ExportError
+    from tickformer.model.checkpoint import save_checkpoint
+
+    cfg = preset("tiny")
+    params = init_params(cfg, 0)
+    save_checkpoint(tmp_path / "ck", cfg, params)
+    outcomes.describe(EXPORT_BOUNDS, "refused in one line before any graph is built")
+    assert main(["export", str(tmp_path / "ck"), "--out", str(tmp_path / "a"), "--batch", "1000000"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "--batch 1000000 must be an integer in 1..4096" in err and len(err.splitlines()) == 1
+    outcomes.record(EXPORT_BOUNDS, "ExportError")
+    monkeypatch.setattr(ranges, "MEMORY_BUDGET", 1 << 20)  # what a 4096-row export of a big model meets
+    with pytest.raises(ExportError, match="over the budget of .* lower --batch or --max-len"):
+        outcomes.run(
+            EXPORT_BOUNDS, lambda: export_params(cfg, params, tmp_path / "b", batch=4096), reraise=True
+        )
+    monkeypatch.undo()
+    bad = dict(params)
+    name = sorted(bad)[3]
+    bad[name] = bad[name].copy()
+    bad[name].flat[2] = np.nan
+    with pytest.raises(ExportError, match=re.escape(f"weight {name!r} holds 1 NaN or infinite value(s)")):
+        outcomes.run(EXPORT_BOUNDS, lambda: export_params(cfg, bad, tmp_path / "c"), reraise=True)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
