@@ -112,3 +112,38 @@ def test_the_peak_measurement_reports_the_machine_model(arts, tmp_path, c_compil
     for key in ("peak_flops_per_s", "read_bw_working_set_bytes_per_s", "read_bw_64mib_bytes_per_s"):
         assert peaks[key] > 1e8, peaks  # any CPU of this century
     assert struct.calcsize("q") == 8  # the samples file is int64
+
+
+@pytest.mark.slow  # a cross build and a run under qemu's emulation, ~10 s
+def test_the_timing_program_cross_compiles_for_arm64_and_runs_under_emulation(arts, tmp_path, make_tool):
+    """The documented cross build (docs/codegen.md: make timing CC=aarch64-linux-gnu-gcc), run under
+    qemu-user: the program builds and runs on ARM64 (FPCR.FZ set; the emulated timings mean nothing)."""
+    import shutil
+
+    cross, qemu = shutil.which("aarch64-linux-gnu-gcc"), shutil.which("qemu-aarch64")
+    if cross is None or qemu is None:
+        pytest.skip("no ARM64 cross-compiler or qemu-user: apt-get install gcc-aarch64-linux-gnu qemu-user")
+    out = tmp_path / "c"
+    write(arts["tiny"], out)
+    done = _cgutil.run_make(out, "timing", make_tool, cross, "OPT=-O3", "ARCH=-mcpu=cortex-a72")
+    assert done.returncode == 0, done.stderr
+    run = subprocess.run(
+        [
+            qemu,
+            "-L",
+            "/usr/aarch64-linux-gnu",
+            str(out / "tf_timing"),
+            "--samples",
+            "1000",
+            "--out",
+            str(tmp_path / "s"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    record = json.loads(run.stdout)
+    assert record["target"] == "aarch64" and record["isolation"]["flush_to_zero"]["granted"]
+    durations, positions = _read_samples(tmp_path / "s", 1000)
+    assert durations.min() > 0 and list(positions[:17]) == list(range(16)) + [0]
