@@ -246,3 +246,17 @@ class Worker:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+# --- the adversarial rounds (attack_rounds.toml) ----------------------------------------------------
+ROUNDS = Path(__file__).with_name("attack_rounds.toml")
+
+
+def finding_state(tests: list[str], results: dict[str, str]) -> str:
+    """defended (every named test ran and passed), broken (one failed), or not run (in part)."""
+    met = [[s for n, s in results.items() if n.startswith(t)] for t in tests]
+    if any(s in ("failed", "error", "XPASS") for states in met for s in states):
+        return "broken"
+    if not all(met):
+        return "not run"
+    return "defended" if all(s == "passed" for states in met for s in states) else "not run"

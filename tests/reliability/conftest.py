@@ -109,8 +109,17 @@ def worker():
 
 
 # --- the report -------------------------------------------------------------------------------------
+def _finding_tests() -> list[str]:
+    import tomllib
+
+    rounds = tomllib.loads(_relutil.ROUNDS.read_text(encoding="utf-8"))["round"]
+    return [t for r in rounds for f in r["finding"] for t in f["tests"]]
+
+
 def _collect_test_states(stats) -> None:
-    """Outcome of every test of this issue (tests/reliability, tests/cli/test_cli_errors.py)."""
+    """Outcome of every test of this issue (tests/reliability, tests/cli/test_cli_errors.py) and
+    of the tests attack_rounds.toml names elsewhere."""
+    elsewhere = _finding_tests()
     names = {
         "passed": "passed",
         "failed": "failed",
@@ -122,7 +131,8 @@ def _collect_test_states(stats) -> None:
     for key, label in names.items():
         for report in stats.get(key, []):
             nodeid = getattr(report, "nodeid", "")
-            if ("tests/reliability/" in nodeid or "test_cli_errors" in nodeid) and (
+            ours = "tests/reliability/" in nodeid or "test_cli_errors" in nodeid
+            if (ours or any(nodeid.startswith(t) for t in elsewhere)) and (
                 report.when == "call" or report.outcome != "passed"
             ):
                 _relutil.OUTCOMES.tests[nodeid] = label
@@ -219,6 +229,7 @@ def _report_markdown(command: str, seed: object = None) -> str:
         for kind, found in sorted(rec.defects.items()):
             lines += [f"- {kind}: " + " | ".join(f"`{d}`" for d in found[:3])]
         lines.append("")
+    lines += _rounds_markdown(rec.tests)
     states: dict[str, int] = {}
     for state in rec.tests.values():
         states[state] = states.get(state, 0) + 1
@@ -239,6 +250,36 @@ def _report_markdown(command: str, seed: object = None) -> str:
     if failed:
         lines += ["Failed:", ""] + [f"- `{n}`" for n in failed] + [""]
     return "\n".join(lines)
+
+
+def _rounds_markdown(results: dict[str, str]) -> list[str]:
+    """The adversarial rounds (attack_rounds.toml): each finding, what it was, what it is in this run."""
+    import tomllib
+
+    lines = ["## Adversarial rounds: attacks tried, broken, weak and defended", ""]
+    for r in tomllib.loads(_relutil.ROUNDS.read_text(encoding="utf-8"))["round"]:
+        now = Counter()
+        rows = []
+        for f in r["finding"]:
+            state = _relutil.finding_state(f["tests"], results)
+            now[state] += 1
+            tests = ", ".join(f"`{t.split('::')[-1] if '::' in t else t}`" for t in f["tests"])
+            rows.append(f"| {f['attack']} | {f['was']} | **{state}** | {tests} |")
+        was = Counter(f["was"] for f in r["finding"])
+        lines += [
+            f"### {r['name']}",
+            "",
+            f"Tried: {r['tried']} new attacks, {r['rerun']} earlier ones re-run ({r['rerun_note']}). "
+            f"Found: {was['broken']} broken, {was['weak']} weak; {r['not_listed']}. "
+            f"In this run: {now['defended']} of the {len(r['finding'])} findings defended, "
+            f"{now['broken']} broken, {now['not run']} not run.",
+            "",
+            "| attack | found | this run | tests |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    return lines
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
