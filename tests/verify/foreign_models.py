@@ -20,6 +20,13 @@ KV-cache pair with past/present tensors), each correct one beside a planted bug:
         "leak_future"     the full graph has no causal mask
         "step_nan"        the step's logits are NaN at positions P > 3 (sqrt(3 - P) * 0); the
                           full graph is right
+    planted_defect(path, kind, place, width, route)   x [B, T, 3] on [-1, 1] -> y, within the
+                         bound DEFECT_BOUND everywhere but on the interval |d - place| < width,
+                         d = x (route "direct", every feature) or d = x @ [0.6, 0.3, 0.1]
+                         (route "mixed": a slab across the features, no constant names the place)
+        "pole"            y = B w / (d - place)             (inf at the place itself)
+        "cusp"            y = B sqrt(w) / sqrt(|d - place|) (inf at the place itself)
+        "threshold"       y = 2 B where |d - place| < w, else 0 (finite everywhere)
 """
 
 from __future__ import annotations
@@ -239,3 +246,48 @@ def lm_pair(folder: Path, bug: str | None = None, seed: int = 0) -> tuple[Path, 
         folder / "step.onnx", step_nodes, [s_ids, s_mask, past_k, past_v], [s_logits, s_pk, s_pv], step_inits
     )
     return full, step
+
+
+DEFECT_BOUND = 10.0
+DEFECT_KINDS = ("pole", "cusp", "threshold")
+DEFECT_ROUTES = ("direct", "mixed")
+
+
+def planted_defect(path: Path, kind: str, place: float, width: float, route: str = "direct") -> Path:
+    """The planted defect of the module docstring: |y| > DEFECT_BOUND exactly where |d - place| < width."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "T", F])
+    out_dims = ["B", "T", F] if route == "direct" else ["B", "T", 1]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, out_dims)
+    b = DEFECT_BOUND
+    inits = [numpy_helper.from_array(np.array(place, np.float32), "place")]
+    nodes = []
+    if route == "mixed":
+        inits.append(numpy_helper.from_array(np.array([[0.6], [0.3], [0.1]], np.float32), "mix"))
+        nodes.append(helper.make_node("MatMul", ["x", "mix"], ["d_in"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["x"], ["d_in"]))
+    nodes.append(helper.make_node("Sub", ["d_in", "place"], ["d"]))
+    if kind == "pole":
+        inits.append(numpy_helper.from_array(np.array(b * width, np.float32), "k"))
+        nodes.append(helper.make_node("Div", ["k", "d"], ["y"]))
+    elif kind == "cusp":
+        inits.append(numpy_helper.from_array(np.array(b * np.sqrt(width), np.float32), "k"))
+        nodes += [
+            helper.make_node("Abs", ["d"], ["a"]),
+            helper.make_node("Sqrt", ["a"], ["r"]),
+            helper.make_node("Div", ["k", "r"], ["y"]),
+        ]
+    elif kind == "threshold":
+        inits += [
+            numpy_helper.from_array(np.array(width, np.float32), "w"),
+            numpy_helper.from_array(np.array(2 * b, np.float32), "high"),
+            numpy_helper.from_array(np.array(0.0, np.float32), "low"),
+        ]
+        nodes += [
+            helper.make_node("Abs", ["d"], ["a"]),
+            helper.make_node("Less", ["a", "w"], ["inside"]),
+            helper.make_node("Where", ["inside", "high", "low"], ["y"]),
+        ]
+    else:
+        raise ValueError(kind)
+    return _save(path, nodes, [x], [y], inits)

@@ -38,6 +38,7 @@ from hypothesis import assume, target
 
 from tickformer.runtime.foreign import EngineError, fixed_feeds, take
 
+from .search import bounded_outputs
 from .tolerance import input_scale, normwise_gap
 
 Arrays = dict[str, np.ndarray]
@@ -327,21 +328,22 @@ def check_finite(model: Any) -> Callable[[dict[str, np.ndarray]], Problem | None
 def check_output_bound(
     model: Any, state: dict[str, Any]
 ) -> Callable[[dict[str, np.ndarray]], Problem | None]:
-    """Search the largest |y| (hypothesis.target on |y| / bound, or |y| when none is declared);
-    `state` keeps the worst seen: {"worst", "output", "index", "bound"}."""
-    outputs = [o for o in _floats(model) if o.bound is not None] or [o for o in _floats(model) if not o.cache]
+    """Search the largest |y| (hypothesis.target on |y| / bound, or |y| when none is declared;
+    an infinite output exceeds any bound, a NaN is finite_outputs'); `state` keeps the worst seen:
+    {"worst", "output", "index", "bound", "score", "feeds"} (search.py starts there)."""
+    outputs = bounded_outputs(model)
 
     def check(feeds: dict[str, np.ndarray]) -> Problem | None:
         outs = model.full(feeds)
         for o in outputs:
             y = np.asarray(outs[o.name], np.float64)
-            finite = np.where(np.isfinite(y), np.abs(y), 0.0)
-            if not finite.size:
+            mag = np.where(np.isnan(y), 0.0, np.abs(y))
+            if not mag.size:
                 continue
-            idx = np.unravel_index(int(np.argmax(finite)), finite.shape)
-            m = float(finite[idx])
+            idx = np.unravel_index(int(np.argmax(mag)), mag.shape)
+            m = float(mag[idx])
             score = m / o.bound if o.bound else m
-            target(score, label=f"|{o.name}|" + (f" / {o.bound:g}" if o.bound else ""))
+            target(min(score, 1e300), label=f"|{o.name}|" + (f" / {o.bound:g}" if o.bound else ""))
             if score > state.get("score", -1.0):
                 state.update(
                     score=score,

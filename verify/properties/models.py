@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from tickformer import runtime
 from tickformer.artifact import open_artifact
+from tickformer.artifact.foreign.breakpoints import break_points
 from tickformer.artifact.foreign.inference import open_signature
 from tickformer.artifact.foreign.memory import check_memory
 from tickformer.artifact.foreign.spec import Flags
@@ -57,6 +58,7 @@ class ForeignModel:
         *,
         spec: str | Path | None = None,
         flags: Any = None,
+        search: bool = True,
     ) -> None:
         flags = flags if flags is not None else Flags()
         flags.max_t = max_t
@@ -74,6 +76,13 @@ class ForeignModel:
             self._graphs["step"] = Graph(step_data, name=self._names["step"], provider=self.provider)
         self._unoptimized: dict[str, Any] = {}
         self._reference: dict[str, Any] = {}
+        self.search = search  # graph break points in the strategies, output_bound's targeted search
+        self.breaks: dict[str, tuple[float, ...]] = {}
+        if search:
+            for which in ("full", "step"):
+                if self._bytes[which] is not None:
+                    for name, pts in break_points(self.model_proto(which)).items():
+                        self.breaks[name] = tuple(dict.fromkeys([*self.breaks.get(name, ()), *pts]))
         self.stepper = Stepper(self.sig, self._graphs["full"], self._graphs["step"]) if step_data else None
         self.cache_lengths: list[int] = []
         self.accepted: dict[str, list[int]] = {

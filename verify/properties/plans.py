@@ -58,10 +58,12 @@ from .checks import (
 )
 from .counterexamples import save_counterexample
 from .results import SKIP_REQUESTED, Property, PropertyResult
+from .search import refine_output_bound
 from .strategies import feed_dicts, id_arrays, size_dicts
 from .tolerance import profile, tolerance
 
 Plan = Iterator["Property | PropertyResult"]
+SEARCH_BUDGET = 4  # output_bound's targeted search: this many model runs per example
 
 _DECODER = (
     "finite_outputs",
@@ -353,7 +355,8 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
         for name in names:
             yield PropertyResult(name, "skip", 0, f"no size of {dead[0]!r} runs (see dynamic_axes)")
         return
-    feeds = feed_dicts(sig, size_dicts(accepted))
+    pts = model.breaks
+    feeds = feed_dicts(sig, size_dicts(accepted), pts)
     yield Property("runs_in_domain", feeds, fc.check_runs(model), engine="fail")
     ran = ctx.results[-1]
     if ran.status == "fail" and ran.details.get("engine_error") == "shape":
@@ -370,6 +373,9 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
         fc.check_output_bound(model, bound_state),
         state=bound_state,
         summary=_bound_summary,
+        refine=refine_output_bound(model, bound_state, SEARCH_BUDGET * ctx.examples)
+        if model.search
+        else None,
     )
     group = sig.causal_group
     if group is None:
@@ -384,7 +390,9 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
         longer = {group: [s for s in accepted.get(group, []) if s >= 2]}
         pairs = size_dicts(accepted, **longer).flatmap(
             lambda s: st.tuples(
-                feed_dicts(sig, st.just(s)), feed_dicts(sig, st.just(s)), st.integers(0, max(s[group] - 2, 0))
+                feed_dicts(sig, st.just(s), pts),
+                feed_dicts(sig, st.just(s), pts),
+                st.integers(0, max(s[group] - 2, 0)),
             )
         )
         yield Property("causality", pairs, fc.check_causal(model, group))
@@ -399,12 +407,12 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
             )
             continue
         pairs = size_dicts(accepted).flatmap(
-            lambda s: st.tuples(feed_dicts(sig, st.just(s)), feed_dicts(sig, st.just(s)))
+            lambda s: st.tuples(feed_dicts(sig, st.just(s), pts), feed_dicts(sig, st.just(s), pts))
         )
         yield Property(name, pairs, fc.check_padding(model, m))
     tols = tolerances(model)
     with_k = size_dicts(accepted).flatmap(
-        lambda s: st.tuples(feed_dicts(sig, st.just(s)), st.integers(0, 64))
+        lambda s: st.tuples(feed_dicts(sig, st.just(s), pts), st.integers(0, 64))
     )
     if model.stepper is None:
         yield PropertyResult(
@@ -421,7 +429,9 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
         else:
             state: dict[str, Any] = {}
             strat = size_dicts(accepted, **longer).flatmap(
-                lambda s: st.tuples(feed_dicts(sig, st.just(s)), st.integers(0, max(s.get(tg, 1) - 1, 0)))
+                lambda s: st.tuples(
+                    feed_dicts(sig, st.just(s), pts), st.integers(0, max(s.get(tg, 1) - 1, 0))
+                )
             )
             yield Property(
                 "step_equals_full",
@@ -500,7 +510,7 @@ def _state_properties(model: Any, accepted: dict[str, list[int]], tols: dict[str
     reset: dict[str, Any] = {}
     yield Property(
         "state_reset",
-        feed_dicts(sig, size_dicts(accepted, **one)),
+        feed_dicts(sig, size_dicts(accepted, **one), model.breaks),
         sc.check_state_reset(model, tols["pair"].rel, reset),
         state=reset,
         summary=_margin_summary("the step from the reset state vs the full pass's start", tols, ["pair"]),

@@ -38,7 +38,9 @@ class Property:
     "fail" (the property is about running at all: runs_in_domain), "reject" (the example is not
     evaluable for this property; counted in details["rejected"], reported by runs_in_domain).
     state: a dict the check fills (worst value, margin); `summary(state, result)` is called after
-    the run (any status) to add the message and details (and may turn a pass into a skip)."""
+    the run (any status) to add the message and details (and may turn a pass into a skip).
+    refine: called when every example held; returns None or (message, arrays): a violation
+    found past the examples (output_bound's targeted search, search.py)."""
 
     name: str
     strategy: Any
@@ -46,3 +48,4 @@ class Property:
     engine: str = "reject"
     state: dict[str, Any] | None = None
     summary: Callable[[dict[str, Any], PropertyResult], None] | None = None
+    refine: Callable[[], Any] | None = None

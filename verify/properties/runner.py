@@ -189,6 +189,8 @@ def verify_model(
                     out_dir=out_dir,
                     engine=item.engine,
                 )
+                if result.status == "pass" and item.refine is not None:
+                    _refine(item, result, out_dir)
                 if item.summary is not None:
                     item.summary(item.state if item.state is not None else {}, result)
             ctx.results.append(result)
@@ -215,6 +217,20 @@ def verify_model(
             {"traceback": trace},
         )
     return ctx.results
+
+
+def _refine(item: Any, result: PropertyResult, out_dir: Path | None) -> None:
+    """A property whose examples all held, carried on by its refine hook (a targeted search)."""
+    problem = item.refine()
+    if item.state is not None and "evaluations" in item.state:
+        result.details["search_evaluations"] = item.state["evaluations"]
+    if problem is None:
+        return
+    message, arrays = problem
+    result.status, result.message = "fail", message
+    result.counterexample = (
+        save_counterexample(out_dir, item.name, message, arrays) if out_dir is not None else None
+    )
 
 
 def _next_name(model: Any, ctx: Context) -> str:

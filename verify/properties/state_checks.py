@@ -51,13 +51,13 @@ def step_shape(i: Any, batch: int, t: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _step_input(i: Any, batch: int, t: int) -> st.SearchStrategy[np.ndarray]:
+def _step_input(i: Any, batch: int, t: int, points: Any = ()) -> st.SearchStrategy[np.ndarray]:
     shape = step_shape(i, batch, t)
     if i.role == "mask":
         return st.just(mask_values(i, np.ones(shape, bool)))
     if i.role == "position":
         return st.just(positions(i, shape, offset=0 if i.span == "total" else t))
-    return input_arrays(i, shape)
+    return input_arrays(i, shape, points)
 
 
 def state_sequences(model: Any, batches: list[int], length: int) -> st.SearchStrategy[Any]:
@@ -67,7 +67,12 @@ def state_sequences(model: Any, batches: list[int], length: int) -> st.SearchStr
 
     def at(bt: tuple[int, int]) -> st.SearchStrategy[Any]:
         b, n = bt
-        steps = [st.fixed_dictionaries({i.name: _step_input(i, b, t) for i in inputs}) for t in range(n)]
+        steps = [
+            st.fixed_dictionaries(
+                {i.name: _step_input(i, b, t, model.breaks.get(i.name, ())) for i in inputs}
+            )
+            for t in range(n)
+        ]
         return st.tuples(st.just(b), st.tuples(*steps), st.sampled_from(CORNERS))
 
     return st.tuples(st.sampled_from(sorted(batches)), st.integers(1, length)).flatmap(at)

@@ -16,6 +16,11 @@ Built from public strategies only, so shrinking works. A float array is drawn by
                  bounded float32 floats rarely draw float32(1/3) (its constant 1/3 is not a
                  float32 number) or 0.5, which is why this branch exists.
     tiny         a few ulps around an edge or a fraction (spreads too small for uniform draws)
+    graph        (a bare model's inputs) the break points its graph names: where an elementwise
+                 chain of constants from the input meets a pole, a cusp or a threshold
+                 (tickformer.artifact.foreign.breakpoints), each exactly, a few ulps off, or
+                 nearby at every scale from span/2 down to 2^-30 of it
+    near         an edge or a fraction moved by +-span 2^-k, k drawn in 1..30: every scale at once
 
 A box domain (one interval per feature, the last axis) draws each feature's column from its own
 interval. Integer ids: uniform in the vocabulary or its edges (0, 1, V-2, V-1). Padding masks:
@@ -114,50 +119,85 @@ def _tiny(base: float, steps: np.ndarray, lo: float, hi: float, dtype: type) -> 
     return np.clip(x, lo, hi).astype(dtype)
 
 
+def _near(base: float, k: int, sign: int, lo: float, hi: float, dtype: type) -> float:
+    """base moved by sign * (hi - lo) * 2^-k, clipped into [lo, hi], rounded to dtype."""
+    v = float(np.asarray(base + sign * (hi - lo) * 2.0**-k, dtype=dtype))
+    return min(max(v, lo), hi)
+
+
 def interval_arrays(
-    shape: tuple[int, ...], lo_in: float, hi_in: float, dtype: type = np.float32
+    shape: tuple[int, ...],
+    lo_in: float,
+    hi_in: float,
+    dtype: type = np.float32,
+    points: Sequence[float] = (),
 ) -> st.SearchStrategy[np.ndarray]:
-    """Arrays of `shape` with every value in [lo, hi], by one of the branches of the docstring."""
+    """Arrays of `shape` with every value in [lo, hi], by one of the branches of the docstring;
+    `points`: the graph's break points for this input (kept where inside)."""
     lo, hi = _inward(lo_in, dtype, up=True), _inward(hi_in, dtype, up=False)
     if lo > hi:  # an interval narrower than one dtype step
         lo = hi = float(np.asarray((lo_in + hi_in) / 2, dtype=dtype))
     edges = sorted({lo, hi, _inward((lo + hi) / 2, dtype, up=True)} | ({0.0} if lo <= 0.0 <= hi else set()))
     simplest = _break_points(lo, hi, dtype, (2, 3, 4), nasty=False) or edges  # 1/2, 1/3, 2/3, 1/4, 3/4, ...
     breaks = fractions_in(lo, hi, dtype) or edges
+    graph = list(dict.fromkeys(float(np.asarray(v, dtype=dtype)) for v in points if lo <= v <= hi))
     floats = st.floats(lo, hi, width=_width(dtype))
     # Mostly the simplest fractions (where poles sit most often), then the rest, then any float.
-    points = st.one_of(st.sampled_from(simplest), st.sampled_from(simplest), st.sampled_from(breaks), floats)
+    fractions = st.one_of(
+        st.sampled_from(simplest), st.sampled_from(simplest), st.sampled_from(breaks), floats
+    )
     span = hi - lo
 
     def uniform(k: np.ndarray) -> np.ndarray:
         return np.clip(lo + span * (k / UNIFORM_STEPS), lo, hi).astype(dtype)
 
-    return st.one_of(
+    bases = st.sampled_from(graph + sorted(set(edges) | set(breaks[:24])))
+    near = st.builds(
+        lambda base, k, sign: _near(base, k, sign, lo, hi, dtype),
+        bases,
+        st.integers(1, 30),
+        st.sampled_from([1, -1]),
+    )
+    branches = [
         hnp.arrays(dtype, shape, elements=floats),
-        st.builds(uniform, hnp.arrays(np.int64, shape, elements=st.integers(0, UNIFORM_STEPS))),
+        st.builds(  # every element its own draw (no fill value): uniform coverage
+            uniform, hnp.arrays(np.int64, shape, elements=st.integers(0, UNIFORM_STEPS), fill=st.nothing())
+        ),
         hnp.arrays(dtype, shape, elements=st.sampled_from(edges)),
-        hnp.arrays(dtype, shape, elements=points),
-        hnp.arrays(dtype, shape, elements=points),
+        hnp.arrays(dtype, shape, elements=fractions),
+        hnp.arrays(dtype, shape, elements=fractions),
         st.builds(
             lambda base, steps: _tiny(base, steps, lo, hi, dtype),
-            st.sampled_from(sorted(set(edges) | set(breaks[:24]))),
+            bases,
             hnp.arrays(np.int64, shape, elements=st.integers(-3, 3)),
         ),
-    )
+        hnp.arrays(dtype, shape, elements=st.one_of(near, floats), fill=st.nothing()),
+    ]
+    if graph:  # the graph's own break points: as often as the fractions
+        exact = st.sampled_from(graph)
+        branches += [
+            hnp.arrays(dtype, shape, elements=st.one_of(exact, near, floats)),
+            hnp.arrays(dtype, shape, elements=st.one_of(exact, exact, near)),
+        ]
+    return st.one_of(*branches)
 
 
 def box_arrays(
-    shape: tuple[int, ...], lo: Sequence[float], hi: Sequence[float], dtype: type = np.float32
+    shape: tuple[int, ...],
+    lo: Sequence[float],
+    hi: Sequence[float],
+    dtype: type = np.float32,
+    points: Sequence[float] = (),
 ) -> st.SearchStrategy[np.ndarray]:
     """Arrays of `shape` in a box: one interval for all (len 1) or one per feature (last axis)."""
     if len(lo) == 1:
-        return interval_arrays(shape, lo[0], hi[0], dtype)
+        return interval_arrays(shape, lo[0], hi[0], dtype, points)
     if not shape or shape[-1] != len(lo):
         raise ValueError(
             f"a box of {len(lo)} intervals needs a last axis of {len(lo)} features, not shape {shape}"
         )
     column = (*shape[:-1], 1)
-    cols = [interval_arrays(column, a, b, dtype) for a, b in zip(lo, hi)]
+    cols = [interval_arrays(column, a, b, dtype, points) for a, b in zip(lo, hi)]
     return st.tuples(*cols).map(lambda parts: np.concatenate(parts, axis=-1))
 
 
@@ -287,11 +327,14 @@ def masks_for(n: int) -> st.SearchStrategy[np.ndarray]:
 # ----------------------------------------------------------------------------- bare models
 
 
-def input_arrays(i: Any, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
-    """One input of a foreign model (tickformer.artifact.foreign.InputSig) at `shape`."""
+def input_arrays(
+    i: Any, shape: tuple[int, ...], points: Sequence[float] = ()
+) -> st.SearchStrategy[np.ndarray]:
+    """One input of a foreign model (tickformer.artifact.foreign.InputSig) at `shape`; `points`:
+    its graph's break points (a signal)."""
     dtype = np.dtype(i.dtype).type
     if i.role == "signal":
-        return box_arrays(shape, i.lo, i.hi, dtype)
+        return box_arrays(shape, i.lo, i.hi, dtype, points)
     if i.role == "ids":
         return id_arrays(shape, i.vocab[0], i.vocab[1], dtype)
     if i.role == "mask":
@@ -313,12 +356,16 @@ def input_arrays(i: Any, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray
 
 
 def feed_dicts(
-    sig: Any, sizes: st.SearchStrategy[dict[str, int]]
+    sig: Any, sizes: st.SearchStrategy[dict[str, int]], points: dict[str, Sequence[float]] | None = None
 ) -> st.SearchStrategy[dict[str, np.ndarray]]:
-    """Feeds {input: array} of a foreign model, every group at a size drawn from `sizes`."""
+    """Feeds {input: array} of a foreign model, every group at a size drawn from `sizes`;
+    `points`: {input: the graph's break points} (breakpoints.break_points)."""
+    points = points or {}
 
     def at(s: dict[str, int]) -> st.SearchStrategy[dict[str, np.ndarray]]:
-        return st.fixed_dictionaries({i.name: input_arrays(i, input_shape(i, s)) for i in sig.inputs})
+        return st.fixed_dictionaries(
+            {i.name: input_arrays(i, input_shape(i, s), points.get(i.name, ())) for i in sig.inputs}
+        )
 
     return sizes.flatmap(at)
 
