@@ -13,6 +13,7 @@ Not real-time code (the measured loop is measurement.measure's).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -25,10 +26,11 @@ from tickformer import validation
 from tickformer.artifact.foreign.inference import open_signature
 from tickformer.artifact.foreign.spec import Flags
 from tickformer.contracts.ring_buffer import ring_slot
-from tickformer.errors import ConfigError
+from tickformer.errors import ConfigError, TickformerError
 from tickformer.runtime import load
 from tickformer.runtime.foreign import ForeignSession, Graph, provider_of
 from tickformer.runtime.steppable import Steppable
+from tickformer.safe_files import read_path
 
 from .decision import ADVICE, EXIT_CODES, INCONCLUSIVE, PASS, EvtConfig, analyze, check_sample_count
 from .evt import min_samples
@@ -291,10 +293,22 @@ def certify_artifact(
                 session.input_shape, session.input_dtype, _domain(session), campaign.n_inputs, campaign.seed
             ),
         )
+        library = getattr(session.backend, "library_path", None)
     finally:
         session.close()
     report["conditions"]["threads"] = threads
+    if library is not None:  # backend c: the library that was timed, and how it was built
+        report["conditions"]["c_library"] = {"path": library, "build": _build_record(Path(library))}
     return report, durations
+
+
+def _build_record(library: Path) -> Any:
+    """The compiler and flags of a c backend library: its build.json (codegen/toolchain.py), or why
+    there is none (a prebuilt library= carries no record)."""
+    try:
+        return json.loads(read_path(library.parent / "build.json", max_bytes=1 << 20))
+    except (OSError, ValueError, TickformerError) as exc:
+        return {"value": "unknown", "reason": f"no readable build.json beside {library} ({exc})"}
 
 
 # ----------------------------------------------------------------------------- bare ONNX models

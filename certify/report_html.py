@@ -190,6 +190,16 @@ def _env_rows(cond: dict[str, Any]) -> list[tuple[str, str]]:
             _fact((env.get("rt_throttling") or {}).get("sched_rt_runtime_us")) + " us per second",
         ),
     ]
+    lib = cond.get("c_library")
+    if lib:
+        build = lib.get("build") or {}
+        rows.append(
+            (
+                "C library timed (backend c)",
+                f"{lib['path']}; compiler {build.get('compiler', '-')} ({build.get('compiler_version', '-')}); "
+                f"flags {' '.join(build.get('flags', [])) or _fact(build)}",
+            )
+        )
     nat = cond.get("native")
     if nat:
         rows += [

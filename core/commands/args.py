@@ -80,9 +80,18 @@ def seed(p: argparse.ArgumentParser, *, default: int = 0, help: str = "seed") ->
     p.add_argument("--seed", type=int, default=default, metavar="S", help=f"{help} (default {default})")
 
 
-def out(p: argparse.ArgumentParser, *, help: str, default: Path | None = None, metavar: str = "DIR") -> None:
-    """--out PATH: required unless a default is given."""
-    p.add_argument("--out", type=Path, required=default is None, default=default, metavar=metavar, help=help)
+def out(
+    p: argparse.ArgumentParser,
+    *,
+    help: str,
+    default: Path | None = None,
+    metavar: str = "DIR",
+    required: bool | None = None,
+) -> None:
+    """--out PATH: required unless a default is given (or required=False: the command checks it,
+    as certify does, whose --check mode writes nothing)."""
+    need = default is None if required is None else required
+    p.add_argument("--out", type=Path, required=need, default=default, metavar=metavar, help=help)
 
 
 def domain(p: argparse.ArgumentParser, *, help: str) -> None:

@@ -76,7 +76,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--n-boot", type=int, default=200, help="parametric bootstrap replicates (default 200)")
     shared.threads(p)
     shared.seed(p, help="seed for inputs and bootstrap")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="report directory (required)")
+    shared.out(p, help="report directory (required; not with --check)", required=False)
     p.add_argument(
         "--check",
         type=Path,

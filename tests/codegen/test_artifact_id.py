@@ -45,3 +45,8 @@ def test_one_artifact_id_in_the_manifest_the_c_header_and_the_certificate(arts, 
         "native certificate": native["conditions"]["artifact_id"],
     }
     assert len(set(ids.values())) == 1, ids
+    # the Python path's certificate names the library it timed and its compiler and flags
+    from tickformer.codegen.toolchain import compile_flags, find_compiler
+
+    build = cert["conditions"]["c_library"]["build"]
+    assert build["flags"] == list(compile_flags(find_compiler())) and build["compiler"]
