@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from tickformer.artifact.foreign.memory import check_memory
 from tickformer.artifact.foreign.signature import InputSig, Signature
 from tickformer.errors import BackendError, ConfigError
 
@@ -52,6 +53,7 @@ _SHAPE_WORDS = re.compile(
 _INDEX_WORDS = re.compile(
     r"out of (data )?(bounds|range)|indices element|index .* (invalid|outside)", re.IGNORECASE
 )
+STATE_STEPS = 64  # positions a one-step recurrent model is stepped before a reset (certify)
 _NUMERIC_WORDS = re.compile(r"division by zero|overflow|nan|floating", re.IGNORECASE)
 
 
@@ -415,8 +417,9 @@ class ForeignSession:
     mode "step": step(x) runs the step graph on the primary input's one-position slice x (the
     first signal or ids input), the other inputs fixed (drawn once from the domain; a mask all
     valid; positions counted), its state or cache fed back; position 0 is prefilled by the full
-    graph when the pair says so. max_len positions per sequence; reset() returns to the reset
-    state (zeros, an empty cache). static_cache: every pair is a fixed-size state (each step
+    graph when the pair says so. max_len positions per sequence (a model that is one step with its
+    state and no length of its own: STATE_STEPS); reset() returns to the reset state (zeros, an
+    empty cache). static_cache: every pair is a fixed-size state (each step
     costs the same), so every position is timed.
     mode "full": step(x) runs the full graph on x at one fixed shape; the position stays 0."""
 
@@ -439,7 +442,13 @@ class ForeignSession:
         if self.primary is None:
             raise ConfigError("the model has no signal or ids input to drive; declare one in the spec")
         self.sizes = dict(sizes)
+        budget = active()
+        check_memory(sig, budget.memory if budget is not None else None, self.sizes)  # before allocating
         self.max_len = max_len if mode == "step" else 1
+        if mode == "step" and max_len <= 1 and sig.cache is not None and sig.cache.states:
+            p = self.primary
+            if p.time_axis is None or p.dims[p.time_axis] == 1:  # one step: no length of its own
+                self.max_len = STATE_STEPS
         self.static_cache = mode == "full" or (
             sig.cache is not None and all(sig.cache.kind(p) == "state" for p, _ in sig.cache.pairs)
         )

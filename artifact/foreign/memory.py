@@ -52,11 +52,13 @@ def _gib(n: int) -> str:
     return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 26 else f"{n / (1 << 20):.3g} MiB"
 
 
-def over_memory(sig: Any, budget: int | None) -> str | None:
-    """Why the tensors at the largest sizes tried do not fit COPIES times in `budget`, or None."""
+def over_memory(sig: Any, budget: int | None, sizes: dict[str, int] | None = None) -> str | None:
+    """Why the tensors at the largest sizes tried (or at `sizes`) do not fit COPIES times in
+    `budget`, or None."""
     if budget is None:
         return None
     top = {g: hi for g, (_, hi) in sig.ranges.items()}
+    top.update(sizes or {})
     sizes = tensor_bytes(sig, top)
     total = sum(sizes.values())
     if total * COPIES <= budget:
@@ -78,8 +80,8 @@ def over_memory(sig: Any, budget: int | None) -> str | None:
     )
 
 
-def check_memory(sig: Any, budget: int | None) -> None:
+def check_memory(sig: Any, budget: int | None, sizes: dict[str, int] | None = None) -> None:
     """ConfigError naming the tensor when the declared shapes do not fit (over_memory)."""
-    reason = over_memory(sig, budget)
+    reason = over_memory(sig, budget, sizes)
     if reason is not None:
         raise ConfigError(reason)

@@ -2,8 +2,11 @@
 
 ART is an artifact directory, or a bare ONNX model: `tickformer certify MODEL.onnx [--step
 STEP.onnx] [--spec FILE] [--domain LO:HI] [--vocab LO:HI] [--mode auto|full|step] [--max-len N]`
-times the step graph of a KV-cache pair with its cache fed back, or the full graph at one fixed
-shape (certify/campaign.py `certify_onnx`), with the same campaign, statistics and verdict.
+times the step graph of a recurrent model with its state or KV cache fed back (a model whose own
+inputs and outputs pair, such as a GRU's h -> h_n, is its own step graph), or the full graph at
+one fixed shape (certify/campaign.py `certify_onnx`), with the same campaign, statistics and
+verdict; the run has a wall-clock and a memory budget (--time-budget, default 3600 s;
+--memory-budget GIB) and any failure on a bare model is one line, exit 2 (never 1: that is FAIL).
 
 Loads the artifact on a backend (default ort), runs the measurement campaign
 (tickformer.certify), fits the tail with extreme value theory, writes certificate.json,
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tickformer.commands import args as shared
+from tickformer.commands import user_model
 from tickformer.errors import ConfigError
 
 
@@ -101,6 +105,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--cc", default=None, help="C compiler for --native (default: $CC, cc, gcc or clang)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    user_model.budget_flags(p, "certify")
     p.set_defaults(func=run, certify_parser=p)
 
 
@@ -192,6 +197,10 @@ def reproduction(args: argparse.Namespace) -> str:
             words += [flag, str(value)]
     if args.mode != "auto":
         words += ["--mode", args.mode]
+    if user_model.is_bare(args.artifact, args):
+        words += ["--time-budget", f"{args.time_budget:g}"]
+        if args.memory_budget is not None:
+            words += ["--memory-budget", f"{args.memory_budget:g}"]
     if args.realtime:
         words += ["--realtime", "--rt-priority", str(args.rt_priority)]
     if getattr(args, "native", False):
@@ -241,6 +250,19 @@ def check(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.check is not None:
+        return check(args)
+    if user_model.is_bare(args.artifact, args):  # a user's model: within its budget, failures exit 2
+
+        def body(budget: Any) -> int:
+            budget.hint = user_model.loop_hint(args.artifact, args.step)
+            return _run(args)
+
+        return user_model.guarded(args, "certify", body, backend=args.backend)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -248,8 +270,6 @@ def run(args: argparse.Namespace) -> int:
     from tickformer.certify.decision import EvtConfig, check_sample_count
     from tickformer.certify.report import summary, write_report
 
-    if args.check is not None:
-        return check(args)
     if args.budget_us is None or args.out is None:
         args.certify_parser.error(
             "the following arguments are required: --budget-us, --out (or --check CERT to check a certificate)"

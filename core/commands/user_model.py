@@ -85,6 +85,25 @@ def make_budget(args: argparse.Namespace, backend: str = "ort", hint: str = "") 
     return Budget(seconds, memory, enforce_memory=backend == "ort", hint=hint)
 
 
+def loop_hint(path: Path, step: Path | None = None) -> str:
+    """'the graph has an unbounded Loop, WHERE: WHAT' for a bare model whose control flow has an
+    unbounded trip count (artifact/foreign/control_flow.py), else "" (and "" when the file cannot
+    be read: the run itself reports that)."""
+    from tickformer.artifact.foreign.control_flow import unbounded
+    from tickformer.artifact.foreign.graph import read_graph
+
+    for p in (path, step):
+        if p is None:
+            continue
+        try:
+            flows = unbounded(read_graph(p)[1])
+        except TickformerError:
+            return ""
+        if flows:
+            return f"the graph has an unbounded Loop, {flows[0].short}"
+    return ""
+
+
 def _where(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:

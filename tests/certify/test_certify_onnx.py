@@ -114,3 +114,69 @@ def test_cli_certifies_a_bare_model(pair, tmp_path):
     cert = json.loads((out / "certificate.json").read_text())
     assert rc == cert["exit_code"] and cert["conditions"]["model"]["kind"] == "onnx"
     assert cert["conditions"]["artifact_id"] == cert["conditions"]["model"]["full_sha256"]
+
+
+# ----------------------------------------------------------------------------- recurrent state (issue 37)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "verify" / "fixtures"
+
+
+@pytest.mark.parametrize(
+    ("model", "step", "max_len"),
+    [("gru/model.onnx", "gru/step.onnx", 16), ("lstm.onnx", None, 16), ("ssm_step.onnx", None, 64)],
+    ids=["gru pair", "lstm, its own step graph", "one ssm step"],
+)
+def test_a_recurrent_state_is_fed_back_and_every_position_timed(model, step, max_len):
+    """A fixed-size state costs the same at every position: static_cache, every position timed
+    from 0; the LSTM (no --step) is its own step graph; a model that is one step with its state
+    is stepped 64 positions before a reset, not reset at every step."""
+    report, durations = certify_onnx(
+        FIXTURES / model,
+        step=None if step is None else FIXTURES / step,
+        backend="ort",
+        budget_ns=1e9,
+        campaign=FAST,
+        evt_config=EVT,
+        flags=Flags(domain=(-1.0, 1.0)),
+    )
+    camp, cond = report["campaign"], report["conditions"]["model"]
+    assert cond["mode"] == "step" and camp["static_cache"] is True
+    assert camp["max_len"] == max_len and camp["timed_positions"] == [0, max_len - 1]
+    assert durations.shape == (1000,)
+
+
+def test_the_gru_session_steps_from_the_zero_state_and_reset_returns_to_it():
+    """ForeignSession over the GRU pair: its outputs equal the full graph's at each position (the
+    full graph starts from zeros), and after reset() the same inputs give the same outputs."""
+    from tickformer.artifact.foreign.inference import open_signature
+    from tickformer.runtime.foreign import ForeignSession, Graph
+
+    sig, data, step_data = open_signature(
+        FIXTURES / "gru/model.onnx", flags=Flags(domain=(-1.0, 1.0), step=FIXTURES / "gru/step.onnx")
+    )
+    session = ForeignSession(
+        sig,
+        Graph(data, name="full"),
+        Graph(step_data, name="step"),
+        mode="step",
+        sizes={"batch": 1},
+        max_len=6,
+    )
+    xs = session.make_inputs(6, 0)  # [6, 1, 1, F]
+    first = [session.step(xs[t]).copy() for t in range(6)]
+    want = Graph(data, name="full").run({"x": np.concatenate(list(xs), axis=1)})["y"]  # [1, 6, G]
+    np.testing.assert_allclose(np.concatenate(first, axis=1), want, rtol=1e-5, atol=1e-5)
+    session.reset()
+    again = [session.step(xs[t]).copy() for t in range(6)]
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+
+def test_certify_stops_a_loop_at_its_time_budget(tmp_path, capsys):
+    from test_user_model_limits import loop_in_if
+
+    path = loop_in_if(tmp_path / "loop.onnx")
+    argv = ["certify", str(path), "--domain", "-1:1", "--budget-us", "1000", "--time-budget", "1.5"]
+    assert main([*argv, "--out", str(tmp_path / "c"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Loop node 'spin' ran past the wall-clock budget of 1.5 s" in err[0], err
+    assert "Loop 'spin': a Loop of 2^62 trips" in err[0]

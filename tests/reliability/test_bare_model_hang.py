@@ -32,15 +32,8 @@ def _loop_in_if(path: Path) -> Path:
     return module.loop_in_if(path)
 
 
-CERTIFY_GAP = pytest.mark.xfail(
-    strict=True,
-    reason="certify on a bare model has no --time-budget yet and spins past 120 s on this model: "
-    "core/commands/certify.py must take user_model.budget_flags and run certify_onnx under the Budget",
-)
-
-
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("command", ["verify", pytest.param("certify", marks=CERTIFY_GAP)])
+@pytest.mark.parametrize("command", ["verify", "certify"])
 def test_unbounded_control_flow_in_a_subgraph_stops_at_the_budget(tmp_path, outcomes, command):
     model = _loop_in_if(tmp_path / "loop.onnx")
     argv = [command, str(model), "--domain", "-1:1", "--time-budget", "2", "--out", str(tmp_path / "out")]
