@@ -2,7 +2,9 @@
 
 Writes DIR/ (atomically): tf_model.h, tf_model.c (the step, commit and reset; weights as
 static const arrays), tf_golden.h + tf_test.c (the numpy reference's outputs, checked without
-Python), tf_expcheck.c, tf_eva.c and a Makefile (`make`, `make shared`, `make test`).
+Python), tf_expcheck.c, tf_eva.c, tf_timing.c (the step timed in its own process), tf_count.cpp
+and tf_memcount.c (its operations and memory accesses) and a Makefile (`make`, `make shared`,
+`make test`, `make timing`, `make count`).
 `--test` runs `make -C DIR test` afterwards and fails if it does. See docs/codegen.md.
 """
 
@@ -45,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
     # Opened (hashes, and the signature with --trust) once here; codegen works from these bytes.
     out = write(open_artifact(args.artifact, trust=args.trust), args.out, force=args.force)
     print(
-        f"wrote {out}: tf_model.h tf_model.c (the step), tf_test.c tf_golden.h (checks), Makefile; run "
-        f"`make -C {out} test`"
+        f"wrote {out}: tf_model.h tf_model.c (the step), tf_test.c tf_golden.h (checks), tf_timing.c (the step "
+        f"timed in its own process), tf_count.cpp tf_memcount.c (its work), Makefile; run `make -C {out} test`, "
+        f"`make -C {out} timing`"
     )
     if not args.test:
         return 0
