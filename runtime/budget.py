@@ -2,9 +2,12 @@
 `inspect` and `check` on a bare ONNX model each run inside one `Budget`, so no model can make
 them hang or exhaust the machine (a Loop of 2^62 iterations, a tensor of 2^36 elements).
 
-    Budget(seconds, memory)   a context manager: from __enter__ to __exit__ the run may take
-                              `seconds` of wall-clock time and grow the process's address space
-                              by `memory` bytes (None: no limit of that kind)
+    Budget(seconds, memory, per_run=...)   a context manager: from __enter__ to __exit__ the run
+                              may take `seconds` of wall-clock time and grow the process's address
+                              space by `memory` bytes (None: no limit of that kind); per_run: no
+                              single engine run may take longer (verify: PER_RUN_SHARE of the
+                              budget, so a Loop that never ends is stopped in minutes, not at the
+                              end of the budget)
     active()                  the budget in force (None outside one)
     BudgetExceeded            what the command reports: one line naming the limit, what was
                               running and the flag that raises it (a TickformerError: exit 2)
@@ -18,7 +21,9 @@ them hang or exhaust the machine (a Loop of 2^62 iterations, a tensor of 2^36 el
 How the limits are enforced. Time: at the deadline a watchdog thread sets `terminate` on every
 ONNX Runtime `RunOptions` registered with the budget (ORT then stops the run between kernels,
 also inside a Loop's body; its error names the node), and, when the budget was entered on the
-main thread, SIGALRM interrupts Python code (onnx.reference's Loop is a Python loop). Memory:
+main thread, SIGALRM interrupts Python code (onnx.reference's Loop is a Python loop). With
+per_run the watchdog wakes every POLL_S and also terminates an engine run older than per_run
+(Graph.run calls `started`/`ended`); without it, it sleeps until the deadline. Memory:
 on Linux the soft RLIMIT_AS becomes the address space in use at __enter__ plus `memory` (restored
 at __exit__), so an allocation past it fails (numpy's MemoryError, ORT's "Failed to allocate
 memory") instead of waking the OOM killer; elsewhere, or with a GPU provider (CUDA reserves
@@ -43,6 +48,8 @@ GIB = 1 << 30
 DEFAULT_MEMORY_CAP = 8 * GIB  # the default memory budget: this, or half the machine's memory if less
 # default wall-clock budgets (seconds) of the commands that run a user's model
 DEFAULT_SECONDS = {"verify": 1800.0, "certify": 3600.0, "inspect": 120.0, "check": 120.0}
+PER_RUN_SHARE = 0.1  # verify: one engine run may take this share of the wall-clock budget
+POLL_S = 0.5  # how often the per-run watchdog looks (it sleeps until the deadline without per_run)
 FLAGS = {"time": "--time-budget SECONDS", "memory": "--memory-budget GIB"}
 
 _ACTIVE: list["Budget"] = []
@@ -124,8 +131,13 @@ class Budget:
         *,
         enforce_memory: bool = True,
         hint: str = "",
+        per_run: float | None = None,
     ) -> None:
         self.seconds, self.memory, self.enforce_memory, self.hint = seconds, memory, enforce_memory, hint
+        self.per_run = per_run
+        self.run_started: float | None = None  # when the engine run in progress began (per_run)
+        self.run_options: Any = None  # its RunOptions
+        self.per_run_hit = False
         self.doing = ""  # what is running now (set by the caller: "verify's property finite_outputs")
         self.in_engine = (
             0  # > 0 while the main thread waits in an engine run (its deadline error names the node)
@@ -135,6 +147,8 @@ class Budget:
         self._options: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        self._watch: threading.Thread | None = None
+        self._done = threading.Event()
         self._old_handler: Any = None
         self._alarm = False
         self._old_limit: tuple[int, int] | None = None
@@ -144,9 +158,13 @@ class Budget:
     def __enter__(self) -> "Budget":
         if self.seconds is not None:
             self.deadline = time.monotonic() + self.seconds
-            self._timer = threading.Timer(self.seconds, self._expire)
-            self._timer.daemon = True
-            self._timer.start()
+            if self.per_run is None:  # one wake-up, at the deadline (certify's timed loop sees no other)
+                self._timer = threading.Timer(self.seconds, self._expire)
+                self._timer.daemon = True
+                self._timer.start()
+            else:
+                self._watch = threading.Thread(target=self._watching, daemon=True, name="budget watchdog")
+                self._watch.start()
             if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
                 self._old_handler = signal.signal(signal.SIGALRM, self._on_alarm)
                 signal.setitimer(signal.ITIMER_REAL, self.seconds)
@@ -159,6 +177,7 @@ class Budget:
     def __exit__(self, *exc: object) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        self._done.set()
         if self._alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self._old_handler)
@@ -196,6 +215,28 @@ class Budget:
             if self.expired:
                 run_options.terminate = True
 
+    def _watching(self) -> None:
+        """The per-run watchdog: every POLL_S, the deadline, and the engine run in progress."""
+        assert self.deadline is not None and self.per_run is not None
+        while not self._done.wait(POLL_S):
+            now = time.monotonic()
+            if now >= self.deadline:
+                self._expire()
+                return
+            started, options = self.run_started, self.run_options
+            if started is not None and options is not None and now - started > self.per_run:
+                self.per_run_hit = True
+                options.terminate = True
+
+    def started(self, run_options: Any) -> None:
+        """An engine run begins (per_run); `ended` when it returns."""
+        self.in_engine += 1
+        self.run_options, self.run_started = run_options, time.monotonic()
+
+    def ended(self) -> None:
+        self.in_engine -= 1
+        self.run_started = None
+
     def _expire(self) -> None:
         with self._lock:
             self.expired = True
@@ -211,6 +252,12 @@ class Budget:
     # --- the report --------------------------------------------------------------------------
     def message(self, kind: str, where: str) -> str:
         running = where or self.doing or "the model"
+        if kind == "time" and self.per_run_hit and self.per_run is not None and self.seconds:
+            hint = f" ({self.hint})" if self.hint else ""
+            return (
+                f"{running}: one run of the model took more than {self.per_run:g} s, a tenth of the wall-clock "
+                f"budget of {self.seconds:g} s{hint}; raise it with {FLAGS['time']} if the model is that slow"
+            )
         if kind == "time":
             limit = (
                 f"the wall-clock budget of {self.seconds:g} s" if self.seconds else "its wall-clock budget"

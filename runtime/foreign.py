@@ -144,7 +144,7 @@ class Graph:
             )
         budget = active()
         if budget is not None:
-            budget.in_engine += 1
+            budget.started(self.run_options)
         try:
             outs = self.session.run(
                 self.output_names, {n: feeds[n] for n in self.input_names}, self.run_options
@@ -160,7 +160,7 @@ class Graph:
             raise engine_error(self.name, exc) from None
         finally:
             if budget is not None:
-                budget.in_engine -= 1
+                budget.ended()
         return {n: np.asarray(v) for n, v in zip(self.output_names, outs)}
 
 

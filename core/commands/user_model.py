@@ -71,9 +71,13 @@ def is_bare(path: Path, args: argparse.Namespace) -> bool:
     )
 
 
-def make_budget(args: argparse.Namespace, backend: str = "ort", hint: str = "") -> Any:
-    """The Budget of this run from --time-budget / --memory-budget (checked: positive, finite)."""
-    from tickformer.runtime.budget import GIB, Budget, default_memory
+def make_budget(
+    args: argparse.Namespace, backend: str = "ort", hint: str = "", per_run_share: bool = False
+) -> Any:
+    """The Budget of this run from --time-budget / --memory-budget (checked: positive, finite);
+    per_run_share: no engine run may take more than PER_RUN_SHARE of it (verify; not certify,
+    whose timed loop must see no watchdog wake-ups)."""
+    from tickformer.runtime.budget import GIB, PER_RUN_SHARE, Budget, default_memory
 
     seconds = getattr(args, "time_budget", None)
     if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
@@ -82,7 +86,8 @@ def make_budget(args: argparse.Namespace, backend: str = "ort", hint: str = "") 
     if gib is not None and not (math.isfinite(gib) and gib > 0):
         raise ConfigError(f"--memory-budget {gib!r} must be a positive number of GiB, e.g. 8")
     memory = int(gib * GIB) if gib is not None else default_memory()
-    return Budget(seconds, memory, enforce_memory=backend == "ort", hint=hint)
+    per_run = seconds * PER_RUN_SHARE if seconds is not None and per_run_share else None
+    return Budget(seconds, memory, enforce_memory=backend == "ort", hint=hint, per_run=per_run)
 
 
 def loop_hint(path: Path, step: Path | None = None) -> str:
@@ -120,7 +125,7 @@ def guarded(
 
     if command in ("verify", "certify"):
         args.error_exit = USER_MODEL_EXIT
-    budget = make_budget(args, backend)
+    budget = make_budget(args, backend, per_run_share=command == "verify")
     try:
         with budget:
             return body(budget)

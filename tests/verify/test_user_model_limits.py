@@ -89,11 +89,26 @@ def test_a_loop_of_2_62_trips_stops_at_the_time_budget_naming_the_node(tmp_path,
     took = time.monotonic() - start
     line = one_error_line(capsys)
     assert rc == 2 and took < 30, (rc, took)
-    assert "at the Loop node 'spin' ran past the wall-clock budget of 1.5 s" in line, line
+    # verify stops one engine run at a tenth of the budget (certify at the budget: its timed loop
+    # must see no watchdog wake-ups)
+    assert "at the Loop node 'spin': one run of the model took more than 0.15 s" in line, line
+    assert "a tenth of the wall-clock budget of 1.5 s" in line, line
     assert "Loop 'spin': a Loop of 2^62 trips" in line and "--time-budget" in line, line
     report = json.loads((out / "verify.json").read_text())
     assert report["verdict"] == "INCOMPLETE" and "wall-clock budget" in report["stopped"]
     assert {p["status"] for p in report["properties"]} == {"skip"}
+
+
+def test_one_run_is_stopped_at_a_tenth_of_the_budget(tmp_path, capsys):
+    """With the default budget (1800 s) the loop would run 30 minutes; verify stops the one run
+    at a tenth of the budget: here 20 s -> 2 s."""
+    path = loop_in_if(tmp_path / "loop.onnx")
+    start = time.monotonic()
+    rc = main(["verify", str(path), "--domain", "-1:1", "--time-budget", "20", "--out", str(tmp_path / "o")])
+    took = time.monotonic() - start
+    line = one_error_line(capsys)
+    assert rc == 2 and took < 10, (rc, took)
+    assert "one run of the model took more than 2 s, a tenth of the wall-clock budget of 20 s" in line
 
 
 def test_inspect_and_check_warn_about_the_unbounded_loop(tmp_path, capsys):
