@@ -253,9 +253,12 @@ def run(args: argparse.Namespace) -> int:
     if args.check is not None:
         return check(args)
     if user_model.is_bare(args.artifact, args):  # a user's model: within its budget, failures exit 2
+        import tickformer.certify.campaign  # noqa: F401  (imported before the budget's clock starts)
+        import tickformer.certify.report  # noqa: F401
 
         def body(budget: Any) -> int:
             budget.hint = user_model.loop_hint(args.artifact, args.step)
+            budget.doing = f"certify's campaign on {args.artifact}"
             return _run(args)
 
         return user_model.guarded(args, "certify", body, backend=args.backend)

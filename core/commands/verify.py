@@ -84,6 +84,8 @@ def _open(open_model, path: Path, backend: str, max_t: int, trust: Path | None =
 
 def run(args: argparse.Namespace) -> int:
     if user_model.is_bare(args.path, args):
+        import tickformer.verify.properties  # noqa: F401  (imported before the budget's clock starts)
+
         return user_model.guarded(args, "verify", lambda budget: _run(args, budget), backend=args.backend)
     return _run(args, None)
 
