@@ -141,6 +141,10 @@ SPEC_CASES = [
     ({"version": 1, "skip": "causality"}, "list of property names", "rejects"),
     ({"version": 1, "skip": ["causalty"]}, "'causalty' is not a property of a bare model", "rejects"),
     ({"version": 1, "skip": ["stale_cache_isolation"]}, "is not a property of a bare model", "rejects"),
+    ({"version": 1, "cache": {"kind": "ring"}}, "cache.kind", "rejects"),
+    ({"version": 1, "cache": {"batch_axis": "one"}}, "cache.batch_axis", "rejects"),
+    ({"version": 1, "cache": {"state_bound": -1}}, "cache.state_bound", "rejects"),
+    ({"version": 1, "cache": {"state_bound": float("inf")}}, "cache.state_bound", 1),
 ]
 VALID_SPECS = [
     {"version": 1},
@@ -149,6 +153,8 @@ VALID_SPECS = [
     {"version": 1, "inputs": {"x": {"vocab": [0, 0], "batch_axis": False, "time_axis": -1}}},
     {"version": 1, "axes": {"T": [0, 0]}, "domain": [[-1, 1], [2.5, 2.5]], "causal": False},
     {"version": 1, "cache": {"step": "s.onnx", "inputs": {"m": {"span": "current", "valid": 1}}}},
+    {"version": 1, "inputs": {"h0": {"role": "state"}}, "skip": ["state_bounded", "state_reset"]},
+    {"version": 1, "cache": {"kind": "state", "batch_axis": 1, "state_bound": 10.0, "pairs": {"h": "h_n"}}},
 ]
 
 
@@ -364,3 +370,12 @@ def test_position_inputs_are_filled_not_drawn(tmp_path):
 
     results = {r.name: r.status for r in verify_model(ForeignModel(p), examples=10)}
     assert results["runs_in_domain"] == "pass" and results["causality"] == "pass"
+
+
+def test_a_cache_section_without_a_step_graph_needs_pairs_of_the_model_itself(tmp_path):
+    """[cache] without a step graph: the model is its own step graph, so its pairs must be its own
+    inputs and outputs; a model with none is refused naming the fixes."""
+    path = signal_model(tmp_path / "s.onnx")
+    spec = write(tmp_path, "c.toml", 'version = 1\n[cache]\nprefill = "empty"\n')
+    with pytest.raises(ConfigError, match="pair by no convention.*set cache.step, pass --step"):
+        open_signature(path, spec=spec, flags=Flags(domain=(0.0, 1.0)))
