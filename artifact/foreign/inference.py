@@ -191,13 +191,13 @@ def resolve(
     axes_doc = doc.get("axes", {})
     known_keys: dict[str, str] = {}
     for key in axes_doc:
-        if key in ("batch", "time"):
+        if ("sym", key) in groups.parent:  # a dimension the graph names (also "batch" or "time")
+            known_keys[groups.name(("sym", key))] = key
+        elif key in ("batch", "time"):
             k = ("role", key)
             if k not in groups.parent:
                 raise ConfigError(f"{where}: axes.{key}: the graph has no dynamic {key} axis; remove it")
             known_keys[groups.name(k)] = key
-        elif ("sym", key) in groups.parent:
-            known_keys[groups.name(("sym", key))] = key
         elif key in dynamic:
             known_keys[key] = key
         else:

@@ -111,8 +111,8 @@ class CacheSig:
 
     def spec(self) -> dict[str, Any]:
         out: dict[str, Any] = {"prefill": self.prefill, "pairs": dict(self.pairs)}
-        if not self.same:
-            out = {"step": str(self.step), **out}
+        if not self.same:  # absolute: the spec may be saved anywhere
+            out = {"step": str(Path(self.step).resolve()), **out}
         kinds = set(self.kind(p) for p, _ in self.pairs)
         if len(kinds) == 1:
             out["kind"] = kinds.pop()

@@ -198,3 +198,66 @@ def test_the_saved_counterexample_of_a_mutant_replays(tmp_path):
         assert not np.allclose(stepped["y"], model.full(feeds)["y"][:, k:], atol=1e-4)
     finally:
         model.close()
+
+
+@pytest.mark.parametrize(
+    ("model", "step"),
+    [
+        ("lstm.onnx", None),
+        ("gru/model.onnx", "gru/step.onnx"),
+        ("gpt_cache/model.onnx", "gpt_cache/step.onnx"),
+    ],
+)
+def test_inspect_json_of_a_recurrent_model_is_a_spec_verify_reads_back(tmp_path, capsys, model, step):
+    """The spec inspect --json writes for a recurrent model (dims named batch and time, which the
+    spec's [axes] read as the role keys before; a step graph written relative to the working
+    directory, read relative to the spec file) is one verify reads back and passes with."""
+    argv = [str(FIXTURES / model)] + ([] if step is None else ["--step", str(FIXTURES / step)])
+    assert main(["inspect", *argv, "--json"]) == 0
+    spec = tmp_path / "sub" / "spec.json"
+    spec.parent.mkdir()
+    spec.write_text(capsys.readouterr().out)
+    out = tmp_path / "out"
+    rc = main(
+        [
+            "verify",
+            str(FIXTURES / model),
+            "--spec",
+            str(spec),
+            "--domain",
+            "-1:1",
+            "--examples",
+            "5",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0, capsys.readouterr()
+
+
+def test_inspect_reports_roles_and_axes_batch_time_state(capsys):
+    """The issue's inspect of the GRU: the state [1, batch, 16] was 'batch axis 0, time axis 1',
+    then 'positions along axis 1' (its batch axis)."""
+    assert main(["inspect", str(FIXTURES / "gru/model.onnx"), "--step", str(FIXTURES / "gru/step.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "  h <- h_n: a recurrent state, batch axis 1" in out and "positions along" not in out
+    assert main(["inspect", str(FIXTURES / "gru/step.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "h                    float32[1, batch, 16]  state: batch axis 1, fed the reset state: zeros" in out
+    )
+    assert "recurrent the model itself (its own step graph)" in out
+    assert (
+        main(
+            [
+                "inspect",
+                str(FIXTURES / "gpt_cache/model.onnx"),
+                "--step",
+                str(FIXTURES / "gpt_cache/step.onnx"),
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "past_key_values.0.key <- present.0.key: a KV cache, positions along axis 2, batch axis 0" in out
+    assert "prefill empty" in out
