@@ -208,11 +208,14 @@ def test_the_saved_counterexample_of_a_mutant_replays(tmp_path):
         ("gpt_cache/model.onnx", "gpt_cache/step.onnx"),
     ],
 )
-def test_inspect_json_of_a_recurrent_model_is_a_spec_verify_reads_back(tmp_path, capsys, model, step):
+def test_inspect_json_of_a_recurrent_model_is_a_spec_verify_reads_back(
+    tmp_path, capsys, monkeypatch, model, step
+):
     """The spec inspect --json writes for a recurrent model (dims named batch and time, which the
     spec's [axes] read as the role keys before; a step graph written relative to the working
     directory, read relative to the spec file) is one verify reads back and passes with."""
-    argv = [str(FIXTURES / model)] + ([] if step is None else ["--step", str(FIXTURES / step)])
+    monkeypatch.chdir(FIXTURES)  # the paths as a user types them: relative to the working directory
+    argv = [model] + ([] if step is None else ["--step", step])
     assert main(["inspect", *argv, "--json"]) == 0
     spec = tmp_path / "sub" / "spec.json"
     spec.parent.mkdir()
