@@ -45,6 +45,7 @@ RANGES: tuple[tuple[str, tuple[float, float, str]], ...] = (
     ("config.window", (1, 1 << 20, "sliding-window length")),
     ("config.d_state", (0, 1 << 12, "state-space states per channel")),
     ("input_domain.*", (-F32_MAX, F32_MAX, "the declared input domain (float32 numbers)")),
+    ("input_domain_columns.*", (-F32_MAX, F32_MAX, "an input column's declared domain (float32 numbers)")),
     ("tolerance.atol", (0.0, 1.0, "the stated absolute tolerance of the backends' agreement")),
     ("tolerance.rtol", (0.0, 1.0, "the stated relative tolerance of the backends' agreement")),
     ("output_bound", (1e-30, F32_MAX, "the analytic bound on |y| (a positive float32 number)")),

@@ -51,11 +51,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from tickformer import sealed, signing, validation
-from tickformer.contracts.input_domain import check_domain
+from tickformer.contracts.input_domain import Columns, check_columns, check_domain
 from tickformer.errors import ArtifactError, CheckpointError, ConfigError, FileRefused, UntrustedArtifact
 from tickformer.model.checkpoint import check_weights_size, parse_weights
 from tickformer.model.config import Config
-from tickformer.safe_files import MAX_FILE_BYTES, MAX_MANIFEST_BYTES, Directory, is_plain_name, read_path
+from tickformer.safe_files import MAX_FILE_BYTES, MAX_MANIFEST_BYTES, Directory, is_plain_name
 
 from . import graph_rules, ranges
 from .format import (
@@ -106,6 +106,15 @@ class Artifact:
     def input_domain(self) -> tuple[float, float]:
         lo, hi = self.manifest["input_domain"]
         return float(lo), float(hi)
+
+    @property
+    def input_domain_columns(self) -> Columns | None:
+        """One [lo, hi] per input column ((lows, highs), inside input_domain), or None: every
+        column has input_domain (checked at open, inside it)."""
+        columns = self.manifest.get("input_domain_columns")
+        if columns is None:
+            return None
+        return tuple(float(p[0]) for p in columns), tuple(float(p[1]) for p in columns)
 
     @property
     def output_bound(self) -> float | None:
@@ -279,6 +288,15 @@ def check_schema(root: Path, manifest: dict[str, Any]) -> None:
             f"{MANIFEST}: input_domain {domain} must be two finite float32 numbers with lo <= hi (the run-time "
             f"input check and the score bounds use it); re-export the artifact",
         ) from None
+    columns = manifest.get("input_domain_columns")
+    if columns is not None:
+        cfg = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+        try:
+            if cfg.get("inputs") == "tokens":
+                raise ConfigError("a token model's domain is its vocabulary")
+            check_columns(columns, check_domain(*domain), cfg.get("d_in"))
+        except (ConfigError, TypeError) as exc:
+            raise _fail(root, f"{MANIFEST}: input_domain_columns: {exc}; re-export the artifact") from None
     tolerance = manifest["tolerance"]
     if not isinstance(tolerance, dict) or not all(
         validation.is_real(tolerance.get(k)) and math.isfinite(tolerance[k]) and tolerance[k] >= 0
@@ -562,22 +580,3 @@ def verified_graph_bytes(artifact: Artifact, graph: str) -> bytes:
     control flow). Pass these bytes -- not the path -- to the engine. Raises ArtifactError.
     Not real-time."""
     return _checked_graph(artifact, graph)
-
-
-def artifact_containing(path: str | os.PathLike[str]) -> Path | None:
-    """The artifact folder that `path` is, or lies inside (its manifest.json names FORMAT), else
-    None. For the tools' rule that nothing but export, sign and build writes into an artifact
-    (SECURITY.md). Reads at most one small manifest per folder up to the root; a manifest that
-    cannot be read or parsed is not taken for an artifact's (then nothing is protected there)."""
-    here = Path(path).resolve()  # a symlink into an artifact is inside it
-    for folder in (here, *here.parents):
-        candidate = folder / MANIFEST
-        if not candidate.is_file():
-            continue
-        try:
-            manifest = sealed.loads(read_path(candidate, max_bytes=MAX_MANIFEST_BYTES))
-        except (FileRefused, ValueError):
-            continue
-        if isinstance(manifest, dict) and manifest.get("format") == FORMAT:
-            return folder
-    return None

@@ -257,8 +257,12 @@ def prepare(session: Any, *, n_inputs: int, seed: int) -> np.ndarray:
     return make_inputs(session.input_shape, session.input_dtype, _domain(session), n_inputs, seed)
 
 
-def _domain(session: Any) -> tuple[float, float]:
-    return (0, session.config.vocab_size - 1) if session.tokens else session.domain
+def _domain(session: Any) -> Any:
+    """(lo, hi) of the inputs, or (lows, highs) per input column when the artifact declares them."""
+    if session.tokens:
+        return (0, session.config.vocab_size - 1)
+    columns = getattr(session, "domain_columns", None)
+    return session.domain if columns is None else (np.array(columns[0]), np.array(columns[1]))
 
 
 def certify_artifact(

@@ -36,12 +36,24 @@ from .environment import environment
 def make_inputs(
     shape: tuple[int, ...], dtype: Any, domain: tuple[float, float], n: int, seed: int
 ) -> np.ndarray:
-    """n distinct inputs drawn uniformly from the declared domain: [n, *shape]. Not real-time."""
+    """n distinct inputs drawn uniformly from the declared domain: [n, *shape]; `domain` is (lo, hi),
+    or (lows, highs) arrays over the last axis (per input column). Not real-time."""
     rng = np.random.default_rng(seed)
     lo, hi = domain
     if np.issubdtype(np.dtype(dtype), np.integer):
         return rng.integers(int(lo), int(hi) + 1, size=(n, *shape)).astype(dtype)  # [n, *shape]
-    return rng.uniform(lo, hi, size=(n, *shape)).astype(dtype)  # [n, *shape]
+    x = rng.uniform(lo, hi, size=(n, *shape)).astype(dtype)  # [n, *shape]
+    inward_lo = np.where(
+        np.asarray(lo, dtype) < np.asarray(lo),
+        np.nextafter(np.asarray(lo, dtype), np.inf),
+        np.asarray(lo, dtype),
+    )
+    inward_hi = np.where(
+        np.asarray(hi, dtype) > np.asarray(hi),
+        np.nextafter(np.asarray(hi, dtype), -np.inf),
+        np.asarray(hi, dtype),
+    )
+    return np.clip(x, inward_lo, inward_hi)  # a rounding to `dtype` may leave the domain
 
 
 def input_distribution(
@@ -50,9 +62,12 @@ def input_distribution(
     """What `make_inputs` draws, as the certificate records it."""
     lo, hi = domain
     integer = np.issubdtype(np.dtype(dtype), np.integer)
+    per_column = np.ndim(lo) > 0
     return {
-        "kind": "uniform integers" if integer else "uniform",
-        "domain": [int(lo), int(hi)] if integer else [float(lo), float(hi)],
+        "kind": "uniform integers" if integer else ("uniform per input column" if per_column else "uniform"),
+        "domain": [int(lo), int(hi)]
+        if integer
+        else ([[float(a), float(b)] for a, b in zip(lo, hi)] if per_column else [float(lo), float(hi)]),
         "domain_means": "the artifact's declared input domain (token ids: the vocabulary)",
         "distinct": int(n),
         "shape": [int(d) for d in shape],

@@ -145,10 +145,14 @@ def certify_native(
 def _distribution(plan: Any, record: dict[str, Any]) -> dict[str, Any]:
     lo, hi = plan.domain
     tokens = plan.tokens
+    columns = (
+        None if tokens or plan.columns is None else [[float(a), float(b)] for a, b in zip(*plan.columns)]
+    )
     return {
-        "kind": "uniform integers" if tokens else "uniform",
-        "domain": [0, plan.d_out - 1] if tokens else [float(lo), float(hi)],
-        "domain_means": "the artifact's declared input domain, rounded inward to float32 (TF_DOMAIN_LO/HI)"
+        "kind": "uniform integers" if tokens else ("uniform per input column" if columns else "uniform"),
+        "domain": [0, plan.d_out - 1] if tokens else (columns or [float(lo), float(hi)]),
+        "domain_means": "the artifact's declared input domain (per input column when declared so), rounded "
+        "inward to float32 (TF_INPUT_LO/HI)"
         if not tokens
         else "token ids 0..V-1",
         "distinct": record["inputs"]["distinct"],

@@ -10,7 +10,7 @@ summation of the same recurrence (docs/ssm.md bounds the two apart), and the C s
 recurrence; 4 max_len steps, a reset, 8 more. Two sequences: the
 first over every position 0..max_len-1 (a ring cache: max(max_len, 4W + 1) positions, so
 every ring position [0, 3W) and the wrap from 3W - 1 back to W are crossed; inputs uniform in
-the declared domain, the first two pinned at its edges; token ids across the vocabulary, both
+the declared domain (per input column when declared so), the first two pinned at its edges; token ids across the vocabulary, both
 ends included), then -- after a reset -- a second sequence (8 positions; a ring cache 2W + 1,
 so it wraps too), which checks that rows of the first one never leak into the second.
 
@@ -64,7 +64,9 @@ def reference_inputs(plan: Plan, seed: int = 0) -> tuple[np.ndarray, int]:
         seq = rng.integers(0, cfg.vocab_size, size=(n + second, b, 1), dtype=np.int64)  # [T, B, 1]
         seq[0], seq[1] = 0, cfg.vocab_size - 1
         return seq, n
-    lo, hi = c_text.up(plan.domain[0]), c_text.down(plan.domain[1])  # the float32 domain's edges
+    lows, highs = plan.columns if plan.columns is not None else ((plan.domain[0],), (plan.domain[1],))
+    lo = np.array([c_text.up(v) for v in lows], np.float32)  # [d_in] or [1]: the float32 domains' edges
+    hi = np.array([c_text.down(v) for v in highs], np.float32)  # per input column when declared so
     seq = rng.uniform(lo, hi, size=(n + second, b, 1, cfg.d_in)).astype(np.float32)  # [T, B, 1, d_in]
     seq = np.clip(seq, lo, hi)  # a float32 rounding of a uniform draw may leave [lo, hi]
     seq[0], seq[min(1, n - 1)] = lo, hi

@@ -70,6 +70,8 @@ KNOWN_MANIFEST_KEYS = frozenset(
         "fp16",
         "score_bounds",
         "input_domain",
+        "input_domain_columns",  # one [lo, hi] per input column: tf_check_input checks each (source.py)
+        "signals",  # the logged signals' names, units and order: named in the header (source.py)
         "output_bound",
         "graphs",
         "files",
@@ -103,6 +105,8 @@ class Plan:
     cache_kind: str = "static"
     block_kind: str = "attention"
     state_bound: tuple[float, ...] = ()  # ssm: the manifest's per-layer state bound S_l
+    columns: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # per input column (lows, highs)
+    signals: dict[str, Any] | None = field(default=None, repr=False)  # the manifest's "signals"
 
     # --- shapes (llama2.c names) ------------------------------------------------------------
     @property
@@ -227,6 +231,8 @@ def plan_for(artifact: Artifact) -> Plan:
         cache_kind="state" if ssm else fmt.cache_kind(cfg),
         block_kind="ssm" if ssm else "attention",
         state_bound=_state_bound(manifest, cfg.n_layers) if ssm else (),
+        columns=artifact.input_domain_columns,
+        signals=manifest.get("signals") if isinstance(manifest.get("signals"), dict) else None,
     )
 
 

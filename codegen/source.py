@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -154,7 +155,7 @@ def header(plan: Plan, generator: str) -> str:
 #define TF_D_FF {cfg.d_ff}
 #define TF_DOMAIN_LO {c_text.f32_up(lo)} /* declared input domain (float32 inside [{lo!r}, {hi!r}]) */
 #define TF_DOMAIN_HI {c_text.f32_down(hi)}
-
+{_columns_h(plan)}
 typedef {in_type} tf_input;
 
 /* 64-byte alignment (one cache line, one AVX-512 vector) for the weights and the state, so no
@@ -298,6 +299,61 @@ static void tf_project_row(const float *restrict h, float *restrict y)
 """
 
 
+def _comment_text(value: Any, limit: int = 48) -> str:
+    """A user's signal name or unit, safe inside a C comment: printable ASCII, no comment
+    delimiters, at most `limit` characters (the names come from the user's data file)."""
+    text = "".join(c if " " <= c <= "~" else "?" for c in str(value))[:limit]
+    return text.replace("*/", "* /").replace("/*", "/ *")
+
+
+def _columns_h(plan: Plan) -> str:
+    """The header's input columns: what each of x's TF_D_IN values is (name, unit, from the
+    manifest's "signals") and its declared domain, checked per column by tf_check_input
+    (TF_DOMAIN_COLUMNS 1); and the outputs' meaning. Empty when the artifact declares neither."""
+    one = (
+        "#define TF_DOMAIN_COLUMNS 0 /* one domain for every input value */\n"
+        "#define TF_INPUT_LO(i) TF_DOMAIN_LO /* the domain of input value i of a row */\n"
+        "#define TF_INPUT_HI(i) TF_DOMAIN_HI\n"
+    )
+    if plan.tokens or (plan.columns is None and plan.signals is None):
+        return one
+    signals = plan.signals or {}
+    names = {c.get("index"): c for c in signals.get("inputs", []) if isinstance(c, dict)}
+    lines = ["/* Inputs, x[b * TF_D_IN + j], in this order:"]
+    for j in range(plan.d_in):
+        col = names.get(j, {})
+        label = _comment_text(col.get("name", f"column {j}"))
+        unit = f" [{_comment_text(col['unit'], 16)}]" if col.get("unit") else ""
+        role = f" ({_comment_text(col['role'], 8)})" if col.get("role") else ""
+        domain = "" if plan.columns is None else f" in [{plan.columns[0][j]!r}, {plan.columns[1][j]!r}]"
+        lines.append(f"   j={j}: {label}{unit}{role}{domain}")
+    outputs = [c for c in signals.get("outputs", []) if isinstance(c, dict)]
+    if outputs:
+        lines.append("   Outputs, y[b * TF_D_OUT + k]:")
+        for c in outputs[: plan.d_out]:
+            unit = f" [{_comment_text(c['unit'], 16)}]" if c.get("unit") else ""
+            lines.append(
+                f"   k={_comment_text(c.get('index'), 8)}: {_comment_text(c.get('name'))}{unit} "
+                f"at t+{_comment_text(c.get('horizon'), 8)} minus at t"
+            )
+    lines[-1] += " */"
+    if plan.columns is None:
+        return "\n".join(lines) + "\n" + one
+    lows = ", ".join(c_text.f32_up(v) for v in plan.columns[0])
+    highs = ", ".join(c_text.f32_down(v) for v in plan.columns[1])
+    return "\n".join(
+        [
+            *lines,
+            "#define TF_DOMAIN_COLUMNS 1 /* each input column has its own domain (float32 inside it) */",
+            f"static const float TF_DOMAIN_LO_COLUMN[TF_D_IN] = {{{lows}}};",
+            f"static const float TF_DOMAIN_HI_COLUMN[TF_D_IN] = {{{highs}}};",
+            "#define TF_INPUT_LO(i) TF_DOMAIN_LO_COLUMN[(i) % TF_D_IN] /* the domain of input value i */",
+            "#define TF_INPUT_HI(i) TF_DOMAIN_HI_COLUMN[(i) % TF_D_IN]",
+            "",
+        ]
+    )
+
+
 def _check_input_c(plan: Plan) -> str:
     if plan.tokens:
         return """\
@@ -327,6 +383,11 @@ static int tf_check_input(const tf_input x[TF_BATCH * TF_D_IN])
         if (v < TF_DOMAIN_LO || v > TF_DOMAIN_HI) {
             return TF_E_DOMAIN;
         }
+#if TF_DOMAIN_COLUMNS
+        if (v < TF_INPUT_LO(i) || v > TF_INPUT_HI(i)) {
+            return TF_E_DOMAIN;
+        }
+#endif
     }
     return TF_OK;
 }

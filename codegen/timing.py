@@ -126,9 +126,9 @@ static void draw_inputs(int n)
             inputs[k][i] = (tf_input)(splitmix64() % (uint64_t)TF_D_OUT);
 #else
             const double u = (double)(splitmix64() >> 11) * 0x1p-53; /* uniform in [0, 1) */
-            const double lo = (double)TF_DOMAIN_LO, hi = (double)TF_DOMAIN_HI;
+            const double lo = (double)TF_INPUT_LO(i), hi = (double)TF_INPUT_HI(i); /* its column's */
             float v = (float)(lo + (hi - lo) * u);
-            v = v < TF_DOMAIN_LO ? TF_DOMAIN_LO : (v > TF_DOMAIN_HI ? TF_DOMAIN_HI : v);
+            v = v < TF_INPUT_LO(i) ? TF_INPUT_LO(i) : (v > TF_INPUT_HI(i) ? TF_INPUT_HI(i) : v);
             inputs[k][i] = v;
 #endif
         }
@@ -437,7 +437,7 @@ int main()
 #else
             {
                 const double u = (double)(r >> 11) * 0x1p-53;
-                const double lo = (double)TF_DOMAIN_LO, hi = (double)TF_DOMAIN_HI; // float literals
+                const double lo = (double)TF_INPUT_LO(i), hi = (double)TF_INPUT_HI(i); // its column's
                 const double v = lo + (hi - lo) * u;
                 x[i] = tf_cf(v < lo ? lo : (v > hi ? hi : v));
             }
@@ -567,7 +567,7 @@ int main(void)
 #if TF_TOKENS
         x[i] = (tf_input)(i % TF_D_OUT);
 #else
-        x[i] = TF_DOMAIN_LO + (TF_DOMAIN_HI - TF_DOMAIN_LO) * 0.25f * (float)(i % 4);
+        x[i] = TF_INPUT_LO(i) + (TF_INPUT_HI(i) - TF_INPUT_LO(i)) * 0.25f * (float)(i % 4);
 #endif
     }
     tf_reset(&state);

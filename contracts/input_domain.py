@@ -24,6 +24,13 @@ decides the contract: NaN fails every comparison (`lo <= v <= hi`, `lo <= min`),
 outside any finite interval. Only the failure path allocates, to name the first bad index and
 the worst value.
 
+Per column (`Columns`): a model trained on logged signals declares one interval per input
+column (min/max of the data widened by a margin, model/forecast.py), inside the envelope
+[lo, hi] that the score bound is derived from. Column j of x is x[..., j]. The check is then the
+envelope scan above followed by a per-column pass -- for a small plain ndarray the same kind of
+`while` loop, comparing x.item(i) with the bounds of column i % d (Python floats held in tuples:
+0 bytes); larger arrays compare a [n, d] view against the [d] bounds (allocates).
+
 Referenced by: runtime sessions, `runtime.monitor.ContractMonitor`,
 tests/contracts/test_input_domain.py, `tickformer verify` (domain strategy).
 """
@@ -31,6 +38,7 @@ tests/contracts/test_input_domain.py, `tickformer verify` (domain strategy).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +54,45 @@ SMALL = 64
 
 
 FLOAT32_MAX = 3.4028234663852886e38  # np.finfo(np.float32).max: inputs are float32
+
+
+Columns = tuple[tuple[float, ...], tuple[float, ...]]  # (lows, highs), one per input column
+
+
+def check_columns(columns: Any, envelope: tuple[float, float], d_in: int) -> Columns:
+    """Validate per-column domains: `d_in` pairs [lo_j, hi_j], each a valid domain
+    (`check_domain`) inside the envelope [lo, hi]. Returns (lows, highs) as tuples of Python
+    floats (what the real-time loop indexes). Raises ConfigError naming the column. Not real-time."""
+    if not isinstance(columns, (list, tuple)) or len(columns) != d_in:
+        raise ConfigError(
+            f"per-column input domain {columns!r:.120} must be {d_in} [lo, hi] pairs, one per input column"
+        )
+    lows, highs = [], []
+    lo_env, hi_env = envelope
+    for j, pair in enumerate(columns):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ConfigError(f"input column {j}'s domain {pair!r:.60} must be [lo, hi], two numbers")
+        try:
+            lo, hi = check_domain(*pair)
+        except ConfigError as exc:
+            raise ConfigError(f"input column {j}: {exc}") from None
+        if lo < lo_env or hi > hi_env:
+            raise ConfigError(
+                f"input column {j}'s domain [{lo}, {hi}] is not inside the declared domain [{lo_env}, {hi_env}] "
+                "the bounds are derived from; widen --domain or narrow the column"
+            )
+        lows.append(lo)
+        highs.append(hi)
+    return tuple(lows), tuple(highs)
+
+
+def parse_columns(text: str) -> list[tuple[float, float]]:
+    """'LO:HI,LO:HI,...' (one pair per input column) -> [(lo, hi), ...], each validated."""
+    pairs = text.split(",")
+    try:
+        return [parse_domain(part) for part in pairs]
+    except ConfigError as exc:
+        raise ConfigError(f"--domain {text!r}: {exc}") from None
 
 
 def check_domain(lo: float, hi: float) -> tuple[float, float]:
@@ -154,10 +201,11 @@ def describe_violation(x: np.ndarray, lo: float, hi: float) -> str:
     )
 
 
-def validate_input(x: np.ndarray, lo: float, hi: float) -> None:
+def validate_input(x: np.ndarray, lo: float, hi: float, columns: Columns | None = None) -> None:
     """Raise `InputError` unless x is a floating array whose values are all finite and in [lo, hi].
 
-    lo, hi: a finite domain (validate it once with `check_domain`).
+    lo, hi: a finite domain (validate it once with `check_domain`); columns: per-column domains
+    inside it (`check_columns`), or None.
     Real-time safe on the success path: a dtype check and `check_values`. The failure path
     allocates to build the message.
     """
@@ -166,16 +214,63 @@ def validate_input(x: np.ndarray, lo: float, hi: float) -> None:
         raise InputError(
             f"input must be a floating-point numpy array, got {kind}; convert with np.asarray(x, np.float32)"
         )
-    check_values(x, lo, hi)
+    check_values(x, lo, hi, columns)
 
 
-def check_values(x: np.ndarray, lo: float, hi: float) -> None:
+def check_values(x: np.ndarray, lo: float, hi: float, columns: Columns | None = None) -> None:
     """`validate_input` for a caller that has already checked x's type and dtype (the session
     checks them exactly, once per step): one `value_range` scan, 0 bytes for a small plain
-    ndarray. NaN fails both comparisons; +-inf lies outside any finite interval."""
+    ndarray; with `columns` (`check_columns`), then the per-column pass (`column_outside`).
+    NaN fails both comparisons; +-inf lies outside any finite interval."""
     if x.size == 0:
         return
     mn, mx = value_range(x)
-    if lo <= mn and mx <= hi:
-        return
-    raise InputError(describe_violation(x, lo, hi))
+    if not (lo <= mn and mx <= hi):
+        raise InputError(describe_violation(x, lo, hi))
+    if columns is not None and column_outside(x, columns) >= 0:
+        raise InputError(describe_column_violation(x, columns))
+
+
+def column_outside(x: np.ndarray, columns: Columns) -> int:
+    """The flat index of the first value of x outside its column's interval, else -1 (x's last
+    axis is the column; NaN counts as outside). A small plain ndarray: a `while` loop over
+    x.item(i) against the bounds of column i % d, 0 bytes; otherwise a [n, d] comparison."""
+    lows, highs = columns
+    d = len(lows)
+    if type(x) is np.ndarray and x.size <= SMALL and x.dtype.kind in "fiu":
+        n = x.size
+        i = 0
+        while i < n:
+            v = x.item(i)
+            j = i % d
+            if not (lows[j] <= v <= highs[j]):
+                return i
+            i += 1
+        return -1
+    rows = np.asarray(x, np.float64).reshape(-1, d)  # [n, d]
+    bad = ~((rows >= np.asarray(lows)) & (rows <= np.asarray(highs)))  # [n, d]
+    return int(np.argmax(bad)) if bad.any() else -1
+
+
+def column_excess(x: np.ndarray, columns: Columns) -> float:
+    """How far x leaves its columns' intervals: 0.0 inside, inf for a non-finite value, else the
+    largest distance outside. Failure path of the monitor (allocates only when outside)."""
+    if x.size == 0 or column_outside(x, columns) < 0:
+        return 0.0
+    rows = np.asarray(x, np.float64).reshape(-1, len(columns[0]))  # [n, d]
+    if not np.isfinite(rows).all():
+        return math.inf
+    return float(np.max(np.maximum(np.asarray(columns[0]) - rows, rows - np.asarray(columns[1]))))
+
+
+def describe_column_violation(x: np.ndarray, columns: Columns) -> str:
+    """Name the first value of x outside its column's interval. Failure path only: allocates."""
+    flat = column_outside(x, columns)
+    idx = tuple(int(i) for i in np.unravel_index(flat, x.shape))
+    j = flat % len(columns[0])
+    lo, hi = columns[0][j], columns[1][j]
+    return (
+        f"input value {float(x[idx])!r} at index {idx} is outside input column {j}'s declared domain "
+        f"[{lo}, {hi}] (the range of that signal in the training data, widened by the export's margin); "
+        "clip or scale the input, or re-export with a wider --domain"
+    )

@@ -32,10 +32,10 @@ import tickformer
 from tickformer import sealed, validation
 from tickformer.artifact import ranges
 from tickformer.artifact.format import FORMAT, GRAPH_FILES, MANIFEST, SIGNATURE, WEIGHTS, artifact_version
-from tickformer.contracts.input_domain import check_domain
+from tickformer.contracts.input_domain import Columns, check_columns, check_domain
 from tickformer.durable import replace_dir
 from tickformer.durable import write_synced as _write  # a module name: tests inject faults here
-from tickformer.errors import ArtifactError, CheckpointError, ExportError
+from tickformer.errors import ArtifactError, CheckpointError, ConfigError, ExportError
 from tickformer.model.config import Config
 from tickformer.model.transformer import parameter_shapes
 
@@ -105,7 +105,9 @@ def _with_max_len(config: Config, max_len: int) -> Config:
     return config.replace(max_len=max_len)
 
 
-def input_domain(config: Config, domain: tuple[float, float] | None) -> tuple[float, float]:
+def input_domain(config: Config, domain: Any) -> tuple[float, float]:
+    """The declared domain [lo, hi] of the inputs: `domain`, else DEFAULT_DOMAIN; with one pair
+    per input column (`per_column_domain`), their envelope. Token models: the vocabulary."""
     if config.inputs == "tokens":
         if domain is not None:
             raise ExportError(
@@ -113,7 +115,29 @@ def input_domain(config: Config, domain: tuple[float, float] | None) -> tuple[fl
                 f"[0, {config.vocab_size - 1}]"
             )
         return (0.0, float(config.vocab_size - 1))
-    return check_domain(*(DEFAULT_DOMAIN if domain is None else domain))
+    columns = per_column_domain(config, domain)
+    if columns is not None:
+        return (min(columns[0]), max(columns[1]))
+    try:
+        return check_domain(*(DEFAULT_DOMAIN if domain is None else domain))
+    except TypeError:
+        raise ExportError(
+            f"--domain {domain!r:.80} must be (lo, hi) or one (lo, hi) per input column"
+        ) from None
+
+
+def per_column_domain(config: Config, domain: Any) -> Columns | None:
+    """One [lo, hi] per input column when `domain` is a list of pairs (a model trained on logged
+    signals: model/forecast.py), validated (`contracts.input_domain.check_columns`, against their
+    own envelope); None for a single (lo, hi)."""
+    if domain is None or not isinstance(domain[0], (list, tuple)):
+        return None
+    try:
+        lows = [float(p[0]) for p in domain]
+        highs = [float(p[1]) for p in domain]
+        return check_columns(domain, (min(lows), max(highs)), config.d_in)
+    except (ConfigError, TypeError, ValueError, IndexError) as exc:
+        raise ExportError(f"--domain: {exc}") from None
 
 
 def _versions() -> dict[str, str]:
@@ -240,7 +264,7 @@ def export_params(
     max_len: int | None = None,
     batch: int = 1,
     opset: int = 17,
-    domain: tuple[float, float] | None = None,
+    domain: Any = None,
     seed: int = 0,
     lengths: list[int] | None = None,
     source: Mapping[str, Any] | None = None,
@@ -253,6 +277,10 @@ def export_params(
     sequence runs max(lengths) positions). precision "fp16" writes the mixed-precision graphs of
     export/fp16.py (fp32 kept for scores, softmax, LayerNorm statistics and the residual stream)
     after the fp32 graphs passed the three-way check, and records the measured fp16 error.
+    domain: (lo, hi) of every input, or one (lo, hi) per input column (recorded as
+    input_domain_columns; input_domain is then their envelope, from which the bounds are derived).
+    The signals of a model trained on logged data (source's checkpoint_meta "signals": columns,
+    units, order) are recorded as the manifest's "signals".
     sign: a private key file (`tickformer keygen`): the artifact is written signed (manifest.sig).
     release: the artifact's release number, monotonic (a device refuses a signed artifact older
     than the minimum it pins: `runtime.load(..., trust=KEY, min_release=N)`); default the UNIX time
@@ -272,6 +300,7 @@ def export_params(
     cfg = export_config(config, max_len, batch)
     check_finite_params(params)
     lo_hi = input_domain(cfg, domain)
+    columns = None if cfg.inputs == "tokens" else per_column_domain(cfg, domain)
     if cfg.block == "ssm":
         kind_fields, score_bounds, graphs, tolerance, equiv = _ssm_parts(
             params, cfg, batch, opset, lo_hi, seed, lengths, precision
@@ -313,6 +342,8 @@ def export_params(
         "precision": precision,
         "fp16": fp16_record,
         "input_domain": list(lo_hi),
+        **({} if columns is None else {"input_domain_columns": [list(pair) for pair in zip(*columns)]}),
+        **_signals(source),
         "output_bound": output_bound(params, cfg),
         "score_bounds": score_bounds,
         "graphs": {
@@ -339,24 +370,38 @@ def export_params(
     return manifest
 
 
+def _signals(source: Mapping[str, Any] | None) -> dict[str, Any]:
+    """{"signals": ...} of a model trained on logged data (its checkpoint's meta), else {}."""
+    meta = (source or {}).get("checkpoint_meta") or {}
+    return (
+        {"signals": meta["signals"]}
+        if isinstance(meta, dict) and isinstance(meta.get("signals"), dict)
+        else {}
+    )
+
+
 def export_artifact(
     checkpoint: "str | os.PathLike[str] | Checkpoint",
     out: str | os.PathLike[str],
     *,
-    domain: tuple[float, float] | None = None,
+    domain: Any = None,
     **options: Any,
 ) -> Path:
     """Export a checkpoint (directory or loaded `Checkpoint`) to the artifact directory `out`;
     options: `export_params`'s (max_len, batch, opset, seed, lengths, precision, sign).
 
-    The input domain (continuous inputs) is `domain`, else the checkpoint meta's
+    The input domain (continuous inputs) is `domain`, else the checkpoint meta's per-column
+    domain ("input_domain_per_column", a model trained on logged signals), else its
     "input_domain", else -10..10; token models' domain is their vocabulary.
     Returns `out`. Raises CheckpointError / ExportError. Not real-time."""
     from tickformer.model.checkpoint import Checkpoint, load_checkpoint
 
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
-    if domain is None and ckpt.config.inputs == "continuous" and "input_domain" in ckpt.meta:
-        domain = tuple(ckpt.meta["input_domain"])  # type: ignore[assignment]
+    if domain is None and ckpt.config.inputs == "continuous":
+        if "input_domain_per_column" in ckpt.meta:  # a model trained on logged signals
+            domain = [tuple(pair) for pair in ckpt.meta["input_domain_per_column"]]  # type: ignore[assignment]
+        elif "input_domain" in ckpt.meta:
+            domain = tuple(ckpt.meta["input_domain"])  # type: ignore[assignment]
     source = {"checkpoint": None if ckpt.path is None else str(ckpt.path), "checkpoint_meta": ckpt.meta}
     export_params(ckpt.config, ckpt.params, out, domain=domain, source=source, **options)
     return Path(out)

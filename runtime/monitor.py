@@ -26,7 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from tickformer.contracts.input_domain import check_domain, describe_violation, domain_excess
+from tickformer.contracts.input_domain import (
+    Columns,
+    check_columns,
+    check_domain,
+    column_excess,
+    describe_column_violation,
+    describe_violation,
+    domain_excess,
+)
 from tickformer.contracts.latency import check_budget, over_budget_ns
 from tickformer.contracts.output_bound import describe_output_violation, output_excess
 from tickformer.contracts.state_bound import describe_state_violation, state_excess
@@ -40,7 +48,8 @@ _INPUT, _OUTPUT, _LATENCY, _STATE = 0, 1, 2, 3
 class ContractMonitor:
     """Checks the per-step contracts of one session according to `mode`.
 
-    input_domain=(lo, hi) finite; output_bound: max |y| allowed (None = finiteness only);
+    input_domain=(lo, hi) finite; input_columns=(lows, highs), one per input column, inside it;
+    output_bound: max |y| allowed (None = finiteness only);
     budget_ns: latency budget per step (None = not monitored).
     """
 
@@ -48,6 +57,7 @@ class ContractMonitor:
         "mode",
         "lo",
         "hi",
+        "columns",
         "output_bound",
         "budget_ns",
         "state_bound",
@@ -64,6 +74,7 @@ class ContractMonitor:
         mode: str = "off",
         *,
         input_domain: tuple[float, float],
+        input_columns: Columns | None = None,
         output_bound: float | None = None,
         budget_ns: int | None = None,
         state_bound: Any = None,
@@ -75,6 +86,10 @@ class ContractMonitor:
             )
         self.mode = mode
         self.lo, self.hi = check_domain(*input_domain)
+        self.columns = None
+        if input_columns is not None:
+            pairs = list(zip(*input_columns))  # (lows, highs) -> [(lo, hi), ...]
+            self.columns = check_columns(pairs, (self.lo, self.hi), len(pairs))
         if output_bound is not None and not (isinstance(output_bound, (int, float)) and output_bound > 0):
             raise ConfigError(f"output_bound={output_bound!r} must be a positive number or None")
         self.output_bound = None if output_bound is None else float(output_bound)
@@ -107,6 +122,12 @@ class ContractMonitor:
             self._record(_INPUT, excess, self._steps[0])  # index of the step about to run
             if self._raise:
                 raise ContractViolation("input_domain: " + describe_violation(x, self.lo, self.hi))
+        elif self.columns is not None:
+            excess = column_excess(x, self.columns)
+            if excess > 0.0:
+                self._record(_INPUT, excess, self._steps[0])
+                if self._raise:
+                    raise ContractViolation("input_domain: " + describe_column_violation(x, self.columns))
 
     def check_output(self, y: np.ndarray, elapsed_ns: int | None) -> None:
         """Output and latency contracts, to call after the step. Counts the step.
@@ -171,6 +192,7 @@ class ContractMonitor:
             "mode": self.mode,
             "steps": int(self._steps[0]),
             "input_domain": [self.lo, self.hi],
+            "input_domain_columns": None if self.columns is None else [list(p) for p in zip(*self.columns)],
             "output_bound": self.output_bound,
             "budget_ns": self.budget_ns,
             "state_bound": None if self.state_bound is None else self.state_bound.tolist(),

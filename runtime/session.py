@@ -200,6 +200,7 @@ class Session:
         self.tokens = cfg.inputs == "tokens"
         self.domain = artifact.input_domain
         self._lo, self._hi = self.domain  # passed as two arguments: `*self.domain` allocates ~120 B per call
+        self.domain_columns = artifact.input_domain_columns  # one [lo, hi] per input column, or None
         if self.tokens:
             self.input_shape: tuple[int, ...] = (self.batch, 1)
             self.input_dtype: np.dtype = np.dtype(np.int64)
@@ -255,6 +256,7 @@ class Session:
             self.monitor = ContractMonitor(
                 contracts,
                 input_domain=self.domain,
+                input_columns=self.domain_columns,
                 output_bound=artifact.output_bound,
                 budget_ns=budget_ns,
                 state_bound=state_bound,
@@ -365,9 +367,8 @@ class Session:
             if not self._step_tokens_valid(x):
                 self._validate_values(x)  # raises with the message naming the bad id
         else:
-            check_values(
-                x, self._lo, self._hi
-            )  # finite and in the declared domain (type and dtype checked above); 0 B
+            # finite and in the declared domain, per column if declared (type and dtype checked above); 0 B
+            check_values(x, self._lo, self._hi, self.domain_columns)
 
     def _step_tokens_valid(self, x: np.ndarray) -> bool:
         """0 <= x < V for the step input x [B, 1] int64. Allocation-free: two ufuncs into the
@@ -392,7 +393,7 @@ class Session:
                     f"token id {int(bad.flat[0])} is outside the vocabulary [0, {vocab - 1}]; map it to a valid id"
                 )
         else:
-            validate_input(x, *self.domain)  # finite and inside the declared domain
+            validate_input(x, *self.domain, self.domain_columns)  # finite and inside the declared domain
 
     # --- real-time path ----------------------------------------------------------------------------
     def step(self, x: np.ndarray) -> np.ndarray:

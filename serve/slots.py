@@ -87,6 +87,7 @@ class SlotPool:
         self.max_len = cfg.max_len
         self.out_width = fmt.out_width(cfg)
         self.domain = artifact.input_domain  # (lo, hi): the inputs the artifact was exported for
+        self.domain_columns = artifact.input_domain_columns  # per input column (lows, highs), or None
         self._pe: np.ndarray | None = None  # [N, D]: attention without a window only
         self._bias: list[np.ndarray] = []  # windowed: per layer [3W, H, 1, W]
         if cfg.block == "ssm":

@@ -97,6 +97,7 @@ class StreamTable:
         self._width = cfg.d_in
         self._vocab = cfg.vocab_size
         self._domain = pool.domain
+        self._columns = pool.domain_columns
 
     @property
     def free(self) -> int:
@@ -128,7 +129,7 @@ class StreamTable:
         if x.ndim != 2 or x.shape[1] != self._width or x.dtype != np.float32:
             return f"x must be float32 rows [S, {self._width}], got {x.dtype} {list(x.shape)}"
         try:
-            check_values(x, *self._domain)
+            check_values(x, *self._domain, self._columns)
         except InputError as exc:
             return str(exc)
         return None

@@ -142,7 +142,7 @@ def refuse_writes_into_artifacts(args: argparse.Namespace) -> None:
     out = getattr(args, "out", None)
     if out is None:
         return
-    from tickformer.artifact.reader import artifact_containing
+    from tickformer.artifact.location import artifact_containing
 
     home = artifact_containing(out)
     if home is None:

@@ -33,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=1, help="static batch size of every graph (default 1)")
     p.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17: TensorRT 10.3 / JetPack 6)")
     shared.domain(
-        p, help="declared input domain LO:HI for continuous inputs (default: checkpoint meta, else -10:10)"
+        p,
+        help="declared input domain LO:HI for continuous inputs, or LO:HI,LO:HI,... one per input column "
+        "(default: checkpoint meta -- per column for a model trained with --data -- else -10:10)",
     )
     p.add_argument(
         "--precision",
@@ -62,10 +64,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tickformer.artifact import open_artifact
-    from tickformer.contracts.input_domain import parse_domain
+    from tickformer.contracts.input_domain import parse_columns, parse_domain
     from tickformer.export.writer import export_artifact
 
-    domain = None if args.domain is None else parse_domain(args.domain)
+    if args.domain is None:
+        domain = None
+    else:  # LO:HI, or LO:HI,LO:HI,... one per input column
+        domain = parse_columns(args.domain) if "," in args.domain else parse_domain(args.domain)
     out = export_artifact(
         args.checkpoint,
         args.out,

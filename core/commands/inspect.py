@@ -47,6 +47,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _shown(value: Any) -> str:
+    """A name from the user's data as printed: printable characters only (no terminal escapes), <= 48."""
+    return "".join(c if c.isprintable() else "?" for c in str(value))[:48]
+
+
+def _columns(manifest: dict[str, Any]) -> list[str]:
+    """The input columns (name, unit, per-column domain) of a model trained on logged signals."""
+    columns = manifest.get("input_domain_columns")
+    signals = _dict(manifest.get("signals"))
+    named = {c.get("index"): c for c in signals.get("inputs", []) if isinstance(c, dict)}
+    if not isinstance(columns, list) and not named:
+        return []
+    lines = ["columns   x[..., j], in this order (per-column domain checked at every step):"]
+    for j in range(len(columns) if isinstance(columns, list) else len(named)):
+        col = _dict(named.get(j))
+        unit = f" [{_shown(col['unit'])}]" if col.get("unit") else ""
+        dom = f" in [{columns[j][0]}, {columns[j][1]}]" if isinstance(columns, list) else ""
+        lines.append(f"  {j:>3} {_shown(col.get('name', '?'))}{unit}{dom}")
+    outputs = [c for c in signals.get("outputs", []) if isinstance(c, dict)]
+    if outputs:
+        shown = ", ".join(f"{_shown(c.get('name'))} t+{_shown(c.get('horizon'))}" for c in outputs[:8])
+        lines.append(f"outputs   y[..., k]: {shown}{', ...' if len(outputs) > 8 else ''} (change from t)")
+    return lines
+
+
 def _io(specs: list[dict[str, Any]]) -> str:
     return ", ".join(f"{s['name']} {s['dtype']}[{', '.join(str(d) for d in s['shape'])}]" for s in specs)
 
@@ -78,6 +103,7 @@ def summary(manifest: dict[str, Any]) -> list[str]:
         f"static    batch {manifest['batch']}, max_len {manifest['max_len']}",
         f"domain    inputs in [{manifest['input_domain'][0]}, {manifest['input_domain'][1]}]; |output| "
         f"<= {manifest.get('output_bound')} (analytic, any finite input)",
+        *_columns(manifest),
         "graphs",
     ]
     for name, g in sorted(manifest["graphs"].items()):

@@ -477,14 +477,30 @@ class CBackend(Backend):
                 cases.append((np.nextafter(inside_lo, f32(-np.inf)), False))
             if np.isfinite(inside_hi):
                 cases.append((np.nextafter(inside_hi, f32(np.inf)), False))
-        for value, accepted in cases:
+        columns = self.artifact.input_domain_columns
+        # with per-column domains the envelope's edges are not inside every column: keep its refusals
+        probes = [(None, value, accepted) for value, accepted in cases if columns is None or not accepted]
+        if columns is not None:  # each column's own edges, the others inside their domains
+            base = np.array([_inside(lo, hi) for lo, hi in zip(*columns)], np.float32)  # [d_in]
+            for j, (lo, hi) in enumerate(zip(*columns)):
+                inside_lo, inside_hi = _inside(lo, hi), _inside(hi, lo)
+                edges = [(inside_lo, True), (inside_hi, True)]
+                edges += [(np.nextafter(inside_lo, np.float32(-np.inf)), False)]
+                edges += [(np.nextafter(inside_hi, np.float32(np.inf)), False)]
+                probes += [(j, value, accepted) for value, accepted in edges]
+        for column, value, accepted in probes:
             self._reset_fn(refs[0])
-            xin.fill(value)
+            if column is None:
+                xin.fill(value)
+            else:
+                xin[...] = base
+                xin[..., column] = value
             status = self._stage_fn(refs[0], refs[1], 0, refs[2])
             if (status not in INPUT_STATUSES) != accepted:
+                where = "" if column is None else f" in input column {column}"
                 raise BackendError(
-                    f"{path}: its input check {'refuses' if accepted else 'accepts'} the input value {value!r} "
-                    f"(status {status}), which the artifact's declared domain "
+                    f"{path}: its input check {'refuses' if accepted else 'accepts'} the input value {value!r}"
+                    f"{where} (status {status}), which the artifact's declared domain "
                     f"{'accepts' if accepted else 'refuses'}; regenerate it"
                 )
 

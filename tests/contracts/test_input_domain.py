@@ -1,7 +1,8 @@
 """Input-domain contract (contracts/input_domain.py): the allocation-free check of small arrays.
 
 The step input [B, 1, d_in] is checked value by value (`x.item(i)`), larger arrays by min/max
-reductions; both must decide the same contract with the same message, and the small path must
+reductions (per-column domains: by column i % d, or a [n, d] comparison); both must decide the
+same contract with the same message, and the small path must
 allocate nothing (tracemalloc peak, deterministic). The shared contract tests (messages, domain
 parsing, monitor) are in test_monitor_input_domain.py.
 """
@@ -18,8 +19,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tickformer.contracts.input_domain import SMALL, describe_violation, domain_excess, validate_input
-from tickformer.errors import InputError
+from tickformer.contracts.input_domain import (
+    SMALL,
+    check_columns,
+    check_values,
+    column_excess,
+    column_outside,
+    describe_violation,
+    domain_excess,
+    parse_columns,
+    validate_input,
+)
+from tickformer.errors import ConfigError, InputError
 
 LO, HI = -2.0, 3.0
 
@@ -159,3 +170,67 @@ def test_masked_array_keeps_its_own_min_max():
     """An ndarray subclass is not read value by value: a masked NaN is skipped as before."""
     x = np.ma.masked_invalid(np.array([0.0, np.nan, 1.0], np.float32))
     validate_input(x, LO, HI)
+
+
+# --- per-column domains (issue 35): one interval per input column inside the envelope -------------
+# A model trained on logged signals declares them; the check must refuse exactly the inputs with
+# some x[..., j] outside column j's interval, on both paths, and name the column.
+ENVELOPE = (-10.0, 10.0)
+COLUMNS = check_columns([(-1.0, 1.0), (0.0, 5.0), (-10.0, 10.0)], ENVELOPE, 3)
+
+
+def test_columns_are_validated_against_the_envelope_and_the_width():
+    with pytest.raises(ConfigError, match="must be 3 \\[lo, hi\\] pairs"):
+        check_columns([(-1, 1)], ENVELOPE, 3)
+    with pytest.raises(ConfigError, match="input column 1's domain \\[0.0, 11.0\\] is not inside"):
+        check_columns([(-1, 1), (0, 11), (0, 1)], ENVELOPE, 3)
+    with pytest.raises(ConfigError, match="input column 2: input domain \\[1.0, 0.0\\] is empty"):
+        check_columns([(-1, 1), (0, 1), (1, 0)], ENVELOPE, 3)
+    with pytest.raises(ConfigError, match="input column 0: input domain .* must be finite"):
+        check_columns([(float("nan"), 1), (0, 1), (0, 1)], ENVELOPE, 3)
+    assert parse_columns("-1:1,0:5") == [(-1.0, 1.0), (0.0, 5.0)]
+    with pytest.raises(ConfigError, match="--domain '-1:1,0'"):
+        parse_columns("-1:1,0")
+
+
+def _reference(x: np.ndarray) -> bool:
+    """Inside every column's interval (the contract, written with numpy)."""
+    lo, hi = np.asarray(COLUMNS[0]), np.asarray(COLUMNS[1])
+    return bool(np.all((x >= lo) & (x <= hi)))
+
+
+values = st.one_of(
+    st.floats(-12, 12, width=32),
+    st.sampled_from([-1.0, 1.0, 0.0, 5.0, -10.0, 10.0, np.nextafter(np.float32(1), np.float32(2))]),
+)
+
+
+@given(rows=st.integers(1, 40), data=st.data())
+def test_the_check_refuses_exactly_the_values_outside_their_column(rows, data):
+    """Both paths: rows * 3 <= SMALL values are looped (0 bytes), more take the [n, d] comparison."""
+    x = data.draw(hnp.arrays(np.float32, (rows, 1, 3), elements=values))
+    inside = _reference(x)
+    assert (column_outside(x, COLUMNS) < 0) == inside
+    if inside:
+        check_values(x, *ENVELOPE, COLUMNS)
+        assert column_excess(x, COLUMNS) == 0.0
+    else:
+        with pytest.raises(InputError, match=r"outside (input column \d's|the) declared domain"):
+            check_values(x, *ENVELOPE, COLUMNS)
+        assert column_excess(x, COLUMNS) > 0.0
+
+
+def test_the_message_names_the_column_and_its_interval():
+    x = np.array([[[0.5, 6.0, 0.0]]], np.float32)
+    with pytest.raises(InputError) as info:
+        check_values(x, *ENVELOPE, COLUMNS)
+    assert "input value 6.0 at index (0, 0, 1) is outside input column 1's declared domain [0.0, 5.0]" in str(
+        info.value
+    )
+
+
+def test_the_step_input_check_allocates_nothing():
+    x = np.zeros((4, 1, 3), np.float32)
+    x[..., 1] = 2.5
+    assert x.size <= SMALL
+    assert peak_bytes(lambda: check_values(x, -10.0, 10.0, COLUMNS)) == 0

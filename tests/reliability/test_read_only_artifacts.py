@@ -14,7 +14,7 @@ import _relutil as ru
 import pytest
 
 from tickformer import runtime, signing
-from tickformer.artifact.reader import artifact_containing
+from tickformer.artifact.location import artifact_containing
 from tickformer.artifact.signer import sign_artifact
 from tickformer.cli import main
 

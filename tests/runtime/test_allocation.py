@@ -136,7 +136,13 @@ def long_artifact(request):
     if request.param == "tokens":
         config = config.replace(inputs="tokens", d_in=0, d_out=0, vocab_size=1000)
     return SimpleNamespace(
-        config=config, batch=1, max_len=LONG, input_domain=(-10.0, 10.0), output_bound=None, manifest={}
+        config=config,
+        batch=1,
+        max_len=LONG,
+        input_domain=(-10.0, 10.0),
+        input_domain_columns=None,
+        output_bound=None,
+        manifest={},
     )
 
 
@@ -280,7 +286,13 @@ def long_window_artifact():
     CPython's cached small ints) and the block counters are updated every 100 steps."""
     config = preset("tiny").replace(max_len=LONG, window=100)
     return SimpleNamespace(
-        config=config, batch=1, max_len=LONG, input_domain=(-10.0, 10.0), output_bound=None, manifest={}
+        config=config,
+        batch=1,
+        max_len=LONG,
+        input_domain=(-10.0, 10.0),
+        input_domain_columns=None,
+        output_bound=None,
+        manifest={},
     )
 
 

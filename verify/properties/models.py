@@ -39,7 +39,14 @@ from tickformer.model.transformer import forward
 from tickformer.runtime.budget import active, default_memory
 from tickformer.runtime.foreign import Graph, Reference, Stepper, provider_of
 
-from .strategies import domain_arrays, id_arrays, out_of_domain_values, out_of_vocab_ids, token_arrays
+from .strategies import (
+    domain_arrays,
+    id_arrays,
+    into_columns,
+    out_of_domain_values,
+    out_of_vocab_ids,
+    token_arrays,
+)
 
 # ----------------------------------------------------------------------------- bare ONNX
 
@@ -185,7 +192,9 @@ class ArtifactModel:
         if self.tokens:
             return token_arrays(self.config.vocab_size, lambda t: (b, t), t_range)
         dom = domain if domain is not None else self.domain
-        return domain_arrays(dom, lambda t: (b, t, f), t_range, np.float32)  # type: ignore[arg-type]
+        drawn = domain_arrays(dom, lambda t: (b, t, f), t_range, np.float32)  # type: ignore[arg-type]
+        columns = self.session.domain_columns
+        return drawn if columns is None else drawn.map(into_columns(dom, columns))
 
     def examples(
         self, t_range: tuple[int, int], domain: tuple[float, float] | None = None
@@ -211,7 +220,19 @@ class ArtifactModel:
         return {"x": np.asarray(example)}
 
     def bad_values(self) -> st.SearchStrategy:
-        return out_of_vocab_ids(self.config.vocab_size) if self.tokens else out_of_domain_values(self.domain)
+        """Values the step must refuse, written at x.flat[0] (batch row 0, input column 0):
+        outside the domain, and with per-column domains also inside it but outside column 0's."""
+        if self.tokens:
+            return out_of_vocab_ids(self.config.vocab_size)
+        outside = out_of_domain_values(self.domain)
+        columns = self.session.domain_columns
+        if columns is None:
+            return outside
+        lo, hi = self.domain
+        below = float(np.nextafter(np.float32(columns[0][0]), np.float32(-np.inf)))
+        above = float(np.nextafter(np.float32(columns[1][0]), np.float32(np.inf)))
+        inside_envelope = [v for v in (below, above) if lo <= v <= hi]
+        return st.one_of(outside, st.sampled_from(inside_envelope)) if inside_envelope else outside
 
     # --- shared -------------------------------------------------------------------------------
     def steps(self, session: Any, x: np.ndarray) -> np.ndarray:

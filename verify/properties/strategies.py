@@ -253,6 +253,40 @@ def valid_rows(batch: int, length: int, pattern: str = "any") -> st.SearchStrate
     )
 
 
+def into_columns(
+    domain: tuple[float, float], columns: tuple[tuple[float, ...], tuple[float, ...]]
+) -> Callable[[np.ndarray], np.ndarray]:
+    """A map of arrays drawn in `domain` [lo, hi] (last axis: the input columns) onto the per-column
+    domains (lows, highs) intersected with it: affine per column, so lo and hi -- the edges the
+    drawing favours -- land on each column's edges, which are then rounded inward to float32.
+    ConfigError when `domain` misses a column's interval entirely."""
+    from tickformer.errors import ConfigError
+
+    lo, hi = domain
+    lows = np.maximum(np.asarray(columns[0], np.float64), lo)  # [d_in]
+    highs = np.minimum(np.asarray(columns[1], np.float64), hi)  # [d_in]
+    if np.any(lows > highs):
+        j = int(np.argmax(lows > highs))
+        raise ConfigError(
+            f"--domain [{lo}, {hi}] misses input column {j}'s declared domain [{columns[0][j]}, {columns[1][j]}]; "
+            "omit --domain to use the artifact's"
+        )
+    f32 = np.float32
+    low32 = np.array(
+        [v if float(v) >= a else np.nextafter(v, f32(np.inf)) for v, a in zip(lows.astype(f32), lows)]
+    )
+    high32 = np.array(
+        [v if float(v) <= b else np.nextafter(v, f32(-np.inf)) for v, b in zip(highs.astype(f32), highs)]
+    )
+    scale = (highs - lows) / (hi - lo) if hi > lo else np.zeros_like(lows)  # [d_in]
+
+    def mapped(x: np.ndarray) -> np.ndarray:
+        y = lows + (np.asarray(x, np.float64) - lo) * scale  # [..., d_in]
+        return np.clip(y.astype(f32), low32, high32)
+
+    return mapped
+
+
 def out_of_domain_values(domain: tuple[float, float]) -> st.SearchStrategy[float]:
     """float32 values strictly outside [lo, hi]: the nearest ones, far ones, NaN and +-inf."""
     lo, hi = domain
