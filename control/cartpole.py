@@ -15,8 +15,9 @@ baselines a control engineer runs on it (LQR with a Kalman filter, MPC with MuJo
     PhysicsMPC       K candidate commands, each simulated by MuJoCo from a state (the Kalman
                      estimate with the nominal physics, or the true state with the true physics:
                      the oracle), scored by the nominal LQR's cost-to-go at tick t + delay + 1
-    log_runs         runs under LQG plus a random, held perturbation: the logs `tickformer train
-                     --data` learns from
+    log_runs         runs under an LQG (the rig's own, designed on its true physics, or the
+                     nominal one) plus a random perturbation: the logs `tickformer train --data`
+                     learns from (control/cartpole_loop.py relogs under the learned controller)
 
 Every controller decides with `cost_to_go` (the nominal LQR's value function on the state at the
 first tick the candidate acts on, plus the command's cost), so they differ only in what they know
@@ -350,35 +351,68 @@ class PhysicsMPC(LQG):
         return u
 
 
+LOG_POLICIES = ("tuned", "nominal")
+MIN_SEGMENT = 100  # rows: a logged segment between falls shorter than this is left out
+
+
 def log_runs(
-    *, runs: int, rows: int, seed: int, split: str = "train", perturb: float = 1.0
+    *,
+    runs: int,
+    rows: int,
+    seed: int,
+    split: str = "train",
+    perturb: float = 0.8,
+    hold_max: int = 1,
+    policy: str = "tuned",
 ) -> dict[str, np.ndarray]:
-    """`runs` runs of `rows` ticks under LQG plus a random perturbation held 1..10 ticks (std
-    `perturb`), each on its own physics drawn from `split`'s bands: columns time [s], run,
-    command [-3..3], x [m], theta [rad] (measured)."""
+    """`runs` runs of `rows` ticks, each on its own physics drawn from `split`'s bands, under an
+    LQG plus a random perturbation held 1..`hold_max` ticks (std `perturb`): the rig's own LQG,
+    designed on its true physics (`policy="tuned"`, what a rig's logs come from), or the nominal
+    one (`"nominal"`: it falls over and over on the low-gear band). A fall ends a segment: the
+    `run` column counts segments, so no training window spans the pole's reset, and a segment
+    shorter than MIN_SEGMENT rows is left out. Columns time [s], run, command [-3..3], x [m],
+    theta [rad] (measured)."""
     validation.positive_int(runs, "--runs")
     validation.positive_int(rows, "--rows")
+    validation.one_of(policy, "policy", LOG_POLICIES)
     rng = np.random.default_rng(seed)
-    design = NominalDesign.make()
+    nominal = NominalDesign.make() if policy == "nominal" else None
     out: dict[str, list[np.ndarray]] = {k: [] for k in ("time [s]", "run", "command", "x [m]", "theta [rad]")}
-    for r in range(runs):
-        plant = HiddenCartPole(draw_params(rng, split), seed=int(rng.integers(2**31)))
-        ctl = LQG(design, plant.dt)
-        cmds, xs, ths = np.empty(rows), np.empty(rows), np.empty(rows)
+    segment = 0
+    for _ in range(runs):
+        params = draw_params(rng, split)
+        plant = HiddenCartPole(params, seed=int(rng.integers(2**31)))
+        ctl = LQG(nominal or NominalDesign.make(params), plant.dt)
+        cmds, xs, ths, seg = np.empty(rows), np.empty(rows), np.empty(rows), np.empty(rows)
         y = plant.measure()
         push, hold = 0.0, 0
         for t in range(rows):
             if hold == 0:
-                push, hold = float(rng.normal(0.0, perturb)), int(rng.integers(1, 11))
+                push, hold = float(rng.normal(0.0, perturb)), int(rng.integers(1, hold_max + 1))
             hold -= 1
             u = ctl.step(y)
             c = min(COMMAND_LIMIT, max(-COMMAND_LIMIT, u + push))
             ctl.issued[-1] = c  # what was really issued
-            xs[t], ths[t], cmds[t] = y[0], y[1], c
-            y, _ = plant.step(c)
-        out["time [s]"].append(np.arange(rows) * plant.dt)
-        out["run"].append(np.full(rows, r))
-        out["command"].append(cmds)
-        out["x [m]"].append(xs)
-        out["theta [rad]"].append(ths)
-    return {k: np.concatenate(v) for k, v in out.items()}
+            xs[t], ths[t], cmds[t], seg[t] = y[0], y[1], c, segment
+            y, fell = plant.step(c)
+            segment += int(fell)
+        segment += 1
+        ids, counts = np.unique(seg, return_counts=True)
+        keep = np.isin(seg, ids[counts >= MIN_SEGMENT])
+        out["time [s]"].append((np.arange(rows) * plant.dt)[keep])
+        out["run"].append(seg[keep])
+        out["command"].append(cmds[keep])
+        out["x [m]"].append(xs[keep])
+        out["theta [rad]"].append(ths[keep])
+    return _concatenated(out)
+
+
+def _concatenated(out: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
+    """The logged columns, refused when every segment was shorter than MIN_SEGMENT."""
+    cols = {k: np.concatenate(v) for k, v in out.items()}
+    if not cols["run"].size:
+        raise ConfigError(
+            f"every run fell within {MIN_SEGMENT} ticks of its start or of its last fall: nothing to log; "
+            "give more or longer runs, or use the tuned policy"
+        )
+    return cols

@@ -8,8 +8,10 @@ the controller puts the measured outputs and each candidate of the command colum
 peeks, adds y(t) back, and hands the K predicted futures [K, H, n_out] to `cost(pred, t)`, which
 returns K costs. The token of tick t joins the history at tick t + 1, with the command the plant
 was really sent (`obs` carries it: a loop's fallback may have sent another): `commit(j)` when it
-is candidate j, else a plain step with it. Real-time safe per tick after construction (buffers
-made once; the cost is the caller's).
+is candidate j, else a plain step with it. Ticks a loop skipped (`gap`: their measured outputs,
+oldest first, under the command held through them) join the history as plain steps, so the
+history stays one token per tick. Real-time safe per tick after construction (buffers made once;
+the cost is the caller's).
 """
 
 from __future__ import annotations
@@ -65,16 +67,25 @@ class ForecastMPC:
         if self.session.peek_pending and abs(float(self.cand[self.chosen]) - actuated) < 1e-6:
             self.session.commit(self.chosen)
         else:  # the plant got another command: that is the history
-            self.token[:, 0, :] = 0.0
-            self.token[:, 0, self.out_cols] = y_prev
-            self.token[:, 0, self.cmd_col] = actuated
-            self.session.step(self.token)
+            self._plain(y_prev, actuated)
             self.replaced += 1
 
-    def step(self, obs: np.ndarray) -> float:
+    def _plain(self, y: np.ndarray, command: float) -> None:
+        self.token[:, 0, :] = 0.0
+        self.token[:, 0, self.out_cols] = y
+        self.token[:, 0, self.cmd_col] = command
+        self.session.step(self.token)
+
+    def step(self, obs: np.ndarray, gap: np.ndarray | None = None) -> float:
+        """obs = (outputs measured now, the command actuated at the previous tick); gap [n,
+        n_out]: the outputs measured at the n ticks skipped since, oldest first (None: none)."""
         y, actuated = obs[: self.n_out], float(obs[self.n_out])
         if self.t:
             self._commit_last(self.y_prev, actuated)
+        if gap is not None:
+            for g in range(gap.shape[0]):  # the command was held through the skipped ticks
+                self._plain(gap[g], actuated)
+                self.t += 1
         self.xs[:, 0, self.out_cols] = y
         out = self.session.peek(self.xs)  # [K, 1, H * n_out] deltas
         np.add(out[:, 0, :].reshape(-1, self.horizon, self.n_out), y, out=self.pred)

@@ -19,6 +19,7 @@ from tickformer.errors import TickformerError
 COMMANDS = (
     "info",
     "log",
+    "plant",
     "train",
     "export",
     "keygen",

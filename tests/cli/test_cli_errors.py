@@ -344,6 +344,14 @@ CASES += [  # issue 35: train without a task or data; tickformer log
     ("log", ["tanks", "--out", "{TMP}/l2.txt"], "give a .csv or .parquet file name"),
     ("log", ["tanks", "--out", "{TMP}/l3.csv", "--runs", "0"], "--runs"),
 ]
+CASES += [  # issue 36: tickformer plant (the cart-pole chain); log's --policy and --extend
+    ("plant", ["nope", "--out", "{TMP}/p1"], "unknown plant 'nope'"),
+    ("plant", ["cartpole", "--out", "{TMP}/p2", "--draws", "0"], "--draws"),
+    ("log", ["cartpole", "--out", "{TMP}/l4.csv", "--policy", "{TMP}/nowhere"], "nowhere"),
+    ("log", ["cartpole", "--out", "{TMP}/l5.csv", "--policy", "{ART}"], "names no signals"),
+    ("log", ["cartpole", "--out", "{TMP}/l6.csv", "--extend", "{TMP}/none.csv"], "no such file"),
+    ("log", ["tanks", "--out", "{TMP}/l7.csv", "--policy", "nominal"], "for the cartpole plant"),
+]
 CASES += [  # issue 39: tickformer serve
     ("serve", ["{TMP}/nowhere", "--repo", "{TMP}/s1"], "nowhere"),
     ("serve", ["{BAD_ART}", "--repo", "{TMP}/s2"], "SHA-256"),

@@ -1,0 +1,148 @@
+"""Unblocking the learned cart-pole controller (2026-12-07, second session): closed loops of
+ForecastMPC with several decision costs on held-out draws, beside LQG and the oracle.
+
+    python experiments/cartpole_unblock.py CKPT ART [--draws 6] [--ticks 1500] [--costs lqr,lqr2]
+
+Prints per controller: mean cost over the draws, falls, saturations, time per tick.
+experiments/notes/2026-12-07-cartpole-unblock.md has the runs and what they say.
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+from tickformer import runtime
+from tickformer.control import cartpole as C
+from tickformer.control.forecast_mpc import ForecastMPC
+from tickformer.model.checkpoint import load_checkpoint
+
+R_POS = 0.001
+FALLS = bool(__import__("os").environ.get("FALLS"))
+CAND_MAX = float(__import__("os").environ.get("CAND_MAX", "3"))
+
+
+def make_cost(kind, design, dt, d, cand, kf=None):
+    state = {"S": np.zeros(2)}
+
+    def cost(pred, t):  # pred [K, H, 2]: x, theta at t+1..t+H
+        if kind.startswith(
+            "cf"
+        ):  # complementary: the common part of the model's velocity correction low-passed
+            al, be = (float(v) for v in kind[2:].split("_"))
+            ref = C.reference((t + d + 1) * dt)
+            z = kf.zpred
+            z3 = (design.a @ z)[None, :] + design.b[:, 0][None, :] * cand[:, None]  # [K, 4]
+            dc = ((pred[:, d] - pred[:, d - 1]) - (z3[:, :2] - z[None, :2])) / dt  # [K, 2]
+            m = dc.mean(axis=0)
+            state["S"] = (1 - be) * state["S"] + be * m
+            out = np.empty(pred.shape[0])
+            for k in range(pred.shape[0]):
+                st = np.array([pred[k, d, 0], pred[k, d, 1], *(z3[k, 2:] + al * (dc[k] - m) + state["S"])])
+                out[k] = C.cost_to_go(design.s, st, ref, float(cand[k]))
+            return out
+        if kind.startswith("hyb"):  # positions from the model, velocities from the nominal filter
+            ref = C.reference((t + d + 1) * dt)
+            z = kf.zpred  # the filter's state at t + d
+            out = np.empty(pred.shape[0])
+            for k in range(pred.shape[0]):
+                z3 = design.a @ z + design.b[:, 0] * cand[k]
+                st = np.array([pred[k, d, 0], pred[k, d, 1], z3[2], z3[3]])
+                if len(kind) > 3:  # blend in the model's own velocity: its positions' change vs the filter's
+                    a = float(kind[4:]) * min(1.0, t / 32) if kind[3] == "r" else float(kind[3:])
+                    st[2:] += a * ((pred[k, d] - pred[k, d - 1]) - (z3[:2] - z[:2])) / dt
+                out[k] = C.cost_to_go(design.s, st, ref, float(cand[k]))
+            return out
+        if kind.startswith("pos"):  # positions only, every horizon the candidate reaches
+            w = float(kind[3:] or 10.0)
+            out = R_POS * cand**2
+            for h in range(d, pred.shape[1]):
+                r, _ = C.reference((t + h + 1) * dt)
+                out = out + (pred[:, h, 0] - r) ** 2 + w * pred[:, h, 1] ** 2
+            return out
+        ref = C.reference((t + d + 1) * dt)
+        p1 = pred[:, d, :]
+        p0 = pred[:, d - 1, :]
+        if kind == "lqr2":  # the position at t + d is the same for every candidate: average it
+            p0 = np.broadcast_to(p0.mean(axis=0), p0.shape)
+        v = (p1 - p0) / dt
+        if kind == "lqr3":  # the velocity at the end of the tick: second-order backward difference
+            v = (3 * p1 - 4 * p0 + pred[:, d - 2, :]) / (2 * dt)
+        out = np.empty(pred.shape[0])
+        extra = float(kind[4:]) if kind.startswith("lqrR") else 0.0  # more weight on the command
+        for k in range(pred.shape[0]):
+            out[k] = (
+                C.cost_to_go(design.s, np.array([p1[k, 0], p1[k, 1], v[k, 0], v[k, 1]]), ref, float(cand[k]))
+                + extra * cand[k] ** 2
+            )
+        return out
+
+    return cost
+
+
+def loop(params, kind, ckpt, art, design, ticks):
+    plant = C.HiddenCartPole(params, seed=0)
+    y = plant.measure()
+    last = 0.0
+    t0 = time.perf_counter()
+    if kind.startswith("model"):
+        cost_kind = kind.split(":")[1]
+        with runtime.load(art, backend="ort") as s:
+            cand = np.linspace(-CAND_MAX, CAND_MAX, 17)
+            kf = C.LQG(design, plant.dt)
+            ctl = ForecastMPC(
+                s,
+                ckpt.meta["signals"],
+                command="command",
+                candidates=cand,
+                cost=make_cost(cost_kind, design, plant.dt, plant.params.delay, cand, kf),
+            )
+            for _ in range(ticks):
+                kf.estimate(y)
+                z = kf.xhat.copy()
+                for c in kf.issued:
+                    z = design.a @ z + design.b[:, 0] * c
+                kf.zpred = z
+                u = ctl.step(np.array([y[0], y[1], last]))
+                kf._advance(u)
+                last = u
+                y, fell = plant.step(u)
+                if fell and FALLS:
+                    print("fall at", plant.t, params.gear, flush=True)
+    else:
+        ctl = {
+            "lqg": lambda: C.LQG(design, plant.dt),
+            "oracle": lambda: C.PhysicsMPC(design, params, plant.dt, plant=plant),
+            "nommpc": lambda: C.PhysicsMPC(design, C.NOMINAL, plant.dt),
+        }[kind]()
+        for _ in range(ticks):
+            y, _ = plant.step(ctl.step(y))
+    s = plant.summary()
+    s["us"] = (time.perf_counter() - t0) / ticks * 1e6
+    return s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ckpt")
+    ap.add_argument("art")
+    ap.add_argument("--draws", type=int, default=6)
+    ap.add_argument("--ticks", type=int, default=1500)
+    ap.add_argument("--kinds", default="lqg,oracle,model:lqr,model:lqr2")
+    a = ap.parse_args()
+    design = C.NominalDesign.make()
+    ckpt = load_checkpoint(a.ckpt)
+    rng = np.random.default_rng(5)
+    draws = [C.draw_params(rng, "held_out") for _ in range(a.draws)]
+    for kind in a.kinds.split(","):
+        rs = [loop(p, kind, ckpt, a.art, design, a.ticks) for p in draws]
+        print(
+            f"{kind:12s} cost {np.mean([r['cost'] for r in rs]):.4f} falls {sum(r['falls'] for r in rs)} "
+            f"sat {sum(r['saturations'] for r in rs)} {np.mean([r['us'] for r in rs]):.0f} us | "
+            + " ".join(f"{r['cost']:.4f}/{r['falls']}" for r in rs),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""The whole cart-pole chain as one command (`tickformer plant cartpole --quick`, core/commands/
+plant.py): log, train --data, relog under the learned controller, export, verify, certify, the
+closed loops of five controllers and the figure. Slow tier: about 40 s on 2 cores."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gymnasium", reason="the plant extra (gymnasium[mujoco]) is not installed")
+pytest.importorskip("mujoco", reason="the plant extra (gymnasium[mujoco]) is not installed")
+
+
+@pytest.mark.slow
+def test_the_quick_chain_runs_every_stage_and_reports_every_controller(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    from tickformer.cli import main
+    from tickformer.commands.plant import BUDGETS
+
+    b = BUDGETS["quick"]
+    out = tmp_path / "plant"
+    assert main(["plant", "cartpole", "--quick", "--out", str(out)]) == 0
+    s = json.loads((out / "plant_summary.json").read_text())
+    heads = [c["command"].split()[1] for c in s["steps"]]
+    assert heads == ["log", "train", "export"] + ["log", "train", "export"] * b["rounds"] + [
+        "train",
+        "export",
+        "verify",
+        "certify",
+    ]
+    assert all(c["exit"] == 0 for c in s["steps"][:-1])  # certify may FAIL on a loaded machine
+    assert s["artifact"] == str(out / f"art{b['rounds']}") and s["verify"]["exit"] == 0
+    assert "--window 1" in s["steps"][-4]["command"]  # the memoryless twin
+    # the relog extends the first log: its rows first, then the learned controller's runs
+    first = pq.read_table(out / "log0.parquet").to_pydict()
+    last = pq.read_table(out / f"log{b['rounds']}.parquet").to_pydict()
+    n = len(first["run"])
+    assert len(last["run"]) > n and np.array_equal(last["command"][:n], first["command"])
+    assert min(last["run"][n:]) > max(first["run"])
+    loop = s["loop"]
+    assert list(loop["controllers"]) == ["lqg", "nominal_mpc", "oracle_mpc", "memoryless", "model"]
+    for r in loop["controllers"].values():
+        assert r["ticks"] == b["draws"] * b["ticks"] and len(r["per_draw_cost"]) == b["draws"]
+        assert r["deadline_misses"] == 0  # virtual time: every tick on time
+    assert set(loop["verdict"]) == {"beats_lqg", "beats_nominal_mpc", "beats_memoryless", "within_oracle"}
+    assert loop["wall_clock"]["loop_ticks"] == b["wall_ticks"] and loop["wall_clock"]["period_us"] == 40000
+    assert loop["tick_time"]["ticks"] == b["timed_ticks"] and loop["tick_time"]["p50_us"] > 0
+    assert (out / "episode.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "targets:" in capsys.readouterr().out
