@@ -18,6 +18,7 @@ See docs/certify.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -301,16 +302,17 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     console = Console()
-    certify = _certifier(args)
+    certify = functools.partial(
+        _certifier(args),
+        args.artifact,
+        backend=args.backend,
+        budget_ns=budget_ns,
+        campaign=campaign,
+        evt_config=evt_config,
+        threads=args.threads,
+    )
     if args.quiet or args.native:  # native: the steps are timed in another process, no progress to show
-        report, durations = certify(
-            args.artifact,
-            backend=args.backend,
-            budget_ns=budget_ns,
-            campaign=campaign,
-            evt_config=evt_config,
-            threads=args.threads,
-        )
+        report, durations = certify()
     else:
         # auto_refresh=False: no refresh thread competing for the GIL while steps are timed;
         # the bar is redrawn every 1000 samples, outside the timed region.
@@ -329,15 +331,7 @@ def _run(args: argparse.Namespace) -> int:
                 bar.update(task, completed=done)
                 bar.refresh()
 
-            report, durations = certify(
-                args.artifact,
-                backend=args.backend,
-                budget_ns=budget_ns,
-                campaign=campaign,
-                evt_config=evt_config,
-                threads=args.threads,
-                progress=progress,
-            )
+            report, durations = certify(progress=progress)
     report["conditions"]["command_line"] = reproduction(args)
     cert = write_report(args.out, report, durations, signing_key=signing_key)
     if not args.quiet:

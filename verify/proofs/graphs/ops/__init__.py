@@ -4,60 +4,24 @@ dispatches on: op_type -> rule. Each rule module states its rule and edge cases 
 and declares the op_types it applies to (`OPS`); an op_type outside HANDLERS ends the proof as
 FAILED ("not supported by the graph prover"), never as proven.
 
-A new operator: `op_NAME.py` with `OPS` and `apply(call, args)` (ops/base.py), listed in RULES.
+A new operator: `op_NAME.py` with `OPS` and `apply(call, args)` (ops/base.py); RULES finds it by
+its name.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from types import ModuleType
 
-from . import (
-    op_arith,
-    op_cast,
-    op_compare,
-    op_concat,
-    op_constant_of_shape,
-    op_elementwise,
-    op_expand,
-    op_flatten,
-    op_gather,
-    op_gemm,
-    op_layer_norm,
-    op_matmul,
-    op_reduce,
-    op_reshape,
-    op_slice,
-    op_softmax,
-    op_split,
-    op_squeeze,
-    op_transpose,
-    op_unary,
-    op_where,
-)
 from .base import Rule
 
-RULES: tuple[ModuleType, ...] = (
-    op_arith,
-    op_cast,
-    op_compare,
-    op_concat,
-    op_constant_of_shape,
-    op_elementwise,
-    op_expand,
-    op_flatten,
-    op_gather,
-    op_gemm,
-    op_layer_norm,
-    op_matmul,
-    op_reduce,
-    op_reshape,
-    op_slice,
-    op_softmax,
-    op_split,
-    op_squeeze,
-    op_transpose,
-    op_unary,
-    op_where,
+# Every op_*.py beside this file, in name order: a rule module is found by its name, so adding
+# one is adding the file (a listing by hand was the same 21 names twice).
+RULES: tuple[ModuleType, ...] = tuple(
+    importlib.import_module(f"{__name__}.{info.name}")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
+    if info.name.startswith("op_")
 )
 
 
