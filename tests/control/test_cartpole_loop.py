@@ -219,3 +219,75 @@ def test_a_logged_segment_never_spans_a_fall_and_short_ones_are_left_out():
     same = np.diff(run) == 0
     # a fall puts the pole upright again: within a segment the angle never jumps by a fall's size
     assert np.max(np.abs(np.diff(theta))[same]) < C.FALL_RAD
+
+
+def test_held_out_draws_come_from_the_held_out_bands_and_are_fixed_by_their_seed():
+    draws = L.held_out_draws(30, 100)
+    assert draws == L.held_out_draws(30, 100)
+    for p in draws:
+        for name, (lo, hi) in C.RANGES.items():
+            assert int((getattr(p, name) - lo) / ((hi - lo) / C.BANDS)) % 2 == 1, (name, p)
+
+
+def _recording_draws(monkeypatch, module):
+    splits: list[str] = []
+    real = module.draw_params
+
+    def draw(rng, split):
+        splits.append(split)
+        return real(rng, split)
+
+    monkeypatch.setattr(module, "draw_params", draw)
+    return splits
+
+
+class _HoldSession(LinearSession):
+    """A session of a `train --data` artifact (its manifest carries the signals) predicting that
+    the positions stay where they were measured, but for the candidate's push over the third tick
+    (the nominal B): with the filter's velocities (blend 0) it balances the training rigs."""
+
+    def __init__(self, design):
+        super().__init__(design, np.zeros(4))
+        self.artifact = type("A", (), {"manifest": {"source": {"checkpoint_meta": {"signals": SIGNALS}}}})()
+
+    def peek(self, xs):
+        self.peek_pending = True
+        out = np.zeros((xs.shape[0], 1, 6), np.float32)
+        out[:, 0, 4:] = xs[:, 0, :1] * self.design.b[:2, 0]  # [K, 2] deltas at t + 3
+        self.log.append(("peek",))
+        return out
+
+
+def test_relogging_runs_the_learned_controller_on_training_draws_only(monkeypatch):
+    splits = _recording_draws(monkeypatch, L)
+    s = _HoldSession(C.NominalDesign.make())
+    cols = L.relog_runs(s, runs=2, rows=150, seed=0, first_run=7, perturb=0.0, blend=0.0)
+    assert splits == ["train", "train"]
+    assert s.log.count(("reset",)) == 2 and sum(e[0] == "peek" for e in s.log) == 300
+    assert list(np.unique(cols["run"])) == [7, 8] and cols["run"].size == 300  # no fall
+    assert set(cols) == {"time [s]", "run", "command", "x [m]", "theta [rad]"}
+    commits = [e for e in s.log if e[0] == "commit"]
+    assert (
+        len(commits) == 298
+    )  # perturb 0: the plant got the chosen candidate, committed (not the first tick of either run)
+
+
+def test_the_logs_come_from_training_draws_only(monkeypatch):
+    splits = _recording_draws(monkeypatch, C)
+    C.log_runs(runs=3, rows=120, seed=0, perturb=0.0)
+    assert splits == ["train"] * 3
+
+
+def test_every_controller_meets_the_same_draws_and_noise():
+    """evaluate: draw i's plant noise seed is i for every controller, so a controller's per-draw
+    cost equals its own run on HiddenCartPole(draw, seed=i)."""
+    draws = L.held_out_draws(2, 100)
+    res = L.evaluate({}, draws, 60, controllers=("lqg", "nominal_mpc"))
+    design = C.NominalDesign.make()
+    for kind in ("lqg", "nominal_mpc"):
+        alone = []
+        for i, p in enumerate(draws):
+            plant = C.HiddenCartPole(p, seed=i)
+            alone.append(L.run_episode(L.make_controller(kind, plant, design), plant, 60)["cost"])
+        assert res["controllers"][kind]["per_draw_cost"] == pytest.approx(alone, abs=1e-6)
+    assert res["episode"]["params"] == draws[0].to_dict()

@@ -1,6 +1,7 @@
 """The whole cart-pole chain as one command (`tickformer plant cartpole --quick`, core/commands/
 plant.py): log, train --data, relog under the learned controller, export, verify, certify, the
-closed loops of five controllers and the figure. Slow tier: about 40 s on 2 cores."""
+closed loops of five controllers and the figure (slow tier: about 40 s on 2 cores); and the
+relogging stage's `log --extend` (fast)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,24 @@ def test_the_quick_chain_runs_every_stage_and_reports_every_controller(tmp_path,
     assert loop["tick_time"]["ticks"] == b["timed_ticks"] and loop["tick_time"]["p50_us"] > 0
     assert (out / "episode.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "targets:" in capsys.readouterr().out
+
+
+def test_log_extend_puts_the_earlier_rows_first_and_numbers_the_new_runs_after_them(tmp_path, capsys):
+    """The relogging stage's file: `tickformer log cartpole --extend LOG` (fast tier)."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from tickformer.cli import main
+
+    first, both = tmp_path / "a.parquet", tmp_path / "b.csv"
+    assert main(["log", "cartpole", "--out", str(first), "--runs", "2", "--rows", "150", "--seed", "1"]) == 0
+    argv = ["log", "cartpole", "--out", str(both), "--runs", "1", "--rows", "150", "--seed", "2"]
+    assert main([*argv, "--extend", str(first)]) == 0
+    a = pq.read_table(first).to_pydict()
+    b = pacsv.read_csv(both).to_pydict()
+    n = len(a["run"])
+    assert len(b["run"]) == n + 150
+    for col in ("command", "x [m]", "theta [rad]", "run"):
+        np.testing.assert_allclose(b[col][:n], a[col])
+    assert set(b["run"][n:]) == {max(a["run"]) + 1}
+    assert f"after the {first} rows; {n + 150} rows in all" in capsys.readouterr().out
