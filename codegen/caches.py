@@ -17,6 +17,7 @@ Not real-time code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -74,6 +75,12 @@ class StaticCache:
     def attention_args(self, plan: Plan) -> str:
         """Extra arguments of the tf_attention call in layer l (before `pos`)."""
         return ""
+
+    def selection(self, plan: Plan) -> tuple[Any, str, int | None, int]:
+        """For kernels generated outside this class (codegen/peek.py): the C predicate of a live
+        row, the setup line it needs, and the bias row pitch and own-key column (None, 0: no
+        relative-position bias) -- what `kernels` passes to kernels.attention_c."""
+        return kernels.static_live, "", None, 0
 
     def matvecs(self, plan: Plan) -> set[tuple[int, int, bool]]:
         return {(plan.dh, self.rows(plan), False)}  # one head's scores
@@ -287,6 +294,11 @@ class RingCache(StaticCache):
     def attention_args(self, plan: Plan) -> str:
         pitch = plan.heads * len(self._tables(plan).unrolled)
         return f"tf_rel_bias + l * {pitch}, "
+
+    def selection(self, plan: Plan) -> tuple[Any, str, int | None, int]:
+        t = self._tables(plan)
+        setup = kernels.RING_SETUP + " const int32_t boff = tf_ring_boff[pos];"
+        return kernels.ring_live, setup, len(t.unrolled), t.own
 
     def commit_row(self, plan: Plan) -> str:
         return "tf_ring_slot[pos]"

@@ -36,7 +36,7 @@ import numpy as np
 
 from tickformer.model import names
 
-from . import c_text, kernels
+from . import c_text, kernels, peek
 from .blocks import BLOCK_KINDS
 from .caches import CACHE_KINDS, StaticCache, Weight
 from .plan import Plan
@@ -112,6 +112,7 @@ def header(plan: Plan, generator: str) -> str:
             f"float sq[{max(plan.d, 1)}]; /* LayerNorm scratch */",
             *block.scratch_members(plan),
             f"float out[{plan.d_out}];",
+            *(peek.scratch_members(plan) if _peeks(plan) else []),
         ]
     )
     in_type = "int64_t" if plan.tokens else "float"
@@ -191,9 +192,28 @@ int tf_stage_pending(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], int32_t 
 int tf_step(tf_state *s, const tf_input x[TF_BATCH * TF_D_IN], float y[TF_BATCH * TF_D_OUT]);
 const char *tf_artifact_sha256(void);
 int32_t tf_layout(int32_t field); /* 0: sizeof(tf_state); then byte offsets of {layout_text} */
-
+{peek.HEADER_DECLS if _peeks(plan) else ""}
 #endif
 """
+
+
+def _peeks(plan: Plan) -> bool:
+    """The attention kinds have the candidate entry (tf_peek, codegen/peek.py); ssm's peek is the
+    Python backend's row copies of its state."""
+    return plan.block_kind == "attention"
+
+
+def _peek_c(plan: Plan) -> list[str]:
+    """The candidate entry's kernels, layer and API (codegen/peek.py), after the step's."""
+    if not _peeks(plan):
+        return []
+    cache = CACHE_KINDS[plan.cache_kind]
+    live, setup, pitch, own = cache.selection(plan)
+    return [
+        *(peek.matmul_c(plan.batch, *shape) for shape in sorted(peek.matmuls(plan))),
+        peek.attention_c(plan, live, setup, pitch, own),
+        peek.layer_c(plan, cache.attention_args(plan)),
+    ]
 
 
 def _weights(plan: Plan) -> list[Weight]:
@@ -495,6 +515,7 @@ typedef union {{
         _project_c(plan),
         _check_input_c(plan),
         _check_output_c(plan),
+        *_peek_c(plan),
         f"""\
 /* ---- the API (tf_model.h) ---- */
 
@@ -554,6 +575,7 @@ void tf_reset(tf_state *s)
     s->pending = -1;
 }}
 
+{peek.api_c(plan, cache.position_refused(plan), cache.commit_row(plan)) if _peeks(plan) else ""}
 const char *tf_artifact_sha256(void)
 {{
     return "{plan.artifact_sha256}";

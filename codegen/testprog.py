@@ -12,7 +12,12 @@ tf_test (no Python, no files: everything is compiled in from tf_golden.h) checks
   4. refusals: NaN, +-inf, out-of-domain inputs (bad token ids), bad positions and a full
      context (static cache) return their status and leave the state byte-for-byte unchanged;
      a ring cache instead slides: TF_MAX_LEN + 3W + 1 steps are accepted and the stored ring
-     position stays in [0, 3W).
+     position stays in [0, 3W);
+  5. candidates (attention kinds, codegen/peek.py): every first-sequence golden input given to all
+     batch rows, one state stepped with tf_stage + tf_commit, another with tf_peek +
+     tf_commit_candidate (candidate t mod TF_BATCH): outputs and the whole committed cache
+     (every batch row) bitwise equal at every step, static and ring (across the wrap); an
+     out-of-range candidate or position refused.
 tf_expcheck checks tf_expneg on every STRIDE-th float32 (STRIDE 1: all 2^32 of them): within
 1 ULP of double-precision exp on [-86.5, 0] (1,118,633,985 values), exactly 0 below it and for
 -inf, 1 above 0, NaN for NaN -- which proves the ACSL contract Frama-C uses for it.
@@ -210,6 +215,53 @@ static void check_refusals(void)
     printf("refusals: status codes as documented, state unchanged byte for byte\n");
 }
 
+#if !TF_SSM
+static tf_state cand;
+
+/* 5. candidates (attention, codegen/peek.py): every golden step's row 0 given to all rows; state
+   `state` steps it (tf_stage + tf_commit), state `cand` peeks it (tf_peek) and commits candidate
+   t mod TF_BATCH: outputs and the whole committed cache bitwise equal at every step */
+static void check_peek(void)
+{
+    static tf_input x[TF_BATCH * TF_D_IN];
+    static float ya[TF_BATCH * TF_D_OUT], yb[TF_BATCH * TF_D_OUT];
+    int t, b, i, sa, sb, choice = 0;
+    int32_t pos = 0;
+    poison(&state, 0xFF); /* stale rows of every batch row: NaN, the same in both states */
+    tf_reset(&state);
+    memcpy(&cand, &state, sizeof(state));
+    for (t = 0; t < TF_GOLDEN_FIRST; t++) { /* static: max_len steps; ring: across the wrap */
+        for (b = 0; b < TF_BATCH; b++) {
+            for (i = 0; i < TF_D_IN; i++) {
+                x[b * TF_D_IN + i] = tf_golden_x[t * TF_BATCH * TF_D_IN + i];
+            }
+        }
+        sa = tf_stage(&state, x, pos, ya);
+        sb = tf_peek(&cand, x, pos, yb);
+        if (sa != TF_OK || sb != TF_OK || memcmp(ya, yb, sizeof(ya)) != 0) {
+            fail("tf_peek differs from tf_stage", t, sb);
+            return;
+        }
+        tf_commit(&state, pos);
+        if (tf_commit_candidate(&cand, pos, choice) != TF_OK || memcmp(state.k, cand.k, sizeof(state.k)) != 0
+            || memcmp(state.v, cand.v, sizeof(state.v)) != 0) {
+            fail("tf_commit_candidate: cache differs from tf_commit's", t, 0);
+            return;
+        }
+        choice = choice + 1 < TF_BATCH ? choice + 1 : 0; /* t mod TF_BATCH (cppcheck: no modulo of one) */
+#if TF_RING
+        pos = pos + 1 < TF_POSITIONS ? pos + 1 : TF_WINDOW; /* next_ring_position */
+#else
+        pos = pos + 1;
+#endif
+    }
+    if (tf_commit_candidate(&cand, 0, TF_BATCH) != TF_E_POSITION || tf_commit_candidate(&cand, -1, 0) != TF_E_POSITION) {
+        fail("tf_commit_candidate accepted a candidate or position out of range", 0, 0);
+    }
+    printf("candidates: tf_peek + tf_commit_candidate bitwise tf_stage + tf_commit\n");
+}
+#endif
+
 int main(void)
 {
     if (strcmp(tf_artifact_sha256(), TF_GOLDEN_ARTIFACT) != 0) {
@@ -227,6 +279,9 @@ int main(void)
     run(&poisoned, y_other);
     check_same("stale rows (cache filled with inf, -inf, NaN)");
     check_refusals();
+#if !TF_SSM
+    check_peek();
+#endif
     printf(failures ? "tf_test: %d FAILURES\n" : "tf_test: all checks passed\n", failures);
     return failures ? 1 : 0;
 }

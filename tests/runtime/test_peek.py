@@ -25,11 +25,11 @@ from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 
 K = 4
-BACKENDS = ["ort", "numpy"]
-SSM_PEEK_BACKENDS = [*BACKENDS, "c"]  # the generated C ssm step has commit_candidate too
+BACKENDS = ["ort", "numpy", "c"]  # c: the generated tf_peek / tf_commit_candidate (codegen/peek.py)
+SSM_PEEK_BACKENDS = BACKENDS  # the generated C ssm step has commit_candidate too
 
 
-def _load_ssm(art, backend, **kw):
+def _load(art, backend, **kw):
     """runtime.load, skipping `c` (with the reason) where no C compiler is installed."""
     from tickformer.errors import BackendUnavailable
 
@@ -64,8 +64,8 @@ def test_commit_after_peek_equals_a_plain_step_while_sliding(ring_art, backend):
     """Windowed, sliding past the window many times (40 ticks, W = 4): peek + commit(i) and a
     plain step of the chosen candidate give the same outputs and the same ring cache, bit for
     bit, and the K rows of the ring stay one history."""
-    a = runtime.load(ring_art, backend=backend)
-    b = runtime.load(ring_art, backend=backend)
+    a = _load(ring_art, backend)
+    b = _load(ring_art, backend)
     assert a.sliding
     xs = _inputs(a, 40, seed=11)
     for t in range(40):
@@ -105,8 +105,8 @@ def test_commit_after_peek_equals_a_plain_step(peek_art, backend):
     """Session A peeks K candidates and commits one each tick; session B steps with every row
     set to that candidate. Caches and outputs agree bit for bit at every position, and every
     batch row of A's cache stays identical (one shared history)."""
-    a = runtime.load(peek_art, backend=backend)
-    b = runtime.load(peek_art, backend=backend)
+    a = _load(peek_art, backend)
+    b = _load(peek_art, backend)
     xs = _inputs(a, a.max_len, seed=1)
     for t in range(a.max_len):
         ya = a.peek(xs[t]).copy()  # [K, 1, d_out]
@@ -127,7 +127,7 @@ def test_commit_after_peek_equals_a_plain_step(peek_art, backend):
 def test_peek_changes_no_state_and_candidates_see_the_same_history(peek_art, backend):
     """Peeking twice gives the same outputs (nothing committed in between), the position stays,
     the cache is untouched; and candidates equal to each other give equal outputs (same history)."""
-    s = runtime.load(peek_art, backend=backend)
+    s = _load(peek_art, backend)
     xs = _inputs(s, 4, seed=2)
     for t in range(3):
         s.peek(xs[t])
@@ -146,8 +146,9 @@ def test_peek_changes_no_state_and_candidates_see_the_same_history(peek_art, bac
         np.testing.assert_array_equal(y[row], y[0])
 
 
-def test_commit_needs_a_pending_peek_at_this_position(peek_art):
-    s = runtime.load(peek_art, backend="ort")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_commit_needs_a_pending_peek_at_this_position(peek_art, backend):
+    s = _load(peek_art, backend)
     xs = _inputs(s, 3, seed=3)
     with pytest.raises(InputError, match="needs a peek"):
         s.commit(0)
@@ -166,9 +167,10 @@ def test_commit_needs_a_pending_peek_at_this_position(peek_art):
     assert s.position == 0
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("bad", [-1, K, 1.0, "0", None, True + 10])
-def test_commit_with_a_bad_index_changes_nothing(peek_art, bad):
-    s = runtime.load(peek_art, backend="ort")
+def test_commit_with_a_bad_index_changes_nothing(peek_art, bad, backend):
+    s = _load(peek_art, backend)
     xs = _inputs(s, 2, seed=4)
     s.peek(xs[0])
     s.commit(2)
@@ -187,7 +189,7 @@ def test_commit_with_a_bad_index_changes_nothing(peek_art, bad):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_failed_peek_changes_nothing(peek_art, backend):
     """A bad input (NaN, wrong shape) and a full context: InputError / ContextFull, state as before."""
-    s = runtime.load(peek_art, backend=backend)
+    s = _load(peek_art, backend)
     xs = _inputs(s, s.max_len, seed=5)
     s.peek(xs[0])
     s.commit(0)
@@ -247,9 +249,11 @@ def _peak_rise(session, plan):
         gc.enable()
 
 
-def test_peek_and_commit_allocate_zero_bytes_on_ort(peek_art):
-    """The whole candidate path on ORT IOBinding: not one byte traced, even transiently."""
-    s = runtime.load(peek_art, backend="ort")
+@pytest.mark.parametrize("backend", ["ort", "c"])
+def test_peek_and_commit_allocate_zero_bytes(peek_art, backend):
+    """The whole candidate path on ORT IOBinding and on the generated C (tf_peek,
+    tf_commit_candidate): not one byte traced, even transiently."""
+    s = _load(peek_art, backend)
     xs = list(_inputs(s, s.max_len, seed=7))
     choices = list(range(K))
     plan = [(xs[t], choices[t % K], t == 0) for t in range(s.max_len)] * 20
@@ -307,8 +311,8 @@ def test_ssm_commit_after_peek_equals_a_plain_step(ssm_peek_art, backend):
     """Past max_len (40 ticks, max_len 16; no ContextFull): session A peeks K candidates and
     commits one per tick, session B steps with every row set to that candidate. Outputs and the
     whole state agree bit for bit at every position, and A's K rows stay one state."""
-    a = _load_ssm(ssm_peek_art, backend, contracts="check")
-    b = _load_ssm(ssm_peek_art, backend)
+    a = _load(ssm_peek_art, backend, contracts="check")
+    b = _load(ssm_peek_art, backend)
     xs = _inputs(a, 40, seed=21)
     for t in range(40):
         ya = a.peek(xs[t]).copy()
@@ -326,7 +330,7 @@ def test_ssm_commit_after_peek_equals_a_plain_step(ssm_peek_art, backend):
 
 @pytest.mark.parametrize("backend", SSM_PEEK_BACKENDS)
 def test_ssm_peek_changes_no_state_and_a_step_or_reset_drops_it(ssm_peek_art, backend):
-    s = _load_ssm(ssm_peek_art, backend)
+    s = _load(ssm_peek_art, backend)
     xs = _inputs(s, 4, seed=22)
     s.peek(xs[0])
     s.commit(0)  # one shared history in every row
@@ -353,7 +357,7 @@ def test_ssm_peek_changes_no_state_and_a_step_or_reset_drops_it(ssm_peek_art, ba
 def test_ssm_failed_peek_or_commit_changes_nothing(ssm_peek_art, backend):
     """NaN input, wrong shape, a state-bound violation (mode check), a bad index: the error, and
     position and state exactly as before."""
-    s = _load_ssm(ssm_peek_art, backend, contracts="check")
+    s = _load(ssm_peek_art, backend, contracts="check")
     xs = _inputs(s, 3, seed=23)
     s.peek(xs[0])
     s.commit(1)
