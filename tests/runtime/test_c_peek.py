@@ -70,6 +70,16 @@ def _peek_equals_plain_steps(a, b, steps, seed) -> bool:
     return True
 
 
+@pytest.mark.parametrize("which", ["static_art", "ring_art"])
+def test_peek_and_commit_equal_plain_steps_with_a_trained_looking_bias(request, which, compiler):
+    """test_peek.py's equality on this module's artifacts: the ring's relative-position bias is
+    drawn, distance 0 included (the init's is 0 there, which would hide a dropped own-key bias)."""
+    art = request.getfixturevalue(which)
+    assert _peek_equals_plain_steps(
+        runtime.load(art, backend="c"), runtime.load(art, backend="c"), 12, seed=9
+    )
+
+
 def _reads_row_0_only(s) -> bool:
     """Six ticks of peek + commit from a reset, then: NaN and inf planted in every batch row's
     committed cache but row 0's change no bit of a peek's outputs (nor make the step refuse them)."""
