@@ -1,10 +1,15 @@
 """Unblocking the learned cart-pole controller (2026-12-07, second session): closed loops of
 ForecastMPC with several decision costs on held-out draws, beside LQG and the oracle.
 
-    python experiments/cartpole_unblock.py CKPT ART [--draws 6] [--ticks 1500] [--costs lqr,lqr2]
+    python experiments/cartpole_unblock.py CKPT ART [--draws 6] [--ticks 1500] [--kinds lqg,oracle,model:lqr]
+    python experiments/cartpole_unblock.py CKPT ART --blends 0,0.5,1 --pick 2,11,12,14,0,5,7,15
 
-Prints per controller: mean cost over the draws, falls, saturations, time per tick.
-experiments/notes/2026-12-07-cartpole-unblock.md has the runs and what they say.
+The first form prints per controller: mean cost over the draws (seed 5), falls, saturations, time
+per tick (the decision costs tried while the controller was built; those runs were lost with the
+machine's restart). The second runs control.cartpole_loop's ModelFilterMPC under ControlLoop with
+each share `blend` of the model's velocity correction on the chain's held-out draws
+(tickformer.commands.plant.DRAW_SEED) picked by index, 1000 ticks each, printing cost/falls per
+draw: the diagnosis in experiments/notes/2026-12-07-cartpole-loop.md.
 """
 
 import argparse
@@ -122,6 +127,23 @@ def loop(params, kind, ckpt, art, design, ticks):
     return s
 
 
+def blend_sweep(art, blends, pick, ticks=1000):
+    """ModelFilterMPC under ControlLoop on the chain's held-out draws `pick`, per blend."""
+    from tickformer.commands.plant import DRAW_SEED
+    from tickformer.control import cartpole_loop as L
+
+    draws = L.held_out_draws(max(pick) + 1, DRAW_SEED)
+    design = C.NominalDesign.make()
+    with runtime.load(art, backend="ort", threads=1) as sess:
+        for blend in blends:
+            out = []
+            for i in pick:
+                plant = C.HiddenCartPole(draws[i], seed=i)  # the chain's noise seed of draw i
+                r = L.run_episode(L.make_controller("model", plant, design, sess, blend=blend), plant, ticks)
+                out.append(f"{i}:{r['cost']:.4f}/{r['falls']}")
+            print(f"blend {blend}: " + " ".join(out), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ckpt")
@@ -129,7 +151,12 @@ def main():
     ap.add_argument("--draws", type=int, default=6)
     ap.add_argument("--ticks", type=int, default=1500)
     ap.add_argument("--kinds", default="lqg,oracle,model:lqr,model:lqr2")
+    ap.add_argument("--blends", default=None, help="e.g. 0,0.5,1: the blend sweep (CKPT unused)")
+    ap.add_argument("--pick", default="0,1,2,3", help="the chain's held-out draws for --blends")
     a = ap.parse_args()
+    if a.blends is not None:
+        blend_sweep(a.art, [float(b) for b in a.blends.split(",")], [int(i) for i in a.pick.split(",")])
+        return
     design = C.NominalDesign.make()
     ckpt = load_checkpoint(a.ckpt)
     rng = np.random.default_rng(5)
