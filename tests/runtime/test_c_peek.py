@@ -125,6 +125,32 @@ def test_peek_after_steps_whose_rows_differ_matches_numpy(request, which, compil
     assert c.backend._shared  # after a reset the rows hold one (empty) history again
 
 
+@pytest.mark.parametrize("which", ["static_art", "ring_art"])
+def test_peek_with_a_deferred_commit_equals_immediate_commits(request, which, compiler):
+    """deferred_commit=True: a plain step leaves its commit pending; after a reset the next peek
+    (tf_peek) applies it first, as tf_stage_pending does. Outputs and the committed cache equal
+    those of immediate commits at every tick (peeks, plain steps, a reset right after a plain step)."""
+    art = request.getfixturevalue(which)
+    a = runtime.load(art, backend="c", deferred_commit=True)
+    b = runtime.load(art, backend="c")
+    xs = _inputs(a.config, 24, seed=12)
+    for t in range(24):
+        if t % 7 == 3:  # a plain step: its rows' histories may differ from here
+            ya, yb = a.step(xs[t]).copy(), b.step(xs[t]).copy()
+        else:
+            ya, yb = a.peek(xs[t]).copy(), b.peek(xs[t]).copy()
+            a.commit(t % K)
+            b.commit(t % K)
+        if t == 10:  # the plain step of t = 10 still pending in a: the next peek applies it
+            a.reset()
+            b.reset()
+        np.testing.assert_array_equal(ya, yb)
+        if t % 7 != 3:  # cache() applies a pending commit: leave the plain steps' to the next call
+            (ka, va), (kb, vb) = a.backend.cache(), b.backend.cache()
+            np.testing.assert_array_equal(ka, kb)
+            np.testing.assert_array_equal(va, vb)
+
+
 def _mutant_library(art, tmp_path, compiler, old: str, new: str):
     """The generated library with the LAST `old` in tf_model.c replaced by `new` (the candidate
     entry is emitted after the step, so its copy of a shared line is the last)."""
