@@ -162,15 +162,15 @@ def main(argv: list[str] | None = None) -> int:
         base = args.keep or Path(tmp)
         for seed in [int(s) for s in args.seeds.split(",")]:
             folder = base / f"seed{seed}"
-            argv = ["plant", "cartpole", "--out", str(folder), "--seed", str(seed)] + (
+            chain = ["plant", "cartpole", "--out", str(folder), "--seed", str(seed)] + (
                 ["--quick"] if args.quick else []
             )
-            code = cli(argv)
+            code = cli(chain)
             if code:
-                print(f"tickformer {' '.join(argv)} exited {code}", file=sys.stderr)
+                print(f"tickformer {' '.join(chain)} exited {code}", file=sys.stderr)
                 return 1
             summary = json.loads((folder / "plant_summary.json").read_text())
-            summary["command"] = "tickformer " + " ".join(argv)
+            summary["command"] = "tickformer " + " ".join(chain)
             if record["seeds"]:
                 summary["loop"].pop("episode", None)  # the figure is seed 0's; one episode kept
             else:
