@@ -9,7 +9,8 @@ per tick (the decision costs tried while the controller was built; those runs we
 machine's restart). The second runs control.cartpole_loop's ModelFilterMPC under ControlLoop with
 each share `blend` of the model's velocity correction on the chain's held-out draws
 (tickformer.commands.plant.DRAW_SEED) picked by index, 1000 ticks each, printing cost/falls per
-draw: the diagnosis in experiments/notes/2026-12-07-cartpole-loop.md.
+draw: the diagnosis in experiments/notes/2026-12-07-cartpole-loop.md; --true-filter gives the
+controller's filter the draw's own linearisation (the ablation there).
 """
 
 import argparse
@@ -127,8 +128,22 @@ def loop(params, kind, ckpt, art, design, ticks):
     return s
 
 
-def blend_sweep(art, blends, pick, ticks=1000):
-    """ModelFilterMPC under ControlLoop on the chain's held-out draws `pick`, per blend."""
+def _true_filter(ctl, params):
+    """The ablation of --true-filter: the controller's filter and its prediction through the
+    commands in flight and the candidate use the draw's own linearisation (A, B, Kalman gain);
+    the cost (the nominal LQR's S) is unchanged."""
+    import dataclasses
+
+    true = C.NominalDesign.make(params)
+    ctl.design = dataclasses.replace(ctl.design, a=true.a, b=true.b, l=true.l)
+    ctl.filter = C.LQG(ctl.design, ctl.dt, ctl.delay)
+    ctl.b = true.b[:, 0].copy()
+    return ctl
+
+
+def blend_sweep(art, blends, pick, ticks=1000, true_filter=False):
+    """ModelFilterMPC under ControlLoop on the chain's held-out draws `pick`, per blend (with
+    `true_filter`, the ablation of `_true_filter`)."""
     from tickformer.commands.plant import DRAW_SEED
     from tickformer.control import cartpole_loop as L
 
@@ -139,7 +154,10 @@ def blend_sweep(art, blends, pick, ticks=1000):
             out = []
             for i in pick:
                 plant = C.HiddenCartPole(draws[i], seed=i)  # the chain's noise seed of draw i
-                r = L.run_episode(L.make_controller("model", plant, design, sess, blend=blend), plant, ticks)
+                ctl = L.make_controller("model", plant, design, sess, blend=blend)
+                if true_filter:
+                    ctl = _true_filter(ctl, draws[i])
+                r = L.run_episode(ctl, plant, ticks)
                 out.append(f"{i}:{r['cost']:.4f}/{r['falls']}")
             print(f"blend {blend}: " + " ".join(out), flush=True)
 
@@ -153,9 +171,11 @@ def main():
     ap.add_argument("--kinds", default="lqg,oracle,model:lqr,model:lqr2")
     ap.add_argument("--blends", default=None, help="e.g. 0,0.5,1: the blend sweep (CKPT unused)")
     ap.add_argument("--pick", default="0,1,2,3", help="the chain's held-out draws for --blends")
+    ap.add_argument("--true-filter", action="store_true", help="--blends with the draw's own filter")
     a = ap.parse_args()
     if a.blends is not None:
-        blend_sweep(a.art, [float(b) for b in a.blends.split(",")], [int(i) for i in a.pick.split(",")])
+        blends, pick = [float(b) for b in a.blends.split(",")], [int(i) for i in a.pick.split(",")]
+        blend_sweep(a.art, blends, pick, true_filter=a.true_filter)
         return
     design = C.NominalDesign.make()
     ckpt = load_checkpoint(a.ckpt)
