@@ -7,12 +7,15 @@ controller.
                      issues u[0] and advances one tick
     ModelFilterMPC   the learned controller: K candidates in one `Session.peek` of a model trained
                      with `train --data` (control.forecast_mpc.ForecastMPC), the pole's and cart's
-                     positions at t + d + 1 from the model; their velocities from the nominal
-                     Kalman filter predicted through the commands in flight and the candidate,
-                     plus a share `blend` of the model's own velocity correction (its positions'
-                     change over the last tick minus the filter's), ramped in over the first
-                     `ramp` ticks; each candidate scored by the nominal LQR's cost-to-go (the
-                     rule every cart-pole controller shares)
+                     positions at t + d + 1 from the model; their velocities from a Kalman filter
+                     predicted through the commands in flight and the candidate, its input gain
+                     the nominal B scaled by the actuator gain the model shows (read each tick
+                     from how its K predicted positions at t + d + 1 move with the candidate,
+                     low-passed at rate `gain_rate`), plus a share `blend` (default 0) of the
+                     model's own velocity correction (its positions' change over the last tick
+                     minus the filter's), ramped in over the first `ramp` ticks; each candidate
+                     scored by the nominal LQR's cost-to-go (the rule every cart-pole controller
+                     shares)
     PhysicsLoop      LQG or PhysicsMPC (nominal, oracle) behind the same `step(obs)`
     run_episode      one held-out draw under ControlLoop, in virtual time (deterministic) or on
                      the wall clock: cost, falls, saturations, deadline misses, fallbacks
@@ -22,7 +25,10 @@ controller.
 Why the filter: the model's positions carry the episode's physics (its window saw the plant
 respond), but a velocity from the difference of two predicted positions over one tick (0.04 s)
 follows the prediction's noise; the nominal filter's velocities are smooth but carry the nominal
-physics (experiments/notes/2026-12-07-cartpole-loop.md measures both).
+physics, and fail where the actuator gain is far from nominal. The gain the model shows (the
+slope of its K predictions over the candidates: one least-squares fit on [K, 2] per tick) puts
+the episode's actuator into the filter (experiments/notes/2026-12-07-cartpole-loop.md measures
+all three).
 
 Observation (`CartPoleSim.observe`): obs [4 + 2G] = (x, theta measured now, the command actuated
 at the last tick, n, then the n measurements (x, theta) of the ticks skipped since, oldest first;
@@ -33,6 +39,7 @@ floats are made per tick. The rest (construction, run_episode, relog_runs) is no
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -60,8 +67,10 @@ from .forecast_mpc import ForecastMPC
 OBS_HEAD = 4  # obs[0:4] = (x, theta, the command actuated last tick, n skipped ticks)
 GAP_MAX = 64  # measurements of skipped ticks the observation carries
 BLEND = (
-    0.5  # the share of the model's own velocity correction (experiments/notes/2026-12-07-cartpole-loop.md)
+    0.0  # the share of the model's own velocity correction (experiments/notes/2026-12-07-cartpole-loop.md)
 )
+GAIN_RATE = 0.05  # per tick: the low-pass of the actuator gain read from the model (0: the nominal gain)
+GAIN_MIN, GAIN_MAX = 0.3, 3.0  # the read gain's clip, relative to the nominal
 RAMP = 32  # ticks over which the share is ramped in: the model's window filling
 RELOG_PERTURB = 0.3  # std of the white perturbation added to the learned controller's command when relogging
 
@@ -156,6 +165,7 @@ class ModelFilterMPC(_Filtered):
         signals: dict[str, Any] | None = None,
         blend: float = BLEND,
         ramp: int = RAMP,
+        gain_rate: float = GAIN_RATE,
     ) -> None:
         if signals is None:
             signals = session.artifact.manifest.get("source", {}).get("checkpoint_meta", {}).get("signals")
@@ -174,7 +184,11 @@ class ModelFilterMPC(_Filtered):
                 f"--horizon {delay + 1}"
             )
         validation.positive_int(ramp, "ramp")
+        if not 0.0 <= gain_rate <= 1.0:
+            raise ConfigError(f"gain_rate {gain_rate}: give a rate in [0, 1] (0: the nominal gain)")
         self._start(design, dt, delay)
+        # the filter's own copy of the design: its input gain B is scaled in place by the read gain
+        self.filter.design = dataclasses.replace(design, b=design.b.copy())
         self.design, self.dt, self.delay = design, dt, delay
         self.blend, self.ramp = float(blend), ramp
         k = int(session.batch)
@@ -186,10 +200,27 @@ class ModelFilterMPC(_Filtered):
         self.costs = np.zeros(k)  # [K]
         self.obs3 = np.zeros(3)  # (x, theta, actuated) for ForecastMPC
         self.r_cand = R_COST * self.cand**2  # [K]
-        self.b = design.b[:, 0].copy()  # [4]
+        self.nominal_b = design.b[:, 0].copy()  # [4]
+        self.b = self.nominal_b.copy()  # [4] the nominal B times the read gain
+        self.gain_rate, self.gain = float(gain_rate), 1.0
+        self.cc = self.cand - self.cand.mean()  # [K] the candidates, centred
+        self.cc_norm = float(self.cc @ self.cc)
+        self.b_pos_norm = float(self.nominal_b[:2] @ self.nominal_b[:2])
+        self.slope = np.zeros(2)  # [2] d position(t + d + 1) / d candidate, the model's
+
+    def _read_gain(self, pred: np.ndarray) -> None:
+        """The actuator gain the model shows: the least-squares slope of its positions at t+d+1
+        over the candidates, on the nominal B's position rows; low-passed, clipped; scales B."""
+        np.matmul(self.cc, pred[:, self.delay, :], out=self.slope)  # [K] @ [K, 2] -> [2]
+        r = float(self.slope @ self.nominal_b[:2]) / (self.cc_norm * self.b_pos_norm)
+        self.gain += self.gain_rate * (min(GAIN_MAX, max(GAIN_MIN, r)) - self.gain)
+        np.multiply(self.nominal_b, self.gain, out=self.b)
+        self.filter.design.b[:, 0] = self.b
 
     def _cost(self, pred: np.ndarray, t: int) -> np.ndarray:
         """pred [K, H, 2]: x, theta at t+1..t+H per candidate -> K costs."""
+        if self.gain_rate:
+            self._read_gain(pred)
         d, dt, st = self.delay, self.dt, self.st
         ref, ref_dot = reference((t + d + 1) * dt)
         np.matmul(self.design.a, self.zpred, out=self.base)
