@@ -291,3 +291,46 @@ def test_every_controller_meets_the_same_draws_and_noise():
             alone.append(L.run_episode(L.make_controller(kind, plant, design), plant, 60)["cost"])
         assert res["controllers"][kind]["per_draw_cost"] == pytest.approx(alone, abs=1e-6)
     assert res["episode"]["params"] == draws[0].to_dict()
+
+
+class _ScaledSession(LinearSession):
+    """LinearSession whose candidate acts through `scale` times the nominal B: the actuator of a
+    rig whose gear is `scale` times the nominal."""
+
+    def __init__(self, design, scale):
+        super().__init__(design, np.zeros(4))
+        self.scale = scale
+
+    def peek(self, xs):
+        xs = xs.copy()
+        xs[:, 0, 0] *= self.scale
+        return super().peek(xs)
+
+
+@pytest.mark.parametrize(("scale", "want"), [(0.6, 0.6), (1.0, 1.0), (10.0, L.GAIN_MAX), (0.05, L.GAIN_MIN)])
+def test_the_learned_controller_reads_the_actuator_gain_the_model_shows(scale, want):
+    design = C.NominalDesign.make()
+    nominal_b = design.b.copy()
+    ctl = L.ModelFilterMPC(
+        _ScaledSession(design, scale), design, 0.04, delay=2, signals=SIGNALS, gain_rate=0.5
+    )
+    obs = np.zeros(L.OBS_HEAD)
+    ctl.step(obs)
+    assert ctl.gain == pytest.approx(1.0 + 0.5 * (want - 1.0), rel=1e-5)  # one low-pass step
+    for _ in range(40):
+        obs[2] = float(ctl.action[0])
+        ctl.step(obs)
+    assert ctl.gain == pytest.approx(want, rel=1e-5)
+    np.testing.assert_allclose(ctl.b, want * nominal_b[:, 0], rtol=1e-5)  # the candidates' and in-flight B
+    np.testing.assert_allclose(ctl.filter.design.b, want * nominal_b, rtol=1e-5)  # the filter's
+    np.testing.assert_array_equal(design.b, nominal_b)  # the shared nominal design untouched
+
+
+def test_with_gain_rate_zero_the_filter_keeps_the_nominal_gain():
+    design = C.NominalDesign.make()
+    ctl = L.ModelFilterMPC(_ScaledSession(design, 0.6), design, 0.04, delay=2, signals=SIGNALS, gain_rate=0.0)
+    for _ in range(5):
+        ctl.step(np.zeros(L.OBS_HEAD))
+    assert ctl.gain == 1.0 and np.array_equal(ctl.filter.design.b, design.b)
+    with pytest.raises(ConfigError, match="gain_rate"):
+        L.ModelFilterMPC(_ScaledSession(design, 0.6), design, 0.04, delay=2, signals=SIGNALS, gain_rate=2.0)
