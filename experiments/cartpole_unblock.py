@@ -3,6 +3,7 @@ ForecastMPC with several decision costs on held-out draws, beside LQG and the or
 
     python experiments/cartpole_unblock.py CKPT ART [--draws 6] [--ticks 1500] [--kinds lqg,oracle,model:lqr]
     python experiments/cartpole_unblock.py CKPT ART --blends 0,0.5,1 --pick 2,11,12,14,0,5,7,15
+    python experiments/cartpole_unblock.py CKPT ART --validation 12 [--blend 0] [--gain-rate 0.05]
 
 The first form prints per controller: mean cost over the draws (seed 5), falls, saturations, time
 per tick (the decision costs tried while the controller was built; those runs were lost with the
@@ -10,7 +11,9 @@ machine's restart). The second runs control.cartpole_loop's ModelFilterMPC under
 each share `blend` of the model's velocity correction on the chain's held-out draws
 (tickformer.commands.plant.DRAW_SEED) picked by index, 1000 ticks each, printing cost/falls per
 draw: the diagnosis in experiments/notes/2026-12-07-cartpole-loop.md; --true-filter gives the
-controller's filter the draw's own linearisation (the ablation there).
+controller's filter the draw's own linearisation (the ablation there). --validation N: the
+oracle and the learned controller (--blend, --gain-rate) on N draws of seed 5, where the
+controller's settings were chosen.
 """
 
 import argparse
@@ -162,6 +165,30 @@ def blend_sweep(art, blends, pick, ticks=1000, true_filter=False):
             print(f"blend {blend}: " + " ".join(out), flush=True)
 
 
+def validation(art, n, blend, gain_rate, ticks=1000):
+    """The oracle and ModelFilterMPC (`blend`, `gain_rate`) on `n` held-out-band draws of seed 5
+    (the draws the controller's settings are chosen on; the chain's are seed 100)."""
+    from tickformer.control import cartpole_loop as L
+
+    draws = L.held_out_draws(n, 5)
+    design = C.NominalDesign.make()
+    rows = {"oracle_mpc": [], "model": []}
+    with runtime.load(art, backend="ort", threads=1) as sess:
+        for i, p in enumerate(draws):
+            for kind in rows:
+                plant = C.HiddenCartPole(p, seed=i)
+                ctl = L.make_controller(kind, plant, design, sess)
+                if kind == "model":
+                    ctl = L.ModelFilterMPC(sess, design, plant.dt, delay=2, blend=blend, gain_rate=gain_rate)
+                rows[kind].append(L.run_episode(ctl, plant, ticks))
+    for kind, rs in rows.items():
+        print(
+            f"{kind:10s} mean cost {np.mean([r['cost'] for r in rs]):.4f} falls {sum(r['falls'] for r in rs)} | "
+            + " ".join(f"{r['cost']:.4f}/{r['falls']}" for r in rs),
+            flush=True,
+        )
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ckpt")
@@ -172,7 +199,15 @@ def main():
     ap.add_argument("--blends", default=None, help="e.g. 0,0.5,1: the blend sweep (CKPT unused)")
     ap.add_argument("--pick", default="0,1,2,3", help="the chain's held-out draws for --blends")
     ap.add_argument("--true-filter", action="store_true", help="--blends with the draw's own filter")
+    ap.add_argument(
+        "--validation", type=int, default=None, help="N validation draws (seed 5): oracle vs model"
+    )
+    ap.add_argument("--blend", type=float, default=0.0, help="--validation: the model's velocity share")
+    ap.add_argument("--gain-rate", type=float, default=0.05, help="--validation: the gain's low-pass rate")
     a = ap.parse_args()
+    if a.validation is not None:
+        validation(a.art, a.validation, a.blend, a.gain_rate)
+        return
     if a.blends is not None:
         blends, pick = [float(b) for b in a.blends.split(",")], [int(i) for i in a.pick.split(",")]
         blend_sweep(a.art, blends, pick, true_filter=a.true_filter)
