@@ -85,7 +85,7 @@ BUDGETS: dict[str, dict[str, int]] = {
         "timed_ticks": 200,
     },
 }
-DRAW_SEED = 100  # the held-out draws: not the ones the controller's blend was chosen on (seed 5)
+DRAW_SEED = 100  # the held-out draws: not the ones the controller's settings were chosen on (seed 5)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
