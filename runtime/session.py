@@ -438,7 +438,7 @@ class Session:
         try:
             if not self.backend.supports_peek:
                 raise BackendError(
-                    f"backend {self.backend.name!r} does not implement peek/commit; use backend 'ort' or 'numpy'"
+                    f"backend {self.backend.name!r} does not implement peek/commit; use backend 'ort', 'numpy' or 'c'"
                 )
             y, _ = self._stage(xs)
             self._peeked = self._ring if self.sliding else self._position  # commit(i) allowed here

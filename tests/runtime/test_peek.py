@@ -438,7 +438,7 @@ def test_an_ssm_backend_without_commit_candidate_is_refused_naming_those_with_it
     assert Backend.supports_peek is False
     s = runtime.load(ssm_peek_art, backend="numpy")
     s.backend.supports_peek = False
-    with pytest.raises(BackendError, match="does not implement peek.*'ort' or 'numpy'"):
+    with pytest.raises(BackendError, match="does not implement peek.*'ort', 'numpy' or 'c'"):
         s.peek(_inputs(s, 1, seed=27)[0])
     for name in ("ort", "numpy"):
         assert runtime.load(ssm_peek_art, backend=name).backend.supports_peek
