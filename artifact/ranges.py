@@ -114,9 +114,11 @@ def size_problems(manifest: dict[str, Any]) -> list[str]:
     if not isinstance(cfg, dict):
         return []
     dims = [manifest.get("batch"), manifest.get("max_len"), cfg.get("d_model")]
-    layers = (cfg.get("n_layers") or 0) + (cfg.get("n_enc_layers") or 0)
-    if not all(_is_number(d) and d > 0 for d in dims) or not _is_number(layers):
+    stacks = [cfg.get("n_layers") or 0, cfg.get("n_enc_layers") or 0]
+    # a value of the wrong type is the schema's to name (a dict for n_layers once raised TypeError here)
+    if not all(_is_number(d) and d > 0 for d in dims) or not all(_is_number(n) for n in stacks):
         return []
+    layers = stacks[0] + stacks[1]
     need = 2 * layers * dims[0] * dims[1] * dims[2] * 4
     if need > MEMORY_BUDGET:
         return [

@@ -5,6 +5,7 @@ its range, re-seals, and must see one line naming that field, its value and the 
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 
 import _relutil as ru
@@ -127,6 +128,19 @@ def test_caches_over_the_memory_budget_are_refused_before_allocating(arts, tmp_p
     doc = dict(manifest, batch=4096, max_len=1 << 20)
     assert any("needs" in p and "over the budget" in p for p in ranges.problems(doc))
     assert ranges.size_problems(manifest) == []
+
+
+@pytest.mark.parametrize("field", ["n_layers", "n_enc_layers", "d_model"])
+@pytest.mark.parametrize("value", [{"x": 3}, [3], "3"], ids=["dict", "list", "str"])
+def test_a_size_of_the_wrong_type_is_named_not_a_type_error(arts, tmp_path, field, value):
+    """The fuzz found it: config.n_layers = {..} reached the size check's sum (TypeError)."""
+    root = ru.fresh_copy(arts["seq2seq"], tmp_path / "art")
+    manifest = ru.read_json(root / ru.ART_MANIFEST)
+    doc = json.loads(json.dumps(manifest))
+    doc["config"][field] = value
+    ru.write_json(root / ru.ART_MANIFEST, ru.resealed(doc, manifest))
+    with pytest.raises(ArtifactError, match=field):
+        open_artifact(root)
 
 
 EXPORT_BOUNDS = "attack: export asked for an impossible batch, caches over the budget, or a NaN weight"
