@@ -15,6 +15,13 @@ a file `tickformer train --data` reads.
               ModelFilterMPC) plus a white perturbation (std 0.3): data from the loop's own regime.
               A fall ends a segment (`run` counts segments). --extend LOG: the file holds LOG's
               rows first, then the new runs (their run ids after LOG's)
+    gym:ID    any gymnasium environment (tickformer.control.gym_plant): gym:Pendulum-v1, or the
+              project's own hidden pendulum gym:tickformer/HiddenPendulum-v0; continuous Box
+              spaces. --runs episodes of --rows ticks under uniform random actions within the
+              action bounds, each held 1..8 ticks; an episode the env ends is reset and goes on as
+              a new run. Columns time [s], run, act0.., obs0..; train with --inputs act0
+              --outputs obs0,obs1,.. --episode run --time time. A simulator of your own: register
+              it with gymnasium (gymnasium.register) and log gym:YOUR-ID
 
 The file is written atomically (a reader never sees half of it). docs/your_data.md walks from
 such a log to a trained, exported, verified and certified model.
@@ -27,7 +34,7 @@ from pathlib import Path
 
 from tickformer.commands import args as shared
 
-PLANTS = ("tanks", "cartpole")
+PLANTS = ("tanks", "cartpole", "gym:ID")
 COLUMNS = ("time [s]", "run", "command", "x [m]", "theta [rad]")  # the cartpole log's
 
 
@@ -116,15 +123,27 @@ def run(args: argparse.Namespace) -> int:
     from tickformer.durable import atomic_write
     from tickformer.errors import ConfigError
 
-    if args.plant not in PLANTS:
+    gym = args.plant.startswith("gym:")
+    if not gym and args.plant not in PLANTS:
         raise ConfigError(f"unknown plant {args.plant!r}; choose one of {', '.join(PLANTS)}")
     suffix = args.out.suffix.lower()
     if suffix not in (".csv", ".parquet"):
         raise ConfigError(f"--out {args.out}: give a .csv or .parquet file name")
-    if args.plant == "tanks":
+    if args.plant == "tanks" or gym:
         if args.policy != "tuned" or args.extend is not None:
-            raise ConfigError("--policy and --extend are for the cartpole plant; remove them for tanks")
+            raise ConfigError(
+                f"--policy and --extend are for the cartpole plant; remove them for {args.plant}"
+            )
+    if args.plant == "tanks":
         columns = log_runs(TwoTanks(), runs=args.runs, rows=args.rows, seed=args.seed)
+    elif gym:
+        from tickformer.control import gym_plant
+
+        env = gym_plant.make_env(args.plant)
+        try:
+            columns = gym_plant.log_episodes(env, runs=args.runs, rows=args.rows, seed=args.seed)
+        finally:
+            env.close()
     else:
         columns = _cartpole(args)
     import pyarrow as pa
@@ -145,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {args.out}: {args.runs} runs x {args.rows} rows of {args.plant}"
         + (f", {args.policy} policy" if args.plant == "cartpole" else "")
         + (f", after the {args.extend} rows" if args.extend else "")
+        + (f" ({len(set(columns['run'].tolist()))} runs where the env ended episodes)" if gym else "")
         + f"; {rows} rows in all"
         + f" ({', '.join(columns)})"
     )

@@ -23,6 +23,14 @@ so any stage can be rerun by hand):
        plant's control period (deadline misses, fallbacks, step times); the controller's tick
        timed on one core; DIR/episode.png (one held-out episode, every controller)
 
+`tickformer plant gym:ID --out DIR [--quick] [--target V,V,..] [--weights W,W,..]`: the chain
+on any gymnasium environment with a one-dimensional Box action (tickformer.control.gym_plant):
+log (random held actions), train --data (--inputs act0 --outputs obs0,..), export --batch 17,
+then --draws episodes (env seeds 0..) x --ticks ticks under ControlLoop in virtual time for the
+learned controller (17 candidates over the action bounds, each scored by the predicted
+observations' weighted squared distance to --target over the horizon) and for the baseline that
+holds the middle of the action bounds; the env's own reward is what they are compared on.
+
 Writes DIR/plant_summary.json. --quick: small budgets everywhere (a couple of minutes on 2 cores;
 its numbers mean little). The export's --domain covers the command's whole range (the K
 candidates span [-3, 3]; the logs do not reach it) and the positions' with a margin. This module
@@ -41,7 +49,7 @@ from typing import Any
 
 from tickformer.commands import args as shared
 
-PLANTS = ("cartpole",)
+PLANTS = ("cartpole", "gym:ID")
 DOMAIN = "-3.5:3.5,-2:2,-1:1"  # command, x [m], theta [rad]
 TRAIN = [
     "--inputs",
@@ -91,7 +99,7 @@ DRAW_SEED = 100  # the held-out draws: not the ones the controller's settings we
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "plant",
-        help="the whole chain on MuJoCo's cart-pole: log, train --data, export, verify, certify, closed loop",
+        help="the whole chain on MuJoCo's cart-pole (or any gym:ID): log, train --data, export, ..., closed loop",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -104,6 +112,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=int, default=None, help="relogging rounds (default 4; quick 1)")
     p.add_argument("--steps", type=int, default=None, help="training steps per round (default 4000)")
     p.add_argument("--budget-us", type=float, default=1000.0, help="certify's budget for the step (1000 us)")
+    p.add_argument(
+        "--target", default=None, metavar="V,..", help="gym:ID: the observation target (default 0s)"
+    )
+    p.add_argument(
+        "--weights", default=None, metavar="W,..", help="gym:ID: the cost's weight per observation"
+    )
     p.add_argument(
         "--cpu", type=int, default=None, help="the CPU the tick timing is pinned to (default: the last)"
     )
@@ -154,8 +168,12 @@ def _budget(args: argparse.Namespace) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     from tickformer.errors import ConfigError
 
+    if args.plant.startswith("gym:"):
+        return _gym_chain(args)
     if args.plant not in PLANTS:
         raise ConfigError(f"unknown plant {args.plant!r}; choose one of {', '.join(PLANTS)}")
+    if args.target is not None or args.weights is not None:
+        raise ConfigError("--target and --weights are for a gym:ID plant; remove them for cartpole")
     b = _budget(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -292,3 +310,106 @@ def _print(summary: dict[str, Any]) -> None:
     if "verdict" in c:
         print(f"certify: {c['verdict']} (p50 {c['p50_us']:.1f} us, max {c['max_us']:.1f} us)")
     print(f"wrote {summary['artifact']} and plant_summary.json in {summary['seconds']:.0f} s")
+
+
+GYM_BUDGETS = {
+    "full": {"runs": 40, "rows": 1000, "steps": 2000, "draws": 5, "ticks": 1000},
+    "quick": {"runs": 6, "rows": 300, "steps": 200, "draws": 2, "ticks": 200},
+}
+
+
+def _floats(text: str | None, name: str, n: int, default: float) -> list[float]:
+    import math
+
+    from tickformer.errors import ConfigError
+
+    if text is None:
+        return [default] * n
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{name} {text!r}: give {n} comma-separated numbers, one per observation") from None
+    if len(values) != n or not all(math.isfinite(v) for v in values):
+        raise ConfigError(f"{name} {text!r}: give {n} finite comma-separated numbers, one per observation")
+    return values
+
+
+def _gym_chain(args: argparse.Namespace) -> int:
+    """log, train, export, the closed loops of the model and the hold baseline (module docstring)."""
+    from tickformer import runtime
+    from tickformer.control import gym_plant as G
+    from tickformer.durable import atomic_write
+    from tickformer.errors import ConfigError
+
+    if args.rounds is not None:
+        raise ConfigError("--rounds is for the cartpole plant; remove it for a gym:ID plant")
+    env = G.make_env(args.plant)
+    low, high, n_obs = G.spaces(env)
+    if low.size != 1:
+        raise ConfigError(
+            f"{args.plant}: the action space has {low.size} dimensions; the learned controller drives one: "
+            "give an env of one action (wrap yours, holding the others)"
+        )
+    target = _floats(args.target, "--target", n_obs, 0.0)
+    weights = _floats(args.weights, "--weights", n_obs, 1.0)
+    b = dict(GYM_BUDGETS["quick" if args.quick else "full"])
+    for name in ("draws", "ticks", "steps"):
+        if getattr(args, name) is not None:
+            from tickformer import validation
+
+            validation.positive_int(getattr(args, name), f"--{name}")
+            b[name] = getattr(args, name)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    parser, steps, seed = _parser(), [], str(args.seed)
+    outputs = ",".join(f"{G.OBS}{i}" for i in range(n_obs))
+    log, ckpt, art = str(out / "log.parquet"), str(out / "ckpt"), str(out / "art")
+    t0 = time.perf_counter()
+    _call(parser, ["log", args.plant, "--out", log, "--runs", str(b["runs"]), "--rows", str(b["rows"]),
+                   "--seed", seed], steps)  # fmt: skip
+    _call(parser, ["train", "--data", log, "--inputs", f"{G.ACT}0", "--outputs", outputs, "--episode", "run",
+                   "--time", "time", "--horizon", "2", "--steps", str(b["steps"]), "--seed", seed, "--quiet",
+                   "--out", ckpt], steps)  # fmt: skip
+    _call(parser, ["export", ckpt, "--out", art, "--batch", "17"], steps)
+    print(
+        f"$ closed loops: {b['draws']} episodes x {b['ticks']} ticks, the model and the hold baseline",
+        flush=True,
+    )
+    loops: dict[str, list[dict[str, Any]]] = {"model": [], "hold": []}
+    with runtime.load(art, backend="ort", threads=1) as s:
+        _, idx = G.model_columns(G.model_signals(s))
+        cost = G.QuadraticCost([target[i] for i in idx], [weights[i] for i in idx])
+        for d in range(b["draws"]):
+            ctl = G.GymMPC(s, float(low[0]), float(high[0]), cost)
+            loops["model"].append(G.run_loop(env, ctl, b["ticks"], out_idx=idx, seed=d))
+            loops["hold"].append(G.run_loop(env, G.HoldAction(), b["ticks"], out_idx=idx, seed=d))
+    env.close()
+    summary = {
+        "plant": args.plant,
+        "seed": args.seed,
+        "quick": args.quick,
+        "budget": b,
+        "target": target,
+        "weights": weights,
+        "steps": steps,
+        "artifact": art,
+        "held_out": _metrics(Path(ckpt)),
+        "loop": {
+            k: {
+                "mean_reward": sum(r["reward"] for r in rows) / sum(r["ticks"] for r in rows),
+                "episodes_ended": sum(r["episodes_ended"] for r in rows),
+                "deadline_misses": sum(r["deadline_misses"] for r in rows),
+                "fallbacks": sum(r["fallbacks"] for r in rows),
+                "ticks": sum(r["loop_ticks"] for r in rows),
+                "per_episode_reward": [round(r["reward"], 4) for r in rows],
+            }
+            for k, rows in loops.items()
+        },
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    atomic_write(out / "plant_summary.json", (json.dumps(summary, indent=1) + "\n").encode())
+    for k, r in summary["loop"].items():
+        print(f"  {k:6s} mean reward per tick {r['mean_reward']:.4f}; episodes ended {r['episodes_ended']}; "
+              f"misses {r['deadline_misses']}; fallbacks {r['fallbacks']}")  # fmt: skip
+    print(f"wrote {art} and {out / 'plant_summary.json'} in {summary['seconds']:.0f} s")
+    return 0

@@ -352,6 +352,24 @@ CASES += [  # issue 36: tickformer plant (the cart-pole chain); log's --policy a
     ("log", ["cartpole", "--out", "{TMP}/l6.csv", "--extend", "{TMP}/none.csv"], "no such file"),
     ("log", ["tanks", "--out", "{TMP}/l7.csv", "--policy", "nominal"], "for the cartpole plant"),
 ]
+CASES += [  # issue 36: any gymnasium environment (gym:ID) for log and plant
+    ("log", ["gym:", "--out", "{TMP}/g1.csv"], "names no environment"),
+    ("log", ["gym:NoSuchEnv-v0", "--out", "{TMP}/g2.csv"], "gymnasium cannot make it"),
+    ("log", ["gym:CartPole-v1", "--out", "{TMP}/g3.csv"], "not a continuous Box"),
+    (
+        "log",
+        ["gym:Pendulum-v1", "--out", "{TMP}/g4.csv", "--extend", "{TMP}/none.csv"],
+        "for the cartpole plant",
+    ),
+    ("log", ["gym:Pendulum-v1", "--out", "{TMP}/g5.csv", "--rows", "0"], "--rows"),
+    ("plant", ["gym:CartPole-v1", "--out", "{TMP}/g6"], "not a continuous Box"),
+    ("plant", ["gym:Reacher-v5", "--out", "{TMP}/g7"], "2 dimensions"),
+    ("plant", ["gym:Pendulum-v1", "--out", "{TMP}/g8", "--target", "1,0"], "--target"),
+    ("plant", ["gym:Pendulum-v1", "--out", "{TMP}/g9", "--weights", "a,b,c"], "--weights"),
+    ("plant", ["gym:Pendulum-v1", "--out", "{TMP}/g10", "--rounds", "2"], "--rounds"),
+    ("plant", ["gym:Pendulum-v1", "--out", "{TMP}/g11", "--ticks", "0"], "--ticks"),
+    ("plant", ["cartpole", "--out", "{TMP}/g12", "--target", "1"], "for a gym:ID plant"),
+]
 CASES += [  # issue 39: tickformer serve
     ("serve", ["{TMP}/nowhere", "--repo", "{TMP}/s1"], "nowhere"),
     ("serve", ["{BAD_ART}", "--repo", "{TMP}/s2"], "SHA-256"),
