@@ -13,7 +13,10 @@ certify, every controller's per-draw costs, the wall-clock run, the tick time on
 table: per controller, the mean cost over the draws of each seed and over all, falls, saturations,
 deadline misses, fallbacks. The figure is seed 0's first held-out draw. --render DOC rewrites the
 block between `<!-- your_plant: results -->` and `<!-- /your_plant -->` in DOC from the JSON (the
-documented numbers are rendered, never typed); --from JSON renders an earlier run without running. Run it alone on the
+documented numbers are rendered, never typed); --from JSON renders an earlier run without running.
+`cells(record)` gives every number of that block as (name, value, text) in its order and
+`figures(record)` the prose's figures (the low-gear draws, ratios to the oracle, falls): the claims
+check of docs/your_plant.md reads both (claims/computed.py your_plant_cells, your_plant_figure). Run it alone on the
 machine (it trains twelve models): about 25 minutes on the 2-core machine.
 """
 
@@ -63,67 +66,190 @@ LABELS = {
     "lqg": "LQG (nominal LQR + Kalman filter)",
     "nominal_mpc": "MPC, MuJoCo with nominal physics",
     "oracle_mpc": "MPC, MuJoCo with true physics and state (oracle)",
-    "memoryless": "memoryless model (--window 1)",
-    "model": "windowed model (window 32)",
+    "memoryless": "memoryless model (`--window 1`)",
+    "model": "windowed model (`--window 32`, the default)",
 }
+Cell = tuple  # (name, value, text): one number of the rendered block
 
 
-def render(record: dict) -> str:
-    """The results block of docs/your_plant.md from a record of this script."""
+def _rendered(record: dict) -> tuple[str, list[Cell]]:
+    """The results block and, in its order, every number in it as (name, value, text): the text
+    is what the block states, the value what it is rendered from (claims/check.py matches them)."""
+    out: list[Cell] = []
+
+    def c(name: str, value, fmt: str = "{}") -> str:
+        text = fmt.format(value)
+        out.append((name, value, text))
+        return text
+
     t = record["table"]
     seeds = list(record["seeds"])
     first = record["seeds"][seeds[0]]
-    draws, ticks = len(first["loop"]["draws"]), first["budget"]["ticks"]
+    utc = record["utc"].removesuffix("Z")
     lines = [
-        f"`{record['command']}` ({record['utc']}, {record['seconds'] / 60:.0f} min): training seeds "
-        f"{', '.join(seeds)}; {draws} held-out draws x {ticks} ticks per controller and seed (virtual time), "
-        "the same draws, reference and noise for every controller. Counts are summed over the seeds (the "
-        "physics controllers do not depend on the training seed: their runs repeat per seed); the median is "
-        "over every draw of every seed.",
+        f"`{record['command']}` ({c('utc', utc)}Z, {c('minutes', record['seconds'] / 60, '{:.0f}')} min): "
+        f"training seeds {', '.join(c(f'seed {s}', int(s)) for s in seeds)}; "
+        f"{c('draws', len(first['loop']['draws']))} held-out draws x {c('ticks', first['budget']['ticks'])} "
+        "ticks per controller and seed (virtual time), the same draws, reference and noise for every controller. "
+        "Counts are summed over the seeds (the physics controllers do not depend on the training seed: their "
+        "runs repeat per seed); the median is over every draw of every seed.",
         "",
         "| controller | mean cost per seed | mean cost | median | falls (draws with falls) | saturations "
         "| deadline misses | fallbacks | windowed model / this |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for kind, r in t["controllers"].items():
-        ratio = "" if kind == "model" else f"{t['model_over'][kind]:.2f}"
-        per_seed = ", ".join(f"{c:.4f}" for c in r["mean_cost_per_seed"])
-        lines.append(
-            f"| {LABELS.get(kind, kind)} | {per_seed} | {r['mean_cost']:.4f} | {r['median_cost']:.4f} | "
-            f"{r['falls']} ({r['draws_with_falls']}) | {r['saturations']} | {r['deadline_misses']} | "
-            f"{r['fallbacks']} | {ratio} |"
+    for kind, r in t["controllers"].items():  # each cell made in the order the row states it
+        row = [
+            LABELS.get(kind, kind),
+            ", ".join(
+                c(f"{kind} mean cost seed {s}", v, "{:.4f}") for s, v in zip(seeds, r["mean_cost_per_seed"])
+            ),
+            c(f"{kind} mean cost", r["mean_cost"], "{:.4f}"),
+            c(f"{kind} median", r["median_cost"], "{:.4f}"),
+        ]
+        row.append(
+            f"{c(f'{kind} falls', r['falls'])} ({c(f'{kind} draws with falls', r['draws_with_falls'])})"
         )
+        row += [
+            c(f"{kind} {q.replace('_', ' ')}", r[q]) for q in ("saturations", "deadline_misses", "fallbacks")
+        ]
+        row.append("" if kind == "model" else c(f"{kind} ratio", t["model_over"][kind], "{:.2f}"))
+        lines.append("| " + " | ".join(row) + " |")
     over = t["model_over"]
+    target = first["loop"]["verdict"]["within_oracle"]["target"]
+
+    def verdict(met: bool, kind: str) -> str:
+        return ("**met**" if met else "**not met**") + f" ({c(f'target {kind}', over[kind], '{:.2f}')}x)"
+
     lines += [
         "",
         "Targets (mean cost over draws and seeds): the windowed model beats LQG "
-        + ("**met**" if over["lqg"] < 1 else "**not met**")
-        + f" (x{over['lqg']:.2f}); beats nominal MPC "
-        + ("**met**" if over["nominal_mpc"] < 1 else "**not met**")
-        + f" (x{over['nominal_mpc']:.2f}); beats the memoryless model "
-        + ("**met**" if over["memoryless"] < 1 else "**not met**")
-        + f" (x{over['memoryless']:.2f}); within 1.5x of the oracle "
-        + ("**met**" if over["oracle_mpc"] <= 1.5 else "**not met**")
-        + f" (x{over['oracle_mpc']:.2f}).",
+        + verdict(over["lqg"] < 1, "lqg")
+        + "; beats nominal MPC "
+        + verdict(over["nominal_mpc"] < 1, "nominal_mpc")
+        + "; beats the memoryless model "
+        + verdict(over["memoryless"] < 1, "memoryless")
+        + f"; within {c('oracle target', target, '{:g}')}x of the oracle "
+        + verdict(over["oracle_mpc"] <= target, "oracle_mpc")
+        + ".",
         "",
         "| seed | controller tick, one core: p50 / p99 / max [us] | control period [us] | wall-clock run "
         "at the period: ticks, misses, fallbacks | certify (batch-17 step): verdict, p50 / max [us] | verify |",
         "|---|---|---|---|---|---|",
     ]
-    for seed, s in record["seeds"].items():
-        tt, w, c = s["loop"]["tick_time"], s["loop"]["wall_clock"], s["certify"]
-        cert = (
-            f"{c['verdict']}, {c['p50_us']:.0f} / {c['max_us']:.0f}"
-            if "verdict" in c
-            else f"exit {c['exit']}"
+    for seed, s in record["seeds"].items():  # each cell made in the order the row states it
+        tt, w, cert = s["loop"]["tick_time"], s["loop"]["wall_clock"], s["certify"]
+        row = [c(f"seed {seed}", int(seed))]
+        row.append(
+            " / ".join(c(f"seed {seed} tick {q}", tt[f"{q}_us"], "{:.0f}") for q in ("p50", "p99", "max"))
         )
+        row.append(c(f"seed {seed} period", tt["period_us"], "{:.0f}"))
+        row.append(
+            ", ".join(
+                c(f"seed {seed} wall {q.replace('_', ' ')}", w[q])
+                for q in ("loop_ticks", "deadline_misses", "fallbacks")
+            )
+        )
+        if "verdict" in cert:
+            p50 = c(f"seed {seed} certify p50", cert["p50_us"], "{:.0f}")
+            row.append(
+                f"{cert['verdict']}, {p50} / {c(f'seed {seed} certify max', cert['max_us'], '{:.0f}')}"
+            )
+        else:
+            row.append(f"exit {c(f'seed {seed} certify exit', cert['exit'])}")
         ver = s["verify"]["exit"]
-        lines.append(
-            f"| {seed} | {tt['p50_us']:.0f} / {tt['p99_us']:.0f} / {tt['max_us']:.0f} | {tt['period_us']:.0f} | "
-            f"{w['loop_ticks']}, {w['deadline_misses']}, {w['fallbacks']} | {cert} | "
-            f"{'passed' if ver == 0 else f'exit {ver}'} |"
+        row.append("passed" if ver == 0 else f"exit {c(f'seed {seed} verify exit', ver)}")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines), out
+
+
+def render(record: dict) -> str:
+    """The results block of docs/your_plant.md from a record of this script."""
+    return _rendered(record)[0]
+
+
+def cells(record: dict) -> list[Cell]:
+    """(name, value, text) of every number `render` puts in the block, in its order
+    (claims/computed.py your_plant_cells: the claims span around the block states these)."""
+    return _rendered(record)[1]
+
+
+def figures(record: dict) -> dict:
+    """The figures docs/your_plant.md's prose states about the held-out draws, from the record:
+    the low-gear draws (gear in the held-out band just below the nominal, control.cartpole RANGES
+    and BANDS) and, per seed, the model's and the oracle's mean cost on them and on the others,
+    the nominal controllers' and the memoryless model's falls. Keys are dotted ("ratio_low.0")."""
+    from tickformer.control.cartpole import BANDS, NOMINAL, RANGES
+
+    seeds = list(record["seeds"])
+    draws = record["seeds"][seeds[0]]["loop"]["draws"]
+    if any(record["seeds"][s]["loop"]["draws"] != draws for s in seeds):
+        raise ValueError("the seeds' held-out draws differ: their runs are not comparable")
+    lo, hi = RANGES["gear"]
+    width = (hi - lo) / BANDS
+    band = (lo + width, lo + 2 * width)  # held-out band 1: the one just below the nominal gear
+    gear = np.array([d["gear"] for d in draws])
+    low = (gear >= band[0]) & (gear < band[1])  # [draws]
+    out: dict = {
+        "band_lo": band[0],
+        "band_hi": band[1],
+        "n_draws": len(draws),
+        "n_low": int(low.sum()),
+        "n_other": int((~low).sum()),
+        "gear_min": float(gear[low].min()),
+        "gear_max": float(gear[low].max()),
+        "below_min_pct": 100 * (1 - float(gear[low].max()) / NOMINAL.gear),
+        "below_max_pct": 100 * (1 - float(gear[low].min()) / NOMINAL.gear),
+        "heaviest_mass": max(d["pole_mass"] for d in draws),
+    }
+    nominal = [
+        f
+        for s in seeds
+        for k in ("lqg", "nominal_mpc")
+        for f, is_low in zip(record["seeds"][s]["loop"]["controllers"][k]["per_draw_falls"], low)
+        if is_low
+    ]
+    elsewhere = sum(
+        f
+        for s in seeds
+        for k in ("lqg", "nominal_mpc")
+        for f, is_low in zip(record["seeds"][s]["loop"]["controllers"][k]["per_draw_falls"], low)
+        if not is_low
+    )
+    memoryless = [
+        f for s in seeds for f in record["seeds"][s]["loop"]["controllers"]["memoryless"]["per_draw_falls"]
+    ]
+    out.update(
+        {
+            "nominal_falls_min": min(nominal),
+            "nominal_falls_max": max(nominal),
+            "nominal_falls_elsewhere": elsewhere,
+            "memoryless_falls_min": min(memoryless),
+            "memoryless_falls_max": max(memoryless),
+            "memoryless_draws_without_falls": sum(f == 0 for f in memoryless),
+        }
+    )
+    for s in seeds:
+        ctl = record["seeds"][s]["loop"]["controllers"]
+        model, oracle = np.array(ctl["model"]["per_draw_cost"]), np.array(ctl["oracle_mpc"]["per_draw_cost"])
+        falls = np.array(ctl["model"]["per_draw_falls"])
+        worst = int(np.argmax(falls))
+        out.update(
+            {
+                f"ratio.{s}": ctl["model"]["mean_cost"] / ctl["oracle_mpc"]["mean_cost"],
+                f"ratio_other.{s}": float(model[~low].mean() / oracle[~low].mean()),
+                f"ratio_low.{s}": float(model[low].mean() / oracle[low].mean()),
+                f"model_low.{s}": float(model[low].mean()),
+                f"oracle_low.{s}": float(oracle[low].mean()),
+                f"model_falls.{s}": int(falls.sum()),
+                f"model_falls_low.{s}": int(falls[low].sum()),
+                f"worst_draw.{s}": worst,
+                f"worst_draw_falls.{s}": int(falls[worst]),
+                f"worst_draw_mass.{s}": draws[worst]["pole_mass"],
+                f"worst_draw_gear.{s}": draws[worst]["gear"],
+            }
         )
-    return "\n".join(lines)
+    return out
 
 
 def render_into(doc: Path, record: dict) -> None:

@@ -72,3 +72,40 @@ def test_log_extend_puts_the_earlier_rows_first_and_numbers_the_new_runs_after_t
         np.testing.assert_allclose(b[col][:n], a[col])
     assert set(b["run"][n:]) == {max(a["run"]) + 1}
     assert f"after the {first} rows; {n + 150} rows in all" in capsys.readouterr().out
+
+
+def _module(path: str, name: str):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location(name, root / path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module, root
+
+
+def test_every_number_of_the_rendered_results_block_is_a_cell_in_its_order():
+    """benchmarks/your_plant.py `cells` (what the claims check of docs/your_plant.md reads) gives
+    every number token the claims checker finds in `render`'s block, in the block's order."""
+    yp, root = _module("benchmarks/your_plant.py", "_test_your_plant")
+    check, _ = _module("claims/check.py", "_test_claims_check")
+    record = json.loads((root / "benchmarks/results/your_plant.json").read_text())
+    text = yp.render(record)
+    tokens = [check.normalize(m.group(0)) for m in check.NUMBER.finditer(check.strip(text))]
+    assert tokens == [check.normalize(t) for _, _, t in yp.cells(record)]
+    assert len(tokens) > 60 and text in (root / "docs/your_plant.md").read_text()
+
+
+def test_the_prose_figures_hold_what_the_sentences_around_them_say():
+    """docs/your_plant.md: the nominal controllers fall only on the low-gear draws, the memoryless
+    model on every draw, and the draw with the model's falls has the heaviest pole."""
+    yp, root = _module("benchmarks/your_plant.py", "_test_your_plant")
+    f = yp.figures(json.loads((root / "benchmarks/results/your_plant.json").read_text()))
+    assert f["nominal_falls_elsewhere"] == 0 and f["nominal_falls_min"] > 0
+    assert f["memoryless_draws_without_falls"] == 0
+    assert f["worst_draw_mass.1"] == f["heaviest_mass"]
+    assert f["n_low"] + f["n_other"] == f["n_draws"]
+    assert f["model_falls_low.1"] == f["model_falls.1"]  # the model's falls: all on the low-gear draws
