@@ -9,7 +9,9 @@ configuration, the plant and the reference.
     export_models   both with batch K: the K candidate commands of one stream, static shapes
     run_loops       the four controllers (control/delayed.py), each under ControlLoop with
                     absolute deadlines on the same plant, reference and noise seed, the sessions
-                    in contract-monitor mode, each loop inside the caller's real-time isolation
+                    in contract-monitor mode on the chosen backend, each loop inside the caller's
+                    real-time isolation; on backend c the model's wall-clock loop once more on ORT
+                    (the tick before and after, control/demo_tick.py)
     loop_verdict    the issue's targets checked on those results
     (the two figures: control/demo_plots.py)
 
@@ -31,6 +33,7 @@ from tickformer import validation
 from tickformer.errors import ConfigError
 
 from .delayed import HiddenPlantSim, HistoryMPC, IdentifiedMPC, NominalMPC, OracleMPC, smoothing_weight
+from .demo_tick import TimedSession, check_backend, tick_stats
 from .plant import LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA
 from .reference import SineReference
 
@@ -65,6 +68,7 @@ class DemoConfig:
     identify: bool = True
     smoothing: float = 0.02  # IdentifiedMPC's moving-average weight on the newest constants estimate
     realtime: bool = True  # SCHED_FIFO + mlockall for the certification and the loops, where granted
+    backend: str = "auto"  # the models' backend: auto (c where a compiler is, else ort), c, ort (demo_tick)
     quick: bool = False
 
     def __post_init__(self) -> None:
@@ -82,6 +86,7 @@ class DemoConfig:
         validation.positive_real(self.period_ms, "--period-ms")
         validation.boolean(self.realtime, "realtime")
         validation.boolean(self.identify, "identify")
+        check_backend(self.backend)
         smoothing_weight(self.smoothing)
         if self.tick_budget_ms is not None and not (0 < self.tick_budget_ms <= self.period_ms):
             raise ConfigError(
@@ -311,18 +316,23 @@ def run_loop(
     cfg: DemoConfig,
     *,
     isolation: Callable[[], Any] | None = None,
+    timed: TimedSession | None = None,
 ) -> dict[str, Any]:
     """One closed loop under ControlLoop on the wall clock, traced (every tick's step time and
     outcome), inside `isolation()` (a context manager with a `granted` record, e.g.
     certify.campaign.Isolation; None: none). Resident memory is read at tick `cfg.warm_ticks`
-    (everything allocated and every path of the controller run once) and after the last tick."""
+    (everything allocated and every path of the controller run once) and after the last tick.
+    `timed`: the controller's session, timed (demo_tick.TimedSession): `tick` in the result is
+    the whole tick against the period and its share outside the model calls (demo_tick.tick_stats)."""
     from tickformer.runtime.control_loop import ControlLoop
 
     loop = ControlLoop(controller, loop_config(cfg))
     rss = [0, 0]
     plant_observe, warm = sim.observe, cfg.warm_ticks
 
-    def observe(k: int) -> np.ndarray:
+    def observe(k: int) -> np.ndarray:  # once per tick, before the controller's step
+        if timed is not None:
+            timed.next_tick()
         if rss[0] == 0 and k >= warm:
             rss[0] = rss_bytes()
         return plant_observe(k)
@@ -363,6 +373,8 @@ def run_loop(
         "_late_ticks": np.flatnonzero(late > 0),
         "_theta": sim.theta[: sim.k + 1].copy(),
     }
+    if timed is not None:
+        result["tick"] = tick_stats(loop.trace["step_ns"], timed.finish(), cfg.period_ns)
     return result
 
 
@@ -373,13 +385,18 @@ def run_loops(
     *,
     isolation: Callable[[], Any] | None = None,
     progress: Callable[[str], None] | None = None,
+    backend: str = "ort",
 ) -> dict[str, Any]:
     """The four controllers (CONTROLLERS) on the same plant, reference and measurement-noise seed,
     each twice from the same start: in virtual time (`run_virtual`: the control quality,
     deterministic for a seed) and on the wall clock under the caller's isolation (`run_loop`:
     deadlines, fallbacks, step times, memory; `tracking_cost_of_real_time` is what its late
     ticks cost the tracking). The model and memoryless controllers run their batch-K artifact on
-    ORT with the session's contracts in monitor mode (counts per contract in `contracts`). Keys
+    `backend` ("ort" or "c": demo_tick.choose_backend; "c" needs tickformer.codegen imported) with
+    the session's contracts in monitor mode (counts per contract in `contracts`), their sessions
+    timed in the wall-clock run (`tick`: demo_tick.tick_stats). `tick` of the result: the model's
+    tick per backend -- on backend c, the model's wall-clock loop runs once more on ORT right
+    after the four (same process, plant, seed and isolation): the tick before and after. Keys
     starting with "_" hold per-tick arrays for the plots (not JSON)."""
     from tickformer.model.checkpoint import load_checkpoint
     from tickformer.runtime import load
@@ -395,12 +412,13 @@ def run_loops(
         "budget_ms": cfg.tick_budget_ns / 1e6,
         "cpu_count": os.cpu_count(),
         "load_average_before": load_average(),
+        "backend": backend,
     }
 
     def sim() -> HiddenPlantSim:
         return HiddenPlantSim(plant, reference(cfg), cfg.ticks * 64, seed=cfg.seed)
 
-    def one(name: str, virtual: bool) -> dict[str, Any]:
+    def one(name: str, virtual: bool, backend: str = backend) -> dict[str, Any]:
         s = sim()
         if name in ("nominal", "oracle"):
             physics = (
@@ -411,12 +429,15 @@ def run_loops(
             return run_virtual(physics, s, cfg) if virtual else run_loop(physics, s, cfg, isolation=isolation)
         ckpt = tr["checkpoint"] if name == "model" else tr["checkpoint_memoryless"]
         norm = load_checkpoint(ckpt).meta["norm"]
-        session = load(ex[name]["artifact"], backend="ort", contracts="monitor", budget_ns=cfg.tick_budget_ns)
+        session = load(
+            ex[name]["artifact"], backend=backend, contracts="monitor", budget_ns=cfg.tick_budget_ns
+        )
+        timed = None if virtual else TimedSession(session, cfg.ticks)
         try:
             bound = ex[name]["output_bound"]
             if "identify" in norm:
                 model_controller: HistoryMPC = IdentifiedMPC(
-                    session,
+                    session if timed is None else timed,
                     norm,
                     plant,
                     bound,
@@ -426,14 +447,19 @@ def run_loops(
                 )
             else:
                 model_controller = HistoryMPC(
-                    session, norm, plant, bound, catch_up_max=cfg.catch_up_max, **weights
+                    session if timed is None else timed,
+                    norm,
+                    plant,
+                    bound,
+                    catch_up_max=cfg.catch_up_max,
+                    **weights,
                 )
             r = (
                 run_virtual(model_controller, s, cfg)
                 if virtual
-                else run_loop(model_controller, s, cfg, isolation=isolation)
+                else run_loop(model_controller, s, cfg, isolation=isolation, timed=timed)
             )
-            r["controller"] = type(model_controller).__name__
+            r["controller"], r["backend"] = type(model_controller).__name__, session.backend_name
             if isinstance(model_controller, IdentifiedMPC):  # how far its constants ended from the plant's
                 r["identified_relative_error"] = dict(
                     zip(
@@ -468,6 +494,27 @@ def run_loops(
         r["virtual_time"] = virtual
         r["tracking_cost_of_real_time"] = r["tracking_rms"] - virtual["tracking_rms"]
         result[name] = r
+    tick = {backend: result["model"]["tick"]}
+    if backend != "ort":  # the tick before (ORT's batch-K step) and after, back to back
+        if progress is not None:
+            progress(f"model on ort (the tick before): {cfg.ticks} ticks on the wall clock")
+        before = one("model", False, "ort")
+        tick["ort"] = before["tick"]
+        result["model_on_ort"] = {
+            k: before[k] for k in ("ticks", "deadline_misses", "fallbacks", "tracking_rms", "step_p50_us")
+        }
+    result["tick"] = {
+        "backend": backend,
+        "by_backend": tick,
+        "measured": "the model controller's wall-clock loop (ControlLoop step time per tick: the peek of "
+        "the K candidates, the commit, catch-up steps, the controller's Python), the model calls timed "
+        "inside it"
+        + (
+            "; on ort right after the four loops, same process, plant, seed and isolation"
+            if len(tick) > 1
+            else ""
+        ),
+    }
     result["load_average_after"] = load_average()
     result["verdict"] = loop_verdict(result)
     return result

@@ -14,7 +14,11 @@ Stages (each a function, so a missing part of the checkout fails one stage with 
                   baselines (the first model as the memoryless twin, linear AR, nominal physics)
     2. export     both with batch K (the K candidate commands x 1 stream, static shapes)
     3. verify     the contracts on the exported windowed artifact (tickformer.verify.properties)
-    4. certify    the batch-K step the loop runs, on ONNX Runtime, against the tick budget
+    0. backend    the models' backend for the certification and the loop (--backend): auto
+                  takes the generated C (backend c: the K candidates in one call) where a C
+                  compiler is found, ONNX Runtime otherwise; recorded with its reason
+                  (demo_summary.json `backend`; tickformer.control.demo_tick)
+    4. certify    the batch-K step, on the loop's backend, against the tick budget
     5. loop       four controllers (tickformer.control.delayed) on the same plant, reference
                   and measurement-noise seed, each under ControlLoop with absolute deadlines
                   (runtime/control_loop.py) at --period-ms, --ticks ticks:
@@ -31,6 +35,9 @@ Stages (each a function, so a missing part of the checkout fails one stage with 
                   depends on the seed alone and is reproduced to the digit -- the result) and on
                   the wall clock (deadlines, fallbacks, and what the late ticks cost the
                   tracking, with the machine's load beside them).
+                  On backend c the model's wall-clock loop runs once more on ORT: the tick (the
+                  controller's whole step) before and after, p50/p99.9 against the period, and
+                  its share outside the model calls (`loop.tick`).
                   Per-tick step time is traced for the whole run (latency.png), RSS read after
                   the warm-up ticks and at the end; the sessions' contracts in monitor mode; each
                   loop under SCHED_FIFO + mlockall + a frozen gc where granted (recorded).
@@ -55,6 +62,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tickformer.control.demo import CONTROLLERS, QUICK, DemoConfig
+from tickformer.control.demo_tick import BACKEND_CHOICES
 from tickformer.errors import TickformerError
 
 __all__ = ["CONTROLLERS", "QUICK", "DemoConfig", "config_from_args", "register", "run", "summary_table"]
@@ -85,17 +93,22 @@ def stage_verify(out: Path, artifact: str, cfg: DemoConfig) -> dict[str, Any]:
 
 
 def stage_certify(
-    out: Path, artifact: str, cfg: DemoConfig, progress: Callable[[int], None] | None
+    out: Path,
+    artifact: str,
+    cfg: DemoConfig,
+    progress: Callable[[int], None] | None,
+    backend: str = "ort",
 ) -> dict[str, Any]:
-    """Certify the step the loop runs: the batch-K step of the windowed artifact (one call per
-    tick evaluates all K candidates), against the tick budget, under the loops' isolation."""
+    """Certify the batch-K step of the windowed artifact on the loop's backend (the step a tick
+    runs when it catches up; its peek evaluates the K candidates over one history), against the
+    tick budget, under the loops' isolation."""
     from tickformer.certify.campaign import CampaignConfig, certify_artifact
     from tickformer.certify.decision import EvtConfig
     from tickformer.certify.report import write_report
 
     report, durations = certify_artifact(
         artifact,
-        backend="ort",
+        backend=backend,
         budget_ns=float(cfg.tick_budget_ns),
         campaign=CampaignConfig(
             samples=cfg.samples, warmup=min(1000, cfg.samples // 2), seed=cfg.seed, realtime=cfg.realtime
@@ -108,6 +121,7 @@ def stage_certify(
     return {
         "verdict": report["verdict"],
         "reasons": report["reasons"],
+        "backend": report["conditions"]["backend"],  # what the campaign ran on, from its certificate
         "batch": cfg.candidates,
         "budget_us": cfg.tick_budget_ns / 1e3,
         "p50_us": st["p50"] / 1e3,
@@ -133,6 +147,9 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
     t = Table(title="tickformer demo", show_header=True, header_style="bold")
     t.add_column("stage")
     t.add_column("result")
+    be = summary.get("backend")
+    if be:
+        t.add_row("backend", f"[bold]{be['used']}[/] for the certification and the loop: {be['reason']}")
     tr = summary.get("train")
     if tr:
         b = tr.get("baselines") or {}
@@ -161,7 +178,7 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
             else f"pWCET(1e-9) {ce.get('pwcet_1e-9')}"
         )
         t.add_row(
-            f"certify (ort, batch {ce.get('batch', 1)})",
+            f"certify ({ce.get('backend', 'ort')}, batch {ce.get('batch', 1)})",
             f"[bold]{ce['verdict']}[/] at {ce['budget_us']:.0f} us/step: p50 {ce['p50_us']:.1f}, "
             f"p99 {ce['p99_us']:.1f}, max {ce['max_us']:.1f} us; {pw}\n{ce['reasons'][0]}",
         )
@@ -178,6 +195,14 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
                 f"({r['tracking_cost_of_real_time']:+.4f}) | step p50 {r['step_p50_us']:.0f} us (first 10% "
                 f"{r['step_p50_first_10pct_us']:.0f}, last 10% {r['step_p50_last_10pct_us']:.0f}), p99 "
                 f"{r['step_p99_us']:.0f} us",
+            )
+        for name, k in (lo.get("tick") or {}).get("by_backend", {}).items():
+            t.add_row(
+                f"tick: model on {name}",
+                f"p50 {k['tick_p50_us']:.1f} us, p99.9 {k['tick_p99.9_us']:.1f} us "
+                f"({100 * k['tick_p50_period_share']:.1f}% and {100 * k['tick_p99.9_period_share']:.1f}% "
+                f"of the {k['period_us']:.0f} us period); model calls p50 {k['model_p50_us']:.1f} us; "
+                f"{100 * k['outside_model_share']:.0f}% of the tick outside the model calls",
             )
         before, after = lo.get("load_average_before"), lo.get("load_average_after")
         if before and after:
@@ -238,6 +263,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=d.seed, help="seed (default 0)")
     p.add_argument(
+        "--backend",
+        choices=BACKEND_CHOICES,
+        default=d.backend,
+        help="the models' backend for the certification and the loop: auto (default: c where a C "
+        "compiler is found, else ort), c or ort; the choice and why is in demo_summary.json",
+    )
+    p.add_argument(
         "--no-realtime",
         action="store_true",
         help="do not request SCHED_FIFO and mlockall for the certification and the loops "
@@ -286,6 +318,7 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
         candidates=args.candidates,
         realtime=not getattr(args, "no_realtime", False),
         identify=not getattr(args, "horizons_only", False),
+        backend=getattr(args, "backend", "auto"),
         quick=args.quick,
         **base,
     )
@@ -324,6 +357,11 @@ def run(args: argparse.Namespace) -> int:
     def note(line: str) -> None:  # progress of the long stages, one line each (a log too)
         console.print(f"  {line}", highlight=False, soft_wrap=True)
 
+    from tickformer.control.demo_tick import choose_backend
+
+    choice = choose_backend(cfg.backend)
+    summary["backend"] = choice.to_dict()
+    console.print(f"[bold]== backend[/] {choice.reason}", highlight=False)
     D.start_runtime()
     tr = timed(
         "train", lambda: D.train_models(out, cfg, progress=interactive, note=None if interactive else note)
@@ -347,12 +385,19 @@ def run(args: argparse.Namespace) -> int:
                 bar.update(task, completed=done)
                 bar.refresh()
 
-            return stage_certify(out, ex["model"]["artifact"], cfg, progress)
+            return stage_certify(out, ex["model"]["artifact"], cfg, progress, choice.used)
 
     ce = timed("certify", certify)
     lo = timed(
         "loop",
-        lambda: D.run_loops(ex, tr, cfg, isolation=lambda: Isolation(realtime=cfg.realtime), progress=note),
+        lambda: D.run_loops(
+            ex,
+            tr,
+            cfg,
+            isolation=lambda: Isolation(realtime=cfg.realtime),
+            progress=note,
+            backend=choice.used,
+        ),
     )
     lo["period"] = D.period_shares(ce, lo, cfg)
     plot_tracking(out / "tracking.png", lo, cfg)

@@ -22,6 +22,22 @@ def test_demo_quick_runs_every_stage_and_reports(tmp_path, capsys) -> None:
     assert code == 0
     s = json.loads((out / "demo_summary.json").read_text())
     assert set(s["stage_seconds"]) == {"train", "export", "verify", "certify", "loop"}
+    # the backend: c where a compiler is (this checkout's tests build C), recorded with its reason,
+    # and the certification and both model loops run on it; the model's tick before (ort) and after
+    be = s["backend"]
+    assert (
+        be["requested"] == "auto"
+        and be["used"] in ("c", "ort")
+        and be["reason"].startswith(be["used"] + " (")
+    )
+    assert s["certify"]["backend"] == s["loop"]["backend"] == be["used"]
+    assert s["loop"]["model"]["backend"] == s["loop"]["memoryless"]["backend"] == be["used"]
+    tick = s["loop"]["tick"]
+    assert tick["backend"] == be["used"] and set(tick["by_backend"]) == {be["used"], "ort"}
+    for k in tick["by_backend"].values():
+        assert k["ticks"] == 120 and 0 < k["model_p50_us"] < k["tick_p50_us"] <= k["tick_p99.9_us"]
+        assert 0 < k["outside_model_share"] < 1 and k["period_us"] == 5000
+    assert tick["by_backend"][be["used"]]["tick_p50_us"] == pytest.approx(s["loop"]["model"]["step_p50_us"])
     assert s["verify"]["status"] == "pass", s["verify"]  # the exported artifact meets its contracts
     assert s["certify"]["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE")
     assert s["certify"]["batch"] == D.DemoConfig().candidates  # the batch-K step the loop runs
@@ -134,6 +150,9 @@ def test_quick_and_explicit_flags_combine() -> None:
     assert D.config_from_args(ns).identify  # the default: the identifying models and controller
     ns.horizons_only = True
     assert not D.config_from_args(ns).identify
+    assert D.config_from_args(ns).backend == "auto"  # the default: c where a compiler is
+    ns.backend = "ort"
+    assert D.config_from_args(ns).backend == "ort"
 
 
 @pytest.mark.slow  # the demo end to end, trains two models
@@ -155,3 +174,20 @@ def test_demo_bad_ticks_is_one_line(capsys) -> None:
     assert code != 0
     err = capsys.readouterr().err
     assert "20,000" in err and "Traceback" not in err
+
+
+def test_demo_backend_c_without_a_compiler_is_one_line(tmp_path, monkeypatch, capsys) -> None:
+    """--backend c where no C compiler is found stops before training, in one line that says
+    what to do (auto falls back to ORT: tests/control/test_demo.py)."""
+    from tickformer.codegen import toolchain
+    from tickformer.errors import BackendUnavailable
+
+    def none():
+        raise BackendUnavailable("backend 'c' needs a C compiler and found none (tried cc)")
+
+    monkeypatch.setattr(toolchain, "find_compiler", none)
+    code = main(["demo", "--out", str(tmp_path / "d"), "--quick", "--backend", "c"])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert "--backend c" in err and "--backend auto" in err and "Traceback" not in err
+    assert not (tmp_path / "d" / "checkpoint").exists()  # nothing trained

@@ -221,3 +221,123 @@ def test_closed_loop_training_episodes_use_the_demo_controllers_rule():
     assert (LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA) == (cfg.candidates, cfg.kp, cfg.w_omega)
     ctl = NominalMPC(cfg.candidates, kp=cfg.kp, w_omega=cfg.w_omega)
     assert (len(ctl.cand), ctl.kp, ctl.w) == (LOOP_CANDIDATES, LOOP_KP, LOOP_W_OMEGA)
+
+
+# ----------------------------------------------------------------------------- backend and tick (issue 40)
+
+
+def test_choose_backend_takes_c_where_a_compiler_is_and_ort_without(monkeypatch):
+    """auto: c where find_compiler finds a compiler (its version in the reason), ort where it
+    raises BackendUnavailable; --backend c without a compiler is refused with what to do;
+    --backend ort never asks for a compiler. The choice is recorded with its reason."""
+    from tickformer.codegen import toolchain
+    from tickformer.control import demo_tick as T
+    from tickformer.errors import BackendUnavailable, ConfigError
+
+    asked = []
+
+    def found():
+        asked.append(1)
+        return toolchain.Compiler(path="/opt/bin/gcc", version="gcc (Test) 12.2.0", kind="gcc")
+
+    def none():
+        asked.append(1)
+        raise BackendUnavailable("backend 'c' needs a C compiler and found none (tried cc)")
+
+    monkeypatch.setattr(toolchain, "find_compiler", found)
+    c = T.choose_backend("auto")
+    assert (c.requested, c.used, c.compiler) == ("auto", "c", "gcc (Test) 12.2.0")
+    assert c.reason.startswith("c (gcc (Test) 12.2.0 found at /opt/bin/gcc")
+    assert T.choose_backend("c").used == "c"
+    monkeypatch.setattr(toolchain, "find_compiler", none)
+    o = T.choose_backend("auto")
+    assert (o.used, o.compiler) == ("ort", None) and o.reason.startswith("ort (no C compiler")
+    assert o.to_dict() == {"requested": "auto", "used": "ort", "reason": o.reason, "compiler": None}
+    with pytest.raises(ConfigError, match="--backend c: .*--backend auto"):
+        T.choose_backend("c")
+    del asked[:]
+    assert T.choose_backend("ort").used == "ort" and asked == []  # no compiler looked for
+    with pytest.raises(ConfigError, match="--backend 'cuda' is not one of auto, c, ort"):
+        T.choose_backend("cuda")
+    with pytest.raises(ConfigError, match="--backend"):
+        D.DemoConfig(backend="numpy")
+    assert D.DemoConfig().backend == "auto"
+
+
+def test_tick_stats_percentiles_period_shares_and_the_share_outside_the_model():
+    from tickformer.control import demo_tick as T
+
+    tick = np.array([300_000] * 999 + [1_500_000])  # ns: one slow tick
+    model = np.array([200_000] * 999 + [1_000_000])
+    s = T.tick_stats(tick, model, 2_000_000)
+    assert s["ticks"] == 1000 and s["period_us"] == 2000.0
+    assert s["tick_p50_us"] == 300.0 and s["model_p50_us"] == 200.0 and s["outside_p50_us"] == 100.0
+    assert s["tick_max_us"] == 1500.0 and 300.0 < s["tick_p99.9_us"] <= 1500.0
+    assert s["tick_p50_period_share"] == 0.15
+    assert s["tick_p99.9_period_share"] == pytest.approx(s["tick_p99.9_us"] / 2000.0)
+    assert s["outside_model_share"] == pytest.approx((999 * 100 + 500) / (999 * 300 + 1500))
+    assert s["outside_model_share_p50"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="same"):
+        T.tick_stats(tick, model[:-1], 2_000_000)
+
+
+class _SlowSession:
+    """A model session whose peek and commit busy-wait (the model's share of a tick)."""
+
+    def __init__(self, peek_ns: int, commit_ns: int) -> None:
+        self.peek_ns, self.commit_ns, self.position = peek_ns, commit_ns, 0
+
+    @staticmethod
+    def _spin(ns: int) -> None:
+        import time
+
+        end = time.perf_counter_ns() + ns
+        while time.perf_counter_ns() < end:
+            pass
+
+    def peek(self, x):
+        self._spin(self.peek_ns)
+        return x
+
+    def commit(self, j):
+        self._spin(self.commit_ns)
+        self.position += 1
+
+
+class _PeekingController:
+    """Commit, peek, then the controller's own Python (a busy wait), then NominalMPC's decision."""
+
+    def __init__(self, session, own_ns: int, candidates: int) -> None:
+        self.session, self.own_ns, self.inner = session, own_ns, NominalMPC(candidates)
+
+    def step(self, obs):
+        self.session.commit(0)
+        self.session.peek(obs)
+        _SlowSession._spin(self.own_ns)
+        return self.inner.step(obs)
+
+
+def test_run_loop_times_the_whole_tick_and_the_model_calls_inside_it():
+    """The tick is the controller's whole step (commit + peek + its own Python), the model time
+    the session's calls alone, per tick: a controller spending 150 us in the model and 100 us of
+    its own shows ticks of at least 250 us, model time of at least 150 us and a share outside
+    the model of at least 100 / 250 of a tick; the per-tick model time is that tick's, not a sum
+    over ticks. Lower bounds only: a loaded machine makes every time longer."""
+    from tickformer.control import demo_tick as T
+
+    cfg = D.DemoConfig(quick=True, ticks=120, period_ms=2.0, settle_ticks=20)
+    sim = HiddenPlantSim(D.loop_plant(cfg), D.reference(cfg), cfg.ticks * 64, seed=0)
+    slow = _SlowSession(peek_ns=100_000, commit_ns=50_000)
+    timed = T.TimedSession(slow, cfg.ticks)
+    r = D.run_loop(_PeekingController(timed, 100_000, cfg.candidates), sim, cfg, timed=timed)
+    k = r["tick"]
+    assert k["ticks"] == 120 and k["period_us"] == 2000.0
+    assert k["tick_p50_us"] >= 250.0 and k["model_p50_us"] >= 150.0 and k["outside_p50_us"] >= 100.0
+    assert k["model_p50_us"] < k["tick_p50_us"] and k["tick_p50_us"] <= k["tick_p99.9_us"] <= k["tick_max_us"]
+    assert k["tick_p50_us"] == pytest.approx(r["step_p50_us"])  # the loop's own step time is the tick
+    assert 0.1 < k["outside_model_share"] < 1.0 and 0.1 < k["outside_model_share_p50"] < 1.0
+    assert k["tick_p50_period_share"] == pytest.approx(k["tick_p50_us"] / 2000.0)
+    per_tick = timed.model_ns  # [ticks] every tick's model time, each about 150 us (not growing)
+    assert per_tick.shape == (120,) and per_tick.min() >= 150_000
+    assert np.median(per_tick[-10:]) < 3 * np.median(per_tick[:10])
+    assert slow.position == 120 and timed.position == 120  # everything else is the session's
