@@ -23,6 +23,7 @@ machine (it trains twelve models): about 25 minutes on the 2-core machine.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -160,6 +161,41 @@ def _rendered(record: dict) -> tuple[str, list[Cell]]:
         ver = s["verify"]["exit"]
         row.append("passed" if ver == 0 else f"exit {c(f'seed {seed} verify exit', ver)}")
         lines.append("| " + " | ".join(row) + " |")
+    w = record.get("wall_clock_long")
+    if w is not None:
+        seed = next((k for k, v in record["seeds"].items() if v["artifact"] == w["artifact"]), None)
+        st = w["step_us"]
+
+        def whose() -> str:  # called where the text states it: the cells stay in the text's order
+            return f"seed {c('wall long seed', int(seed))}'s artifact" if seed is not None else "the artifact"
+
+        def virtual() -> str:  # the same artifact, draws and ticks in the chain's virtual-time run
+            same = seed is not None and w["ticks_per_draw"] == record["seeds"][seed]["budget"]["ticks"]
+            if not same or len(record["seeds"][seed]["loop"]["draws"]) < w["draws"]:
+                return ""
+            model = record["seeds"][seed]["loop"]["controllers"]["model"]
+            cost = float(np.mean(model["per_draw_cost"][: w["draws"]]))
+            return f" (in virtual time, the same artifact, draws and ticks: {c('wall long virtual', cost, '{:.4f}')})"
+
+        def step() -> str:
+            return " / ".join(
+                c(f"wall long step {q}", st[q], "{:.0f}") for q in ("p50", "p99", "p99.9", "max")
+            )
+
+        lines += [
+            "",
+            f"Wall clock (`{w['command']}`, {c('wall long utc', w['utc'].removesuffix('Z'))}Z): "
+            f"{c('wall long ticks', w['loop_ticks'], '{:,}')} ticks ({c('wall long draws', w['draws'])} held-out "
+            f"draws x {c('wall long ticks per draw', w['ticks_per_draw'])}) of the windowed model on {whose()} at the "
+            f"{c('wall long period', w['period_us'] / 1e3, '{:.0f}')} ms control period: "
+            f"{c('wall long misses', w['deadline_misses'])} deadline misses, "
+            f"{c('wall long fallbacks', w['fallbacks'])} fallbacks, "
+            f"{c('wall long skipped', w['skipped_periods'])} skipped periods; the step (one peek of the candidates, "
+            f"the filter, the costs) p50 / p99 / p99.9 / max {step()} us; mean cost "
+            f"{c('wall long cost', w['mean_cost'], '{:.4f}')} and {c('wall long falls', w['falls'])} falls on these "
+            f"draws{virtual()} (load average {c('wall long load', w['load_average_before'][0], '{:.1f}')} before, "
+            f"{c('wall long load after', w['load_average_after'][0], '{:.1f}')} after).",
+        ]
     return "\n".join(lines), out
 
 
@@ -252,6 +288,65 @@ def figures(record: dict) -> dict:
     return out
 
 
+def wall_clock(artifact: Path, ticks: int, draws: int = 20) -> dict:
+    """The learned controller on `artifact` on the wall clock at the plant's control period:
+    `ticks` ticks in all, spread evenly over the first `draws` held-out draws (the chain's
+    DRAW_SEED; each draw its own run_episode, the plant's noise seed its index), under
+    ControlLoop with its deadline accounting. Returns the sums, the step times pooled over every
+    tick, and the draws' cost and falls (to set beside the same draws' virtual-time runs)."""
+    from tickformer import runtime
+    from tickformer.commands.plant import DRAW_SEED
+    from tickformer.control import cartpole as C
+    from tickformer.control import cartpole_loop as L
+
+    per = ticks // draws
+    if per < 1 or per * draws != ticks:
+        raise SystemExit(f"--wall-clock {ticks}: give a multiple of {draws} (the draws it is spread over)")
+    params = L.held_out_draws(draws, DRAW_SEED)
+    design = C.NominalDesign.make()
+    rows, steps = [], []
+    load_before = list(os.getloadavg())
+    t0 = time.perf_counter()
+    with runtime.load(str(artifact), backend="ort", threads=1) as s:
+        for i, p in enumerate(params):
+            plant = C.HiddenCartPole(p, seed=i)
+            period_ns = int(round(plant.dt * 1e9))
+            r = L.run_episode(
+                L.make_controller("model", plant, design, s), plant, per, wall_period_ns=period_ns
+            )
+            r.pop("_sim")
+            steps.append(r.pop("_step_us"))
+            rows.append(r)
+    step_us = np.concatenate(steps)  # [ticks]
+    manifest = Path(artifact) / "manifest.json"
+    return {
+        "artifact": str(artifact),
+        "manifest_sha256": hashlib.sha256(manifest.read_bytes()).hexdigest() if manifest.is_file() else None,
+        "draws": draws,
+        "ticks_per_draw": per,
+        "loop_ticks": sum(r["loop_ticks"] for r in rows),
+        "period_us": rows[0]["period_us"],
+        "deadline_misses": sum(r["deadline_misses"] for r in rows),
+        "fallbacks": sum(r["fallbacks"] for r in rows),
+        "skipped_periods": sum(r["skipped_periods"] for r in rows),
+        "faults": sum(r["faults"] for r in rows),
+        "step_us": {
+            "p50": float(np.percentile(step_us, 50)),
+            "p99": float(np.percentile(step_us, 99)),
+            "p99.9": float(np.percentile(step_us, 99.9)),
+            "max": float(step_us.max()),
+        },
+        "mean_cost": float(np.mean([r["cost"] for r in rows])),
+        "falls": sum(r["falls"] for r in rows),
+        "per_draw_cost": [round(r["cost"], 6) for r in rows],
+        "per_draw_falls": [int(r["falls"]) for r in rows],
+        "load_average_before": load_before,
+        "load_average_after": list(os.getloadavg()),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
 def render_into(doc: Path, record: dict) -> None:
     text = doc.read_text()
     if BEGIN not in text or END not in text:
@@ -272,7 +367,34 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--render", type=Path, default=None, help="rewrite the results block of this doc")
     ap.add_argument("--from", dest="source", type=Path, default=None, help="render this record, run nothing")
+    ap.add_argument(
+        "--wall-clock",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only the long wall-clock run: N ticks of the learned controller on --artifact at the control "
+        "period, over the 20 held-out draws, added to the record --from (default --out) as wall_clock_long",
+    )
+    ap.add_argument("--artifact", type=Path, default=None, help="with --wall-clock: the trained artifact")
     args = ap.parse_args(argv)
+    if args.wall_clock is not None:
+        if args.artifact is None:
+            ap.error("--wall-clock needs --artifact ART (a chain's art{R}, e.g. --keep DIR's seed0/art4)")
+        record = json.loads((args.source or args.out).read_text())
+        record["wall_clock_long"] = wall_clock(args.artifact, args.wall_clock)
+        record["wall_clock_long"]["command"] = "python benchmarks/your_plant.py " + shlex.join(
+            sys.argv[1:] if argv is None else argv
+        )
+        args.out.write_text(json.dumps(record, indent=1) + "\n")
+        w = record["wall_clock_long"]
+        print(
+            f"wall clock: {w['loop_ticks']} ticks at {w['period_us'] / 1e3:.0f} ms, misses {w['deadline_misses']}, "
+            f"fallbacks {w['fallbacks']}, step p50 {w['step_us']['p50']:.0f} us, max {w['step_us']['max']:.0f} us; "
+            f"wrote {args.out}"
+        )
+        if args.render is not None:
+            render_into(args.render, record)
+        return 0
     if args.source is not None:
         if args.render is None:
             ap.error("--from needs --render DOC")

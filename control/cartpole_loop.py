@@ -325,6 +325,7 @@ def run_episode(
             "max": float(step_us.max()),
         }
         out["period_us"] = period / 1e3
+        out["_step_us"] = step_us  # every tick's step time, for callers that pool several runs
     out["_sim"] = sim
     return out
 

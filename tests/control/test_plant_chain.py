@@ -51,6 +51,11 @@ def test_the_quick_chain_runs_every_stage_and_reports_every_controller(tmp_path,
     assert loop["tick_time"]["ticks"] == b["timed_ticks"] and loop["tick_time"]["p50_us"] > 0
     assert (out / "episode.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "targets:" in capsys.readouterr().out
+    # the long wall-clock run of benchmarks/your_plant.py --wall-clock, short: 2 draws x 10 ticks at 40 ms
+    yp, _ = _module("benchmarks/your_plant.py", "_test_your_plant")
+    w = yp.wall_clock(out / f"art{b['rounds']}", 20, draws=2)
+    assert w["loop_ticks"] == 20 and w["ticks_per_draw"] == 10 and w["period_us"] == 40000
+    assert len(w["per_draw_cost"]) == 2 and w["step_us"]["p50"] > 0 and len(w["manifest_sha256"]) == 64
 
 
 def test_log_extend_puts_the_earlier_rows_first_and_numbers_the_new_runs_after_them(tmp_path, capsys):
@@ -94,9 +99,30 @@ def test_every_number_of_the_rendered_results_block_is_a_cell_in_its_order():
     check, _ = _module("claims/check.py", "_test_claims_check")
     record = json.loads((root / "benchmarks/results/your_plant.json").read_text())
     text = yp.render(record)
-    tokens = [check.normalize(m.group(0)) for m in check.NUMBER.finditer(check.strip(text))]
-    assert tokens == [check.normalize(t) for _, _, t in yp.cells(record)]
-    assert len(tokens) > 60 and text in (root / "docs/your_plant.md").read_text()
+    assert text in (root / "docs/your_plant.md").read_text()
+    long = {  # the long wall-clock run's line (benchmarks/your_plant.py --wall-clock), rendered or not
+        "command": "python benchmarks/your_plant.py --wall-clock 20000 --artifact A",
+        "utc": "2026-12-07T17:00:00Z",
+        "artifact": record["seeds"]["0"]["artifact"],
+        "loop_ticks": 20000,
+        "draws": 20,
+        "ticks_per_draw": 1000,
+        "period_us": 40000.0,
+        "deadline_misses": 3,
+        "fallbacks": 2,
+        "skipped_periods": 1,
+        "step_us": {"p50": 210.2, "p99": 400.4, "p99.9": 1500.5, "max": 9000.9},
+        "mean_cost": 0.0172,
+        "falls": 5,
+        "load_average_before": [1.25, 1.0, 1.0],
+        "load_average_after": [2.5, 1.0, 1.0],
+    }
+    for rec in (record, {**record, "wall_clock_long": long}):
+        text = yp.render(rec)
+        tokens = [check.normalize(m.group(0)) for m in check.NUMBER.finditer(check.strip(text))]
+        assert tokens == [check.normalize(t) for _, _, t in yp.cells(rec)]
+        assert len(tokens) > 60
+    assert "20,000 ticks" in text and "seed 0's artifact" in text
 
 
 def test_the_prose_figures_hold_what_the_sentences_around_them_say():
