@@ -29,7 +29,8 @@ __all__ = [  # what an expression may name, besides the results files and builti
     *("math", "re", "mean", "dig", "tickformer", "pyfile", "default", "sci", "secs", "locked_version"),
     *("evt_test", "spec_statuses", "c_case", "bench_cases", "step_stats", "step_p50", "bench_median_us"),
     *("graph_seconds", "smallest_caught", "loop_fresh", "reliability_report", "rel_rows", "rel_outcome"),
-    *("ssm_cells", "fp16_errors", "score_search_reach", "step_graph_ops", "control_equivalence"),
+    *("ssm_cells", "your_plant_cells", "your_plant_figure"),
+    *("fp16_errors", "score_search_reach", "step_graph_ops", "control_equivalence"),
     *("decode_tol", "distinct_specs", "int_proofs", "bound_constant", "softmax_sum_ratio", "exp_ulp"),
     *("assoc_ratio", "smoothed_target_entropy", "render_assurance", "bench_readme"),
 ]
@@ -221,6 +222,24 @@ def ssm_cells(report: dict) -> list[tuple[str, Any, str]]:
     renders them from ssm_bench.json (the span states the tables, so its claims are the cells)."""
     data = dict(report)
     return [(c.name, c.get(data), c.text(data)) for c in pyfile("benchmarks/ssm_report.py").cells(data)]
+
+
+@functools.cache
+def _your_plant() -> Any:
+    """benchmarks/your_plant.py, loaded once (its renderer and its figures)."""
+    return pyfile("benchmarks/your_plant.py")
+
+
+def your_plant_cells(report: dict) -> list[tuple[str, Any, str]]:
+    """(name, value, text) of every number of docs/your_plant.md's results block, as
+    benchmarks/your_plant.py renders them from your_plant.json (the span states the block)."""
+    return _your_plant().cells(dict(report))
+
+
+def your_plant_figure(report: dict, name: str) -> Any:
+    """One figure docs/your_plant.md's prose states (benchmarks/your_plant.py `figures`: the
+    low-gear draws, per-seed ratios to the oracle, falls), computed from your_plant.json."""
+    return _your_plant().figures(dict(report))[name]
 
 
 # --- values computed from the code ---------------------------------------------------------------------
