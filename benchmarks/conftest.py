@@ -184,3 +184,15 @@ def artifact_for(control, tmp_path_factory):
         return cache[config]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def compiler():
+    """The C compiler the c backend finds (codegen/toolchain.py), or a skip naming how to install one."""
+    from tickformer.codegen.toolchain import find_compiler
+    from tickformer.errors import BackendUnavailable
+
+    try:
+        return find_compiler()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))

@@ -113,17 +113,6 @@ def artifact(control, artifact_for):
     return artifact_for(config)[0]
 
 
-@pytest.fixture(scope="module")
-def compiler():
-    from tickformer.codegen.toolchain import find_compiler
-    from tickformer.errors import BackendUnavailable
-
-    try:
-        return find_compiler()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.fixture(scope="module", autouse=True)
 def write_results():
     yield

@@ -108,17 +108,6 @@ def arts(tmp_path_factory):
     return config, out
 
 
-@pytest.fixture(scope="module")
-def compiler():
-    from tickformer.codegen.toolchain import find_compiler
-    from tickformer.errors import BackendUnavailable
-
-    try:
-        return find_compiler()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.fixture(scope="module", autouse=True)
 def write_results():
     yield

@@ -21,19 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
-PLACES = (0.5, float(np.float32(1 / 3)), 0.123456, -0.7071, 0.9)
-WIDTHS = (1e-2, 1e-3, 1e-4, 1e-6)
-ONLY = (
-    "dynamic_axes",
-    "runs_in_domain",
-    "finite_outputs",
-    "causality",
-    "optimizations_agree",
-    "onnx_reference",
-)
 
 
 def measure(examples: int) -> dict:
@@ -48,14 +36,16 @@ def measure(examples: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for kind in fm.DEFECT_KINDS:
             for route in fm.DEFECT_ROUTES:
-                for place in PLACES:
-                    for width in WIDTHS:
+                for place in fm.DEFECT_PLACES:
+                    for width in fm.DEFECT_WIDTHS:
                         path = fm.planted_defect(
                             Path(tmp) / f"{kind}_{route}_{place}_{width}.onnx", kind, place, width, route
                         )
                         row = {"kind": kind, "route": route, "place": place, "width": width}
                         for search in (True, False):
-                            flags = Flags(domain=(-1.0, 1.0), output_bound=fm.DEFECT_BOUND, skip=ONLY)
+                            flags = Flags(
+                                domain=(-1.0, 1.0), output_bound=fm.DEFECT_BOUND, skip=fm.DEFECT_SKIP
+                            )
                             model = ForeignModel(path, flags=flags, search=search)
                             try:
                                 r = next(
@@ -83,7 +73,9 @@ def measure(examples: int) -> dict:
         "members": members,
         "counts": counts,
         "total": len(members),
-        "per_group": len(PLACES) * len(WIDTHS),
+        "per_group": len(fm.DEFECT_PLACES) * len(fm.DEFECT_WIDTHS),
+        "places": list(fm.DEFECT_PLACES),
+        "widths": list(fm.DEFECT_WIDTHS),
     }
 
 
@@ -100,8 +92,6 @@ def main() -> None:
         "examples": args.examples,
         "seed": 0,
         "bound": 10.0,
-        "places": list(PLACES),
-        "widths": list(WIDTHS),
         "python": platform.python_version(),
         "wall_s": round(time.time() - start, 1),
         **data,

@@ -251,6 +251,18 @@ def lm_pair(folder: Path, bug: str | None = None, seed: int = 0) -> tuple[Path, 
 DEFECT_BOUND = 10.0
 DEFECT_KINDS = ("pole", "cusp", "threshold")
 DEFECT_ROUTES = ("direct", "mixed")
+# The family's grid (tests/verify/test_planted_defects.py, claims/verify_defects.py): where the
+# defect sits, how narrow it is, and the properties neither run needs.
+DEFECT_PLACES = (0.5, float(np.float32(1 / 3)), 0.123456, -0.7071, 0.9)
+DEFECT_WIDTHS = (1e-2, 1e-3, 1e-4, 1e-6)
+DEFECT_SKIP = (
+    "dynamic_axes",
+    "runs_in_domain",
+    "finite_outputs",
+    "causality",
+    "optimizations_agree",
+    "onnx_reference",
+)
 
 
 def planted_defect(path: Path, kind: str, place: float, width: float, route: str = "direct") -> Path:

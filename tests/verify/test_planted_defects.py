@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from foreign_models import DEFECT_BOUND, planted_defect
+from foreign_models import DEFECT_BOUND, DEFECT_PLACES, DEFECT_SKIP, DEFECT_WIDTHS, planted_defect
 from onnx import TensorProto, helper, numpy_helper
 
 from tickformer.artifact.foreign.breakpoints import break_points
@@ -22,16 +22,9 @@ from tickformer.verify.properties import verify_model
 from tickformer.verify.properties.models import ForeignModel
 
 EXAMPLES = 50  # verify's default
-ONLY = (
-    "dynamic_axes",
-    "runs_in_domain",
-    "finite_outputs",
-    "causality",
-    "optimizations_agree",
-    "onnx_reference",
-)
-PLACES = (0.5, float(np.float32(1 / 3)), 0.123456, -0.7071, 0.9)
-WIDTHS = (1e-2, 1e-3, 1e-4, 1e-6)
+ONLY = DEFECT_SKIP
+PLACES = DEFECT_PLACES
+WIDTHS = DEFECT_WIDTHS
 
 
 def output_bound(path, search=True):
