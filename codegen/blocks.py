@@ -21,24 +21,29 @@ import numpy as np
 
 from tickformer.model import names
 
-from . import c_text, kernels, ssm_kernels
+from . import c_text, kernels, ssm_kernels, weights
 from .c_text import f32
 from .caches import CACHE_KINDS, Weight
 from .plan import Plan
 
 
-def residual_ffn_c(d: int, f: int) -> str:
+def residual_ffn_c(d: int, f: int, fmt: str = "fp32") -> str:
     """The C of every layer kind after its mixer wrote s->t [D]: residual + LayerNorm 1, the
-    ReLU feed-forward, residual + LayerNorm 2 (model/transformer.py's post-norm order)."""
-    mv = kernels.matvec_name
+    ReLU feed-forward, residual + LayerNorm 2 (model/transformer.py's post-norm order). fmt: the
+    storage format of W_1, W_2 (codegen/weights.py)."""
+
+    def mv(n_in: int, n_out: int, bias: bool) -> str:
+        return kernels.matvec_name(n_in, n_out, bias, fmt)
+
+    wa = weights.w_arg
     return f"""\
     for (i = 0; i < TF_D_MODEL; i++) {{
         s->t[i] = s->h[i] + s->t[i];
     }}
     tf_layer_norm_{d}(s->t, tf_ln1_g + l * {d}, tf_ln1_b + l * {d}, s->h, s->sq);
-    {mv(d, f, True)}(s->h, tf_w1 + l * {d * f}, tf_b1 + l * {f}, s->ff);
+    {mv(d, f, True)}(s->h, {wa(fmt, "tf_w1", f"l * {d * f}", f"l * {f}")}, tf_b1 + l * {f}, s->ff);
     tf_relu_{f}(s->ff);
-    {mv(f, d, True)}(s->ff, tf_w2 + l * {f * d}, tf_b2 + l * {d}, s->t);
+    {mv(f, d, True)}(s->ff, {wa(fmt, "tf_w2", f"l * {f * d}", f"l * {d}")}, tf_b2 + l * {d}, s->t);
     for (i = 0; i < TF_D_MODEL; i++) {{
         s->t[i] = s->h[i] + s->t[i];
     }}
@@ -130,17 +135,21 @@ class AttentionBlock:
         return {plan.config.d_ff}
 
     def layer_c(self, plan: Plan) -> str:
-        d, f, dh = plan.d, plan.config.d_ff, plan.dh
+        d, f, dh, fmt = plan.d, plan.config.d_ff, plan.dh, plan.weight_format
         scale = f32(float(np.float32(1.0 / np.sqrt(dh))))  # scaled_scores: dtype.type(1 / sqrt(d))
-        mv = kernels.matvec_name
+        mv, wa = kernels.matvec_name, weights.w_arg
         extra = CACHE_KINDS[plan.cache_kind].attention_args(plan)
+        w_qkv, w_o = (
+            wa(fmt, "tf_w_qkv", f"l * {d * 3 * d}", f"l * {3 * d}"),
+            wa(fmt, "tf_w_o", f"l * {d * d}", f"l * {d}"),
+        )
         return f"""\
 /* One decoder layer l for batch row b at position pos: s->h [D] in, s->h out.
    Stages this position's k, v into s->k_new, s->v_new; reads, never writes, the cache. */
 static void tf_layer(tf_state *s, int l, int b, int32_t pos)
 {{
     int hd, d, i;
-    {mv(d, 3 * d, True)}(s->h, tf_w_qkv + l * {d * 3 * d}, tf_b_qkv + l * {3 * d}, s->qkv);
+    {mv(d, 3 * d, True, fmt)}(s->h, {w_qkv}, tf_b_qkv + l * {3 * d}, s->qkv);
     for (hd = 0; hd < TF_HEADS; hd++) {{
         for (d = 0; d < TF_D_HEAD; d++) {{
             s->qs[hd * TF_D_HEAD + d] = s->qkv[hd * TF_D_HEAD + d] * {scale};
@@ -150,8 +159,8 @@ static void tf_layer(tf_state *s, int l, int b, int32_t pos)
     }}
     tf_attention(s->qs, &s->k[l][b][0][0][0], &s->v[l][b][0][0][0], s->qkv + TF_D_MODEL, s->qkv + 2 * TF_D_MODEL,
                  {extra}pos, s->sc, s->acc, s->att);
-    {mv(d, d, True)}(s->att, tf_w_o + l * {d * d}, tf_b_o + l * {d}, s->t);
-{residual_ffn_c(d, f)}}}
+    {mv(d, d, True, fmt)}(s->att, {w_o}, tf_b_o + l * {d}, s->t);
+{residual_ffn_c(d, f, fmt)}}}
 """
 
 

@@ -76,12 +76,16 @@ def reference_inputs(plan: Plan, seed: int = 0) -> tuple[np.ndarray, int]:
 def compute(plan: Plan, artifact_path: str, seed: int = 0) -> Golden:
     """The numpy reference model's full pass (model.transformer.forward) over each golden
     sequence: the outputs a correct step reproduces position by position within the artifact's
-    tolerance. Not real-time (seconds)."""
+    tolerance. With a weight format (plan.weight_format) the model's matrices are the format's
+    rounded values (codegen/weights.py rounded_params): the reference of that C step, whose
+    arithmetic is the same float32. Not real-time (seconds)."""
     from tickformer.artifact import open_artifact
     from tickformer.model.transformer import forward
 
+    from .weights import rounded_params
+
     art = open_artifact(artifact_path)
-    params = art.params()
+    params = rounded_params(art.params(), art.config, plan.weight_format)  # the weights as stored
     xs, first = reference_inputs(plan, seed)  # [T, B, 1(, d_in)]
     if plan.block_kind == "ssm":
         ys = _ssm_recurrence(art, xs, first)  # [T, B, d_out]

@@ -29,6 +29,7 @@ Not real-time code (text generation).
 
 from __future__ import annotations
 
+from . import weights
 from .c_text import f32
 
 # --- exp ---------------------------------------------------------------------------------------
@@ -109,18 +110,18 @@ UNROLL = 4  # input rows per pass over y: y = (((y + x0 w0) + x1 w1) + x2 w2) + 
 # rounding as four separate passes (C evaluates + left to right), a quarter of the loads and stores of y
 
 
-def matvec_name(n_in: int, n_out: int, bias: bool) -> str:
-    return f"tf_mv_{n_in}x{n_out}" + ("" if bias else "_nb")
+def matvec_name(n_in: int, n_out: int, bias: bool, fmt: str = "fp32") -> str:
+    return f"tf_mv_{n_in}x{n_out}" + ("" if bias else "_nb") + weights.SUFFIX[fmt]
 
 
-def matvec_c(n_in: int, n_out: int, bias: bool) -> str:
+def matvec_c(n_in: int, n_out: int, bias: bool, fmt: str = "fp32") -> str:
     """y[o] = sum_i x[i] w[i * n_out + o] (+ b[o]) for w [n_in][n_out], summed in order
     i = 0..n_in-1 for each o (numpy: x @ w + b), vectorised over o, UNROLL rows per pass.
     (The attention's value half, where rows not selected must add +0 whatever they hold, is
-    `values_c`.)"""
-    name = matvec_name(n_in, n_out, bias)
+    `values_c`.) fmt: the weights' storage format (codegen/weights.py), read back exactly."""
+    name = matvec_name(n_in, n_out, bias, fmt)
     args = (
-        "const float *restrict x, const float *restrict w, "
+        f"const float *restrict x, {weights.w_param(fmt)}, "
         + ("const float *restrict b, " if bias else "")
         + "float *restrict y"
     )
@@ -131,25 +132,27 @@ static void {name}({args})
 {{
     int i, o;
     for (o = 0; o < {n_out}; o++) {{
-        y[o] = x[0] * w[o];
+        y[o] = x[0] * {weights.load_expr(fmt, "w[o]")};
     }}"""
     ]
     if singles > 1:
         body.append(f"""    for (i = 1; i < {singles}; i++) {{
         const float x0 = x[i];
-        const float *restrict w0 = w + i * {n_out};
+        const {weights.C_TYPE[fmt]} *restrict w0 = w + i * {n_out};
         for (o = 0; o < {n_out}; o++) {{
-            y[o] = y[o] + x0 * w0[o];
+            y[o] = y[o] + x0 * {weights.load_expr(fmt, "w0[o]")};
         }}
     }}""")
     if singles < n_in:
         loads = "\n".join(f"        const float x{k} = x[i + {k}];" for k in range(UNROLL))
         rows = "\n".join(
-            f"        const float *restrict w{k} = w + (i + {k}) * {n_out};" for k in range(UNROLL)
+            f"        const {weights.C_TYPE[fmt]} *restrict w{k} = w + (i + {k}) * {n_out};"
+            for k in range(UNROLL)
         )
         expr = "y[o]"
         for k in range(UNROLL):
-            expr = f"({expr} + x{k} * w{k}[o])" if k < UNROLL - 1 else f"{expr} + x{k} * w{k}[o]"
+            wk = weights.load_expr(fmt, f"w{k}[o]")
+            expr = f"({expr} + x{k} * {wk})" if k < UNROLL - 1 else f"{expr} + x{k} * {wk}"
         body.append(f"""    for (i = {singles}; i < {n_in}; i += {UNROLL}) {{
 {loads}
 {rows}

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernels
+from . import kernels, weights
 from .c_text import f32
 from .plan import Plan
 
@@ -55,18 +55,20 @@ def scratch_members(plan: Plan) -> list[str]:
     ]
 
 
-def matmul_name(n_in: int, n_out: int, x_pitch: int, y_pitch: int, bias: bool) -> str:
-    return f"tf_mk_{n_in}x{n_out}_{x_pitch}_{y_pitch}" + ("" if bias else "_nb")
+def matmul_name(n_in: int, n_out: int, x_pitch: int, y_pitch: int, bias: bool, fmt: str = "fp32") -> str:
+    return f"tf_mk_{n_in}x{n_out}_{x_pitch}_{y_pitch}" + ("" if bias else "_nb") + weights.SUFFIX[fmt]
 
 
-def matmul_c(batch: int, n_in: int, n_out: int, x_pitch: int, y_pitch: int, bias: bool) -> str:
+def matmul_c(
+    batch: int, n_in: int, n_out: int, x_pitch: int, y_pitch: int, bias: bool, fmt: str = "fp32"
+) -> str:
     """y[k][o] = sum_i x[k][i] w[i][o] (+ b[o]) for the `batch` candidates k (x rows x_pitch
     apart, y rows y_pitch apart): per output exactly kernels.matvec_c's order (i = 0, then the
     single rows, then UNROLL rows per pass, then the bias), with the candidates inside the loop
     over weight rows: each group of UNROLL weight rows is loaded once for all candidates."""
-    name = matmul_name(n_in, n_out, x_pitch, y_pitch, bias)
+    name = matmul_name(n_in, n_out, x_pitch, y_pitch, bias, fmt)
     args = (
-        "const float *restrict x, const float *restrict w, "
+        f"const float *restrict x, {weights.w_param(fmt)}, "
         + ("const float *restrict b, " if bias else "")
         + "float *restrict y"
     )
@@ -81,31 +83,33 @@ static void {name}({args})
         const float x0 = x[k * {x_pitch}];
         float *restrict yk = y + k * {y_pitch};
         for (o = 0; o < {n_out}; o++) {{
-            yk[o] = x0 * w[o];
+            yk[o] = x0 * {weights.load_expr(fmt, "w[o]")};
         }}
     }}"""
     ]
     if singles > 1:
         body.append(f"""    for (i = 1; i < {singles}; i++) {{
-        const float *restrict w0 = w + i * {n_out};
+        const {weights.C_TYPE[fmt]} *restrict w0 = w + i * {n_out};
         for (k = 0; k < {batch}; k++) {{
             const float x0 = x[k * {x_pitch} + i];
             float *restrict yk = y + k * {y_pitch};
             for (o = 0; o < {n_out}; o++) {{
-                yk[o] = yk[o] + x0 * w0[o];
+                yk[o] = yk[o] + x0 * {weights.load_expr(fmt, "w0[o]")};
             }}
         }}
     }}""")
     if singles < n_in:
         rows = "\n".join(
-            f"        const float *restrict w{u} = w + (i + {u}) * {n_out};" for u in range(UNROLL)
+            f"        const {weights.C_TYPE[fmt]} *restrict w{u} = w + (i + {u}) * {n_out};"
+            for u in range(UNROLL)
         )
         loads = "\n".join(
             f"            const float x{u} = x[k * {x_pitch} + i + {u}];" for u in range(UNROLL)
         )
         expr = "yk[o]"
         for u in range(UNROLL):
-            expr = f"({expr} + x{u} * w{u}[o])" if u < UNROLL - 1 else f"{expr} + x{u} * w{u}[o]"
+            wu = weights.load_expr(fmt, f"w{u}[o]")
+            expr = f"({expr} + x{u} * {wu})" if u < UNROLL - 1 else f"{expr} + x{u} * {wu}"
         body.append(f"""    for (i = {singles}; i < {n_in}; i += {UNROLL}) {{
 {rows}
         for (k = 0; k < {batch}; k++) {{
@@ -294,16 +298,26 @@ static void tf_attention_k(const float *restrict qs, const float *restrict kt, c
 def layer_c(plan: Plan, extra: str) -> str:
     """`tf_layer_k(s, l, pos)`: blocks.AttentionBlock's layer for every candidate, over batch row
     0's cache; stages every candidate's k, v rows (s->k_new[l][b], s->v_new[l][b])."""
-    d, f, dh, b_n = plan.d, plan.config.d_ff, plan.dh, plan.batch
+    d, f, dh, b_n, fmt = plan.d, plan.config.d_ff, plan.dh, plan.batch, plan.weight_format
     scale = f32(float(np.float32(1.0 / np.sqrt(dh))))
-    mk = matmul_name
+    wa = weights.w_arg
+
+    def mk(n_in: int, n_out: int, x_pitch: int, y_pitch: int, bias: bool) -> str:
+        return matmul_name(n_in, n_out, x_pitch, y_pitch, bias, fmt)
+
+    w_qkv, w_o = (
+        wa(fmt, "tf_w_qkv", f"l * {d * 3 * d}", f"l * {3 * d}"),
+        wa(fmt, "tf_w_o", f"l * {d * d}", f"l * {d}"),
+    )
+    w1, w2 = wa(fmt, "tf_w1", f"l * {d * f}", f"l * {f}"), wa(fmt, "tf_w2", f"l * {f * d}", f"l * {d}")
+
     return f"""\
 /* One decoder layer l for every candidate at position pos: s->kh [B][D] in, s->kh out. Stages every
    candidate's k, v into s->k_new[l][b], s->v_new[l][b]; reads batch row 0's cache, never writes the cache. */
 static void tf_layer_k(tf_state *s, int l, int32_t pos)
 {{
     int b, hd, d, i;
-    {mk(d, 3 * d, d, 3 * d, True)}(&s->kh[0][0], tf_w_qkv + l * {d * 3 * d}, tf_b_qkv + l * {3 * d}, &s->kqkv[0][0]);
+    {mk(d, 3 * d, d, 3 * d, True)}(&s->kh[0][0], {w_qkv}, tf_b_qkv + l * {3 * d}, &s->kqkv[0][0]);
     for (b = 0; b < {b_n}; b++) {{
         for (hd = 0; hd < TF_HEADS; hd++) {{
             for (d = 0; d < TF_D_HEAD; d++) {{
@@ -315,18 +329,18 @@ static void tf_layer_k(tf_state *s, int l, int32_t pos)
     }}
     tf_attention_k(&s->kqs[0][0], &s->k[l][0][0][0][0], &s->v[l][0][0][0][0], &s->kqkv[0][0], {extra}pos,
                    &s->ksc[0][0][0], &s->km[0][0], &s->kl[0][0], &s->kacc[0][0], &s->katt[0][0]);
-    {mk(d, d, d, d, True)}(&s->katt[0][0], tf_w_o + l * {d * d}, tf_b_o + l * {d}, &s->kt[0][0]);
+    {mk(d, d, d, d, True)}(&s->katt[0][0], {w_o}, tf_b_o + l * {d}, &s->kt[0][0]);
     for (b = 0; b < {b_n}; b++) {{
         for (i = 0; i < TF_D_MODEL; i++) {{
             s->kt[b][i] = s->kh[b][i] + s->kt[b][i];
         }}
         tf_layer_norm_{d}(s->kt[b], tf_ln1_g + l * {d}, tf_ln1_b + l * {d}, s->kh[b], s->sq);
     }}
-    {mk(d, f, d, f, True)}(&s->kh[0][0], tf_w1 + l * {d * f}, tf_b1 + l * {f}, &s->kff[0][0]);
+    {mk(d, f, d, f, True)}(&s->kh[0][0], {w1}, tf_b1 + l * {f}, &s->kff[0][0]);
     for (b = 0; b < {b_n}; b++) {{
         tf_relu_{f}(s->kff[b]);
     }}
-    {mk(f, d, f, d, True)}(&s->kff[0][0], tf_w2 + l * {f * d}, tf_b2 + l * {d}, &s->kt[0][0]);
+    {mk(f, d, f, d, True)}(&s->kff[0][0], {w2}, tf_b2 + l * {d}, &s->kt[0][0]);
     for (b = 0; b < {b_n}; b++) {{
         for (i = 0; i < TF_D_MODEL; i++) {{
             s->kt[b][i] = s->kh[b][i] + s->kt[b][i];

@@ -107,6 +107,7 @@ class Plan:
     state_bound: tuple[float, ...] = ()  # ssm: the manifest's per-layer state bound S_l
     columns: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # per input column (lows, highs)
     signals: dict[str, Any] | None = field(default=None, repr=False)  # the manifest's "signals"
+    weight_format: str = "fp32"  # the layer matrices' storage (codegen/weights.py); arithmetic is float32
 
     # --- shapes (llama2.c names) ------------------------------------------------------------
     @property
@@ -177,9 +178,13 @@ class Plan:
         return value
 
 
-def plan_for(artifact: Artifact) -> Plan:
+def plan_for(artifact: Artifact, weights: str = "fp32") -> Plan:
     """Check that codegen supports `artifact` and read what the C step needs. Raises
-    ArtifactError naming the unsupported kind or field. Not real-time (reads weights.npz)."""
+    ArtifactError naming the unsupported kind or field. `weights`: the layer matrices' storage
+    format (codegen/weights.py; ssm artifacts: fp32 only). Not real-time (reads weights.npz)."""
+    from .weights import check_format
+
+    check_format(weights)
     manifest = artifact.manifest
     kind = manifest.get("kind")
     if kind is not None and kind not in KINDS:
@@ -221,7 +226,12 @@ def plan_for(artifact: Artifact) -> Plan:
         raise ArtifactError(
             f"{artifact.root}: config block {cfg.block!r} and manifest kind {kind!r} disagree; re-export the artifact"
         )
+    if ssm and weights != "fp32":
+        raise ArtifactError(
+            f"{artifact.root}: --weights {weights} is for attention artifacts; the ssm block's C step stores fp32 only"
+        )
     return Plan(
+        weight_format=weights,
         config=cfg,
         batch=artifact.batch,
         domain=artifact.input_domain,

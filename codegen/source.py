@@ -20,9 +20,7 @@ compile-time size that the caller places -- `static tf_state state;` in a firmwa
 buffer of `tf_layout(0)` bytes in the Python backend. The library itself holds no writable
 data at all (tests/codegen/test_static_evidence.py checks the object file), so any number of
 independent states can run the same code. No malloc, no recursion, no VLAs, constant loop
-bounds; the only library function called is sqrtf.
-
-Not real-time code (text generation).
+bounds; the only library function called is sqrtf. Not real-time code (text generation).
 """
 
 from __future__ import annotations
@@ -37,6 +35,7 @@ import numpy as np
 from tickformer.model import names
 
 from . import c_text, kernels, peek
+from . import weights as wformat
 from .blocks import BLOCK_KINDS
 from .caches import CACHE_KINDS, StaticCache, Weight
 from .plan import Plan
@@ -154,6 +153,7 @@ def header(plan: Plan, generator: str) -> str:
 #define TF_D_HEAD {plan.dh}
 #define TF_D_MODEL {plan.d}
 #define TF_D_FF {cfg.d_ff}
+#define TF_WEIGHT_FORMAT "{plan.weight_format}" /* layer matrices stored as fp32|fp16|bf16|int8; float32 arithmetic */
 #define TF_DOMAIN_LO {c_text.f32_up(lo)} /* declared input domain (float32 inside [{lo!r}, {hi!r}]) */
 #define TF_DOMAIN_HI {c_text.f32_down(hi)}
 {_columns_h(plan)}
@@ -210,7 +210,10 @@ def _peek_c(plan: Plan) -> list[str]:
     cache = CACHE_KINDS[plan.cache_kind]
     live, setup, pitch, own = cache.selection(plan)
     return [
-        *(peek.matmul_c(plan.batch, *shape) for shape in sorted(peek.matmuls(plan))),
+        *(  # the layer products (with bias) read the format; the scores' (no bias) the float32 cache
+            peek.matmul_c(plan.batch, *shape, fmt=plan.weight_format if shape[-1] else "fp32")
+            for shape in sorted(peek.matmuls(plan))
+        ),
         peek.attention_c(plan, live, setup, pitch, own),
         peek.layer_c(plan, cache.attention_args(plan)),
     ]
@@ -451,10 +454,11 @@ def source(plan: Plan, generator: str) -> str:
         if block.layer_status
         else "tf_layer(s, l, b, pos);"
     )
-    matvecs = set(block.matvecs(plan)) | set(cache.matvecs(plan))
-    matvecs.add((plan.d, plan.d_out, not plan.tokens))
+    fmt = plan.weight_format  # the layer matrices' storage (codegen/weights.py); the rest is float32
+    matvecs = {(*m, fmt) for m in block.matvecs(plan)} | {(*m, "fp32") for m in cache.matvecs(plan)}
+    matvecs.add((plan.d, plan.d_out, not plan.tokens, "fp32"))
     if not plan.tokens:
-        matvecs.add((plan.d_in, plan.d, True))
+        matvecs.add((plan.d_in, plan.d, True, "fp32"))
     sums = set(cache.sums(plan)) | set(block.sums(plan)) | set(block.layer_norms(plan))
     sum_texts, leaves = [], set()
     for n in sorted(sums):
@@ -462,7 +466,9 @@ def source(plan: Plan, generator: str) -> str:
         sum_texts.append(text)
         leaves |= used
     weights = "\n".join(
-        c_text.array(w.name, w.values, comment=w.comment, shapes_only_variant=True, aligned=True)
+        wformat.array_c(w.name, w.values, w.comment, fmt)
+        if fmt != "fp32" and w.name in wformat.QUANTISED
+        else c_text.array(w.name, w.values, comment=w.comment, shapes_only_variant=True, aligned=True)
         for w in _weights(plan)
     )
     fields = ", ".join(
@@ -499,7 +505,7 @@ typedef union {{
         cache.tables(plan),
         "/* ---- kernels ---- */\n",
         kernels.exp_c(),
-        kernels.and_bits_c(),
+        kernels.and_bits_c() + wformat.converters_c(fmt),
         *(kernels.matvec_c(*shape) for shape in sorted(matvecs)),
         *(kernels.pairwise_leaf_c(n) for n in sorted(leaves)),
         *sum_texts,

@@ -37,6 +37,12 @@ def register(subparsers: Any) -> None:
         "--test", action="store_true", help="run `make -C OUT test` afterwards (needs make and a C compiler)"
     )
     p.add_argument("--cc", default=None, help="C compiler for --test (default: $CC or cc)")
+    p.add_argument(
+        "--weights",
+        default="fp32",
+        help="storage of the layer matrices: fp32 (default), fp16, bf16 or int8 (per-channel scales); "
+        "the arithmetic stays float32 (docs/codegen.md, 'Weights in fewer bytes')",
+    )
     p.set_defaults(func=run)
 
 
@@ -45,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     from tickformer.codegen import write
 
     # Opened (hashes, and the signature with --trust) once here; codegen works from these bytes.
-    out = write(open_artifact(args.artifact, trust=args.trust), args.out, force=args.force)
+    out = write(
+        open_artifact(args.artifact, trust=args.trust), args.out, force=args.force, weights=args.weights
+    )
     print(
         f"wrote {out}: tf_model.h tf_model.c (the step), tf_test.c tf_golden.h (checks), tf_timing.c (the step "
         f"timed in its own process), tf_count.cpp tf_memcount.c (its work), Makefile; run `make -C {out} test`, "

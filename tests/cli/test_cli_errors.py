@@ -292,6 +292,7 @@ CASES = [
     ("codegen", ["{BAD_ART}", "--out", "{TMP}/g2"], "SHA-256"),
     ("codegen", ["{ART}", "--out", "{TMP}/g3", "--trust", "{PUB}"], "not signed"),
     ("codegen", ["{OTHER_SIGNED_ART}", "--out", "{TMP}/g4", "--trust", "{PUB}"], "not by the trusted key"),
+    ("codegen", ["{ART}", "--out", "{TMP}/g5", "--weights", "fp8"], "unknown weight format 'fp8'"),
 ]
 
 
