@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .weights import BYTES as WEIGHT_BYTES
+
 if TYPE_CHECKING:
     from .plan import Plan
 
@@ -145,12 +147,16 @@ def bytes_per_step(plan: "Plan") -> dict[str, int]:
             "cache": state * plan.batch,
             "total": (weights + state) * plan.batch,
         }
-    layer = d * 3 * d + 3 * d + d * d + d + f * d + f + d * f + d + 4 * d  # QKV, W_o, FFN, 2 LayerNorms
+    layer = 3 * d + d + f + d + 4 * d  # the float32 biases and 2 LayerNorms
     if plan.window is not None:
         layer += plan.heads * plan.window  # this ring position's bias row of every head
     io = (d + d * plan.d_out) if plan.tokens else (plan.d_in * d + d + d * plan.d_out + plan.d_out)
     pe = d if plan.window is None else 0  # one PE row (windowed models have none)
-    weights = 4 * (cfg.n_layers * layer + io + pe)
+    fmt = plan.weight_format  # QKV, W_o, FFN matrices in their storage (codegen/weights.py); int8: + scales
+    matrices = (d * 3 * d + d * d + f * d + d * f) * WEIGHT_BYTES[fmt] + (
+        4 * (3 * d + d + f + d) if fmt == "int8" else 0
+    )
+    weights = 4 * (cfg.n_layers * layer + io + pe) + cfg.n_layers * matrices
     cache = 4 * 2 * cfg.n_layers * plan.heads * n * plan.dh
     return {
         "weights": weights * plan.batch,

@@ -8,8 +8,8 @@ are stored as
 
     fp32  the artifact's float32 (the default: the generated C is what it was before formats)
     fp16  IEEE binary16 bits (uint16), rounded to nearest even (numpy's astype(float16)),
-          subnormals kept; read back exactly: bits << 13 as float32 times 2^112 (exact for every
-          finite binary16, subnormals included, with IEEE subnormals, i.e. without -ffast-math)
+          subnormals kept; read back exactly with integer operations (the exponent rebiased;
+          a subnormal half as the integer m times 2^-24), so flush-to-zero modes change nothing
     bf16  the upper 16 bits of the float32 (uint16), rounded to nearest even; read back as
           bits << 16 (exact)
     int8  q = rint(w / s_o) in [-127, 127] with one float32 scale s_o = max_i |w[i][o]| / 127 per
@@ -130,13 +130,20 @@ def converters_c(fmt: str) -> str:
     """The exact stored-value -> float32 conversions (static inline, branch-free)."""
     if fmt == "fp16":
         return """\
-/* binary16 bits -> float32, exact for every finite value (subnormals included): the 15 magnitude
-   bits shifted into a float32 (exponent bias 127 instead of 15) and scaled by 2^112, then the sign */
+/* binary16 bits -> float32, exact for every finite value, with integer operations and one exact
+   float product of normal numbers only (so no subnormal float32 is formed: the result is the same
+   under flush-to-zero / denormals-are-zero): a normal half's 15 magnitude bits shifted into a
+   float32 with the exponent rebiased (15 -> 127: + 112 << 23); a subnormal half (m < 0x400) is
+   m 2^-24, from the integer m; then the sign */
 static inline float tf_from_f16(uint16_t h)
 {
-    tf_bits v;
-    v.u = (uint32_t)(h & 0x7FFFu) << 13;
-    v.f = v.f * 0x1p112f;
+    tf_bits v, sub;
+    const uint32_t m = (uint32_t)(h & 0x7FFFu);
+    uint32_t sel;
+    v.u = (m << 13) + 0x38000000u;
+    sub.f = (float)(int32_t)m * 0x1p-24f;
+    sel = 0u - (uint32_t)(m < 0x400u); /* all ones for a subnormal half: a blend, not a branch */
+    v.u = (sub.u & sel) | (v.u & ~sel);
     v.u = v.u | ((uint32_t)(h & 0x8000u) << 16);
     return v.f;
 }

@@ -183,3 +183,47 @@ def test_weight_bytes_shrink(arts):
     assert sizes["fp16"]["layer"] * 2 == sizes["fp32"]["layer"] == sizes["bf16"]["layer"] * 2
     assert sizes["int8"]["layer"] < sizes["fp16"]["layer"]
     assert sizes["fp32"]["other"] == sizes["int8"]["other"]
+
+
+CONVERT_C = r"""
+#include <stdint.h>
+#include <stdio.h>
+#if defined(TF_DAZ)
+#include <xmmintrin.h>
+#endif
+typedef union { float f; uint32_t u; } tf_bits;
+%s
+int main(int argc, char **argv) {
+    static float out[2][65536];
+    uint32_t h;
+    FILE *f;
+#if defined(TF_DAZ)
+    _mm_setcsr(_mm_getcsr() | 0x8040); /* flush-to-zero and denormals-are-zero */
+#endif
+    for (h = 0; h < 65536; h++) { out[0][h] = tf_from_f16((uint16_t)h); out[1][h] = tf_from_bf16((uint16_t)h); }
+    f = fopen(argv[1], "wb"); fwrite(out, sizeof out, 1, f); fclose(f);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("daz", [False, True])
+def test_conversions_are_exact_for_every_16_bit_pattern(tmp_path, c_compiler, daz):
+    """tf_from_f16 and tf_from_bf16 over all 65536 bit patterns against numpy (finite values;
+    fp16 subnormals included), also with flush-to-zero and denormals-are-zero set (x86)."""
+    import platform
+
+    if daz and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("MXCSR flags are x86's")
+    (tmp_path / "conv.c").write_text(CONVERT_C % (W.converters_c("fp16") + W.converters_c("bf16")))
+    flags = ["-std=c99", "-O2", "-Wall", "-Werror"] + (["-DTF_DAZ"] if daz else [])
+    subprocess.run([c_compiler, *flags, "conv.c", "-o", "conv"], cwd=tmp_path, check=True)
+    subprocess.run([str(tmp_path / "conv"), str(tmp_path / "out.bin")], check=True)
+    got = np.fromfile(tmp_path / "out.bin", dtype=np.float32).reshape(2, 65536)
+    bits = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    half = bits.view(np.float16).astype(np.float32)
+    finite = np.isfinite(half)
+    assert got[0][finite].view(np.uint32).tolist() == half[finite].view(np.uint32).tolist()
+    bf = (bits.astype(np.uint32) << 16).view(np.float32)
+    finite = np.isfinite(bf) & ((np.abs(bf) >= np.float32(2.0**-126)) | (bf == 0) | (not daz))
+    assert got[1][finite].view(np.uint32).tolist() == bf[finite].view(np.uint32).tolist()

@@ -1,0 +1,206 @@
+"""The generated C step per weight format (codegen --weights, issue 40), interleaved in one run.
+
+Model: preset `control` (the other suites' model), batch 1, a static cache of max_len rows. For
+each format fp32, fp16, bf16, int8 the step is generated (codegen/weights.py: the layer matrices
+stored in the format, float32 arithmetic) and its tf_step timed in C (clock_gettime around each
+call, the backend's flags), the four programs run in turn for ROUNDS rounds (the order rotated
+each round) so a slow spell of this shared machine lands on all alike. Per format: p50/p99.9 of
+one step over all positions, the bytes one step reads (codegen.evidence.bytes_per_step: the
+weights in their format and the whole K/V cache), the achieved read bandwidth at p50
+(bytes / p50), and the float32 bandwidth floor: a buffer of the fp32 step's bytes read end to end
+(test_c_step.py's floor program), p50 of a pass. Also the error against the fp32 model (the
+numpy reference) over the golden inputs, in units of the format's eps, against the stated bound
+(weights.BOUND_K).
+
+Target (issue 40): the fp16 (or int8) C step's p50 below the float32 bandwidth floor's.
+Run: python -m pytest benchmarks/test_c_formats.py -q -p no:cacheprovider
+--benchmark-json=benchmarks/results/c_formats_bench.json (statistics also in
+benchmarks/results/c_formats.json).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import harness
+import numpy as np
+import pytest
+
+import tickformer.codegen  # noqa: F401  (registers backend "c"'s library builder: runtime/backends/c.py)
+
+FORMATS = ("fp32", "fp16", "bf16", "int8")
+ROUNDS = 40
+REPS = 4  # whole max_len sequences per program run
+FLOOR_PASSES = 20_000
+
+STEP_BENCH_C = r"""#define _POSIX_C_SOURCE 199309L
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include "tf_model.h"
+static tf_state s;
+static long long ns(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+int main(int argc, char **argv) {
+    int reps = atoi(argv[1]), r, p, i;
+    long long *d = malloc(sizeof(long long) * (size_t)reps * TF_MAX_LEN);
+    tf_input x[TF_BATCH * TF_D_IN];
+    float y[TF_BATCH * TF_D_OUT];
+    FILE *f;
+    for (i = 0; i < TF_BATCH * TF_D_IN; i++) { x[i] = (tf_input)(TF_TOKENS ? 1 : 0.25); }
+    for (r = -2; r < reps; r++) {
+        tf_reset(&s); (void)tf_step(&s, x, y); tf_reset(&s);
+        for (p = 0; p < TF_MAX_LEN; p++) {
+            long long t0 = ns();
+            if (tf_step(&s, x, y) != TF_OK) { return 1; }
+            if (r >= 0) { d[(size_t)r * TF_MAX_LEN + p] = ns() - t0; }
+        }
+    }
+    f = fopen(argv[2], "wb"); fwrite(d, sizeof(long long), (size_t)reps * TF_MAX_LEN, f); fclose(f);
+    return 0;
+}
+"""
+
+FLOOR_C = r"""#define _POSIX_C_SOURCE 199309L
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static long long ns(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+int main(int argc, char **argv) {
+    size_t bytes = (size_t)atol(argv[1]), n = bytes / 4 / 64 * 64, i;
+    int passes = atoi(argv[2]), r, j;
+    float *a = malloc(n * 4), acc[64] = {0}, total = 0.0f;
+    long long *d = malloc(sizeof(long long) * (size_t)passes);
+    FILE *f;
+    for (i = 0; i < n; i++) { a[i] = (float)(i % 7); }
+    for (r = -200; r < passes; r++) {
+        long long t0 = ns();
+        for (i = 0; i < n; i += 64) { for (j = 0; j < 64; j++) { acc[j] += a[i + j]; } }
+        if (r >= 0) { d[r] = ns() - t0; }
+    }
+    for (j = 0; j < 64; j++) { total += acc[j]; }
+    f = fopen(argv[3], "wb"); fwrite(d, sizeof(long long), (size_t)passes, f); fclose(f);
+    printf("%g\n", (double)total);
+    return 0;
+}
+"""
+
+RESULTS: dict = {}
+
+
+@pytest.fixture(scope="module")
+def artifact(control, artifact_for):
+    config, _ = control
+    return artifact_for(config)[0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def write_results():
+    yield
+    if RESULTS:
+        harness.write_json("c_formats", RESULTS)
+
+
+def _compile(compiler, flags, sources, out, cwd):
+    subprocess.run(
+        [compiler.path, *flags, *sources, "-o", str(out)], cwd=cwd, check=True, capture_output=True, text=True
+    )
+
+
+def _error_vs_fp32(artifact, fmt, directory, compiler) -> dict:
+    """max |y_F - y_fp32| / max |y_fp32| over the golden inputs (domain edges at positions 0, 1),
+    the C step of format F through the `c` backend against the numpy backend (fp32 weights)."""
+    from tickformer import runtime
+    from tickformer.codegen import golden, plan_for
+    from tickformer.codegen import weights as W
+    from tickformer.runtime import open_artifact
+
+    subprocess.run(["make", "-s", "-C", str(directory), "shared", f"CC={compiler.path}"], check=True)
+    xs, first = golden.reference_inputs(plan_for(open_artifact(artifact)))
+    c = runtime.load(artifact, backend="c", library=directory / "libtf_model.so")
+    ref = runtime.load(artifact, backend="numpy")
+    y = np.stack([c.step(np.ascontiguousarray(x)).copy() for x in xs[:first]]).astype(np.float64)
+    r = np.stack([ref.step(np.ascontiguousarray(x)).copy() for x in xs[:first]]).astype(np.float64)
+    rel = float(np.abs(y - r).max() / np.abs(r).max())
+    return {
+        "max_rel_error": rel,
+        "in_eps": rel / W.eps(fmt),
+        "bound_rel": W.fp32_bound(fmt),
+        "within_bound": rel <= W.fp32_bound(fmt),
+    }
+
+
+def test_formats_interleaved(benchmark, artifact, compiler, tmp_path):
+    from tickformer.codegen import plan_for, write
+    from tickformer.codegen.evidence import bytes_per_step
+    from tickformer.codegen.toolchain import DEFAULT_FLAGS, GCC_FLAGS
+    from tickformer.runtime import open_artifact
+
+    flags = list(DEFAULT_FLAGS) + (list(GCC_FLAGS) if compiler.kind == "gcc" else [])
+    art = open_artifact(artifact)
+    n = art.max_len
+    steps = {}
+    for fmt in FORMATS:
+        d = write(art, tmp_path / fmt, weights=fmt)
+        (d / "bench.c").write_text(STEP_BENCH_C)
+        _compile(compiler, flags, ["bench.c", "tf_model.c"], d / "bench", d)
+        steps[fmt] = bytes_per_step(plan_for(art, fmt))
+    samples: dict[str, list[np.ndarray]] = {fmt: [] for fmt in FORMATS}
+
+    def run() -> None:
+        for r in range(ROUNDS):
+            for k in range(len(FORMATS)):
+                fmt = FORMATS[(r + k) % len(FORMATS)]
+                path = tmp_path / fmt / "s.bin"
+                subprocess.run([str(tmp_path / fmt / "bench"), str(REPS), str(path)], check=True)
+                samples[fmt].append(np.fromfile(path, dtype=np.int64).reshape(REPS, n))
+
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    (tmp_path / "floor.c").write_text(FLOOR_C)
+    _compile(
+        compiler,
+        ["-std=c99", "-O3", "-march=native", "-Wall", "-Werror"],
+        ["floor.c"],
+        tmp_path / "floor",
+        tmp_path,
+    )
+
+    def floor(nbytes: int) -> dict:
+        out = tmp_path / "floor.bin"
+        subprocess.run(
+            [str(tmp_path / "floor"), str(nbytes), str(FLOOR_PASSES), str(out)],
+            check=True,
+            capture_output=True,
+        )
+        return harness.summarize(np.fromfile(out, dtype=np.int64))
+
+    fp32_floor = floor(steps["fp32"]["total"])
+    per = {}
+    for fmt in FORMATS:
+        stats = harness.summarize(np.concatenate(samples[fmt]))
+        total = steps[fmt]["total"]
+        per[fmt] = {
+            "stats": stats,
+            "bytes_per_step": steps[fmt],
+            "achieved_GBps_at_p50": total / (stats["p50"] * 1e-6) / 1e9,
+            "p50_over_fp32_floor": stats["p50"] / fp32_floor["p50"],
+            "below_fp32_floor": stats["p50"] < fp32_floor["p50"],
+            "error_vs_fp32": _error_vs_fp32(artifact, fmt, tmp_path / fmt, compiler),
+        }
+    RESULTS["formats"] = {
+        "rounds": ROUNDS,
+        "reps": REPS,
+        "steps_per_format": ROUNDS * REPS * n,
+        "flags": flags,
+        "fp32_floor_us": fp32_floor,
+        "fp32_floor_GBps_at_p50": steps["fp32"]["total"] / (fp32_floor["p50"] * 1e-6) / 1e9,
+        "per_format": per,
+        "fp16_p50_over_fp32_p50": per["fp16"]["stats"]["p50"] / per["fp32"]["stats"]["p50"],
+        "int8_p50_over_fp32_p50": per["int8"]["stats"]["p50"] / per["fp32"]["stats"]["p50"],
+    }
+    benchmark.extra_info.update({"case": "c-formats/interleaved", "unit": "us", **RESULTS["formats"]})
