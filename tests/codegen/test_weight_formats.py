@@ -227,3 +227,37 @@ def test_conversions_are_exact_for_every_16_bit_pattern(tmp_path, c_compiler, da
     bf = (bits.astype(np.uint32) << 16).view(np.float32)
     finite = np.isfinite(bf) & ((np.abs(bf) >= np.float32(2.0**-126)) | (bf == 0) | (not daz))
     assert got[1][finite].view(np.uint32).tolist() == bf[finite].view(np.uint32).tolist()
+
+
+@pytest.fixture(scope="module")
+def peek_arts(tmp_path_factory):
+    """Batch-3 artifacts (3 candidates over one history): a static and a ring cache (W = 4)."""
+    from tickformer.export.writer import export_params
+    from tickformer.model import init_params, preset
+
+    out = {}
+    for name, config in (("static", preset("tiny")), ("ring", preset("tiny").replace(window=4))):
+        out[name] = tmp_path_factory.mktemp(f"peek-{name}") / "art"
+        export_params(config, init_params(config, 9), out[name], batch=3)
+    return out
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("cache", ["static", "ring"])
+def test_peek_commit_equals_a_plain_step(peek_arts, cache, fmt, tmp_path, c_compiler, make_tool):
+    """tf_peek of format F (the candidate-inner products read the same stored matrices): each
+    tick's chosen candidate equals, bit for bit, a plain step of every row set to it."""
+    art = peek_arts[cache]
+    lib = _library(art, tmp_path / "c", fmt, make_tool, c_compiler)
+    a = runtime.load(art, backend="c", library=lib)
+    b = runtime.load(art, backend="c", library=lib)
+    rng = np.random.default_rng(4)
+    for t in range(2 * a.max_len):
+        x = rng.uniform(-1, 1, size=(3, 1, a.config.d_in)).astype(np.float32)  # [K, 1, d_in]
+        if cache == "static" and t >= a.max_len:
+            break
+        ya = a.peek(x).copy()
+        choice = t % 3
+        a.commit(choice)
+        yb = b.step(np.ascontiguousarray(np.broadcast_to(x[choice], x.shape)))
+        assert ya[choice].tobytes() == yb[choice].tobytes()
