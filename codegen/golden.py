@@ -43,6 +43,8 @@ class Golden:
     first: int  # positions of the first sequence; a reset precedes position `first`
     atol: float
     rtol: float
+    fp32_outputs: np.ndarray | None = None  # a weight format's: the fp32 model's outputs [T, B, d_out]
+    fp32_bound: float = 0.0  # ... and max |c - r32| <= this * max |r32| per sequence (weights.fp32_bound)
 
 
 def sequence_lengths(plan: Plan) -> tuple[int, int]:
@@ -82,21 +84,27 @@ def compute(plan: Plan, artifact_path: str, seed: int = 0) -> Golden:
     from tickformer.artifact import open_artifact
     from tickformer.model.transformer import forward
 
-    from .weights import rounded_params
+    from .weights import fp32_bound, rounded_params
 
     art = open_artifact(artifact_path)
-    params = rounded_params(art.params(), art.config, plan.weight_format)  # the weights as stored
+    fmt = plan.weight_format
     xs, first = reference_inputs(plan, seed)  # [T, B, 1(, d_in)]
-    if plan.block_kind == "ssm":
-        ys = _ssm_recurrence(art, xs, first)  # [T, B, d_out]
-    else:
+
+    def full_pass(params: dict[str, np.ndarray]) -> np.ndarray:
         outputs = []
         for seq in (xs[:first], xs[first:]):
             x = np.moveaxis(seq[:, :, 0], 0, 1)  # [B, t(, d_in)]
             outputs.append(
                 np.moveaxis(forward(params, art.config, np.ascontiguousarray(x)), 1, 0)
             )  # [t, B, d_out]
-        ys = np.concatenate(outputs)  # [T, B, d_out]
+        return np.concatenate(outputs)  # [T, B, d_out]
+
+    y32 = None
+    if plan.block_kind == "ssm":
+        ys = _ssm_recurrence(art, xs, first)  # [T, B, d_out]
+    else:
+        ys = full_pass(rounded_params(art.params(), art.config, fmt))  # the weights as stored
+        y32 = None if fmt == "fp32" else full_pass(art.params()).astype(np.float32)
     tol = art.tolerance
     inputs = xs if plan.tokens else xs[:, :, 0, :]  # [T, B, 1] / [T, B, d_in]
     return Golden(
@@ -105,6 +113,8 @@ def compute(plan: Plan, artifact_path: str, seed: int = 0) -> Golden:
         first=first,
         atol=float(tol["atol"]),
         rtol=float(tol["rtol"]),
+        fp32_outputs=y32,
+        fp32_bound=fp32_bound(fmt) if y32 is not None else 0.0,
     )
 
 
@@ -155,6 +165,17 @@ def header(golden: Golden, plan: Plan) -> str:
 #define TF_GOLDEN_NORMWISE {c_text.f32(NORMWISE_U * UNIT_ROUNDOFF)} /* {NORMWISE_U} u: max |c - r| <= this * max |r| */
 
 {inputs}
-{c_text.array("tf_golden_y", golden.outputs, comment="reference outputs")}
+{c_text.array("tf_golden_y", golden.outputs, comment="reference outputs")}{_fp32_part(golden, plan)}
 #endif
 """
+
+
+def _fp32_part(golden: Golden, plan: Plan) -> str:
+    """A weight format's second reference: the fp32 model's outputs and the stated bound
+    (codegen/weights.py fp32_bound: measured, not proved), which tf_test checks per sequence."""
+    if golden.fp32_outputs is None:
+        return ""
+    return f"""
+#define TF_GOLDEN_WEIGHTS "{plan.weight_format}"
+#define TF_GOLDEN_FP32_BOUND {c_text.f32_up(golden.fp32_bound)} /* max |c - r32| <= this * max |r32| per sequence */
+{c_text.array("tf_golden_y32", golden.fp32_outputs, comment="the fp32 model's outputs (weights not rounded)")}"""

@@ -101,6 +101,31 @@ static void check_golden(void)
     }
     printf("golden: %d steps, max |c - r| = %.3g, normwise %.2f u (bound %.0f u), artifact tolerance atol %.3g rtol %.3g\n",
            TF_GOLDEN_STEPS, worst_abs, worst_norm / 0x1p-24, TF_GOLDEN_NORMWISE / 0x1p-24, (double)TF_GOLDEN_ATOL, (double)TF_GOLDEN_RTOL);
+#if defined(TF_GOLDEN_FP32_BOUND)
+    worst_norm = 0.0; /* a weight format: the same steps against the fp32 model, within the stated bound */
+    for (seq = 0; seq < 2; seq++) {
+        const int lo = seq == 0 ? 0 : TF_GOLDEN_FIRST;
+        const int hi = seq == 0 ? TF_GOLDEN_FIRST : TF_GOLDEN_STEPS;
+        double err = 0.0, scale = 0.0;
+        int t, i;
+        for (t = lo; t < hi; t++) {
+            for (i = 0; i < TF_BATCH * TF_D_OUT; i++) {
+                const double r = tf_golden_y32[t * TF_BATCH * TF_D_OUT + i];
+                const double e = fabs(y_first[t][i] - r);
+                err = e > err ? e : err;
+                scale = fabs(r) > scale ? fabs(r) : scale;
+            }
+        }
+        if (!(err <= TF_GOLDEN_FP32_BOUND * scale)) {
+            fail("golden sequence outside the stated bound against the fp32 model", seq, 0);
+        }
+        if (scale > 0.0 && err / scale > worst_norm) {
+            worst_norm = err / scale;
+        }
+    }
+    printf("weights %s: normwise error against the fp32 model %.3g (stated bound %.3g)\n", TF_GOLDEN_WEIGHTS, worst_norm,
+           (double)TF_GOLDEN_FP32_BOUND);
+#endif
 }
 
 static void poison(tf_state *s, unsigned char byte)

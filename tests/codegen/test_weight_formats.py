@@ -138,12 +138,25 @@ def test_step_equals_the_rounded_weights_reference(arts, name, fmt, tmp_path, c_
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_make_test_passes(arts, fmt, tmp_path, c_compiler, make_tool):
-    """tf_test's golden vectors (numpy with the rounded weights), strict build, sanitizers, cppcheck."""
+    """tf_test (`make check`): the golden vectors (numpy with the rounded weights) within the
+    artifact's tolerance, and the fp32 model's outputs within the stated bound."""
     out = write(arts["tiny"], tmp_path / "c", weights=fmt)
     done = subprocess.run(
         [make_tool, "-C", str(out), "check", f"CC={c_compiler}"], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"weights {fmt}: normwise error against the fp32 model" in done.stdout
+
+
+def test_make_check_fails_outside_the_stated_bound(arts, tmp_path, c_compiler, make_tool, monkeypatch):
+    """With the stated bound tightened far below the measured error, `make check` fails and names it."""
+    monkeypatch.setattr(W, "BOUND_K", 0.01)
+    out = write(arts["tiny"], tmp_path / "c", weights="int8")
+    done = subprocess.run(
+        [make_tool, "-C", str(out), "check", f"CC={c_compiler}"], capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert "outside the stated bound against the fp32 model" in done.stdout + done.stderr
 
 
 def test_fp16_subnormal_weights_reach_the_output(arts, tmp_path, c_compiler, make_tool):
