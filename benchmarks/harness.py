@@ -315,3 +315,33 @@ def fp32_tolerance(config, t: int) -> float:
     u = 2.0**-24
     k = max(config.d_ff, t, config.d_model)
     return 16.0 * math.sqrt(k) * u * (config.n_layers + 2)
+
+
+# The memory-bandwidth floor's program (benchmarks/test_c_step.py, test_c_formats.py): sums a
+# buffer of argv[1] bytes argv[2] times, each pass timed, samples written to argv[3].
+FLOOR_C = r"""#define _POSIX_C_SOURCE 199309L
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static long long ns(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+int main(int argc, char **argv) {
+    size_t bytes = (size_t)atol(argv[1]), n = bytes / 4 / 64 * 64, i;
+    int passes = atoi(argv[2]), r, j;
+    float *a = malloc(n * 4), acc[64] = {0}, total = 0.0f;
+    long long *d = malloc(sizeof(long long) * (size_t)passes);
+    FILE *f;
+    for (i = 0; i < n; i++) { a[i] = (float)(i % 7); }
+    for (r = -200; r < passes; r++) {
+        long long t0 = ns();
+        for (i = 0; i < n; i += 64) { for (j = 0; j < 64; j++) { acc[j] += a[i + j]; } }
+        if (r >= 0) { d[r] = ns() - t0; }
+    }
+    for (j = 0; j < 64; j++) { total += acc[j]; }
+    f = fopen(argv[3], "wb"); fwrite(d, sizeof(long long), (size_t)passes, f); fclose(f);
+    printf("%g\n", (double)total);
+    return 0;
+}
+"""

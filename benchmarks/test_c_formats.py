@@ -63,32 +63,6 @@ int main(int argc, char **argv) {
 }
 """
 
-FLOOR_C = r"""#define _POSIX_C_SOURCE 199309L
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-static long long ns(void) {
-    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-int main(int argc, char **argv) {
-    size_t bytes = (size_t)atol(argv[1]), n = bytes / 4 / 64 * 64, i;
-    int passes = atoi(argv[2]), r, j;
-    float *a = malloc(n * 4), acc[64] = {0}, total = 0.0f;
-    long long *d = malloc(sizeof(long long) * (size_t)passes);
-    FILE *f;
-    for (i = 0; i < n; i++) { a[i] = (float)(i % 7); }
-    for (r = -200; r < passes; r++) {
-        long long t0 = ns();
-        for (i = 0; i < n; i += 64) { for (j = 0; j < 64; j++) { acc[j] += a[i + j]; } }
-        if (r >= 0) { d[r] = ns() - t0; }
-    }
-    for (j = 0; j < 64; j++) { total += acc[j]; }
-    f = fopen(argv[3], "wb"); fwrite(d, sizeof(long long), (size_t)passes, f); fclose(f);
-    printf("%g\n", (double)total);
-    return 0;
-}
-"""
 
 RESULTS: dict = {}
 
@@ -161,7 +135,7 @@ def test_formats_interleaved(benchmark, artifact, compiler, tmp_path):
                 samples[fmt].append(np.fromfile(path, dtype=np.int64).reshape(REPS, n))
 
     benchmark.pedantic(run, rounds=1, iterations=1)
-    (tmp_path / "floor.c").write_text(FLOOR_C)
+    (tmp_path / "floor.c").write_text(harness.FLOOR_C)
     _compile(
         compiler,
         ["-std=c99", "-O3", "-march=native", "-Wall", "-Werror"],

@@ -73,29 +73,6 @@ int main(int argc, char **argv) {
 }
 """
 
-FLOOR_C = r"""#define _POSIX_C_SOURCE 199309L
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-static long long ns(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return (long long)t.tv_sec * 1000000000LL + t.tv_nsec; }
-int main(int argc, char **argv) {
-    size_t bytes = (size_t)atol(argv[1]), n = bytes / 4 / 64 * 64, i;
-    int passes = atoi(argv[2]), r, j;
-    float *a = malloc(n * 4), acc[64] = {0}, total = 0.0f;
-    long long *d = malloc(sizeof(long long) * (size_t)passes);
-    FILE *f;
-    for (i = 0; i < n; i++) { a[i] = (float)(i % 7); }
-    for (r = -200; r < passes; r++) {
-        long long t0 = ns();
-        for (i = 0; i < n; i += 64) { for (j = 0; j < 64; j++) { acc[j] += a[i + j]; } }
-        if (r >= 0) { d[r] = ns() - t0; }
-    }
-    for (j = 0; j < 64; j++) { total += acc[j]; }
-    f = fopen(argv[3], "wb"); fwrite(d, sizeof(long long), (size_t)passes, f); fclose(f);
-    printf("%g\n", (double)total);
-    return 0;
-}
-"""
 
 RESULTS: dict = {}
 # The backend's two build choices, each timed against its alternative: key -> (its flag, the other)
@@ -233,7 +210,7 @@ def test_bandwidth_floor(benchmark, artifact, compiler, tmp_path):
     from tickformer.runtime import open_artifact
 
     step_bytes = bytes_per_step(plan_for(open_artifact(artifact)))
-    (tmp_path / "floor.c").write_text(FLOOR_C)
+    (tmp_path / "floor.c").write_text(harness.FLOOR_C)
     widths = {}
     for bits in (256, 512):  # 512: no-op without AVX-512; the step is built with it (GCC_FLAGS)
         _compile(
