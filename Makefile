@@ -18,7 +18,7 @@ PYTEST := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n auto
 # browser that renders a certificate's report.html in its test (tests/certify/test_report_html.py)
 APT_PACKAGES := cppcheck frama-c-base chromium
 
-.PHONY: help demo test check lock prove claims bench serve clean
+.PHONY: help demo test slow check lock prove claims bench serve clean
 
 help:  ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-7s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -69,9 +69,10 @@ test: $(STAMP)  ## ruff, then the fast tier of tests (not marked slow), both cor
 	$(VENV)/bin/ruff format --check --quiet . && $(VENV)/bin/ruff check --quiet .
 	$(PYTEST) -q -m "not slow"
 
-check: $(STAMP) $(SERVE_STAMP)  ## ruff, then every test: the fast tier and the slow one (what CI runs)
-	$(VENV)/bin/ruff format --check --quiet . && $(VENV)/bin/ruff check --quiet .
-	$(PYTEST) -q
+slow: $(STAMP) $(SERVE_STAMP)  ## the slow tier alone (tests marked slow: long streams, training, proofs, Frama-C, the demo)
+	$(PYTEST) -q -m slow
+
+check: test slow  ## every test: make test, then make slow (what .ci/run runs)
 
 # Two locks from one command: the server of `tickformer serve` (nvidia-pytriton's tritonserver)
 # pins numpy < 2, so it gets its own lock and venv (.venv-serve) instead of the project's numpy 2.
