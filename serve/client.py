@@ -97,12 +97,17 @@ def translate(exc: Exception, stream_id: int, url: str) -> TickformerError:
 
 
 class _Base:
-    """What both clients share: addresses, the model's I/O (read from the server), the streams
-    opened here and not yet stepped (their first step carries START)."""
+    """What both clients share: addresses, the server clients, the model's I/O (read from the
+    server), the streams opened here and not yet stepped (their first step carries START), and
+    every step of a request but the call itself (`_step_call` / `_stepped` / `_step_failed`,
+    `_close_call` / `_close_failed`): the two clients differ only in awaiting it."""
 
-    def __init__(self, urls: str | Sequence[str], model: str) -> None:
+    def __init__(self, urls: str | Sequence[str], model: str, module: Any, timeout_s: float | None) -> None:
         self.urls = _urls(urls)
         self.model = model
+        self.timeout_s = timeout_s
+        self._grpc = module  # tritonclient.grpc or tritonclient.grpc.aio
+        self._clients = {url: module.InferenceServerClient(url) for url in self.urls}
         self._starting: dict[int, int] = {}  # id -> rows: opened, first step not yet sent
         self._rows: dict[int, int] = {}  # id -> rows of every open stream
         self._io: tuple[str, str, str] | None = None  # input name, its Triton datatype, output name
@@ -110,10 +115,11 @@ class _Base:
     def url_of(self, stream_id: int) -> str:
         return self.urls[shard_of(stream_id, len(self.urls))]
 
-    def _learn_io(self, metadata: Any) -> None:
+    def _learn_io(self, metadata: Any, config: Any) -> None:
         x, y = metadata.inputs, metadata.outputs
         data = [t for t in x if t.name not in ("START", "END", "READY", "CORRID")]
         self._io = (data[0].name, data[0].datatype, y[0].name)
+        self._width = int(config.input[0].dims[-1]) if len(config.input[0].dims) > 1 else 0
 
     def open(self, stream_id: int, rows: int = 1) -> None:
         """Start stream `stream_id` (a group of `rows` streams stepping together when rows > 1)
@@ -139,9 +145,9 @@ class _Base:
             raise InputError(f"stream {sid} has {rows} row(s), got input of shape {list(np.shape(x))}")
         return sid, arr[None], sid in self._starting
 
-    def _inputs(self, module: Any, x: np.ndarray) -> list[Any]:
+    def _inputs(self, x: np.ndarray) -> list[Any]:
         assert self._io is not None
-        item = module.InferInput(self._io[0], list(x.shape), self._io[1])
+        item = self._grpc.InferInput(self._io[0], list(x.shape), self._io[1])
         item.set_data_from_numpy(x)
         return [item]
 
@@ -157,6 +163,60 @@ class _Base:
         self._starting.pop(stream_id, None)
         return y[0] if self._rows[stream_id] == 1 else y
 
+    def _forget(self, sid: int) -> None:
+        self._rows.pop(sid, None)
+        self._starting.pop(sid, None)
+
+    def _step_call(self, stream_id: int, x: Any, end: bool) -> tuple[int, str, dict[str, Any]]:
+        """(id, its server, the keywords of its infer call) of one step."""
+        sid, arr, start = self._request(stream_id, x)
+        call = {
+            "inputs": self._inputs(arr),
+            "sequence_id": sid,
+            "sequence_start": start,
+            "sequence_end": end,
+            "client_timeout": self.timeout_s,
+        }
+        return sid, self.url_of(sid), call
+
+    def _stepped(self, sid: int, result: Any, end: bool) -> np.ndarray:
+        """The step's y, a copy; a last step (`end`) forgets the stream here."""
+        y = self._output(sid, result).copy()
+        if end:
+            self._forget(sid)
+        return y
+
+    def _step_failed(self, exc: Exception, sid: int, url: str, end: bool) -> TickformerError:
+        """The error to raise for a failed step; a failed last step forgets the stream too."""
+        if end:
+            self._forget(sid)
+        return translate(exc, sid, url)
+
+    def _close_call(self, stream_id: int) -> tuple[int, str, dict[str, Any]] | None:
+        """Forget the stream here; (id, its server, the keywords of the END request of no rows),
+        or None where there is nothing to send (not open here, or never stepped)."""
+        sid = _check_id(stream_id)
+        if sid not in self._rows:
+            return None
+        started = sid not in self._starting
+        self._forget(sid)
+        if not started:
+            return None
+        call = {
+            "inputs": self._inputs(self._empty(sid)),
+            "sequence_id": sid,
+            "sequence_end": True,
+            "client_timeout": self.timeout_s,
+        }
+        return sid, self.url_of(sid), call
+
+    @staticmethod
+    def _close_failed(exc: Exception, sid: int, url: str) -> None:
+        """Raise the error of a failed close, unless the server had forgotten the stream already."""
+        err = translate(exc, sid, url)
+        if not isinstance(err, StreamForgotten):
+            raise err from None
+
 
 class StreamClient(_Base):
     """Blocking client (module docstring)."""
@@ -164,70 +224,36 @@ class StreamClient(_Base):
     def __init__(
         self, urls: str | Sequence[str], model: str = "tickformer", *, timeout_s: float | None = None
     ):
-        super().__init__(urls, model)
         import tritonclient.grpc as grpcclient  # the `serve` extra
 
-        self._grpc = grpcclient
-        self.timeout_s = timeout_s
-        self._clients = {url: grpcclient.InferenceServerClient(url) for url in self.urls}
+        super().__init__(urls, model, grpcclient, timeout_s)
         try:
             first = self._clients[self.urls[0]]
-            self._learn_io(first.get_model_metadata(model))
-            config = first.get_model_config(model).config
-            self._width = int(config.input[0].dims[-1]) if len(config.input[0].dims) > 1 else 0
+            self._learn_io(first.get_model_metadata(model), first.get_model_config(model).config)
         except Exception as exc:  # noqa: BLE001 -- one line, whatever the transport said
             raise translate(exc, 0, self.urls[0]) from None
 
     def step(self, stream_id: int, x: Any, *, end: bool = False) -> np.ndarray:
         """One tick of the stream (or of every stream of a group): y [d_out] (group: [S, d_out]),
         a copy. end=True closes it after this step."""
-        sid, arr, start = self._request(stream_id, x)
-        url = self.url_of(sid)
+        sid, url, call = self._step_call(stream_id, x, end)
         try:
-            result = self._clients[url].infer(
-                self.model,
-                self._inputs(self._grpc, arr),
-                sequence_id=sid,
-                sequence_start=start,
-                sequence_end=end,
-                client_timeout=self.timeout_s,
-            )
+            result = self._clients[url].infer(self.model, **call)
         except Exception as exc:  # noqa: BLE001
-            if end:
-                self._forget(sid)
-            raise translate(exc, sid, url) from None
-        y = self._output(sid, result).copy()
-        if end:
-            self._forget(sid)
-        return y
+            raise self._step_failed(exc, sid, url, end) from None
+        return self._stepped(sid, result, end)
 
     def close(self, stream_id: int) -> None:
         """End the stream: the server frees its slot(s) now (a request of no rows with END).
         Closing a stream that never stepped, or one the server forgot, sends nothing / is fine."""
-        sid = _check_id(stream_id)
-        if sid not in self._rows:
+        request = self._close_call(stream_id)
+        if request is None:
             return
-        started = sid not in self._starting
-        self._forget(sid)
-        if not started:
-            return
-        url = self.url_of(sid)
+        sid, url, call = request
         try:
-            self._clients[url].infer(
-                self.model,
-                self._inputs(self._grpc, self._empty(sid)),
-                sequence_id=sid,
-                sequence_end=True,
-                client_timeout=self.timeout_s,
-            )
+            self._clients[url].infer(self.model, **call)
         except Exception as exc:  # noqa: BLE001
-            err = translate(exc, sid, url)
-            if not isinstance(err, StreamForgotten):
-                raise err from None
-
-    def _forget(self, sid: int) -> None:
-        self._rows.pop(sid, None)
-        self._starting.pop(sid, None)
+            self._close_failed(exc, sid, url)
 
     def close_all(self) -> None:
         for url in self.urls:
@@ -247,64 +273,39 @@ class AsyncStreamClient(_Base):
     def __init__(
         self, urls: str | Sequence[str], model: str = "tickformer", *, timeout_s: float | None = None
     ):
-        super().__init__(urls, model)
         import tritonclient.grpc.aio as aioclient  # the `serve` extra
 
-        self._grpc = aioclient
-        self.timeout_s = timeout_s
-        self._clients = {url: aioclient.InferenceServerClient(url) for url in self.urls}
+        super().__init__(urls, model, aioclient, timeout_s)
 
     async def connect(self) -> AsyncStreamClient:
         first = self._clients[self.urls[0]]
         try:
-            self._learn_io(await first.get_model_metadata(self.model))
-            config = (await first.get_model_config(self.model)).config
+            self._learn_io(
+                await first.get_model_metadata(self.model), (await first.get_model_config(self.model)).config
+            )
         except Exception as exc:  # noqa: BLE001
             raise translate(exc, 0, self.urls[0]) from None
-        self._width = int(config.input[0].dims[-1]) if len(config.input[0].dims) > 1 else 0
         return self
 
     async def step(self, stream_id: int, x: Any, *, end: bool = False) -> np.ndarray:
-        sid, arr, start = self._request(stream_id, x)
-        url = self.url_of(sid)
+        """StreamClient.step, awaited."""
+        sid, url, call = self._step_call(stream_id, x, end)
         try:
-            result = await self._clients[url].infer(
-                self.model,
-                self._inputs(self._grpc, arr),
-                sequence_id=sid,
-                sequence_start=start,
-                sequence_end=end,
-                client_timeout=self.timeout_s,
-            )
+            result = await self._clients[url].infer(self.model, **call)
         except Exception as exc:  # noqa: BLE001
-            raise translate(exc, sid, url) from None
-        y = self._output(sid, result).copy()
-        if end:
-            self._rows.pop(sid, None)
-        return y
+            raise self._step_failed(exc, sid, url, end) from None
+        return self._stepped(sid, result, end)
 
     async def close(self, stream_id: int) -> None:
-        sid = _check_id(stream_id)
-        if sid not in self._rows:
+        """StreamClient.close, awaited."""
+        request = self._close_call(stream_id)
+        if request is None:
             return
-        started = sid not in self._starting
-        self._rows.pop(sid, None)
-        self._starting.pop(sid, None)
-        if not started:
-            return
-        url = self.url_of(sid)
+        sid, url, call = request
         try:
-            await self._clients[url].infer(
-                self.model,
-                self._inputs(self._grpc, self._empty(sid)),
-                sequence_id=sid,
-                sequence_end=True,
-                client_timeout=self.timeout_s,
-            )
+            await self._clients[url].infer(self.model, **call)
         except Exception as exc:  # noqa: BLE001
-            err = translate(exc, sid, url)
-            if not isinstance(err, StreamForgotten):
-                raise err from None
+            self._close_failed(exc, sid, url)
 
     async def close_all(self) -> None:
         for url in self.urls:
