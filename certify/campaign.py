@@ -38,6 +38,7 @@ from .isolation import Isolation
 from .measurement import (
     conditions,
     input_distribution,
+    load_average,
     loaded_artifact_id,
     loaded_sha256,
     make_inputs,
@@ -158,7 +159,7 @@ def certify_session(
             window=window,
         )
         wall_ns = time.perf_counter_ns() - t0
-    cond["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    cond["load_average_after"] = load_average()
     cond["isolation"] = iso.granted
     report = assemble(
         durations,
@@ -166,13 +167,7 @@ def certify_session(
         budget_ns=budget_ns,
         evt_config=evt_config,
         conditions=cond,
-        campaign={
-            "samples": campaign.samples,
-            "warmup": campaign.warmup,
-            "n_inputs": int(inputs.shape[0]),
-            "wall_s": wall_ns / 1e9,
-            "duty_cycle": duty,
-        },
+        campaign=campaign_record(campaign, n_inputs=int(inputs.shape[0]), wall_ns=wall_ns, duty_cycle=duty),
         max_len=max_len,
         static_cache=static_cache,
         start=start,
@@ -180,6 +175,21 @@ def certify_session(
         sweep=sweep,
     )
     return report, durations
+
+
+def campaign_record(
+    campaign: CampaignConfig, *, n_inputs: int, wall_ns: int, duty_cycle: float | None, **more: Any
+) -> dict[str, Any]:
+    """What every campaign states of itself in the certificate (samples, warmup, inputs, wall
+    time, the duty cycle used), plus `more`; `assemble` adds the position evidence."""
+    return {
+        "samples": campaign.samples,
+        "warmup": campaign.warmup,
+        "n_inputs": n_inputs,
+        "wall_s": wall_ns / 1e9,
+        "duty_cycle": duty_cycle,
+        **more,
+    }
 
 
 def assemble(

@@ -134,17 +134,16 @@ def turbo() -> dict[str, Any]:
     """Frequency boost: intel_pstate/no_turbo (1 = off), else cpufreq/boost (1 = on), else unknown
     with the reason."""
     no_turbo = CPU / "intel_pstate" / "no_turbo"
-    if no_turbo.exists():
-        got = fact(no_turbo)
-        if got["value"] in ("0", "1"):
-            got["meaning"] = "turbo off" if got["value"] == "1" else "turbo allowed"
-        return got
     boost = CPU / "cpufreq" / "boost"
-    if boost.exists():
-        got = fact(boost)
-        if got["value"] in ("0", "1"):
-            got["meaning"] = "boost allowed" if got["value"] == "1" else "boost off"
-        return got
+    for path, meanings in (
+        (no_turbo, {"1": "turbo off", "0": "turbo allowed"}),
+        (boost, {"1": "boost allowed", "0": "boost off"}),
+    ):
+        if path.exists():
+            got = fact(path)
+            if got["value"] in meanings:
+                got["meaning"] = meanings[got["value"]]
+            return got
     return {
         "value": "unknown",
         "reason": f"neither {no_turbo} nor {boost} exists: no cpufreq driver exposes boost control here "

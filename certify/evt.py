@@ -35,6 +35,7 @@ Nothing here is real-time code: fitting allocates freely.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -439,31 +440,15 @@ def bootstrap(
     return gof, ci
 
 
+# The parameters _fit_cdf returns, in its order, per method.
+_FITTED = {"pot": ("xi", "sigma"), "bm": ("xi", "mu", "sigma")}
+
+
 def _refit(fit: TailFit, params: tuple[float, ...]) -> TailFit:
-    if fit.method == "pot":
-        xi, sigma = params
-        return TailFit(
-            method="pot",
-            n=fit.n,
-            xi=xi,
-            sigma=sigma,
-            threshold=fit.threshold,
-            zeta=fit.zeta,
-            run_length=fit.run_length,
-            theta=fit.theta,
-            n_exceed=fit.n_exceed,
-        )
-    xi, mu, sigma = params
-    return TailFit(
-        method="bm",
-        n=fit.n,
-        xi=xi,
-        sigma=sigma,
-        mu=mu,
-        block_size=fit.block_size,
-        run_length=fit.run_length,
-        theta=fit.theta,
-    )
+    """`fit` with a bootstrap refit's parameters (threshold, zeta, theta, block size held), without
+    the fitted data."""
+    fitted = dict(zip(_FITTED[fit.method], params))
+    return dataclasses.replace(fit, **fitted, extremes=np.zeros(0), extremes_at=None)
 
 
 def _safe_quantile(fit: TailFit, p: float) -> float:

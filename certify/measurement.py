@@ -222,6 +222,11 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages, or None where the platform has none."""
+    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+
+
 def conditions(
     *,
     backend: str,
@@ -250,7 +255,7 @@ def conditions(
         "allowed_cpus": cpus,
         "governor": {k: v["value"] for k, v in ((str(c), env["cpu"][str(c)]["governor"]) for c in watch)},
         "isolated_cpus": _read("/sys/devices/system/cpu/isolated") or "unreadable or none",
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "load_average": load_average(),
         "kernel": f"{platform.system()} {platform.release()}",
         "machine": platform.machine(),
         "environment": env,

@@ -32,9 +32,9 @@ from tickformer.codegen import native
 from tickformer.codegen.plan import plan_for
 from tickformer.errors import BackendError, BackendUnavailable
 
-from .campaign import assemble
+from .campaign import assemble, campaign_record
 from .decision import EvtConfig, check_sample_count
-from .measurement import conditions
+from .measurement import conditions, load_average
 
 BACKEND = "c-native"  # conditions.backend of a native campaign
 
@@ -82,7 +82,7 @@ def certify_native(
             duty_cycle=campaign.duty_cycle,
         )
         wall_ns = time.perf_counter_ns() - t0
-        cond["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+        cond["load_average_after"] = load_average()
         if record["artifact_id"] != artifact_id:  # the program must carry the id the manifest verified
             raise BackendError(
                 f"the timing program reports artifact {record['artifact_id']}, the manifest {artifact_id}"
@@ -122,14 +122,13 @@ def certify_native(
         budget_ns=budget_ns,
         evt_config=evt_config,
         conditions=cond,
-        campaign={
-            "samples": campaign.samples,
-            "warmup": campaign.warmup,
-            "n_inputs": campaign.n_inputs,
-            "wall_s": wall_ns / 1e9,
-            "duty_cycle": record["duty_cycle"],
-            "where": "native: the C step in its own process (tf_timing)",
-        },
+        campaign=campaign_record(
+            campaign,
+            n_inputs=campaign.n_inputs,
+            wall_ns=wall_ns,
+            duty_cycle=record["duty_cycle"],
+            where="native: the C step in its own process (tf_timing)",
+        ),
         max_len=plan.config.max_len,
         static_cache=True,  # every cache kind of the generator does the same work at every position
         window=plan.window,

@@ -116,6 +116,11 @@ def fitted_exceedance(fit: dict[str, Any], x_ns: np.ndarray) -> np.ndarray:
     return -np.expm1(np.log1p(-np.clip(p_block, 0.0, 1.0 - 1e-16)) / fit["block_size"])  # [k]
 
 
+def _plot_points(ax: Any, points: dict[float, float], marker: str, **style: Any) -> None:
+    """{exceedance: latency ns} as markers on the exceedance plot (x in us, y the exceedance)."""
+    ax.plot(np.array(list(points.values())) / 1e3, list(points.keys()), marker, **style)
+
+
 def plot_exceedance(report: dict[str, Any], durations_ns: np.ndarray, path: Path | BinaryIO) -> None:
     """Empirical exceedance curve, fitted tail, pWCET points and budget line (log y)."""
     plt = _pyplot()
@@ -152,24 +157,12 @@ def plot_exceedance(report: dict[str, Any], durations_ns: np.ndarray, path: Path
             label=f"{fit['method'].upper()} fit, xi = {fit['xi']:+.3f} ({fit['tail'].split(' ')[0]})",
         )
         if pw:
-            ax.plot(
-                np.array(list(pw.values())) / 1e3,
-                list(pw.keys()),
-                "o",
-                color="#C44E52",
-                ms=4,
-                label="pWCET estimates",
-            )
+            _plot_points(ax, pw, "o", color="#C44E52", ms=4, label="pWCET estimates")
         upper = (evt.get("bootstrap") or {}).get("pwcet_upper_ns") or {}
         up = {float(k): v for k, v in upper.items() if v is not None and math.isfinite(v)}
         if up:
-            ax.plot(
-                np.array(list(up.values())) / 1e3,
-                list(up.keys()),
-                "x",
-                color="#8172B2",
-                ms=5,
-                label=f"{evt['bootstrap']['level']:.0%} upper bounds",
+            _plot_points(
+                ax, up, "x", color="#8172B2", ms=5, label=f"{evt['bootstrap']['level']:.0%} upper bounds"
             )
             xmax = max(xmax, max(up.values()))
     budget_us = report["budget_ns"] / 1e3
