@@ -42,6 +42,8 @@ from tickformer.contracts.decode_equivalence import equivalence_excess
 from tickformer.contracts.state_bound import state_excess
 from tickformer.errors import ContextFull, TickformerError
 
+from .tolerance import max_abs_diff
+
 Arrays = dict[str, np.ndarray]
 Problem = tuple[str, Arrays]  # (message, arrays to save)
 
@@ -99,8 +101,18 @@ def _tolerance(model: Any) -> tuple[float, float]:
     return float(tol.get("rtol", 1e-4)), float(tol.get("atol", 1e-4))
 
 
+def _beyond(got: np.ndarray, want: np.ndarray, tolerance: tuple[float, float], what: str) -> str | None:
+    """The message when `got` differs from `want` beyond the manifest tolerance (rtol, atol;
+    contracts.decode_equivalence), `what` saying which two; None when they agree."""
+    rtol, atol = tolerance
+    excess = equivalence_excess(got, want, rtol, atol)
+    if excess > 0:
+        return f"{what} beyond atol={atol:g}, rtol={rtol:g} (excess {excess:.3g})"
+    return None
+
+
 def check_step_full(model: Any) -> Callable[[Any], Problem | None]:
-    rtol, atol = _tolerance(model)
+    tolerance = _tolerance(model)
     start = getattr(model, "start", lambda s, e: s.reset())
     stream = getattr(model, "stream", lambda e: e)
     full_pass = getattr(model, "full_pass", model.full)
@@ -109,13 +121,9 @@ def check_step_full(model: Any) -> Callable[[Any], Problem | None]:
         full = full_pass(example)  # [B, T, G]
         start(model.session, example)
         stepped = model.steps(model.session, stream(example))  # [B, T, G]
-        excess = equivalence_excess(stepped, full, rtol, atol)
-        if excess > 0:
-            return (
-                f"step-by-step output differs from the full pass beyond atol={atol:g}, rtol={rtol:g} "
-                f"(excess {excess:.3g})",
-                {**_named(model, example), "y_step": stepped, "y_full": full},
-            )
+        problem = _beyond(stepped, full, tolerance, "step-by-step output differs from the full pass")
+        if problem is not None:
+            return problem, {**_named(model, example), "y_step": stepped, "y_full": full}
         return None
 
     return check
@@ -152,7 +160,7 @@ def check_stale_cache(model: Any) -> Callable[[tuple[Any, Any]], Problem | None]
 
 
 def check_numpy_vs_backend(model: Any) -> Callable[[Any], Problem | None]:
-    rtol, atol = _tolerance(model)
+    tolerance = _tolerance(model)
     reference_out = getattr(
         model, "reference_out", lambda x: model.reference.run(np.ascontiguousarray(x, np.float32))
     )
@@ -160,13 +168,9 @@ def check_numpy_vs_backend(model: Any) -> Callable[[Any], Problem | None]:
     def check(example: Any) -> Problem | None:
         got = model.full(example)
         want = reference_out(example)
-        excess = equivalence_excess(got, want, rtol, atol)
-        if excess > 0:
-            return (
-                f"{model.backend} differs from the numpy reference beyond atol={atol:g}, rtol={rtol:g} "
-                f"(excess {excess:.3g})",
-                {**_named(model, example), "y_backend": got, "y_numpy": want},
-            )
+        problem = _beyond(got, want, tolerance, f"{model.backend} differs from the numpy reference")
+        if problem is not None:
+            return problem, {**_named(model, example), "y_backend": got, "y_numpy": want}
         return None
 
     return check
@@ -187,11 +191,9 @@ def check_source_padding(model: Any) -> Callable[[tuple[Any, np.ndarray]], Probl
         model.session.backend.set_source(padded, valid)  # the same source, other ids where it is padded
         other = model.steps(model.session, tgt)
         if not np.array_equal(plain, other, equal_nan=True):
-            with np.errstate(invalid="ignore"):
-                worst = float(np.nanmax(np.abs(plain.astype(np.float64) - other.astype(np.float64))))
             return (
-                f"decoded outputs changed (max |diff| {worst:.3g}) when only the source's padded positions "
-                f"{src.shape[1]}..{model.session.max_len - 1} held other ids",
+                f"decoded outputs changed (max |diff| {max_abs_diff(plain, other):.3g}) when only the source's "
+                f"padded positions {src.shape[1]}..{model.session.max_len - 1} held other ids",
                 {"src": src, "tgt": tgt, "src_padded": padded, "y": plain, "y_other_padding": other},
             )
         return None
@@ -272,18 +274,15 @@ def _stepped(model: Any, x: np.ndarray) -> np.ndarray:
 
 def check_slides_past_max_len(model: Any) -> Callable[[np.ndarray], Problem | None]:
     """example x [B, 2 max_len + W, ...]: stepped from a reset without ContextFull, == model.full(x)."""
-    rtol, atol = _tolerance(model)
+    tolerance = _tolerance(model)
 
     def check(x: np.ndarray) -> Problem | None:
         stepped = _stepped(model, x)  # ContextFull here is a failure (raised to the runner)
         full = model.full(x)
-        excess = equivalence_excess(stepped, full, rtol, atol)
-        if excess > 0:
-            return (
-                f"sliding past max_len: {x.shape[1]} steps differ from the windowed full pass beyond "
-                f"atol={atol:g}, rtol={rtol:g} (excess {excess:.3g})",
-                {"x": np.asarray(x), "y_step": stepped, "y_full": full},
-            )
+        what = f"sliding past max_len: {x.shape[1]} steps differ from the windowed full pass"
+        problem = _beyond(stepped, full, tolerance, what)
+        if problem is not None:
+            return problem, {"x": np.asarray(x), "y_step": stepped, "y_full": full}
         if model.session.position != x.shape[1]:
             return f"position {model.session.position} after {x.shape[1]} steps", {"x": np.asarray(x)}
         return None
@@ -319,7 +318,7 @@ def check_state_bounded(model: Any) -> Callable[[Any], Problem | None]:
 def check_no_context_full(model: Any) -> Callable[[Any], Problem | None]:
     """ssm: a stream longer than max_len steps on with no ContextFull, and the outputs after
     max_len equal the full pass (the state does not grow; nothing is sized by max_len)."""
-    rtol, atol = _tolerance(model)
+    tolerance = _tolerance(model)
 
     def check(example: Any) -> Problem | None:
         x = np.ascontiguousarray(example, model.dtype)
@@ -328,12 +327,11 @@ def check_no_context_full(model: Any) -> Callable[[Any], Problem | None]:
             stepped = model.steps(model.session, x)
         except ContextFull as exc:
             return f"ContextFull at position {model.session.position}: {exc}", _named(model, example)
-        excess = equivalence_excess(stepped, model.full(x), rtol, atol)
-        if excess > 0:
-            return (
-                f"past max_len, stepping differs from the full pass (excess {excess:.3g})",
-                {**_named(model, example), "y_step": stepped},
-            )
+        problem = _beyond(
+            stepped, model.full(x), tolerance, "past max_len, stepping differs from the full pass"
+        )
+        if problem is not None:
+            return problem, {**_named(model, example), "y_step": stepped}
         return None
 
     return check

@@ -39,7 +39,7 @@ from hypothesis import assume, target
 from tickformer.runtime.foreign import EngineError, fixed_feeds, take
 
 from .search import bounded_outputs
-from .tolerance import input_scale, normwise_gap
+from .tolerance import input_scale, max_abs_diff, normwise_gap
 
 Arrays = dict[str, np.ndarray]
 Problem = tuple[str, Arrays]
@@ -461,10 +461,8 @@ def check_padding(model: Any, mask_sig: Any) -> Callable[[tuple[Any, Any]], Prob
                 pa, pb = ya[o.name], yb[o.name]
                 where = "(no time axis of the mask: compared whole)"
             if not np.array_equal(pa, pb, equal_nan=True):
-                with np.errstate(invalid="ignore"):
-                    worst = float(np.nanmax(np.abs(pa.astype(np.float64) - pb.astype(np.float64))))
                 return (
-                    f"output {o.name} {where} changed (max |diff| {worst:.3g}) when only "
+                    f"output {o.name} {where} changed (max |diff| {max_abs_diff(pa, pb):.3g}) when only "
                     f"{', '.join(i.name for i in changed)} at positions {mask_sig.name} marks as padding changed",
                     {
                         **_saved(feeds, {o.name: ya[o.name]}),
@@ -481,6 +479,21 @@ def _track(state: dict[str, Any], gap: float, tol: float, what: str) -> None:
     ratio = gap / tol if tol > 0 else float("inf")
     if ratio > state.get("margin", -1.0):
         state.update(margin=ratio, gap=gap, tol=tol, where=what)
+
+
+def _gap_over(
+    state: dict[str, Any],
+    got: np.ndarray,
+    want: np.ndarray,
+    feeds: dict[str, np.ndarray],
+    tol: float,
+    what: str,
+) -> str | None:
+    """The normwise gap of `got` vs `want` (tolerance.py), tracked in `state` as the margin the
+    report shows; "normwise gap G > tolerance T" when it is over `tol`, else None."""
+    gap = normwise_gap(got, want, input_scale(feeds))
+    _track(state, gap, tol, what)
+    return f"normwise gap {gap:.3g} > tolerance {tol:.3g}" if gap > tol else None
 
 
 def check_step_full(
@@ -515,12 +528,11 @@ def check_step_full(
                 )
             if valid is not None and o.time_axis is not None and o.batch_axis is not None:
                 got, want = _at_valid(got, o, valid), _at_valid(want, o, valid)
-            gap = normwise_gap(got, want, input_scale(feeds))
-            _track(state, gap, tol, name)
-            if gap > tol:
+            over = _gap_over(state, got, want, feeds, tol, name)
+            if over is not None:
                 return (
                     f"step-by-step output {name} (prefill {k}, then positions {k}..{t - 1} one step each) differs "
-                    f"from the full pass: normwise gap {gap:.3g} > tolerance {tol:.3g}",
+                    f"from the full pass: {over}",
                     _saved(
                         feeds,
                         {f"full.{name}": full[name], f"stepped.{name}": stepped[name]},
@@ -530,12 +542,11 @@ def check_step_full(
         if stepper.cache.prefill == "full":
             for past, present in stepper.cache.pairs:
                 got, want = cache[past], full[present]
-                gap = normwise_gap(got, want, input_scale(feeds))
-                _track(state, gap, tol, present)
-                if gap > tol:
+                over = _gap_over(state, got, want, feeds, tol, present)
+                if over is not None:
                     return (
                         f"after stepping to position {t - 1}, the cache {past} differs from the full pass's {present}: "
-                        f"normwise gap {gap:.3g} > tolerance {tol:.3g}",
+                        f"{over}",
                         _saved(feeds, {f"full.{present}": want, f"stepped.{past}": got}, prefill=np.array(k)),
                     )
         return None
@@ -558,12 +569,10 @@ def check_agree(
         for name, ya in a.items():
             if np.dtype(ya.dtype).kind not in FLOAT_KINDS:
                 continue
-            gap = normwise_gap(ya, b[name], input_scale(feeds))
-            _track(state, gap, tols[graph], f"{graph}:{name}")
-            if gap > tols[graph]:
+            over = _gap_over(state, ya, b[name], feeds, tols[graph], f"{graph}:{name}")
+            if over is not None:
                 return (
-                    f"{graph} graph output {name}: onnxruntime vs {label} normwise gap {gap:.3g} > tolerance "
-                    f"{tols[graph]:.3g}",
+                    f"{graph} graph output {name}: onnxruntime vs {label} {over}",
                     _saved(feeds, {f"ort.{name}": ya, f"other.{name}": b[name]}),
                 )
         return None

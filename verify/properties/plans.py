@@ -282,6 +282,20 @@ def _margin_summary(
     return summary
 
 
+def _margin_property(
+    name: str,
+    strategy: Any,
+    check: Callable[[dict[str, Any]], Any],
+    label: str,
+    tols: dict[str, Any],
+    keys: list[str],
+) -> Property:
+    """A property checked within a stated tolerance: `check(state)` is the check, tracking its
+    worst margin in `state`, which `_margin_summary(label, tols, keys)` reports."""
+    state: dict[str, Any] = {}
+    return Property(name, strategy, check(state), state=state, summary=_margin_summary(label, tols, keys))
+
+
 def _bound_summary(state: dict[str, Any], result: PropertyResult) -> None:
     if "worst" not in state:
         return
@@ -427,41 +441,43 @@ def foreign_plan(model: Any, ctx: Context) -> Plan:
                 "step_equals_full", "skip", 0, f"the time axis {tg!r} never runs at length >= {need}"
             )
         else:
-            state: dict[str, Any] = {}
             strat = size_dicts(accepted, **longer).flatmap(
                 lambda s: st.tuples(
                     feed_dicts(sig, st.just(s), pts), st.integers(0, max(s.get(tg, 1) - 1, 0))
                 )
             )
-            yield Property(
+            yield _margin_property(
                 "step_equals_full",
                 strat,
-                fc.check_step_full(model, tols["pair"].rel, state),
-                state=state,
-                summary=_margin_summary("step vs full", tols, ["pair"]),
+                lambda state: fc.check_step_full(model, tols["pair"].rel, state),
+                "step vs full",
+                tols,
+                ["pair"],
             )
     yield from _state_properties(model, accepted, tols)
     graphs = ["full", "step"] if model.stepper is not None and not model.stepper.cache.same else ["full"]
-    state_o: dict[str, Any] = {}
     rel = {g: tols[g].rel for g in graphs}
-    yield Property(
+    yield _margin_property(
         "optimizations_agree",
         with_k,
-        fc.check_agree(model, model.unoptimized, "onnxruntime without graph optimizations", rel, state_o),
-        state=state_o,
-        summary=_margin_summary("all optimizations vs none", tols, graphs),
+        lambda state: fc.check_agree(
+            model, model.unoptimized, "onnxruntime without graph optimizations", rel, state
+        ),
+        "all optimizations vs none",
+        tols,
+        graphs,
     )
     unsupported = [model.reference(g).unsupported for g in graphs if model.reference(g).unsupported]
     if unsupported:
         yield PropertyResult("onnx_reference", "skip", 0, unsupported[0])
     else:
-        state_r: dict[str, Any] = {}
-        yield Property(
+        yield _margin_property(
             "onnx_reference",
             with_k,
-            fc.check_agree(model, model.reference, "onnx.reference", rel, state_r),
-            state=state_r,
-            summary=_margin_summary("onnxruntime vs onnx.reference", tols, graphs),
+            lambda state: fc.check_agree(model, model.reference, "onnx.reference", rel, state),
+            "onnxruntime vs onnx.reference",
+            tols,
+            graphs,
         )
 
 
@@ -507,13 +523,13 @@ def _state_properties(model: Any, accepted: dict[str, list[int]], tols: dict[str
         )
         return
     one = {tg: [1]} if tg and 1 in accepted.get(tg, []) else {}
-    reset: dict[str, Any] = {}
-    yield Property(
+    yield _margin_property(
         "state_reset",
         feed_dicts(sig, size_dicts(accepted, **one), model.breaks),
-        sc.check_state_reset(model, tols["pair"].rel, reset),
-        state=reset,
-        summary=_margin_summary("the step from the reset state vs the full pass's start", tols, ["pair"]),
+        lambda state: sc.check_state_reset(model, tols["pair"].rel, state),
+        "the step from the reset state vs the full pass's start",
+        tols,
+        ["pair"],
     )
 
 

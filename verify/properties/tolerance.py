@@ -260,6 +260,13 @@ def input_scale(feeds: dict[str, np.ndarray]) -> float:
     return scale
 
 
+def max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| in float64 over the places where neither is NaN, for the messages of checks whose
+    arrays should have been bitwise equal."""
+    with np.errstate(invalid="ignore"):
+        return float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+
+
 def normwise_gap(a: np.ndarray, b: np.ndarray, scale: float = 0.0) -> float:
     """||a - b||_inf / max(||a||_inf, ||b||_inf, scale, floor) (0 when both are zero; inf on a
     NaN/inf mismatch; NaN at the same places in both counts as agreement). scale: the inputs'
