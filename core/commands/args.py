@@ -1,6 +1,6 @@
 """The arguments several subcommands share, defined once: artifact path, --backend, --threads,
---seed, --out, --domain, --trust, a bare ONNX model's --step/--spec/--vocab, and the parser of
---vocab's value (`parse_vocab`).
+--seed, --out, an optional file or folder flag (`path`), --domain, --trust, a bare ONNX model's
+--step/--spec/--vocab, and the parser of --vocab's value (`parse_vocab`).
 
 `glued_values(argv)` lets a value that starts with "-" follow its flag as a separate word
 (`--domain -1:1`): argparse would take "-1:1" for an unknown option, so such a pair is glued
@@ -37,6 +37,13 @@ def glued_values(argv: Sequence[str]) -> list[str]:
         out.append(word)
         i += 1
     return out
+
+
+def path(
+    p: argparse.ArgumentParser, flag: str, *, help: str, default: Path | None = None, metavar: str = "FILE"
+) -> None:
+    """An optional file or folder flag: a Path, `default` (None) when not given."""
+    p.add_argument(flag, type=Path, default=default, metavar=metavar, help=help)
 
 
 def artifact(p: argparse.ArgumentParser, *, name: str = "artifact", help: str | None = None) -> None:
@@ -100,10 +107,9 @@ def domain(p: argparse.ArgumentParser, *, help: str) -> None:
 
 def trust(p: argparse.ArgumentParser) -> None:
     """--trust NAME.pub: the artifact must carry a valid signature by that key (tickformer.signing)."""
-    p.add_argument(
+    path(
+        p,
         "--trust",
-        type=Path,
-        default=None,
         metavar="NAME.pub",
         help="public key (tickformer keygen): refuse the artifact unless it is signed with it",
     )
@@ -163,12 +169,8 @@ def refuse_writes_into_artifacts(args: argparse.Namespace) -> None:
 def bare_onnx(p: argparse.ArgumentParser, *, values: bool = True) -> None:
     """The signature of a bare ONNX model (artifact.foreign): --step and --spec, and with
     values also --domain and --vocab (what certify and inspect draw inputs from)."""
-    p.add_argument(
-        "--step", type=Path, default=None, metavar="STEP.onnx", help="bare ONNX: a KV-cache pair's step graph"
-    )
-    p.add_argument(
-        "--spec", type=Path, default=None, metavar="FILE", help="bare ONNX: property spec (docs/verify.md)"
-    )
+    path(p, "--step", metavar="STEP.onnx", help="bare ONNX: a KV-cache pair's step graph")
+    path(p, "--spec", help="bare ONNX: property spec (docs/verify.md)")
     if values:
         domain(p, help="bare ONNX: input domain of float inputs")
         vocab(p, help="bare ONNX: token id range of integer inputs")

@@ -11,7 +11,6 @@ Details: tickformer.export.engines, docs/gpu.md.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from tickformer.commands import args as shared
 
@@ -36,10 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="MIB",
         help="builder workspace limit in MiB (default 1024)",
     )
-    p.add_argument(
+    shared.path(
+        p,
         "--timing-cache",
-        type=Path,
-        default=None,
         metavar="PATH",
         help="persistent timing cache, read and updated (default: ART/trt-timing.cache)",
     )

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import functools
 import math
-from pathlib import Path
 from typing import Any
 
 from tickformer.commands import args as shared
@@ -82,18 +81,16 @@ def register(subparsers: Any) -> None:
     shared.threads(p)
     shared.seed(p, help="seed for inputs and bootstrap")
     shared.out(p, help="report directory (required; not with --check)", required=False)
-    p.add_argument(
+    shared.path(
+        p,
         "--check",
-        type=Path,
-        default=None,
         metavar="CERT",
         help="check the certificate CERT (DIR/certificate.json) against ARTIFACT: its integrity, its signature "
         "(with --trust), the artifact's id, and the verdict recomputed from the stored samples",
     )
-    p.add_argument(
+    shared.path(
+        p,
         "--sign",
-        type=Path,
-        default=None,
         metavar="KEY",
         help="sign the certificate with this Ed25519 private key (tickformer keygen; the artifact's key): "
         "DIR/certificate.sig, checked by --check with --trust KEY.pub",

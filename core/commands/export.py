@@ -52,10 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the artifact's release number, monotonic (default: the export's UNIX time in seconds); "
         "devices refuse releases below their --min-release",
     )
-    p.add_argument(
+    shared.path(
+        p,
         "--sign",
-        type=Path,
-        default=None,
         metavar="NAME",
         help="private key (tickformer keygen): write the artifact signed",
     )

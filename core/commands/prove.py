@@ -101,33 +101,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-proofs", action="store_true", help="with --assurance: do not run CrossHair (verdicts 'not run')"
     )
-    p.add_argument(
+    shared.path(
+        p,
         "--assurance-out",
-        type=Path,
         default=Path("docs/assurance.md"),
-        metavar="FILE",
         help="markdown path (default docs/assurance.md)",
     )
-    p.add_argument(
+    shared.path(
+        p,
         "--tests",
-        type=Path,
         default=Path("tests/contracts"),
         metavar="DIR",
         help="the property tests whose example counts the table shows "
         "(default tests/contracts of the checkout in the current directory)",
     )
-    p.add_argument(
+    shared.path(
+        p,
         "--ieee754-json",
-        type=Path,
         default=Path("claims/results/ieee754.json"),
-        metavar="FILE",
         help="with --assurance: the report of `prove --ieee754 --json` to show (default: the checkout's)",
     )
-    p.add_argument(
+    shared.path(
+        p,
         "--graphs-json",
-        type=Path,
         default=Path("claims/results/prove_graphs.json"),
-        metavar="FILE",
         help="with --assurance: the graph proofs on reference artifacts (claims/prove_graphs.py) to show",
     )
     p.set_defaults(func=run, error_exit=USAGE_EXIT)

@@ -26,10 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     shared.artifact(p)
     p.add_argument("--key", type=Path, required=True, metavar="NAME", help="private key (tickformer keygen)")
-    p.add_argument(
+    shared.path(
+        p,
         "--library",
-        type=Path,
-        default=None,
         metavar="LIB",
         help="sign this compiled library's build for ART (build.json + build.sig beside it), not ART",
     )
