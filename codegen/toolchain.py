@@ -138,6 +138,10 @@ def cache_root(cache_dir: "str | os.PathLike[str] | None" = None) -> Path:
 def cache_key(plan: Plan, generator: str, compiler: Compiler, flags: Sequence[str]) -> str:
     record = {
         "artifact": plan.artifact_sha256,
+        # what the generated text depends on beyond the artifact: the weights' storage (two
+        # formats of one artifact are two libraries) and what a caller may tighten in a plan
+        "weights": plan.weight_format,
+        "bounds": repr((plan.domain, plan.output_bound, plan.state_bound, plan.columns, plan.batch)),
         "generator": generator,
         "compiler": [compiler.path, compiler.version],
         "flags": list(flags),

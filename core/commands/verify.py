@@ -4,6 +4,7 @@
                       [--output-bound B] [--max-t T] [--not-causal] [--skip NAME ...]
                       [--backend ort] [--examples N] [--seed S] [--out DIR] [--trust KEY.pub]
                       [--state-bound B] [--time-budget S] [--memory-budget GIB]
+                      [--weights fp32|fp16|bf16|int8]
 
 PATH: one of our artifacts (a directory with manifest.json; every kind) or a bare .onnx file
 (any inputs and outputs; a KV-cache pair with --step; docs/verify.md for the spec file). Exit 0
@@ -15,6 +16,10 @@ had an internal error: a bug in verify, reported as status "error" with its trac
 report, never as a violation; or the run went past its wall-clock or memory budget, named with
 the flag that raises it). Never a traceback on the terminal: one line on stderr.
 DIR/verify.json (schema: docs/verify.md) and DIR/verify.md hold the report either way.
+--weights F (artifacts only; needs a C compiler) also compiles the generated C step with its layer
+matrices stored in F (`tickformer codegen --weights`) and tests it against the numpy model with
+the weights as stored and against the fp32 model within the format's stated bound
+(verify/formats.py: weight_format_equivalence, weight_format_bound).
 """
 
 from __future__ import annotations
@@ -63,6 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="declared bound on every |state| a recurrent model hands on (state_bounded)",
     )
     user_model.budget_flags(p, "verify")
+    p.add_argument(
+        "--weights",
+        default=None,
+        metavar="F",
+        help="also test the compiled C step with its weights stored in F: fp32|fp16|bf16|int8 (artifacts only)",
+    )
     p.add_argument(
         "--skip", action="append", default=[], metavar="NAME", help="a property not to run (repeatable)"
     )
@@ -125,6 +136,11 @@ def _run(args: argparse.Namespace, budget: Any) -> int:
             f"--spec and --step describe bare ONNX models; {args.path} is an artifact directory, whose manifest "
             "declares everything: remove them"
         )
+    if bare and args.weights is not None:
+        raise ConfigError(
+            f"--weights tests the generated C step of one of our artifacts; {args.path} is a bare ONNX file: "
+            "remove --weights, or export an artifact and verify that"
+        )
     if not bare and (
         args.vocab is not None
         or args.output_bound is not None
@@ -135,6 +151,10 @@ def _run(args: argparse.Namespace, budget: Any) -> int:
             f"--vocab, --output-bound, --state-bound and --not-causal describe bare ONNX models; {args.path} is an "
             "artifact directory, whose manifest declares them: remove them"
         )
+    if args.weights is not None:
+        from tickformer.verify.formats import check_supported
+
+        check_supported(args.path, args.weights, args.trust)
     model = _open(open_model, args.path, args.backend, args.max_t, args.trust, **kwargs)
     sig = getattr(model, "sig", None)
     if budget is not None and sig is not None and sig.warnings:
@@ -159,6 +179,19 @@ def _run(args: argparse.Namespace, budget: Any) -> int:
                 )
             except BudgetExceeded as exc:  # stopped at the budget: the report says how far it got
                 results, stopped = exc.results, exc
+            if args.weights is not None and stopped is None:
+                from tickformer.verify.formats import verify_format
+
+                results += verify_format(
+                    args.path,
+                    args.weights,
+                    max_t=args.max_t,
+                    trust=args.trust,
+                    examples=args.examples,
+                    seed_value=args.seed,
+                    out_dir=args.out,
+                    domain=domain,
+                )
         used_domain = domain if domain is not None else model.domain
         info = model.describe()
     finally:
@@ -171,6 +204,7 @@ def _run(args: argparse.Namespace, budget: Any) -> int:
         "max_t": args.max_t,
         "domain": list(used_domain) if used_domain is not None else None,
         "skip": sorted(set(args.skip)),
+        "weights": args.weights,
     }
     report = build_report(info, results, settings, wall, stopped=None if stopped is None else str(stopped))
     json_path, md_path = write_report(args.out, report)

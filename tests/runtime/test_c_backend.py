@@ -237,6 +237,15 @@ def test_cache_key_follows_the_flags(tiny_art, tmp_path, compiler):
     )
 
 
+def test_cache_key_follows_the_weight_format(tiny_art, tmp_path, compiler):
+    """Two weight formats of one artifact are two libraries (a cache keyed on the artifact alone
+    handed verify --weights fp16 the int8 library built before it)."""
+    art = open_artifact(tiny_art[0])
+    libs = {fmt: build_library(plan_for(art, fmt), cache_dir=tmp_path) for fmt in ("fp32", "fp16", "int8")}
+    assert len(set(libs.values())) == 3
+    assert build_library(plan_for(art, "fp16"), cache_dir=tmp_path) == libs["fp16"]  # a hit is the same one
+
+
 def test_an_incomplete_cache_entry_is_rebuilt(tiny_art, tmp_path, compiler):
     """A directory without build.json (what a crash could leave if writes were not atomic)
     is never loaded: the build replaces it. (The damage is done to a library no process has
