@@ -31,28 +31,32 @@ STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
 FIX = "re-export the artifact with tickformer (its graphs use none)"
 
 
-def external_tensors(model: Any) -> list[str]:
-    """Names of every tensor of `model` (initializers, Constant/attribute tensors, sparse
-    initializers, in every subgraph, walked without recursion) whose data lives outside the file."""
-    from onnx import TensorProto
-
-    found: list[str] = []
+def all_tensors(model: Any) -> list[Any]:
+    """Every TensorProto of `model` (initializers, Constant and attribute tensors, sparse
+    initializers' parts), in every subgraph, walked without recursion."""
+    found: list[Any] = []
     graphs = [model.graph]
     while graphs:
         graph = graphs.pop()
-        tensors = list(graph.initializer)
+        found += list(graph.initializer)
         for sparse in graph.sparse_initializer:
-            tensors += [sparse.values, sparse.indices]
+            found += [sparse.values, sparse.indices]
         for node in graph.node:
             for attr in node.attribute:
-                tensors += ([attr.t] if attr.HasField("t") else []) + list(attr.tensors)
+                found += ([attr.t] if attr.HasField("t") else []) + list(attr.tensors)
                 graphs += ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
-        found += [
-            t.name or "<unnamed>"
-            for t in tensors
-            if t.data_location == TensorProto.EXTERNAL or len(t.external_data)
-        ]
     return found
+
+
+def external_tensors(model: Any) -> list[str]:
+    """Names of every tensor of `model` (`all_tensors`) whose data lives outside the file."""
+    from onnx import TensorProto
+
+    return [
+        t.name or "<unnamed>"
+        for t in all_tensors(model)
+        if t.data_location == TensorProto.EXTERNAL or len(t.external_data)
+    ]
 
 
 def _constant_ints(graph: Any, name: str) -> list[int] | None:

@@ -280,8 +280,13 @@ def block_write(ring: int, window: int) -> tuple[int, int]:
 def counters_after(ring: int, c0: int, c1: int, window: int) -> tuple[int, int]:
     """R13: the counters after the step leaving ring position `ring` applied block_write (on ints;
     the session does the same write with np.add into views of [c0, c1, -1])."""
+    return counters_written(c0, c1, *block_write(ring, window))
+
+
+def counters_written(c0: int, c1: int, target: int, source: int) -> tuple[int, int]:
+    """The counters after a write in block_write's form: cell `target` = cell `source` + 1 over
+    the cells [c0, c1, -1]; none when target < 0."""
     cells = [c0, c1, -1]
-    target, source = block_write(ring, window)
     if target >= 0:
         cells[target] = cells[source] + 1
     return cells[0], cells[1]
@@ -299,13 +304,23 @@ def blocks_tracked(position: int, ring: int, c0: int, c1: int, window: int) -> b
     pre: ring < window or absolute_position(ring, c1 if block_counter(ring, window) == 1 else c0, window) == position
     post: __return__
     """
-    n0, n1 = counters_after(ring, c0, c1, window)
+    after = counters_after(ring, c0, c1, window)
+    return counters_track(position, ring, (c0, c1), after, window)
+
+
+def counters_track(
+    position: int, ring: int, before: tuple[int, int], after: tuple[int, int], window: int
+) -> bool:
+    """R13's conclusion for a step from ring position `ring` that turned the counters `before`
+    into `after`: the counter the ring position reads is unchanged, and at the successor ring
+    position the counter it reads gives back position + 1 (`blocks_tracked`)."""
+    (c0, c1), (n0, n1) = before, after
     read = block_counter(ring, window)
     now = ring < window or (n1 == c1 if read == 1 else n0 == c0)
     following = next_ring_position(ring, window)
     block = n1 if block_counter(following, window) == 1 else n0
-    after = following < window or absolute_position(following, block, window) == position + 1
-    return now and after
+    later = following < window or absolute_position(following, block, window) == position + 1
+    return now and later
 
 
 def implies(a: bool, b: bool) -> bool:

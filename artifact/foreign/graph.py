@@ -17,11 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from tickformer.artifact.graph_rules import external_tensors
+from tickformer.artifact.graph_rules import all_tensors, external_tensors
 from tickformer.errors import ArtifactError, FileRefused
 from tickformer.safe_files import Directory, is_plain_name, read_path
 
 # the operators an integer input passes through unchanged on its way to an embedding Gather
+# Operators that look ids (input 1) up in a table (input 0) row by row when this attribute is 0:
+# Gather's axis; GatherND's batch_dims (torch's dynamo exporter writes table[ids] as
+# GatherND(table, Unsqueeze(ids, -1))). The table's rows are then the vocabulary.
+LOOKUPS = {"Gather": "axis", "GatherND": "batch_dims"}
 PASSTHROUGH_OPS = frozenset({"Cast", "Unsqueeze", "Squeeze", "Reshape", "Identity", "Flatten", "Expand"})
 
 
@@ -97,23 +101,6 @@ def read_graph(path: str | Path, files: dict[str, tuple[int, str]] | None = None
     return data, model
 
 
-def _tensors(model: Any) -> list[Any]:
-    """Every TensorProto of the model (initializers, Constant and attribute tensors, sparse
-    initializers' parts), in every subgraph."""
-    found: list[Any] = []
-    graphs = [model.graph]
-    while graphs:
-        graph = graphs.pop()
-        found += list(graph.initializer)
-        for sparse in graph.sparse_initializer:
-            found += [sparse.values, sparse.indices]
-        for node in graph.node:
-            for attr in node.attribute:
-                found += ([attr.t] if attr.HasField("t") else []) + list(attr.tensors)
-                graphs += ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
-    return found
-
-
 def _load_external(model: Any, path: Path, files: dict[str, tuple[int, str]] | None) -> None:
     """Put the data of every external tensor into it, read from its file in the model's folder:
     a plain file name (no "/", no "..": the folder is the only place read), a regular file that
@@ -125,7 +112,7 @@ def _load_external(model: Any, path: Path, files: dict[str, tuple[int, str]] | N
     folder = path.parent
     blobs: dict[str, bytes] = {}
     with Directory(folder) as d:
-        for t in _tensors(model):
+        for t in all_tensors(model):
             if not (t.data_location == TensorProto.EXTERNAL or len(t.external_data)):
                 continue
             info = {e.key: e.value for e in t.external_data}
@@ -229,17 +216,11 @@ def _vocab_hints(model: Any) -> dict[str, int]:
         while frontier and inp.name not in hints:
             value = frontier.pop()
             for node in consumers.get(value, []):
-                if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == value:
-                    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                attr = LOOKUPS.get(node.op_type)
+                if attr is not None and len(node.input) > 1 and node.input[1] == value:
+                    by_rows = next((a.i for a in node.attribute if a.name == attr), 0) == 0
                     table = inits.get(node.input[0])
-                    if table and axis == 0:
-                        hints[inp.name] = int(table[0])
-                        break
-                elif node.op_type == "GatherND" and len(node.input) > 1 and node.input[1] == value:
-                    # torch's dynamo exporter: table[ids] as GatherND(table, Unsqueeze(ids, -1))
-                    batch_dims = next((a.i for a in node.attribute if a.name == "batch_dims"), 0)
-                    table = inits.get(node.input[0])
-                    if table and batch_dims == 0:
+                    if table and by_rows:
                         hints[inp.name] = int(table[0])
                         break
                 elif node.op_type in PASSTHROUGH_OPS and node.input and node.input[0] == value:

@@ -125,26 +125,24 @@ def resolve_inputs(
         else:
             role = d.get("role") or (base.role if base is not None else _infer_role(t, io, notes))
         r: dict[str, Any] = {"role": role}
-        batch_named = named_axis(t, BATCH_NAMES)
-        if "batch_axis" in d:
-            r["batch_axis"] = axis_index(d["batch_axis"], t.rank, where, f"inputs.{t.name}.batch_axis")
-        elif role == "state":
-            r["batch_axis"] = states.get(t.name, (None, None))[0]
-        elif batch_named is not None:
-            r["batch_axis"] = batch_named
+        # Each axis: declared in the spec; else a state input's own; else the one axis whose dim
+        # name says so; else the default of its role and rank.
+        own = states.get(t.name, (None, None)) if role == "state" else None
+        if role == "signal":
+            defaults = (
+                0 if t.rank >= 2 else None,
+                1 if t.rank == 3 or (t.rank == 2 and t.is_dynamic(1)) else None,
+            )
         else:
-            r["batch_axis"] = 0 if t.rank >= 1 and (role != "signal" or t.rank >= 2) else None
-        time_named = named_axis(t, TIME_NAMES, r["batch_axis"])
-        if "time_axis" in d:
-            r["time_axis"] = axis_index(d["time_axis"], t.rank, where, f"inputs.{t.name}.time_axis")
-        elif role == "state":
-            r["time_axis"] = states.get(t.name, (None, None))[1]
-        elif time_named is not None:
-            r["time_axis"] = time_named
-        elif role == "signal":
-            r["time_axis"] = 1 if t.rank == 3 or (t.rank == 2 and t.is_dynamic(1)) else None
-        else:
-            r["time_axis"] = 1 if t.rank >= 2 else None
+            defaults = (0 if t.rank >= 1 else None, 1 if t.rank >= 2 else None)
+        for i, (key, names) in enumerate((("batch_axis", BATCH_NAMES), ("time_axis", TIME_NAMES))):
+            named = named_axis(t, names, r.get("batch_axis"))  # the time axis is not the batch axis
+            if key in d:
+                r[key] = axis_index(d[key], t.rank, where, f"inputs.{t.name}.{key}")
+            elif own is not None:
+                r[key] = own[i]
+            else:
+                r[key] = named if named is not None else defaults[i]
         if r["time_axis"] is not None and r["time_axis"] == r["batch_axis"]:
             raise ConfigError(
                 f"{where}: input {t.name}: the batch and time axes are both {r['time_axis']}; declare them"

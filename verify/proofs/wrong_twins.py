@@ -16,9 +16,8 @@ from typing import Any
 import numpy as np
 
 from tickformer.contracts.ring_buffer import (
-    absolute_position,
-    block_counter,
-    next_ring_position,
+    counters_track,
+    counters_written,
     slot_read,
     window_distance,
 )
@@ -251,17 +250,8 @@ def block_write_in_place(ring: int, window: int) -> tuple[int, int]:
 
 def blocks_tracked_in_place(position: int, ring: int, c0: int, c1: int, window: int) -> bool:
     """contracts.ring_buffer.blocks_tracked with block_write_in_place as the session's write."""
-    cells = [c0, c1, -1]
-    target, source = block_write_in_place(ring, window)
-    if target >= 0:
-        cells[target] = cells[source] + 1
-    n0, n1 = cells[0], cells[1]
-    read = block_counter(ring, window)
-    now = ring < window or (n1 == c1 if read == 1 else n0 == c0)
-    following = next_ring_position(ring, window)
-    block = n1 if block_counter(following, window) == 1 else n0
-    after = following < window or absolute_position(following, block, window) == position + 1
-    return now and after
+    after = counters_written(c0, c1, *block_write_in_place(ring, window))
+    return counters_track(position, ring, (c0, c1), after, window)
 
 
 # -- position bookkeeping -----------------------------------------------------------------
