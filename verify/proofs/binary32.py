@@ -16,7 +16,7 @@ Not real-time code.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import z3
@@ -172,6 +172,29 @@ def _mul(a: z3.FPRef, b: z3.FPRef) -> z3.FPRef:
     return z3.simplify(z3.fpMul(RNE, *_ordered(a, b)))
 
 
+def _sub(a: z3.FPRef, b: z3.FPRef) -> z3.FPRef:
+    return z3.simplify(z3.fpSub(RNE, a, b))
+
+
+def _div(a: z3.FPRef, b: z3.FPRef) -> z3.FPRef:
+    return z3.simplify(z3.fpDiv(RNE, a, b))
+
+
+def _operators(
+    op: Callable[[z3.FPRef, z3.FPRef], z3.FPRef],
+) -> tuple[Callable[[F32, Any], F32], Callable[[F32, Any], F32]]:
+    """The forward and reflected methods of F32 for the binary operation `op` (x op o, o op x),
+    the other operand lifted to binary32 (as fractions.Fraction builds its operators)."""
+
+    def forward(self: F32, o: Any) -> F32:
+        return F32(op(self.t, lift(o)))
+
+    def reflected(self: F32, o: Any) -> F32:
+        return F32(op(lift(o), self.t))
+
+    return forward, reflected
+
+
 class F32:
     """A symbolic binary32 value (z3 FPRef); IEEE operations with round to nearest even."""
 
@@ -180,29 +203,10 @@ class F32:
     def __init__(self, t: z3.FPRef) -> None:
         self.t = t
 
-    def __add__(self, o: Any) -> F32:
-        return F32(_add(self.t, lift(o)))
-
-    def __radd__(self, o: Any) -> F32:
-        return F32(_add(lift(o), self.t))
-
-    def __sub__(self, o: Any) -> F32:
-        return F32(z3.simplify(z3.fpSub(RNE, self.t, lift(o))))
-
-    def __rsub__(self, o: Any) -> F32:
-        return F32(z3.simplify(z3.fpSub(RNE, lift(o), self.t)))
-
-    def __mul__(self, o: Any) -> F32:
-        return F32(_mul(self.t, lift(o)))
-
-    def __rmul__(self, o: Any) -> F32:
-        return F32(_mul(lift(o), self.t))
-
-    def __truediv__(self, o: Any) -> F32:
-        return F32(z3.simplify(z3.fpDiv(RNE, self.t, lift(o))))
-
-    def __rtruediv__(self, o: Any) -> F32:
-        return F32(z3.simplify(z3.fpDiv(RNE, lift(o), self.t)))
+    __add__, __radd__ = _operators(_add)
+    __sub__, __rsub__ = _operators(_sub)
+    __mul__, __rmul__ = _operators(_mul)
+    __truediv__, __rtruediv__ = _operators(_div)
 
     def __neg__(self) -> F32:
         return F32(z3.fpNeg(self.t))

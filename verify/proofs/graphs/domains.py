@@ -55,10 +55,7 @@ class StepPositions(PositionDomain):
     kind = "step positions"
 
     def states(self) -> list[State]:
-        return [
-            State(f"pos {p}", p, {self.pos_input: np.array([p], dtype=np.int64)}, {})
-            for p in range(self.max_len)
-        ]
+        return _step_positions(self.pos_input, self.max_len)
 
     def _table(self) -> np.ndarray:
         n = self.max_len
@@ -132,10 +129,7 @@ class RingPositions(PositionDomain):
     kind = "ring positions"
 
     def states(self) -> list[State]:
-        return [
-            State(f"pos {p}", p, {self.pos_input: np.array([p], dtype=np.int64)}, {})
-            for p in range(self.positions)
-        ]
+        return _step_positions(self.pos_input, self.positions)
 
     def live(self, state: State, source: str, n_t: int, n_rows: int) -> np.ndarray:
         w, p = self.window, state.value
@@ -144,6 +138,11 @@ class RingPositions(PositionDomain):
             held[q % w] = q
         row = np.array([q >= 0 and q in range(p - w + 1, p) for q in held], dtype=bool)
         return row[None, :n_rows]
+
+
+def _step_positions(pos_input: str, n: int) -> list[State]:
+    """One state per step position 0..n-1, fed to the step graph as `pos_input` ([1] int64)."""
+    return [State(f"pos {p}", p, {pos_input: np.array([p], dtype=np.int64)}, {}) for p in range(n)]
 
 
 def _cached(obj: Any, name: str, make: Callable[[], np.ndarray]) -> np.ndarray:
