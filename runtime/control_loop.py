@@ -173,6 +173,26 @@ class LoopStats:
         return d
 
 
+class _Running:
+    """Running min, max and sum of one per-tick quantity (ns), as Python ints: allocated once,
+    `add` is real-time safe (no allocation, constant work)."""
+
+    __slots__ = ("min", "max", "sum")
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.min, self.max, self.sum = 1 << 62, -(1 << 62), 0
+
+    def add(self, value: int) -> None:
+        self.sum += value
+        if value < self.min:
+            self.min = value
+        if value > self.max:
+            self.max = value
+
+
 class ControlLoop:
     """Runs `session.step` once per period with the fallback policy above.
 
@@ -217,6 +237,7 @@ class ControlLoop:
         self._last_good = safe.copy()  # [*out] held by the "hold" fallback
         self._out = safe.copy()  # [*out] what gets actuated
         self._hist = np.zeros(config.hist_bins, dtype=np.int64)  # [bins]
+        self._wake, self._late, self._step = _Running(), _Running(), _Running()  # lateness, step time
         # A sliding session (windowed artifact) never fills: it slides instead of resetting.
         sliding = getattr(session, "sliding", False) is True
         default_reset = None if sliding else getattr(session, "max_len", None)
@@ -234,9 +255,9 @@ class ControlLoop:
         self._ticks = self._skipped = self._misses = 0
         self._overruns = self._violations = self._faults = self._fallbacks = self._resets = 0
         self._late_outputs = 0
-        self._wake_min = self._late_min = self._step_min = 1 << 62
-        self._wake_max = self._late_max = self._step_max = -(1 << 62)
-        self._wake_sum = self._late_sum = self._step_sum = self._step_last = 0
+        for running in (self._wake, self._late, self._step):
+            running.clear()
+        self._step_last = 0
         self._last_fault: str | None = None
         self._ftz = False  # flush-to-zero in the loop's thread during the last run
 
@@ -264,11 +285,7 @@ class ControlLoop:
         t1 = self.clock()
         dur = t1 - t0
         self._step_last = dur
-        self._step_sum += dur
-        if dur < self._step_min:
-            self._step_min = dur
-        if dur > self._step_max:
-            self._step_max = dur
+        self._step.add(dur)
         flags = OK
         if failed:
             flags = FAULT
@@ -303,11 +320,7 @@ class ControlLoop:
         return flags
 
     def _record_wake(self, wake: int) -> None:
-        self._wake_sum += wake
-        if wake < self._wake_min:
-            self._wake_min = wake
-        if wake > self._wake_max:
-            self._wake_max = wake
+        self._wake.add(wake)
         b = wake // self.config.hist_bin_ns if wake >= 0 else 0
         if b < self.config.hist_bins:
             self._hist[b] += 1
@@ -315,11 +328,7 @@ class ControlLoop:
             self._overflow += 1
 
     def _record_late(self, late: int) -> None:
-        self._late_sum += late
-        if late < self._late_min:
-            self._late_min = late
-        if late > self._late_max:
-            self._late_max = late
+        self._late.add(late)
         if late > 0:
             self._misses += 1
 
@@ -411,15 +420,15 @@ class ControlLoop:
             faults=self._faults,
             fallbacks=self._fallbacks,
             resets=self._resets,
-            wake_lateness_min=0 if none else self._wake_min,
-            wake_lateness_avg=self._wake_sum / n,
-            wake_lateness_max=0 if none else self._wake_max,
-            lateness_min=0 if none else self._late_min,
-            lateness_avg=self._late_sum / n,
-            lateness_max=0 if none else self._late_max,
-            step_min=0 if none else self._step_min,
-            step_avg=self._step_sum / n,
-            step_max=0 if none else self._step_max,
+            wake_lateness_min=0 if none else self._wake.min,
+            wake_lateness_avg=self._wake.sum / n,
+            wake_lateness_max=0 if none else self._wake.max,
+            lateness_min=0 if none else self._late.min,
+            lateness_avg=self._late.sum / n,
+            lateness_max=0 if none else self._late.max,
+            step_min=0 if none else self._step.min,
+            step_avg=self._step.sum / n,
+            step_max=0 if none else self._step.max,
             hist_bin_ns=self.config.hist_bin_ns,
             histogram=tuple(int(v) for v in self._hist),
             overflow=self._overflow,
