@@ -21,7 +21,7 @@ calls (two clock reads per model call).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from time import perf_counter_ns
 from typing import Any
 
@@ -42,12 +42,7 @@ class BackendChoice:
     compiler: str | None = None  # the compiler's first --version line where one was found
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "requested": self.requested,
-            "used": self.used,
-            "reason": self.reason,
-            "compiler": self.compiler,
-        }
+        return asdict(self)
 
 
 def check_backend(requested: str) -> str:

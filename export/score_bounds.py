@@ -7,7 +7,7 @@ and the layer's score bound, recorded in the manifest at export. Not real-time c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -32,13 +32,7 @@ class LayerScoreBound:
         return fp16_safe(self.q_norm, self.k_norm, self.score)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "layer": self.layer,
-            "q_norm": self.q_norm,
-            "k_norm": self.k_norm,
-            "score": self.score,
-            "fp16_safe": self.fp16_safe,
-        }
+        return {**asdict(self), "fp16_safe": self.fp16_safe}
 
 
 def spectral_norm(w: np.ndarray) -> float:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 STATUSES = ("pass", "fail", "skip", "error")  # error: a bug inside the check, not in the model
@@ -20,14 +20,8 @@ class PropertyResult:
     details: dict[str, Any] = field(default_factory=dict)  # tolerance, margin, worst value, rejected, ...
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "examples": self.examples,
-            "message": self.message,
-            "counterexample": self.counterexample,
-            "details": self.details,
-        }
+        """Every field, in their order; `details` is the result's own dict, not a copy."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass
