@@ -21,6 +21,12 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+if (
+    str(HERE) not in sys.path
+):  # report_tick.py stands beside this file, also when it is loaded by path (claims/)
+    sys.path.insert(0, str(HERE))
+from report_tick import tick_and_formats_section  # noqa: E402
+
 COMMAND = (
     "make bench   # = pip install torch==2.13.0; python -m pytest benchmarks -q "
     "--benchmark-json=benchmarks/results/raw.json; python benchmarks/report.py"
@@ -758,6 +764,8 @@ def render(results: Path, out_dir: Path) -> str:
     streaming = load_json(results / "streaming.json")
     data = load_json(results / "data.json")
     c_step = load_json(results / "c_step.json")
+    c_tick = load_json(results / "c_tick.json")
+    c_formats = load_json(results / "c_formats.json")
     serving = load_json(results / "serving.json")
     cases = index_benchmarks(latest)
     targets_md, _ = targets(cases, memory)
@@ -831,6 +839,10 @@ each benchmark's `extra_info`, the machine in `machine_info.tickformer`), `resul
 ## The generated C step (backend "c") beside ORT
 
 {c_step_section(c_step)}
+
+## The controller's tick (K candidates) and the weight formats, backend "c"
+
+{tick_and_formats_section(c_tick, c_formats)}
 
 ## Serving many streams from Triton (per-stream and tick-batched, beside the in-process batched step)
 
