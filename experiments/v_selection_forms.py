@@ -7,7 +7,12 @@
 - MatMul alone (no selection: a stale row holding inf or NaN leaks through 0 * inf = NaN);
 - Where with an [N, 1] condition (the form of e937cfc, broadcast over the V cache);
 - Where with a full-shape condition (no broadcasting: Where's own floor);
-- Concat(V, a zero row) + Gather(axis 2) (the form built since: stale rows name the zero row).
+- Concat(V, a zero row) + Gather(axis 2) (the form built since: stale rows name the zero row);
+- Gather(axis 2) from a V cache that stores its zero row (N + 1 rows, the last never written):
+  what an artifact format change would buy (issue 40) -- the same selection without the
+  per-layer copy of the cache that Concat makes.
+
+    python experiments/v_selection_forms.py [--json experiments/results/v_selection_forms.json]
 
 One intra-op thread; 3 rounds of 3000 calls after 300 warm-up calls, the median of the per-round
 medians. Not part of the package or the test suite.
@@ -15,7 +20,9 @@ medians. Not part of the package or the test suite.
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +75,20 @@ def main() -> None:
             ),
             {"c": np.ones((1, H, N, DH), bool)},
         ),
+        "stored zero row: Gather + MatMul": (
+            session(
+                [helper.make_node("Gather", ["V1", "i"], ["w"], axis=2), matmul],
+                [
+                    p,
+                    helper.make_tensor_value_info("V1", TensorProto.FLOAT, [1, H, N + 1, DH]),
+                    helper.make_tensor_value_info("i", TensorProto.INT64, [N]),
+                ],
+            ),
+            {
+                "V1": np.concatenate([base["V"], np.zeros((1, H, 1, DH), np.float32)], axis=2),
+                "i": np.arange(N, dtype=np.int64),
+            },
+        ),
         "Concat + Gather + MatMul": (
             session(
                 [
@@ -94,8 +115,17 @@ def main() -> None:
             harness.timed_calls(call, warm)
             harness.timed_calls(call, times)
             medians[name].append(float(np.median(times)) / 1e3)
-    for name, values in medians.items():
-        print(f"{name:28s} {np.median(values):7.1f} us")
+    result = {name: float(np.median(values)) for name, values in medians.items()}
+    for name, value in result.items():
+        print(f"{name:34s} {value:7.1f} us")
+    if len(sys.argv) == 3 and sys.argv[1] == "--json":
+        meta = {
+            "shapes": {"H": H, "N": N, "dh": DH},
+            "rounds": 3,
+            "calls": 3000,
+            "utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        }
+        Path(sys.argv[2]).write_text(json.dumps({**meta, "p50_us": result}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
