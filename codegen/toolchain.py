@@ -149,11 +149,11 @@ def cache_key(plan: Plan, generator: str, compiler: Compiler, flags: Sequence[st
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def build_for(artifact: Artifact, **options: Any) -> Path:
+def build_for(artifact: Artifact, *, weights: str = "fp32", **options: Any) -> Path:
     """Backend "c"'s library builder (runtime/backends/c.py `LibraryBuilder`): the compiled
-    library for `artifact` (options: build_library's cc, cflags, cache_dir, rebuild), after
-    `plan_for` refused what the generator does not support."""
-    return build_library(plan_for(artifact), **options)
+    library for `artifact` with its layer matrices stored in `weights` (options: build_library's
+    cc, cflags, cache_dir, rebuild), after `plan_for` refused what the generator does not support."""
+    return build_library(plan_for(artifact, weights), **options)
 
 
 def build_library(

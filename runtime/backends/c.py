@@ -17,7 +17,9 @@ its cache, keyed by the artifact's hash, the generator, the compiler and the fla
 `builder=` option passes one in, and `library=` names a library built already. Whatever built
 it, the library is loaded here (`load_library`) only if it reports this artifact's manifest
 hash, and used only if its state layout (`tf_layout`) is this artifact's. Options: cc=
-(compiler), cflags= (replacing the defaults), cache_dir=, library=, builder=, deferred_commit=.
+(compiler), cflags= (replacing the defaults), cache_dir=, library=, builder=, deferred_commit=,
+weights= (the layer matrices' storage the builder generates: fp32 by default, fp16|bf16|int8 --
+codegen/weights.py; passed to the builder only when given).
 
 State: one `tf_state` of the library's own size (tf_layout(0)) in a numpy buffer allocated
 here, 64-byte aligned. Attention: `cache()` returns the logical [L, B, H, N, dh] pair as views
@@ -172,6 +174,7 @@ class CBackend(Backend):
         library: "str | os.PathLike[str] | None" = None,
         builder: LibraryBuilder | None = None,
         deferred_commit: bool = False,
+        weights: str | None = None,
     ) -> None:
         super().__init__(artifact)
         self.supports_peek = self.block == "ssm"  # attention: set below, where the library has tf_peek
@@ -179,7 +182,10 @@ class CBackend(Backend):
         self._unchanged = (
             f"the {'state' if self.block == 'ssm' else 'cache'} is unchanged"  # a refusal's message
         )
-        path, data = self._library(library, builder, cc=cc, cflags=cflags, cache_dir=cache_dir)
+        build: dict[str, Any] = {"cc": cc, "cflags": cflags, "cache_dir": cache_dir}
+        if weights is not None:
+            build["weights"] = weights
+        path, data = self._library(library, builder, **build)
         self.library_path = str(path)
         self._lib = load_library(path, artifact, data)
         layout = self._layout(path)
@@ -241,10 +247,15 @@ class CBackend(Backend):
         library the builder did not compile in this process (a cache hit) is asked for again with
         rebuild=True (module docstring, "Trust")."""
         if library is not None:
-            if build["cc"] is not None or build["cflags"] is not None or builder is not None:
+            if (
+                build["cc"] is not None
+                or build["cflags"] is not None
+                or builder is not None
+                or "weights" in build
+            ):
                 raise ConfigError(
-                    "library= loads a prebuilt library; cc=, cflags= and builder= only apply when the backend "
-                    "builds it"
+                    "library= loads a prebuilt library; cc=, cflags=, weights= and builder= only apply when the "
+                    "backend builds it"
                 )
             data = read_library(library)
             library_vouched_for(library, data, self.artifact)

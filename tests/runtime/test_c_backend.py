@@ -246,6 +246,27 @@ def test_cache_key_follows_the_weight_format(tiny_art, tmp_path, compiler):
     assert build_library(plan_for(art, "fp16"), cache_dir=tmp_path) == libs["fp16"]  # a hit is the same one
 
 
+def test_load_builds_the_weight_format_asked_for(tiny_art, tmp_path, compiler):
+    """runtime.load(backend="c", weights=F) runs the step of format F (a library of its own),
+    within F's stated bound of the fp32 step; with library= the format is the library's, so
+    weights= is refused there."""
+    from tickformer.codegen import weights as W
+
+    path, _ = tiny_art
+    x = np.random.default_rng(0).uniform(-1, 1, (6, 1, 1, 3)).astype(np.float32)
+    with (
+        runtime.load(path, backend="c", cache_dir=tmp_path) as s32,
+        runtime.load(path, backend="c", cache_dir=tmp_path, weights="int8") as s8,
+    ):
+        assert s8.backend.library_path != s32.backend.library_path
+        y32 = np.stack([s32.step(xt).copy() for xt in x])
+        y8 = np.stack([s8.step(xt).copy() for xt in x])
+    err, scale = float(np.abs(y8 - y32).max()), float(np.abs(y32).max())
+    assert 0 < err <= W.fp32_bound("int8") * scale
+    with pytest.raises(ConfigError, match="weights="):
+        runtime.load(path, backend="c", library=s32.backend.library_path, weights="int8")
+
+
 def test_an_incomplete_cache_entry_is_rebuilt(tiny_art, tmp_path, compiler):
     """A directory without build.json (what a crash could leave if writes were not atomic)
     is never loaded: the build replaces it. (The damage is done to a library no process has
