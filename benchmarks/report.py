@@ -766,6 +766,7 @@ def render(results: Path, out_dir: Path) -> str:
     c_step = load_json(results / "c_step.json")
     c_tick = load_json(results / "c_tick.json")
     c_formats = load_json(results / "c_formats.json")
+    c_tick_formats = load_json(results / "c_tick_formats.json")
     serving = load_json(results / "serving.json")
     cases = index_benchmarks(latest)
     targets_md, _ = targets(cases, memory)
@@ -842,7 +843,7 @@ each benchmark's `extra_info`, the machine in `machine_info.tickformer`), `resul
 
 ## The controller's tick (K candidates) and the weight formats, backend "c"
 
-{tick_and_formats_section(c_tick, c_formats)}
+{tick_and_formats_section(c_tick, c_formats, c_tick_formats)}
 
 ## Serving many streams from Triton (per-stream and tick-batched, beside the in-process batched step)
 

@@ -98,7 +98,38 @@ def format_rows(case: dict[str, Any]) -> tuple[str, str]:
     return intro, _table(header, rows)
 
 
-def tick_and_formats_section(c_tick: dict | None, c_formats: dict | None) -> str:
+def tick_format_rows(data: dict[str, Any]) -> tuple[str, str]:
+    """(intro, table): the K-candidate tick timed in C per weight format (results/c_tick_formats.json)."""
+    order = ["fp32", "fp16", "bf16", "int8"]
+    per = data["per_format"]
+    base = per["fp32"]["stats"]["p50"]
+    rows = [
+        [
+            "c",
+            fmt,
+            str(data["candidates"]),
+            _us(per[fmt]["stats"]["p50"]),
+            _us(per[fmt]["stats"]["p99.9"]),
+            f"{per[fmt]['weight_bytes']:,}",
+            f"{per[fmt]['stats']['p50'] / base:.2f}",
+            str(per[fmt]["stats"]["n"]),
+        ]
+        for fmt in order
+        if fmt in per
+    ]
+    intro = (
+        f"The same tick per weight format, tf_peek + tf_commit_candidate timed in C (_results/c_tick_formats.json, "
+        f"`python -m pytest benchmarks/test_c_tick.py -k per_format -q -p no:cacheprovider`_; {data['rounds']} "
+        f"interleaved rounds of {data['reps']} sequences; tf_peek reads each weight once for all "
+        f"{data['candidates']} candidates, so a conversion is shared by {data['candidates']} products):"
+    )
+    header = ["backend", "weights", "K", "p50", "p99.9", "weight bytes", "p50 / fp32", "n"]
+    return intro, _table(header, rows)
+
+
+def tick_and_formats_section(
+    c_tick: dict | None, c_formats: dict | None, c_tick_formats: dict | None = None
+) -> str:
     parts = []
     if c_tick and "session" in c_tick:
         intro, tab = tick_rows(c_tick)
@@ -107,6 +138,8 @@ def tick_and_formats_section(c_tick: dict | None, c_formats: dict | None) -> str
             "--benchmark-json=benchmarks/results/c_tick_bench.json`._ " + intro,
             tab,
         ]
+        if c_tick_formats and "per_format" in c_tick_formats:
+            parts += list(tick_format_rows(c_tick_formats))
     else:
         parts.append(
             "_The tick: not measured (results/c_tick.json missing; `pytest benchmarks/test_c_tick.py`)._"
@@ -122,9 +155,7 @@ def tick_and_formats_section(c_tick: dict | None, c_formats: dict | None) -> str
                 parts += [f"Weight formats, {title} (_results/c_formats.json, {command}_): {intro}", tab]
         parts.append(
             "The error is max |y_F - y_fp32| / max |y_fp32| over the golden sequences; the stated bound "
-            "(64 eps_F, `codegen.weights.fp32_bound`) is measured, not proved (docs/codegen.md). The tick "
-            "(K = 17) is timed with fp32 weights only; tf_peek exists for every format but is not benchmarked "
-            "per format."
+            "(64 eps_F, `codegen.weights.fp32_bound`) is measured, not proved (docs/codegen.md)."
         )
     else:
         parts.append("_Weight formats: not measured (results/c_formats.json missing)._")

@@ -208,6 +208,56 @@ def test_tick_in_c(benchmark, arts, compiler, tmp_path):
     benchmark.extra_info.update({"case": "c-tick/in-c", "unit": "us", **RESULTS["in_c"]})
 
 
+FORMAT_ROUNDS = 20
+FORMAT_REPS = 20
+
+
+def test_tick_in_c_per_format(benchmark, arts, compiler, tmp_path):
+    """The K-candidate tick (tf_peek + tf_commit_candidate) timed in C for each weight format
+    (codegen/weights.py), the four programs in turn for FORMAT_ROUNDS rounds of FORMAT_REPS
+    sequences each. Written to results/c_tick_formats.json (its own file, so this test can run
+    alone: -k per_format)."""
+    from tickformer.codegen import model_sources, plan_for, weight_bytes
+    from tickformer.codegen import weights as W
+    from tickformer.codegen.toolchain import deployment_flags
+    from tickformer.runtime import open_artifact
+
+    _, art = arts
+    artifact = open_artifact(art[K])
+    flags = list(deployment_flags(compiler))
+    plans = {}
+    for fmt in W.FORMATS:
+        d = tmp_path / fmt
+        d.mkdir()
+        plans[fmt] = plan_for(artifact, fmt)
+        for name, data in model_sources(plans[fmt]).items():
+            (d / name).write_bytes(data)
+        (d / "bench.c").write_text(TICK_BENCH_C)
+        subprocess.run([compiler.path, *flags, "bench.c", "tf_model.c", "-o", "bench"], cwd=d, check=True)
+    n = artifact.config.max_len
+    samples: dict[str, list[np.ndarray]] = {fmt: [] for fmt in W.FORMATS}
+
+    def measure() -> None:
+        for r in range(FORMAT_ROUNDS):
+            for k in range(len(W.FORMATS)):
+                fmt = W.FORMATS[(r + k) % len(W.FORMATS)]
+                path = tmp_path / fmt / "tick.bin"
+                subprocess.run([str(tmp_path / fmt / "bench"), str(FORMAT_REPS), str(path)], check=True)
+                samples[fmt].append(np.fromfile(path, dtype=np.int64).reshape(FORMAT_REPS, n)[:, WINDOW:])
+
+    benchmark.pedantic(measure, rounds=1, iterations=1)
+    per = {
+        fmt: {
+            "stats": harness.summarize(np.concatenate(samples[fmt]).ravel()),
+            "weight_bytes": weight_bytes(plans[fmt], fmt)["total"],  # read once for all K by tf_peek
+        }
+        for fmt in W.FORMATS
+    }
+    out = {"candidates": K, "rounds": FORMAT_ROUNDS, "reps": FORMAT_REPS, "flags": flags, "per_format": per}
+    harness.write_json("c_tick_formats", out)
+    benchmark.extra_info.update({"case": "c-tick/in-c-formats", "unit": "us", **out})
+
+
 LABELS = {
     "c-tick": 'peek + commit, backend "c" (tf_peek + tf_commit_candidate)',
     "ort-tick": 'peek + commit, backend "ort" (batch-17 step + row copies)',
