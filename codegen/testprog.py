@@ -70,27 +70,33 @@ static void run(tf_state *s, float ys[TF_GOLDEN_STEPS][TF_BATCH * TF_D_OUT])
     }
 }
 
+/* max |c - r| (err) and max |r| (scale) over golden steps lo..hi-1 against `ref`; with
+   `elementwise`, every element must also be within the artifact's tolerance */
+static void sequence_error(const float *ref, int lo, int hi, int elementwise, double *err, double *scale)
+{
+    int t, i;
+    *err = 0.0;
+    *scale = 0.0;
+    for (t = lo; t < hi; t++) {
+        for (i = 0; i < TF_BATCH * TF_D_OUT; i++) {
+            const double r = ref[t * TF_BATCH * TF_D_OUT + i];
+            const double e = fabs(y_first[t][i] - r);
+            if (elementwise && !(e <= TF_GOLDEN_ATOL + TF_GOLDEN_RTOL * fabs(r))) {
+                fail("golden output outside the artifact tolerance", t, i);
+            }
+            *err = e > *err ? e : *err;
+            *scale = fabs(r) > *scale ? fabs(r) : *scale;
+        }
+    }
+}
+
 static void check_golden(void)
 {
-    double worst_abs = 0.0, worst_norm = 0.0;
+    double worst_abs = 0.0, worst_norm = 0.0, err, scale;
     int seq;
     for (seq = 0; seq < 2; seq++) {
-        const int lo = seq == 0 ? 0 : TF_GOLDEN_FIRST;
-        const int hi = seq == 0 ? TF_GOLDEN_FIRST : TF_GOLDEN_STEPS;
-        double err = 0.0, scale = 0.0;
-        int t, i;
-        for (t = lo; t < hi; t++) {
-            for (i = 0; i < TF_BATCH * TF_D_OUT; i++) {
-                const double r = tf_golden_y[t * TF_BATCH * TF_D_OUT + i];
-                const double c = y_first[t][i];
-                const double e = fabs(c - r);
-                if (!(e <= TF_GOLDEN_ATOL + TF_GOLDEN_RTOL * fabs(r))) {
-                    fail("golden output outside the artifact tolerance", t, i);
-                }
-                err = e > err ? e : err;
-                scale = fabs(r) > scale ? fabs(r) : scale;
-            }
-        }
+        sequence_error(tf_golden_y, seq == 0 ? 0 : TF_GOLDEN_FIRST, seq == 0 ? TF_GOLDEN_FIRST : TF_GOLDEN_STEPS, 1,
+                       &err, &scale);
         if (!(err <= TF_GOLDEN_NORMWISE * scale)) {
             fail("golden sequence outside the normwise bound", seq, 0);
         }
@@ -104,18 +110,8 @@ static void check_golden(void)
 #if defined(TF_GOLDEN_FP32_BOUND)
     worst_norm = 0.0; /* a weight format: the same steps against the fp32 model, within the stated bound */
     for (seq = 0; seq < 2; seq++) {
-        const int lo = seq == 0 ? 0 : TF_GOLDEN_FIRST;
-        const int hi = seq == 0 ? TF_GOLDEN_FIRST : TF_GOLDEN_STEPS;
-        double err = 0.0, scale = 0.0;
-        int t, i;
-        for (t = lo; t < hi; t++) {
-            for (i = 0; i < TF_BATCH * TF_D_OUT; i++) {
-                const double r = tf_golden_y32[t * TF_BATCH * TF_D_OUT + i];
-                const double e = fabs(y_first[t][i] - r);
-                err = e > err ? e : err;
-                scale = fabs(r) > scale ? fabs(r) : scale;
-            }
-        }
+        sequence_error(tf_golden_y32, seq == 0 ? 0 : TF_GOLDEN_FIRST, seq == 0 ? TF_GOLDEN_FIRST : TF_GOLDEN_STEPS, 0,
+                       &err, &scale);
         if (!(err <= TF_GOLDEN_FP32_BOUND * scale)) {
             fail("golden sequence outside the stated bound against the fp32 model", seq, 0);
         }
