@@ -73,3 +73,18 @@ def test_library_versions_come_from_the_lock(tmp_path) -> None:
     assert got["drift"] and got["drift"][0].startswith("numpy: locked 0.0.1, installed ")
     missing = E.lock_versions(tmp_path / "none.lock")
     assert missing["lock"]["value"] == "unknown" and "not a checkout" in missing["lock"]["reason"]
+
+
+def test_turbo_reads_no_turbo_first_then_boost_each_value_with_its_meaning(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(E, "CPU", tmp_path)
+    (tmp_path / "cpufreq").mkdir()
+    boost = tmp_path / "cpufreq" / "boost"
+    for value, meaning in (("1", "boost allowed"), ("0", "boost off")):
+        boost.write_text(value + "\n")
+        assert E.turbo()["meaning"] == meaning
+    boost.write_text("2\n")
+    assert E.turbo()["value"] == "2" and "meaning" not in E.turbo()  # an unknown value: no meaning
+    (tmp_path / "intel_pstate").mkdir()
+    for value, meaning in (("1", "turbo off"), ("0", "turbo allowed")):
+        (tmp_path / "intel_pstate" / "no_turbo").write_text(value + "\n")
+        assert E.turbo()["meaning"] == meaning  # no_turbo wins over boost
