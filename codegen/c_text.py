@@ -85,3 +85,23 @@ def array(
 
 def lines(parts: Iterable[str]) -> str:
     return "\n".join(parts)
+
+
+def every_float32_main(declarations: str) -> str:
+    """The head of an exhaustive check program's main (tf_expcheck.c, tf_ssmcheck.c): STRIDE from
+    argv (1, the default: every one of the 2^32 float32 bit patterns; 0 is refused, exit 2), then
+    the loop over the patterns with `x` the float of pattern u and `y` free for the result. The
+    caller's `declarations` (its counters; they must declare `u`) come first; its loop body follows."""
+    return f"""int main(int argc, char **argv)
+{{
+    const unsigned long stride = argc > 1 ? strtoul(argv[1], NULL, 10) : 1ul;
+{declarations}
+    tf_bits b;
+    if (stride == 0ul) {{
+        return 2;
+    }}
+    for (u = 0; u <= 0xFFFFFFFFull; u += stride) {{
+        float x, y;
+        b.u = (uint32_t)u;
+        x = b.f;
+"""

@@ -32,6 +32,7 @@ Not real-time code (text generation).
 
 from __future__ import annotations
 
+from . import c_text
 from .c_text import f32
 
 # Cephes tanhf (S. L. Moshier): tanh(x) = x + x^3 P(x^2) on |x| < 0.625
@@ -139,7 +140,8 @@ static inline float tf_tanh_pos(float x)
 """
 
 
-SSMCHECK_C = r"""/* tf_ssmcheck.c -- the state-space block's elementary functions against glibc's double-precision
+SSMCHECK_C = (
+    r"""/* tf_ssmcheck.c -- the state-space block's elementary functions against glibc's double-precision
    log1p, exp, tanh, expm1 (generated; do not edit). Usage: tf_ssmcheck [STRIDE]; STRIDE 1 (the
    default) checks every float32 argument of each function:
      softplus(z)   every float32 z: relative error (units of u = 2^-24) for z >= -86.5 where the
@@ -164,21 +166,13 @@ static double rel_u(float y, double exact)
     return fabs((double)y - exact) / fabs(exact) / U32;
 }
 
-int main(int argc, char **argv)
-{
-    const unsigned long stride = argc > 1 ? strtoul(argv[1], NULL, 10) : 1ul;
-    unsigned long long u, n_sp = 0, n_th = 0, n_kp = 0, bad = 0;
+"""
+    + c_text.every_float32_main(
+        r"""    unsigned long long u, n_sp = 0, n_th = 0, n_kp = 0, bad = 0;
     double w_sp = 0.0, w_th = 0.0, w_kp = 0.0;
-    float at_sp = 0.0f, at_th = 0.0f, at_kp = 0.0f;
-    tf_bits b;
-    if (stride == 0ul) {
-        return 2;
-    }
-    for (u = 0; u <= 0xFFFFFFFFull; u += stride) {
-        float x, y;
-        b.u = (uint32_t)u;
-        x = b.f;
-        /* softplus over every float32 */
+    float at_sp = 0.0f, at_th = 0.0f, at_kp = 0.0f;"""
+    )
+    + r"""        /* softplus over every float32 */
         y = tf_softplus(x);
         if (x != x) {
             bad += (y == y);
@@ -245,6 +239,7 @@ int main(int argc, char **argv)
                : 1;
 }
 """
+)
 
 
 def ssmcheck_c(elementary_error_u: float) -> str:
