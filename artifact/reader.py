@@ -456,22 +456,13 @@ def verify_files(root: Path, directory: Directory, files: dict[str, dict[str, An
     contents: dict[str, bytes] = {}
     for name, entry in sorted(files.items()):
         try:
-            data = directory.read(name, size=entry["bytes"], listed_in=MANIFEST)
+            data = directory.read_listed(name, entry, listed_in=MANIFEST)
         except FileRefused as exc:
-            if exc.reason == "size":
-                raise _fail(
-                    root,
-                    f"{name} has {exc.actual} bytes, {MANIFEST} says {entry['bytes']}; the file is truncated or "
-                    "modified, re-export",
-                ) from None
-            raise _fail(root, f"{exc}; an artifact holds only its own regular files, re-export it") from None
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != entry["sha256"]:
-            raise _fail(
-                root,
-                f"{name} SHA-256 {digest[:16]}... does not match {MANIFEST} "
-                f"({entry['sha256'][:16]}...); the file was modified, re-export",
-            )
+            fix = {
+                "size": "the file is truncated or modified, re-export",
+                "digest": "re-export",
+            }.get(exc.reason, "an artifact holds only its own regular files, re-export it")
+            raise _fail(root, f"{exc}; {fix}") from None
         contents[name] = data
     return contents
 

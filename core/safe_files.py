@@ -30,6 +30,7 @@ Sources: open(2) (O_NOFOLLOW, O_NONBLOCK on FIFOs), fstat(2), openat(2) (dir_fd)
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -49,6 +50,7 @@ REASONS = (
     "hard links",
     "too large",
     "size",
+    "digest",
     "changed",
     "unreadable",
     "not a directory",
@@ -236,6 +238,22 @@ class Directory:
             raise _refuse(name, "unreadable", f"{name} cannot be read ({_os_problem(exc)})") from None
         finally:
             os.close(fd)
+
+    def read_listed(self, name: str, entry: dict, *, listed_in: str) -> bytes:
+        """The bytes of `name` as the listing `entry` ({"bytes": n, "sha256": hex}) of `listed_in`
+        describes them: read at that size (`read`), then their SHA-256 compared with the listed
+        one -- the check every manifest-listed file of an artifact or checkpoint passes. Raises
+        FileRefused: reason "digest" for another SHA-256, else `read`'s reasons."""
+        data = self.read(name, size=entry["bytes"], listed_in=listed_in)
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != entry["sha256"]:
+            raise _refuse(
+                name,
+                "digest",
+                f"{name}: SHA-256 {digest[:16]}... does not match {listed_in} ({entry['sha256'][:16]}...); "
+                "the file was modified",
+            )
+        return data
 
 
 def read_path(

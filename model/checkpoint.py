@@ -289,22 +289,17 @@ def _verified_files(root: Path, directory: Directory, listed: dict[str, dict[str
     contents: dict[str, bytes] = {}
     for name, entry in sorted(listed.items()):
         try:
-            data = directory.read(name, size=entry["bytes"], listed_in=MANIFEST)
+            data = directory.read_listed(name, entry, listed_in=MANIFEST)
         except FileRefused as exc:
-            if exc.reason == "size":
-                raise CheckpointError(
-                    f"{root / name}: {exc.actual} bytes, {MANIFEST} says {entry['bytes']}; the file is truncated "
-                    "or modified, retrain or restore it"
-                ) from None
+            fix = {
+                "size": "the file is truncated or modified, retrain or restore it",
+                "digest": "retrain or restore it",
+            }
+            if exc.reason in fix:
+                raise CheckpointError(f"{root}: {exc}; {fix[exc.reason]}") from None
             raise _refused(
                 root, exc, "a checkpoint holds only its own regular files; retrain or restore it"
             ) from None
-        digest = sha256_bytes(data)
-        if digest != entry["sha256"]:
-            raise CheckpointError(
-                f"{root / name}: SHA-256 {digest[:16]}... does not match {MANIFEST} ({entry['sha256'][:16]}...); "
-                f"the file is corrupted or was modified; retrain or restore it"
-            )
         contents[name] = data
     return contents
 

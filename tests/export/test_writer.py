@@ -91,7 +91,7 @@ def test_tampered_file_is_refused_before_any_graph_loads(exported, tmp_path, mon
         raise AssertionError("a graph was loaded before the hashes were verified")
 
     monkeypatch.setattr(onnxruntime, "InferenceSession", forbidden)
-    with pytest.raises(ArtifactError, match=f"{victim} SHA-256"):
+    with pytest.raises(ArtifactError, match=f"{victim}: SHA-256"):
         runtime.load(art, backend="ort")
 
 

@@ -205,7 +205,7 @@ def test_truncated_file(saved):
     path, _ = saved
     data = (path / "config.json").read_bytes()
     (path / "config.json").write_bytes(data[:-5])
-    with pytest.raises(CheckpointError, match="config.json: .* bytes, checkpoint.json says"):
+    with pytest.raises(CheckpointError, match="config.json has .* bytes, checkpoint.json says"):
         load_checkpoint(path)
 
 

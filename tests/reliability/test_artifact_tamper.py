@@ -71,7 +71,7 @@ def test_every_flip_in_every_artifact_file_is_refused_before_parsing(art_src, tm
         for offset in _offsets(len(original)):
             for mask in (0x01, 0xFF):
                 (art / name).write_bytes(ru.flip(original, offset, mask))
-                with pytest.raises(ArtifactError, match=rf"{name} SHA-256 .* does not match") as info:
+                with pytest.raises(ArtifactError, match=rf"{name}: SHA-256 .* does not match") as info:
                     outcomes.run(kind, lambda: runtime.load(art, backend=backend), reraise=True)
                 assert "\n" not in str(info.value)
         (art / name).write_bytes(original)

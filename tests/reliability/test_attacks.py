@@ -272,7 +272,7 @@ def test_check_reads_only_through_the_loader(art_src, tmp_path, outcomes, monkey
     words = {
         "fifo extra.onnx": "extra.onnx",
         "symlink graph": "model.onnx is a symbolic link",
-        "tampered graph": "step.onnx SHA-256",
+        "tampered graph": "step.onnx: SHA-256",
     }[case]
     outcomes.describe(
         COMMANDS,

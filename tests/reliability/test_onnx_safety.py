@@ -182,7 +182,7 @@ def test_graph_swapped_after_verification_is_not_run(art_src, tokens_src, tmp_pa
     swapped = backend_class("ort")(artifact).step(x, 0).copy()
     reference = backend_class("ort")(open_artifact(art_src[0])).step(x, 0).copy()
     np.testing.assert_array_equal(swapped, reference)
-    with pytest.raises(ArtifactError, match="step.onnx SHA-256"):  # a fresh open sees the swap
+    with pytest.raises(ArtifactError, match="step.onnx: SHA-256"):  # a fresh open sees the swap
         open_artifact(art)
 
 
