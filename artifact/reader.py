@@ -453,18 +453,14 @@ def verify_files(root: Path, directory: Directory, files: dict[str, dict[str, An
             else "remove them (or re-export the artifact): an artifact holds only the files export wrote"
         )
         raise _fail(root, "; ".join(parts) + "; " + fix)
-    contents: dict[str, bytes] = {}
-    for name, entry in sorted(files.items()):
-        try:
-            data = directory.read_listed(name, entry, listed_in=MANIFEST)
-        except FileRefused as exc:
-            fix = {
-                "size": "the file is truncated or modified, re-export",
-                "digest": "re-export",
-            }.get(exc.reason, "an artifact holds only its own regular files, re-export it")
-            raise _fail(root, f"{exc}; {fix}") from None
-        contents[name] = data
-    return contents
+    try:
+        return directory.read_all_listed(files, listed_in=MANIFEST)
+    except FileRefused as exc:
+        fix = {"size": "the file is truncated or modified, re-export", "digest": "re-export"}
+        raise _fail(
+            root,
+            f"{exc}; {fix.get(exc.reason, 'an artifact holds only its own regular files, re-export it')}",
+        ) from None
 
 
 def _check_graph_io(root: Path, manifest: dict[str, Any], config: Config) -> None:

@@ -255,6 +255,13 @@ class Directory:
             )
         return data
 
+    def read_all_listed(self, listed: dict[str, dict], *, listed_in: str) -> dict[str, bytes]:
+        """{name: bytes} of every file of `listed` ({name: {"bytes", "sha256"}}), each through
+        `read_listed`, in name order. Raises the first FileRefused."""
+        return {
+            name: self.read_listed(name, entry, listed_in=listed_in) for name, entry in sorted(listed.items())
+        }
+
 
 def read_path(
     path: str | os.PathLike[str],

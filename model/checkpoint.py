@@ -286,22 +286,18 @@ def _verified_files(root: Path, directory: Directory, listed: dict[str, dict[str
         raise CheckpointError(
             f"{root}: {'; '.join(parts)}{hint}; the checkpoint directory was modified, retrain or restore it"
         )
-    contents: dict[str, bytes] = {}
-    for name, entry in sorted(listed.items()):
-        try:
-            data = directory.read_listed(name, entry, listed_in=MANIFEST)
-        except FileRefused as exc:
-            fix = {
-                "size": "the file is truncated or modified, retrain or restore it",
-                "digest": "retrain or restore it",
-            }
-            if exc.reason in fix:
-                raise CheckpointError(f"{root}: {exc}; {fix[exc.reason]}") from None
-            raise _refused(
-                root, exc, "a checkpoint holds only its own regular files; retrain or restore it"
-            ) from None
-        contents[name] = data
-    return contents
+    try:
+        return directory.read_all_listed(listed, listed_in=MANIFEST)
+    except FileRefused as exc:
+        fix = {
+            "size": "the file is truncated or modified, retrain or restore it",
+            "digest": "retrain or restore it",
+        }
+        if exc.reason in fix:
+            raise CheckpointError(f"{root}: {exc}; {fix[exc.reason]}") from None
+        raise _refused(
+            root, exc, "a checkpoint holds only its own regular files; retrain or restore it"
+        ) from None
 
 
 def _parse_config(root: Path, data: bytes) -> Config:
