@@ -70,3 +70,16 @@ def pytest_report_header(config):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     line = pytest_report_header(config)
     terminalreporter.write_line(line if exitstatus == 0 else f"FAILED run: {line}")
+
+
+@pytest.fixture(scope="module")
+def compiler():
+    """The C compiler the c backend finds (codegen/toolchain.py), or a skip naming how to install one
+    (the runtime's and verify's tests of backend "c")."""
+    from tickformer.codegen.toolchain import find_compiler
+    from tickformer.errors import BackendUnavailable
+
+    try:
+        return find_compiler()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))

@@ -8,19 +8,6 @@ import pytest
 from tickformer.export.writer import export_params
 from tickformer.model import init_params, preset
 
-
-@pytest.fixture(scope="module")
-def compiler():
-    """The C compiler the c backend finds (codegen/toolchain.py), or a skip naming how to install one."""
-    from tickformer.codegen.toolchain import find_compiler
-    from tickformer.errors import BackendUnavailable
-
-    try:
-        return find_compiler()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
-
-
 TINY_TOKENS = preset("tiny").replace(inputs="tokens", d_in=0, d_out=0, vocab_size=11)
 
 

@@ -12,18 +12,7 @@ from tickformer.cli import main
 from tickformer.codegen import weights as W
 from tickformer.verify import formats
 
-pytestmark = pytest.mark.usefixtures("compiler")
-
-
-@pytest.fixture(scope="module")
-def compiler():
-    from tickformer.codegen.toolchain import find_compiler
-    from tickformer.errors import BackendUnavailable
-
-    try:
-        return find_compiler()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
+pytestmark = pytest.mark.usefixtures("compiler")  # tests/conftest.py: skips without a C compiler
 
 
 @pytest.fixture(scope="module")
