@@ -1,0 +1,189 @@
+"""A multiple-model adaptive estimator (MMAE) of the cart-pole's actuator gear, for the learned
+controller (control/cartpole_loop.py ModelFilterMPC), issue 36.
+
+    training_gear_grid   gears spread over the training bands of control/cartpole.py's RANGES
+                         (bands 0, 2, 4: the band the logs were drawn from), never a held-out one
+    bank_designs         per grid gear, the nominal design with that gear (NominalDesign.make on
+                         the nominal constants with the gear replaced: A, B, Kalman gain L), cached
+    GearBank             M steady-state Kalman filters of the positions, each the nominal filter
+                         with one grid gear's B, run side by side on the same measurements and
+                         commands; each weighted by the Gaussian likelihood of its position
+                         innovations (log-weights, normalised, floored so a filter can come back);
+                         the state estimate the weighted mix of the filters' (`mode="mix"`) or the
+                         most likely filter's (`"argmax"`), and B the same mix (or the argmax's)
+    GearBankMPC          ModelFilterMPC with the bank in place of the nominal filter: the bank's
+                         estimate and its weighted B wherever the controller used the nominal
+                         filter's (the state through the commands in flight, the candidate's
+                         velocity at t + d + 1); the cost (the nominal LQR's S) unchanged
+
+The innovation covariance of each filter is C P C^T + V with P the filter's prior covariance; it
+is recovered from the Kalman gain alone (C L = X (X + V)^-1 with X = C P C^T, so X = (I - C L)^-1
+C L V), so the filter's design stays NominalDesign.make's. The gear changes B only: the filters
+share A and L (the unforced dynamics and the noise model do not depend on the actuator), so what
+tells them apart is how the commands they were sent moved the cart and the pole.
+
+Real-time: `GearBank.estimate` and `_advance` do a fixed number of [M, 4] products over buffers
+made once (M the grid's size); construction (M linearisations by MuJoCo and Riccati solves, cached
+per grid) is not real-time code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+from tickformer import validation
+from tickformer.errors import ConfigError
+
+from .cartpole import BANDS, NOMINAL, RANGES, NominalDesign
+from .cartpole_loop import ModelFilterMPC
+
+POINTS_PER_BAND = 3  # grid gears per training band: its two ends and its middle
+FLOOR = 1e-3  # the least weight a filter keeps (so it can come back when the plant's response changes)
+MODES = ("mix", "argmax")
+BLEND = 0.0  # the model's own velocity correction: none (the bank carries the episode's actuator)
+
+
+def training_gear_grid(points_per_band: int = POINTS_PER_BAND) -> tuple[float, ...]:
+    """`points_per_band` gears evenly over each training band of the gear's range (bands 0, 2, 4
+    of BANDS), in increasing order."""
+    validation.positive_int(points_per_band, "points_per_band")
+    lo, hi = RANGES["gear"]
+    width = (hi - lo) / BANDS
+    out: list[float] = []
+    for band in range(0, BANDS, 2):
+        a = lo + width * band
+        pts = [a + width / 2] if points_per_band == 1 else np.linspace(a, a + width, points_per_band)
+        out += [round(float(g), 6) for g in pts]
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8)
+def bank_designs(grid: tuple[float, ...]) -> tuple[NominalDesign, ...]:
+    """The nominal design (A, B, L, S) with each grid gear in place of the nominal one."""
+    return tuple(NominalDesign.make(dataclasses.replace(NOMINAL, gear=float(g))) for g in grid)
+
+
+def innovation_cov(design: NominalDesign, noise: float = NOMINAL.noise) -> np.ndarray:
+    """[2, 2] the steady-state filter's innovation covariance C P C^T + V, from its gain L."""
+    v = np.eye(2) * noise**2
+    cl = design.l[:2, :]  # C L [2, 2]
+    x = np.linalg.solve(np.eye(2) - cl, cl @ v)
+    return x + v
+
+
+class GearBank:
+    """M Kalman filters (one per grid gear) behind the interface ModelFilterMPC uses of LQG:
+    `issued` (the commands in flight), `estimate(y)` (measurement update; the weights; `xhat` and
+    `b_mix` the bank's estimate and B), `_advance(command)` (the time update with the command that
+    reaches the cart, then `command` issued). `weights` [M] the normalised weights."""
+
+    def __init__(
+        self,
+        designs: tuple[NominalDesign, ...],
+        delay: int,
+        *,
+        floor: float = FLOOR,
+        mode: str = "mix",
+        noise: float = NOMINAL.noise,
+    ) -> None:
+        validation.one_of(mode, "mode", MODES)
+        m = len(designs)
+        if m < 2:
+            raise ConfigError(f"a bank of {m} filter: give at least 2 gears")
+        if not 0.0 < floor < 1.0 / m:
+            raise ConfigError(f"floor {floor}: give a weight in (0, 1/M) = (0, {1.0 / m:.3g})")
+        self.mode = mode
+        self.a = np.stack([d.a for d in designs])  # [M, 4, 4]
+        self.bs = np.stack([d.b[:, 0] for d in designs])  # [M, 4]
+        self.ls = np.stack([d.l for d in designs])  # [M, 4, 2]
+        covs = [innovation_cov(d, noise) for d in designs]
+        self.s_inv = np.stack([np.linalg.inv(s) for s in covs])  # [M, 2, 2]
+        self.half_logdet = np.array([0.5 * math.log(np.linalg.det(s)) for s in covs])  # [M]
+        self.log_floor = math.log(floor)
+        self.issued = [0.0] * delay
+        self.t = 0
+        self.x = np.zeros((m, 4))  # [M, 4] each filter's estimate
+        self.logw = np.full(m, -math.log(m))  # [M] normalised log-weights
+        self.weights = np.full(m, 1.0 / m)  # [M]
+        self.xhat = np.zeros(4)  # [4] the bank's estimate
+        self.b_mix = np.zeros(4)  # [4] the bank's input gain B
+        np.matmul(self.weights, self.bs, out=self.b_mix)
+        self.nu = np.zeros((m, 2))  # [M, 2] innovations
+        self.tmp = np.zeros((m, 2))
+        self.dx = np.zeros((m, 4))
+        self.loglik = np.zeros(m)
+
+    def estimate(self, y: np.ndarray) -> np.ndarray:
+        """Each filter's innovation on the positions `y` [2], the weights' update by its Gaussian
+        likelihood, each filter's measurement update; the bank's estimate in `xhat` (returned)."""
+        nu = self.nu
+        np.subtract(y[:2], self.x[:, :2], out=nu)  # [M, 2]
+        np.einsum("mij,mj->mi", self.s_inv, nu, out=self.tmp)
+        np.einsum("mi,mi->m", nu, self.tmp, out=self.loglik)
+        self.loglik *= -0.5
+        self.loglik -= self.half_logdet
+        lw = self.logw
+        lw += self.loglik
+        lw -= lw.max()
+        lw -= math.log(float(np.exp(lw).sum()))
+        np.maximum(lw, self.log_floor, out=lw)  # the floor: a filter can come back
+        np.exp(lw, out=self.weights)
+        self.weights /= self.weights.sum()
+        np.log(self.weights, out=lw)
+        np.einsum("mij,mj->mi", self.ls, nu, out=self.dx)
+        self.x += self.dx
+        if self.mode == "mix":
+            np.matmul(self.weights, self.x, out=self.xhat)
+            np.matmul(self.weights, self.bs, out=self.b_mix)
+        else:
+            i = int(np.argmax(self.weights))
+            self.xhat[:] = self.x[i]
+            self.b_mix[:] = self.bs[i]
+        return self.xhat
+
+    def _advance(self, command: float) -> None:
+        applied = self.issued[0]  # what reaches the cart over this tick
+        np.einsum("mij,mj->mi", self.a, self.x, out=self.dx)
+        self.dx += self.bs * applied
+        self.x[:] = self.dx
+        self.issued.append(command)
+        self.issued.pop(0)
+        self.t += 1
+
+
+class GearBankMPC(ModelFilterMPC):
+    """ModelFilterMPC (its model, candidates and cost) with a GearBank in place of its nominal
+    filter: the bank's estimate and weighted B where the nominal filter's were used. `grid`: the
+    bank's gears (default the training bands', training_gear_grid()); `floor`, `mode` GearBank's;
+    `blend` the model's own velocity correction's share (default BLEND)."""
+
+    def __init__(
+        self,
+        session: Any,
+        design: NominalDesign,
+        dt: float,
+        *,
+        delay: int,
+        grid: tuple[float, ...] | None = None,
+        floor: float = FLOOR,
+        mode: str = "mix",
+        blend: float = BLEND,
+        signals: dict[str, Any] | None = None,
+        ramp: int | None = None,
+    ) -> None:
+        kw: dict[str, Any] = {} if ramp is None else {"ramp": ramp}
+        super().__init__(session, design, dt, delay=delay, signals=signals, blend=blend, **kw)
+        self.grid = tuple(grid) if grid is not None else training_gear_grid()
+        self.bank = GearBank(bank_designs(self.grid), delay, floor=floor, mode=mode)
+        self.filter = self.bank  # type: ignore[assignment]  # the interface ModelFilterMPC uses of LQG
+        self.b = self.bank.b_mix  # the controller's B is the bank's, updated in place each tick
+
+    @property
+    def gear(self) -> float:
+        """The bank's gear: the weighted mean of the grid's."""
+        return float(self.bank.weights @ np.asarray(self.grid))

@@ -1,0 +1,103 @@
+"""The gear bank (control/gear_bank.py): its grid lies in the training bands, its innovation
+covariance is the filter's, and on a plant with a low gear its weight concentrates on the nearest
+grid gear (a bank whose likelihood has its sign flipped, or ignores the commands, does not)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gymnasium", reason="the plant extra (gymnasium[mujoco]) is not installed")
+pytest.importorskip("mujoco", reason="the plant extra (gymnasium[mujoco]) is not installed")
+
+from tickformer.control import cartpole as C  # noqa: E402
+from tickformer.control import gear_bank as G  # noqa: E402
+from tickformer.errors import ConfigError  # noqa: E402
+
+
+def test_the_grid_covers_the_training_bands_only():
+    grid = G.training_gear_grid()
+    assert grid == (55.0, 62.5, 70.0, 85.0, 92.5, 100.0, 115.0, 122.5, 130.0)
+    lo, hi = C.RANGES["gear"]
+    width = (hi - lo) / C.BANDS
+    for g in grid:
+        band = min(int((g - lo) / width), C.BANDS - 1)
+        on_edge = abs((g - lo) / width - round((g - lo) / width)) < 1e-9
+        assert band % 2 == 0 or on_edge  # inside a training band, or on its edge
+
+
+def test_the_innovation_covariance_is_the_filters():
+    from scipy.linalg import solve_discrete_are
+
+    d = G.bank_designs((70.0, 100.0))[0]
+    c = np.eye(2, 4)
+    v = np.eye(2) * C.NOMINAL.noise**2
+    p = solve_discrete_are(d.a.T, c.T, np.diag([1e-6, 1e-6, 1e-4, 1e-4]), v)  # NominalDesign.make's
+    np.testing.assert_allclose(G.innovation_cov(d), c @ p @ c.T + v, rtol=1e-9)
+
+
+def _run(bank: G.GearBank, gear: float, ticks: int, seed: int = 1) -> list[np.ndarray]:
+    """The rig's own LQG (its true physics) plus a white perturbation, the bank fed what the
+    plant measured and was sent; the bank's weights per tick."""
+    params = dataclasses.replace(C.NOMINAL, gear=gear)
+    plant = C.HiddenCartPole(params, seed=seed)
+    ctl = C.LQG(C.NominalDesign.make(params), plant.dt)
+    rng = np.random.default_rng(seed)
+    y, out = plant.measure(), []
+    for _ in range(ticks):
+        c = min(C.COMMAND_LIMIT, max(-C.COMMAND_LIMIT, ctl.step(y) + float(rng.normal(0.0, 0.3))))
+        ctl.issued[-1] = c
+        bank.estimate(y)
+        bank._advance(c)
+        out.append(bank.weights.copy())
+        y, _ = plant.step(c)
+    return out
+
+
+N_TICKS = 60  # the weight is on the nearest grid gear from here on
+
+
+@pytest.mark.parametrize("gear", [57.0, 72.0])
+def test_a_low_gear_is_identified_within_n_ticks(gear):
+    grid = G.training_gear_grid()
+    nearest = int(np.argmin(np.abs(np.asarray(grid) - gear)))
+    bank = G.GearBank(G.bank_designs(grid), 2)
+    w = np.array(_run(bank, gear, 300))  # [ticks, M]
+    assert np.all(np.argmax(w[N_TICKS:], axis=1) == nearest)
+    assert np.median(w[N_TICKS:, nearest]) > 0.8
+    # the bank's B is the weighted one, so the controller's input gain is the low gear's
+    b = bank.b_mix[:2] / G.bank_designs(grid)[5].b[:2, 0]  # against the nominal gear's (100)
+    assert b == pytest.approx([grid[nearest] / 100.0] * 2, abs=0.1)
+
+
+class _SignFlipped(G.GearBank):
+    """A mutant: each filter weighted by the inverse of its likelihood."""
+
+    def estimate(self, y):
+        self.half_logdet = -self.half_logdet
+        self.s_inv = -self.s_inv
+        try:
+            return super().estimate(y)
+        finally:
+            self.half_logdet = -self.half_logdet
+            self.s_inv = -self.s_inv
+
+
+def test_the_mutant_with_the_likelihoods_sign_flipped_is_not_identified():
+    grid = G.training_gear_grid()
+    nearest = int(np.argmin(np.abs(np.asarray(grid) - 72.0)))
+    w = np.array(_run(_SignFlipped(G.bank_designs(grid), 2), 72.0, 300))
+    assert not np.all(np.argmax(w[N_TICKS:], axis=1) == nearest)
+
+
+def test_the_floor_lets_a_filter_come_back_and_the_bank_refuses_bad_settings():
+    grid = (70.0, 130.0)
+    bank = G.GearBank(G.bank_designs(grid), 2, floor=1e-3)
+    _run(bank, 130.0, 150)
+    assert bank.weights[1] > 0.99 and bank.weights[0] >= 0.99e-3
+    with pytest.raises(ConfigError, match="floor"):
+        G.GearBank(G.bank_designs(grid), 2, floor=0.6)
+    with pytest.raises(ConfigError, match="at least 2"):
+        G.GearBank(G.bank_designs(grid)[:1], 2)
