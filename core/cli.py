@@ -1,6 +1,7 @@
 """The `tickformer` command line: one subcommand per module in `tickformer.commands`.
 
-Each subcommand module defines `register(subparsers)` (adds its parser and sets `func`).
+Each subcommand module defines HELP, `arguments(p)` and `run(args)` (and may define DESCRIPTION
+and ERROR_EXIT); `commands.args.register` builds its parser from them.
 A user error (`TickformerError`) prints one line and exits non-zero (1, or the command's own
 `error_exit` default: `verify` exits 2, keeping 1 for a violated property); so does an OSError
 no command turned into one (a path, a permission, a full disk: the environment, not a bug);
@@ -13,6 +14,7 @@ import argparse
 import importlib
 import sys
 
+from tickformer.commands.args import register
 from tickformer.errors import TickformerError
 
 # The order here is the order `tickformer --help` lists them in.
@@ -51,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name == f"tickformer.commands.{name}":
                 continue  # subcommand not built yet in this checkout
             raise
-        module.register(subparsers)
+        register(subparsers, module)
     return parser
 
 

@@ -194,3 +194,23 @@ def parse_vocab(text: str | None) -> tuple[int, int] | None:
     if not 0 <= lo <= hi:
         raise ConfigError(f"--vocab {text!r}: ids must satisfy 0 <= LO <= HI, e.g. --vocab 0:999")
     return lo, hi
+
+
+def register(subparsers: argparse._SubParsersAction, module: Any) -> argparse.ArgumentParser:
+    """Add subcommand `module` (a module of tickformer.commands) to `subparsers`: named as the
+    module, its parser built from the module's HELP, its description (the module docstring, kept
+    as written; or DESCRIPTION, wrapped by argparse; None for none) and `arguments(p)`, then
+    `func=module.run` and, where the module gives ERROR_EXIT, `error_exit` (the exit code of its
+    user errors; 1 otherwise, core/cli.py)."""
+    explicit = hasattr(module, "DESCRIPTION")
+    p = subparsers.add_parser(
+        module.__name__.rsplit(".", 1)[1],
+        help=module.HELP,
+        description=module.DESCRIPTION if explicit else module.__doc__,
+        formatter_class=argparse.HelpFormatter if explicit else argparse.RawDescriptionHelpFormatter,
+    )
+    module.arguments(p)
+    p.set_defaults(func=module.run)
+    if hasattr(module, "ERROR_EXIT"):
+        p.set_defaults(error_exit=module.ERROR_EXIT)
+    return p

@@ -14,16 +14,12 @@ import argparse
 
 from tickformer.commands import args as shared
 
+HELP = "build TensorRT engines for an exported artifact (needs a GPU and TensorRT)"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def arguments(p: argparse.ArgumentParser) -> None:
     from tickformer.export.engines import HARDWARE_COMPAT, PRECISIONS
 
-    p = subparsers.add_parser(
-        "build",
-        help="build TensorRT engines for an exported artifact (needs a GPU and TensorRT)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
     shared.artifact(p)
     shared.backend(p, default=None, required=True, choices=["tensorrt"], help="engine kind to build")
     shared.trust(p)
@@ -74,7 +70,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="build only this graph (step, model, encoder); repeatable",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

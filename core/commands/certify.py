@@ -26,15 +26,15 @@ from tickformer.commands import args as shared
 from tickformer.commands import user_model
 from tickformer.errors import ConfigError
 
+HELP = "measure step latency and certify it against a budget (pWCET by extreme value theory)"
+DESCRIPTION = (
+    "Measure the per-step latency of an exported artifact under controlled conditions, "
+    "estimate a probabilistic WCET with extreme value theory, and give a PASS/FAIL/INCONCLUSIVE "
+    "verdict (exit 0/1/2)."
+)
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "certify",
-        help="measure step latency and certify it against a budget (pWCET by extreme value theory)",
-        description="Measure the per-step latency of an exported artifact under controlled conditions, "
-        "estimate a probabilistic WCET with extreme value theory, and give a PASS/FAIL/INCONCLUSIVE "
-        "verdict (exit 0/1/2).",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     shared.artifact(p, help="artifact directory (tickformer export --out), or a bare .onnx model")
     shared.backend(p)
     shared.trust(p)
@@ -104,7 +104,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--cc", default=None, help="C compiler for --native (default: $CC, cc, gcc or clang)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     user_model.budget_flags(p, "certify")
-    p.set_defaults(func=run, certify_parser=p)
+    p.set_defaults(certify_parser=p)
 
 
 def _budget_ns(budget_us: float) -> float:

@@ -23,17 +23,15 @@ from pathlib import Path
 from tickformer.commands import args as shared
 from tickformer.commands import user_model
 
+HELP = (
+    "lint exported graphs against onnx-tensorrt's documented operator table of a release, "
+    "plus shape/dtype/fp16-range checks (no GPU; not the parser itself)"
+)
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def arguments(p: argparse.ArgumentParser) -> None:
     from tickformer.export.trt_support import target_names
 
-    p = subparsers.add_parser(
-        "check",
-        help="lint exported graphs against onnx-tensorrt's documented operator table of a release, "
-        "plus shape/dtype/fp16-range checks (no GPU; not the parser itself)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
     shared.artifact(p, help="exported artifact directory, or one .onnx file")
     shared.trust(p)
     shared.bare_onnx(p, values=False)
@@ -46,7 +44,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--notes", action="store_true", help="also print notes (facts, not problems)")
     p.add_argument("--json", action="store_true", help="print the findings as one JSON document")
     user_model.budget_flags(p, "check")
-    p.set_defaults(func=run)
 
 
 def _step_findings(args: argparse.Namespace, spec) -> list:

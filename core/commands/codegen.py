@@ -13,20 +13,19 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
-from typing import Any
 
 from tickformer.commands import args as shared
 from tickformer.errors import BackendError, BackendUnavailable
 
+HELP = "generate the artifact's step as dependency-free C99 (library, test program, Makefile)"
+DESCRIPTION = (
+    "Generate the step of a decoder-only artifact as a C99 translation unit with static "
+    "weights and caller-placed state, golden vectors from the numpy reference, a standalone test program "
+    "and a Makefile (docs/codegen.md)."
+)
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "codegen",
-        help="generate the artifact's step as dependency-free C99 (library, test program, Makefile)",
-        description="Generate the step of a decoder-only artifact as a C99 translation unit with static "
-        "weights and caller-placed state, golden vectors from the numpy reference, a standalone test program "
-        "and a Makefile (docs/codegen.md).",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     shared.artifact(p)
     shared.trust(p)
     shared.out(p, help="output directory (replaced atomically if it holds a previous codegen output)")
@@ -43,7 +42,6 @@ def register(subparsers: Any) -> None:
         help="storage of the layer matrices: fp32 (default), fp16, bf16 or int8 (per-channel scales); "
         "the arithmetic stays float32 (docs/codegen.md, 'Weights in fewer bytes')",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -65,7 +65,16 @@ from tickformer.control.demo import CONTROLLERS, QUICK, DemoConfig
 from tickformer.control.demo_tick import BACKEND_CHOICES
 from tickformer.errors import TickformerError
 
-__all__ = ["CONTROLLERS", "QUICK", "DemoConfig", "config_from_args", "register", "run", "summary_table"]
+__all__ = [
+    "CONTROLLERS",
+    "QUICK",
+    "DemoConfig",
+    "HELP",
+    "arguments",
+    "config_from_args",
+    "run",
+    "summary_table",
+]
 
 
 # ----------------------------------------------------------------------------- stages
@@ -223,13 +232,10 @@ def summary_table(summary: dict[str, Any], console: Any) -> None:
 # ----------------------------------------------------------------------------- CLI
 
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "demo",
-        help="end to end: train, export, verify, certify, closed loop on the hidden pendulum",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "end to end: train, export, verify, certify, closed loop on the hidden pendulum"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
     d = DemoConfig()
     p.add_argument("--out", required=True, help="report directory")
     p.add_argument(
@@ -284,7 +290,6 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--quick", action="store_true", help="tiny budgets everywhere (tests; numbers meaningless)"
     )
-    p.set_defaults(func=run)
 
 
 def _run_record() -> dict[str, Any]:

@@ -12,14 +12,10 @@ from pathlib import Path
 
 from tickformer.commands import args as shared
 
+HELP = "export a checkpoint to an ONNX artifact directory"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "export",
-        help="export a checkpoint to an ONNX artifact directory",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", type=Path, help="checkpoint directory (tickformer train --out)")
     shared.out(
         p, metavar="ART", help="artifact directory to write (replaced atomically if it is an artifact)"
@@ -58,7 +54,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="private key (tickformer keygen): write the artifact signed",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

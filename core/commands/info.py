@@ -13,14 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+HELP = "show a preset's or a checkpoint's configuration and parameter count"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "info",
-        help="show a preset's or a checkpoint's configuration and parameter count",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "checkpoint", nargs="?", type=Path, default=None, help="checkpoint directory (tickformer train --out)"
     )
@@ -28,7 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--preset", default=None, help="preset name, e.g. paper-base, paper-big, control, reverse, tiny"
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.set_defaults(func=run)
 
 
 def _config_lines(config: Any) -> list[str]:

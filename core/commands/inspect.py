@@ -21,11 +21,11 @@ from typing import Any
 from tickformer.commands import args as shared
 from tickformer.commands import user_model
 
+HELP = "summarise an exported artifact (hashes verified)"
+DESCRIPTION = __doc__  # wrapped by argparse
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "inspect", help="summarise an exported artifact (hashes verified)", description=__doc__
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     shared.artifact(p, help="artifact directory (tickformer export --out), or a bare .onnx model")
     shared.trust(p)
     shared.bare_onnx(p)
@@ -44,7 +44,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also rebuild every graph from weights.npz and compare their tensors (export checked it before "
         "sealing; loading verifies hashes and the signature only)",
     )
-    p.set_defaults(func=run)
 
 
 def _shown(value: Any) -> str:

@@ -11,16 +11,11 @@ import argparse
 
 from tickformer.commands import args as shared
 
+HELP = "make an Ed25519 key pair for signing artifacts (NAME private, NAME.pub public)"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "keygen",
-        help="make an Ed25519 key pair for signing artifacts (NAME private, NAME.pub public)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     shared.out(p, metavar="NAME", help="private key file (NAME.pub beside)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

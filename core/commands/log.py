@@ -38,13 +38,10 @@ PLANTS = ("tanks", "cartpole", "gym:ID")
 COLUMNS = ("time [s]", "run", "command", "x [m]", "theta [rad]")  # the cartpole log's
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "log",
-        help="log a simulated plant under random excitation to a CSV or Parquet file (for train --data)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "log a simulated plant under random excitation to a CSV or Parquet file (for train --data)"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("plant", help=f"the plant: {', '.join(PLANTS)}")
     shared.out(p, metavar="FILE", help="the file to write: .csv or .parquet")
     p.add_argument("--runs", type=int, default=5, help="runs (episodes) to log (default 5)")
@@ -59,7 +56,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--extend", default=None, metavar="LOG", help="cartpole: a log whose rows come first in --out"
     )
-    p.set_defaults(func=run)
 
 
 def _read_log(path: Path, columns: tuple[str, ...]) -> dict:

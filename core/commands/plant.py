@@ -96,13 +96,10 @@ BUDGETS: dict[str, dict[str, int]] = {
 DRAW_SEED = 100  # the held-out draws: not the ones the controller's settings were chosen on (seed 5)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "plant",
-        help="the whole chain on MuJoCo's cart-pole (or any gym:ID): log, train --data, export, ..., closed loop",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "the whole chain on MuJoCo's cart-pole (or any gym:ID): log, train --data, export, ..., closed loop"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("plant", help=f"the plant: {', '.join(PLANTS)}")
     shared.out(p, help="the folder to write every stage's output and plant_summary.json into")
     p.add_argument("--quick", action="store_true", help="small budgets (minutes; the numbers mean little)")
@@ -121,7 +118,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cpu", type=int, default=None, help="the CPU the tick timing is pinned to (default: the last)"
     )
-    p.set_defaults(func=run)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -131,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true")
     sub = parser.add_subparsers(dest="command")
     for module in (log, train, export, verify, certify):
-        module.register(sub)
+        shared.register(sub, module)
     return parser
 
 

@@ -36,14 +36,17 @@ USAGE_EXIT = 2
 IF_FINITE_EXIT = 3
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+HELP = (
+    "prove the contracts' specifications with CrossHair (with wrong twins), "
+    "or an artifact's exported graphs (prove ART | FILE.onnx)"
+)
+DESCRIPTION = None
+ERROR_EXIT = USAGE_EXIT
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
     from . import args as shared
 
-    p = subparsers.add_parser(
-        "prove",
-        help="prove the contracts' specifications with CrossHair (with wrong twins), "
-        "or an artifact's exported graphs (prove ART | FILE.onnx)",
-    )
     p.add_argument(
         "target",
         nargs="?",
@@ -127,7 +130,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=Path("claims/results/prove_graphs.json"),
         help="with --assurance: the graph proofs on reference artifacts (claims/prove_graphs.py) to show",
     )
-    p.set_defaults(func=run, error_exit=USAGE_EXIT)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,16 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
+HELP = "run an artifact step by step on an input file"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def arguments(p: argparse.ArgumentParser) -> None:
     from tickformer.commands import args as shared
 
-    p = subparsers.add_parser(
-        "run",
-        help="run an artifact step by step on an input file",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
     shared.artifact(p)
     shared.backend(p)
     shared.trust(p)
@@ -65,7 +61,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=1,
         help="run the sequence this many times (reset() in between) for more latency samples",
     )
-    p.set_defaults(func=run)
 
 
 def _read(path: Path, session) -> np.ndarray:

@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from tickformer.commands import args as shared
 from tickformer.errors import ConfigError
 
+HELP = "write a Triton model repository serving the artifact's streams (and run it with --run)"
+DESCRIPTION = (
+    "Serve many streams of a decoder-only artifact from Triton Inference Server: write the "
+    "model repository (the sequence batcher keeps each stream's state by correlation id) and, with --run, "
+    "start the server (docs/serving.md)."
+)
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "serve",
-        help="write a Triton model repository serving the artifact's streams (and run it with --run)",
-        description="Serve many streams of a decoder-only artifact from Triton Inference Server: write the "
-        "model repository (the sequence batcher keeps each stream's state by correlation id) and, with --run, "
-        "start the server (docs/serving.md).",
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     shared.artifact(p)
     shared.trust(p)
     p.add_argument(
@@ -73,7 +72,6 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--server-env", type=Path, default=None, help="the server venv for --run (default .venv-serve)"
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,14 +16,10 @@ from pathlib import Path
 
 from tickformer.commands import args as shared
 
+HELP = "sign an exported artifact (writes ART/manifest.sig)"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "sign",
-        help="sign an exported artifact (writes ART/manifest.sig)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     shared.artifact(p)
     p.add_argument("--key", type=Path, required=True, metavar="NAME", help="private key (tickformer keygen)")
     shared.path(
@@ -32,7 +28,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="LIB",
         help="sign this compiled library's build for ART (build.json + build.sig beside it), not ART",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,14 +28,10 @@ import argparse
 
 from tickformer.commands import args as shared
 
+HELP = "train a model on a built-in task and write a checkpoint"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "train",
-        help="train a model on a built-in task and write a checkpoint",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--task",
         default=None,
@@ -107,7 +103,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--require-target", action="store_true", help="exit with status 3 if the held-out target is not met"
     )
-    p.set_defaults(func=run)
 
 
 def _summary(metrics: dict) -> list[str]:

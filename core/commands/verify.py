@@ -38,13 +38,11 @@ from tickformer.errors import ConfigError
 USAGE_EXIT = 2  # tickformer.cli: the exit code of a user error of this command
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "verify",
-        help="property-test an exported model (ours, or a bare ONNX model with any signature) with Hypothesis",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "property-test an exported model (ours, or a bare ONNX model with any signature) with Hypothesis"
+ERROR_EXIT = USAGE_EXIT
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
     shared.artifact(p, name="path", help="artifact directory or .onnx file")
     shared.bare_onnx(p, values=False)
     shared.backend(p, help="ort (CPU; default), ort-cuda, ort-trt; artifacts also numpy")
@@ -78,7 +76,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--skip", action="append", default=[], metavar="NAME", help="a property not to run (repeatable)"
     )
     shared.out(p, default=Path("verify-out"), help="report and counterexamples (default ./verify-out)")
-    p.set_defaults(func=run, error_exit=USAGE_EXIT)
 
 
 def _open(open_model, path: Path, backend: str, max_t: int, trust: Path | None = None, **kwargs: Any):

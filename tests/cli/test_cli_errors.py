@@ -221,7 +221,7 @@ CASES = [
     ("export", ["{CKPT}", "--out", "{KEEP}"], "refusing to overwrite"),
     ("export", ["{WINDOW_CKPT}", "--out", "{TMP}/e12", "--max-len", "4"], "raise --max-len to 8..16"),
     ("inspect", ["{TMP}/nowhere"], "not a directory"),
-    ("inspect", ["{BAD_ART}"], "step.onnx SHA-256"),
+    ("inspect", ["{BAD_ART}"], "step.onnx: SHA-256"),
     ("inspect", ["{FUTURE_ART}"], "version 99"),
     ("inspect", ["{CKPT}"], "manifest.json"),
     ("run", ["{ART}", "--input", "{TMP}/missing.npy"], "missing.npy"),
