@@ -15,7 +15,10 @@ controller.
                      (default 0.5) of the model's own velocity correction (its positions' change over the last tick
                      minus the filter's), ramped in over the first `ramp` ticks; each candidate
                      scored by the nominal LQR's cost-to-go (the rule every cart-pole controller
-                     shares)
+                     shares). With `bank=True` (the controller of kind "model"): the
+                     velocities and B from a gear bank instead (control/gear_bank.py: Kalman
+                     filters over the training bands' gears weighted by the likelihood of their
+                     innovations), no share of the model's correction
     PhysicsLoop      LQG or PhysicsMPC (nominal, oracle) behind the same `step(obs)`
     run_episode      one held-out draw under ControlLoop, in virtual time (deterministic) or on
                      the wall clock: cost, falls, saturations, deadline misses, fallbacks
@@ -30,7 +33,10 @@ keeps the controller up on most of those draws. The gain the model shows (the sl
 predictions over the candidates: one least-squares fit on [K, 2] per tick) puts the episode's
 actuator into the filter instead; it is an option, not the default: it won on the validation
 draws and lost on the held-out ones, falling where a heavy, lightly damped pole meets a weak
-actuator (experiments/notes/2026-12-07-cartpole-loop.md measures all three).
+actuator (experiments/notes/2026-12-07-cartpole-loop.md measures all three). The gear bank
+puts the episode's actuator into the velocities by classical adaptive estimation on the
+measurements and commands; it needs the model's context to pay: with the memoryless model the same
+bank falls on every draw (experiments/notes/2026-12-07-cartpole-gear-bank.md).
 
 Observation (`CartPoleSim.observe`): obs [4 + 2G] = (x, theta measured now, the command actuated
 at the last tick, n, then the n measurements (x, theta) of the ticks skipped since, oldest first;
@@ -65,6 +71,7 @@ from .cartpole import (
     reference,
 )
 from .forecast_mpc import ForecastMPC
+from .gear_bank import FLOOR, GearBank, bank_designs, training_gear_grid
 
 OBS_HEAD = 4  # obs[0:4] = (x, theta, the command actuated last tick, n skipped ticks)
 GAP_MAX = 64  # measurements of skipped ticks the observation carries
@@ -76,6 +83,7 @@ BLEND = (
 GAIN_RATE = 0.0
 GAIN_MIN, GAIN_MAX = 0.3, 3.0  # the read gain's clip, relative to the nominal
 RAMP = 32  # ticks over which the share is ramped in: the model's window filling
+BANK_BLEND = 0.0  # with the gear bank: none of the model's own correction (the bank carries the actuator)
 RELOG_PERTURB = 0.3  # std of the white perturbation added to the learned controller's command when relogging
 
 
@@ -170,6 +178,10 @@ class ModelFilterMPC(_Filtered):
         blend: float = BLEND,
         ramp: int = RAMP,
         gain_rate: float = GAIN_RATE,
+        bank: bool = False,
+        grid: tuple[float, ...] | None = None,
+        floor: float = FLOOR,
+        mode: str = "mix",
     ) -> None:
         if signals is None:
             signals = session.artifact.manifest.get("source", {}).get("checkpoint_meta", {}).get("signals")
@@ -211,6 +223,19 @@ class ModelFilterMPC(_Filtered):
         self.cc_norm = float(self.cc @ self.cc)
         self.b_pos_norm = float(self.nominal_b[:2] @ self.nominal_b[:2])
         self.slope = np.zeros(2)  # [2] d position(t + d + 1) / d candidate, the model's
+        self.bank: GearBank | None = None
+        if bank:  # the bank in place of the nominal filter: its estimate and its weighted B
+            if self.gain_rate:
+                raise ConfigError("the gear bank carries the actuator gain: give gain_rate 0 with bank=True")
+            self.grid = tuple(grid) if grid is not None else training_gear_grid()
+            self.bank = GearBank(bank_designs(self.grid), delay, floor=floor, mode=mode)
+            self.filter = self.bank  # type: ignore[assignment]  # the interface used of LQG
+            self.b = self.bank.b_mix  # updated in place by the bank each tick
+
+    @property
+    def gear(self) -> float | None:
+        """The bank's gear (the weighted mean of its grid's), None without a bank."""
+        return None if self.bank is None else float(self.bank.weights @ np.asarray(self.grid))
 
     def _read_gain(self, pred: np.ndarray) -> None:
         """The actuator gain the model shows: the least-squares slope of its positions at t+d+1
@@ -257,7 +282,10 @@ class ModelFilterMPC(_Filtered):
         return self.action
 
 
-CONTROLLERS = ("lqg", "nominal_mpc", "oracle_mpc", "memoryless", "model")
+CONTROLLERS = ("lqg", "nominal_mpc", "oracle_mpc", "memoryless", "model_nominal_filter", "model")
+# the model's artifact behind each learned kind: "model" (the windowed model with the gear bank)
+# and "model_nominal_filter" (the same model with the nominal filter: the controller relogging uses)
+SESSION_OF = {"model_nominal_filter": "model"}
 
 
 def make_controller(
@@ -269,7 +297,8 @@ def make_controller(
     blend: float = BLEND,
 ) -> Any:
     """One of CONTROLLERS for `plant` (the oracle reads its true state and physics; the model
-    kinds need `session`, reset here)."""
+    kinds need `session`, reset here): "model" the windowed model with the gear bank,
+    "model_nominal_filter" and "memoryless" ModelFilterMPC with the nominal filter and `blend`."""
     validation.one_of(kind, "controller", CONTROLLERS)
     dt, delay = plant.dt, plant.params.delay
     if kind == "lqg":
@@ -281,6 +310,8 @@ def make_controller(
     if session is None:
         raise ConfigError(f"controller {kind!r} needs a session of the model's artifact")
     session.reset()
+    if kind == "model":
+        return ModelFilterMPC(session, design, dt, delay=delay, blend=BANK_BLEND, bank=True)
     return ModelFilterMPC(session, design, dt, delay=delay, blend=blend)
 
 
@@ -358,7 +389,7 @@ def relog_runs(
     segment = first_run
     for _ in range(runs):
         plant = HiddenCartPole(draw_params(rng, "train"), seed=int(rng.integers(2**31)))
-        ctl = make_controller("model", plant, design, session, blend=blend)
+        ctl = make_controller("model_nominal_filter", plant, design, session, blend=blend)
         obs = np.zeros(OBS_HEAD)
         table = np.empty((rows, 4))  # [rows, 4] command, x, theta, segment
         y, last = plant.measure(), 0.0
@@ -380,11 +411,14 @@ def relog_runs(
     return _concatenated(out)
 
 
-def tick_time(session: Any, plant: HiddenCartPole, ticks: int = 2000) -> dict[str, float]:
-    """The learned controller's step (K candidates: one peek, the filter, the cost), timed with
-    perf_counter_ns over `ticks` ticks on `plant` (the plant's own step outside the timing)."""
+def tick_time(
+    session: Any, plant: HiddenCartPole, ticks: int = 2000, *, kind: str = "model"
+) -> dict[str, float]:
+    """The learned controller's step (K candidates: one peek, the filter or the bank, the cost),
+    timed with perf_counter_ns over `ticks` ticks on `plant` (the plant's own step outside the
+    timing); `kind` one of the learned kinds of CONTROLLERS."""
     validation.positive_int(ticks, "ticks")
-    ctl = make_controller("model", plant, NominalDesign.make(), session)
+    ctl = make_controller(kind, plant, NominalDesign.make(), session)
     obs = np.zeros(OBS_HEAD)
     y, last = plant.measure(), 0.0
     ns = np.empty(ticks, np.int64)
@@ -451,7 +485,8 @@ def evaluate(
             rows = []
             for i, params in enumerate(draws):
                 plant = HiddenCartPole(params, seed=i)
-                r = run_episode(make_controller(kind, plant, design, sessions.get(kind)), plant, ticks)
+                session = sessions.get(SESSION_OF.get(kind, kind))
+                r = run_episode(make_controller(kind, plant, design, session), plant, ticks)
                 sim = r.pop("_sim")
                 if i == episode:  # the first EPISODE_TICKS ticks, for the plot
                     n = min(ticks, EPISODE_TICKS)

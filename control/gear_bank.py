@@ -11,10 +11,11 @@ controller (control/cartpole_loop.py ModelFilterMPC), issue 36.
                          innovations (log-weights, normalised, floored so a filter can come back);
                          the state estimate the weighted mix of the filters' (`mode="mix"`) or the
                          most likely filter's (`"argmax"`), and B the same mix (or the argmax's)
-    GearBankMPC          ModelFilterMPC with the bank in place of the nominal filter: the bank's
-                         estimate and its weighted B wherever the controller used the nominal
-                         filter's (the state through the commands in flight, the candidate's
-                         velocity at t + d + 1); the cost (the nominal LQR's S) unchanged
+
+control/cartpole_loop.py's ModelFilterMPC(bank=True) (the controller of kind "model") uses the
+bank's estimate and its weighted B wherever it used the nominal filter's (the state through the
+commands in flight, the candidate's velocity at t + d + 1); the cost (the nominal LQR's S) is
+unchanged.
 
 The innovation covariance of each filter is C P C^T + V with P the filter's prior covariance; it
 is recovered from the Kalman gain alone (C L = X (X + V)^-1 with X = C P C^T, so X = (I - C L)^-1
@@ -32,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any
 
 import numpy as np
 
@@ -40,12 +40,10 @@ from tickformer import validation
 from tickformer.errors import ConfigError
 
 from .cartpole import BANDS, NOMINAL, RANGES, NominalDesign
-from .cartpole_loop import ModelFilterMPC
 
 POINTS_PER_BAND = 3  # grid gears per training band: its two ends and its middle
 FLOOR = 1e-3  # the least weight a filter keeps (so it can come back when the plant's response changes)
 MODES = ("mix", "argmax")
-BLEND = 0.0  # the model's own velocity correction: none (the bank carries the episode's actuator)
 
 
 def training_gear_grid(points_per_band: int = POINTS_PER_BAND) -> tuple[float, ...]:
@@ -154,36 +152,3 @@ class GearBank:
         self.issued.append(command)
         self.issued.pop(0)
         self.t += 1
-
-
-class GearBankMPC(ModelFilterMPC):
-    """ModelFilterMPC (its model, candidates and cost) with a GearBank in place of its nominal
-    filter: the bank's estimate and weighted B where the nominal filter's were used. `grid`: the
-    bank's gears (default the training bands', training_gear_grid()); `floor`, `mode` GearBank's;
-    `blend` the model's own velocity correction's share (default BLEND)."""
-
-    def __init__(
-        self,
-        session: Any,
-        design: NominalDesign,
-        dt: float,
-        *,
-        delay: int,
-        grid: tuple[float, ...] | None = None,
-        floor: float = FLOOR,
-        mode: str = "mix",
-        blend: float = BLEND,
-        signals: dict[str, Any] | None = None,
-        ramp: int | None = None,
-    ) -> None:
-        kw: dict[str, Any] = {} if ramp is None else {"ramp": ramp}
-        super().__init__(session, design, dt, delay=delay, signals=signals, blend=blend, **kw)
-        self.grid = tuple(grid) if grid is not None else training_gear_grid()
-        self.bank = GearBank(bank_designs(self.grid), delay, floor=floor, mode=mode)
-        self.filter = self.bank  # type: ignore[assignment]  # the interface ModelFilterMPC uses of LQG
-        self.b = self.bank.b_mix  # the controller's B is the bank's, updated in place each tick
-
-    @property
-    def gear(self) -> float:
-        """The bank's gear: the weighted mean of the grid's."""
-        return float(self.bank.weights @ np.asarray(self.grid))

@@ -11,7 +11,9 @@ floor, the model's velocity share). `validation`: on `--draws` held-out-band dra
 the chain's seed, tickformer.commands.plant.DRAW_SEED), the oracle and the existing learned
 controller once per artifact and each config, 1000 ticks each under ControlLoop in virtual time
 (control.cartpole_loop.run_episode, the plant's noise seed the draw's index, as the chain's
-evaluate). `held-out`: per artifact, control.cartpole_loop.evaluate (the chain's own code path:
+evaluate). "The existing controller" is the nominal filter with BLEND (kind
+"model_nominal_filter" of control.cartpole_loop since the bank became kind "model").
+`held-out`: per artifact, control.cartpole_loop.evaluate (the chain's own code path:
 the oracle on the first artifact only, it does not depend on the model; the existing model on
 each) and the bank controller on the same draws, noise seeds and ticks; the summaries to --out.
 `tick`: the bank controller's and the existing controller's step timed as
@@ -34,6 +36,7 @@ from tickformer.control import cartpole_loop as L
 from tickformer.control import gear_bank as G
 
 TICKS = 1000
+NOMINAL = "model_nominal_filter"  # the existing controller: the nominal filter and BLEND
 VALIDATION_SEED = 5
 
 
@@ -42,13 +45,14 @@ def parse_config(text: str) -> dict:
     return {"mode": mode, "points": int(points), "floor": float(floor), "blend": float(blend)}
 
 
-def bank_controller(session, plant: C.HiddenCartPole, design: C.NominalDesign, cfg: dict) -> G.GearBankMPC:
+def bank_controller(session, plant: C.HiddenCartPole, design: C.NominalDesign, cfg: dict) -> L.ModelFilterMPC:
     session.reset()
-    return G.GearBankMPC(
+    return L.ModelFilterMPC(
         session,
         design,
         plant.dt,
         delay=plant.params.delay,
+        bank=True,
         grid=G.training_gear_grid(cfg["points"]),
         floor=cfg["floor"],
         mode=cfg["mode"],
@@ -82,7 +86,7 @@ def validation(arts: list[str], n: int, configs: list[str]) -> None:
     oracle = L.evaluate({}, draws, TICKS, controllers=("oracle_mpc",))["controllers"]["oracle_mpc"]
     print(_line("oracle", oracle), flush=True)
     for art in arts:
-        model = L.evaluate({"model": art}, draws, TICKS, controllers=("model",))["controllers"]["model"]
+        model = L.evaluate({"model": art}, draws, TICKS, controllers=(NOMINAL,))["controllers"][NOMINAL]
         print(f"== {art}", flush=True)
         print(_line("model (existing)", model, oracle), flush=True)
         with runtime.load(art, backend="ort", threads=1) as s:
@@ -109,8 +113,9 @@ def held_out(arts: list[str], text: str, out: Path | None) -> None:
     }
     oracle = None
     for art in arts:
-        kinds = ("model",) if oracle else ("oracle_mpc", "model")
+        kinds = (NOMINAL,) if oracle else ("oracle_mpc", NOMINAL)
         res = L.evaluate({"model": art}, draws, TICKS, controllers=kinds)["controllers"]
+        res["model"] = res.pop(NOMINAL)
         oracle = oracle or res["oracle_mpc"]
         with runtime.load(art, backend="ort", threads=1) as s:
             rows = bank_rows(s, draws, cfg)
@@ -149,7 +154,7 @@ def tick(art: str, text: str, ticks: int = 2000) -> None:
     params = L.held_out_draws(1, DRAW_SEED)[0]
     design = C.NominalDesign.make()
     with runtime.load(art, backend="ort", threads=1) as s:
-        base = L.tick_time(s, C.HiddenCartPole(params, seed=0), ticks)
+        base = L.tick_time(s, C.HiddenCartPole(params, seed=0), ticks, kind=NOMINAL)
         plant = C.HiddenCartPole(params, seed=0)
         ctl = bank_controller(s, plant, design, cfg)
         obs = np.zeros(L.OBS_HEAD)
