@@ -5,6 +5,7 @@ then one evaluation on the chain's held-out draws.
     python experiments/cartpole_gear_bank.py validation ART[,ART] [--draws 40] [--configs mix:3:1e-3:0,...]
     python experiments/cartpole_gear_bank.py held-out ART0,ART1 --config mix:3:1e-3:0 [--out JSON]
     python experiments/cartpole_gear_bank.py tick ART --config mix:3:1e-3:0
+    python experiments/cartpole_gear_bank.py relog ART0,ART1 --config mix:3:1e-3:0 [--runs 20]
 
 A config is MODE:POINTS:FLOOR:BLEND (GearBank's mode, grid gears per training band, the weights'
 floor, the model's velocity share). `validation`: on `--draws` held-out-band draws of seed 5 (not
@@ -18,6 +19,8 @@ the oracle on the first artifact only, it does not depend on the model; the exis
 each) and the bank controller on the same draws, noise seeds and ticks; the summaries to --out.
 `tick`: the bank controller's and the existing controller's step timed as
 control.cartpole_loop.tick_time times it (2000 ticks on held-out draw 0, after a warm-up tenth).
+`relog`: both controllers in relog_runs' regime (training draws, the command perturbed), the
+regime the chain's next training round would be logged in.
 About 25 s per config and artifact on 40 draws; the oracle about 40 s.
 """
 
@@ -184,20 +187,58 @@ def tick(art: str, text: str, ticks: int = 2000) -> None:
     )
 
 
+def relog_regime(arts: list[str], text: str, runs: int, rows: int = 1000, seed: int = 11) -> None:
+    """The existing controller and the bank's in relog_runs' regime (training draws, a white
+    perturbation of std RELOG_PERTURB added to the command, as control.cartpole_loop.relog_runs
+    runs the next round's logs): falls and mean cost over `runs` runs of `rows` ticks per artifact,
+    the same draws, plant seeds and perturbations for both."""
+    cfg = parse_config(text)
+    design = C.NominalDesign.make()
+    for art in arts:
+        with runtime.load(art, backend="ort", threads=1) as s:
+            for name in ("existing", "bank"):
+                rng = np.random.default_rng(seed)
+                falls, costs, per = 0, [], []
+                for _ in range(runs):
+                    plant = C.HiddenCartPole(C.draw_params(rng, "train"), seed=int(rng.integers(2**31)))
+                    if name == "bank":
+                        ctl = bank_controller(s, plant, design, cfg)
+                    else:
+                        ctl = L.make_controller(NOMINAL, plant, design, s)
+                    obs = np.zeros(L.OBS_HEAD)
+                    y, last = plant.measure(), 0.0
+                    for _ in range(rows):
+                        obs[0], obs[1], obs[2] = y[0], y[1], last
+                        u = float(ctl.step(obs)[0]) + float(rng.normal(0.0, L.RELOG_PERTURB))
+                        last = min(C.COMMAND_LIMIT, max(-C.COMMAND_LIMIT, u))
+                        y, _ = plant.step(last)
+                    falls += plant.falls
+                    costs.append(plant.summary()["cost"])
+                    per.append(f"{plant.params.gear:.0f}:{plant.falls}")
+                print(
+                    f"{art} {name:8s} falls {falls} mean cost {np.mean(costs):.4f} | gear:falls "
+                    + " ".join(per),
+                    flush=True,
+                )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=("validation", "held-out", "tick"))
+    ap.add_argument("what", choices=("validation", "held-out", "tick", "relog"))
     ap.add_argument("arts", help="artifact folder(s), comma-separated")
     ap.add_argument("--draws", type=int, default=40, help="validation: draws of seed 5")
     ap.add_argument("--configs", default="mix:3:1e-3:0", help="validation: MODE:POINTS:FLOOR:BLEND,...")
     ap.add_argument("--config", default="mix:3:1e-3:0", help="held-out / tick: the one config")
     ap.add_argument("--out", type=Path, default=None, help="held-out: the JSON record")
+    ap.add_argument("--runs", type=int, default=20, help="relog: runs of 1000 ticks on training draws")
     a = ap.parse_args()
     arts = a.arts.split(",")
     if a.what == "validation":
         validation(arts, a.draws, a.configs.split(","))
     elif a.what == "held-out":
         held_out(arts, a.config, a.out)
+    elif a.what == "relog":
+        relog_regime(arts, a.config, a.runs)
     else:
         tick(arts[0], a.config)
 

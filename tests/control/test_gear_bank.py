@@ -1,6 +1,8 @@
 """The gear bank (control/gear_bank.py): its grid lies in the training bands, its innovation
 covariance is the filter's, and on a plant with a low gear its weight concentrates on the nearest
-grid gear (a bank whose likelihood has its sign flipped, or ignores the commands, does not)."""
+grid gear (a bank whose likelihood has its sign flipped, or ignores the commands, does not); in the
+learned controller (kind "model" of control/cartpole_loop.py) it does the same and its weighted B is
+the controller's input gain, while kind "model_nominal_filter" keeps the nominal filter."""
 
 from __future__ import annotations
 
@@ -101,3 +103,91 @@ def test_the_floor_lets_a_filter_come_back_and_the_bank_refuses_bad_settings():
         G.GearBank(G.bank_designs(grid), 2, floor=0.6)
     with pytest.raises(ConfigError, match="at least 2"):
         G.GearBank(G.bank_designs(grid)[:1], 2)
+
+
+# the bank in the learned controller (control/cartpole_loop.py: kind "model", ModelFilterMPC(bank=True))
+
+SIGNALS = {
+    "inputs": [
+        {"name": "command", "role": "input"},
+        {"name": "x", "role": "output"},
+        {"name": "theta", "role": "output"},
+    ],
+    "outputs": [{}] * 6,  # horizon 3 x 2 outputs
+}
+
+
+class _StillSession:
+    """A forecast session of a `train --data` artifact predicting that the positions stay where
+    they were measured (the controller's positions; its velocities are the filter's)."""
+
+    batch = C.CANDIDATES
+
+    def __init__(self) -> None:
+        self.peek_pending = False
+        self.artifact = type("A", (), {"manifest": {"source": {"checkpoint_meta": {"signals": SIGNALS}}}})()
+
+    def reset(self) -> None:
+        pass
+
+    def peek(self, xs: np.ndarray) -> np.ndarray:
+        self.peek_pending = True
+        return np.zeros((xs.shape[0], 1, 6), np.float32)
+
+    def commit(self, i: int) -> None:
+        self.peek_pending = False
+
+    def step(self, x: np.ndarray) -> np.ndarray:
+        self.peek_pending = False
+        return np.zeros((x.shape[0], 1, 6), np.float32)
+
+
+def _drive(ctl, gear: float, ticks: int, seed: int = 1) -> list[np.ndarray]:
+    """The learned controller stepped on a plant with `gear` that is driven by its own LQG plus a
+    perturbation (what the plant got is the observation's actuated command, as under ControlLoop's
+    fallback): the bank's weights per tick."""
+    from tickformer.control import cartpole_loop as L
+
+    params = dataclasses.replace(C.NOMINAL, gear=gear)
+    plant = C.HiddenCartPole(params, seed=seed)
+    rig = C.LQG(C.NominalDesign.make(params), plant.dt)
+    rng = np.random.default_rng(seed)
+    obs, y, last, out = np.zeros(L.OBS_HEAD), plant.measure(), 0.0, []
+    for _ in range(ticks):
+        obs[0], obs[1], obs[2] = y[0], y[1], last
+        ctl.step(obs)
+        last = min(C.COMMAND_LIMIT, max(-C.COMMAND_LIMIT, rig.step(y) + float(rng.normal(0.0, 0.3))))
+        rig.issued[-1] = last
+        out.append(ctl.bank.weights.copy())
+        y, _ = plant.step(last)
+    return out
+
+
+def test_the_learned_controller_identifies_a_low_gear_with_its_bank():
+    from tickformer.control import cartpole_loop as L
+
+    plant = C.HiddenCartPole(C.NOMINAL)
+    ctl = L.make_controller("model", plant, C.NominalDesign.make(), _StillSession())
+    assert isinstance(ctl.filter, G.GearBank) and ctl.filter is ctl.bank
+    assert ctl.blend == L.BANK_BLEND == 0.0
+    grid = G.training_gear_grid()
+    nearest = grid.index(70.0)
+    w = np.array(_drive(ctl, 72.0, 300))
+    assert np.all(np.argmax(w[N_TICKS:], axis=1) == nearest)
+    assert np.median(w[N_TICKS:, nearest]) > 0.8
+    assert ctl.gear == pytest.approx(70.0, abs=5.0)
+    assert ctl.b is ctl.bank.b_mix  # the candidates' and in-flight input gain is the bank's
+    nominal = C.NominalDesign.make().b[:2, 0]
+    assert ctl.b[:2] / nominal == pytest.approx([70.0 / 100.0] * 2, abs=0.1)
+
+
+def test_the_nominal_filter_kind_keeps_the_nominal_filter():
+    from tickformer.control import cartpole_loop as L
+
+    design = C.NominalDesign.make()
+    plant = C.HiddenCartPole(C.NOMINAL)
+    ctl = L.make_controller("model_nominal_filter", plant, design, _StillSession())
+    assert isinstance(ctl.filter, C.LQG) and ctl.bank is None and ctl.gear is None and ctl.blend == L.BLEND
+    np.testing.assert_array_equal(ctl.b, design.b[:, 0])
+    with pytest.raises(ConfigError, match="bank=True"):
+        L.ModelFilterMPC(_StillSession(), design, 0.04, delay=2, gain_rate=0.05, bank=True)
