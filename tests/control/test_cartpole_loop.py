@@ -10,19 +10,12 @@ import pytest
 pytest.importorskip("gymnasium", reason="the plant extra (gymnasium[mujoco]) is not installed")
 pytest.importorskip("mujoco", reason="the plant extra (gymnasium[mujoco]) is not installed")
 
+from _cartpole_signals import SIGNALS  # noqa: E402
+
 from tickformer.control import cartpole as C  # noqa: E402
 from tickformer.control import cartpole_loop as L  # noqa: E402
 from tickformer.control.forecast_mpc import ForecastMPC  # noqa: E402
 from tickformer.errors import ConfigError  # noqa: E402
-
-SIGNALS = {
-    "inputs": [
-        {"name": "command", "role": "input"},
-        {"name": "x", "role": "output"},
-        {"name": "theta", "role": "output"},
-    ],
-    "outputs": [{}] * 6,  # horizon 3 x 2 outputs
-}
 
 
 class LinearSession:

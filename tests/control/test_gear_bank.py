@@ -107,14 +107,7 @@ def test_the_floor_lets_a_filter_come_back_and_the_bank_refuses_bad_settings():
 
 # the bank in the learned controller (control/cartpole_loop.py: kind "model", ModelFilterMPC(bank=True))
 
-SIGNALS = {
-    "inputs": [
-        {"name": "command", "role": "input"},
-        {"name": "x", "role": "output"},
-        {"name": "theta", "role": "output"},
-    ],
-    "outputs": [{}] * 6,  # horizon 3 x 2 outputs
-}
+from _cartpole_signals import SIGNALS  # noqa: E402
 
 
 class _StillSession:
