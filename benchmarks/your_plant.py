@@ -68,7 +68,8 @@ LABELS = {
     "nominal_mpc": "MPC, MuJoCo with nominal physics",
     "oracle_mpc": "MPC, MuJoCo with true physics and state (oracle)",
     "memoryless": "memoryless model (`--window 1`)",
-    "model": "windowed model (`--window 32`, the default)",
+    "model_nominal_filter": "windowed model, nominal Kalman filter (the controller before the gear bank)",
+    "model": "windowed model (`--window 32`, the default) with the gear bank",
 }
 Cell = tuple  # (name, value, text): one number of the rendered block
 
@@ -191,7 +192,7 @@ def _rendered(record: dict) -> tuple[str, list[Cell]]:
             f"{c('wall long misses', w['deadline_misses'])} deadline misses, "
             f"{c('wall long fallbacks', w['fallbacks'])} fallbacks, "
             f"{c('wall long skipped', w['skipped_periods'])} skipped periods; the step (one peek of the candidates, "
-            f"the filter, the costs) p50 / p99 / p99.9 / max {step()} us; mean cost "
+            f"the gear bank, the costs) p50 / p99 / p99.9 / max {step()} us; mean cost "
             f"{c('wall long cost', w['mean_cost'], '{:.4f}')} and {c('wall long falls', w['falls'])} falls on these "
             f"draws{virtual()} (load average {c('wall long load', w['load_average_before'][0], '{:.1f}')} before, "
             f"{c('wall long load after', w['load_average_after'][0], '{:.1f}')} after).",
@@ -213,8 +214,9 @@ def cells(record: dict) -> list[Cell]:
 def figures(record: dict) -> dict:
     """The figures docs/your_plant.md's prose states about the held-out draws, from the record:
     the low-gear draws (gear in the held-out band just below the nominal, control.cartpole RANGES
-    and BANDS) and, per seed, the model's and the oracle's mean cost on them and on the others,
-    the nominal controllers' and the memoryless model's falls. Keys are dotted ("ratio_low.0")."""
+    and BANDS) and, per seed, the model's and the oracle's mean cost on them and on the others
+    (the model with the gear bank: plain keys; with the nominal filter: keys prefixed nf_), the
+    nominal controllers' and the memoryless model's falls. Keys are dotted ("ratio_low.0")."""
     from tickformer.control.cartpole import BANDS, NOMINAL, RANGES
 
     seeds = list(record["seeds"])
@@ -265,26 +267,31 @@ def figures(record: dict) -> dict:
             "memoryless_draws_without_falls": sum(f == 0 for f in memoryless),
         }
     )
-    for s in seeds:
-        ctl = record["seeds"][s]["loop"]["controllers"]
-        model, oracle = np.array(ctl["model"]["per_draw_cost"]), np.array(ctl["oracle_mpc"]["per_draw_cost"])
-        falls = np.array(ctl["model"]["per_draw_falls"])
-        worst = int(np.argmax(falls))
-        out.update(
-            {
-                f"ratio.{s}": ctl["model"]["mean_cost"] / ctl["oracle_mpc"]["mean_cost"],
-                f"ratio_other.{s}": float(model[~low].mean() / oracle[~low].mean()),
-                f"ratio_low.{s}": float(model[low].mean() / oracle[low].mean()),
-                f"model_low.{s}": float(model[low].mean()),
-                f"oracle_low.{s}": float(oracle[low].mean()),
-                f"model_falls.{s}": int(falls.sum()),
-                f"model_falls_low.{s}": int(falls[low].sum()),
-                f"worst_draw.{s}": worst,
-                f"worst_draw_falls.{s}": int(falls[worst]),
-                f"worst_draw_mass.{s}": draws[worst]["pole_mass"],
-                f"worst_draw_gear.{s}": draws[worst]["gear"],
-            }
-        )
+    # per seed, for the model with the gear bank ("model": plain keys) and with the nominal filter
+    # ("model_nominal_filter": keys prefixed nf_, the controller before the bank)
+    for kind, pre in (("model", ""), ("model_nominal_filter", "nf_")):
+        for s in seeds:
+            ctl = record["seeds"][s]["loop"]["controllers"]
+            if kind not in ctl:
+                continue
+            model, oracle = np.array(ctl[kind]["per_draw_cost"]), np.array(ctl["oracle_mpc"]["per_draw_cost"])
+            falls = np.array(ctl[kind]["per_draw_falls"])
+            worst = int(np.argmax(falls))
+            out.update(
+                {
+                    f"{pre}ratio.{s}": ctl[kind]["mean_cost"] / ctl["oracle_mpc"]["mean_cost"],
+                    f"{pre}ratio_other.{s}": float(model[~low].mean() / oracle[~low].mean()),
+                    f"{pre}ratio_low.{s}": float(model[low].mean() / oracle[low].mean()),
+                    f"{pre}model_low.{s}": float(model[low].mean()),
+                    f"{pre}oracle_low.{s}": float(oracle[low].mean()),
+                    f"{pre}model_falls.{s}": int(falls.sum()),
+                    f"{pre}model_falls_low.{s}": int(falls[low].sum()),
+                    f"{pre}worst_draw.{s}": worst,
+                    f"{pre}worst_draw_falls.{s}": int(falls[worst]),
+                    f"{pre}worst_draw_mass.{s}": draws[worst]["pole_mass"],
+                    f"{pre}worst_draw_gear.{s}": draws[worst]["gear"],
+                }
+            )
     return out
 
 

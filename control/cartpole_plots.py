@@ -20,7 +20,8 @@ LABELS = {
     "nominal_mpc": "MPC, nominal physics",
     "oracle_mpc": "MPC, true physics (oracle)",
     "memoryless": "memoryless model",
-    "model": "windowed model",
+    "model_nominal_filter": "windowed model, nominal filter",
+    "model": "windowed model, gear bank",
 }
 
 

@@ -214,7 +214,12 @@ def run(args: argparse.Namespace) -> int:
         "model": _metrics(out / f"ckpt{b['rounds']}"),
         "memoryless": _metrics(out / "ckpt-memoryless"),
     }
-    print(f"$ closed loops: {b['draws']} held-out draws x {b['ticks']} ticks, 5 controllers", flush=True)
+    from tickformer.control.cartpole_loop import CONTROLLERS
+
+    print(
+        f"$ closed loops: {b['draws']} held-out draws x {b['ticks']} ticks, {len(CONTROLLERS)} controllers",
+        flush=True,
+    )
     summary["loop"] = _loops(out, final, b, args)
     summary["seconds"] = round(time.perf_counter() - t_start, 1)
     summary["utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
