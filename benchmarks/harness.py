@@ -319,7 +319,8 @@ def fp32_tolerance(config, t: int) -> float:
 
 # The memory-bandwidth floor's program (benchmarks/test_c_step.py, test_c_formats.py): sums a
 # buffer of argv[1] bytes argv[2] times, each pass timed, samples written to argv[3].
-FLOOR_C = r"""#define _POSIX_C_SOURCE 199309L
+# The head every timing program shares: the includes and ns(), CLOCK_MONOTONIC in nanoseconds.
+TIMING_HEAD_C = r"""#define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -327,7 +328,11 @@ static long long ns(void) {
     struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
-int main(int argc, char **argv) {
+"""
+
+FLOOR_C = (
+    TIMING_HEAD_C
+    + r"""int main(int argc, char **argv) {
     size_t bytes = (size_t)atol(argv[1]), n = bytes / 4 / 64 * 64, i;
     int passes = atoi(argv[2]), r, j;
     float *a = malloc(n * 4), acc[64] = {0}, total = 0.0f;
@@ -345,3 +350,35 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
+)
+
+# The generated step's timing program (benchmarks/test_c_step.py, test_c_formats.py): argv[1]
+# whole max_len sequences of tf_step from a primed reset, each step timed, samples to argv[2];
+# WARMUP sequences first, not kept (-DWARMUP=N: each suite keeps the count it was measured with).
+STEP_BENCH_C = (
+    TIMING_HEAD_C
+    + r"""#include "tf_model.h"
+#ifndef WARMUP
+#define WARMUP 5
+#endif
+static tf_state s;
+int main(int argc, char **argv) {
+    int reps = atoi(argv[1]), r, p, i;
+    long long *d = malloc(sizeof(long long) * (size_t)reps * TF_MAX_LEN);
+    tf_input x[TF_BATCH * TF_D_IN];
+    float y[TF_BATCH * TF_D_OUT];
+    FILE *f;
+    for (i = 0; i < TF_BATCH * TF_D_IN; i++) { x[i] = (tf_input)(TF_TOKENS ? 1 : 0.25); }
+    for (r = -WARMUP; r < reps; r++) {
+        tf_reset(&s); (void)tf_step(&s, x, y); tf_reset(&s);  /* prime, as timed_sequence */
+        for (p = 0; p < TF_MAX_LEN; p++) {
+            long long t0 = ns();
+            if (tf_step(&s, x, y) != TF_OK) { return 1; }
+            if (r >= 0) { d[(size_t)r * TF_MAX_LEN + p] = ns() - t0; }
+        }
+    }
+    f = fopen(argv[2], "wb"); fwrite(d, sizeof(long long), (size_t)reps * TF_MAX_LEN, f); fclose(f);
+    return 0;
+}
+"""
+)

@@ -42,36 +42,6 @@ BEYOND_CACHE = {"d_model": 512, "d_ff": 2048, "n_layers": 4, "max_len": 16}  # f
 BEYOND_ROUNDS = 20
 BEYOND_REPS = 4
 
-STEP_BENCH_C = r"""#define _POSIX_C_SOURCE 199309L
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include "tf_model.h"
-static tf_state s;
-static long long ns(void) {
-    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-int main(int argc, char **argv) {
-    int reps = atoi(argv[1]), r, p, i;
-    long long *d = malloc(sizeof(long long) * (size_t)reps * TF_MAX_LEN);
-    tf_input x[TF_BATCH * TF_D_IN];
-    float y[TF_BATCH * TF_D_OUT];
-    FILE *f;
-    for (i = 0; i < TF_BATCH * TF_D_IN; i++) { x[i] = (tf_input)(TF_TOKENS ? 1 : 0.25); }
-    for (r = -2; r < reps; r++) {
-        tf_reset(&s); (void)tf_step(&s, x, y); tf_reset(&s);
-        for (p = 0; p < TF_MAX_LEN; p++) {
-            long long t0 = ns();
-            if (tf_step(&s, x, y) != TF_OK) { return 1; }
-            if (r >= 0) { d[(size_t)r * TF_MAX_LEN + p] = ns() - t0; }
-        }
-    }
-    f = fopen(argv[2], "wb"); fwrite(d, sizeof(long long), (size_t)reps * TF_MAX_LEN, f); fclose(f);
-    return 0;
-}
-"""
-
 
 RESULTS: dict = {}
 
@@ -144,8 +114,8 @@ def _formats_interleaved(artifact, compiler, tmp_path, rounds: int, reps: int) -
     steps = {}
     for fmt in FORMATS:
         d = write(art, tmp_path / fmt, weights=fmt)
-        (d / "bench.c").write_text(STEP_BENCH_C)
-        _compile(compiler, flags, ["bench.c", "tf_model.c"], d / "bench", d)
+        (d / "bench.c").write_text(harness.STEP_BENCH_C)
+        _compile(compiler, [*flags, "-DWARMUP=2"], ["bench.c", "tf_model.c"], d / "bench", d)  # as measured
         steps[fmt] = bytes_per_step(plan_for(art, fmt))
     samples: dict[str, list[np.ndarray]] = {fmt: [] for fmt in FORMATS}
     for r in range(rounds):

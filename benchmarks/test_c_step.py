@@ -46,33 +46,6 @@ WINDOW = 4
 C_REPS = 400
 FLOOR_PASSES = 20_000
 
-STEP_BENCH_C = r"""#define _POSIX_C_SOURCE 199309L
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include "tf_model.h"
-static tf_state s;
-static long long ns(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return (long long)t.tv_sec * 1000000000LL + t.tv_nsec; }
-int main(int argc, char **argv) {
-    int reps = atoi(argv[1]), r, p, i;
-    long long *d = malloc(sizeof(long long) * (size_t)reps * TF_MAX_LEN);
-    tf_input x[TF_BATCH * TF_D_IN];
-    float y[TF_BATCH * TF_D_OUT];
-    FILE *f;
-    for (i = 0; i < TF_BATCH * TF_D_IN; i++) { x[i] = (tf_input)(TF_TOKENS ? 1 : 0.25); }
-    for (r = -5; r < reps; r++) {
-        tf_reset(&s); (void)tf_step(&s, x, y); tf_reset(&s);  /* prime, as harness.timed_sequence */
-        for (p = 0; p < TF_MAX_LEN; p++) {
-            long long t0 = ns();
-            if (tf_step(&s, x, y) != TF_OK) { return 1; }
-            if (r >= 0) { d[(size_t)r * TF_MAX_LEN + p] = ns() - t0; }
-        }
-    }
-    f = fopen(argv[2], "wb"); fwrite(d, sizeof(long long), (size_t)reps * TF_MAX_LEN, f); fclose(f);
-    return 0;
-}
-"""
-
 
 RESULTS: dict = {}
 # The backend's two build choices, each timed against its alternative: key -> (its flag, the other)
@@ -167,7 +140,7 @@ def test_c_step_without_python(benchmark, artifact, compiler, tmp_path):
     plan = plan_for(open_artifact(artifact))
     for name, data in model_sources(plan).items():
         (tmp_path / name).write_bytes(data)
-    (tmp_path / "bench.c").write_text(STEP_BENCH_C)
+    (tmp_path / "bench.c").write_text(harness.STEP_BENCH_C)
     flags = list(DEFAULT_FLAGS) + (list(GCC_FLAGS) if compiler.kind == "gcc" else [])
     _compile(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
     variants = {}
@@ -284,7 +257,7 @@ def test_windowed_c_vs_ort(benchmark, control, artifact_for, compiler, x_step, t
     plan = plan_for(open_artifact(art))
     for name, data in model_sources(plan).items():
         (tmp_path / name).write_bytes(data)
-    (tmp_path / "bench.c").write_text(STEP_BENCH_C)
+    (tmp_path / "bench.c").write_text(harness.STEP_BENCH_C)
     flags = list(DEFAULT_FLAGS) + (list(GCC_FLAGS) if compiler.kind == "gcc" else [])
     _compile(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
     reps = C_REPS // 4

@@ -43,17 +43,10 @@ WINDOW = 32
 ROUNDS = 150
 C_REPS = 400
 
-TICK_BENCH_C = r"""#define _POSIX_C_SOURCE 199309L
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include "tf_model.h"
+TICK_BENCH_C = (
+    harness.TIMING_HEAD_C
+    + r"""#include "tf_model.h"
 static tf_state s;
-static long long ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 int main(int argc, char **argv) {
     int reps = atoi(argv[1]), r, p, i;
     long long *d = malloc(sizeof(long long) * (size_t)reps * TF_MAX_LEN);
@@ -80,6 +73,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
+)
 
 RESULTS: dict = {}
 
