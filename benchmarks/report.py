@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ if (
     str(HERE) not in sys.path
 ):  # report_tick.py stands beside this file, also when it is loaded by path (claims/)
     sys.path.insert(0, str(HERE))
+from report_format import ratio, table, us, verdict  # noqa: E402
 from report_tick import tick_and_formats_section  # noqa: E402
 
 COMMAND = (
@@ -85,29 +85,6 @@ def step_stats(cases: dict[str, dict], impl: str, label: str) -> dict | None:
         return seq.get("all_positions") if label == "all" else seq.get("positions", {}).get(label)
     call = cases.get(f"step/{impl}@{label}")
     return None if call is None else call.get("stats")
-
-
-# --- formatting ---------------------------------------------------------------------------------
-def us(value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if value >= 1000:
-        return f"{value / 1000:.2f} ms"
-    return f"{value:.1f} us" if value >= 10 else f"{value:.2f} us"
-
-
-def ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x" if value < 10 else f"{value:.0f}x"
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def verdict(ok: bool | None) -> str:
-    return "NOT MEASURED" if ok is None else "**PASS**" if ok else "**FAIL**"
 
 
 # --- sections -----------------------------------------------------------------------------------

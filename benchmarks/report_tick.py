@@ -7,14 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _us(v: float | None) -> str:
-    return "—" if v is None else f"{v:,.2f} µs"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+from report_format import table, us
 
 
 def tick_rows(c_tick: dict[str, Any]) -> tuple[str, str]:
@@ -33,12 +26,12 @@ def tick_rows(c_tick: dict[str, Any]) -> tuple[str, str]:
     for name, (backend, kk, what) in labels.items():
         st = s["stats"].get(name)
         if st:
-            rows.append([backend, "fp32", str(kk), what, _us(st["p50"]), _us(st["p99.9"]), str(st["n"])])
+            rows.append([backend, "fp32", str(kk), what, us(st["p50"]), us(st["p99.9"]), str(st["n"])])
     in_c = c_tick.get("in_c")
     if in_c:
         st = in_c["stats"]
-        rows.append(["c", "fp32", str(k), "tf_peek + tf_commit timed in C (no Python)", _us(st["p50"]),
-                     _us(st["p99.9"]), str(st["n"])])  # fmt: skip
+        rows.append(["c", "fp32", str(k), "tf_peek + tf_commit timed in C (no Python)", us(st["p50"]),
+                     us(st["p99.9"]), str(st["n"])])  # fmt: skip
     intro = (
         f"Tick model: d_model {cfg['d_model']}, {cfg['n_layers']} layers, d_ff {cfg['d_ff']}, window "
         f"{s['window']} on a ring cache, positions {s['positions']}; {s['rounds']} interleaved rounds. ORT's "
@@ -47,7 +40,7 @@ def tick_rows(c_tick: dict[str, Any]) -> tuple[str, str]:
         f"tick costs {s['c_tick_over_c_step_1_p50']:.1f} one-row C steps."
     )
     header = ["backend", "weights", "K", "what is timed", "p50", "p99.9", "n"]
-    return intro, _table(header, rows)
+    return intro, table(header, rows)
 
 
 def format_rows(case: dict[str, Any]) -> tuple[str, str]:
@@ -65,8 +58,8 @@ def format_rows(case: dict[str, Any]) -> tuple[str, str]:
                 "c",
                 fmt,
                 "1",
-                _us(p["stats"]["p50"]),
-                _us(p["stats"]["p99.9"]),
+                us(p["stats"]["p50"]),
+                us(p["stats"]["p99.9"]),
                 f"{p['bytes_per_step']['total']:,}",
                 f"{p['achieved_GBps_at_p50']:.1f}",
                 f"{p['p50_over_fp32_floor']:.2f}",
@@ -95,7 +88,7 @@ def format_rows(case: dict[str, Any]) -> tuple[str, str]:
         "max error vs fp32 (relative)",
         "stated bound",
     ]
-    return intro, _table(header, rows)
+    return intro, table(header, rows)
 
 
 def tick_format_rows(data: dict[str, Any]) -> tuple[str, str]:
@@ -108,8 +101,8 @@ def tick_format_rows(data: dict[str, Any]) -> tuple[str, str]:
             "c",
             fmt,
             str(data["candidates"]),
-            _us(per[fmt]["stats"]["p50"]),
-            _us(per[fmt]["stats"]["p99.9"]),
+            us(per[fmt]["stats"]["p50"]),
+            us(per[fmt]["stats"]["p99.9"]),
             f"{per[fmt]['weight_bytes']:,}",
             f"{per[fmt]['stats']['p50'] / base:.2f}",
             str(per[fmt]["stats"]["n"]),
@@ -124,7 +117,7 @@ def tick_format_rows(data: dict[str, Any]) -> tuple[str, str]:
         f"{data['candidates']} candidates, so a conversion is shared by {data['candidates']} products):"
     )
     header = ["backend", "weights", "K", "p50", "p99.9", "weight bytes", "p50 / fp32", "n"]
-    return intro, _table(header, rows)
+    return intro, table(header, rows)
 
 
 def tick_and_formats_section(
