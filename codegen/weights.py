@@ -35,7 +35,6 @@ from tickformer.errors import ArtifactError
 
 FORMATS = ("fp32", "fp16", "bf16", "int8")
 QUANTISED = ("tf_w_qkv", "tf_w_o", "tf_w1", "tf_w2")  # the emitted arrays stored in the format
-EPS = {"fp32": 0.0, "fp16": 2.0**-11, "bf16": 2.0**-8}  # relative rounding bound (int8: s_o / 2)
 BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 C_TYPE = {"fp32": "float", "fp16": "uint16_t", "bf16": "uint16_t", "int8": "int8_t"}
 SUFFIX = {"fp32": "", "fp16": "_f16", "bf16": "_bf16", "int8": "_i8"}

@@ -38,7 +38,7 @@ def test_fp16_rounds_to_nearest_even_and_keeps_subnormals():
     assert q.ravel().tolist() == [float(np.float32(v)) for v in expected]  # ties to even; subnormals kept
     normal = np.abs(w) >= 2.0**-14
     err = np.abs(w.astype(np.float64) - q)
-    assert (err[normal] <= W.EPS["fp16"] * np.abs(w[normal])).all()
+    assert (err[normal] <= W.eps("fp16") * np.abs(w[normal])).all()
     assert (err[~normal] <= 2.0**-25).all()
 
 
@@ -54,7 +54,7 @@ def test_bf16_rounds_to_nearest_even():
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((64, 32)) * 10.0 ** rng.integers(-30, 30, (64, 32))).astype(np.float32)
     err = np.abs(w.astype(np.float64) - W.rounded(w, "bf16"))
-    assert (err <= W.EPS["bf16"] * np.abs(w)).all()
+    assert (err <= W.eps("bf16") * np.abs(w)).all()
 
 
 def test_int8_scales_are_per_output_channel():
@@ -190,12 +190,18 @@ def test_fp32_default_is_the_float_step(arts):
     assert b"uint16_t *restrict w" not in files["tf_model.c"] and b"tf_w1_s" not in files["tf_model.c"]
 
 
-def test_weight_bytes_shrink(arts):
-    plan = plan_for(open_artifact(arts["tiny"]))
-    sizes = {fmt: weight_bytes(plan, fmt) for fmt in W.FORMATS}
-    assert sizes["fp16"]["layer"] * 2 == sizes["fp32"]["layer"] == sizes["bf16"]["layer"] * 2
-    assert sizes["int8"]["layer"] < sizes["fp16"]["layer"]
-    assert sizes["fp32"]["other"] == sizes["int8"]["other"]
+def test_weight_bytes_counts_the_artifacts_matrices(arts):
+    """weight_bytes' "layer" (the emitted, stacked arrays) equals a count from the artifact's own
+    parameters: every matrix of matrix_names at the format's bytes, plus int8's one float32 scale
+    per output column; "other" does not depend on the format."""
+    art = open_artifact(arts["tiny"])
+    plan, params = plan_for(art), art.params()
+    matrices = [params[name] for name in W.matrix_names(art.config)]
+    for fmt in W.FORMATS:
+        want = sum(m.size * W.BYTES[fmt] + (4 * m.shape[-1] if fmt == "int8" else 0) for m in matrices)
+        got = weight_bytes(plan, fmt)
+        assert got["layer"] == want, fmt
+        assert got["other"] == weight_bytes(plan, "fp32")["other"] and got["total"] == want + got["other"]
 
 
 CONVERT_C = r"""
