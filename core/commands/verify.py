@@ -148,10 +148,12 @@ def _run(args: argparse.Namespace, budget: Any) -> int:
             f"--vocab, --output-bound, --state-bound and --not-causal describe bare ONNX models; {args.path} is an "
             "artifact directory, whose manifest declares them: remove them"
         )
+    format_names: tuple[str, ...] = ()  # --skip may name them only with --weights
     if args.weights is not None:
-        from tickformer.verify.formats import check_supported
+        from tickformer.verify.formats import NAMES, check_supported
 
         check_supported(args.path, args.weights, args.trust)
+        format_names = NAMES
     model = _open(open_model, args.path, args.backend, args.max_t, args.trust, **kwargs)
     sig = getattr(model, "sig", None)
     if budget is not None and sig is not None and sig.warnings:
@@ -172,7 +174,7 @@ def _run(args: argparse.Namespace, budget: Any) -> int:
                     seed_value=args.seed,
                     domain=None if bare else domain,
                     out_dir=args.out,
-                    skip=args.skip,
+                    skip=[name for name in args.skip if name not in format_names],
                 )
             except BudgetExceeded as exc:  # stopped at the budget: the report says how far it got
                 results, stopped = exc.results, exc
@@ -188,6 +190,7 @@ def _run(args: argparse.Namespace, budget: Any) -> int:
                     seed_value=args.seed,
                     out_dir=args.out,
                     domain=domain,
+                    skip=args.skip,
                 )
         used_domain = domain if domain is not None else model.domain
         info = model.describe()

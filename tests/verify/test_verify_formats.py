@@ -128,3 +128,17 @@ def test_a_format_the_generator_refuses_is_one_line(tmp_path, capsys):
     rc = main(["verify", str(art), "--weights", "int8", "--examples", "3", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "fp32" in err and "Traceback" not in err and len(err.splitlines()) == 1, err
+
+
+def test_skip_names_a_format_property(artifact, tmp_path):
+    """--skip weight_format_bound with --weights: reported skipped, the other one run."""
+    rc = main(
+        ["verify", str(artifact), "--weights", "int8", "--skip", "weight_format_bound", "--examples", "5",
+         "--max-t", "4", "--out", str(tmp_path)]
+    )  # fmt: skip
+    report = {
+        p["name"]: p["status"] for p in json.loads((tmp_path / "verify.json").read_text())["properties"]
+    }
+    assert (
+        rc == 0 and report["weight_format_bound"] == "skip" and report["weight_format_equivalence"] == "pass"
+    )
