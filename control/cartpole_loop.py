@@ -257,9 +257,11 @@ class ModelFilterMPC(_Filtered):
         st[:, :2] = pred[:, d]
         # the filter's velocities at t+d+1 (the candidate through B), plus `a` of the model's correction
         for j in (0, 1):
-            model_dv = (pred[:, d, j] - pred[:, d - 1, j]) / dt  # [K] the model's change over the tick
-            filt_dv = (self.base[j] + self.b[j] * self.cand - self.zpred[j]) / dt  # [K] the filter's
-            st[:, 2 + j] = self.base[2 + j] + self.b[2 + j] * self.cand + a * (model_dv - filt_dv)
+            st[:, 2 + j] = self.base[2 + j] + self.b[2 + j] * self.cand
+            if a:  # the gear bank's controller has none of the correction: no work for a share of 0
+                model_dv = (pred[:, d, j] - pred[:, d - 1, j]) / dt  # [K] the model's change over the tick
+                filt_dv = (self.base[j] + self.b[j] * self.cand - self.zpred[j]) / dt  # [K] the filter's
+                st[:, 2 + j] += a * (model_dv - filt_dv)
         st[:, 0] -= ref
         st[:, 2] -= ref_dot
         np.einsum("ki,ij,kj->k", st, self.design.s, st, out=self.costs)

@@ -104,7 +104,6 @@ class GearBank:
         self.half_logdet = np.array([0.5 * math.log(np.linalg.det(s)) for s in covs])  # [M]
         self.log_floor = math.log(floor)
         self.issued = [0.0] * delay
-        self.t = 0
         self.x = np.zeros((m, 4))  # [M, 4] each filter's estimate
         self.logw = np.full(m, -math.log(m))  # [M] normalised log-weights
         self.weights = np.full(m, 1.0 / m)  # [M]
@@ -113,7 +112,8 @@ class GearBank:
         np.matmul(self.weights, self.bs, out=self.b_mix)
         self.nu = np.zeros((m, 2))  # [M, 2] innovations
         self.tmp = np.zeros((m, 2))
-        self.dx = np.zeros((m, 4))
+        self.dx = np.zeros((m, 4))  # [M, 4] the measurement update; the time update's result (swapped with x)
+        self.input = np.zeros((m, 4))  # [M, 4] B u per filter
         self.loglik = np.zeros(m)
 
     def estimate(self, y: np.ndarray) -> np.ndarray:
@@ -128,7 +128,8 @@ class GearBank:
         lw = self.logw
         lw += self.loglik
         lw -= lw.max()
-        lw -= math.log(float(np.exp(lw).sum()))
+        np.exp(lw, out=self.weights)  # the buffer only holds the sum's terms here
+        lw -= math.log(float(self.weights.sum()))
         np.maximum(lw, self.log_floor, out=lw)  # the floor: a filter can come back
         np.exp(lw, out=self.weights)
         self.weights /= self.weights.sum()
@@ -147,8 +148,8 @@ class GearBank:
     def _advance(self, command: float) -> None:
         applied = self.issued[0]  # what reaches the cart over this tick
         np.einsum("mij,mj->mi", self.a, self.x, out=self.dx)
-        self.dx += self.bs * applied
-        self.x[:] = self.dx
+        np.multiply(self.bs, applied, out=self.input)
+        self.dx += self.input
+        self.x, self.dx = self.dx, self.x  # the new estimates; the old buffer is the next scratch
         self.issued.append(command)
         self.issued.pop(0)
-        self.t += 1
