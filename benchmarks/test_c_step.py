@@ -134,14 +134,14 @@ def _compile(compiler, flags, sources, out, cwd):
 
 def test_c_step_without_python(benchmark, artifact, compiler, tmp_path):
     from tickformer.codegen import model_sources, plan_for
-    from tickformer.codegen.toolchain import DEFAULT_FLAGS, GCC_FLAGS
+    from tickformer.codegen.toolchain import deployment_flags
     from tickformer.runtime import open_artifact
 
     plan = plan_for(open_artifact(artifact))
     for name, data in model_sources(plan).items():
         (tmp_path / name).write_bytes(data)
     (tmp_path / "bench.c").write_text(harness.STEP_BENCH_C)
-    flags = list(DEFAULT_FLAGS) + (list(GCC_FLAGS) if compiler.kind == "gcc" else [])
+    flags = list(deployment_flags(compiler))
     _compile(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
     variants = {}
     for key, (ours, other) in ALTERNATIVES.items():
@@ -238,7 +238,7 @@ def test_windowed_c_vs_ort(benchmark, control, artifact_for, compiler, x_step, t
     from tickformer import runtime
     from tickformer.codegen import model_sources, plan_for
     from tickformer.codegen.evidence import bytes_per_step
-    from tickformer.codegen.toolchain import DEFAULT_FLAGS, GCC_FLAGS
+    from tickformer.codegen.toolchain import deployment_flags
     from tickformer.runtime import open_artifact
 
     config, _ = control
@@ -258,7 +258,7 @@ def test_windowed_c_vs_ort(benchmark, control, artifact_for, compiler, x_step, t
     for name, data in model_sources(plan).items():
         (tmp_path / name).write_bytes(data)
     (tmp_path / "bench.c").write_text(harness.STEP_BENCH_C)
-    flags = list(DEFAULT_FLAGS) + (list(GCC_FLAGS) if compiler.kind == "gcc" else [])
+    flags = list(deployment_flags(compiler))
     _compile(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
     reps = C_REPS // 4
     subprocess.run([str(tmp_path / "bench"), str(reps), str(tmp_path / "w.bin")], check=True)
