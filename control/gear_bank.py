@@ -96,12 +96,16 @@ class GearBank:
         if not 0.0 < floor < 1.0 / m:
             raise ConfigError(f"floor {floor}: give a weight in (0, 1/M) = (0, {1.0 / m:.3g})")
         self.mode = mode
-        self.a = np.stack([d.a for d in designs])  # [M, 4, 4]
+        # the gear moves B alone: every filter has the nominal A, Kalman gain L and innovation
+        # covariance S (NominalDesign.make's, checked here), so one copy of each serves all M, and
+        # S's log-determinant, the same for all, cancels in the normalised weights
+        first = designs[0]
+        if any(not (np.array_equal(d.a, first.a) and np.array_equal(d.l, first.l)) for d in designs):
+            raise ConfigError("the bank's designs differ in more than B: give designs of one A and one L")
+        self.a = first.a  # [4, 4]
         self.bs = np.stack([d.b[:, 0] for d in designs])  # [M, 4]
-        self.ls = np.stack([d.l for d in designs])  # [M, 4, 2]
-        covs = [innovation_cov(d, noise) for d in designs]
-        self.s_inv = np.stack([np.linalg.inv(s) for s in covs])  # [M, 2, 2]
-        self.half_logdet = np.array([0.5 * math.log(np.linalg.det(s)) for s in covs])  # [M]
+        self.l = first.l  # [4, 2]
+        self.s_inv = np.linalg.inv(innovation_cov(first, noise))  # [2, 2]
         self.log_floor = math.log(floor)
         self.issued = [0.0] * delay
         self.x = np.zeros((m, 4))  # [M, 4] each filter's estimate
@@ -121,10 +125,9 @@ class GearBank:
         likelihood, each filter's measurement update; the bank's estimate in `xhat` (returned)."""
         nu = self.nu
         np.subtract(y[:2], self.x[:, :2], out=nu)  # [M, 2]
-        np.einsum("mij,mj->mi", self.s_inv, nu, out=self.tmp)
+        np.einsum("ij,mj->mi", self.s_inv, nu, out=self.tmp)
         np.einsum("mi,mi->m", nu, self.tmp, out=self.loglik)
         self.loglik *= -0.5
-        self.loglik -= self.half_logdet
         lw = self.logw
         lw += self.loglik
         lw -= lw.max()
@@ -134,7 +137,7 @@ class GearBank:
         np.exp(lw, out=self.weights)
         self.weights /= self.weights.sum()
         np.log(self.weights, out=lw)
-        np.einsum("mij,mj->mi", self.ls, nu, out=self.dx)
+        np.einsum("ij,mj->mi", self.l, nu, out=self.dx)
         self.x += self.dx
         if self.mode == "mix":
             np.matmul(self.weights, self.x, out=self.xhat)
@@ -147,7 +150,7 @@ class GearBank:
 
     def _advance(self, command: float) -> None:
         applied = self.issued[0]  # what reaches the cart over this tick
-        np.einsum("mij,mj->mi", self.a, self.x, out=self.dx)
+        np.einsum("ij,mj->mi", self.a, self.x, out=self.dx)
         np.multiply(self.bs, applied, out=self.input)
         self.dx += self.input
         self.x, self.dx = self.dx, self.x  # the new estimates; the old buffer is the next scratch

@@ -70,21 +70,39 @@ def test_a_low_gear_is_identified_within_n_ticks(gear):
     assert np.all(np.argmax(w[N_TICKS:], axis=1) == nearest)
     assert np.median(w[N_TICKS:, nearest]) > 0.8
     # the bank's B is the weighted one, so the controller's input gain is the low gear's
-    b = bank.b_mix[:2] / G.bank_designs(grid)[5].b[:2, 0]  # against the nominal gear's (100)
+    b = bank.b_mix[:2] / G.bank_designs(grid)[grid.index(100.0)].b[:2, 0]  # against the nominal gear's
     assert b == pytest.approx([grid[nearest] / 100.0] * 2, abs=0.1)
 
 
 class _SignFlipped(G.GearBank):
-    """A mutant: each filter weighted by the inverse of its likelihood."""
+    """A mutant: each filter weighted by the inverse of its likelihood (S^-1 negated: the
+    log-likelihood's quadratic term changes sign; its log-determinant, shared, cancels)."""
 
     def estimate(self, y):
-        self.half_logdet = -self.half_logdet
         self.s_inv = -self.s_inv
         try:
             return super().estimate(y)
         finally:
-            self.half_logdet = -self.half_logdet
             self.s_inv = -self.s_inv
+
+
+class _CommandBlind(G.GearBank):
+    """A mutant: the filters' time update without the command (B u dropped), so nothing tells
+    the gears apart."""
+
+    def _advance(self, command):
+        bs, self.bs = self.bs, np.zeros_like(self.bs)
+        try:
+            super()._advance(command)
+        finally:
+            self.bs = bs
+
+
+def test_the_mutant_that_ignores_the_commands_is_not_identified():
+    grid = G.training_gear_grid()
+    nearest = int(np.argmin(np.abs(np.asarray(grid) - 72.0)))
+    w = np.array(_run(_CommandBlind(G.bank_designs(grid), 2), 72.0, 300))
+    assert not np.all(np.argmax(w[N_TICKS:], axis=1) == nearest)
 
 
 def test_the_mutant_with_the_likelihoods_sign_flipped_is_not_identified():
@@ -99,10 +117,15 @@ def test_the_floor_lets_a_filter_come_back_and_the_bank_refuses_bad_settings():
     bank = G.GearBank(G.bank_designs(grid), 2, floor=1e-3)
     _run(bank, 130.0, 150)
     assert bank.weights[1] > 0.99 and bank.weights[0] >= 0.99e-3
+    w = np.array(_run(bank, 70.0, 150))  # the actuator changes: the floored filter comes back
+    assert w[-1, 0] > 0.9
     with pytest.raises(ConfigError, match="floor"):
         G.GearBank(G.bank_designs(grid), 2, floor=0.6)
     with pytest.raises(ConfigError, match="at least 2"):
         G.GearBank(G.bank_designs(grid)[:1], 2)
+    other_mass = C.NominalDesign.make(dataclasses.replace(C.NOMINAL, pole_mass=8.0))
+    with pytest.raises(ConfigError, match="more than B"):  # the bank shares one A and L
+        G.GearBank((*G.bank_designs(grid), other_mass), 2)
 
 
 # the bank in the learned controller (control/cartpole_loop.py: kind "model", ModelFilterMPC(bank=True))
