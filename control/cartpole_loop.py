@@ -70,7 +70,7 @@ from .cartpole import (
     draw_params,
     reference,
 )
-from .forecast_mpc import ForecastMPC
+from .forecast_mpc import ForecastMPC, trained_signals
 from .gear_bank import FLOOR, GearBank, bank_designs, training_gear_grid
 
 OBS_HEAD = 4  # obs[0:4] = (x, theta, the command actuated last tick, n skipped ticks)
@@ -184,12 +184,9 @@ class ModelFilterMPC(_Filtered):
         mode: str = "mix",
     ) -> None:
         if signals is None:
-            signals = session.artifact.manifest.get("source", {}).get("checkpoint_meta", {}).get("signals")
-            if not signals:
-                raise ConfigError(
-                    "the artifact names no signals (not trained with --data); train with tickformer train "
-                    "--data LOG --inputs command --outputs x,theta"
-                )
+            signals = trained_signals(
+                session, "train with tickformer train --data LOG --inputs command --outputs x,theta"
+            )
         outputs = [c["name"] for c in signals["inputs"] if c["role"] == "output"]
         if outputs != ["x", "theta"]:
             raise ConfigError(f"the model's outputs are {outputs}; the cart-pole controller needs x,theta")

@@ -23,6 +23,15 @@ import numpy as np
 from tickformer.errors import ConfigError
 
 
+def trained_signals(session: Any, how: str) -> dict[str, Any]:
+    """The signals a `train --data` artifact was trained on (its manifest's checkpoint_meta), or
+    ConfigError ending with `how` (the train command that makes one, for the caller's plant)."""
+    signals = session.artifact.manifest.get("source", {}).get("checkpoint_meta", {}).get("signals")
+    if not signals:
+        raise ConfigError(f"the artifact names no signals (not trained with --data); {how}")
+    return signals
+
+
 class ForecastMPC:
     """`step(obs) -> command`, obs = (measured outputs in the model's output order, the command
     actuated at the previous tick)."""

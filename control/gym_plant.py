@@ -42,7 +42,7 @@ import numpy as np
 from tickformer import validation
 from tickformer.errors import ConfigError
 
-from .forecast_mpc import ForecastMPC
+from .forecast_mpc import ForecastMPC, trained_signals
 
 PREFIX = "gym:"
 ACT, OBS = "act", "obs"  # column prefixes: act0, act1, ..; obs0, obs1, ..
@@ -261,13 +261,10 @@ class QuadraticCost:
 
 def model_signals(session: Any) -> dict[str, Any]:
     """The signals a `--data` artifact was trained on (its manifest), or ConfigError."""
-    signals = session.artifact.manifest.get("source", {}).get("checkpoint_meta", {}).get("signals")
-    if not signals:
-        raise ConfigError(
-            "the artifact names no signals (not trained with --data); train on a log of tickformer log gym:ID "
-            "with tickformer train --data LOG --inputs act0 --outputs obs0,.."
-        )
-    return signals
+    return trained_signals(
+        session,
+        "train on a log of tickformer log gym:ID with tickformer train --data LOG --inputs act0 --outputs obs0,..",
+    )
 
 
 def model_columns(signals: dict[str, Any]) -> tuple[str, list[int]]:
