@@ -178,10 +178,12 @@ def run(args: argparse.Namespace) -> int:
     seed = str(args.seed)
     t_start = time.perf_counter()
 
+    from tickformer.control.cartpole import CANDIDATES  # the export's batch: one peek evaluates them all
+
     def train_export(log: str, name: str, extra: tuple[str, ...] = ()) -> None:
         _call(parser, ["train", "--data", log, *TRAIN, "--steps", str(b["steps"]), "--seed", seed, "--quiet",
                        *extra, "--out", str(out / f"ckpt{name}")], steps)  # fmt: skip
-        _call(parser, ["export", str(out / f"ckpt{name}"), "--out", str(out / f"art{name}"), "--batch", "17",
+        _call(parser, ["export", str(out / f"ckpt{name}"), "--out", str(out / f"art{name}"), "--batch", str(CANDIDATES),
                        f"--domain={DOMAIN}"], steps)  # fmt: skip
 
     log = str(out / "log0.parquet")
@@ -339,52 +341,55 @@ def _gym_chain(args: argparse.Namespace) -> int:
     """log, train, export, the closed loops of the model and the hold baseline (module docstring)."""
     from tickformer import runtime
     from tickformer.control import gym_plant as G
+    from tickformer.control.cartpole import CANDIDATES  # as many spread over the action's bounds
     from tickformer.durable import atomic_write
     from tickformer.errors import ConfigError
 
     if args.rounds is not None:
         raise ConfigError("--rounds is for the cartpole plant; remove it for a gym:ID plant")
     env = G.make_env(args.plant)
-    low, high, n_obs = G.spaces(env)
-    if low.size != 1:
-        raise ConfigError(
-            f"{args.plant}: the action space has {low.size} dimensions; the learned controller drives one: "
-            "give an env of one action (wrap yours, holding the others)"
-        )
-    target = _floats(args.target, "--target", n_obs, 0.0)
-    weights = _floats(args.weights, "--weights", n_obs, 1.0)
-    b = dict(GYM_BUDGETS["quick" if args.quick else "full"])
-    for name in ("draws", "ticks", "steps"):
-        if getattr(args, name) is not None:
-            from tickformer import validation
+    try:  # the env is closed on every way out (a refused flag, a failed stage)
+        low, high, n_obs = G.spaces(env)
+        if low.size != 1:
+            raise ConfigError(
+                f"{args.plant}: the action space has {low.size} dimensions; the learned controller drives one: "
+                "give an env of one action (wrap yours, holding the others)"
+            )
+        target = _floats(args.target, "--target", n_obs, 0.0)
+        weights = _floats(args.weights, "--weights", n_obs, 1.0)
+        b = dict(GYM_BUDGETS["quick" if args.quick else "full"])
+        for name in ("draws", "ticks", "steps"):
+            if getattr(args, name) is not None:
+                from tickformer import validation
 
-            validation.positive_int(getattr(args, name), f"--{name}")
-            b[name] = getattr(args, name)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    parser, steps, seed = _parser(), [], str(args.seed)
-    outputs = ",".join(f"{G.OBS}{i}" for i in range(n_obs))
-    log, ckpt, art = str(out / "log.parquet"), str(out / "ckpt"), str(out / "art")
-    t0 = time.perf_counter()
-    _call(parser, ["log", args.plant, "--out", log, "--runs", str(b["runs"]), "--rows", str(b["rows"]),
-                   "--seed", seed], steps)  # fmt: skip
-    _call(parser, ["train", "--data", log, "--inputs", f"{G.ACT}0", "--outputs", outputs, "--episode", "run",
-                   "--time", "time", "--horizon", "2", "--steps", str(b["steps"]), "--seed", seed, "--quiet",
-                   "--out", ckpt], steps)  # fmt: skip
-    _call(parser, ["export", ckpt, "--out", art, "--batch", "17"], steps)
-    print(
-        f"$ closed loops: {b['draws']} episodes x {b['ticks']} ticks, the model and the hold baseline",
-        flush=True,
-    )
-    loops: dict[str, list[dict[str, Any]]] = {"model": [], "hold": []}
-    with runtime.load(art, backend="ort", threads=1) as s:
-        _, idx = G.model_columns(G.model_signals(s))
-        cost = G.QuadraticCost([target[i] for i in idx], [weights[i] for i in idx])
-        for d in range(b["draws"]):
-            ctl = G.GymMPC(s, float(low[0]), float(high[0]), cost)
-            loops["model"].append(G.run_loop(env, ctl, b["ticks"], out_idx=idx, seed=d))
-            loops["hold"].append(G.run_loop(env, G.HoldAction(), b["ticks"], out_idx=idx, seed=d))
-    env.close()
+                validation.positive_int(getattr(args, name), f"--{name}")
+                b[name] = getattr(args, name)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        parser, steps, seed = _parser(), [], str(args.seed)
+        outputs = ",".join(f"{G.OBS}{i}" for i in range(n_obs))
+        log, ckpt, art = str(out / "log.parquet"), str(out / "ckpt"), str(out / "art")
+        t0 = time.perf_counter()
+        _call(parser, ["log", args.plant, "--out", log, "--runs", str(b["runs"]), "--rows", str(b["rows"]),
+                       "--seed", seed], steps)  # fmt: skip
+        _call(parser, ["train", "--data", log, "--inputs", f"{G.ACT}0", "--outputs", outputs, "--episode", "run",
+                       "--time", "time", "--horizon", "2", "--steps", str(b["steps"]), "--seed", seed, "--quiet",
+                       "--out", ckpt], steps)  # fmt: skip
+        _call(parser, ["export", ckpt, "--out", art, "--batch", str(CANDIDATES)], steps)
+        print(
+            f"$ closed loops: {b['draws']} episodes x {b['ticks']} ticks, the model and the hold baseline",
+            flush=True,
+        )
+        loops: dict[str, list[dict[str, Any]]] = {"model": [], "hold": []}
+        with runtime.load(art, backend="ort", threads=1) as s:
+            _, idx = G.model_columns(G.model_signals(s))
+            cost = G.QuadraticCost([target[i] for i in idx], [weights[i] for i in idx])
+            for d in range(b["draws"]):
+                ctl = G.GymMPC(s, float(low[0]), float(high[0]), cost)
+                loops["model"].append(G.run_loop(env, ctl, b["ticks"], out_idx=idx, seed=d))
+                loops["hold"].append(G.run_loop(env, G.HoldAction(), b["ticks"], out_idx=idx, seed=d))
+    finally:
+        env.close()
     summary = {
         "plant": args.plant,
         "seed": args.seed,
