@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from .demo import DemoConfig, reference
 from .plant import START_OMEGA, START_THETA, HiddenPendulum, HiddenStepper, draw_hidden
-from .reference import SineReference
 
 ENV_ID = "tickformer/HiddenPendulum-v0"
 EPISODE_TICKS = 400  # 40 s at the plant's 0.1 s period
-REFERENCE = SineReference(amplitude=0.25, period_s=4.0)  # the demo's (control.demo.DemoConfig)
+REFERENCE = reference(DemoConfig())  # the demo's reference, from its own settings
 _CLASS: list[type] = []
 
 

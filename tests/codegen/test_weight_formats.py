@@ -184,6 +184,12 @@ def test_fp16_subnormal_weights_reach_the_output(arts, tmp_path, c_compiler, mak
     assert np.abs(f - r).max() > 4 * NORMWISE_U * UNIT_ROUNDOFF * np.abs(r).max()  # flushing would be seen
 
 
+def test_the_fp32_bound_is_the_normwise_part_of_the_c_steps_contract():
+    """weights.fp32_bound("fp32") (BOUND_K u) and the golden check's normwise bound (NORMWISE_U u)
+    are one number: verify --weights fp32 holds the step to the contract tf_test does."""
+    assert W.fp32_bound("fp32") == NORMWISE_U * UNIT_ROUNDOFF
+
+
 def test_fp32_default_is_the_float_step(arts):
     files = generate(arts["tiny"])
     assert b'#define TF_WEIGHT_FORMAT "fp32"' in files["tf_model.h"]
