@@ -385,7 +385,7 @@ def run_loops(
     *,
     isolation: Callable[[], Any] | None = None,
     progress: Callable[[str], None] | None = None,
-    backend: str = "ort",
+    backend: str,
 ) -> dict[str, Any]:
     """The four controllers (CONTROLLERS) on the same plant, reference and measurement-noise seed,
     each twice from the same start: in virtual time (`run_virtual`: the control quality,

@@ -106,7 +106,7 @@ def stage_certify(
     artifact: str,
     cfg: DemoConfig,
     progress: Callable[[int], None] | None,
-    backend: str = "ort",
+    backend: str,
 ) -> dict[str, Any]:
     """Certify the batch-K step of the windowed artifact on the loop's backend (the step a tick
     runs when it catches up; its peek evaluates the K candidates over one history), against the

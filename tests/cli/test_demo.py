@@ -164,7 +164,7 @@ def test_demo_horizons_only_trains_the_horizons_and_runs_history_mpc(tmp_path) -
     tr = CD.train_models(tmp_path, cfg)
     assert not tr["identify"] and tr["identification"] is None
     ex = CD.export_models(tmp_path, tr, cfg)
-    loop = CD.run_loops(ex, tr, cfg)
+    loop = CD.run_loops(ex, tr, cfg, backend="ort")
     assert loop["model"]["controller"] == loop["memoryless"]["controller"] == "HistoryMPC"
     assert "identified_relative_error" not in loop["model"]
 
