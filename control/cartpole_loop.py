@@ -325,28 +325,15 @@ def run_episode(
     the command limit). wall_period_ns None: virtual time (runtime.control_loop.VirtualClock:
     every tick on time, the result depends on the seeds alone); else the wall clock at that
     period, traced. Returns the plant's summary (cost, falls, saturations) and the loop's counts."""
-    from tickformer.runtime.control_loop import ControlLoop, LoopConfig, VirtualClock
+    from tickformer.runtime.control_loop import ControlLoop, LoopConfig
 
     sim = CartPoleSim(plant, ticks)
     period = wall_period_ns or int(round(plant.dt * 1e9))
     cfg = LoopConfig(period_ns=period, fallback="hold", safe_action=(0.0,), output_bound=COMMAND_LIMIT)
-    if wall_period_ns is None:
-        clock = VirtualClock()
-        loop = ControlLoop(controller, cfg, clock=clock.now, sleep=clock.sleep)
-    else:
-        loop = ControlLoop(controller, cfg)
+    loop = ControlLoop.virtual(controller, cfg) if wall_period_ns is None else ControlLoop(controller, cfg)
     stats = loop.run(ticks, sim.observe, sim.actuate, trace=wall_period_ns is not None)
     out = plant.summary()
-    out.update(
-        {
-            "loop_ticks": stats.ticks,
-            "deadline_misses": stats.deadline_misses,
-            "fallbacks": stats.fallbacks,
-            "skipped_periods": stats.skipped_periods,
-            "faults": stats.faults,
-            "last_fault": stats.last_fault,
-        }
-    )
+    out.update(stats.counts())
     if loop.trace is not None:
         step_us = loop.trace["step_ns"] / 1e3
         out["step_us"] = {

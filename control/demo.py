@@ -293,10 +293,9 @@ def run_virtual(controller: Any, sim: HiddenPlantSim, cfg: DemoConfig) -> dict[s
     """The same loop and controller in virtual time (runtime.control_loop.VirtualClock): every
     tick released on schedule, every step on time, no fallback for lateness. Its tracking
     depends on the seeds alone, not on the machine's load: the demo's measure of control quality."""
-    from tickformer.runtime.control_loop import ControlLoop, VirtualClock
+    from tickformer.runtime.control_loop import ControlLoop
 
-    clock = VirtualClock()
-    loop = ControlLoop(controller, loop_config(cfg), clock=clock.now, sleep=clock.sleep)
+    loop = ControlLoop.virtual(controller, loop_config(cfg))
     stats = loop.run(cfg.ticks, sim.observe, sim.actuate)
     tracking = sim.tracking(skip=min(cfg.settle_ticks, cfg.ticks // 4))
     return {

@@ -354,7 +354,7 @@ def run_loop(
     """`ticks` ticks of `controller` on `env` under ControlLoop (hold fallback, the output bounded
     to the action bounds' larger magnitude, then clipped to the bounds by GymSim); virtual time at
     the env's period unless `wall_period_ns`. Returns GymSim's summary and the loop's counts."""
-    from tickformer.runtime.control_loop import ControlLoop, LoopConfig, VirtualClock
+    from tickformer.runtime.control_loop import ControlLoop, LoopConfig
 
     validation.positive_int(ticks, "--ticks")
     sim = GymSim(env, out_idx, seed=seed)
@@ -363,20 +363,8 @@ def run_loop(
     period = wall_period_ns or max(1, int(round(period_s(env) * 1e9)))
     bound = float(max(abs(sim.low[0]), abs(sim.high[0])))
     cfg = LoopConfig(period_ns=period, fallback="hold", safe_action=(sim.mid,), output_bound=bound)
-    if wall_period_ns is None:
-        clock = VirtualClock()
-        loop = ControlLoop(controller, cfg, clock=clock.now, sleep=clock.sleep)
-    else:
-        loop = ControlLoop(controller, cfg)
+    loop = ControlLoop.virtual(controller, cfg) if wall_period_ns is None else ControlLoop(controller, cfg)
     stats = loop.run(ticks, sim.observe, sim.actuate)
     out = sim.summary()
-    out.update(
-        {
-            "loop_ticks": stats.ticks,
-            "deadline_misses": stats.deadline_misses,
-            "fallbacks": stats.fallbacks,
-            "faults": stats.faults,
-            "period_s": period / 1e9,
-        }
-    )
+    out.update(stats.counts(), period_s=period / 1e9)
     return out

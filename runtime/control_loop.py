@@ -165,6 +165,17 @@ class LoopStats:
     denormals_flushed: bool = False  # flush-to-zero was on in the loop's thread
     late_outputs: int = 0  # outputs ready after their deadline, replaced by the fallback (late_fallback)
 
+    def counts(self) -> dict[str, Any]:
+        """The run's counts as the closed-loop summaries report them (loop_ticks: the ticks run)."""
+        return {
+            "loop_ticks": self.ticks,
+            "deadline_misses": self.deadline_misses,
+            "fallbacks": self.fallbacks,
+            "skipped_periods": self.skipped_periods,
+            "faults": self.faults,
+            "last_fault": self.last_fault,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
@@ -249,6 +260,15 @@ class ControlLoop:
         self._clear()
 
     # ------------------------------------------------------------------ state
+
+    @classmethod
+    def virtual(cls, session: Steppable, config: LoopConfig, **kwargs: Any) -> "ControlLoop":
+        """The same loop in virtual time (VirtualClock: every tick released on schedule, every step
+        on time): the outputs depend on the inputs and seeds alone (not real-time: for control
+        quality)."""
+        clock = VirtualClock()
+        return cls(session, config, clock=clock.now, sleep=clock.sleep, **kwargs)
+
     def _clear(self) -> None:
         self._hist[:] = 0
         self._overflow = 0

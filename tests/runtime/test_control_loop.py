@@ -172,6 +172,32 @@ def test_histogram_overflow_bucket() -> None:
     assert stats.overflow == 5 and sum(stats.histogram) + stats.overflow == 6
 
 
+def test_the_virtual_loop_releases_every_tick_on_schedule_and_reports_its_counts() -> None:
+    """ControlLoop.virtual: time moves only when the loop sleeps, so a step as slow as the period
+    in wall time is still on time, and ticks are released at k * period; LoopStats.counts is the
+    summaries' subset of the stats."""
+    import time
+
+    class Slow:
+        def step(self, x):
+            time.sleep(0.002)  # twice the period, in wall time
+            return np.zeros(2, np.float32)
+
+    cfg = LoopConfig(period_ns=1_000_000)
+    loop = ControlLoop.virtual(Slow(), cfg, output_shape=(2,))
+    stats = loop.run(4, observe=lambda k: np.zeros(3, np.float32), actuate=lambda u: None)
+    assert stats.deadline_misses == 0 and stats.skipped_periods == 0 and stats.fallbacks == 0
+    assert loop.clock() == 3 * cfg.period_ns  # released at 0, 1, 2, 3 periods: no time spent stepping
+    assert stats.counts() == {
+        "loop_ticks": 4,
+        "deadline_misses": 0,
+        "fallbacks": 0,
+        "skipped_periods": 0,
+        "faults": 0,
+        "last_fault": None,
+    }
+
+
 def test_overrun_uses_fallback_hold_and_counts_it() -> None:
     clock = FakeClock()
     s = ScriptedSession(clock, [100, 500, 100])  # tick 1 overruns the 300 ns budget
