@@ -156,6 +156,13 @@ def control():
 
 
 @pytest.fixture(scope="session")
+def artifact(control, artifact_for):
+    """The control model's exported artifact (artifact_for's, shared by the suites that time it)."""
+    config, _ = control
+    return artifact_for(config)[0]
+
+
+@pytest.fixture(scope="session")
 def memory_results():
     """Allocation and resident-memory results, written to results/memory.json at session end."""
     store: dict = {"allocations": {}, "rss": [], "date_utc": _START["date_utc"]}

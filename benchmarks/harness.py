@@ -319,6 +319,16 @@ def fp32_tolerance(config, t: int) -> float:
 
 # The memory-bandwidth floor's program (benchmarks/test_c_step.py, test_c_formats.py): sums a
 # buffer of argv[1] bytes argv[2] times, each pass timed, samples written to argv[3].
+def compile_c(compiler, flags, sources, out, cwd) -> None:
+    """Compile C `sources` (in `cwd`) into the program `out` with `compiler` (codegen's Compiler)
+    and `flags`; a failure raises with the compiler's output."""
+    import subprocess
+
+    subprocess.run(
+        [compiler.path, *flags, *sources, "-o", str(out)], cwd=cwd, check=True, capture_output=True, text=True
+    )
+
+
 # The head every timing program shares: the includes and ns(), CLOCK_MONOTONIC in nanoseconds.
 TIMING_HEAD_C = r"""#define _POSIX_C_SOURCE 199309L
 #include <stdio.h>

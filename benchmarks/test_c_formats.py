@@ -49,23 +49,11 @@ BEYOND_REPS = 4
 RESULTS: dict = {}
 
 
-@pytest.fixture(scope="module")
-def artifact(control, artifact_for):
-    config, _ = control
-    return artifact_for(config)[0]
-
-
 @pytest.fixture(scope="module", autouse=True)
 def write_results():
     yield
     if RESULTS:
         harness.write_json("c_formats", RESULTS)
-
-
-def _compile(compiler, flags, sources, out, cwd):
-    subprocess.run(
-        [compiler.path, *flags, *sources, "-o", str(out)], cwd=cwd, check=True, capture_output=True, text=True
-    )
 
 
 def _error_vs_fp32(artifact, fmt, directory, compiler) -> dict:
@@ -120,7 +108,9 @@ def _formats_interleaved(artifact, compiler, tmp_path, rounds: int, reps: int) -
     for fmt in FORMATS:
         d = write(art, tmp_path / fmt, weights=fmt)
         (d / "bench.c").write_text(harness.STEP_BENCH_C)
-        _compile(compiler, [*flags, "-DWARMUP=2"], ["bench.c", "tf_model.c"], d / "bench", d)  # as measured
+        harness.compile_c(
+            compiler, [*flags, "-DWARMUP=2"], ["bench.c", "tf_model.c"], d / "bench", d
+        )  # as measured
         steps[fmt] = bytes_per_step(plan_for(art, fmt))
     samples: dict[str, list[np.ndarray]] = {fmt: [] for fmt in FORMATS}
     for r in range(rounds):
@@ -130,7 +120,7 @@ def _formats_interleaved(artifact, compiler, tmp_path, rounds: int, reps: int) -
             subprocess.run([str(tmp_path / fmt / "bench"), str(reps), str(path)], check=True)
             samples[fmt].append(np.fromfile(path, dtype=np.int64).reshape(reps, n))
     (tmp_path / "floor.c").write_text(harness.FLOOR_C)
-    _compile(
+    harness.compile_c(
         compiler,
         ["-std=c99", "-O3", "-march=native", "-Wall", "-Werror"],
         ["floor.c"],

@@ -57,12 +57,6 @@ def windows(n: int) -> dict[str, tuple[int, int]]:
     return {"1": (0, WINDOW), "N/2": (half - WINDOW // 2, half + WINDOW // 2), "N": (n - WINDOW, n)}
 
 
-@pytest.fixture(scope="module")
-def artifact(control, artifact_for):
-    config, _ = control
-    return artifact_for(config)[0]
-
-
 @pytest.fixture(scope="module", autouse=True)
 def write_results():
     yield
@@ -126,12 +120,6 @@ def test_c_vs_ort_interleaved(benchmark, artifact, compiler, x_step):
     benchmark.extra_info.update({"case": "ratio/c-vs-ort", "unit": "us", **RESULTS["session"]})
 
 
-def _compile(compiler, flags, sources, out, cwd):
-    subprocess.run(
-        [compiler.path, *flags, *sources, "-o", str(out)], cwd=cwd, check=True, capture_output=True, text=True
-    )
-
-
 def test_c_step_without_python(benchmark, artifact, compiler, tmp_path):
     from tickformer.codegen import model_sources, plan_for
     from tickformer.codegen.toolchain import deployment_flags
@@ -142,12 +130,14 @@ def test_c_step_without_python(benchmark, artifact, compiler, tmp_path):
         (tmp_path / name).write_bytes(data)
     (tmp_path / "bench.c").write_text(harness.STEP_BENCH_C)
     flags = list(deployment_flags(compiler))
-    _compile(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
+    harness.compile_c(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
     variants = {}
     for key, (ours, other) in ALTERNATIVES.items():
         if ours in flags:  # GCC_FLAGS' width is not given to other compilers
             variants[key] = [other if f == ours else f for f in flags]
-            _compile(compiler, variants[key], ["bench.c", "tf_model.c"], tmp_path / f"bench_{key}", tmp_path)
+            harness.compile_c(
+                compiler, variants[key], ["bench.c", "tf_model.c"], tmp_path / f"bench_{key}", tmp_path
+            )
     n = plan.config.max_len
 
     def measure(program: str, reps: int) -> np.ndarray:
@@ -186,7 +176,7 @@ def test_bandwidth_floor(benchmark, artifact, compiler, tmp_path):
     (tmp_path / "floor.c").write_text(harness.FLOOR_C)
     widths = {}
     for bits in (256, 512):  # 512: no-op without AVX-512; the step is built with it (GCC_FLAGS)
-        _compile(
+        harness.compile_c(
             compiler,
             ["-std=c99", "-O3", "-march=native", f"-mprefer-vector-width={bits}", "-Wall", "-Werror"],
             ["floor.c"],
@@ -259,7 +249,7 @@ def test_windowed_c_vs_ort(benchmark, control, artifact_for, compiler, x_step, t
         (tmp_path / name).write_bytes(data)
     (tmp_path / "bench.c").write_text(harness.STEP_BENCH_C)
     flags = list(deployment_flags(compiler))
-    _compile(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
+    harness.compile_c(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
     reps = C_REPS // 4
     subprocess.run([str(tmp_path / "bench"), str(reps), str(tmp_path / "w.bin")], check=True)
     in_c = np.fromfile(tmp_path / "w.bin", dtype=np.int64).reshape(reps, n)

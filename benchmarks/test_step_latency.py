@@ -42,12 +42,6 @@ def windows(n: int) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture(scope="module")
-def artifact(control, artifact_for):
-    config, _ = control
-    return artifact_for(config)[0]
-
-
-@pytest.fixture(scope="module")
 def full_model(control):
     config, params = control
     return subjects.full_graph(config, params)
