@@ -29,6 +29,8 @@ Pure functions of the model config (numpy only); no file I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from tickformer.model.config import Config
@@ -66,29 +68,23 @@ CONTROL_FLOW: dict[str, dict[str, frozenset[str]]] = {
 IO = dict[str, tuple[str, list[int | str]]]
 
 
-def k_cache(i: int) -> str:
-    """Step graph I/O names of layer i (the one spelling: graphs, backends, feeds use these)."""
-    return f"k_cache.{i}"
+def _per_layer(stem: str) -> Callable[[int], str]:
+    """The name function of one per-layer step graph I/O: layer i's name is "{stem}.{i}"."""
+
+    def name(i: int) -> str:
+        return f"{stem}.{i}"
+
+    name.__name__ = name.__qualname__ = stem
+    return name
 
 
-def v_cache(i: int) -> str:
-    return f"v_cache.{i}"
-
-
-def k_new(i: int) -> str:
-    return f"k_new.{i}"
-
-
-def v_new(i: int) -> str:
-    return f"v_new.{i}"
-
-
-def cross_k(i: int) -> str:
-    return f"cross_k.{i}"
-
-
-def cross_v(i: int) -> str:
-    return f"cross_v.{i}"
+# Step graph I/O names of layer i (the one spelling: graphs, backends, feeds use these).
+k_cache = _per_layer("k_cache")
+v_cache = _per_layer("v_cache")
+k_new = _per_layer("k_new")
+v_new = _per_layer("v_new")
+cross_k = _per_layer("cross_k")
+cross_v = _per_layer("cross_v")
 
 
 def artifact_version(config: Config) -> int:

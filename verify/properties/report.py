@@ -211,11 +211,10 @@ def _strict(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """JSON for numpy scalars and arrays in details (sizes, indices)."""
+    """JSON for numpy scalars and arrays in details (sizes, indices); anything else (a Path, ...)
+    as its str."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
         return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
     return str(value)
