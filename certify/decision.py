@@ -97,34 +97,10 @@ def decide(
     fit_error: str | None = None,
     n: int | None = None,
     budget_exceedance: float | None = None,
-) -> tuple[str, list[str]]:
-    """The verdict and its reasons, failing closed (module docstring). n: the sample count;
-    budget_exceedance: the fit's per-step P(step > budget) (for the sample count a longer
-    campaign needs, `samples_needed`). Pure."""
-    verdict, reasons, _ = decide_with_need(
-        observed_max_ns=observed_max_ns,
-        budget_ns=budget_ns,
-        evt=evt,
-        exceedance=exceedance,
-        fit_error=fit_error,
-        n=n,
-        budget_exceedance=budget_exceedance,
-    )
-    return verdict, reasons
-
-
-def decide_with_need(
-    *,
-    observed_max_ns: float,
-    budget_ns: float,
-    evt: dict[str, Any] | None,
-    exceedance: float,
-    fit_error: str | None = None,
-    n: int | None = None,
-    budget_exceedance: float | None = None,
 ) -> tuple[str, list[str], dict[str, Any] | None]:
-    """`decide` plus the sample count an INCONCLUSIVE campaign would need (`samples_needed`), or
-    None. Pure."""
+    """The verdict, its reasons, and the sample count an INCONCLUSIVE campaign would need
+    (`samples_needed`, else None), failing closed (module docstring). n: the sample count;
+    budget_exceedance: the fit's per-step P(step > budget) (for `samples_needed`). Pure."""
     key = f"{exceedance:.0e}"
     status = pwcet_result(evt, fit_error, exceedance)
     failed = [] if evt is None else [t for t in evt["tests"] if not t["passed"]]
@@ -300,7 +276,7 @@ def analyze(
         if fit is not None and evt is not None and evt["admissible"]
         else None
     )
-    verdict, reasons, need = decide_with_need(
+    verdict, reasons, need = decide(
         observed_max_ns=st["max"],
         budget_ns=float(budget_ns),
         evt=evt,

@@ -9,7 +9,9 @@ between source and target and tied to the output projection.
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from tickformer import validation
@@ -170,102 +172,15 @@ class Config:
         return cls(**data)
 
 
-PRESETS: dict[str, Config] = {
-    # The paper's base and big models (Table 3), shared 37000-token vocabulary, tied output.
-    "paper-base": Config(
-        arch="encoder-decoder",
-        inputs="tokens",
-        d_model=512,
-        n_heads=8,
-        d_ff=2048,
-        n_layers=6,
-        n_enc_layers=6,
-        vocab_size=37000,
-        max_len=256,
-        dropout=0.1,
-    ),
-    "paper-big": Config(
-        arch="encoder-decoder",
-        inputs="tokens",
-        d_model=1024,
-        n_heads=16,
-        d_ff=4096,
-        n_layers=6,
-        n_enc_layers=6,
-        vocab_size=37000,
-        max_len=256,
-        dropout=0.3,
-    ),
-    # Smallest useful shapes, for tests.
-    "tiny": Config(
-        arch="decoder",
-        inputs="continuous",
-        d_model=16,
-        n_heads=2,
-        d_ff=32,
-        n_layers=2,
-        d_in=3,
-        d_out=2,
-        max_len=16,
-        dropout=0.0,
-    ),
-    "tiny-seq2seq": Config(
-        arch="encoder-decoder",
-        inputs="tokens",
-        d_model=16,
-        n_heads=2,
-        d_ff=32,
-        n_layers=1,
-        n_enc_layers=1,
-        vocab_size=7,
-        max_len=12,
-        dropout=0.0,
-    ),
-    # The control model: decoder-only over the pendulum's (state, action) history.
-    "control": Config(
-        arch="decoder",
-        inputs="continuous",
-        d_model=64,
-        n_heads=4,
-        d_ff=256,
-        n_layers=2,
-        d_in=3,
-        d_out=2,
-        max_len=256,
-        dropout=0.0,
-    ),
-    # The pendulum-hidden task (model/tasks.py): inputs (measured angle, command, and the two
-    # commands before it: the ones in flight), outputs the angle 1..3 ticks ahead (actuator
-    # delay 2); small, so K candidates fit a control tick;
-    # a 32-tick window (3.2 s of history; 16 tracked worse in closed loop, docs/control.md), trained
-    # on 64-tick sequences, streams without bound.
-    "control-hidden": Config(
-        arch="decoder",
-        inputs="continuous",
-        d_model=32,
-        n_heads=2,
-        d_ff=64,
-        n_layers=2,
-        d_in=4,
-        d_out=3,
-        max_len=64,
-        dropout=0.0,
-        window=32,
-    ),
-    # The reverse task: encoder-decoder over digit tokens.
-    "reverse": Config(
-        arch="encoder-decoder",
-        inputs="tokens",
-        d_model=64,
-        n_heads=4,
-        d_ff=256,
-        n_layers=2,
-        n_enc_layers=2,
-        vocab_size=13,
-        max_len=16,
-        dropout=0.0,
-    ),
-}
+def _read_presets(path: Path) -> dict[str, Config]:
+    """The named configurations of `path` (a TOML table per preset), each a validated Config."""
+    with path.open("rb") as f:
+        tables = tomllib.load(f)
+    return {name: Config.from_dict(fields) for name, fields in tables.items()}
+
+
+# Data, not code: model/presets.toml (read once, at import).
+PRESETS: dict[str, Config] = _read_presets(Path(__file__).with_name("presets.toml"))
 
 
 def preset(name: str) -> Config:

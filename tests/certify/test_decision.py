@@ -258,7 +258,7 @@ def _evt(passed: bool = True, pwcet: float | None = 50.0, upper: float | None = 
     ],
 )
 def test_decide_table(observed: float, evt: dict | None, expected: str) -> None:
-    verdict, reasons = D.decide(
+    verdict, reasons, _ = D.decide(
         observed_max_ns=observed, budget_ns=100.0, evt=evt, exceedance=1e-9, fit_error="x"
     )
     assert verdict == expected and reasons
