@@ -13,7 +13,7 @@ and two states merge associatively and commutatively:
     m = max(m_a, m_b);  l = e^(m_a-m) l_a + e^(m_b-m) l_b;  acc = e^(m_a-m) acc_a + e^(m_b-m) acc_b
 
 Full, causal, padded, chunked and KV-cached attention are all settings of this one engine, and
-so is training: `attention(..., with_weights=True)` is one piece of it that also hands back the
+so is training: `attention_parts` is one piece of it that also hands back the
 unnormalised weights p and the normalizer l, from which the backward pass forms P = p / l.
 Masks act by *selection* (np.where(allowed, s, -inf)), never by adding a large negative number
 (-1e10 overflows in fp16, and 0 * -inf is NaN). Every exponent argument is <= 0, so exp never
@@ -25,7 +25,7 @@ This file imports numpy and, for its one argument check, tickformer.validation (
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple, overload
+from typing import NamedTuple
 
 import numpy as np
 
@@ -143,30 +143,6 @@ def _check_operands(
     optional_positive_int(chunk, "chunk", hint="keys per piece, or None for all keys at once")
 
 
-@overload
-def attention(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    *,
-    mask: np.ndarray | None = ...,
-    chunk: int | None = ...,
-    with_weights: Literal[False] = ...,
-    bias: np.ndarray | None = ...,
-) -> np.ndarray: ...
-@overload
-def attention(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    *,
-    mask: np.ndarray | None = ...,
-    chunk: None = ...,
-    with_weights: Literal[True],
-    bias: np.ndarray | None = ...,
-) -> "AttentionParts": ...
-
-
 def attention(
     q: np.ndarray,
     k: np.ndarray,
@@ -174,9 +150,8 @@ def attention(
     *,
     mask: np.ndarray | None = None,
     chunk: int | None = None,
-    with_weights: bool = False,
     bias: np.ndarray | None = None,
-) -> "np.ndarray | AttentionParts":
+) -> np.ndarray:
     """Scaled dot-product attention through the online-softmax operator.
 
     q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv]; mask bool broadcastable to [..., Tq, Tk]
@@ -187,21 +162,14 @@ def attention(
     a few units of roundoff per merge (see contracts.softmax_stability for the stated bound).
     A row with no selected key returns exactly zeros.
 
-    with_weights=True (all keys as one piece; training) returns `AttentionParts(out, p, l)`:
-    the same output, bit for bit, with the unnormalised weights p and the normalizer l it was
-    computed from, which the backward pass turns into P = p / l (`normalise_weights`).
+    Training takes `attention_parts`: the same output, bit for bit, with what it was computed from.
 
     Not real-time safe: allocates its temporaries (the runtime's step uses preallocated buffers).
     """
     _check_operands(q, k, v, mask, chunk, bias)
     tk = k.shape[-2]
-    if with_weights and chunk is not None:
-        raise ValueError(
-            f"with_weights=True needs all keys in one piece; got chunk={chunk} (pass chunk=None)"
-        )
     if chunk is None or chunk >= tk:
-        parts = _one_piece(q, k, v, mask, bias)
-        return parts if with_weights else parts.out
+        return _one_piece(q, k, v, mask, bias).out
     scores = scaled_scores(q, k)  # [..., Tq, Tk]
     if bias is not None:
         scores += bias  # scores is a new array; the bias broadcasts
@@ -240,6 +208,22 @@ def _one_piece(
     return AttentionParts(out, p, l)
 
 
+def attention_parts(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    mask: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> AttentionParts:
+    """`attention` over all keys as one piece (training), returning `AttentionParts(out, p, l)`:
+    the same output as `attention(q, k, v, mask=mask, bias=bias)`, bit for bit, with the
+    unnormalised weights p and the normalizer l it was computed from, which the backward pass
+    turns into P = p / l (`normalise_weights`). Not real-time safe: allocates."""
+    _check_operands(q, k, v, mask, None, bias)
+    return _one_piece(q, k, v, mask, bias)
+
+
 def normalise_weights(p: np.ndarray, l: np.ndarray) -> np.ndarray:
     """P = p / l in place in p [..., Tq, Tk] (l [..., Tq]); rows with no selected key (l == 0,
     p all zeros) stay all zeros. Returns p."""
@@ -254,7 +238,7 @@ def attention_weights(
     """The softmax weights P [..., Tq, Tk] that `attention` applies (rows with no selected key
     are all zero): the operator's select, safe max, exp and sum (`_exp_in_place`), then
     `normalise_weights`, in the one scores array it creates. For tests and analysis; training
-    takes p and l from `attention(..., with_weights=True)` instead of computing the scores twice."""
+    takes p and l from `attention_parts` instead of computing the scores twice."""
     s = scaled_scores(q, k)  # [..., Tq, Tk], a new array we own
     if bias is not None:
         s += bias

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import attention
+from .attention import attention, attention_parts
 
 
 def _flat(a: np.ndarray) -> np.ndarray:
@@ -260,9 +260,7 @@ def mha_forward(
     kl, ck = linear_forward(x_kv, w=w_k, b=b_k)  # [B, Tk, D]
     vl, cv = linear_forward(x_kv, w=w_v, b=b_v)  # [B, Tk, D]
     q, k, v = split_heads(ql, n_heads), split_heads(kl, n_heads), split_heads(vl, n_heads)  # [B, H, T, dh]
-    heads, p, l = attention(
-        q, k, v, mask=mask, with_weights=True, bias=bias
-    )  # [B, H, Tq, dh], [B, H, Tq, Tk], [B, H, Tq]
+    heads, p, l = attention_parts(q, k, v, mask=mask, bias=bias)  # [B, H, Tq, dh], [B, H, Tq, Tk], [B, H, Tq]
     y, co = linear_forward(merge_heads(heads).astype(x_q.dtype, copy=False), w=w_o, b=b_o)  # [B, Tq, D]
     return y, AttentionCache(cq, ck, cv, q, k, v, p, l, heads, co, bias is not None)
 

@@ -1,4 +1,4 @@
-"""Training calls the operator itself: `attention(..., with_weights=True)` returns what
+"""Training calls the operator itself: `attention_parts` returns what
 `attention` returns, bit for bit, plus the p and l it came from."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import pytest
 
 from tickformer.model.attention import (
     attention,
+    attention_parts,
     attention_weights,
     causal_mask,
     chunk_state,
@@ -28,9 +29,9 @@ def _case(dtype: type):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_with_weights_is_attention_plus_its_weights(dtype: type) -> None:
+def test_attention_parts_is_attention_plus_its_weights(dtype: type) -> None:
     q, k, v, mask = _case(dtype)
-    out, p, l = attention(q, k, v, mask=mask, with_weights=True)
+    out, p, l = attention_parts(q, k, v, mask=mask)
     np.testing.assert_array_equal(out, attention(q, k, v, mask=mask))
     allowed = np.broadcast_to(mask, p.shape)
     assert np.all(p[~allowed] == 0) and np.all(out[l == 0] == 0)
@@ -53,8 +54,6 @@ def test_chunk_argument_is_checked() -> None:
     for bad in (0, True, 1.5):
         with pytest.raises(ValueError, match="chunk="):
             attention(q, k, v, chunk=bad)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="one piece"):
-        attention(q, k, v, chunk=2, with_weights=True)  # type: ignore[call-overload]
 
 
 def test_one_piece_is_finalize_of_chunk_state_bit_for_bit() -> None:
