@@ -26,14 +26,20 @@ L = importlib.import_module("tickformer.model.layers")
 def observed_scores():
     """Max |q.k|/sqrt(d) per attention call, in call order (= the report's layer order)."""
     seen: list[float] = []
-    real = L.attention
 
-    def recording(q, k, v, **kw):
-        s = A.scaled_scores(q, k)  # [B, H, Tq, Tk]
-        seen.append(float(np.abs(s).max()))
-        return real(q, k, v, **kw)
+    def recording(real):
+        def call(q, k, v, **kw):
+            s = A.scaled_scores(q, k)  # [B, H, Tq, Tk]
+            seen.append(float(np.abs(s).max()))
+            return real(q, k, v, **kw)
 
-    with mock.patch.object(L, "attention", recording):
+        return call
+
+    # the model's two entries to the operator: inference's and the training pass's (forward)
+    with (
+        mock.patch.object(L, "attention", recording(L.attention)),
+        mock.patch.object(L, "attention_parts", recording(L.attention_parts)),
+    ):
         yield seen
 
 
