@@ -46,16 +46,11 @@ from tickformer.artifact.reader import Artifact
 from tickformer.contracts.masking import cache_row_live
 from tickformer.contracts.ring_buffer import next_ring_position, slot_read, window_distance
 from tickformer.errors import ConfigError
-from tickformer.model import names
-from tickformer.model.attention import SoftmaxState, chunk_state, finalize, merge, scaled_scores
-from tickformer.model.layers import (
-    feed_forward,
-    layer_norm,
-    linear,
-    merge_heads,
-    positional_encoding,
-    split_heads,
+from tickformer.model import (
+    layers,  # the model's own layer functions, by module
+    names,
 )
+from tickformer.model.attention import SoftmaxState, chunk_state, finalize, merge, scaled_scores
 from tickformer.model.ssm import ssm_step
 from tickformer.model.transformer import project_out
 
@@ -99,7 +94,7 @@ class SlotPool:
         self.k = np.zeros(shape, np.float32)  # [L, S, H, N, dh]
         self.v = np.zeros(shape, np.float32)  # [L, S, H, N, dh]
         if cfg.window is None:
-            self._pe = positional_encoding(cfg.max_len, cfg.d_model)  # [N, D]
+            self._pe = layers.positional_encoding(cfg.max_len, cfg.d_model)  # [N, D]
             rows = np.arange(cfg.max_len)
             self._live = cache_row_live(rows[None, :], rows[:, None])  # [N, N]: rows read at position p
             self._next = np.minimum(rows + 1, cfg.max_len)  # static: p + 1 (full at max_len)
@@ -153,7 +148,7 @@ class SlotPool:
         if cfg.inputs == "tokens":
             h = self.params[names.TOK_EMBED][x][:, None, :] * np.float32(np.sqrt(cfg.d_model))  # [n, 1, D]
         else:
-            h = linear(x[:, None, :], **names.IN_PROJ.take(self.params))  # [n, 1, D]
+            h = layers.linear(x[:, None, :], **names.IN_PROJ.take(self.params))  # [n, 1, D]
         r = self.ring[slots]  # [n]
         # a run of consecutive slots (a tick-batched group, a full pool) is read through views,
         # not gathered: the same values, without copying every cache
@@ -168,8 +163,10 @@ class SlotPool:
         for i, w in enumerate(self._layers):
             mixed, new = self._mix(h, i, sel, r)
             staged.append(new)
-            h = layer_norm(h + mixed, **w["ln"][0], eps=cfg.ln_eps)
-            h = layer_norm(h + feed_forward(h, **w["ffn"]), **w["ln"][-1], eps=cfg.ln_eps)  # [n, 1, D]
+            h = layers.layer_norm(h + mixed, **w["ln"][0], eps=cfg.ln_eps)
+            h = layers.layer_norm(
+                h + layers.feed_forward(h, **w["ffn"]), **w["ln"][-1], eps=cfg.ln_eps
+            )  # [n, 1, D]
         y = project_out(self.params, cfg, h)[:, 0]  # [n, out]
         self._commit(slots, r, staged)
         return y
@@ -183,9 +180,9 @@ class SlotPool:
             out, new = ssm_step(h[:, 0], self.state[slots, layer], **self._layers[layer]["mixer"])
             return out[:, None], (new,)  # [n, 1, D], ([n, D, N],)
         w, nh = self._layers[layer]["mixer"], self.config.n_heads
-        q = split_heads(linear(h, w=w["w_q"], b=w["b_q"]), nh)  # [n, H, 1, dh]
-        k = split_heads(linear(h, w=w["w_k"], b=w["b_k"]), nh)  # [n, H, 1, dh]
-        v = split_heads(linear(h, w=w["w_v"], b=w["b_v"]), nh)  # [n, H, 1, dh]
+        q = layers.split_heads(layers.linear(h, w=w["w_q"], b=w["b_q"]), nh)  # [n, H, 1, dh]
+        k = layers.split_heads(layers.linear(h, w=w["w_k"], b=w["b_k"]), nh)  # [n, H, 1, dh]
+        v = layers.split_heads(layers.linear(h, w=w["w_v"], b=w["b_v"]), nh)  # [n, H, 1, dh]
         s = scaled_scores(q, self.k[layer, slots])  # [n, H, 1, N]
         s_own = scaled_scores(q, k)[..., 0]  # [n, H, 1]
         if self._bias:
@@ -198,7 +195,7 @@ class SlotPool:
         piece = chunk_state(s, live[:, None, None, :], self.v[layer, slots])  # v [n, H, N, dh]
         own = SoftmaxState(m=s_own, l=np.ones(q.shape[:-1], np.float32), acc=v)  # exp(s - s) = 1
         heads = finalize(merge(piece, own))  # [n, H, 1, dh]
-        return linear(merge_heads(heads), w=w["w_o"], b=w["b_o"]), (k, v)
+        return layers.linear(layers.merge_heads(heads), w=w["w_o"], b=w["b_o"]), (k, v)
 
     def _commit(self, slots: np.ndarray, r: np.ndarray, staged: list[tuple]) -> None:
         if not all(np.isfinite(a).all() for new in staged for a in new):
