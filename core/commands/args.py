@@ -1,6 +1,8 @@
 """The arguments several subcommands share, defined once: artifact path, --backend, --threads,
---seed, --out, an optional file or folder flag (`path`), --domain, --trust, a bare ONNX model's
---step/--spec/--vocab, and the parser of --vocab's value (`parse_vocab`).
+--seed, --out, an optional file or folder flag (`path`), a flag of named values (`choice`),
+--domain, --trust, a bare ONNX model's --step/--spec/--vocab, and the parser of --vocab's value
+(`parse_vocab`); and `config`, which builds a command's settings dataclass from the flags named
+as its fields.
 
 `glued_values(argv)` lets a value that starts with "-" follow its flag as a separate word
 (`--domain -1:1`): argparse would take "-1:1" for an unknown option, so such a pair is glued
@@ -10,10 +12,13 @@ into `--domain=-1:1` before parsing. Not real-time code.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 from tickformer.errors import ConfigError
+
+T = TypeVar("T")
 
 # Flags whose value may begin with "-" (a negative number, a negative interval).
 NEGATIVE_VALUE_FLAGS = ("--domain",)
@@ -85,6 +90,11 @@ def threads(p: argparse.ArgumentParser, *, default: int | None = 1) -> None:
 
 def seed(p: argparse.ArgumentParser, *, default: int = 0, help: str = "seed") -> None:
     p.add_argument("--seed", type=int, default=default, metavar="S", help=f"{help} (default {default})")
+
+
+def choice(p: argparse.ArgumentParser, flag: str, choices: Sequence[str], *, help: str | None = None) -> None:
+    """FLAG {A,B,...}: one of `choices`, the first of them when not given."""
+    p.add_argument(flag, choices=choices, default=choices[0], help=help)
 
 
 def out(
@@ -164,6 +174,24 @@ def refuse_writes_into_artifacts(args: argparse.Namespace) -> None:
         f"--out {out} is inside the artifact {home}: the tools never write into an artifact (a signed one "
         f"would no longer load); choose a --out outside it"
     )
+
+
+def config(cls: type[T], args: argparse.Namespace, fields: Sequence[str], **given: Any) -> T:
+    """The dataclass `cls` built from the flags whose dest is one of its `fields` (the flag named
+    as the field: --rt-priority sets rt_priority) and from `given` (a flag named otherwise, or a
+    value the command computes); every other field keeps its default, and `cls` checks them all
+    as it always does. A name that is not a field of `cls`, or a field no flag of the command
+    set, is a mistake in the command and raises TypeError at once, never a silent default."""
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = [name for name in (*fields, *given) if name not in known]
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {', '.join(unknown)}")
+    unset = [name for name in fields if not hasattr(args, name)]
+    if unset:
+        raise TypeError(
+            f"no flag of `tickformer {getattr(args, 'command', '?')}` sets {cls.__name__}.{', '.join(unset)}"
+        )
+    return cls(**{name: getattr(args, name) for name in fields}, **given)
 
 
 def bare_onnx(p: argparse.ArgumentParser, *, values: bool = True) -> None:

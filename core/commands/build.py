@@ -23,7 +23,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     shared.artifact(p)
     shared.backend(p, default=None, required=True, choices=["tensorrt"], help="engine kind to build")
     shared.trust(p)
-    p.add_argument("--precision", default="fp32", choices=list(PRECISIONS))
+    shared.choice(p, "--precision", list(PRECISIONS))
     p.add_argument(
         "--workspace",
         type=int,
@@ -75,13 +75,11 @@ def arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tickformer.export.engines import BuildOptions, build_engines
 
-    options = BuildOptions(
-        precision=args.precision,
+    options = shared.config(
+        BuildOptions,
+        args,
+        ("precision", "timing_cache", "version_compatible", "hardware_compat", "convert"),
         workspace_mib=args.workspace,
-        timing_cache=args.timing_cache,
-        version_compatible=args.version_compatible,
-        hardware_compat=args.hardware_compat,
-        convert=args.convert,
         graphs=tuple(args.graphs) if args.graphs else None,
     )
     for record in build_engines(args.artifact, options, trust=args.trust):

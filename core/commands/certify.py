@@ -39,10 +39,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
     shared.backend(p)
     shared.trust(p)
     shared.bare_onnx(p)
-    p.add_argument(
+    shared.choice(
+        p,
         "--mode",
-        choices=("auto", "full", "step"),
-        default="auto",
+        ("auto", "full", "step"),
         help="bare ONNX: time the step graph with its cache fed back (step), or the full graph at one fixed "
         "shape (full); auto: step when a step graph is given",
     )
@@ -69,10 +69,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
         default=1e-9,
         help="per-step exceedance probability certified (default 1e-9)",
     )
-    p.add_argument(
+    shared.choice(
+        p,
         "--method",
-        choices=("pot", "bm"),
-        default="pot",
+        ("pot", "bm"),
         help="EVT method: peaks over threshold (default) or block maxima",
     )
     p.add_argument("--run-length", type=int, default=3, help="runs-declustering gap in steps (default 3)")
@@ -281,22 +281,12 @@ def _run(args: argparse.Namespace) -> int:
 
         signing_key = load_private_key(args.sign)  # before the campaign: a bad key fails at once
     budget_ns = _budget_ns(args.budget_us)
-    evt_config = EvtConfig(
-        method=args.method,
-        exceedance=float(args.exceedance),
-        run_length=args.run_length,
-        block_size=args.block_size,
-        n_boot=args.n_boot,
-        seed=args.seed,
+    evt_config = shared.config(
+        EvtConfig, args, ("method", "exceedance", "run_length", "block_size", "n_boot", "seed")
     )
     check_sample_count(args.samples, evt_config)  # the tail fit's own minimum, before anything runs
-    campaign = CampaignConfig(
-        samples=args.samples,
-        warmup=args.warmup,
-        cpu=args.cpu,
-        realtime=args.realtime,
-        rt_priority=args.rt_priority,
-        seed=args.seed,
+    campaign = shared.config(
+        CampaignConfig, args, ("samples", "warmup", "cpu", "realtime", "rt_priority", "seed")
     )
     console = Console()
     certify = functools.partial(

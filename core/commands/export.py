@@ -33,10 +33,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="declared input domain LO:HI for continuous inputs, or LO:HI,LO:HI,... one per input column "
         "(default: checkpoint meta -- per column for a model trained with --data -- else -10:10)",
     )
-    p.add_argument(
+    shared.choice(
+        p,
         "--precision",
-        choices=["fp32", "fp16"],
-        default="fp32",
+        ["fp32", "fp16"],
         help="fp16: mixed-precision graphs (fp32 scores/softmax/LayerNorm statistics), error measured and recorded",
     )
     shared.seed(p, help="seed of the export-time equivalence inputs")

@@ -43,6 +43,31 @@ HELP = (
 DESCRIPTION = None
 ERROR_EXIT = USAGE_EXIT
 
+# The files of the checkout in the current directory that --assurance writes and reads, each with
+# its flag: (flag, default path, metavar, help).
+ASSURANCE_FILES = (
+    ("--assurance-out", "docs/assurance.md", "FILE", "markdown path (default docs/assurance.md)"),
+    (
+        "--tests",
+        "tests/contracts",
+        "DIR",
+        "the property tests whose example counts the table shows "
+        "(default tests/contracts of the checkout in the current directory)",
+    ),
+    (
+        "--ieee754-json",
+        "claims/results/ieee754.json",
+        "FILE",
+        "with --assurance: the report of `prove --ieee754 --json` to show (default: the checkout's)",
+    ),
+    (
+        "--graphs-json",
+        "claims/results/prove_graphs.json",
+        "FILE",
+        "with --assurance: the graph proofs on reference artifacts (claims/prove_graphs.py) to show",
+    ),
+)
+
 
 def arguments(p: argparse.ArgumentParser) -> None:
     from . import args as shared
@@ -104,32 +129,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-proofs", action="store_true", help="with --assurance: do not run CrossHair (verdicts 'not run')"
     )
-    shared.path(
-        p,
-        "--assurance-out",
-        default=Path("docs/assurance.md"),
-        help="markdown path (default docs/assurance.md)",
-    )
-    shared.path(
-        p,
-        "--tests",
-        default=Path("tests/contracts"),
-        metavar="DIR",
-        help="the property tests whose example counts the table shows "
-        "(default tests/contracts of the checkout in the current directory)",
-    )
-    shared.path(
-        p,
-        "--ieee754-json",
-        default=Path("claims/results/ieee754.json"),
-        help="with --assurance: the report of `prove --ieee754 --json` to show (default: the checkout's)",
-    )
-    shared.path(
-        p,
-        "--graphs-json",
-        default=Path("claims/results/prove_graphs.json"),
-        help="with --assurance: the graph proofs on reference artifacts (claims/prove_graphs.py) to show",
-    )
+    for flag, default, metavar, text in ASSURANCE_FILES:
+        shared.path(p, flag, default=Path(default), metavar=metavar, help=text)
 
 
 def run(args: argparse.Namespace) -> int:

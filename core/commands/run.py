@@ -30,9 +30,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--output", type=Path, default=None, help=".npy file for the outputs (default: print a summary only)"
     )
-    p.add_argument(
-        "--contracts", default="off", choices=("off", "check", "monitor"), help="run-time contract mode"
-    )
+    shared.choice(p, "--contracts", ("off", "check", "monitor"), help="run-time contract mode")
     p.add_argument(
         "--bos",
         type=int,

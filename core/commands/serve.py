@@ -41,10 +41,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds before an idle stream is forgotten (default 30)",
     )
-    p.add_argument(
+    shared.choice(
+        p,
         "--when-full",
-        choices=("queue", "refuse"),
-        default="queue",
+        ("queue", "refuse"),
         help="a new stream beyond --slots waits in Triton's backlog (queue) or is refused at once (refuse)",
     )
     p.add_argument(
@@ -54,10 +54,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="microseconds the batcher waits to fill a batch (default 0: the requests that arrive during an "
         "execution form the next batch)",
     )
-    p.add_argument(
+    shared.choice(
+        p,
         "--form",
-        choices=("python", "onnxruntime"),
-        default="python",
+        ("python", "onnxruntime"),
         help="python: runs on the bundled server (default); onnxruntime: implicit state, NVIDIA's container",
     )
     p.add_argument(
@@ -77,13 +77,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tickformer.serve.repository import ServeConfig, write_repository
 
-    serve = ServeConfig(
-        name=args.name,
-        slots=args.slots,
+    serve = shared.config(
+        ServeConfig,
+        args,
+        ("name", "slots", "when_full", "form"),
         idle_s=args.idle,
-        when_full=args.when_full,
         max_queue_delay_us=args.queue_delay_us,
-        form=args.form,
     )
     if args.run and serve.form != "python":
         raise ConfigError(

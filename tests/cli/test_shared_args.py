@@ -57,3 +57,85 @@ def test_the_artifact_positional_is_the_shared_one():
         if name in LOADERS | {SIGN}:
             positional = next(a for a in p._actions if not a.option_strings and a.dest != "help")
             assert positional.type is Path, name
+
+
+def test_config_builds_the_dataclass_from_the_flags_named_as_its_fields():
+    """shared.config: the named fields from the namespace, the given ones as given, the rest at
+    their defaults; a field the dataclass lacks, or no flag set, is refused at once (the command's
+    mistake, never a silent default). build, serve and certify build their settings with it."""
+    import dataclasses
+
+    import pytest
+
+    from tickformer.commands.args import config
+
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        samples: int = 10
+        rt_priority: int = 50
+        idle_s: float = 30.0
+        duty_cycle: float = 0.9
+
+    args = argparse.Namespace(command="x", samples=7, rt_priority=9, idle=2.5, unrelated="kept out")
+    built = config(Settings, args, ("samples", "rt_priority"), idle_s=args.idle)
+    assert built == Settings(samples=7, rt_priority=9, idle_s=2.5, duty_cycle=0.9)
+    with pytest.raises(TypeError, match="Settings has no field unrelated"):
+        config(Settings, args, ("samples", "unrelated"))
+    with pytest.raises(TypeError, match="has no field idle"):
+        config(Settings, args, ("samples",), idle=1.0)
+    with pytest.raises(TypeError, match="sets Settings.duty_cycle"):
+        config(Settings, args, ("samples", "duty_cycle"))
+
+
+def test_config_of_a_real_command_takes_what_its_flags_parsed():
+    """certify's campaign settings from its parsed flags: the named ones as given on the command
+    line, each other field at the dataclass's own default."""
+    from tickformer.certify.campaign import CampaignConfig
+    from tickformer.commands.args import config
+
+    args = build_parser().parse_args(
+        [
+            "certify",
+            "art",
+            "--samples",
+            "5000",
+            "--warmup",
+            "3",
+            "--cpu",
+            "1",
+            "--rt-priority",
+            "7",
+            "--seed",
+            "4",
+        ]
+    )
+    names = ("samples", "warmup", "cpu", "realtime", "rt_priority", "seed")
+    campaign = config(CampaignConfig, args, names)
+    assert campaign == CampaignConfig(samples=5000, warmup=3, cpu=1, realtime=False, rt_priority=7, seed=4)
+
+
+def test_choice_defaults_to_the_first_and_refuses_the_others(capsys):
+    """shared.choice: a flag of named values whose default is the first (serve --when-full and
+    --form, certify --mode and --method, export and build --precision, run --contracts)."""
+    import pytest
+
+    from tickformer.commands.args import choice
+
+    p = argparse.ArgumentParser(prog="t")
+    choice(p, "--when-full", ("queue", "refuse"), help="h")
+    assert p.parse_args([]).when_full == "queue"
+    assert p.parse_args(["--when-full", "refuse"]).when_full == "refuse"
+    with pytest.raises(SystemExit):
+        p.parse_args(["--when-full", "wait"])
+    assert "invalid choice: 'wait'" in capsys.readouterr().err
+    subs = _subparsers()
+    for command, dest, default in (
+        ("serve", "when_full", "queue"),
+        ("serve", "form", "python"),
+        ("certify", "mode", "auto"),
+        ("certify", "method", "pot"),
+        ("export", "precision", "fp32"),
+        ("build", "precision", "fp32"),
+        ("run", "contracts", "off"),
+    ):
+        assert subs[command].get_default(dest) == default, (command, dest)
