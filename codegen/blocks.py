@@ -26,11 +26,13 @@ from .c_text import f32
 from .caches import CACHE_KINDS, Weight
 from .plan import Plan
 
+FFN_SCRATCH = "float ff[TF_D_FF];"  # residual_ffn_c's hidden layer: a scratch member of every kind
+
 
 def residual_ffn_c(d: int, f: int, fmt: str = "fp32") -> str:
     """The C of every layer kind after its mixer wrote s->t [D]: residual + LayerNorm 1, the
-    ReLU feed-forward, residual + LayerNorm 2 (model/transformer.py's post-norm order). fmt: the
-    storage format of W_1, W_2 (codegen/weights.py)."""
+    ReLU feed-forward (hidden layer s->ff, FFN_SCRATCH), residual + LayerNorm 2
+    (model/transformer.py's post-norm order). fmt: the storage format of W_1, W_2 (codegen/weights.py)."""
 
     def mv(n_in: int, n_out: int, bias: bool) -> str:
         return kernels.matvec_name(n_in, n_out, bias, fmt)
@@ -103,15 +105,18 @@ class AttentionBlock:
             Weight("tf_ln2_b", stack(lambda i: ln2(i, "b")), "dec.i.ln2.b"),
         ]
 
+    # tf_state's scratch members of this kind's layer, in order (source.py puts them after h, t, sq)
+    scratch = (
+        "float qkv[3 * TF_D_MODEL]; /* this position's q | k | v */",
+        "float qs[TF_D_MODEL]; /* every head's query times 1/sqrt(dh) */",
+        "float att[TF_D_MODEL]; /* heads side by side (merge_heads) */",
+        "float acc[TF_D_MODEL]; /* the heads' weighted sums of cached values */",
+        FFN_SCRATCH,
+        "float sc[TF_HEADS * TF_ROWS]; /* every head's scores, then softmax numerators */",
+    )
+
     def scratch_members(self, plan: Plan) -> list[str]:
-        return [
-            "float qkv[3 * TF_D_MODEL]; /* this position's q | k | v */",
-            "float qs[TF_D_MODEL]; /* every head's query times 1/sqrt(dh) */",
-            "float att[TF_D_MODEL]; /* heads side by side (merge_heads) */",
-            "float acc[TF_D_MODEL]; /* the heads' weighted sums of cached values */",
-            "float ff[TF_D_FF];",
-            "float sc[TF_HEADS * TF_ROWS]; /* every head's scores, then softmax numerators */",
-        ]
+        return list(self.scratch)
 
     def matvecs(self, plan: Plan) -> set[tuple[int, int, bool]]:
         d, f = plan.d, plan.config.d_ff
@@ -227,14 +232,13 @@ class SsmBlock(AttentionBlock):
             Weight("tf_ln2_b", stack(lambda i: norm(i, 3, "b")), "dec.i.ln2.b"),
         ]
 
-    def scratch_members(self, plan: Plan) -> list[str]:
-        return [
-            "float zbc[TF_D_MODEL + 2 * TF_D_STATE]; /* this position's z | B | C */",
-            "float delta[TF_D_MODEL]; /* softplus(z) */",
-            "float prod[TF_D_MODEL * TF_D_STATE]; /* h_new C, summed per channel */",
-            "float ymix[TF_D_MODEL]; /* the mixer's readout before W_o */",
-            "float ff[TF_D_FF];",
-        ]
+    scratch = (
+        "float zbc[TF_D_MODEL + 2 * TF_D_STATE]; /* this position's z | B | C */",
+        "float delta[TF_D_MODEL]; /* softplus(z) */",
+        "float prod[TF_D_MODEL * TF_D_STATE]; /* h_new C, summed per channel */",
+        "float ymix[TF_D_MODEL]; /* the mixer's readout before W_o */",
+        FFN_SCRATCH,
+    )
 
     def matvecs(self, plan: Plan) -> set[tuple[int, int, bool]]:
         d, f, n = plan.d, plan.config.d_ff, plan.d_state

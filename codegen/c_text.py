@@ -13,7 +13,7 @@ Not real-time code.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -85,6 +85,25 @@ def array(
 
 def lines(parts: Iterable[str]) -> str:
     return "\n".join(parts)
+
+
+def acsl_contract(
+    arg: str, behaviors: Sequence[tuple[str, str, Sequence[str]]], complete: bool = True
+) -> str:
+    """The ACSL contract of a float function of one argument `arg` that Frama-C's EVA uses in place
+    of its body: `assigns \\result \\from arg`, then a behavior per row (name, what it assumes of
+    `arg`, what it ensures of \\result); `complete` where the rows cover every float and exclude
+    each other (complete and disjoint behaviors)."""
+    out = [f"/*@ assigns \\result \\from {arg};"]
+    for name, assumes, ensures in behaviors:
+        out += [
+            f"    behavior {name}:",
+            f"      assumes {assumes};",
+            *(f"      ensures {e};" for e in ensures),
+        ]
+    if complete:
+        out += ["    complete behaviors;", "    disjoint behaviors;"]
+    return "\n".join([*out, "*/"])
 
 
 def every_float32_main(declarations: str) -> str:

@@ -39,6 +39,24 @@ class Weight:
     comment: str
 
 
+def copy_staged_c(source: str) -> str:
+    """The commit's copy (the attention kinds): the staged k, v of batch row `source` (a C int
+    expression over l, b, hd, d) into cache row `row` of every layer l and batch row b. tf_commit
+    passes "b" (each batch row its own); tf_commit_candidate (codegen/peek.py) passes "i" (the
+    chosen candidate's rows into every batch row, which stay one history)."""
+    return f"""\
+    for (l = 0; l < TF_LAYERS; l++) {{
+        for (b = 0; b < TF_BATCH; b++) {{
+            for (hd = 0; hd < TF_HEADS; hd++) {{
+                for (d = 0; d < TF_D_HEAD; d++) {{
+                    s->k[l][b][hd][d][row] = s->k_new[l][{source}][hd][d];
+                    s->v[l][b][row][hd][d] = s->v_new[l][{source}][hd][d];
+                }}
+            }}
+        }}
+    }}"""
+
+
 class StaticCache:
     """N = max_len rows; row p holds position p; at position pos rows j >= pos are stale and
     selected out (keys to -inf, values to +0). Reset only sets the position to 0; tf_step
@@ -106,16 +124,7 @@ class StaticCache:
         return; /* tf_stage refused this position; nothing was staged for it */
     }}
     row = {self.commit_row(plan)};
-    for (l = 0; l < TF_LAYERS; l++) {{
-        for (b = 0; b < TF_BATCH; b++) {{
-            for (hd = 0; hd < TF_HEADS; hd++) {{
-                for (d = 0; d < TF_D_HEAD; d++) {{
-                    s->k[l][b][hd][d][row] = s->k_new[l][b][hd][d];
-                    s->v[l][b][row][hd][d] = s->v_new[l][b][hd][d];
-                }}
-            }}
-        }}
-    }}
+{copy_staged_c("b")}
 """
 
     def step_c(self, plan: Plan) -> str:

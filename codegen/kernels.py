@@ -29,8 +29,11 @@ Not real-time code (text generation).
 
 from __future__ import annotations
 
+import textwrap
+from typing import Callable
+
 from . import weights
-from .c_text import f32
+from .c_text import acsl_contract, f32
 
 # --- exp ---------------------------------------------------------------------------------------
 # Cephes expf (S. L. Moshier, Cephes Math Library): ln 2 split C1 + C2 with C1 = 355/512 (exact
@@ -49,6 +52,15 @@ EXP_LOG2E = 1.44269504088896341
 EXP_CLAMP = -87.0  # arguments below are clamped (so 2^n stays a normal float) ...
 EXP_ZERO_BELOW = -86.5  # ... and results for x < -86.5 are 0 (exp(-86.5) = 2.7e-38 < 2^-125)
 EXP_MAX_ULP = 0.982  # exhaustive check, every float32 in [-86.5, 0] (docs/codegen.md)
+# tf_expneg's ACSL contract (c_text.acsl_contract rows), checked for every float by `make expcheck`
+EXP_CONTRACT = (
+    (
+        "number",
+        r"!\is_NaN(x)",
+        (r"\is_finite(\result) && 0.0 <= \result <= 1.0", r"\is_minus_infinity(x) ==> \result == 0.0"),
+    ),
+    ("nan", r"\is_NaN(x)", (r"\is_NaN(\result)",)),
+)
 
 
 def exp_c() -> str:
@@ -64,17 +76,7 @@ def exp_c() -> str:
    built from bits. Branch-free: loops calling it vectorise. x > 0 (never an argument here) is
    taken as 0, so the contract below holds for every float; `make expcheck` checks it for all
    2^32 of them, and Frama-C's EVA uses it in place of the bit-level body. */
-/*@ assigns \\result \\from x;
-    behavior number:
-      assumes !\\is_NaN(x);
-      ensures \\is_finite(\\result) && 0.0 <= \\result <= 1.0;
-      ensures \\is_minus_infinity(x) ==> \\result == 0.0;
-    behavior nan:
-      assumes \\is_NaN(x);
-      ensures \\is_NaN(\\result);
-    complete behaviors;
-    disjoint behaviors;
-*/
+{acsl_contract("x", EXP_CONTRACT)}
 static inline float tf_expneg(float x)
 {{
     tf_bits xb, lo, t, scale, y;
@@ -114,21 +116,55 @@ def matvec_name(n_in: int, n_out: int, bias: bool, fmt: str = "fp32") -> str:
     return f"tf_mv_{n_in}x{n_out}" + ("" if bias else "_nb") + weights.SUFFIX[fmt]
 
 
+def unrolled(line: Callable[[int], str], pad: str) -> str:
+    """`line(u)` for the UNROLL rows u of one pass, one C line each, indented by `pad`."""
+    return "\n".join(pad + line(u) for u in range(UNROLL))
+
+
+def unrolled_sum(acc: str, term: Callable[[int], str]) -> str:
+    """`(((acc + term(0)) + term(1)) + term(2)) + term(3)`: one pass's UNROLL rows added in row
+    order -- the rounding of UNROLL separate passes. Every unrolled product and value pass of the
+    step and of the candidate step (codegen/peek.py) is this expression, so their order is one."""
+    expr = acc
+    for u in range(UNROLL):
+        expr = f"({expr} + {term(u)})" if u < UNROLL - 1 else f"{expr} + {term(u)}"
+    return expr
+
+
+def operands(array: str, first: str, pad: str) -> str:
+    """`const float x<u> = array[first + u];` for the UNROLL rows of a pass."""
+    return unrolled(lambda u: f"const float x{u} = {array}[{first} + {u}];", pad)
+
+
+def row_pointers(c_type: str, array: str, pitch: int, offset: str, pad: str) -> str:
+    """`const c_type *restrict w<u> = array + (i + u) * pitch<offset>;` for the UNROLL rows of a pass."""
+    return unrolled(lambda u: f"const {c_type} *restrict w{u} = {array} + (i + {u}) * {pitch}{offset};", pad)
+
+
+def product_args(fmt: str, bias: bool) -> str:
+    """The parameters of a product kernel (matvec_c, peek.matmul_c): x, w in `fmt`, b, y."""
+    return (
+        f"const float *restrict x, {weights.w_param(fmt)}, "
+        + ("const float *restrict b, " if bias else "")
+        + "float *restrict y"
+    )
+
+
+def product_term(fmt: str) -> Callable[[int], str]:
+    """Row u's term of a product pass: x<u> times w<u>[o] read back from `fmt`."""
+    return lambda u: f"x{u} * {weights.load_expr(fmt, f'w{u}[o]')}"
+
+
 def matvec_c(n_in: int, n_out: int, bias: bool, fmt: str = "fp32") -> str:
     """y[o] = sum_i x[i] w[i * n_out + o] (+ b[o]) for w [n_in][n_out], summed in order
     i = 0..n_in-1 for each o (numpy: x @ w + b), vectorised over o, UNROLL rows per pass.
     (The attention's value half, where rows not selected must add +0 whatever they hold, is
     `values_c`.) fmt: the weights' storage format (codegen/weights.py), read back exactly."""
     name = matvec_name(n_in, n_out, bias, fmt)
-    args = (
-        f"const float *restrict x, {weights.w_param(fmt)}, "
-        + ("const float *restrict b, " if bias else "")
-        + "float *restrict y"
-    )
     singles = 1 + (n_in - 1) % UNROLL  # rows 1.. handled one at a time, the rest UNROLL at a time
     body = [
         f"""/* [{n_in}] x [{n_in}][{n_out}] -> [{n_out}]{" + bias" if bias else ""}: output-major, order i = 0..{n_in - 1} per output */
-static void {name}({args})
+static void {name}({product_args(fmt, bias)})
 {{
     int i, o;
     for (o = 0; o < {n_out}; o++) {{
@@ -140,24 +176,15 @@ static void {name}({args})
         const float x0 = x[i];
         const {weights.C_TYPE[fmt]} *restrict w0 = w + i * {n_out};
         for (o = 0; o < {n_out}; o++) {{
-            y[o] = y[o] + x0 * {weights.load_expr(fmt, "w0[o]")};
+            y[o] = y[o] + {product_term(fmt)(0)};
         }}
     }}""")
     if singles < n_in:
-        loads = "\n".join(f"        const float x{k} = x[i + {k}];" for k in range(UNROLL))
-        rows = "\n".join(
-            f"        const {weights.C_TYPE[fmt]} *restrict w{k} = w + (i + {k}) * {n_out};"
-            for k in range(UNROLL)
-        )
-        expr = "y[o]"
-        for k in range(UNROLL):
-            wk = weights.load_expr(fmt, f"w{k}[o]")
-            expr = f"({expr} + x{k} * {wk})" if k < UNROLL - 1 else f"{expr} + x{k} * {wk}"
         body.append(f"""    for (i = {singles}; i < {n_in}; i += {UNROLL}) {{
-{loads}
-{rows}
+{operands("x", "i", " " * 8)}
+{row_pointers(weights.C_TYPE[fmt], "w", n_out, "", " " * 8)}
         for (o = 0; o < {n_out}; o++) {{
-            y[o] = {expr};
+            y[o] = {unrolled_sum("y[o]", product_term(fmt))};
         }}
     }}""")
     if bias:
@@ -358,6 +385,126 @@ def ring_live(index: str) -> str:
 RING_SETUP = "const int32_t lim = tf_ring_lim[pos], excl = tf_ring_excl[pos];"
 
 
+def live_mask(live, index: str, u: int) -> str:
+    """`const uint32_t m<u>`: all ones if row `index` is selected by `live`, zero if not."""
+    return f"const uint32_t m{u} = 0u - (uint32_t){live(index)};"
+
+
+def row_masks(live) -> str:
+    """live_mask of the UNROLL rows i + u of a values pass."""
+    return unrolled(lambda u: live_mask(live, f"(i + {u})", u), " " * 8)
+
+
+def value_term(u: int) -> str:
+    """Row u's term of a values pass: x<u> times w<u>[o], +0 for a row not selected (mask m<u>)."""
+    return f"x{u} * tf_and_bits(w{u}[o], m{u})"
+
+
+# --- fragments of the attention that the candidate kernel (codegen/peek.py) emits too ------------
+# One emitting function each, so that tf_attention and tf_attention_k compute piece 1 and the merge
+# in one order (peek.py's bitwise contract); the text differs only in indentation, in the names the
+# caller passes and in the comments (`notes`: the one-row kernel explains, the candidate one refers).
+def select_c(rows: int, live, bias_pitch: int | None, pad: str) -> str:
+    """The selection of one head's scores sh[0..rows-1]: a row that `live` does not select scores
+    -inf whatever it holds; with bias_pitch (windowed), the head's relative-position row (from offset
+    `boff`) is added first, as model/attention.py adds it."""
+    if bias_pitch is None:
+        text = f"""\
+for (j = 0; j < {rows}; j++) {{
+    sh[j] = tf_live_or_neg_inf(sh[j], 0u - (uint32_t){live("j")});
+}}"""
+    else:
+        text = f"""\
+{{
+    const float *restrict bh = bias + hd * {bias_pitch} + boff;
+    for (j = 0; j < {rows}; j++) {{
+        sh[j] = tf_live_or_neg_inf(sh[j] + bh[j], 0u - (uint32_t){live("j")});
+    }}
+}}"""
+    return textwrap.indent(text, pad)
+
+
+def cache_piece_c(rows: int, m: str, l: str, pad: str, keep: str = "", notes: bool = False) -> str:
+    """Piece 1 of one head, the cache (model/attention.py chunk_state): `m` = the max of the selected
+    scores sh[] (8 lanes, exact in any order; -inf when no row is live), then `keep` (a statement,
+    if any), sh[j] = exp(sh[j] - m) (0 for a -inf score) and `l` = their numpy sum."""
+    keep_line = f"\n{keep}" if keep else ""
+    safe_note = " /* no live row: s - 0 stays -inf, exp gives 0 */" if notes else ""
+    exp_note = " /* every argument <= 0 */" if notes else ""
+    lanes_end = rows - rows % 8
+    text = f"""\
+for (k = 0; k < 8; k++) {{
+    lane[k] = -INFINITY;
+}}
+for (j = 0; j < {lanes_end}; j += 8) {{
+    for (k = 0; k < 8; k++) {{
+        lane[k] = sh[j + k] > lane[k] ? sh[j + k] : lane[k];
+    }}
+}}
+for (j = {lanes_end}; j < {rows}; j++) {{
+    lane[0] = sh[j] > lane[0] ? sh[j] : lane[0];
+}}
+{m} = lane[0];
+for (k = 1; k < 8; k++) {{
+    {m} = lane[k] > {m} ? lane[k] : {m};
+}}{keep_line}
+m_safe = {m} > -INFINITY ? {m} : 0.0f;{safe_note}
+for (j = 0; j < {rows}; j++) {{
+    sh[j] = tf_expneg(sh[j] - m_safe);{exp_note}
+}}
+{l} = tf_sum_{rows}(sh);"""
+    return textwrap.indent(text, pad)
+
+
+def own_key_c(
+    dh: int,
+    m_c: str,
+    l_c: str,
+    row: str,
+    bias_pitch: int | None,
+    bias_own: int,
+    pad: str,
+    notes: bool = False,
+) -> str:
+    """Piece 2 of one head, its own key (q, kh, vn declared by the caller): s_own = q . kh (plus the
+    distance-0 bias column bias_own, windowed), merged with piece 1 (`m_c`, `l_c`) and finalised
+    into out[row + o] from acc[row + o] (`row`: "" or an offset ending in " + ")."""
+    own_bias = (
+        ""
+        if bias_pitch is None
+        else f"\ns_own = s_own + bias[hd * {bias_pitch} + {bias_own}]; /* distance 0 */"
+    )
+    merge_note = " /* merge: the side holding the max gets factor exp(0) = 1 exactly */" if notes else ""
+    l_note = (
+        " /* no-op: the max's own term is exactly 1 and sums of terms >= 0 never fall below a term\n"
+        + " " * 28
+        + "(contracts/softmax_stability.py S6); stated so a checker needs no relation */"
+        if notes
+        else ""
+    )
+    text = f"""\
+float s_own = q[0] * kh[0];
+float m, alpha, beta, l;
+for (o = 1; o < {dh}; o++) {{
+    s_own = s_own + q[o] * kh[o];
+}}{own_bias}
+if (s_own >= {m_c}) {{{merge_note}
+    m = s_own;
+    alpha = tf_expneg({m_c} - m);
+    beta = 1.0f;
+}} else {{
+    m = {m_c};
+    alpha = 1.0f;
+    beta = tf_expneg(s_own - m);
+}}
+l = alpha * {l_c} + beta * 1.0f;
+l = l < 1.0f ? 1.0f : l;{l_note}
+for (o = hd * {dh}; o < (hd + 1) * {dh}; o++) {{
+    out[{row}o] = (alpha * acc[{row}o] + beta * vn[o]) / l;
+}}"""
+    return textwrap.indent(text, pad)
+
+
 def values_c(rows: int, heads: int, dh: int, live=static_live, setup: str = "") -> str:
     """acc[h][d] = sum_j p[h][j] v[j][h][d] over live rows j (`live`, a C predicate on the row
     index: static_live or ring_live), every head in one pass over the rows: 8 independent output
@@ -370,41 +517,30 @@ def values_c(rows: int, heads: int, dh: int, live=static_live, setup: str = "") 
         if not singles
         else f"""
     for (i = 0; i < {singles}; i++) {{
-        const uint32_t m0 = 0u - (uint32_t){live("i")};
+        {live_mask(live, "i", 0)}
         for (hd = 0; hd < {heads}; hd++) {{
             const float x0 = p[hd * {rows} + i];
             const float *restrict w0 = v + i * {d} + hd * {dh};
             float *restrict yh = acc + hd * {dh};
             for (o = 0; o < {dh}; o++) {{
-                yh[o] = yh[o] + x0 * tf_and_bits(w0[o], m0);
+                yh[o] = yh[o] + {value_term(0)};
             }}
         }}
     }}"""
     )
-    masks = "\n".join(
-        f"        const uint32_t m{k} = 0u - (uint32_t){live(f'(i + {k})')};" for k in range(UNROLL)
-    )
-    xs = "\n".join(f"            const float x{k} = p[hd * {rows} + i + {k}];" for k in range(UNROLL))
-    ws = "\n".join(
-        f"            const float *restrict w{k} = v + (i + {k}) * {d} + hd * {dh};" for k in range(UNROLL)
-    )
-    expr = "yh[o]"
-    for k in range(UNROLL):
-        term = f"x{k} * tf_and_bits(w{k}[o], m{k})"
-        expr = f"({expr} + {term})" if k < UNROLL - 1 else f"{expr} + {term}"
     setup_line = f"\n    {setup}" if setup else ""
     loop = (
         ""
         if singles == rows
         else f"""
     for (i = {singles}; i < {rows}; i += {UNROLL}) {{
-{masks}
+{row_masks(live)}
         for (hd = 0; hd < {heads}; hd++) {{
-{xs}
-{ws}
+{operands("p", f"hd * {rows} + i", " " * 12)}
+{row_pointers("float", "v", d, f" + hd * {dh}", " " * 12)}
             float *restrict yh = acc + hd * {dh};
             for (o = 0; o < {dh}; o++) {{
-                yh[o] = {expr};
+                yh[o] = {unrolled_sum("yh[o]", value_term)};
             }}
         }}
     }}"""
@@ -440,30 +576,19 @@ def attention_c(
     selection, as model/attention.py adds it -- per head a row of bias_pitch floats, read
     contiguously from offset `boff` (declared by `setup`) so the add vectorises with the score
     loop; the own key's term is the constant column bias_own."""
-    lanes_end = rows - rows % 8
     d = heads * dh
     biased = bias_pitch is not None
     bias_arg = "\n                         const float *restrict bias," if biased else ""
     setup_line = f"\n    {setup}" if setup else ""
     if biased:
-        select = f"""\
+        why = """\
         /* relative-position term (model/attention.py: added before the selection), then the selection:
-           a slot not read at this ring position scores -inf whatever it holds (NaN, inf, an evicted key) */
-        {{
-            const float *restrict bh = bias + hd * {bias_pitch} + boff;
-            for (j = 0; j < {rows}; j++) {{
-                sh[j] = tf_live_or_neg_inf(sh[j] + bh[j], 0u - (uint32_t){live("j")});
-            }}
-        }}"""
-        own_bias = f"\n        s_own = s_own + bias[hd * {bias_pitch} + {bias_own}]; /* distance 0 */"
+           a slot not read at this ring position scores -inf whatever it holds (NaN, inf, an evicted key) */"""
         what = "ring slots"
     else:
-        select = f"""\
-        /* selection: a stale row's score is -inf whatever the row holds (NaN, inf, old keys) */
-        for (j = 0; j < {rows}; j++) {{
-            sh[j] = tf_live_or_neg_inf(sh[j], 0u - (uint32_t){live("j")});
-        }}"""
-        own_bias = ""
+        why = (
+            "        /* selection: a stale row's score is -inf whatever the row holds (NaN, inf, old keys) */"
+        )
         what = "rows"
     return f"""\
 /* All {heads} heads at position pos over the cache. kt: [{heads}][{dh}][{rows}] keys, transposed;
@@ -483,28 +608,10 @@ static void tf_attention(const float *restrict qs, const float *restrict kt, con
         float m_safe;
         /* scores of every cache row (constant work): sh[j] = sum_d qs[d] kt[d][j] */
         {matvec_name(dh, rows, False)}(qs + hd * {dh}, kt + hd * {dh * rows}, sh);
-{select}
+{why}
+{select_c(rows, live, bias_pitch, " " * 8)}
         /* piece 1, the cache: m_c = max (exact in any order), -inf when no row is live */
-        for (k = 0; k < 8; k++) {{
-            lane[k] = -INFINITY;
-        }}
-        for (j = 0; j < {lanes_end}; j += 8) {{
-            for (k = 0; k < 8; k++) {{
-                lane[k] = sh[j + k] > lane[k] ? sh[j + k] : lane[k];
-            }}
-        }}
-        for (j = {lanes_end}; j < {rows}; j++) {{
-            lane[0] = sh[j] > lane[0] ? sh[j] : lane[0];
-        }}
-        m_c[hd] = lane[0];
-        for (k = 1; k < 8; k++) {{
-            m_c[hd] = lane[k] > m_c[hd] ? lane[k] : m_c[hd];
-        }}
-        m_safe = m_c[hd] > -INFINITY ? m_c[hd] : 0.0f; /* no live row: s - 0 stays -inf, exp gives 0 */
-        for (j = 0; j < {rows}; j++) {{
-            sh[j] = tf_expneg(sh[j] - m_safe); /* every argument <= 0 */
-        }}
-        l_c[hd] = tf_sum_{rows}(sh);
+{cache_piece_c(rows, "m_c[hd]", "l_c[hd]", " " * 8, notes=True)}
     }}
     /* acc = sum_j p_j v_j over live rows, all heads in one pass (rows not selected add +0) */
     tf_values(sc, v, pos, acc);
@@ -512,26 +619,7 @@ static void tf_attention(const float *restrict qs, const float *restrict kt, con
     for (hd = 0; hd < {heads}; hd++) {{
         const float *q = qs + hd * {dh};
         const float *kh = kn + hd * {dh};
-        float s_own = q[0] * kh[0];
-        float m, alpha, beta, l;
-        for (o = 1; o < {dh}; o++) {{
-            s_own = s_own + q[o] * kh[o];
-        }}{own_bias}
-        if (s_own >= m_c[hd]) {{ /* merge: the side holding the max gets factor exp(0) = 1 exactly */
-            m = s_own;
-            alpha = tf_expneg(m_c[hd] - m);
-            beta = 1.0f;
-        }} else {{
-            m = m_c[hd];
-            alpha = 1.0f;
-            beta = tf_expneg(s_own - m);
-        }}
-        l = alpha * l_c[hd] + beta * 1.0f;
-        l = l < 1.0f ? 1.0f : l; /* no-op: the max's own term is exactly 1 and sums of terms >= 0 never fall below a term
-                                    (contracts/softmax_stability.py S6); stated so a checker needs no relation */
-        for (o = hd * {dh}; o < (hd + 1) * {dh}; o++) {{
-            out[o] = (alpha * acc[o] + beta * vn[o]) / l;
-        }}
+{own_key_c(dh, "m_c[hd]", "l_c[hd]", "", bias_pitch, bias_own, " " * 8, notes=True)}
     }}
 }}
 """

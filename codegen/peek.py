@@ -20,7 +20,10 @@ Bitwise contract: for a state whose batch rows hold the same history, tf_peek's 
 staged rows are bit for bit tf_stage's. Every output is summed in the same order as the
 one-row kernels of codegen/kernels.py (products: i = 0, 1, ..., UNROLL rows per pass; the
 values: rows j = 0, 1, ...; the same pairwise sums, exp and merge), only the loop over the
-candidates moves inside the loops over weight and cache rows. tests/runtime/test_peek.py checks
+candidates moves inside the loops over weight and cache rows. The parts written alike -- each
+unrolled pass's sum, the selection, the cache piece's max and numerators, the own key's merge,
+the copy of staged rows -- are emitted for both by the same functions (kernels.unrolled_sum,
+select_c, cache_piece_c, own_key_c; caches.copy_staged_c). tests/runtime/test_peek.py checks
 the equality through the Session (backend "c" against itself stepping the chosen candidate);
 tests/codegen/test_peek.py plants mutants of the text that it must catch.
 
@@ -33,6 +36,7 @@ import numpy as np
 
 from . import kernels, weights
 from .c_text import f32
+from .caches import copy_staged_c
 from .plan import Plan
 
 UNROLL = kernels.UNROLL
@@ -67,16 +71,12 @@ def matmul_c(
     single rows, then UNROLL rows per pass, then the bias), with the candidates inside the loop
     over weight rows: each group of UNROLL weight rows is loaded once for all candidates."""
     name = matmul_name(n_in, n_out, x_pitch, y_pitch, bias, fmt)
-    args = (
-        f"const float *restrict x, {weights.w_param(fmt)}, "
-        + ("const float *restrict b, " if bias else "")
-        + "float *restrict y"
-    )
     singles = 1 + (n_in - 1) % UNROLL
     plus = " + bias" if bias else ""
+    term = kernels.product_term(fmt)
     body = [
         f"""/* {batch} x [{n_in}] x [{n_in}][{n_out}] -> {batch} x [{n_out}]{plus}: matvec_c's order, candidates in */
-static void {name}({args})
+static void {name}({kernels.product_args(fmt, bias)})
 {{
     int i, k, o;
     for (k = 0; k < {batch}; k++) {{
@@ -94,29 +94,18 @@ static void {name}({args})
             const float x0 = x[k * {x_pitch} + i];
             float *restrict yk = y + k * {y_pitch};
             for (o = 0; o < {n_out}; o++) {{
-                yk[o] = yk[o] + x0 * {weights.load_expr(fmt, "w0[o]")};
+                yk[o] = yk[o] + {term(0)};
             }}
         }}
     }}""")
     if singles < n_in:
-        rows = "\n".join(
-            f"        const {weights.C_TYPE[fmt]} *restrict w{u} = w + (i + {u}) * {n_out};"
-            for u in range(UNROLL)
-        )
-        loads = "\n".join(
-            f"            const float x{u} = x[k * {x_pitch} + i + {u}];" for u in range(UNROLL)
-        )
-        expr = "yk[o]"
-        for u in range(UNROLL):
-            wu = weights.load_expr(fmt, f"w{u}[o]")
-            expr = f"({expr} + x{u} * {wu})" if u < UNROLL - 1 else f"{expr} + x{u} * {wu}"
         body.append(f"""    for (i = {singles}; i < {n_in}; i += {UNROLL}) {{
-{rows}
+{kernels.row_pointers(weights.C_TYPE[fmt], "w", n_out, "", " " * 8)}
         for (k = 0; k < {batch}; k++) {{
-{loads}
+{kernels.operands("x", f"k * {x_pitch} + i", " " * 12)}
             float *restrict yk = y + k * {y_pitch};
             for (o = 0; o < {n_out}; o++) {{
-                yk[o] = {expr};
+                yk[o] = {kernels.unrolled_sum("yk[o]", term)};
             }}
         }}
     }}""")
@@ -145,80 +134,54 @@ def matmuls(plan: Plan) -> set[tuple[int, int, int, int, bool]]:
 
 def attention_c(plan: Plan, live, setup: str, bias_pitch: int | None, bias_own: int) -> str:
     """Every head of one layer for every candidate, over one cache (kt, v: batch row 0's):
-    kernels.attention_c's computation per candidate and head, in its order; the scores'
-    product reads each key row once for all candidates, the values' pass each value row once."""
+    kernels.attention_c's computation per candidate and head, in its order (the selection, piece
+    1 and the own key's merge are emitted by the same kernels functions); the scores' product
+    reads each key row once for all candidates, the values' pass each value row once."""
     b_n, rows, heads, dh, d = plan.batch, plan.rows, plan.heads, plan.dh, plan.d
-    lanes_end = rows - rows % 8
-    biased = bias_pitch is not None
-    bias_arg = "\n                           const float *restrict bias," if biased else ""
+    bias_arg = "\n                           const float *restrict bias," if bias_pitch is not None else ""
     setup_line = f"\n    {setup}" if setup else ""
-    if biased:
-        select = f"""\
-            {{
-                const float *restrict bh = bias + hd * {bias_pitch} + boff;
-                for (j = 0; j < {rows}; j++) {{
-                    sh[j] = tf_live_or_neg_inf(sh[j] + bh[j], 0u - (uint32_t){live("j")});
-                }}
-            }}"""
-        own_bias = f"\n            s_own = s_own + bias[hd * {bias_pitch} + {bias_own}]; /* distance 0 */"
-    else:
-        select = f"""\
-            for (j = 0; j < {rows}; j++) {{
-                sh[j] = tf_live_or_neg_inf(sh[j], 0u - (uint32_t){live("j")});
-            }}"""
-        own_bias = ""
     singles = rows % UNROLL
     single = (
         ""
         if not singles
         else f"""
     for (i = 0; i < {singles}; i++) {{
-        const uint32_t m0 = 0u - (uint32_t){live("i")};
+        {kernels.live_mask(live, "i", 0)}
         for (hd = 0; hd < {heads}; hd++) {{
             const float *restrict w0 = v + i * {d} + hd * {dh};
             for (b = 0; b < {b_n}; b++) {{
                 const float x0 = sc[(b * {heads} + hd) * {rows} + i];
                 float *restrict yh = acc + b * {d} + hd * {dh};
                 for (o = 0; o < {dh}; o++) {{
-                    yh[o] = yh[o] + x0 * tf_and_bits(w0[o], m0);
+                    yh[o] = yh[o] + {kernels.value_term(0)};
                 }}
             }}
         }}
     }}"""
     )
-    masks = "\n".join(
-        f"        const uint32_t m{u} = 0u - (uint32_t){live(f'(i + {u})')};" for u in range(UNROLL)
-    )
-    ws = "\n".join(
-        f"            const float *restrict w{u} = v + (i + {u}) * {d} + hd * {dh};" for u in range(UNROLL)
-    )
-    xs = "\n".join(
-        f"                const float x{u} = sc[(b * {heads} + hd) * {rows} + i + {u}];"
-        for u in range(UNROLL)
-    )
-    expr = "yh[o]"
-    for u in range(UNROLL):
-        term = f"x{u} * tf_and_bits(w{u}[o], m{u})"
-        expr = f"({expr} + {term})" if u < UNROLL - 1 else f"{expr} + {term}"
     groups = (
         ""
         if singles == rows
         else f"""
     for (i = {singles}; i < {rows}; i += {UNROLL}) {{
-{masks}
+{kernels.row_masks(live)}
         for (hd = 0; hd < {heads}; hd++) {{
-{ws}
+{kernels.row_pointers("float", "v", d, f" + hd * {dh}", " " * 12)}
             for (b = 0; b < {b_n}; b++) {{
-{xs}
+{kernels.operands("sc", f"(b * {heads} + hd) * {rows} + i", " " * 16)}
                 float *restrict yh = acc + b * {d} + hd * {dh};
                 for (o = 0; o < {dh}; o++) {{
-                    yh[o] = {expr};
+                    yh[o] = {kernels.unrolled_sum("yh[o]", kernels.value_term)};
                 }}
             }}
         }}
     }}"""
     )
     scores = matmul_name(dh, rows, d, heads * rows, False)
+    piece = kernels.cache_piece_c(
+        rows, "m", f"l_c[b * {heads} + hd]", " " * 12, keep=f"m_c[b * {heads} + hd] = m;"
+    )
+    own = kernels.own_key_c(dh, "mc", f"l_c[b * {heads} + hd]", f"b * {d} + ", bias_pitch, bias_own, " " * 12)
     return f"""\
 /* Every head of one layer for the {b_n} candidates at position pos over ONE cache: kt [{heads}][{dh}][{rows}] and
    v [{rows}][{heads}][{dh}] of batch row 0. qs: [{b_n}][{d}] scaled queries; qkv: [{b_n}][{3 * d}], the own keys at
@@ -237,28 +200,8 @@ static void tf_attention_k(const float *restrict qs, const float *restrict kt, c
         for (b = 0; b < {b_n}; b++) {{
             float *restrict sh = sc + (b * {heads} + hd) * {rows};
             float m, m_safe;
-{select}
-            for (k = 0; k < 8; k++) {{
-                lane[k] = -INFINITY;
-            }}
-            for (j = 0; j < {lanes_end}; j += 8) {{
-                for (k = 0; k < 8; k++) {{
-                    lane[k] = sh[j + k] > lane[k] ? sh[j + k] : lane[k];
-                }}
-            }}
-            for (j = {lanes_end}; j < {rows}; j++) {{
-                lane[0] = sh[j] > lane[0] ? sh[j] : lane[0];
-            }}
-            m = lane[0];
-            for (k = 1; k < 8; k++) {{
-                m = lane[k] > m ? lane[k] : m;
-            }}
-            m_c[b * {heads} + hd] = m;
-            m_safe = m > -INFINITY ? m : 0.0f;
-            for (j = 0; j < {rows}; j++) {{
-                sh[j] = tf_expneg(sh[j] - m_safe);
-            }}
-            l_c[b * {heads} + hd] = tf_sum_{rows}(sh);
+{kernels.select_c(rows, live, bias_pitch, " " * 12)}
+{piece}
         }}
     }}
     for (o = 0; o < {b_n * d}; o++) {{
@@ -270,25 +213,7 @@ static void tf_attention_k(const float *restrict qs, const float *restrict kt, c
             const float *kh = qkv + b * {3 * d} + {d} + hd * {dh};
             const float *vn = qkv + b * {3 * d} + {2 * d};
             const float mc = m_c[b * {heads} + hd];
-            float s_own = q[0] * kh[0];
-            float m, alpha, beta, l;
-            for (o = 1; o < {dh}; o++) {{
-                s_own = s_own + q[o] * kh[o];
-            }}{own_bias}
-            if (s_own >= mc) {{
-                m = s_own;
-                alpha = tf_expneg(mc - m);
-                beta = 1.0f;
-            }} else {{
-                m = mc;
-                alpha = 1.0f;
-                beta = tf_expneg(s_own - m);
-            }}
-            l = alpha * l_c[b * {heads} + hd] + beta * 1.0f;
-            l = l < 1.0f ? 1.0f : l;
-            for (o = hd * {dh}; o < (hd + 1) * {dh}; o++) {{
-                out[b * {d} + o] = (alpha * acc[b * {d} + o] + beta * vn[o]) / l;
-            }}
+{own}
         }}
     }}
 }}
@@ -395,16 +320,7 @@ int tf_commit_candidate(tf_state *s, int32_t pos, int32_t i)
         return TF_E_POSITION;
     }}
     row = {commit_row};
-    for (l = 0; l < TF_LAYERS; l++) {{
-        for (b = 0; b < TF_BATCH; b++) {{
-            for (hd = 0; hd < TF_HEADS; hd++) {{
-                for (d = 0; d < TF_D_HEAD; d++) {{
-                    s->k[l][b][hd][d][row] = s->k_new[l][i][hd][d];
-                    s->v[l][b][row][hd][d] = s->v_new[l][i][hd][d];
-                }}
-            }}
-        }}
-    }}
+{copy_staged_c("i")}
     return TF_OK;
 }}
 """

@@ -32,6 +32,8 @@ Not real-time code (text generation).
 
 from __future__ import annotations
 
+import textwrap
+
 from . import c_text
 from .c_text import f32
 
@@ -52,6 +54,17 @@ LOG_POLY = (
 )
 LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4  # ln 2 = LN2_HI + LN2_LO (Cody-Waite, as in exp)
 SQRT2 = 1.41421356237309504880
+# The ACSL contracts (c_text.acsl_contract rows) EVA uses in place of the bodies; tf_ssmcheck.c checks them
+SOFTPLUS_CONTRACT = (
+    ("finite", r"\is_finite(z)", (r"\is_finite(\result) && 0.0 <= \result <= \max(z, 0.0) + 1.0",)),
+    ("plus_infinity", r"\is_plus_infinity(z)", (r"\is_plus_infinity(\result)",)),
+    ("minus_infinity", r"\is_minus_infinity(z)", (r"\result == 0.0",)),
+    ("nan", r"\is_NaN(z)", (r"\is_NaN(\result)",)),
+)
+TANH_POS_CONTRACT = (  # x < 0 is never an argument: not complete
+    ("number", r"!\is_NaN(x) && x >= 0.0", (r"\is_finite(\result) && 0.0 <= \result <= 1.0",)),
+    ("nan", r"\is_NaN(x)", (r"\is_NaN(\result)",)),
+)
 
 
 def elementary_c() -> str:
@@ -86,22 +99,7 @@ static inline float tf_log1p01(float e)
 /* softplus(z) = log(1 + e^z) as numpy's logaddexp(0, z): max(z, 0) + log1p(e^-|z|) (model/ssm.py).
    Exhaustively checked (make ssmcheck): within the relative error model/ssm.py assumes
    (ELEMENTARY_ERROR_U) wherever the exact value is a normal float32; 0 for z < -86.5. */
-/*@ assigns \\result \\from z;
-    behavior finite:
-      assumes \\is_finite(z);
-      ensures \\is_finite(\\result) && 0.0 <= \\result <= \\max(z, 0.0) + 1.0;
-    behavior plus_infinity:
-      assumes \\is_plus_infinity(z);
-      ensures \\is_plus_infinity(\\result);
-    behavior minus_infinity:
-      assumes \\is_minus_infinity(z);
-      ensures \\result == 0.0;
-    behavior nan:
-      assumes \\is_NaN(z);
-      ensures \\is_NaN(\\result);
-    complete behaviors;
-    disjoint behaviors;
-*/
+{c_text.acsl_contract("z", SOFTPLUS_CONTRACT)}
 static inline float tf_softplus(float z)
 {{
     tf_bits a;
@@ -115,14 +113,7 @@ static inline float tf_softplus(float z)
 
 /* tanh(x) for x >= 0: Cephes tanhf's polynomial below {TANH_SMALL}, (1 - e) / (1 + e), e = e^-2x, above;
    exhaustively checked (make ssmcheck). */
-/*@ assigns \\result \\from x;
-    behavior number:
-      assumes !\\is_NaN(x) && x >= 0.0;
-      ensures \\is_finite(\\result) && 0.0 <= \\result <= 1.0;
-    behavior nan:
-      assumes \\is_NaN(x);
-      ensures \\is_NaN(\\result);
-*/
+{c_text.acsl_contract("x", TANH_POS_CONTRACT, complete=False)}
 static inline float tf_tanh_pos(float x)
 {{
     const float z = x * x;
@@ -138,6 +129,24 @@ static inline float tf_tanh_pos(float x)
     return x < {f32(TANH_SMALL)} ? small : large;
 }}
 """
+
+
+def _worst(normal: str, y: str, f: str, pad: str) -> str:
+    """tf_ssmcheck.c's record of function `f` (sp, th, kp) where `normal` holds (the exact value
+    `ex` is a normal float32): its relative error in u, the worst so far (w_f) and its argument
+    (at_f), and the count of values checked (n_f)."""
+    return textwrap.indent(
+        f"""\
+if ({normal}) {{
+    const double e = rel_u({y}, ex);
+    if (e > w_{f}) {{
+        w_{f} = e;
+        at_{f} = x;
+    }}
+    n_{f}++;
+}}""",
+        pad,
+    )
 
 
 SSMCHECK_C = (
@@ -181,14 +190,9 @@ static double rel_u(float y, double exact)
         } else {
             const double ex = x > 0 ? (double)x + log1p(exp(-(double)x)) : log1p(exp((double)x));
             bad += !(y >= 0.0f && y <= (x > 0.0f ? x : 0.0f) + 1.0f && isfinite(y));
-            if (x >= -86.5f && ex >= 0x1p-126) {
-                const double e = rel_u(y, ex);
-                if (e > w_sp) {
-                    w_sp = e;
-                    at_sp = x;
-                }
-                n_sp++;
-            } else {
+"""
+    + _worst("x >= -86.5f && ex >= 0x1p-126", "y", "sp", " " * 12)
+    + r""" else {
                 bad += !((double)y <= ex * (1.0 + TF_ELEMENTARY_ERROR_U * U32));
             }
         }
@@ -204,14 +208,9 @@ static double rel_u(float y, double exact)
         bad += !(y >= 0.0f && y <= 1.0f);
         {
             const double ex = tanh((double)x);
-            if (ex >= 0x1p-126) {
-                const double e = rel_u(y, ex);
-                if (e > w_th) {
-                    w_th = e;
-                    at_th = x;
-                }
-                n_th++;
-            }
+"""
+    + _worst("ex >= 0x1p-126", "y", "th", " " * 12)
+    + r"""
         }
         /* keep(s) = 1 - e^-s as the step forms it, s = x */
         {
@@ -219,14 +218,9 @@ static double rel_u(float y, double exact)
             const float k = (t + t) / (1.0f + t);
             const double ex = -expm1(-(double)x);
             bad += !(k >= 0.0f && k <= 1.0f);
-            if (ex >= 0x1p-126) {
-                const double e = rel_u(k, ex);
-                if (e > w_kp) {
-                    w_kp = e;
-                    at_kp = x;
-                }
-                n_kp++;
-            }
+"""
+    + _worst("ex >= 0x1p-126", "k", "kp", " " * 12)
+    + r"""
         }
     }
     printf("ssm elementary (stride %lu, bound %.1f u): softplus %llu values max %.3f u at z = %a; "
