@@ -295,7 +295,7 @@ def held_out(task: Any, params: dict, config: Any, data: Any, start: int) -> dic
     from tickformer.control import task as T
 
     if task.name != "pendulum-hidden":
-        return {"rmse": float(task.evaluate(params, config, data)["model_rmse"])}
+        return {"rmse": float(task.hooks.evaluate(params, config, data)["model_rmse"])}
     d = data.plant.delay
     truth = np.stack([data.test_theta[:, j : j + data.steps] for j in range(1, d + 2)], axis=-1)[:, start:]
     err = T.hidden_model_angles(params, config, data)[:, start:] - truth
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     task = get_task(args.task, extra=(HIDDEN_TASK,))
     models = configs(task.preset, args.d_state, args.window)
     window = models["windowed"].window
-    steps = task.steps if args.steps is None else args.steps
+    steps = task.settings.steps if args.steps is None else args.steps
     report: dict[str, Any] = {
         "command": "benchmarks/ssm_bench.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

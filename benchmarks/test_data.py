@@ -80,7 +80,7 @@ def test_csv_read_and_window_beside_pandas(tmp_path):
         t0 = time.perf_counter()
         series = TimeSeries.from_file(path, **ARGS)
         task = forecast_task(series, horizon=1)
-        task.prepare(forecast_config(series, 1), np.random.default_rng(0))
+        task.hooks.prepare(forecast_config(series, 1), np.random.default_rng(0))
         ours.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         frame = pd.read_csv(path)

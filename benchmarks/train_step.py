@@ -53,7 +53,7 @@ def reverse_step_ms(steps: int = 20, warmup: int = 3) -> float:
     from tickformer.model.tasks import get_task
 
     config, task = preset("reverse"), get_task("reverse")
-    data = task.prepare(config, np.random.default_rng(0))
+    data = task.hooks.prepare(config, np.random.default_rng(0))
     rng = np.random.default_rng(1)
-    batches = [task.batch(data, rng, task.batch_size) for _ in range(warmup + steps)]
+    batches = [task.hooks.batch(data, rng, task.settings.batch_size) for _ in range(warmup + steps)]
     return _median_step_ms(config, batches, steps, warmup)

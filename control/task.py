@@ -23,7 +23,7 @@ import numpy as np
 from tickformer.errors import ConfigError
 from tickformer.model.config import Config
 from tickformer.model.grad import Batch
-from tickformer.model.tasks import PENDULUM_MIN_STEPS, Task
+from tickformer.model.tasks import PENDULUM_MIN_STEPS, Task, TaskHooks
 from tickformer.model.train import TrainSettings, train_steps
 from tickformer.model.transformer import forward
 
@@ -468,13 +468,6 @@ HIDDEN_TASK = Task(
     # In-context identification of each episode's constants needs many episodes and steps:
     # 1,500 steps of 8 learnt a slope d theta / d command about the same for every episode
     # (docs/control.md, experiments/control_diagnosis.py).
-    steps=10_000,
-    batch_size=16,
-    warmup=400,
-    lr_scale=1.0,
-    ema_decay=0.995,
-    prepare=hidden_prepare,
-    batch=hidden_batch,
-    evaluate=hidden_evaluate,
-    meta=hidden_meta,
+    settings=TrainSettings(steps=10_000, batch_size=16, warmup=400, ema_decay=0.995),
+    hooks=TaskHooks(hidden_prepare, hidden_batch, hidden_evaluate, hidden_meta),
 )

@@ -194,7 +194,7 @@ if run["final"]:
     settings = dataclasses.replace(settings, ema_decay=0.0)
 with threadpool_limits(1):
     params, losses, data, _, cpu = train_steps(task, config, settings)
-    held = task.evaluate(params, config, data)
+    held = task.hooks.evaluate(params, config, data)
 digest = lambda b: hashlib.sha256(b).hexdigest()[:12]
 print(json.dumps({"losses": losses, "metric": held["exact_match" if run["task"] == "reverse" else "ratio"],
                   "loss50": float(np.mean(losses[-50:])), "cpu_s": cpu, "settings": dataclasses.asdict(settings),

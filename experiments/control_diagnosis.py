@@ -228,7 +228,7 @@ def _held_out_episodes(config: Any, seed: int) -> Any:
     from tickformer.control.task import HIDDEN_TASK
     from tickformer.model.train import seeded_generators
 
-    return HIDDEN_TASK.prepare(config, seeded_generators(seed)["data"])
+    return HIDDEN_TASK.hooks.prepare(config, seeded_generators(seed)["data"])
 
 
 def identification(checkpoint: str, cfg: DemoConfig) -> dict[str, float]:

@@ -37,8 +37,9 @@ from . import baselines as B
 from .config import Config, preset
 from .grad import Batch
 from .names import IN_PROJ, OUT_PROJ
+from .schedule import TrainSettings
 from .series import TimeSeries
-from .tasks import Task
+from .tasks import Task, TaskHooks
 from .transformer import forward
 
 Params = dict[str, np.ndarray]
@@ -114,16 +115,10 @@ def forecast_task(
         name="data",
         description=f"forecast {', '.join(names)} 1..{horizon} ticks ahead from {series.source.get('data')}",
         preset=DEFAULT_PRESET,
-        steps=steps,
-        batch_size=batch_size,
-        warmup=min(400, max(1, steps // 10)),
-        lr_scale=1.0,
-        ema_decay=0.995,
-        prepare=prepare,
-        batch=_batch,
-        evaluate=evaluate,
-        meta=_meta,
-        finalize=fold_standardisation,
+        settings=TrainSettings(
+            steps=steps, batch_size=batch_size, warmup=min(400, max(1, steps // 10)), ema_decay=0.995
+        ),
+        hooks=TaskHooks(prepare, _batch, evaluate, _meta, finalize=fold_standardisation),
     )
 
 

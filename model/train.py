@@ -30,12 +30,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tickformer.validation import nonneg_int, positive_int, positive_real, real
-
 from .checkpoint import save_checkpoint
 from .config import Config
 from .grad import loss_and_grads
 from .optim import Adam, clip_by_global_norm, noam_lr
+from .schedule import TrainSettings
 from .tasks import Task, greedy_decode  # greedy_decode: the reverse task's decoder, re-exported
 
 __all__ = [
@@ -49,45 +48,6 @@ __all__ = [
     "train_steps",
 ]
 from .transformer import init_params
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    steps: int
-    batch_size: int
-    warmup: int
-    lr_scale: float = 1.0
-    clip: float = 1.0
-    seed: int = 0
-    label_smoothing: float = 0.1
-    ema_decay: float = 0.0  # 0: off; else the returned weights are an exponential moving average
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "warmup"):
-            positive_int(getattr(self, name), name)
-        nonneg_int(self.seed, "seed")
-        positive_real(self.lr_scale, "lr_scale")
-        positive_real(self.clip, "clip")
-        real(self.label_smoothing, "label_smoothing", min_value=0.0, max_value=1.0, exclude_max=True)
-        real(
-            self.ema_decay,
-            "ema_decay",
-            min_value=0.0,
-            max_value=1.0,
-            exclude_max=True,
-            hint="0 turns averaging off",
-        )
-
-    @classmethod
-    def for_task(cls, task: Task, *, steps: int | None = None, seed: int = 0) -> "TrainSettings":
-        return cls(
-            steps=task.steps if steps is None else steps,
-            batch_size=task.batch_size,
-            warmup=task.warmup,
-            lr_scale=task.lr_scale,
-            seed=seed,
-            ema_decay=task.ema_decay,
-        )
 
 
 @dataclass
@@ -182,7 +142,7 @@ def train_steps(
     keep (experiments/control_side_runs.py takes the snapshots of one run this way)."""
     rngs = seeded_generators(settings.seed)
     params = init_params(config, seed=int(rngs["init"].integers(2**31)))
-    data = task.prepare(config, rngs["data"])
+    data = task.hooks.prepare(config, rngs["data"])
     if hasattr(data, "train_settings"):  # a task whose evaluation trains a baseline twin (pendulum-hidden)
         data.train_settings = settings
     opt = Adam(beta1=0.9, beta2=0.98, eps=1e-9)
@@ -194,7 +154,7 @@ def train_steps(
     with single_threaded_blas(), _progress(progress) as bar:
         job = bar.add_task(f"train {task.name}", total=settings.steps, loss=float("nan"))
         for step in range(1, settings.steps + 1):
-            batch = task.batch(data, rngs["batches"], settings.batch_size)
+            batch = task.hooks.batch(data, rngs["batches"], settings.batch_size)
             loss, grads = loss_and_grads(
                 params, config, batch, rng=rngs["dropout"], label_smoothing=settings.label_smoothing
             )
@@ -226,10 +186,10 @@ def checkpoint_meta(
     task: Task, data: Any, preset_name: str | None, seed: int, steps: int, metrics: dict[str, Any]
 ) -> dict[str, Any]:
     """What a checkpoint of `task` records besides its weights: the run (task, preset, seed,
-    steps, held-out metrics) and what the task needs to use the model (`task.meta`: e.g. the
+    steps, held-out metrics) and what the task needs to use the model (`task.hooks.meta`: e.g. the
     input and output standardisation)."""
     meta = {"task": task.name, "preset": preset_name, "seed": seed, "steps": steps, "metrics": metrics}
-    meta.update(task.meta(data))
+    meta.update(task.hooks.meta(data))
     return meta
 
 
@@ -248,11 +208,11 @@ def train(
     params, losses, data, seconds, cpu_seconds = train_steps(
         task, config, settings, progress=progress, on_step=on_step
     )
-    if task.finalize is not None:
-        params = task.finalize(params, config, data)
+    if task.hooks.finalize is not None:
+        params = task.hooks.finalize(params, config, data)
     eval_start = time.perf_counter_ns()
     with single_threaded_blas():
-        held_out = task.evaluate(params, config, data)
+        held_out = task.hooks.evaluate(params, config, data)
     eval_seconds = (time.perf_counter_ns() - eval_start) / 1e9
     metrics = {
         "task": task.name,

@@ -33,7 +33,7 @@ def _linear_series(runs=6, rows=300, seed=0, noise=0.01) -> TimeSeries:
 
 def _prepared(series, horizon=3, seed=0, window=8):
     cfg = F.forecast_config(series, horizon, window=window).replace(max_len=16)
-    data = F.forecast_task(series, horizon=horizon).prepare(cfg, np.random.default_rng(seed))
+    data = F.forecast_task(series, horizon=horizon).hooks.prepare(cfg, np.random.default_rng(seed))
     return cfg, data
 
 
@@ -119,7 +119,7 @@ def test_bad_shapes_of_data_are_one_line_errors():
     series = _linear_series()
     cfg = F.forecast_config(series, 2, window=8)
     with pytest.raises(DataError, match="build the config with forecast_config"):
-        F.forecast_task(series, horizon=3).prepare(cfg, np.random.default_rng(0))
+        F.forecast_task(series, horizon=3).hooks.prepare(cfg, np.random.default_rng(0))
 
 
 def test_persistence_and_positions():
