@@ -1,5 +1,9 @@
 """C99 text of the step's kernels, each specialised to constant shapes by the generator.
 
+Longer than 600 lines: the step's kernels and the emitters the candidate step (codegen/peek.py)
+shares with them (`unrolled_sum`, `select_c`, `cache_piece_c`, `own_key_c`) stay in one module,
+so that each addition order the bitwise step = candidate contract rests on is written once.
+
 Why the loops look the way they do (every choice keeps results bitwise independent of the
 optimisation level and the vector width, and lets GCC/Clang vectorise without -ffast-math):
 
