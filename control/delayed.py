@@ -513,12 +513,12 @@ class IdentifiedMPC(_Filtered, HistoryMPC):
         session: Any,
         norm: dict[str, Any],
         plant: HiddenPendulum,
-        output_bound: float | None,
-        *,
+        *args: Any,
         smoothing: float = 0.02,
-        catch_up_max: int | None = None,
-        **weights: float,
+        **kwargs: Any,
     ) -> None:
+        """HistoryMPC's arguments (`args`: output_bound; `kwargs`: catch_up_max and the cost
+        weights), plus `smoothing`, the moving-average weight on the newest constants estimate."""
         names = list(norm.get("identify", ()))
         wanted = [f"log {c}" for c in HIDDEN_CONSTANTS]
         if not set(wanted) <= set(names):
@@ -527,7 +527,7 @@ class IdentifiedMPC(_Filtered, HistoryMPC):
                 f"horizons; its norm's identify {names or 'is missing'}): train pendulum-hidden with "
                 f"d_out = delay + 6, or use HistoryMPC"
             )
-        super().__init__(session, norm, plant, output_bound, catch_up_max=catch_up_max, **weights)
+        super().__init__(session, norm, plant, *args, **kwargs)
         self.smoothing = smoothing_weight(smoothing)
         self.pred = np.zeros((self.pred.shape[0], 2))  # [K, 2] the physics prediction (not the horizons)
         first = hidden_horizons(norm)  # the identification columns follow the horizons (control.task)
