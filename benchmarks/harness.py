@@ -317,8 +317,6 @@ def fp32_tolerance(config, t: int) -> float:
     return 16.0 * math.sqrt(k) * u * (config.n_layers + 2)
 
 
-# The memory-bandwidth floor's program (benchmarks/test_c_step.py, test_c_formats.py): sums a
-# buffer of argv[1] bytes argv[2] times, each pass timed, samples written to argv[3].
 def compile_c(compiler, flags, sources, out, cwd) -> None:
     """Compile C `sources` (in `cwd`) into the program `out` with `compiler` (codegen's Compiler)
     and `flags`; a failure raises with the compiler's output."""
@@ -340,6 +338,8 @@ static long long ns(void) {
 }
 """
 
+# The memory-bandwidth floor's program (benchmarks/test_c_step.py, test_c_formats.py): sums a
+# buffer of argv[1] bytes argv[2] times, each pass timed, samples written to argv[3].
 FLOOR_C = (
     TIMING_HEAD_C
     + r"""int main(int argc, char **argv) {
@@ -362,12 +362,17 @@ FLOOR_C = (
 """
 )
 
-# The generated step's timing program (benchmarks/test_c_step.py, test_c_formats.py): argv[1]
-# whole max_len sequences of tf_step from a primed reset, each step timed, samples to argv[2];
-# WARMUP sequences first, not kept (-DWARMUP=N: each suite keeps the count it was measured with).
-STEP_BENCH_C = (
-    TIMING_HEAD_C
-    + r"""#include "tf_model.h"
+
+def sequences_bench_c(x_value: str, begin: str, timed: str, after: str = "") -> str:
+    """A timing program of the generated C (tf_model.h): argv[1] whole max_len sequences, each
+    begun by `begin`; at every position p the statements `timed` (they return nonzero on an
+    error) are timed alone, then `after` runs untimed; samples to argv[2]. WARMUP sequences come
+    first, not kept (-DWARMUP=N, default 5: each suite keeps the count it was measured with).
+    Every input element is `x_value` (a C expression of i). The pieces are C lines indented for
+    their place: `begin` 8 spaces, `timed` and `after` 12."""
+    return (
+        TIMING_HEAD_C
+        + r"""#include "tf_model.h"
 #ifndef WARMUP
 #define WARMUP 5
 #endif
@@ -378,17 +383,45 @@ int main(int argc, char **argv) {
     tf_input x[TF_BATCH * TF_D_IN];
     float y[TF_BATCH * TF_D_OUT];
     FILE *f;
-    for (i = 0; i < TF_BATCH * TF_D_IN; i++) { x[i] = (tf_input)(TF_TOKENS ? 1 : 0.25); }
+    for (i = 0; i < TF_BATCH * TF_D_IN; i++) { x[i] = (tf_input)("""
+        + x_value
+        + """); }
     for (r = -WARMUP; r < reps; r++) {
-        tf_reset(&s); (void)tf_step(&s, x, y); tf_reset(&s);  /* prime, as timed_sequence */
+"""
+        + begin
+        + """
         for (p = 0; p < TF_MAX_LEN; p++) {
             long long t0 = ns();
-            if (tf_step(&s, x, y) != TF_OK) { return 1; }
+"""
+        + timed
+        + """
             if (r >= 0) { d[(size_t)r * TF_MAX_LEN + p] = ns() - t0; }
-        }
+"""
+        + (after + "\n" if after else "")
+        + """        }
     }
     f = fopen(argv[2], "wb"); fwrite(d, sizeof(long long), (size_t)reps * TF_MAX_LEN, f); fclose(f);
     return 0;
 }
 """
+    )
+
+
+def build_bench(plan, directory, program: str, compiler, flags, out: str = "bench") -> None:
+    """The generated C of `plan` (codegen.model_sources) and the timing `program` (bench.c) written
+    to `directory` and compiled into directory/out with `compiler` and `flags`."""
+    from tickformer.codegen import model_sources
+
+    for name, data in model_sources(plan).items():
+        (directory / name).write_bytes(data)
+    (directory / "bench.c").write_text(program)
+    compile_c(compiler, flags, ["bench.c", "tf_model.c"], directory / out, directory)
+
+
+# The generated step's timing program (benchmarks/test_c_step.py, test_c_formats.py): whole
+# sequences of tf_step from a primed reset, each step timed.
+STEP_BENCH_C = sequences_bench_c(
+    "TF_TOKENS ? 1 : 0.25",
+    "        tf_reset(&s); (void)tf_step(&s, x, y); tf_reset(&s);  /* prime, as timed_sequence */",
+    "            if (tf_step(&s, x, y) != TF_OK) { return 1; }",
 )

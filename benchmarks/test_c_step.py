@@ -121,16 +121,13 @@ def test_c_vs_ort_interleaved(benchmark, artifact, compiler, x_step):
 
 
 def test_c_step_without_python(benchmark, artifact, compiler, tmp_path):
-    from tickformer.codegen import model_sources, plan_for
+    from tickformer.codegen import plan_for
     from tickformer.codegen.toolchain import deployment_flags
     from tickformer.runtime import open_artifact
 
     plan = plan_for(open_artifact(artifact))
-    for name, data in model_sources(plan).items():
-        (tmp_path / name).write_bytes(data)
-    (tmp_path / "bench.c").write_text(harness.STEP_BENCH_C)
     flags = list(deployment_flags(compiler))
-    harness.compile_c(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
+    harness.build_bench(plan, tmp_path, harness.STEP_BENCH_C, compiler, flags)
     variants = {}
     for key, (ours, other) in ALTERNATIVES.items():
         if ours in flags:  # GCC_FLAGS' width is not given to other compilers
@@ -226,7 +223,7 @@ def test_windowed_c_vs_ort(benchmark, control, artifact_for, compiler, x_step, t
     """The control model with window 32: sliding sessions on the ring cache, c and ort interleaved;
     its tf_step timed in C; its bytes per step (W rows)."""
     from tickformer import runtime
-    from tickformer.codegen import model_sources, plan_for
+    from tickformer.codegen import plan_for
     from tickformer.codegen.evidence import bytes_per_step
     from tickformer.codegen.toolchain import deployment_flags
     from tickformer.runtime import open_artifact
@@ -245,11 +242,8 @@ def test_windowed_c_vs_ort(benchmark, control, artifact_for, compiler, x_step, t
         for subject in subjects_.values():
             subject.close()
     plan = plan_for(open_artifact(art))
-    for name, data in model_sources(plan).items():
-        (tmp_path / name).write_bytes(data)
-    (tmp_path / "bench.c").write_text(harness.STEP_BENCH_C)
     flags = list(deployment_flags(compiler))
-    harness.compile_c(compiler, flags, ["bench.c", "tf_model.c"], tmp_path / "bench", tmp_path)
+    harness.build_bench(plan, tmp_path, harness.STEP_BENCH_C, compiler, flags)
     reps = C_REPS // 4
     subprocess.run([str(tmp_path / "bench"), str(reps), str(tmp_path / "w.bin")], check=True)
     in_c = np.fromfile(tmp_path / "w.bin", dtype=np.int64).reshape(reps, n)

@@ -43,36 +43,19 @@ WINDOW = 32
 ROUNDS = 150
 C_REPS = 400
 
-TICK_BENCH_C = (
-    harness.TIMING_HEAD_C
-    + r"""#include "tf_model.h"
-static tf_state s;
-int main(int argc, char **argv) {
-    int reps = atoi(argv[1]), r, p, i;
-    long long *d = malloc(sizeof(long long) * (size_t)reps * TF_MAX_LEN);
-    tf_input x[TF_BATCH * TF_D_IN];
-    float y[TF_BATCH * TF_D_OUT];
-    FILE *f;
-    for (i = 0; i < TF_BATCH * TF_D_IN; i++) { x[i] = (tf_input)(0.01 * (i % 17)); }
-    for (r = -5; r < reps; r++) {
-        int32_t pos = 0;
-        tf_reset(&s);
-        for (p = 0; p < TF_MAX_LEN; p++) {
-            long long t0 = ns();
-            if (tf_peek(&s, x, pos, y) != TF_OK) { return 1; }
-            if (tf_commit_candidate(&s, pos, p % TF_BATCH) != TF_OK) { return 2; }
-            if (r >= 0) { d[(size_t)r * TF_MAX_LEN + p] = ns() - t0; }
-#if TF_RING
+# The tick's timing program: whole sliding sequences from a reset, each tf_peek + tf_commit_candidate
+# pair timed, the ring position advanced as next_ring_position does (untimed).
+TICK_BENCH_C = harness.sequences_bench_c(
+    "0.01 * (i % 17)",
+    """        int32_t pos = 0;
+        tf_reset(&s);""",
+    """            if (tf_peek(&s, x, pos, y) != TF_OK) { return 1; }
+            if (tf_commit_candidate(&s, pos, p % TF_BATCH) != TF_OK) { return 2; }""",
+    """#if TF_RING
             pos = pos + 1 < TF_POSITIONS ? pos + 1 : TF_WINDOW; /* next_ring_position */
 #else
             pos = pos + 1;
-#endif
-        }
-    }
-    f = fopen(argv[2], "wb"); fwrite(d, sizeof(long long), (size_t)reps * TF_MAX_LEN, f); fclose(f);
-    return 0;
-}
-"""
+#endif""",
 )
 
 RESULTS: dict = {}
@@ -170,23 +153,14 @@ def test_tick_c_vs_ort_interleaved(benchmark, arts, compiler):
 
 
 def test_tick_in_c(benchmark, arts, compiler, tmp_path):
-    from tickformer.codegen import model_sources, plan_for
+    from tickformer.codegen import plan_for
     from tickformer.codegen.toolchain import deployment_flags
     from tickformer.runtime import open_artifact
 
     _, art = arts
     plan = plan_for(open_artifact(art[K]))
-    for name, data in model_sources(plan).items():
-        (tmp_path / name).write_bytes(data)
-    (tmp_path / "bench.c").write_text(TICK_BENCH_C)
     flags = list(deployment_flags(compiler))
-    subprocess.run(
-        [compiler.path, *flags, "bench.c", "tf_model.c", "-o", "bench"],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    harness.build_bench(plan, tmp_path, TICK_BENCH_C, compiler, flags)
     n = plan.config.max_len
     result = {}
 
@@ -211,7 +185,7 @@ def test_tick_in_c_per_format(benchmark, arts, compiler, tmp_path):
     (codegen/weights.py), the four programs in turn for FORMAT_ROUNDS rounds of FORMAT_REPS
     sequences each. Written to results/c_tick_formats.json (its own file, so this test can run
     alone: -k per_format)."""
-    from tickformer.codegen import model_sources, plan_for, weight_bytes
+    from tickformer.codegen import plan_for, weight_bytes
     from tickformer.codegen import weights as W
     from tickformer.codegen.toolchain import deployment_flags
     from tickformer.runtime import open_artifact
@@ -224,10 +198,7 @@ def test_tick_in_c_per_format(benchmark, arts, compiler, tmp_path):
         d = tmp_path / fmt
         d.mkdir()
         plans[fmt] = plan_for(artifact, fmt)
-        for name, data in model_sources(plans[fmt]).items():
-            (d / name).write_bytes(data)
-        (d / "bench.c").write_text(TICK_BENCH_C)
-        subprocess.run([compiler.path, *flags, "bench.c", "tf_model.c", "-o", "bench"], cwd=d, check=True)
+        harness.build_bench(plans[fmt], d, TICK_BENCH_C, compiler, flags)
     n = artifact.config.max_len
     samples: dict[str, list[np.ndarray]] = {fmt: [] for fmt in W.FORMATS}
 
