@@ -39,7 +39,7 @@ import numpy as np
 from tickformer import validation
 from tickformer.errors import ConfigError
 
-from .cartpole import BANDS, NOMINAL, RANGES, NominalDesign
+from .cartpole import BANDS, NOMINAL, RANGES, NominalDesign, _Delayed
 
 POINTS_PER_BAND = 3  # grid gears per training band: its two ends and its middle
 FLOOR = 1e-3  # the least weight a filter keeps (so it can come back when the plant's response changes)
@@ -74,11 +74,12 @@ def innovation_cov(design: NominalDesign, noise: float = NOMINAL.noise) -> np.nd
     return x + v
 
 
-class GearBank:
+class GearBank(_Delayed):
     """M Kalman filters (one per grid gear) behind the interface ModelFilterMPC uses of LQG:
-    `issued` (the commands in flight), `estimate(y)` (measurement update; the weights; `xhat` and
-    `b_mix` the bank's estimate and B), `_advance(command)` (the time update with the command that
-    reaches the cart, then `command` issued). `weights` [M] the normalised weights."""
+    `issued` (the commands in flight: control.cartpole._Delayed's, as every cart-pole
+    controller's), `estimate(y)` (measurement update; the weights; `xhat` and `b_mix` the bank's
+    estimate and B), `_advance(command)` (the time update with the command that reaches the cart,
+    then `command` issued). `weights` [M] the normalised weights."""
 
     def __init__(
         self,
@@ -107,7 +108,7 @@ class GearBank:
         self.l = first.l  # [4, 2]
         self.s_inv = np.linalg.inv(innovation_cov(first, noise))  # [2, 2]
         self.log_floor = math.log(floor)
-        self.issued = [0.0] * delay
+        super().__init__(delay)
         self.x = np.zeros((m, 4))  # [M, 4] each filter's estimate
         self.logw = np.full(m, -math.log(m))  # [M] normalised log-weights
         self.weights = np.full(m, 1.0 / m)  # [M]
@@ -154,5 +155,4 @@ class GearBank:
         np.multiply(self.bs, applied, out=self.input)
         self.dx += self.input
         self.x, self.dx = self.dx, self.x  # the new estimates; the old buffer is the next scratch
-        self.issued.append(command)
-        self.issued.pop(0)
+        self._issue(command)
