@@ -139,8 +139,8 @@ class Artifact:
 
     def file_bytes(self, name: str) -> bytes:
         """The verified bytes of listed file `name`: those read at open. An Artifact made by hand
-        (without `files`) re-reads the file through `tickformer.safe_files` (no links followed,
-        size first) and re-checks its SHA-256. Raises ArtifactError."""
+        (without `files`) re-reads the file as its listing says (`Directory.read_listed`: no links
+        followed, size first, then its SHA-256). Raises ArtifactError."""
         entry = self.manifest["files"].get(name)
         if entry is None:
             raise ArtifactError(f"{self.root}: {name} is not listed in {MANIFEST}; re-export the artifact")
@@ -148,7 +148,7 @@ class Artifact:
         if data is None:
             try:
                 with Directory(self.root) as directory:
-                    data = directory.read(name, size=entry["bytes"], listed_in=MANIFEST)
+                    return directory.read_listed(name, entry, listed_in=MANIFEST)
             except FileRefused as exc:
                 raise _fail(self.root, f"{exc}; load the artifact again or re-export it") from None
         if hashlib.sha256(data).hexdigest() != entry["sha256"]:

@@ -12,7 +12,6 @@ compatibility). Not real-time code.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -96,11 +95,8 @@ def engine_bytes(root: Path, manifest: dict[str, Any], entry: dict[str, Any], he
         raise ArtifactError(
             f"engine {entry['file']} is not listed with its hash in manifest.json; rebuild it"
         )
-    try:  # one read without following links, size first (tickformer.safe_files)
+    try:  # one read without following links, size first, then its SHA-256 (tickformer.safe_files)
         with Directory(root) as directory:
-            data = directory.read(entry["file"], size=listed["bytes"], listed_in=MANIFEST)
+            return directory.read_listed(entry["file"], listed, listed_in=MANIFEST)
     except FileRefused as exc:
         raise ArtifactError(f"engine {exc}; rebuild it") from None
-    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise ArtifactError(f"engine {entry['file']} does not match its manifest sha256; rebuild it")
-    return data

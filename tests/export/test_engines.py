@@ -163,7 +163,7 @@ def test_recorded_engine_is_hashed_and_verified_and_replaced(tmp_path):
     (root / e1["file"]).write_bytes(b"stand-in engine bytes #X")
     with pytest.raises(ArtifactError):
         open_artifact(root)
-    with pytest.raises(ArtifactError, match="does not match"):
+    with pytest.raises(ArtifactError, match="SHA-256 .* does not match manifest.json .*rebuild it"):
         engine_bytes(root, art.manifest, got, here)
 
     # Rebuild: the new entry replaces the old one, whose file is deleted.
