@@ -31,7 +31,6 @@ import numpy as np
 from tickformer import runtime
 from tickformer.codegen import plan_for
 from tickformer.codegen import weights as formats
-from tickformer.codegen.toolchain import build_library
 from tickformer.contracts.decode_equivalence import equivalence_excess
 from tickformer.model.transformer import forward
 from tickformer.verify.properties.models import open_artifact_model
@@ -67,14 +66,14 @@ def verify_format(
     fp32 = open_artifact_model(Path(path), "numpy", max_t, trust)  # the fp32 reference and the strategies
     try:
         artifact = fp32.session.artifact
-        library = build_library(
-            plan_for(artifact, fmt), cache_dir=cache_dir
-        )  # refuses what it cannot generate
         stored = formats.rounded_params(artifact.params(), fp32.config, fmt)
         tol = fp32.tolerance
         bound = formats.fp32_bound(fmt)  # fp32: 64 u, the normwise part of every C step's contract
         strategy = fp32.sequences(fp32.t_range, domain)
-        with runtime.load(path, backend="c", library=library, trust=trust) as c:
+        # the step as the runtime builds it for weights=fmt (backend "c"'s builder, codegen's
+        # build_for: plan_for refuses what it cannot generate), not a library built beside it
+        with runtime.load(path, backend="c", weights=fmt, cache_dir=cache_dir, trust=trust) as c:
+            library = c.backend.library_path
 
             def stepped(session: Any, x: np.ndarray) -> np.ndarray:
                 fp32.start(session, x)  # a reset, as every artifact check starts a sequence
@@ -113,7 +112,7 @@ def verify_format(
                     name, strategy, check, examples=examples, seed_value=seed_value, out_dir=out_dir
                 )
                 result.details.update(
-                    {"weights": fmt, "library": str(library)}
+                    {"weights": fmt, "library": library}
                     | ({"tolerance": tol} if name == NAMES[0] else {"bound_rel": bound})
                 )
                 if result.status == "pass":

@@ -90,6 +90,18 @@ def test_a_reference_with_unrounded_weights_is_caught(artifact, tmp_path, monkey
     assert results[0].status == "fail" and results[1].status == "pass"
 
 
+def test_the_step_checked_is_the_one_the_runtime_builds_for_the_format(artifact, tmp_path, monkeypatch):
+    """Mutant of backend "c"'s builder (codegen.toolchain.build_for): weights= dropped, every format
+    built as fp32. verify loads the step through runtime.load(weights=F), so the int8 property run
+    checks that fp32 library against the int8-stored weights and fails."""
+    from tickformer.codegen import toolchain
+
+    real = toolchain.plan_for
+    monkeypatch.setattr(toolchain, "plan_for", lambda artifact, weights="fp32": real(artifact))
+    results = _run(artifact, "int8", tmp_path)
+    assert results[0].status == "fail" and "numpy model with the weights as stored" in results[0].message
+
+
 def test_a_bound_tighter_than_the_error_fails(artifact, tmp_path, monkeypatch):
     """The bound is checked, not assumed: below the measured int8 error it fails."""
     monkeypatch.setattr(formats.formats, "fp32_bound", lambda fmt: 1e-6)
