@@ -21,11 +21,11 @@ from tickformer.artifact.graph_rules import all_tensors, external_tensors
 from tickformer.errors import ArtifactError, FileRefused
 from tickformer.safe_files import Directory, is_plain_name, read_path
 
-# the operators an integer input passes through unchanged on its way to an embedding Gather
 # Operators that look ids (input 1) up in a table (input 0) row by row when this attribute is 0:
 # Gather's axis; GatherND's batch_dims (torch's dynamo exporter writes table[ids] as
 # GatherND(table, Unsqueeze(ids, -1))). The table's rows are then the vocabulary.
 LOOKUPS = {"Gather": "axis", "GatherND": "batch_dims"}
+# the operators an integer input passes through unchanged on its way to an embedding lookup
 PASSTHROUGH_OPS = frozenset({"Cast", "Unsqueeze", "Squeeze", "Reshape", "Identity", "Flatten", "Expand"})
 
 
