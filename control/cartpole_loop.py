@@ -181,7 +181,6 @@ class ModelFilterMPC(_Filtered):
         bank: bool = False,
         grid: tuple[float, ...] | None = None,
         floor: float = FLOOR,
-        mode: str = "mix",
     ) -> None:
         if signals is None:
             signals = trained_signals(
@@ -225,7 +224,7 @@ class ModelFilterMPC(_Filtered):
             if self.gain_rate:
                 raise ConfigError("the gear bank carries the actuator gain: give gain_rate 0 with bank=True")
             self.grid = tuple(grid) if grid is not None else training_gear_grid()
-            self.bank = GearBank(bank_designs(self.grid), delay, floor=floor, mode=mode)
+            self.bank = GearBank(bank_designs(self.grid), delay, floor=floor)
             self.filter = self.bank  # type: ignore[assignment]  # the interface used of LQG
             self.b = self.bank.b_mix  # updated in place by the bank each tick
 

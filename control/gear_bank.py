@@ -9,8 +9,9 @@ controller (control/cartpole_loop.py ModelFilterMPC), issue 36.
                          with one grid gear's B, run side by side on the same measurements and
                          commands; each weighted by the Gaussian likelihood of its position
                          innovations (log-weights, normalised, floored so a filter can come back);
-                         the state estimate the weighted mix of the filters' (`mode="mix"`) or the
-                         most likely filter's (`"argmax"`), and B the same mix (or the argmax's)
+                         the state estimate the weighted mix of the filters', and B the same mix
+                         (the most likely filter's alone, "argmax", was measured against it:
+                         experiments/cartpole_gear_bank.py)
 
 control/cartpole_loop.py's ModelFilterMPC(bank=True) (the controller of kind "model") uses the
 bank's estimate and its weighted B wherever it used the nominal filter's (the state through the
@@ -43,7 +44,6 @@ from .cartpole import BANDS, NOMINAL, RANGES, NominalDesign, _Delayed
 
 POINTS_PER_BAND = 3  # grid gears per training band: its two ends and its middle
 FLOOR = 1e-3  # the least weight a filter keeps (so it can come back when the plant's response changes)
-MODES = ("mix", "argmax")
 
 
 def training_gear_grid(points_per_band: int = POINTS_PER_BAND) -> tuple[float, ...]:
@@ -87,16 +87,13 @@ class GearBank(_Delayed):
         delay: int,
         *,
         floor: float = FLOOR,
-        mode: str = "mix",
         noise: float = NOMINAL.noise,
     ) -> None:
-        validation.one_of(mode, "mode", MODES)
         m = len(designs)
         if m < 2:
             raise ConfigError(f"a bank of {m} filter: give at least 2 gears")
         if not 0.0 < floor < 1.0 / m:
             raise ConfigError(f"floor {floor}: give a weight in (0, 1/M) = (0, {1.0 / m:.3g})")
-        self.mode = mode
         # the gear moves B alone: every filter has the nominal A, Kalman gain L and innovation
         # covariance S (NominalDesign.make's, checked here), so one copy of each serves all M, and
         # S's log-determinant, the same for all, cancels in the normalised weights
@@ -140,13 +137,8 @@ class GearBank(_Delayed):
         np.log(self.weights, out=lw)
         np.einsum("ij,mj->mi", self.l, nu, out=self.dx)
         self.x += self.dx
-        if self.mode == "mix":
-            np.matmul(self.weights, self.x, out=self.xhat)
-            np.matmul(self.weights, self.bs, out=self.b_mix)
-        else:
-            i = int(np.argmax(self.weights))
-            self.xhat[:] = self.x[i]
-            self.b_mix[:] = self.bs[i]
+        np.matmul(self.weights, self.x, out=self.xhat)
+        np.matmul(self.weights, self.bs, out=self.b_mix)
         return self.xhat
 
     def _advance(self, command: float) -> None:

@@ -7,10 +7,13 @@ then one evaluation on the chain's held-out draws.
     python experiments/cartpole_gear_bank.py tick ART --config mix:3:1e-3:0
     python experiments/cartpole_gear_bank.py relog ART0,ART1 --config mix:3:1e-3:0 [--runs 20]
 
-A config is MODE:POINTS:FLOOR:BLEND (GearBank's mode, grid gears per training band, the weights'
-floor, the model's velocity share). `validation`: on `--draws` held-out-band draws of seed 5 (not
-the chain's seed, tickformer.commands.plant.DRAW_SEED), the oracle and the existing learned
-controller once per artifact and each config, 1000 ticks each under ControlLoop in virtual time
+A config is MODE:POINTS:FLOOR:BLEND (the bank's estimate and B: "mix", GearBank's weighted mix, or
+"argmax", the most likely filter's alone (ArgmaxBank here: measured, not kept); grid gears per
+training band, the weights' floor, the model's velocity share).
+
+`validation`: on `--draws` held-out-band draws of seed 5 (not the chain's seed,
+tickformer.commands.plant.DRAW_SEED), the oracle and the existing learned controller once per
+artifact and each config, 1000 ticks each under ControlLoop in virtual time
 (control.cartpole_loop.run_episode, the plant's noise seed the draw's index, as the chain's
 evaluate). "The existing controller" is the nominal filter with BLEND (kind
 "model_nominal_filter" of control.cartpole_loop since the bank became kind "model").
@@ -43,14 +46,31 @@ NOMINAL = "model_nominal_filter"  # the existing controller: the nominal filter 
 VALIDATION_SEED = 5
 
 
+MODES = ("mix", "argmax")
+
+
+class ArgmaxBank(G.GearBank):
+    """Mode "argmax": the bank's estimate and B the most likely filter's alone (GearBank's weighted
+    mix, then overwritten; no state of its own, so a GearBank's class can be swapped for it)."""
+
+    def estimate(self, y: np.ndarray) -> np.ndarray:
+        super().estimate(y)
+        i = int(np.argmax(self.weights))
+        self.xhat[:] = self.x[i]
+        self.b_mix[:] = self.bs[i]
+        return self.xhat
+
+
 def parse_config(text: str) -> dict:
     mode, points, floor, blend = text.split(":")
+    if mode not in MODES:
+        raise SystemExit(f"mode {mode!r}: give one of {MODES}")
     return {"mode": mode, "points": int(points), "floor": float(floor), "blend": float(blend)}
 
 
 def bank_controller(session, plant: C.HiddenCartPole, design: C.NominalDesign, cfg: dict) -> L.ModelFilterMPC:
     session.reset()
-    return L.ModelFilterMPC(
+    ctl = L.ModelFilterMPC(
         session,
         design,
         plant.dt,
@@ -58,9 +78,11 @@ def bank_controller(session, plant: C.HiddenCartPole, design: C.NominalDesign, c
         bank=True,
         grid=G.training_gear_grid(cfg["points"]),
         floor=cfg["floor"],
-        mode=cfg["mode"],
         blend=cfg["blend"],
     )
+    if cfg["mode"] == "argmax":
+        ctl.bank.__class__ = ArgmaxBank  # the same object: ctl.filter, ctl.b (its b_mix) stay wired
+    return ctl
 
 
 def bank_rows(session, draws, cfg: dict, ticks: int = TICKS) -> list[dict]:
@@ -171,7 +193,8 @@ def tick(art: str, text: str, ticks: int = 2000) -> None:
             y, _ = plant.step(last)
         us = ns[ticks // 10 :] / 1e3
         # the bank's own work per tick (estimate + time update), apart from the model's peek
-        bank = G.GearBank(G.bank_designs(G.training_gear_grid(cfg["points"])), 2, mode=cfg["mode"])
+        kind = ArgmaxBank if cfg["mode"] == "argmax" else G.GearBank
+        bank = kind(G.bank_designs(G.training_gear_grid(cfg["points"])), 2)
         y2 = np.zeros(2)
         t0 = time.perf_counter_ns()
         for _ in range(ticks):
