@@ -135,8 +135,8 @@ def _run(args: argparse.Namespace, budget: Any) -> int:
         )
     if bare and args.weights is not None:
         raise ConfigError(
-            f"--weights tests the generated C step of one of our artifacts; {args.path} is a bare ONNX file: "
-            "remove --weights, or export an artifact and verify that"
+            f"--weights tests the generated C step of one of our artifacts; {args.path} is not an artifact "
+            "directory: remove --weights, or pass the directory `tickformer export --out` wrote"
         )
     if not bare and (
         args.vocab is not None

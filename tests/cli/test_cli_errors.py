@@ -315,6 +315,8 @@ CASES += [  # issue 17: bare ONNX models (verify exits 2 on a user error: 1 is a
     ("verify", ["{ONNX}", "--spec", "{BAD_SPEC}"], "unknown key 'range'"),
     ("verify", ["{ONNX}", "--spec", "{FILE}"], ".toml or .json"),
     ("verify", ["{ART}", "--spec", "{BAD_SPEC}"], "bare ONNX"),
+    ("verify", ["{ONNX}", "--domain", "-1:1", "--weights", "fp16"], "is not an artifact directory"),
+    ("verify", ["{TMP}/nowhere", "--weights", "fp16"], "nowhere is not an artifact directory"),
     ("verify", ["{ONNX}", "--domain", "-1:1", "--output-bound", "-1"], "--output-bound"),
     ("inspect", ["{ONNX}", "--spec", "{BAD_SPEC}"], "unknown key"),
     (
