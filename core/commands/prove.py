@@ -122,7 +122,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--contract", action="append", default=None, metavar="NAME", help="only this contract (repeatable)"
     )
-    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the results as JSON")
+    shared.path(p, "--json", help="write the results as JSON")
     p.add_argument(
         "--assurance", action="store_true", help="print the assurance table and write it as markdown"
     )
