@@ -49,6 +49,7 @@ ACT, OBS = "act", "obs"  # column prefixes: act0, act1, ..; obs0, obs1, ..
 HOLD_MAX = 8  # the exploration holds each random action 1..HOLD_MAX ticks
 GAP_MAX = 64  # skipped ticks whose measurements the loop's observation carries
 HEAD = 2  # obs[0:2] = (reset flag, skipped ticks)
+CANDIDATES = 17  # the export's --batch: GymMPC spreads as many candidates over the action's bounds
 
 
 def make_env(spec: Any, **kwargs: Any) -> Any:

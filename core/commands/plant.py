@@ -341,7 +341,6 @@ def _gym_chain(args: argparse.Namespace) -> int:
     """log, train, export, the closed loops of the model and the hold baseline (module docstring)."""
     from tickformer import runtime
     from tickformer.control import gym_plant as G
-    from tickformer.control.cartpole import CANDIDATES  # as many spread over the action's bounds
     from tickformer.durable import atomic_write
     from tickformer.errors import ConfigError
 
@@ -375,7 +374,7 @@ def _gym_chain(args: argparse.Namespace) -> int:
         _call(parser, ["train", "--data", log, "--inputs", f"{G.ACT}0", "--outputs", outputs, "--episode", "run",
                        "--time", "time", "--horizon", "2", "--steps", str(b["steps"]), "--seed", seed, "--quiet",
                        "--out", ckpt], steps)  # fmt: skip
-        _call(parser, ["export", ckpt, "--out", art, "--batch", str(CANDIDATES)], steps)
+        _call(parser, ["export", ckpt, "--out", art, "--batch", str(G.CANDIDATES)], steps)
         print(
             f"$ closed loops: {b['draws']} episodes x {b['ticks']} ticks, the model and the hold baseline",
             flush=True,

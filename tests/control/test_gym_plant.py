@@ -189,6 +189,7 @@ def test_the_gym_chain_as_one_command(tmp_path, capsys):
     assert main([*argv, "--ticks", "80"]) == 0
     s = json.loads((out / "plant_summary.json").read_text())
     assert [c["command"].split()[1] for c in s["steps"]] == ["log", "train", "export"]
+    assert f"--batch {G.CANDIDATES} " in s["steps"][2]["command"] + " "  # one peek: GymMPC's candidates
     assert set(s["loop"]) == {"model", "hold"} and s["loop"]["model"]["ticks"] == 80
     assert s["target"] == [0.0] and "mean reward per tick" in capsys.readouterr().out
 
