@@ -135,15 +135,18 @@ def test_every_number_of_the_rendered_results_block_is_a_cell_in_its_order():
 def test_the_prose_figures_hold_what_the_sentences_around_them_say():
     """docs/your_plant.md: the nominal controllers fall only on the low-gear draws, the memoryless
     model on every draw, the draw with the nominal-filter model's falls has the heaviest pole, and
-    the model with the gear bank does not fall and is within 1.5x of the oracle on each seed."""
+    the model with the gear bank does not fall and is within the issue's target of the oracle
+    (control.cartpole_loop.TARGET_ORACLE_RATIO, 1.5x) on each seed."""
+    from tickformer.control.cartpole_loop import TARGET_ORACLE_RATIO
+
     yp, root = _module("benchmarks/your_plant.py", "_test_your_plant")
     f = yp.figures(json.loads((root / "benchmarks/results/your_plant.json").read_text()))
     assert f["nominal_falls_elsewhere"] == 0 and f["nominal_falls_min"] > 0
     assert f["memoryless_draws_without_falls"] == 0
     assert f["nf_worst_draw_mass.1"] == f["heaviest_mass"]
     assert f["n_low"] + f["n_other"] == f["n_draws"]
-    assert (
-        f["nf_model_falls_low.1"] == f["nf_model_falls.1"]
-    )  # the nominal filter's falls: on the low-gear draws
+    # the nominal filter's falls: on the low-gear draws
+    assert f["nf_model_falls_low.1"] == f["nf_model_falls.1"]
     assert f["model_falls.0"] == f["model_falls.1"] == 0  # with the gear bank: none
-    assert max(f["ratio.0"], f["ratio.1"]) <= 1.5  # the target the docs say is met, per seed
+    # the issue's target (the verdict's within_oracle), met on each seed
+    assert max(f["ratio.0"], f["ratio.1"]) <= TARGET_ORACLE_RATIO
