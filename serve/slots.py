@@ -143,20 +143,22 @@ class SlotPool:
         (tokens [n] int64) -> y [n, d_out] (logits [n, V]); commits only after every output is
         computed. Not real-time (module docstring)."""
         cfg = self.config
-        if len(np.unique(slots)) != len(slots):
-            raise ValueError("a slot appears twice in one step")  # the model groups requests by slot
-        if cfg.inputs == "tokens":
-            h = self.params[names.TOK_EMBED][x][:, None, :] * np.float32(np.sqrt(cfg.d_model))  # [n, 1, D]
-        else:
-            h = layers.linear(x[:, None, :], **names.IN_PROJ.take(self.params))  # [n, 1, D]
-        r = self.ring[slots]  # [n]
         # a run of consecutive slots (a tick-batched group, a full pool) is read through views,
         # not gathered: the same values, without copying every cache
         first = int(slots[0]) if len(slots) else 0
         run = (
             len(slots) > 0 and int(slots[-1]) - first + 1 == len(slots) and bool(np.all(np.diff(slots) == 1))
         )
+        # a run's slots are distinct; any other set is checked (a sort): the model groups requests
+        # by slot, so a slot named twice is a bug there, refused before anything is computed
+        if not run and len(np.unique(slots)) != len(slots):
+            raise ValueError("a slot appears twice in one step")
         sel = slice(first, first + len(slots)) if run else slots
+        if cfg.inputs == "tokens":
+            h = self.params[names.TOK_EMBED][x][:, None, :] * np.float32(np.sqrt(cfg.d_model))  # [n, 1, D]
+        else:
+            h = layers.linear(x[:, None, :], **names.IN_PROJ.take(self.params))  # [n, 1, D]
+        r = self.ring[slots]  # [n]
         if self._pe is not None:
             h = h + self._pe[r][:, None, :]  # [n, 1, D]
         staged = []

@@ -70,8 +70,9 @@ def test_a_failed_step_leaves_every_slot_as_it_was(arts):
     x = inputs(KINDS["static"], 3, 1, seed=2)[:, 0]
     pool.step(np.arange(3), x)
     k, pos = pool.k.copy(), pool.position.copy()
-    with pytest.raises(ValueError):
-        pool.step(np.array([0, 0]), x[:2])  # a slot twice
+    for twice in ([0, 0], [2, 0, 2], [1, 2, 1]):  # a slot twice (never a run of consecutive slots)
+        with pytest.raises(ValueError, match="a slot appears twice"):
+            pool.step(np.array(twice), x[: len(twice)])
     with pytest.raises(ValueError):
         pool.step(np.array([0, 1]), x[:, :2])  # wrong width: fails inside the step, before the commit
     assert np.array_equal(pool.k, k) and np.array_equal(pool.position, pos)
