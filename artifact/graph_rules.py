@@ -48,15 +48,16 @@ def all_tensors(model: Any) -> list[Any]:
     return found
 
 
-def external_tensors(model: Any) -> list[str]:
-    """Names of every tensor of `model` (`all_tensors`) whose data lives outside the file."""
+def external(model: Any) -> list[Any]:
+    """Every TensorProto of `model` (`all_tensors`) whose data lives outside the file."""
     from onnx import TensorProto
 
-    return [
-        t.name or "<unnamed>"
-        for t in all_tensors(model)
-        if t.data_location == TensorProto.EXTERNAL or len(t.external_data)
-    ]
+    return [t for t in all_tensors(model) if t.data_location == TensorProto.EXTERNAL or len(t.external_data)]
+
+
+def external_tensors(model: Any) -> list[str]:
+    """Names of every tensor of `model` whose data lives outside the file (`external`)."""
+    return [t.name or "<unnamed>" for t in external(model)]
 
 
 def _constant_ints(graph: Any, name: str) -> list[int] | None:

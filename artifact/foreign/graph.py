@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tickformer.artifact.graph_rules import all_tensors, external_tensors
+from tickformer.artifact.graph_rules import external, external_tensors
 from tickformer.errors import ArtifactError, FileRefused
 from tickformer.safe_files import Directory, is_plain_name, read_path
 
@@ -112,9 +112,7 @@ def _load_external(model: Any, path: Path, files: dict[str, tuple[int, str]] | N
     folder = path.parent
     blobs: dict[str, bytes] = {}
     with Directory(folder) as d:
-        for t in all_tensors(model):
-            if not (t.data_location == TensorProto.EXTERNAL or len(t.external_data)):
-                continue
+        for t in external(model):
             info = {e.key: e.value for e in t.external_data}
             name = info.get("location", "")
             if not is_plain_name(name):
