@@ -185,8 +185,9 @@ class LoopStats:
 
 
 class _Running:
-    """Running min, max and sum of one per-tick quantity (ns), as Python ints: allocated once,
-    `add` is real-time safe (no allocation, constant work)."""
+    """Running min, max and sum of one per-tick quantity (ns), as Python ints: made once per
+    loop; `add` does constant work and no net allocation (the ints its sum makes are freed, as
+    the loop's other counters': test_no_net_allocation_per_tick)."""
 
     __slots__ = ("min", "max", "sum")
 
@@ -259,8 +260,6 @@ class ControlLoop:
         self.trace: dict[str, np.ndarray] | None = None
         self._clear()
 
-    # ------------------------------------------------------------------ state
-
     @classmethod
     def virtual(cls, session: Steppable, config: LoopConfig, **kwargs: Any) -> "ControlLoop":
         """The same loop in virtual time (VirtualClock: every tick released on schedule, every step
@@ -268,6 +267,8 @@ class ControlLoop:
         quality)."""
         clock = VirtualClock()
         return cls(session, config, clock=clock.now, sleep=clock.sleep, **kwargs)
+
+    # ------------------------------------------------------------------ state
 
     def _clear(self) -> None:
         self._hist[:] = 0
