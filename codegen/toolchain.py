@@ -18,8 +18,9 @@ on AVX-512 machines; the weights and the state are 64-byte aligned for it; a no-
 AVX-512). The outputs are the same bits at every level and width (docs/codegen.md). Never
 -ffast-math: it breaks the -inf selection and the NaN checks.
 
-Cache: the key is the SHA-256 of the artifact's manifest_sha256, the generator's id (a digest
-of codegen/*.py), the compiler's path and `--version` line, and the flags. A build happens in
+Cache: the key is the SHA-256 of every field of the plan (`cache_key`: the artifact's hash and
+values, the weight format, the bounds a caller may replace), the generator's id (a digest of
+codegen/*.py), the compiler's path and `--version` line, and the flags. A build happens in
 a temporary directory; the sources, the library and `build.json` (written last) reach the
 cache directory through durable.replace_dir, so a crash mid-build never leaves a directory
 that holds a library without its build.json, and a library is only loaded from a directory
@@ -45,9 +46,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
+
+import numpy as np
 
 from tickformer.artifact import Artifact
 from tickformer.durable import replace_dir
@@ -136,17 +139,34 @@ def cache_root(cache_dir: "str | os.PathLike[str] | None" = None) -> Path:
 
 
 def cache_key(plan: Plan, generator: str, compiler: Compiler, flags: Sequence[str]) -> str:
+    """The cache entry of `plan`'s library: every field of the plan (plan.py: everything the
+    emitted C depends on -- the artifact's values and what a caller may replace: the weight
+    format, the bounds, the domain), the generator, the compiler and its flags."""
     record = {
-        "artifact": plan.artifact_sha256,
-        # what the generated text depends on beyond the artifact: the weights' storage (two
-        # formats of one artifact are two libraries) and what a caller may tighten in a plan
-        "weights": plan.weight_format,
-        "bounds": repr((plan.domain, plan.output_bound, plan.state_bound, plan.columns, plan.batch)),
+        "plan": _plan_record(plan),
         "generator": generator,
         "compiler": [compiler.path, compiler.version],
         "flags": list(flags),
     }
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _plan_record(plan: Plan) -> dict[str, str]:
+    """Each field of `plan` as text: its repr, the weights (params) as one SHA-256 over their
+    names, dtypes, shapes and bytes (a field added to Plan is keyed without a change here)."""
+    record = {}
+    for f in fields(plan):
+        value = getattr(plan, f.name)
+        if f.name == "params":
+            digest = hashlib.sha256()
+            for name in sorted(value):
+                array = np.ascontiguousarray(value[name])
+                digest.update(f"{name} {array.dtype.str} {array.shape}".encode())
+                digest.update(memoryview(array).cast("B"))
+            record[f.name] = digest.hexdigest()
+        else:
+            record[f.name] = repr(value)
+    return record
 
 
 def build_for(artifact: Artifact, *, weights: str = "fp32", **options: Any) -> Path:

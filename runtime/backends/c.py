@@ -10,13 +10,14 @@ them from one mechanism keyed by the kind).
 
 Loading is reading: this module imports nothing of the generator. It reaches the generated code
 through one narrow interface, a `LibraryBuilder` -- a callable that returns the path of a
-compiled library for an artifact (`builder(artifact, cc=, cflags=, cache_dir=) -> path`):
+compiled library for an artifact (`builder(artifact, cc=, cflags=, cache_dir=[, weights=]) -> path`):
 `tickformer.codegen` registers its own when it is imported (`register_library_builder`: it
 refuses what the generator does not support, e.g. encoder-decoder artifacts, and builds through
-its cache, keyed by the artifact's hash, the generator, the compiler and the flags), the
-`builder=` option passes one in, and `library=` names a library built already. Whatever built
-it, the library is loaded here (`load_library`) only if it reports this artifact's manifest
-hash, and used only if its state layout (`tf_layout`) is this artifact's. Options: cc=
+its cache, keyed by the plan -- the artifact and the weight format --, the generator, the
+compiler and the flags), the `builder=` option passes one in, and `library=` names a library
+built already. Whatever built it, the library is loaded here (`load_library`) only if it
+reports this artifact's manifest hash, and used only if its state layout (`tf_layout`) is this
+artifact's. Options: cc=
 (compiler), cflags= (replacing the defaults), cache_dir=, library=, builder=, deferred_commit=,
 weights= (the layer matrices' storage the builder generates: fp32 by default, fp16|bf16|int8 --
 codegen/weights.py; passed to the builder only when given).

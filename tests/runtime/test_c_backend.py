@@ -246,6 +246,37 @@ def test_cache_key_follows_the_weight_format(tiny_art, tmp_path, compiler):
     assert build_library(plan_for(art, "fp16"), cache_dir=tmp_path) == libs["fp16"]  # a hit is the same one
 
 
+def test_cache_key_follows_every_field_of_the_plan(tiny_art, compiler):
+    """A plan differing in any one field (plan.py: everything the emitted C depends on) is another
+    cache entry. CHANGES names a change per field of Plan; a field added to Plan fails here until
+    it is named (a key of hand-picked fields missed config, params, the kinds and the signals)."""
+    import dataclasses
+
+    from tickformer.codegen.toolchain import cache_key
+
+    plan = plan_for(open_artifact(tiny_art[0]))
+    first = sorted(plan.params)[0]
+    changes = {
+        "config": plan.config.replace(d_ff=plan.config.d_ff + 1),
+        "batch": plan.batch + 1,
+        "domain": (plan.domain[0], plan.domain[1] * 0.5),
+        "output_bound": 1e-6,
+        "artifact_sha256": "0" * 64,
+        "params": {**plan.params, first: plan.params[first] + np.float32(1.0)},
+        "cache_kind": "ring",
+        "block_kind": "ssm",
+        "state_bound": (1.0,),
+        "columns": ((0.0,), (1.0,)),
+        "signals": {},
+        "weight_format": "fp16",
+    }
+    assert sorted(changes) == sorted(f.name for f in dataclasses.fields(plan))
+    key = cache_key(plan, "g", compiler, ["-O2"])
+    assert cache_key(dataclasses.replace(plan), "g", compiler, ["-O2"]) == key  # the same plan: one entry
+    for name, value in changes.items():
+        assert cache_key(dataclasses.replace(plan, **{name: value}), "g", compiler, ["-O2"]) != key, name
+
+
 def test_load_builds_the_weight_format_asked_for(tiny_art, tmp_path, compiler):
     """runtime.load(backend="c", weights=F) runs the step of format F (a library of its own),
     within F's stated bound of the fp32 step; with library= the format is the library's, so
