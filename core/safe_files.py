@@ -6,6 +6,8 @@ one file descriptor.
     d.names                         its entries (sorted), from that one listing
     d.kind(name)                    "file", "symlink", "fifo", "directory", "device", "socket", "missing"
     d.read(name, size=n)            the bytes of one entry (below), read once
+    d.read_listed(name, entry)      read at a manifest's listed size, then its SHA-256 compared
+    d.read_all_listed(listed)       every file of a manifest's listing, each through read_listed
     read_path(path)                 the same checks for a file named by a path (a user's input file,
                                     a bare .onnx), links followed only when asked
 
@@ -17,8 +19,9 @@ ELOOP, a FIFO swapped in meanwhile does not block) and fstats *that* descriptor:
 one hard link (st_nlink == 1: a file linked from elsewhere could be changed through its other
 name), at most `max_bytes`, exactly `size` bytes when the caller knows the size (the manifest
 does). It then reads exactly st_size bytes from the descriptor and checks that the file ends
-there. The caller hashes and parses those same bytes: nothing is opened twice, so a file swapped
-after the check is never read (time of check = time of use).
+there. `read_listed` hashes those bytes against the listing and the caller parses the same
+bytes: nothing is opened twice, so a file swapped after the check is never read (time of check
+= time of use).
 
 A refusal raises `tickformer.errors.FileRefused` with `.name` and `.reason` (one of REASONS);
 the artifact and checkpoint loaders turn it into their own error with their fix. Not real-time
