@@ -40,21 +40,28 @@ def test_the_innovation_covariance_is_the_filters():
     np.testing.assert_allclose(G.innovation_cov(d), c @ p @ c.T + v, rtol=1e-9)
 
 
-def _run(bank: G.GearBank, gear: float, ticks: int, seed: int = 1) -> list[np.ndarray]:
-    """The rig's own LQG (its true physics) plus a white perturbation, the bank fed what the
-    plant measured and was sent; the bank's weights per tick."""
+def _rig(gear: float, ticks: int, seed: int = 1):
+    """A plant with `gear` driven by the rig's own LQG (its true physics) plus a white
+    perturbation: per tick, what the plant measured and the command it was then sent."""
     params = dataclasses.replace(C.NOMINAL, gear=gear)
     plant = C.HiddenCartPole(params, seed=seed)
-    ctl = C.LQG(C.NominalDesign.make(params), plant.dt)
+    rig = C.LQG(C.NominalDesign.make(params), plant.dt)
     rng = np.random.default_rng(seed)
-    y, out = plant.measure(), []
+    y = plant.measure()
     for _ in range(ticks):
-        c = min(C.COMMAND_LIMIT, max(-C.COMMAND_LIMIT, ctl.step(y) + float(rng.normal(0.0, 0.3))))
-        ctl.issued[-1] = c
+        c = min(C.COMMAND_LIMIT, max(-C.COMMAND_LIMIT, rig.step(y) + float(rng.normal(0.0, 0.3))))
+        rig.issued[-1] = c
+        yield y, c
+        y, _ = plant.step(c)
+
+
+def _run(bank: G.GearBank, gear: float, ticks: int, seed: int = 1) -> list[np.ndarray]:
+    """The bank fed what the rig's plant measured and was sent (`_rig`): its weights per tick."""
+    out = []
+    for y, c in _rig(gear, ticks, seed):
         bank.estimate(y)
         bank._advance(c)
         out.append(bank.weights.copy())
-        y, _ = plant.step(c)
     return out
 
 
@@ -159,23 +166,16 @@ class _StillSession:
 
 
 def _drive(ctl, gear: float, ticks: int, seed: int = 1) -> list[np.ndarray]:
-    """The learned controller stepped on a plant with `gear` that is driven by its own LQG plus a
-    perturbation (what the plant got is the observation's actuated command, as under ControlLoop's
-    fallback): the bank's weights per tick."""
+    """The learned controller stepped on the rig's plant (`_rig`; what the plant got is the
+    observation's actuated command, as under ControlLoop's fallback): the bank's weights per tick."""
     from tickformer.control import cartpole_loop as L
 
-    params = dataclasses.replace(C.NOMINAL, gear=gear)
-    plant = C.HiddenCartPole(params, seed=seed)
-    rig = C.LQG(C.NominalDesign.make(params), plant.dt)
-    rng = np.random.default_rng(seed)
-    obs, y, last, out = np.zeros(L.OBS_HEAD), plant.measure(), 0.0, []
-    for _ in range(ticks):
+    obs, last, out = np.zeros(L.OBS_HEAD), 0.0, []
+    for y, c in _rig(gear, ticks, seed):
         obs[0], obs[1], obs[2] = y[0], y[1], last
         ctl.step(obs)
-        last = min(C.COMMAND_LIMIT, max(-C.COMMAND_LIMIT, rig.step(y) + float(rng.normal(0.0, 0.3))))
-        rig.issued[-1] = last
+        last = c
         out.append(ctl.bank.weights.copy())
-        y, _ = plant.step(last)
     return out
 
 
