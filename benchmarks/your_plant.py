@@ -272,8 +272,6 @@ def figures(record: dict) -> dict:
     for kind, pre in (("model", ""), ("model_nominal_filter", "nf_")):
         for s in seeds:
             ctl = record["seeds"][s]["loop"]["controllers"]
-            if kind not in ctl:
-                continue
             model, oracle = np.array(ctl[kind]["per_draw_cost"]), np.array(ctl["oracle_mpc"]["per_draw_cost"])
             falls = np.array(ctl[kind]["per_draw_falls"])
             worst = int(np.argmax(falls))
