@@ -139,3 +139,69 @@ def test_choice_defaults_to_the_first_and_refuses_the_others(capsys):
         ("run", "contracts", "off"),
     ):
         assert subs[command].get_default(dest) == default, (command, dest)
+
+
+class _Built(Exception):
+    """Raised by a stand-in for the work a command hands its settings to: the settings it got."""
+
+    def __init__(self, *settings) -> None:
+        super().__init__()
+        self.settings = settings
+
+
+def test_every_settings_flag_reaches_the_settings_a_command_builds(monkeypatch, tmp_path):
+    """build, serve and certify, each through its own run(): every flag that names a field of the
+    settings dataclass, given a value other than its default, is in the settings the command
+    hands on. shared.config refuses a name that is no field or no flag, but not a flag left out
+    of the names a command passes (it would silently keep the dataclass's default): this does."""
+    import pytest
+
+    import tickformer.certify.campaign as campaign_module
+    import tickformer.export.engines as engines
+    import tickformer.serve.repository as repository
+    from tickformer.certify.campaign import CampaignConfig
+    from tickformer.certify.decision import EvtConfig
+    from tickformer.cli import main
+    from tickformer.commands import certify
+    from tickformer.export.engines import BuildOptions
+    from tickformer.serve.repository import ServeConfig
+
+    def built(*args, **kwargs):
+        raise _Built(*args, *kwargs.values())
+
+    monkeypatch.setattr(engines, "build_engines", built)
+    monkeypatch.setattr(repository, "write_repository", built)
+    monkeypatch.setattr(campaign_module, "certify_artifact", built)
+    (tmp_path / "art").mkdir()  # certify tells a directory from a bare .onnx before it starts
+    art = str(tmp_path / "art")
+
+    argv = ["build", art, "--backend", "tensorrt", "--precision", "fp16", "--workspace", "64"]
+    argv += ["--timing-cache", "tc", "--version-compatible", "--hardware-compat", "ampere+", "--convert"]
+    with pytest.raises(_Built) as got:
+        main([*argv, "--graph", "step"])
+    assert got.value.settings[1] == BuildOptions(
+        precision="fp16",
+        workspace_mib=64,
+        timing_cache=Path("tc"),
+        version_compatible=True,
+        hardware_compat="ampere+",
+        convert=True,
+        graphs=("step",),
+    )
+
+    argv = ["serve", art, "--repo", str(tmp_path / "repo"), "--name", "m", "--slots", "3", "--idle", "7"]
+    with pytest.raises(_Built) as got:
+        main([*argv, "--when-full", "refuse", "--queue-delay-us", "5", "--form", "onnxruntime"])
+    assert got.value.settings[2] == ServeConfig(
+        name="m", slots=3, idle_s=7.0, when_full="refuse", max_queue_delay_us=5, form="onnxruntime"
+    )
+
+    argv = ["certify", art, "--budget-us", "100", "--out", str(tmp_path / "out"), "--quiet"]
+    argv += ["--samples", "5000", "--warmup", "3", "--cpu", "1", "--realtime", "--rt-priority", "7"]
+    argv += ["--method", "bm", "--exceedance", "1e-6", "--run-length", "5", "--block-size", "20"]
+    args = build_parser().parse_args([*argv, "--n-boot", "30", "--seed", "4"])
+    with pytest.raises(_Built) as got:
+        certify._run(args)
+    settings = got.value.settings
+    assert CampaignConfig(samples=5000, warmup=3, cpu=1, realtime=True, rt_priority=7, seed=4) in settings
+    assert EvtConfig(method="bm", exceedance=1e-6, run_length=5, block_size=20, n_boot=30, seed=4) in settings
