@@ -1,8 +1,9 @@
 """The arguments several subcommands share, defined once: artifact path, --backend, --threads,
 --seed, --out, an optional file or folder flag (`path`), a flag of named values (`choice`),
 --domain, --trust, a bare ONNX model's --step/--spec/--vocab, and the parser of --vocab's value
-(`parse_vocab`); and `config`, which builds a command's settings dataclass from the flags named
-as its fields.
+(`parse_vocab`); `config`, which builds a command's settings dataclass from the flags named as
+its fields; and `register`, which builds a subcommand's parser from its module (HELP,
+`arguments`, `run`; core/cli.py calls it for each).
 
 `glued_values(argv)` lets a value that starts with "-" follow its flag as a separate word
 (`--domain -1:1`): argparse would take "-1:1" for an unknown option, so such a pair is glued
